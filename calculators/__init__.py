@@ -1,0 +1,1 @@
+"""Pure capacity calculators: memory, KV cache, max batch, roofline, queueing, fleet, cost."""

@@ -1,0 +1,95 @@
+"""The model-architecture type shared by the calculators and the reference server.
+
+One frozen dataclass holds the fields that decide memory and compute: the
+reference server builds its transformer from it, and `calculators` predicts KV
+bytes, weight bytes and step time from the same object, so prediction and the
+real allocation cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelArchitecture:
+    """A decoder-only transformer, Llama-style unless a field says otherwise.
+
+    Attributes:
+        name: catalog id, lowercase with hyphens (e.g. ``llama-3.1-8b``).
+        num_layers: decoder blocks.
+        hidden_size: residual stream width (d_model).
+        num_heads: query heads per layer.
+        num_kv_heads: key/value heads per layer (GQA when < num_heads; MHA when equal).
+        head_dim: width of one attention head.
+        intermediate_size: MLP hidden width (per expert for MoE).
+        vocab_size: embedding rows.
+        tie_embeddings: output projection shares the input embedding matrix.
+        max_position_embeddings: longest context the model supports.
+        rope_theta: rotary embedding base.
+        norm_eps: RMSNorm epsilon.
+        num_experts: MLP experts per layer (1 = dense).
+        num_active_experts: experts each token is routed to (top-k).
+        sliding_window: attention window in tokens for sliding-window layers, None = full.
+        num_sliding_window_layers: how many layers use the sliding window (rest are full).
+        kv_lora_rank: MLA compressed KV rank (DeepSeek-style), None for ordinary attention.
+        qk_rope_head_dim: MLA decoupled rotary key width, stored beside the latent.
+        mlp_gated: SwiGLU (3 matrices) when True, plain up/down MLP (2 matrices) when False.
+    """
+
+    name: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_embeddings: bool = False
+    max_position_embeddings: int = 8192
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    num_experts: int = 1
+    num_active_experts: int = 1
+    sliding_window: int | None = None
+    num_sliding_window_layers: int = 0
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int = 0
+    mlp_gated: bool = True
+
+    def __post_init__(self) -> None:
+        positive = (
+            "num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim",
+            "intermediate_size", "vocab_size", "max_position_embeddings",
+            "num_experts", "num_active_experts",
+        )
+        for field_name in positive:
+            value = getattr(self, field_name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{field_name} must be a positive integer, got {value!r}")
+        if self.num_kv_heads > self.num_heads:
+            raise ValueError(
+                f"num_kv_heads ({self.num_kv_heads}) must not exceed num_heads ({self.num_heads})"
+            )
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})"
+            )
+        if self.num_active_experts > self.num_experts:
+            raise ValueError(
+                f"num_active_experts ({self.num_active_experts}) must not exceed num_experts ({self.num_experts})"
+            )
+        if self.sliding_window is not None and self.sliding_window <= 0:
+            raise ValueError(f"sliding_window must be positive or None, got {self.sliding_window!r}")
+        if not 0 <= self.num_sliding_window_layers <= self.num_layers:
+            raise ValueError(
+                f"num_sliding_window_layers must be in [0, num_layers], got {self.num_sliding_window_layers!r}"
+            )
+        if self.kv_lora_rank is not None and self.kv_lora_rank <= 0:
+            raise ValueError(f"kv_lora_rank must be positive or None, got {self.kv_lora_rank!r}")
+        if self.rope_theta <= 0 or self.norm_eps <= 0:
+            raise ValueError("rope_theta and norm_eps must be positive")
+
+    @property
+    def uses_mla(self) -> bool:
+        return self.kv_lora_rank is not None

@@ -1,0 +1,3 @@
+from servecap.cli import main
+
+raise SystemExit(main())

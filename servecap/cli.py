@@ -1,0 +1,42 @@
+"""`servecap` command: one front door, each subcommand owned by its package.
+
+Subcommands are imported lazily so that `servecap calc ...` never imports torch and
+`servecap sweep` never imports gevent.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand -> (module with `main(argv) -> int`, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("reference_server.cli", "run the reference serving process"),
+    "bench": ("reference_server.bench", "benchmark the engine in-process, per batching strategy"),
+    "demo": ("servecap.demo", "start the reference server, send real requests, print what happened"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: servecap <command> [options]", "", "commands:"]
+    width = max(len(name) for name in SUBCOMMANDS)
+    for name, (_, help_text) in SUBCOMMANDS.items():
+        lines.append(f"  {name.ljust(width)}  {help_text}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in SUBCOMMANDS:
+        print(f"servecap: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
