@@ -35,6 +35,15 @@ class ModelArchitecture:
         kv_lora_rank: MLA compressed KV rank (DeepSeek-style), None for ordinary attention.
         qk_rope_head_dim: MLA decoupled rotary key width, stored beside the latent.
         mlp_gated: SwiGLU (3 matrices) when True, plain up/down MLP (2 matrices) when False.
+        qkv_bias: q/k/v projections carry biases (Qwen2).
+        linear_bias: every linear layer carries a bias (OPT, GPT-2); implies qkv_bias.
+        norm_bias: LayerNorm with a bias (OPT) instead of RMSNorm.
+        learned_position_embeddings: rows of a learned absolute position table (OPT: 2050), 0 = rotary.
+        q_lora_rank: MLA query compression rank, None = full-rank query projection.
+        v_head_dim: MLA value head width (None = head_dim); for MLA, head_dim = nope + rope key width.
+        moe_intermediate_size: expert MLP width when it differs from intermediate_size (DeepSeek).
+        num_shared_experts: always-active experts per MoE layer (DeepSeek).
+        num_dense_layers: leading layers with a dense MLP in an MoE model (DeepSeek first_k_dense_replace).
     """
 
     name: str
@@ -56,6 +65,15 @@ class ModelArchitecture:
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int = 0
     mlp_gated: bool = True
+    qkv_bias: bool = False
+    linear_bias: bool = False
+    norm_bias: bool = False
+    learned_position_embeddings: int = 0
+    q_lora_rank: int | None = None
+    v_head_dim: int | None = None
+    moe_intermediate_size: int | None = None
+    num_shared_experts: int = 0
+    num_dense_layers: int = 0
 
     def __post_init__(self) -> None:
         positive = (
@@ -87,9 +105,31 @@ class ModelArchitecture:
             )
         if self.kv_lora_rank is not None and self.kv_lora_rank <= 0:
             raise ValueError(f"kv_lora_rank must be positive or None, got {self.kv_lora_rank!r}")
+        for field_name in ("q_lora_rank", "v_head_dim", "moe_intermediate_size"):
+            value = getattr(self, field_name)
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{field_name} must be a positive integer or None, got {value!r}")
+        for field_name in ("learned_position_embeddings", "num_shared_experts", "qk_rope_head_dim"):
+            value = getattr(self, field_name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{field_name} must be a non-negative integer, got {value!r}")
+        if not 0 <= self.num_dense_layers <= self.num_layers:
+            raise ValueError(f"num_dense_layers must be in [0, num_layers], got {self.num_dense_layers!r}")
         if self.rope_theta <= 0 or self.norm_eps <= 0:
             raise ValueError("rope_theta and norm_eps must be positive")
 
     @property
     def uses_mla(self) -> bool:
         return self.kv_lora_rank is not None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers - self.num_dense_layers if self.is_moe else 0
+
+    @property
+    def expert_intermediate_size(self) -> int:
+        return self.moe_intermediate_size or self.intermediate_size

@@ -7,10 +7,12 @@ The catalog is data (catalog/models.json); this module only parses it into
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from functools import lru_cache
 from importlib import resources
 
 from calculators.architecture import ModelArchitecture
+from calculators.hf_config import load_hf_config
 
 
 @lru_cache(maxsize=1)
@@ -36,3 +38,16 @@ def get_model(name: str) -> ModelArchitecture:
         raise ValueError(
             f"unknown model {name!r}; known models: {', '.join(model_names())}"
         ) from None
+
+
+def resolve_model(name_or_path: str | ModelArchitecture) -> ModelArchitecture:
+    """A catalog name, a path to a Hugging Face config.json (or its directory), or an architecture as is."""
+    if isinstance(name_or_path, ModelArchitecture):
+        return name_or_path
+    if not isinstance(name_or_path, str) or not name_or_path.strip():
+        raise ValueError(f"model must be a catalog name or a config.json path, got {name_or_path!r}")
+    if name_or_path.strip().lower() in _catalog():
+        return get_model(name_or_path)
+    if name_or_path.endswith(".json") or "/" in name_or_path or Path(name_or_path).exists():
+        return load_hf_config(name_or_path)
+    return get_model(name_or_path)

@@ -1,0 +1,145 @@
+"""GPU catalog: memory, bandwidth, peak compute and an assumed hourly price per accelerator.
+
+Figures come from vendor datasheets (dense peaks, no 2:4 sparsity) and live in
+``catalog/gpus.json``; ``usable_bytes`` is the total the driver reports, which is
+what vLLM multiplies by ``--gpu-memory-utilization``. Hourly prices are
+assumptions (typical on-demand cloud prices), meant to be overridden.
+The ``cpu`` entry has no numbers: the caller supplies them as overrides.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import resources
+
+from calculators.dtypes import DType
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One accelerator.
+
+    Attributes:
+        name: catalog id (``h100-sxm``).
+        marketed_bytes: the datasheet capacity (GB are binary for HBM parts).
+        usable_bytes: total memory the driver reports.
+        bandwidth_bytes_per_s: peak memory bandwidth.
+        flops_fp32, flops_16bit, flops_fp8, ops_int8: dense peaks per second; None = no hardware support.
+        hourly_usd: assumed price per GPU-hour, None when unknown.
+    """
+
+    name: str
+    marketed_bytes: int
+    usable_bytes: int
+    bandwidth_bytes_per_s: float
+    flops_fp32: float
+    flops_16bit: float
+    flops_fp8: float | None = None
+    ops_int8: float | None = None
+    hourly_usd: float | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        for field_name in ("marketed_bytes", "usable_bytes", "bandwidth_bytes_per_s", "flops_fp32", "flops_16bit"):
+            value = getattr(self, field_name)
+            if value is None or not value > 0:
+                raise ValueError(f"gpu {self.name!r}: {field_name} must be positive, got {value!r}")
+        for field_name in ("flops_fp8", "ops_int8"):
+            value = getattr(self, field_name)
+            if value is not None and not value > 0:
+                raise ValueError(f"gpu {self.name!r}: {field_name} must be positive or None, got {value!r}")
+        if self.hourly_usd is not None and self.hourly_usd < 0:
+            raise ValueError(f"gpu {self.name!r}: hourly_usd must be >= 0, got {self.hourly_usd!r}")
+
+    def peak_flops(self, dtype: DType) -> float:
+        """Dense peak for matmuls whose weights are stored in ``dtype``.
+
+        fp8/int8 use their own tensor-core peak where the hardware has one, else
+        fall back to 16-bit (weights are upcast, as Marlin-style kernels do);
+        4-bit group quantization is weight-only, so it computes in 16 bits.
+        """
+        if dtype.name == "fp32":
+            return self.flops_fp32
+        if dtype.name == "fp8" and self.flops_fp8:
+            return self.flops_fp8
+        if dtype.name == "int8" and self.ops_int8:
+            return self.ops_int8
+        return self.flops_16bit
+
+
+def _from_json(name: str, raw: dict) -> dict:
+    def scaled(key: str, factor: float) -> float | None:
+        value = raw.get(key)
+        return None if value is None else value * factor
+
+    return {
+        "name": name,
+        "marketed_bytes": None if raw["marketed_gb"] is None else int(raw["marketed_gb"] * GIB),
+        "usable_bytes": None if raw["usable_mib"] is None else int(raw["usable_mib"] * MIB),
+        "bandwidth_bytes_per_s": scaled("bandwidth_gbs", 1e9),
+        "flops_fp32": scaled("tflops_fp32", 1e12),
+        "flops_16bit": scaled("tflops_16bit", 1e12),
+        "flops_fp8": scaled("tflops_fp8", 1e12),
+        "ops_int8": scaled("tops_int8", 1e12),
+        "hourly_usd": raw.get("hourly_usd"),
+        "description": raw.get("description", ""),
+    }
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> dict[str, dict]:
+    raw = json.loads(resources.files("calculators").joinpath("catalog/gpus.json").read_text())
+    return {name: _from_json(name, fields) for name, fields in raw.items() if not name.startswith("_")}
+
+
+def gpu_names() -> list[str]:
+    return list(_catalog())
+
+
+def get_gpu(
+    name: str,
+    *,
+    memory_gib: float | None = None,
+    bandwidth_gbs: float | None = None,
+    tflops: float | None = None,
+    hourly_usd: float | None = None,
+) -> GpuSpec:
+    """The catalog GPU ``name`` (case-insensitive), with optional overrides.
+
+    ``memory_gib`` sets usable (and marketed) memory, ``bandwidth_gbs`` the memory
+    bandwidth in GB/s, ``tflops`` every compute peak, ``hourly_usd`` the price.
+    ``cpu`` needs memory, bandwidth and tflops. ValueError names the missing field.
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"gpu must be a catalog name, got {name!r}")
+    key = name.strip().lower()
+    if key not in _catalog():
+        raise ValueError(f"unknown gpu {name!r}; known gpus: {', '.join(gpu_names())}")
+    fields = dict(_catalog()[key])
+    overrides = {"memory_gib": memory_gib, "bandwidth_gbs": bandwidth_gbs, "tflops": tflops, "hourly_usd": hourly_usd}
+    for flag, value in overrides.items():
+        if value is not None and not value > 0 and not (flag == "hourly_usd" and value == 0):
+            raise ValueError(f"{flag} must be positive, got {value!r}")
+    if memory_gib is not None:
+        fields["usable_bytes"] = fields["marketed_bytes"] = int(memory_gib * GIB)
+    if bandwidth_gbs is not None:
+        fields["bandwidth_bytes_per_s"] = bandwidth_gbs * 1e9
+    if tflops is not None:
+        fields.update(flops_fp32=tflops * 1e12, flops_16bit=tflops * 1e12, flops_fp8=None, ops_int8=None)
+    if hourly_usd is not None:
+        fields["hourly_usd"] = hourly_usd
+    missing = [flag for flag, key_ in (("memory_gib", "usable_bytes"), ("bandwidth_gbs", "bandwidth_bytes_per_s"),
+                                       ("tflops", "flops_16bit")) if fields[key_] is None]
+    if missing:
+        raise ValueError(f"gpu {key!r} has no catalog numbers; give {', '.join(missing)}")
+    return GpuSpec(**fields)
+
+
+def with_price(gpu: GpuSpec, hourly_usd: float) -> GpuSpec:
+    """``gpu`` at another hourly price."""
+    return replace(gpu, hourly_usd=hourly_usd)
