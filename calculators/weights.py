@@ -118,6 +118,7 @@ class Weights:
     linear_bytes: int
     small_bytes: int
     routed_expert_bytes: int
+    lm_head_bytes: int       # the output projection (the embedding matrix itself when tied): read every step
     keep_embeddings_16bit: bool
 
     def bytes_per_gpu(self, tp: int) -> int:
@@ -144,5 +145,6 @@ def weights(arch: ModelArchitecture, dtype: str | DType = "bf16", *, keep_embedd
         linear_bytes=linear_bytes,
         small_bytes=small_bytes,
         routed_expert_bytes=round(counts.routed_experts * dt.bytes_per_element),
+        lm_head_bytes=round(arch.vocab_size * arch.hidden_size * embed_bytes_each),
         keep_embeddings_16bit=keep_embeddings_16bit,
     )
