@@ -1,0 +1,91 @@
+"""Cost per million tokens and per million requests.
+
+    usd_per_million_tokens   = 1e6 x hourly price x GPUs / (3600 x tokens per second)
+    usd_per_million_requests = 1e6 x hourly price x GPUs / (3600 x requests per second)
+Price the throughput you can sell: the SLO operating point (the highest load whose p99 still
+meets the SLO, ``slo_operating_point``), not the peak a saturated server reaches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+
+def _positive(value: float, field: str, *, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+            or value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{field} must be {'>= 0' if allow_zero else 'positive'}, got {value!r}")
+    return float(value)
+
+
+def usd_per_million_tokens(hourly_usd: float, gpus: int, tokens_per_s: float) -> float:
+    """Dollars per 1e6 tokens for ``gpus`` GPUs at ``hourly_usd`` each producing ``tokens_per_s`` together."""
+    return 1e6 * _positive(hourly_usd, "hourly_usd", allow_zero=True) * _positive(gpus, "gpus") \
+        / (3600 * _positive(tokens_per_s, "tokens_per_s"))
+
+
+def usd_per_million_requests(hourly_usd: float, gpus: int, requests_per_s: float) -> float:
+    return 1e6 * _positive(hourly_usd, "hourly_usd", allow_zero=True) * _positive(gpus, "gpus") \
+        / (3600 * _positive(requests_per_s, "requests_per_s"))
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """The highest load that meets the SLO, linearly interpolated between measured levels."""
+
+    load: float
+    throughput: float
+    p99_s: float
+    interpolated: bool
+
+
+def slo_operating_point(loads: Sequence[float], throughputs: Sequence[float], p99_s: Sequence[float],
+                        slo_p99_s: float) -> OperatingPoint | None:
+    """Walk levels in increasing load; stop at the first whose p99 breaks the SLO and interpolate
+    load and throughput to where p99 crosses it. None when even the lowest level misses the SLO."""
+    if not len(loads) == len(throughputs) == len(p99_s) or not loads:
+        raise ValueError("loads, throughputs and p99_s must be non-empty and of equal length")
+    _positive(slo_p99_s, "slo_p99_s")
+    points = sorted(zip(loads, throughputs, p99_s))
+    best = None
+    for load, throughput, p99 in points:
+        if p99 <= slo_p99_s:
+            best = OperatingPoint(load, throughput, p99, False)
+            continue
+        if best is not None and p99 > best.p99_s:
+            share = (slo_p99_s - best.p99_s) / (p99 - best.p99_s)
+            best = OperatingPoint(best.load + share * (load - best.load),
+                                  best.throughput + share * (throughput - best.throughput), slo_p99_s, True)
+        break
+    return best
+
+
+@dataclass(frozen=True)
+class Cost:
+    """``--json`` keys are these field names."""
+
+    hourly_usd: float
+    gpus: int
+    tokens_per_s: float
+    usd_per_hour: float
+    usd_per_million_tokens: float
+    slo_tokens_per_s: float | None
+    usd_per_million_tokens_at_slo: float | None
+    requests_per_s: float | None
+    usd_per_million_requests: float | None
+
+
+def cost(hourly_usd: float, gpus: int, tokens_per_s: float, *, slo_tokens_per_s: float | None = None,
+         requests_per_s: float | None = None) -> Cost:
+    """Peak-throughput cost, cost at the SLO operating point and per request, where given."""
+    return Cost(
+        hourly_usd=hourly_usd, gpus=gpus, tokens_per_s=tokens_per_s, usd_per_hour=hourly_usd * gpus,
+        usd_per_million_tokens=usd_per_million_tokens(hourly_usd, gpus, tokens_per_s),
+        slo_tokens_per_s=slo_tokens_per_s,
+        usd_per_million_tokens_at_slo=(None if slo_tokens_per_s is None
+                                       else usd_per_million_tokens(hourly_usd, gpus, slo_tokens_per_s)),
+        requests_per_s=requests_per_s,
+        usd_per_million_requests=(None if requests_per_s is None
+                                  else usd_per_million_requests(hourly_usd, gpus, requests_per_s)),
+    )

@@ -1,0 +1,158 @@
+"""Queueing models for one serving replica or a fleet of them.
+
+  M/M/c   Erlang C (Erlang 1917; Kleinrock, Queueing Systems vol. 1, 1975, sec. 3.5):
+          a = lambda/mu, rho = a/c, P_wait = C(c, a) (computed from the Erlang B recursion),
+          Wq = P_wait / (c mu - lambda), P(Wq > t) = P_wait exp(-(c mu - lambda) t)   (exact)
+  M/G/1   Pollaczek-Khinchine: Wq = rho (1 + cs^2) / (2 mu (1 - rho)); M/D/1 is cs^2 = 0
+  G/G/c   Allen-Cunneen (Kingman 1961 for c = 1): Wq = C(c, a) / (c mu - lambda) x (ca^2 + cs^2) / 2
+Tails outside M/M/c use the standard exponential approximation of the waiting time:
+  P(Wq > t) = P_wait exp(-t P_wait / Wq), with P_wait = rho for one server, C(c, a) for c.
+The response time is waiting + service; its p99 is solved numerically with service time
+exponential (cs^2 = 1), deterministic (cs^2 = 0) or gamma with that cv^2 otherwise.
+Little's law (L = lambda W) gives the mean numbers in queue and in system.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from scipy import integrate, optimize, stats
+
+
+def erlang_c(servers: int, offered_load: float) -> float:
+    """P(wait > 0) in M/M/c with ``offered_load`` = lambda / mu erlangs; needs offered_load < servers."""
+    if isinstance(servers, bool) or not isinstance(servers, int) or servers <= 0:
+        raise ValueError(f"servers must be a positive integer, got {servers!r}")
+    if not 0 <= offered_load < servers:
+        raise ValueError(f"offered load {offered_load!r} must be in [0, servers={servers}) for a stable queue")
+    blocking = 1.0  # Erlang B recursion, B(0) = 1
+    for k in range(1, servers + 1):
+        blocking = offered_load * blocking / (k + offered_load * blocking)
+    return servers * blocking / (servers - offered_load * (1 - blocking))
+
+
+def littles_law(*, arrival_rate: float | None = None, mean_time_s: float | None = None,
+                mean_in_system: float | None = None) -> float:
+    """L = lambda W: give two of the three, get the third."""
+    given = {k: v for k, v in (("arrival_rate", arrival_rate), ("mean_time_s", mean_time_s),
+                               ("mean_in_system", mean_in_system)) if v is not None}
+    if len(given) != 2:
+        raise ValueError("littles_law needs exactly two of arrival_rate, mean_time_s, mean_in_system")
+    for name, value in given.items():
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value!r}")
+    if mean_in_system is None:
+        return arrival_rate * mean_time_s
+    if arrival_rate is None:
+        if mean_time_s == 0:
+            raise ValueError("mean_time_s must be positive to solve for arrival_rate")
+        return mean_in_system / mean_time_s
+    if arrival_rate == 0:
+        raise ValueError("arrival_rate must be positive to solve for mean_time_s")
+    return mean_in_system / arrival_rate
+
+
+@dataclass(frozen=True)
+class QueueResult:
+    """``--json`` keys are these field names. Times in seconds."""
+
+    model: str
+    arrival_rate: float
+    service_rate: float
+    servers: int
+    utilization: float
+    p_wait: float
+    mean_wait_s: float
+    wait_p99_s: float
+    mean_service_s: float
+    mean_response_s: float
+    response_p99_s: float
+    mean_in_queue: float       # Little: lambda x Wq
+    mean_in_system: float      # Little: lambda x W
+    exact_tail: bool           # True for M/M/c, else the exponential approximation
+
+
+def _service_survival(t: float, mean: float, cv2: float) -> float:
+    if cv2 == 0:
+        return 1.0 if t < mean else 0.0
+    shape = 1 / cv2
+    return float(stats.gamma.sf(t, a=shape, scale=mean / shape))
+
+
+def response_quantile(p_wait: float, mean_wait_s: float, mean_service_s: float, service_cv2: float,
+                      q: float = 0.99) -> float:
+    """q-quantile of wait + service; wait = 0 w.p. 1 - p_wait, else exponential with mean Wq / p_wait."""
+    cond_mean = mean_wait_s / p_wait if p_wait > 0 else 0.0
+
+    def survival(t: float) -> float:
+        if cond_mean == 0:
+            return _service_survival(t, mean_service_s, service_cv2)
+        waited = integrate.quad(lambda w: _service_survival(t - w, mean_service_s, service_cv2)
+                                * math.exp(-w / cond_mean) / cond_mean, 0, t,
+                                points=[max(0.0, t - mean_service_s)] if service_cv2 == 0 else None, limit=200)[0]
+        return (1 - p_wait) * _service_survival(t, mean_service_s, service_cv2) + p_wait * (math.exp(-t / cond_mean) + waited)
+
+    high = mean_service_s + cond_mean
+    while survival(high) > 1 - q:
+        high *= 2
+    return float(optimize.brentq(lambda t: survival(t) - (1 - q), 0.0, high, xtol=1e-12, rtol=1e-10))
+
+
+def _validate(arrival_rate: float, service_rate: float, servers: int, *cv2s: tuple[float, str]) -> None:
+    if not isinstance(arrival_rate, (int, float)) or not arrival_rate > 0:
+        raise ValueError(f"arrival_rate must be positive, got {arrival_rate!r}")
+    if not isinstance(service_rate, (int, float)) or not service_rate > 0:
+        raise ValueError(f"service_rate must be positive, got {service_rate!r}")
+    if isinstance(servers, bool) or not isinstance(servers, int) or servers <= 0:
+        raise ValueError(f"servers must be a positive integer, got {servers!r}")
+    for value, name in cv2s:
+        if not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value!r}")
+    if arrival_rate >= servers * service_rate:
+        raise ValueError(f"unstable queue: arrival_rate {arrival_rate:g} must be below servers x service_rate "
+                         f"= {servers * service_rate:g} (utilization {arrival_rate / (servers * service_rate):.3f})")
+
+
+def _result(model: str, lam: float, mu: float, c: int, p_wait: float, wq: float, cs2: float, exact: bool) -> QueueResult:
+    cond = wq / p_wait if p_wait > 0 else 0.0
+    wait_p99 = cond * math.log(p_wait / 0.01) if p_wait > 0.01 else 0.0
+    response = wq + 1 / mu
+    return QueueResult(
+        model=model, arrival_rate=lam, service_rate=mu, servers=c, utilization=lam / (c * mu), p_wait=p_wait,
+        mean_wait_s=wq, wait_p99_s=wait_p99, mean_service_s=1 / mu, mean_response_s=response,
+        response_p99_s=response_quantile(p_wait, wq, 1 / mu, cs2), mean_in_queue=lam * wq,
+        mean_in_system=littles_law(arrival_rate=lam, mean_time_s=response), exact_tail=exact,
+    )
+
+
+def mmc(arrival_rate: float, service_rate: float, servers: int = 1) -> QueueResult:
+    """M/M/c via Erlang C (exact, including the tails)."""
+    _validate(arrival_rate, service_rate, servers)
+    p_wait = erlang_c(servers, arrival_rate / service_rate)
+    wq = p_wait / (servers * service_rate - arrival_rate)
+    return _result("mmc", arrival_rate, service_rate, servers, p_wait, wq, 1.0, True)
+
+
+def mg1(arrival_rate: float, service_rate: float, service_cv2: float = 1.0) -> QueueResult:
+    """M/G/1 via Pollaczek-Khinchine."""
+    _validate(arrival_rate, service_rate, 1, (service_cv2, "service_cv2"))
+    rho = arrival_rate / service_rate
+    wq = rho * (1 + service_cv2) / (2 * service_rate * (1 - rho))
+    return _result("mg1", arrival_rate, service_rate, 1, rho, wq, service_cv2, service_cv2 == 1.0)
+
+
+def md1(arrival_rate: float, service_rate: float) -> QueueResult:
+    """M/D/1: Pollaczek-Khinchine with deterministic service (cs^2 = 0)."""
+    return replace(mg1(arrival_rate, service_rate, 0.0), model="md1")
+
+
+def ggc(arrival_rate: float, service_rate: float, servers: int = 1, *, arrival_cv2: float = 1.0,
+        service_cv2: float = 1.0) -> QueueResult:
+    """G/G/c via Allen-Cunneen (Kingman's formula when servers = 1)."""
+    _validate(arrival_rate, service_rate, servers, (arrival_cv2, "arrival_cv2"), (service_cv2, "service_cv2"))
+    p_wait = erlang_c(servers, arrival_rate / service_rate)
+    wq = p_wait / (servers * service_rate - arrival_rate) * (arrival_cv2 + service_cv2) / 2
+    exact = arrival_cv2 == 1.0 and service_cv2 == 1.0
+    return _result("ggc", arrival_rate, service_rate, servers, p_wait, wq, service_cv2, exact)
+
