@@ -1,0 +1,56 @@
+"""The FastAPI app factory: `create_app(engine_config, server_config, classifier_config)`.
+
+Routes: OpenAI (/v1), KServe V2 (/v2), ops (/health, /ready, /metrics). The engine
+thread and the classifier batcher start in the app's lifespan and stop with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from reference_server.api import kserve_routes, openai_routes, ops_routes
+from reference_server.api.auth import ApiKeyMiddleware
+from reference_server.api.body_limit import BodyLimitMiddleware
+from reference_server.api.errors import install_error_handlers
+from reference_server.api.runtime import ServingRuntime
+from reference_server.api.settings import ServerConfig
+from reference_server.classifier import ClassifierConfig
+from reference_server.config import EngineConfig
+
+
+def create_app(engine_config: EngineConfig | None = None, server_config: ServerConfig | None = None,
+               classifier_config: ClassifierConfig | None = None, *,
+               build_engine: Callable[[], object] | None = None) -> FastAPI:
+    """A new app with its own runtime and metrics registry (`app.state.runtime`)."""
+    engine_config = engine_config or EngineConfig()
+    server_config = server_config or ServerConfig()
+    classifier_config = classifier_config or ClassifierConfig()
+    runtime = ServingRuntime(engine_config, server_config, classifier_config, build_engine=build_engine)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        await runtime.start()
+        try:
+            yield
+        finally:
+            await runtime.stop()
+
+    app = FastAPI(
+        title="servecap reference server",
+        version="0.1.0",
+        description="OpenAI-compatible completions and chat, KServe V2 classifier, Prometheus metrics.",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    app.state.metrics = runtime.metrics
+    install_error_handlers(app)
+    # added last = outermost: the body limit, then auth, run before any route reads the body
+    app.add_middleware(ApiKeyMiddleware, api_key=server_config.api_key)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=server_config.max_body_bytes)
+    app.include_router(ops_routes.router)
+    app.include_router(openai_routes.router)
+    app.include_router(kserve_routes.router)
+    return app

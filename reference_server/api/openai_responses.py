@@ -1,0 +1,81 @@
+"""OpenAI response bodies (plain dicts): completion, chat completion, and their stream chunks.
+
+Streaming emits one chunk per engine output (normally one token), the first carrying
+the chat `role`; the chunk with `finish_reason` is the last choice chunk; with
+`stream_options.include_usage` a final chunk has `choices: []` and the usage, and
+every earlier chunk has `usage: null`, as in OpenAI's API.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from reference_server.api.generation import Delta
+
+
+def new_response_id(prefix: str) -> str:
+    """Unique per response (loadgen joins its records on it): e.g. 'chatcmpl-3f2a...'."""
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def usage(prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> dict:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_prompt_tokens},
+    }
+
+
+class ResponseShape:
+    """Builds the bodies of one response; `chat` picks chat.completion vs text_completion."""
+
+    def __init__(self, *, chat: bool, model: str, include_usage: bool = False,
+                 continuous_usage: bool = False) -> None:
+        self.chat = chat
+        self.model = model
+        self.include_usage = include_usage
+        self.continuous_usage = continuous_usage and include_usage
+        self.id = new_response_id("chatcmpl" if chat else "cmpl")
+        self.created = int(time.time())
+        self._sent_role = False
+
+    def full(self, text: str, finish_reason: str | None, last: Delta | None, prompt_tokens: int) -> dict:
+        """The non-streaming body."""
+        if self.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text},
+                      "logprobs": None, "finish_reason": finish_reason}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+        counts = (last.prompt_tokens, last.completion_tokens, last.cached_prompt_tokens) if last \
+            else (prompt_tokens, 0, 0)
+        return {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
+                "created": self.created, "model": self.model, "choices": [choice],
+                "usage": usage(*counts)}
+
+    def chunk(self, delta: Delta) -> dict:
+        """One streamed choice chunk."""
+        if self.chat:
+            content: dict = {"content": delta.text}
+            if not self._sent_role:
+                content = {"role": "assistant", **content}
+                self._sent_role = True
+            choice = {"index": 0, "delta": content, "logprobs": None, "finish_reason": delta.finish_reason}
+        else:
+            choice = {"index": 0, "text": delta.text, "logprobs": None, "finish_reason": delta.finish_reason}
+        body = self._chunk_envelope([choice])
+        if self.include_usage:
+            body["usage"] = usage(delta.prompt_tokens, delta.completion_tokens, delta.cached_prompt_tokens) \
+                if self.continuous_usage else None
+        return body
+
+    def usage_chunk(self, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int) -> dict:
+        """The final `choices: []` chunk of `stream_options.include_usage`."""
+        body = self._chunk_envelope([])
+        body["usage"] = usage(prompt_tokens, completion_tokens, cached_prompt_tokens)
+        return body
+
+    def _chunk_envelope(self, choices: list) -> dict:
+        return {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                "created": self.created, "model": self.model, "choices": choices}

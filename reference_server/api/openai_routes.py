@@ -1,0 +1,167 @@
+"""OpenAI-compatible routes: /v1/completions, /v1/chat/completions, /v1/models, /v1/engine.
+
+Prompt tokens (what `usage.prompt_tokens` counts, exactly):
+- completions, text prompt: `<|bos|>` + one id per UTF-8 byte;
+- completions, token-id prompt: the ids as given (no BOS added);
+- chat: see `chat_template.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
+
+from reference_server.api.chat_template import render_chat
+from reference_server.api.errors import APIError
+from reference_server.api.generation import Generation
+from reference_server.api.openai_responses import ResponseShape
+from reference_server.api.openai_schemas import ChatCompletionRequest, CompletionRequest, _SamplingRequest
+from reference_server.api.sse import DONE, SSE_MEDIA_TYPE, sse_event
+from reference_server.sampling import SamplingParams
+
+DEFAULT_COMPLETION_MAX_TOKENS = 16   # OpenAI's default for /v1/completions
+
+router = APIRouter(prefix="/v1", tags=["openai"])
+
+
+@router.get("/models")
+async def list_models(request: Request) -> dict:
+    """The served model, with the engine's configuration under `engine` (see /v1/engine)."""
+    return {"object": "list", "data": [_model_card(request.app.state.runtime)]}
+
+
+@router.get("/models/{model_id:path}")
+async def retrieve_model(model_id: str, request: Request) -> dict:
+    runtime = request.app.state.runtime
+    runtime.check_model(model_id)
+    return _model_card(runtime)
+
+
+@router.get("/engine")
+async def engine_info(request: Request) -> dict:
+    """`engine.describe()` (strategy, limits, block size, KV blocks and bytes) plus serving limits."""
+    return request.app.state.runtime.describe()
+
+
+@router.post("/completions", response_model=None)
+async def create_completion(body: CompletionRequest, request: Request) -> Response:
+    arrival_s = time.monotonic()
+    runtime = request.app.state.runtime
+    runtime.check_model(body.model)
+    prompt = body.single_prompt()
+    if isinstance(prompt, str):
+        prompt_ids = runtime.tokenizer.encode(prompt, add_bos=True)
+    else:
+        prompt_ids = list(prompt)
+        bad = [t for t in prompt_ids if not 0 <= t < runtime.tokenizer.vocab_size]
+        if bad:
+            raise APIError(400, f"prompt: token ids must be in [0, {runtime.tokenizer.vocab_size}), "
+                                f"got {bad[:5]}", param="prompt")
+    max_tokens = body.max_tokens if body.max_tokens is not None else DEFAULT_COMPLETION_MAX_TOKENS
+    shape = ResponseShape(chat=False, model=runtime.served_model_name, include_usage=body.include_usage(),
+                          continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats))
+    return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens),
+                          body.stop_strings(), bool(body.stream), arrival_s)
+
+
+@router.post("/chat/completions", response_model=None)
+async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> Response:
+    arrival_s = time.monotonic()
+    runtime = request.app.state.runtime
+    runtime.check_model(body.model)
+    prompt_ids = render_chat(runtime.tokenizer, [(m.role, m.text()) for m in body.messages])
+    max_tokens = body.token_limit()
+    if max_tokens is None:   # as vLLM: whatever context is left after the prompt
+        max_tokens = runtime.max_model_len - len(prompt_ids)
+        if max_tokens < 1:
+            raise APIError(400, f"messages: the prompt is {len(prompt_ids)} tokens, which leaves no room "
+                                f"in the model's context of {runtime.max_model_len} tokens", param="messages")
+    shape = ResponseShape(chat=True, model=runtime.served_model_name, include_usage=body.include_usage(),
+                          continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats))
+    return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens),
+                          body.stop_strings(), bool(body.stream), arrival_s)
+
+
+def _model_card(runtime) -> dict:
+    return {"id": runtime.served_model_name, "object": "model", "created": runtime.created,
+            "owned_by": "servecap", "max_model_len": runtime.max_model_len, "engine": runtime.describe()}
+
+
+def _sampling_params(body: _SamplingRequest, max_tokens: int) -> SamplingParams:
+    try:
+        return SamplingParams(
+            max_tokens=max_tokens,
+            temperature=1.0 if body.temperature is None else float(body.temperature),
+            top_p=1.0 if body.top_p is None else float(body.top_p),
+            seed=body.seed,
+            ignore_eos=bool(body.ignore_eos),
+            min_tokens=body.min_tokens or 0,
+            stop_token_ids=tuple(body.stop_token_ids or ()),
+        )
+    except ValueError as exc:
+        raise APIError(400, str(exc)) from None
+
+
+async def _respond(request: Request, runtime, shape: ResponseShape, prompt_ids: list[int],
+                   params: SamplingParams, stop: tuple[str, ...], stream: bool, arrival_s: float) -> Response:
+    generation = await Generation.open(runtime, shape.id, prompt_ids, params, stop, arrival_s)
+    if stream:
+        return StreamingResponse(_sse(generation, shape), media_type=SSE_MEDIA_TYPE,
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                                 background=BackgroundTask(generation.close))
+    try:
+        collected = await _collect_unless_disconnected(request, generation)
+    finally:
+        generation.close()
+    if collected is None:   # the client left; nobody reads this
+        return Response(status_code=499)
+    text, last = collected
+    return JSONResponse(shape.full(text, last.finish_reason if last else None, last, len(prompt_ids)))
+
+
+async def _sse(generation: Generation, shape: ResponseShape):
+    """The SSE body: a chunk per engine output, the usage chunk if asked, then [DONE]."""
+    try:
+        async for delta in generation.deltas():
+            yield sse_event(shape.chunk(delta))
+    except APIError as exc:   # headers are already sent: report in-band, as OpenAI does
+        yield sse_event({"error": {"message": exc.message, "type": "server_error", "param": None,
+                                   "code": exc.code}})
+        return
+    if shape.include_usage:
+        yield sse_event(shape.usage_chunk(generation.prompt_tokens, generation.completion_tokens,
+                                          generation.cached_prompt_tokens))
+    yield DONE
+
+
+async def _collect_unless_disconnected(request: Request, generation: Generation):
+    """(text, last delta), or None if the client disconnected first (the sequence is aborted)."""
+
+    async def collect():
+        parts, last = [], None
+        async for delta in generation.deltas():
+            parts.append(delta.text)
+            last = delta
+        return "".join(parts), last
+
+    async def disconnected():
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    collect_task = asyncio.ensure_future(collect())
+    watch_task = asyncio.ensure_future(disconnected())
+    try:
+        done, _ = await asyncio.wait({collect_task, watch_task}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        collect_task.cancel()
+        raise
+    finally:
+        watch_task.cancel()
+    if collect_task in done:
+        return collect_task.result()
+    collect_task.cancel()
+    return None

@@ -1,0 +1,166 @@
+"""Request bodies of the OpenAI-compatible routes (pydantic; they also make the OpenAPI schema).
+
+Strict about input: wrong types are not coerced ("5" is not 5), unknown fields are
+rejected with a message naming them, and OpenAI parameters this server does not
+implement are accepted only at their no-op value (e.g. `n` must be 1, `logprobs` null,
+penalties 0), so nothing a client asks for is silently ignored. `null` means "default"
+for every optional parameter, as many clients send it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MAX_SEED = 2**63 - 1
+MAX_STOP_STRINGS = 16
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class StreamOptions(_Strict):
+    include_usage: bool | None = False
+    continuous_usage_stats: bool | None = False   # vLLM: usage on every chunk
+
+
+class _SamplingRequest(_Strict):
+    """Fields shared by /v1/completions and /v1/chat/completions."""
+
+    model: str | None = Field(None, description="the served model name; null = the served model")
+    max_tokens: int | None = Field(None, ge=1, description="most tokens to generate")
+    temperature: float | None = Field(None, ge=0, le=2, description="0 = greedy; default 1")
+    top_p: float | None = Field(None, gt=0, le=1, description="nucleus sampling mass; default 1")
+    seed: int | None = Field(None, ge=0, le=MAX_SEED, description="per-request sampling seed")
+    stop: str | list[str] | None = Field(None, description="stop strings, not included in the output")
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    # vLLM extensions that let load tests fix the output length
+    ignore_eos: bool | None = Field(False, description="vLLM: keep generating past end-of-sequence")
+    min_tokens: int | None = Field(None, ge=0, description="vLLM: no end-of-sequence before this many tokens")
+    stop_token_ids: list[int] | None = Field(None, description="vLLM: token ids that end generation")
+    # accepted OpenAI parameters at their no-op value only
+    n: int | None = Field(1, description="only 1 is supported")
+    user: str | None = None
+    presence_penalty: float | None = Field(None, description="only 0 is supported")
+    frequency_penalty: float | None = Field(None, description="only 0 is supported")
+    logit_bias: dict[str, float] | None = Field(None, description="only empty is supported")
+
+    @field_validator("stop")
+    @classmethod
+    def _check_stop(cls, value):
+        stops = [value] if isinstance(value, str) else value
+        if stops is not None:
+            if len(stops) > MAX_STOP_STRINGS:
+                raise ValueError(f"at most {MAX_STOP_STRINGS} stop strings are supported")
+            if any(not s for s in stops):
+                raise ValueError("stop strings must be non-empty")
+        return value
+
+    @field_validator("stop_token_ids")
+    @classmethod
+    def _check_stop_token_ids(cls, value):
+        if value is not None and any(token_id < 0 for token_id in value):
+            raise ValueError("stop_token_ids must be non-negative")
+        return value
+
+    @model_validator(mode="after")
+    def _check_unsupported(self):
+        if self.n not in (None, 1):
+            raise ValueError("n: only n=1 is supported; send several requests instead")
+        for name in ("presence_penalty", "frequency_penalty"):
+            if getattr(self, name) not in (None, 0):
+                raise ValueError(f"{name}: only 0 is supported by this server")
+        if self.logit_bias:
+            raise ValueError("logit_bias: not supported by this server")
+        if self.min_tokens and self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            raise ValueError(f"min_tokens ({self.min_tokens}) must not exceed max_tokens ({self.max_tokens})")
+        return self
+
+    def stop_strings(self) -> tuple[str, ...]:
+        if self.stop is None:
+            return ()
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class CompletionRequest(_SamplingRequest):
+    """POST /v1/completions. `max_tokens` defaults to 16, as in OpenAI's API."""
+
+    prompt: str | list[int] | list[str] | list[list[int]] = Field(
+        ..., description="text, or token ids; a list of several prompts is not supported")
+    echo: bool | None = Field(False, description="only false is supported")
+    logprobs: int | None = Field(None, description="only null is supported")
+    best_of: int | None = Field(None, description="only 1 is supported")
+    suffix: str | None = Field(None, description="only null is supported")
+
+    @model_validator(mode="after")
+    def _check_completion_only(self):
+        if self.echo:
+            raise ValueError("echo: not supported by this server")
+        if self.logprobs is not None:
+            raise ValueError("logprobs: not supported by this server")
+        if self.best_of not in (None, 1):
+            raise ValueError("best_of: only 1 is supported")
+        if self.suffix:
+            raise ValueError("suffix: not supported by this server")
+        if isinstance(self.prompt, list):
+            if not self.prompt:
+                raise ValueError("prompt: must not be empty")
+            if isinstance(self.prompt[0], (str, list)) and len(self.prompt) != 1:
+                raise ValueError(f"prompt: got {len(self.prompt)} prompts; send one prompt per request")
+            if isinstance(self.prompt[0], list) and not self.prompt[0]:
+                raise ValueError("prompt: must not be empty")
+        return self
+
+    def single_prompt(self) -> str | list[int]:
+        """The prompt as text or as token ids (a one-element batch unwrapped)."""
+        prompt = self.prompt
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
+            return prompt[0]
+        return prompt
+
+
+class TextPart(_Strict):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(_Strict):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[TextPart] | None = None
+    name: str | None = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content)
+
+
+class ChatCompletionRequest(_SamplingRequest):
+    """POST /v1/chat/completions. Without a limit, generation may run to the model's context."""
+
+    messages: list[ChatMessage] = Field(..., min_length=1)
+    max_completion_tokens: int | None = Field(None, ge=1, description="newer name of max_tokens")
+    logprobs: bool | None = Field(None, description="only false/null is supported")
+    top_logprobs: int | None = Field(None, description="only null is supported")
+
+    @model_validator(mode="after")
+    def _check_chat_only(self):
+        if self.logprobs:
+            raise ValueError("logprobs: not supported by this server")
+        if self.top_logprobs is not None:
+            raise ValueError("top_logprobs: not supported by this server")
+        if self.max_tokens is not None and self.max_completion_tokens is not None \
+                and self.max_tokens != self.max_completion_tokens:
+            raise ValueError("max_tokens and max_completion_tokens disagree; send one of them")
+        return self
+
+    def token_limit(self) -> int | None:
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens

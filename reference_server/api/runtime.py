@@ -1,0 +1,133 @@
+"""Everything one serving app owns: engine thread, classifier, admission, metrics, drain.
+
+Routes reach it as `request.app.state.runtime`. One runtime per app (and per
+`ServerMetrics` registry), so tests can build several apps in one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+
+from reference_server.api.admission import AdmissionControl
+from reference_server.api.errors import APIError
+from reference_server.api.settings import ServerConfig
+from reference_server.async_engine import AsyncEngine
+from reference_server.classifier import ClassifierConfig, TabularClassifier
+from reference_server.classifier_batcher import DynamicBatcher
+from reference_server.config import EngineConfig
+from reference_server.metrics import ServerMetrics
+from reference_server.tokenizer import ByteTokenizer
+
+
+class ClassifierService:
+    """The classifier model, its dynamic batcher and its own admission queue."""
+
+    def __init__(self, config: ClassifierConfig, metrics: ServerMetrics, retry_after_s: int) -> None:
+        self.config = config
+        self.model = TabularClassifier.from_config(config)
+        self.admission = AdmissionControl(max_waiting=config.max_waiting, retry_after_s=retry_after_s)
+        self.batcher = DynamicBatcher(
+            self.model.predict, max_batch_size=config.max_batch_size,
+            preferred_batch_sizes=config.preferred_batch_sizes,
+            max_queue_delay_s=config.max_queue_delay_s, metrics=metrics)
+
+
+class ServingRuntime:
+    """Args: the three configs; `build_engine` overrides `Engine(engine_config)` (called on
+    the engine thread)."""
+
+    def __init__(self, engine_config: EngineConfig, server_config: ServerConfig,
+                 classifier_config: ClassifierConfig, *, build_engine: Callable[[], object] | None = None) -> None:
+        self.engine_config = engine_config
+        self.server_config = server_config
+        self.classifier_config = classifier_config
+        self.metrics = ServerMetrics()
+        self.admission = AdmissionControl(
+            max_waiting=server_config.max_waiting, retry_after_s=server_config.retry_after_s,
+            on_waiting_change=self.metrics.requests_admission_waiting.set)
+        self.tokenizer = ByteTokenizer()
+        self.engine = AsyncEngine(build_engine or _default_engine_builder(engine_config), metrics=self.metrics)
+        self.classifier: ClassifierService | None = None
+        self.live: dict = {}   # request id -> Generation, for the drain's final abort
+        self.created = int(time.time())
+        self.draining = False
+        self.served_model_name = server_config.served_model_name or _default_model_name(engine_config.model)
+
+    # --- lifecycle -------------------------------------------------------------------
+    async def start(self) -> None:
+        self.engine.start()
+        if self.classifier_config.enabled:
+            self.classifier = ClassifierService(self.classifier_config, self.metrics,
+                                                self.server_config.retry_after_s)
+            self.classifier.batcher.start()
+
+    async def stop(self) -> None:
+        if self.classifier is not None:
+            await self.classifier.batcher.stop()
+        await asyncio.to_thread(self.engine.stop)
+
+    async def drain(self, grace_s: float, poll_s: float = 0.05) -> int:
+        """Stop admitting (503), let in-flight requests finish for up to `grace_s`, then abort
+        the rest. Returns how many were aborted."""
+        self.draining = True
+        admissions = [self.admission] + ([self.classifier.admission] if self.classifier else [])
+        for admission in admissions:
+            admission.draining = True
+        deadline = time.monotonic() + grace_s
+        while any(a.num_in_flight for a in admissions) and time.monotonic() < deadline:
+            await asyncio.sleep(poll_s)
+        unfinished = list(self.live.values())
+        for generation in unfinished:
+            generation.abort_from_server()
+        if unfinished:
+            await asyncio.sleep(10 * poll_s)   # let their streams send the abort error
+        return len(unfinished)
+
+    # --- state -----------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self.engine.ready.is_set() and not self.draining
+
+    @property
+    def failed(self) -> str | None:
+        return self.engine.failed
+
+    @property
+    def max_model_len(self) -> int:
+        return int(self.engine.description.get("max_model_len", 0))
+
+    def check_model(self, model: str | None) -> None:
+        """404 for a model this server does not serve; 503 while the engine is still loading."""
+        if model is not None and model != self.served_model_name:
+            raise APIError(404, f"the model {model!r} does not exist; this server serves "
+                                f"{self.served_model_name!r}", param="model", code="model_not_found")
+        if not self.engine.ready.is_set():
+            raise APIError(503, self.failed or "the model is still loading; poll GET /ready",
+                           code="not_ready", headers={"Retry-After": str(self.server_config.retry_after_s)})
+
+    def describe(self) -> dict:
+        """The engine's own description plus the serving limits (what /v1/engine returns)."""
+        server = asdict(self.server_config)
+        server["api_key"] = server["api_key"] is not None   # never echo the key
+        return {
+            **self.engine.description,
+            "served_model_name": self.served_model_name,
+            "server": server,
+            "classifier": asdict(self.classifier_config),
+        }
+
+
+def _default_engine_builder(engine_config: EngineConfig) -> Callable[[], object]:
+    def build():
+        from reference_server.engine import Engine   # torch-heavy: import on the engine thread
+        return Engine(engine_config)
+    return build
+
+
+def _default_model_name(model: str) -> str:
+    """A preset's name, or a checkpoint directory's base name."""
+    return os.path.basename(os.path.normpath(model)) if os.sep in model else model

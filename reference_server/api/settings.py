@@ -1,0 +1,52 @@
+"""Configuration of the HTTP serving layer (the engine's own is `reference_server.config.EngineConfig`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """How the process serves, apart from the engine.
+
+    Attributes:
+        host: bind address; loopback unless told otherwise.
+        port: TCP port; 0 = let the OS pick (the ready line prints the real one).
+        served_model_name: the `model` clients must send; None = the engine's model name.
+        api_key: when set, every /v1 and /v2 route needs `Authorization: Bearer <api_key>`.
+        max_waiting: admitted-but-not-started generation requests allowed before 429; None = no limit.
+        retry_after_s: `Retry-After` seconds sent with 429 and 503.
+        drain_grace_s: after SIGTERM, how long in-flight requests may run before they are aborted.
+        max_body_bytes: request bodies above this get 413.
+        log_level: uvicorn's log level.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    served_model_name: str | None = None
+    api_key: str | None = None
+    max_waiting: int | None = None
+    retry_after_s: int = 1
+    drain_grace_s: float = 30.0
+    max_body_bytes: int = 1 << 20
+    log_level: str = "warning"
+
+    def __post_init__(self) -> None:
+        if not self.host:
+            raise ValueError("host must not be empty")
+        if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0..65535, got {self.port!r}")
+        if self.served_model_name is not None and not self.served_model_name.strip():
+            raise ValueError("served_model_name must not be blank")
+        if self.api_key is not None and not self.api_key:
+            raise ValueError("api_key must not be empty (leave it unset to disable auth)")
+        if self.max_waiting is not None and self.max_waiting < 0:
+            raise ValueError(f"max_waiting must be >= 0, got {self.max_waiting!r}")
+        if self.retry_after_s < 0:
+            raise ValueError(f"retry_after_s must be >= 0, got {self.retry_after_s!r}")
+        if self.drain_grace_s < 0:
+            raise ValueError(f"drain_grace_s must be >= 0, got {self.drain_grace_s!r}")
+        if self.max_body_bytes < 1024:
+            raise ValueError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes!r}")
+        if self.log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
+            raise ValueError(f"log_level must be a uvicorn log level, got {self.log_level!r}")

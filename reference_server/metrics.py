@@ -1,0 +1,150 @@
+"""Prometheus metrics of the serving process, one registry per app.
+
+Every metric lives in the `ServerMetrics` object's own `CollectorRegistry`, never in
+prometheus-client's global one, so tests can build many apps in one process. Names are
+prefixed `servecap_` (see DESIGN.md); counters get prometheus-client's `_total` suffix.
+
+Who writes what:
+- the engine thread (`observe_step`): running/waiting gauges, KV blocks, batch size,
+  step time, generated tokens, prefix-cache hits, preemptions;
+- the event loop: prompt tokens, time to first token, end-to-end latency, finish
+  reasons, rejections (by reason), and the classifier's batches.
+prometheus-client metrics are thread-safe, so both sides write directly.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    generate_latest,
+)
+
+# batch sizes are small integers: power-of-two edges keep `le` labels readable
+BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# latencies from sub-millisecond (tiny model, CPU) to a minute (long generations under load)
+LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0,
+)
+STEP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+# reasons used with `requests_rejected` (one label value per reason)
+REJECT_QUEUE_FULL = "queue_full"      # 429: --max-waiting reached
+REJECT_DRAINING = "draining"          # 503: SIGTERM received, not admitting
+REJECT_INVALID = "invalid"            # 400/404/405/413/422: bad input, unknown model or route
+REJECT_UNAUTHORIZED = "unauthorized"  # 401: missing or wrong API key
+
+
+class ServerMetrics:
+    """All `servecap_*` metrics of one app, registered in `self.registry`."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        # engine state, refreshed after every engine step
+        self.requests_running = Gauge(
+            "servecap_requests_running", "Sequences the engine is running (in the batch).", registry=r)
+        self.requests_waiting = Gauge(
+            "servecap_requests_waiting", "Sequences queued in the engine's scheduler, not yet running.",
+            registry=r)
+        self.kv_blocks_used = Gauge(
+            "servecap_kv_blocks_used", "KV-cache blocks held by sequences.", registry=r)
+        self.kv_blocks_total = Gauge(
+            "servecap_kv_blocks_total", "KV-cache blocks allocated at startup.", registry=r)
+        self.kv_block_bytes = Gauge(
+            "servecap_kv_block_bytes", "Bytes of one KV-cache block (all layers, K and V).", registry=r)
+        self.batch_size = Histogram(
+            "servecap_batch_size", "Sequences per engine step that did work.",
+            buckets=BATCH_SIZE_BUCKETS, registry=r)
+        self.step_seconds = Histogram(
+            "servecap_engine_step_seconds", "Wall time of one engine step (schedule, forward, postprocess).",
+            buckets=STEP_BUCKETS, registry=r)
+        self.generation_tokens = Counter(
+            "servecap_generation_tokens", "Tokens generated.", registry=r)
+        self.prompt_tokens = Counter(
+            "servecap_prompt_tokens", "Prompt tokens of admitted requests.", registry=r)
+        self.prefix_cache_hits = Counter(
+            "servecap_prefix_cache_hits", "Prompt tokens served from the prefix cache.", registry=r)
+        self.prefix_cache_queries = Counter(
+            "servecap_prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", registry=r)
+        self.preemptions = Counter(
+            "servecap_preemptions", "Sequences preempted to free KV blocks.", registry=r)
+        # request lifecycle, from the HTTP side
+        self.time_to_first_token = Histogram(
+            "servecap_time_to_first_token_seconds", "Request arrival to first generated token.",
+            buckets=LATENCY_BUCKETS, registry=r)
+        self.e2e_latency = Histogram(
+            "servecap_e2e_request_latency_seconds", "Request arrival to last token.",
+            buckets=LATENCY_BUCKETS, registry=r)
+        self.requests_finished = Counter(
+            "servecap_requests_finished", "Generations finished, by finish reason.",
+            ["finish_reason"], registry=r)
+        self.requests_rejected = Counter(
+            "servecap_requests_rejected", "Requests answered with an error, by reason.",
+            ["reason"], registry=r)
+        self.requests_admission_waiting = Gauge(
+            "servecap_requests_admission_waiting",
+            "Admitted generation requests without a first token yet (what --max-waiting limits).",
+            registry=r)
+        # classifier (KServe V2 path)
+        self.classifier_batch_size = Histogram(
+            "servecap_classifier_batch_size", "Rows per classifier forward pass.",
+            buckets=BATCH_SIZE_BUCKETS, registry=r)
+        self.classifier_queue_seconds = Histogram(
+            "servecap_classifier_queue_seconds", "Time a classifier request waited for its batch.",
+            buckets=LATENCY_BUCKETS, registry=r)
+        self.classifier_requests = Counter(
+            "servecap_classifier_requests", "Classifier inference requests served.", registry=r)
+        self.engine_info = Info(
+            "servecap_engine", "Engine configuration (strategy, model, dtype, device).", registry=r)
+        # previous cumulative engine counters, so observe_step can add deltas
+        self._last_prefix_hits = 0
+        self._last_prefix_queries = 0
+        self._last_preemptions = 0
+
+    def set_engine_description(self, description: dict) -> None:
+        """Static engine facts, once the engine is built (`engine.describe()`)."""
+        self.kv_blocks_total.set(description.get("num_kv_blocks", 0))
+        self.kv_block_bytes.set(description.get("kv_block_bytes", 0))
+        self.engine_info.info({
+            key: str(description[key])
+            for key in ("model", "strategy", "dtype", "device", "block_size", "max_model_len")
+            if key in description
+        })
+
+    def observe_step(self, stats, num_new_tokens: int, did_work: bool) -> None:
+        """Called by the engine thread after each step with `engine.stats()`."""
+        self.requests_running.set(stats.num_running)
+        self.requests_waiting.set(stats.num_waiting)
+        self.kv_blocks_used.set(stats.kv_blocks_used)
+        self.kv_blocks_total.set(stats.kv_blocks_total)
+        if did_work:
+            self.batch_size.observe(stats.last_batch_size)
+            self.step_seconds.observe(stats.last_step_s)
+        if num_new_tokens:
+            self.generation_tokens.inc(num_new_tokens)
+        self._last_prefix_hits = _add_delta(
+            self.prefix_cache_hits, stats.total_prefix_cache_hit_tokens, self._last_prefix_hits)
+        self._last_prefix_queries = _add_delta(
+            self.prefix_cache_queries, stats.total_prefix_cache_queries, self._last_prefix_queries)
+        self._last_preemptions = _add_delta(
+            self.preemptions, stats.total_preemptions, self._last_preemptions)
+
+    def reject(self, reason: str) -> None:
+        self.requests_rejected.labels(reason=reason).inc()
+
+    def render(self) -> tuple[bytes, str]:
+        """(body, content type) of the Prometheus text exposition."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def _add_delta(counter: Counter, cumulative: int, previous: int) -> int:
+    """Mirror an engine's cumulative count into a Prometheus counter; returns the new mark."""
+    if cumulative > previous:
+        counter.inc(cumulative - previous)
+    return max(cumulative, previous)
