@@ -1,0 +1,119 @@
+"""`write_report(run_dir)`: RunData -> summary.json, *.png, report.md, report.html in the run directory."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from reports import figures_latency, figures_resources
+from reports.cost import cost_per_million, resolve_price
+from reports.figures_common import FigureFile
+from reports.predicted import predict_level
+from reports.render import sections, to_html, to_markdown
+from reports.run_data import RunData, load_run
+from reports.slo import SLO
+from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings
+from reports.verdict import build_verdict
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the user asked of the report.
+
+    Attributes:
+        slo_ttft_ms, slo_tpot_ms, slo_e2e_ms: p99 SLOs; None falls back to run.json's `slo`, then to none.
+        gpu_hourly: USD per GPU-hour for the cost verdict; None uses the catalog price.
+        gpu: GPU catalog id to price with when run.json names no (known) GPU.
+        figures: write the PNGs (and embed them); False for table-only reports.
+    """
+
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    slo_e2e_ms: float | None = None
+    gpu_hourly: float | None = None
+    gpu: str | None = None
+    figures: bool = True
+
+    def __post_init__(self) -> None:
+        if self.gpu_hourly is not None and not (self.gpu_hourly >= 0 and math.isfinite(self.gpu_hourly)):
+            raise ValueError(f"gpu_hourly must be a non-negative number of USD, got {self.gpu_hourly!r}")
+        # SLO validates its own fields; build one now so bad values fail before any work
+        SLO(self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms)
+
+    def slo_for(self, run: dict) -> SLO:
+        return SLO.from_run(run, ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms, e2e_ms=self.slo_e2e_ms)
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    summary: dict
+    summary_path: Path
+    markdown_path: Path
+    html_path: Path
+    figures: list[FigureFile] = field(default_factory=list)
+
+
+def build_summary(data: RunData, options: ReportOptions,
+                  progress: Callable[[str], None] | None = None) -> dict:
+    """summary.json's dict (../shared/DESIGN.md): run, levels, verdict, plus `missing` and warnings."""
+    slo = options.slo_for(data.run)
+    levels = build_levels(data, slo, progress=progress, predicted=lambda lvl: predict_level(data.run, lvl))
+    price = resolve_price(data.run, options.gpu_hourly, options.gpu)
+    verdict = build_verdict(levels, slo, cost=lambda point: cost_per_million(point, price))
+    return {"run": data.run, "levels": levels, "verdict": verdict, "missing": list(data.missing),
+            "loadgen_warnings": loadgen_warnings(data.run), "metrics": list(LATENCY_METRICS)}
+
+
+def make_figures(data: RunData, summary: dict, out_dir: Path) -> list[FigureFile]:
+    levels, slo = summary["levels"], SLO(**summary["verdict"]["slo"])
+    made = [figures_latency.latency_vs_load(levels, metric, slo, out_dir) for metric in LATENCY_METRICS]
+    made += [
+        figures_latency.throughput_vs_latency(levels, summary["verdict"]["knee"], out_dir),
+        figures_latency.goodput_vs_load(levels, slo, out_dir),
+        figures_resources.batch_and_kv_vs_load(levels, out_dir),
+        figures_resources.resources_timeseries(data, levels, out_dir),
+        figures_latency.latency_cdfs(data, levels, out_dir),
+    ]
+    return [fig for fig in made if fig is not None]
+
+
+def _jsonable(value):
+    """NaN/inf -> None and numpy scalars -> Python, so summary.json is strict JSON."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_report(run_dir: str | Path, options: ReportOptions | None = None,
+                 progress: Callable[[str], None] | None = None) -> ReportResult:
+    """Read `run_dir`, write summary.json, figures, report.md and report.html into it."""
+    options = options or ReportOptions()
+    step = progress or (lambda _msg: None)
+    step("reading the run directory")
+    data = load_run(run_dir)
+    summary = _jsonable(build_summary(data, options, progress=lambda lvl: step(f"level {lvl}")))
+    out_dir = data.run_dir
+    summary_path = out_dir / "summary.json"
+    summary_path.write_text(json.dumps(summary, indent=1, allow_nan=False))
+    figures: list[FigureFile] = []
+    if options.figures:
+        step("drawing figures")
+        figures = make_figures(data, summary, out_dir)
+    step("writing report.md and report.html")
+    title = f"servecap report: {out_dir.name}"
+    parts = sections(summary, figures)
+    markdown_path, html_path = out_dir / "report.md", out_dir / "report.html"
+    markdown_path.write_text(to_markdown(title, parts))
+    html_path.write_text(to_html(title, parts, out_dir))
+    return ReportResult(summary, summary_path, markdown_path, html_path, figures)

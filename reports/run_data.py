@@ -1,0 +1,245 @@
+"""Read a run directory into pandas once; every table and figure is a function of `RunData`.
+
+The run directory (../shared/DESIGN.md): run.json, requests.jsonl, samples.csv,
+server_metrics.csv. Anything absent or damaged is recorded in `RunData.missing`
+as a sentence for the report, never raised, so a killed run still reports.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from reports.level_ids import parse_level_id
+
+RECORD_FIELDS = (
+    "level", "phase", "t_sched", "t_start", "ttft_s", "e2e_s", "itl_s",
+    "prompt_tokens", "output_tokens", "status", "error", "worker", "response_id",
+)
+# Fields whose type we fix up front so that a first block of nulls cannot
+# mis-type them; the rest (worker, error, response_id) are inferred.
+_RECORD_SCHEMA = pa.schema([
+    ("level", pa.string()), ("phase", pa.string()), ("status", pa.string()),
+    ("t_sched", pa.float64()), ("t_start", pa.float64()),
+    ("ttft_s", pa.float64()), ("e2e_s", pa.float64()),
+    ("itl_s", pa.list_(pa.float64())),
+    ("prompt_tokens", pa.float64()), ("output_tokens", pa.float64()),
+])
+SAMPLE_COLUMNS = ("t", "source", "device", "util_pct", "mem_used_bytes", "mem_total_bytes",
+                  "power_w", "sm_clock_mhz", "temp_c")
+METRIC_COLUMNS = ("t", "name", "labels", "value")
+
+
+class RunDirError(ValueError):
+    """The run directory cannot be reported at all (no such directory, no records)."""
+
+
+@dataclass(frozen=True)
+class RunData:
+    """Everything in one run directory.
+
+    Attributes:
+        run_dir: where it was read from.
+        run: run.json as a dict ({} when absent).
+        records: one row per request record; schema columns plus derived
+            `strategy`, `offered_kind`, `offered_value`, `t_end` (t_start + e2e_s) and
+            `tpot_s` ((e2e - ttft) / (output_tokens - 1), NaN below 2 output tokens).
+            `itl_s` itself is not a column: see itl_gaps.
+        itl_gaps: every inter-token gap of every record, float64 [G].
+        itl_record: for each gap, the row position in `records` it belongs to, int64 [G].
+        samples: samples.csv, or None when absent.
+        server_metrics: server_metrics.csv, or None when absent.
+        missing: sentences naming what is missing, torn or unreadable.
+    """
+
+    run_dir: Path
+    run: dict
+    records: pd.DataFrame
+    itl_gaps: np.ndarray
+    itl_record: np.ndarray
+    samples: pd.DataFrame | None
+    server_metrics: pd.DataFrame | None
+    missing: list[str] = field(default_factory=list)
+
+    def measured_ok(self) -> pd.Series:
+        """Boolean mask of records that enter the latency summary: status ok, phase measure."""
+        return (self.records["status"] == "ok") & (self.records["phase"] == "measure")
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read `run_dir`; RunDirError only when there is nothing to report."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunDirError(f"run directory {str(run_dir)!r} does not exist or is not a directory")
+    missing: list[str] = []
+    run = _read_run_json(run_dir / "run.json", missing)
+    table = _read_records(run_dir / "requests.jsonl", missing)
+    records, gaps, gap_rows = _records_frame(table, run, missing)
+    samples = _read_csv(run_dir / "samples.csv", SAMPLE_COLUMNS, missing)
+    metrics = _read_csv(run_dir / "server_metrics.csv", METRIC_COLUMNS, missing)
+    _note_missing_levels(run, records, missing)
+    return RunData(run_dir, run, records, gaps, gap_rows, samples, metrics, missing)
+
+
+def _read_run_json(path: Path, missing: list[str]) -> dict:
+    if not path.exists():
+        missing.append("run.json is missing: no run configuration, planned levels or host info")
+        return {}
+    try:
+        run = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        missing.append(f"run.json is not valid JSON ({exc}); reported without it")
+        return {}
+    if not isinstance(run, dict):
+        missing.append("run.json is not a JSON object; reported without it")
+        return {}
+    return run
+
+
+def _read_records(path: Path, missing: list[str]) -> pa.Table:
+    if not path.exists():
+        raise RunDirError(f"{path} is missing: a run without request records cannot be reported")
+    data = path.read_bytes()
+    data = _drop_torn_tail(data, missing)
+    if not data.strip():
+        raise RunDirError(f"{path} holds no complete request record")
+    options = pa_json.ParseOptions(explicit_schema=_RECORD_SCHEMA, unexpected_field_behavior="infer")
+    try:
+        return pa_json.read_json(io.BytesIO(data), parse_options=options)
+    except pa.ArrowInvalid:
+        return _read_records_line_by_line(data, missing)
+
+
+def _drop_torn_tail(data: bytes, missing: list[str]) -> bytes:
+    """A killed writer leaves a last line without its newline; keep it only if it parses."""
+    if not data or data.endswith(b"\n"):
+        return data
+    cut = data.rfind(b"\n") + 1
+    tail = data[cut:]
+    try:
+        json.loads(tail)
+        return data + b"\n"
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        missing.append(f"requests.jsonl: torn last line ({len(tail)} bytes) skipped")
+        return data[:cut]
+
+
+def _read_records_line_by_line(data: bytes, missing: list[str]) -> pa.Table:
+    """Slow path for files the columnar reader rejects: skip and count unparseable lines."""
+    rows, bad = [], []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            bad.append(number)
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            bad.append(number)
+    if bad:
+        shown = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
+        missing.append(f"requests.jsonl: {len(bad)} unreadable line(s) skipped (line {shown})")
+    if not rows:
+        raise RunDirError("requests.jsonl holds no readable request record")
+    frame = pd.DataFrame(rows)
+    for name in ("worker", "error", "response_id"):
+        if name in frame:
+            frame[name] = frame[name].map(lambda v: None if v is None else str(v))
+    columns = {}
+    for name in frame.columns:
+        if name in _RECORD_SCHEMA.names:
+            typ = _RECORD_SCHEMA.field(name).type
+            columns[name] = pa.array(frame[name].tolist(), type=typ, from_pandas=True)
+        else:
+            columns[name] = pa.array(frame[name].tolist(), from_pandas=True)
+    return pa.table(columns)
+
+
+def _records_frame(table: pa.Table, run: dict, missing: list[str]):
+    absent = [name for name in RECORD_FIELDS if name not in table.column_names]
+    if absent:
+        missing.append(f"requests.jsonl records lack field(s): {', '.join(absent)}")
+    for name in absent:
+        typ = _RECORD_SCHEMA.field(name).type if name in _RECORD_SCHEMA.names else pa.string()
+        table = table.append_column(name, pa.nulls(len(table), type=typ))
+    if table["level"].null_count:
+        missing.append(f"requests.jsonl: {table['level'].null_count} record(s) without a level dropped")
+        table = table.filter(pc.is_valid(table["level"]))
+    # itl_s: flatten once into gaps [G] and their owning row [G]
+    itl = table["itl_s"].combine_chunks()
+    gaps = pc.list_flatten(itl).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    gap_rows = pc.list_parent_indices(itl).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    records = table.drop_columns(["itl_s"]).to_pandas()
+    _add_derived_columns(records, run)
+    return records, gaps, gap_rows
+
+
+def _add_derived_columns(records: pd.DataFrame, run: dict) -> None:
+    default_strategy = (run.get("server") or {}).get("strategy") if isinstance(run.get("server"), dict) else None
+    parsed = {level: parse_level_id(level, default_strategy) for level in records["level"].unique()}
+    records["strategy"] = records["level"].map({k: v.strategy for k, v in parsed.items()})
+    records["offered_kind"] = records["level"].map({k: v.offered_kind for k, v in parsed.items()})
+    records["offered_value"] = records["level"].map({k: v.offered_value for k, v in parsed.items()}).astype(float)
+    records["t_end"] = records["t_start"] + records["e2e_s"].fillna(0.0)
+    tokens = records["output_tokens"]
+    decode = (records["e2e_s"] - records["ttft_s"]) / (tokens - 1)
+    records["tpot_s"] = decode.where(tokens >= 2)
+
+
+def _read_csv(path: Path, columns: tuple[str, ...], missing: list[str]) -> pd.DataFrame | None:
+    if not path.exists():
+        missing.append(f"{path.name} is missing: its figures and per-level means are left out")
+        return None
+    try:
+        frame = pd.read_csv(path, on_bad_lines="skip")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        missing.append(f"{path.name} is unreadable ({exc}); left out")
+        return None
+    absent = [name for name in columns if name not in frame.columns]
+    if "t" in absent:
+        missing.append(f"{path.name} has no 't' column; left out")
+        return None
+    if absent:
+        missing.append(f"{path.name} lacks column(s): {', '.join(absent)}")
+    for name in absent:
+        frame[name] = np.nan
+    if frame.empty:
+        missing.append(f"{path.name} has no rows")
+    return frame
+
+
+def planned_levels(run: dict) -> list[str]:
+    """Level ids run.json says were planned: `levels` as ids or as objects with a `level` key."""
+    plan = run.get("levels")
+    if plan is None and isinstance(run.get("load_plan"), dict):
+        plan = run["load_plan"].get("levels")
+    if not isinstance(plan, list):
+        return []
+    ids = [item.get("level") if isinstance(item, dict) else item for item in plan]
+    return [level for level in ids if isinstance(level, str)]
+
+
+def _note_missing_levels(run: dict, records: pd.DataFrame, missing: list[str]) -> None:
+    present = set(records["level"].unique())
+    measured = set(records.loc[records["phase"] == "measure", "level"].unique())
+    for level in planned_levels(run):
+        if level not in present:
+            missing.append(f"level {level} is missing: planned in run.json but has no records")
+        elif level not in measured:
+            missing.append(f"level {level} has no measure-phase records (warm-up only)")
+    for level in sorted(present - measured - set(planned_levels(run))):
+        missing.append(f"level {level} has no measure-phase records (warm-up only)")
+    unparsed = sorted(records.loc[records["offered_kind"].isna(), "level"].unique())
+    if unparsed:
+        missing.append(f"level id(s) without an offered load (c=N or rps=R): {', '.join(unparsed)}")

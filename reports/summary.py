@@ -1,0 +1,134 @@
+"""summary.json: per-level latency statistics, rates, goodput, health, server and device means.
+
+The shape is the contract with the gate (../shared/DESIGN.md); fields are only
+ever added. Every number is a function of `RunData`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from reports.level_ids import parse_level_id
+from reports.resources import device_means, energy_per_token_j, server_means
+from reports.run_data import RunData
+from reports.slo import SLO, goodput_rps, meets_slo
+from reports.stats import summarize
+
+LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+LATENESS_LIMIT_MS = 1.0  # an open-loop sender more than 1 ms late at p99 skews the offered load
+
+
+def level_order(data: RunData) -> list[str]:
+    """Levels grouped by strategy (first appearance), then by offered load, then by id."""
+    records = data.records
+    first_seen = {s: i for i, s in enumerate(pd.unique(records["strategy"].fillna("")))}
+    levels = records.drop_duplicates("level")[["level", "strategy", "offered_value"]]
+    keys = [(first_seen[s or ""], np.inf if pd.isna(v) else v, lvl)
+            for lvl, s, v in levels.itertuples(index=False)]
+    return [key[2] for key in sorted(keys)]
+
+
+def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None = None,
+                 predicted: Callable[[dict], dict] | None = None) -> list[dict]:
+    """One summary.json level object per level with measure-phase records, in `level_order`."""
+    records = data.records
+    measure = records["phase"] == "measure"
+    ok_measure = data.measured_ok().to_numpy()
+    gaps_by_level = _itl_by_level(data, ok_measure)
+    default_strategy = (data.run.get("server") or {}).get("strategy") if isinstance(data.run.get("server"), dict) else None
+    grouped = dict(tuple(records[measure].groupby("level", sort=False)))
+    levels = []
+    for seed, level in enumerate(level_order(data)):
+        if level not in grouped:
+            continue
+        if progress:
+            progress(level)
+        frame = grouped[level]
+        entry = _level_entry(level, frame, gaps_by_level.get(level, np.empty(0)), slo, seed,
+                             default_strategy, data)
+        if predicted is not None:
+            entry["predicted"] = predicted(entry)
+        levels.append(entry)
+    return levels
+
+
+def _itl_by_level(data: RunData, ok_measure: np.ndarray) -> dict[str, np.ndarray]:
+    """Pooled inter-token gaps of each level's ok measure records: {level: gaps [G_level]}."""
+    keep = ok_measure[data.itl_record]
+    gaps, rows = data.itl_gaps[keep], data.itl_record[keep]
+    codes, names = pd.factorize(data.records["level"])
+    gap_codes = codes[rows]
+    order = np.argsort(gap_codes, kind="stable")
+    bounds = np.searchsorted(gap_codes[order], np.arange(len(names) + 1))
+    return {name: gaps[order[bounds[i]:bounds[i + 1]]] for i, name in enumerate(names)}
+
+
+def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO, seed: int,
+                 default_strategy: str | None, data: RunData) -> dict:
+    parsed = parse_level_id(level, default_strategy)
+    ok = frame[frame["status"] == "ok"]
+    start, end = float(frame["t_start"].min()), float(frame["t_end"].max())
+    duration = end - start if end > start else None
+    output_tokens = float(ok["output_tokens"].sum())
+    requests, n_ok = len(frame), len(ok)
+    entry = {
+        "level": level,
+        "strategy": parsed.strategy,
+        "offered": parsed.offered,
+        "requests": requests,
+        "ok": n_ok,
+        "errors": requests - n_ok,
+        "error_rate": (requests - n_ok) / requests if requests else None,
+        "statuses": {str(k): int(v) for k, v in frame["status"].value_counts().items()},
+        "window": [start, end],
+        "duration_s": duration,
+        "request_rate_rps": n_ok / duration if duration else None,
+        "output_tokens_per_s": output_tokens / duration if duration else None,
+        "prompt_tokens_per_s": float(ok["prompt_tokens"].sum()) / duration if duration else None,
+        "output_tokens": int(output_tokens),
+        "prompt_tokens_mean": float(ok["prompt_tokens"].mean()) if n_ok else None,
+        "output_tokens_mean": float(ok["output_tokens"].mean()) if n_ok else None,
+        "goodput_rps": goodput_rps(frame, slo, duration),
+        "slo_attainment": float(meets_slo(frame, slo).mean()) if slo.is_set and requests else None,
+        "metrics": {
+            "ttft_s": summarize(ok["ttft_s"].to_numpy(), seed),
+            "tpot_s": summarize(ok["tpot_s"].to_numpy(), seed),
+            "itl_s": summarize(itl_gaps, seed),
+            "e2e_s": summarize(ok["e2e_s"].to_numpy(), seed),
+        },
+        "loadgen": loadgen_health(frame),
+        "server": server_means(data.server_metrics, start, end),
+        "device": device_means(data.samples, start, end),
+    }
+    entry["energy_per_output_token_j"] = energy_per_token_j(entry["device"], duration, output_tokens)
+    return entry
+
+
+def loadgen_health(frame: pd.DataFrame) -> dict:
+    """Send lateness (t_start - t_sched) of open-loop records in ms, and the worker count.
+
+    `late` is True when p99 lateness exceeds LATENESS_LIMIT_MS: the generator,
+    not the server, was then shaping the arrivals.
+    """
+    out: dict = {"workers": int(frame["worker"].nunique())}
+    lateness_ms = ((frame["t_start"] - frame["t_sched"]) * 1000.0).dropna().to_numpy()
+    if len(lateness_ms):
+        p50, p99 = np.percentile(lateness_ms, [50, 99])
+        out.update({"lateness_p50_ms": float(p50), "lateness_p99_ms": float(p99),
+                    "lateness_max_ms": float(lateness_ms.max()),
+                    "late": bool(p99 > LATENESS_LIMIT_MS)})
+    return out
+
+
+def loadgen_warnings(run: dict) -> list[str]:
+    """Warnings run.json carries from the load generator (e.g. Locust's CPU warning)."""
+    loadgen = run.get("loadgen") if isinstance(run.get("loadgen"), dict) else {}
+    warnings = loadgen.get("warnings") or []
+    if isinstance(warnings, str):
+        warnings = [warnings]
+    if loadgen.get("cpu_warning"):
+        warnings = [*warnings, str(loadgen["cpu_warning"])]
+    return [str(w) for w in warnings]

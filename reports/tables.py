@@ -1,0 +1,130 @@
+"""The report's tables as pandas DataFrames, built from summary.json's dict (so Markdown and HTML agree)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+LATENCY_COLUMNS = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value * 1000:.1f}"
+
+
+def _ci_ms(ci: list[float] | None) -> str:
+    return "" if ci is None else f"[{ci[0] * 1000:.1f}, {ci[1] * 1000:.1f}]"
+
+
+def _num(value: float | None, fmt: str = "{:.2f}") -> str:
+    return "" if value is None else fmt.format(value)
+
+
+def _offered(offered: dict | None) -> str:
+    if not offered:
+        return ""
+    (kind, value), = offered.items()
+    return f"c={value}" if kind == "concurrency" else f"{value:g} req/s"
+
+
+def verdict_table(summary: dict) -> pd.DataFrame:
+    """Max sustainable load per strategy and SLO at p99, with confidence."""
+    rows = []
+    for row in summary["verdict"]["max_sustainable"]:
+        rows.append({
+            "strategy": row["strategy"], "SLO": row["slo"],
+            "limit (ms)": _ms(row["limit_s"]) if row["limit_s"] else "every SLO",
+            "max sustainable level": row["level"] or "none meets it",
+            "offered": _offered(row["offered"]),
+            "req/s": _num(row["request_rate_rps"]), "output tok/s": _num(row["output_tokens_per_s"], "{:.1f}"),
+            "p99 (ms)": _ms(row["p99_s"]), "p99 95% CI (ms)": _ci_ms(row["p99_ci95"]),
+            "confidence": row["confidence"] or "",
+            "highest level with CI under limit": row["confident_level"] or "",
+            "first failing level": row["first_failing_level"] or "",
+            "why it fails": row["failing_reason"] or "",
+        })
+    return pd.DataFrame(rows)
+
+
+def knee_table(summary: dict) -> pd.DataFrame:
+    rows = []
+    for strategy, knee in summary["verdict"]["knee"].items():
+        rows.append({"strategy": strategy, "knee level": knee["level"] if knee else "n/a (< 3 levels or flat)",
+                     "output tok/s": _num(knee["output_tokens_per_s"], "{:.1f}") if knee else "",
+                     "req/s": _num(knee["request_rate_rps"]) if knee else "",
+                     "p99 e2e (ms)": _ms(knee["p99_s"]) if knee else ""})
+    return pd.DataFrame(rows)
+
+
+def levels_table(summary: dict) -> pd.DataFrame:
+    """One row per level: load, rates, goodput and the headline percentiles."""
+    rows = []
+    for lvl in summary["levels"]:
+        m = lvl["metrics"]
+        rows.append({
+            "level": lvl["level"], "requests": lvl["requests"], "errors": lvl["errors"],
+            "req/s": _num(lvl["request_rate_rps"]), "output tok/s": _num(lvl["output_tokens_per_s"], "{:.1f}"),
+            "goodput req/s": _num(lvl["goodput_rps"]),
+            "TTFT p50/p99 (ms)": f"{_ms(m['ttft_s']['p50'])} / {_ms(m['ttft_s']['p99'])}",
+            "TPOT p50/p99 (ms)": f"{_ms(m['tpot_s']['p50'])} / {_ms(m['tpot_s']['p99'])}",
+            "ITL p99 (ms)": _ms(m["itl_s"]["p99"]),
+            "E2E p50/p99 (ms)": f"{_ms(m['e2e_s']['p50'])} / {_ms(m['e2e_s']['p99'])}",
+        })
+    return pd.DataFrame(rows)
+
+
+def latency_table(summary: dict, metric: str) -> pd.DataFrame:
+    rows = []
+    for lvl in summary["levels"]:
+        s = lvl["metrics"][metric]
+        rows.append({"level": lvl["level"], "count": s["count"], "mean (ms)": _ms(s["mean"]),
+                     "p50": _ms(s["p50"]), "p90": _ms(s["p90"]), "p95": _ms(s["p95"]), "p99": _ms(s["p99"]),
+                     "p99 95% CI": _ci_ms(s["p99_ci95"]), "CI method": s["ci_method"] or ""})
+    return pd.DataFrame(rows)
+
+
+def health_table(summary: dict) -> pd.DataFrame:
+    """Load-generator health per level: send lateness (open loop) and workers."""
+    rows = []
+    for lvl in summary["levels"]:
+        h = lvl["loadgen"]
+        late = h.get("late")
+        rows.append({"level": lvl["level"], "workers": h["workers"],
+                     "lateness p50 (ms)": _num(h.get("lateness_p50_ms"), "{:.3f}"),
+                     "lateness p99 (ms)": _num(h.get("lateness_p99_ms"), "{:.3f}"),
+                     "lateness max (ms)": _num(h.get("lateness_max_ms"), "{:.3f}"),
+                     "verdict": "" if late is None else ("LATE: generator-bound" if late else "ok")})
+    return pd.DataFrame(rows)
+
+
+def resources_table(summary: dict) -> pd.DataFrame:
+    """Server-side means (server_metrics.csv) and device means (samples.csv) per level."""
+    rows = []
+    for lvl in summary["levels"]:
+        s, row = lvl["server"], {"level": lvl["level"]}
+        row["running"] = _num(s.get("requests_running_mean"))
+        row["waiting"] = _num(s.get("requests_waiting_mean"))
+        row["batch size"] = _num(s.get("batch_size_mean"))
+        row["KV used %"] = _num(s["kv_usage_mean"] * 100, "{:.1f}") if s.get("kv_usage_mean") is not None else ""
+        row["step (ms)"] = _ms(s.get("step_time_mean_s"))
+        for source, d in lvl["device"].items():
+            row[f"{source} util %"] = _num(d.get("util_pct"), "{:.1f}")
+            row[f"{source} mem GiB"] = _num((d.get("mem_used_bytes") or 0) / 2**30) if d.get("mem_used_bytes") else ""
+            if d.get("power_w") is not None:
+                row[f"{source} power W"] = _num(d["power_w"], "{:.0f}")
+        row["J/output token"] = _num(lvl.get("energy_per_output_token_j"), "{:.3f}")
+        rows.append(row)
+    return pd.DataFrame(rows).fillna("")
+
+
+def predicted_table(summary: dict) -> pd.DataFrame:
+    """Predicted vs measured per level and quantity, with relative error (predicted / measured - 1)."""
+    rows = []
+    for lvl in summary["levels"]:
+        for quantity, pair in (lvl.get("predicted") or {}).get("comparisons", {}).items():
+            rel = pair.get("relative_error")
+            rows.append({"level": lvl["level"], "quantity": quantity,
+                         "predicted": _num(pair.get("predicted"), "{:.4g}"),
+                         "measured": _num(pair.get("measured"), "{:.4g}"),
+                         "relative error": "" if rel is None else f"{rel:+.1%}",
+                         "unit": pair.get("unit", "")})
+    return pd.DataFrame(rows)

@@ -1,0 +1,141 @@
+"""The verdict: max sustainable load per SLO at p99 (with confidence), the knee, the operating point.
+
+Pure: summary level objects in, dicts out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reports.slo import SLO
+
+ERROR_RATE_LIMIT = 0.01  # a level failing more than 1% of its requests is not sustainable
+KNEE_METRIC = "e2e_s"
+
+
+def by_strategy(levels: list[dict]) -> dict[str, list[dict]]:
+    """{strategy: levels with a parsed offered load, sorted by it} (strategy None -> "-")."""
+    out: dict[str, list[dict]] = {}
+    for level in levels:
+        if level["offered"]:
+            out.setdefault(level["strategy"] or "-", []).append(level)
+    for group in out.values():
+        group.sort(key=lambda lvl: next(iter(lvl["offered"].values())))
+    return out
+
+
+def _check(level: dict, limits: dict[str, float]) -> tuple[bool, bool, str]:
+    """(meets at p99, meets with the whole p99 95% CI under the limit, reason if not met)."""
+    if level["error_rate"] is not None and level["error_rate"] > ERROR_RATE_LIMIT:
+        return False, False, f"error rate {level['error_rate']:.1%} > {ERROR_RATE_LIMIT:.0%}"
+    confident = True
+    for metric, limit in limits.items():
+        stats = level["metrics"][metric]
+        if stats["p99"] is None:
+            return False, False, f"no {metric} values"
+        if stats["p99"] > limit:
+            return False, False, f"{metric} p99 {stats['p99'] * 1000:.1f} ms > {limit * 1000:.1f} ms"
+        ci = stats.get("p99_ci95")
+        confident &= ci is not None and ci[1] <= limit
+    return True, confident, ""
+
+
+def max_sustainable(levels: list[dict], slo: SLO) -> list[dict]:
+    """Per strategy and per SLO (plus `all`): the highest level, walking up the offered load,
+    before the first level whose p99 breaks the limit.
+
+    `confidence` is `high` when the p99's 95% CI upper bound is also under the
+    limit, `low` when only the point estimate is; `confident_level` is the highest
+    level (before the first failure) where the CI is under the limit.
+    """
+    limits = slo.limits_s()
+    if not limits:
+        return []
+    checks = {metric: {metric: limit} for metric, limit in limits.items()}
+    if len(limits) > 1:
+        checks["all"] = limits
+    out = []
+    for strategy, group in by_strategy(levels).items():
+        for name, check_limits in checks.items():
+            best, confident_level, failing, reason = None, None, None, ""
+            for level in group:
+                ok, confident, why = _check(level, check_limits)
+                if not ok:
+                    failing, reason = level["level"], why
+                    break
+                best = level
+                confident_level = level if confident else confident_level
+            out.append({
+                "strategy": strategy, "slo": name,
+                "limit_s": check_limits.get(name) if name != "all" else None,
+                "level": best["level"] if best else None,
+                "offered": best["offered"] if best else None,
+                "request_rate_rps": best["request_rate_rps"] if best else None,
+                "output_tokens_per_s": best["output_tokens_per_s"] if best else None,
+                "p99_s": best["metrics"][name]["p99"] if best and name != "all" else None,
+                "p99_ci95": best["metrics"][name]["p99_ci95"] if best and name != "all" else None,
+                "confidence": None if best is None else ("high" if best is confident_level else "low"),
+                "confident_level": confident_level["level"] if confident_level else None,
+                "first_failing_level": failing, "failing_reason": reason or None,
+            })
+    return out
+
+
+def knee(group: list[dict], metric: str = KNEE_METRIC) -> dict | None:
+    """Kneedle (Satopaa et al., 2011) on the throughput-latency curve of one strategy.
+
+    x = output tokens/s, y = p99 latency, both min-max normalized over the
+    levels in offered-load order; the knee is the level maximizing x_n - y_n
+    (the most throughput before latency climbs). None below 3 levels.
+    """
+    points = [(lvl, lvl["output_tokens_per_s"], lvl["metrics"][metric]["p99"]) for lvl in group
+              if lvl["output_tokens_per_s"] is not None and lvl["metrics"][metric]["p99"] is not None]
+    if len(points) < 3:
+        return None
+    x = np.array([p[1] for p in points])
+    y = np.array([p[2] for p in points])
+    span_x, span_y = np.ptp(x), np.ptp(y)
+    if span_x == 0 or span_y == 0:
+        return None
+    score = (x - x.min()) / span_x - (y - y.min()) / span_y
+    level = points[int(np.argmax(score))][0]
+    return {"level": level["level"], "offered": level["offered"], "metric": metric,
+            "output_tokens_per_s": level["output_tokens_per_s"],
+            "request_rate_rps": level["request_rate_rps"], "p99_s": level["metrics"][metric]["p99"]}
+
+
+def operating_point(levels: list[dict], sustainable: list[dict], knees: dict[str, dict | None]) -> dict | None:
+    """The level to price: the highest-throughput max-sustainable level under every SLO;
+    without SLOs the highest-throughput knee; without knees the highest-throughput level."""
+    by_id = {lvl["level"]: lvl for lvl in levels}
+    slo_names = {row["slo"] for row in sustainable}
+    wanted = "all" if "all" in slo_names else next(iter(slo_names), None)
+    candidates = [(row["level"], f"max sustainable load under SLO ({wanted})")
+                  for row in sustainable if row["slo"] == wanted and row["level"]]
+    if not candidates and not sustainable:
+        candidates = [(k["level"], "knee of the throughput-latency curve") for k in knees.values() if k]
+    if not candidates and not sustainable:
+        candidates = [(lvl["level"], "highest measured throughput") for lvl in levels]
+    candidates = [(lvl, basis) for lvl, basis in candidates if by_id[lvl]["output_tokens_per_s"]]
+    if not candidates:
+        return None
+    level_id, basis = max(candidates, key=lambda c: by_id[c[0]]["output_tokens_per_s"])
+    level = by_id[level_id]
+    return {"level": level_id, "strategy": level["strategy"], "offered": level["offered"], "basis": basis,
+            "output_tokens_per_s": level["output_tokens_per_s"],
+            "request_rate_rps": level["request_rate_rps"],
+            "total_tokens_per_s": level["output_tokens_per_s"] + (level["prompt_tokens_per_s"] or 0.0)}
+
+
+def build_verdict(levels: list[dict], slo: SLO, cost: callable) -> dict:
+    """summary.json's `verdict`; `cost(operating_point) -> dict` prices the operating point."""
+    sustainable = max_sustainable(levels, slo)
+    knees = {strategy: knee(group) for strategy, group in by_strategy(levels).items()}
+    point = operating_point(levels, sustainable, knees)
+    return {
+        "slo": slo.as_dict(),
+        "max_sustainable": sustainable,
+        "knee": knees,
+        "operating_point": point,
+        "cost": cost(point) if point else {"unavailable": "no level with a measured throughput"},
+    }
