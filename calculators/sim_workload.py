@@ -11,16 +11,21 @@ STRATEGIES = ("none", "static", "dynamic", "continuous")
 
 @dataclass(frozen=True)
 class LengthDist:
-    """Token counts: uniform integers in [low, high] (fixed when equal), or drawn from ``values``."""
+    """Token counts: uniform integers in [low, high] (fixed when equal), or drawn from ``values``
+    (with replacement; or, with ``in_order``, taken in order and cycled: replays a measured workload)."""
 
     low: int = 128
     high: int = 128
     values: tuple[int, ...] = ()
+    in_order: bool = False
 
     def __post_init__(self) -> None:
+        if self.in_order and not self.values:
+            raise ValueError("in_order needs values")
         if self.values:
             if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0 for v in self.values):
                 raise ValueError("length values must be positive integers")
+            object.__setattr__(self, "values", tuple(int(v) for v in self.values))
             return
         for name in ("low", "high"):
             value = getattr(self, name)
@@ -34,6 +39,8 @@ class LengthDist:
         return cls(tokens, tokens)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.values and self.in_order:
+            return np.resize(np.asarray(self.values, dtype=np.int64), n)
         if self.values:
             return rng.choice(np.asarray(self.values, dtype=np.int64), size=n)
         return rng.integers(self.low, self.high + 1, size=n, dtype=np.int64)

@@ -21,7 +21,7 @@ from calculators.step_model import StepTimeModel
 
 PERCENTILES = (50, 90, 95, 99)
 
-__all__ = ["LengthDist", "ServerConfig", "Workload", "SimResult", "simulate", "simulate_levels"]
+__all__ = ["LengthDist", "ServerConfig", "Workload", "SimResult", "Trace", "simulate", "simulate_levels", "simulate_trace"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,8 @@ def _summary(values: np.ndarray) -> dict:
             **{f"p{p}": float(v) for p, v in zip(PERCENTILES, points)}}
 
 
-def simulate(server: ServerConfig, workload: Workload, step_model: StepTimeModel) -> SimResult:
-    """Run one load level; deterministic for a given ``workload.seed``."""
+def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTimeModel) -> Trace:
+    """Per-request arrival, first-token and end times of one run (the raw data behind ``simulate``)."""
     rng = np.random.default_rng(workload.seed)
     n = workload.requests
     trace = Trace(prompt=workload.prompt_tokens.sample(rng, n), output=workload.output_tokens.sample(rng, n),
@@ -68,7 +68,13 @@ def simulate(server: ServerConfig, workload: Workload, step_model: StepTimeModel
             raise ValueError(f"num_kv_blocks ({server.num_kv_blocks}) cannot hold the longest request "
                              f"({worst} blocks of {server.block_size} tokens)")
     (continuous if server.strategy == "continuous" else run_to_completion)(server, step_model, trace, arrivals)
+    return trace
 
+
+def simulate(server: ServerConfig, workload: Workload, step_model: StepTimeModel) -> SimResult:
+    """Run one load level; deterministic for a given ``workload.seed``."""
+    trace = simulate_trace(server, workload, step_model)
+    n = workload.requests
     first = int(n * workload.warmup_fraction)
     last = n - (workload.concurrency or 0) if workload.concurrency and n - workload.concurrency > first else n
     window = slice(first, last)
