@@ -1,0 +1,94 @@
+"""Run an app under uvicorn with a SIGTERM drain and a one-line readiness announcement.
+
+SIGTERM (or Ctrl-C) drains instead of stopping at once: new requests get 503, in-flight
+ones finish for up to `drain_grace_s`, the rest are aborted, then uvicorn shuts down and
+the process exits 0. A second signal exits without waiting.
+
+Once the engine is warm and the socket listens, one line goes to stdout:
+    servecap serve: ready on http://127.0.0.1:8000 (strategy=continuous, model=tiny)
+so a parent can wait for it (and learn the port when it asked for `--port 0`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import sys
+
+import uvicorn
+
+logger = logging.getLogger("reference_server.server")
+
+READY_PREFIX = "servecap serve: ready on "
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn.Server whose first exit signal drains the runtime before shutting down."""
+
+    def __init__(self, config: uvicorn.Config, runtime, drain_grace_s: float) -> None:
+        super().__init__(config)
+        self.runtime = runtime
+        self.drain_grace_s = drain_grace_s
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._draining = False
+
+    def handle_exit(self, sig, frame) -> None:
+        # Not appending to uvicorn's captured signals: it would re-raise SIGTERM after
+        # shutdown and the process would die by the signal instead of exiting 0.
+        if self._draining or self.loop is None:
+            self.should_exit = True
+            self.force_exit = self._draining   # second signal: stop waiting on connections
+            return
+        self._draining = True
+        self.loop.call_soon_threadsafe(lambda: self.loop.create_task(self._drain()))
+
+    async def _drain(self) -> None:
+        aborted = await self.runtime.drain(self.drain_grace_s)
+        if aborted:
+            logger.warning("drain grace period (%.1f s) over: aborted %d requests", self.drain_grace_s, aborted)
+        self.should_exit = True
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket (port 0 = any free port); OSError if the address is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_server(app, server_config, sock: socket.socket) -> int:
+    """Serve `app` on `sock` until drained; returns the exit code (0, or 1 if the engine failed)."""
+    config = uvicorn.Config(app, log_level=server_config.log_level, access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=5, timeout_keep_alive=5)
+    server = DrainingServer(config, app.state.runtime, server_config.drain_grace_s)
+
+    async def main() -> int:
+        server.loop = asyncio.get_running_loop()
+        watcher = asyncio.create_task(_announce_when_ready(server, sock))
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            watcher.cancel()
+        return 1 if app.state.runtime.failed else 0
+
+    return asyncio.run(main())
+
+
+async def _announce_when_ready(server: DrainingServer, sock: socket.socket, poll_s: float = 0.02) -> None:
+    runtime = server.runtime
+    while not (server.started and runtime.engine.ready.is_set()):
+        if runtime.failed:
+            print(f"servecap serve: error: {runtime.failed}", file=sys.stderr, flush=True)
+            server.should_exit = True
+            return
+        await asyncio.sleep(poll_s)
+    host, port = sock.getsockname()[:2]
+    url_host = f"[{host}]" if ":" in host else host
+    description = runtime.engine.description
+    print(f"{READY_PREFIX}http://{url_host}:{port} (strategy={description.get('strategy')}, "
+          f"model={runtime.served_model_name}, device={description.get('device')})", flush=True)

@@ -1,0 +1,128 @@
+"""`servecap serve` (also `python -m reference_server`): flags -> configs -> the serving process.
+
+Bad flags or values print a message naming the problem and exit 2; a taken port exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+API_KEY_ENV = "SERVECAP_API_KEY"
+GIB = 1 << 30
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    """'4,8' -> (4, 8); '' -> ()."""
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 4,8, got {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="servecap serve",
+        description="Run the reference serving process: OpenAI-compatible /v1, KServe V2 /v2, "
+                    "/health, /ready, /metrics.",
+        allow_abbrev=False)
+    eng = p.add_argument_group("engine")
+    eng.add_argument("--model", default="tiny", help="preset (tiny, small, llama-3.1-8b, ...) or checkpoint dir")
+    eng.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
+    eng.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16 (fp32/bf16/fp16)")
+    eng.add_argument("--strategy", default="continuous", help="none | static | dynamic | continuous")
+    eng.add_argument("--seed", type=int, default=0, help="weights and default sampling seed")
+    eng.add_argument("--num-threads", type=int, default=None, help="torch CPU threads")
+    kv = p.add_argument_group("KV cache")
+    kv.add_argument("--block-size", type=int, default=16, help="tokens per KV block")
+    kv.add_argument("--kv-blocks", type=int, default=None, help="KV block count")
+    kv.add_argument("--kv-memory-gib", type=float, default=None, help="KV-cache budget in GiB (instead of --kv-blocks)")
+    kv.add_argument("--max-model-len", type=int, default=None, help="longest prompt + output")
+    lim = p.add_argument_group("batching limits")
+    lim.add_argument("--max-num-seqs", type=int, default=32, help="continuous: most running sequences")
+    lim.add_argument("--max-num-batched-tokens", type=int, default=2048, help="continuous: tokens per step")
+    lim.add_argument("--batch-size", type=int, default=8, help="static: batch size")
+    lim.add_argument("--batch-timeout-ms", type=float, default=50.0, help="static: launch a partial batch after")
+    lim.add_argument("--max-batch-size", type=int, default=8, help="dynamic: largest batch")
+    lim.add_argument("--preferred-batch-sizes", type=_int_list, default=(), help="dynamic: e.g. 4,8")
+    lim.add_argument("--max-queue-delay-us", type=int, default=1000, help="dynamic: longest wait for a batch")
+    lim.add_argument("--inject-step-delay-ms", type=float, default=0.0, help="fault injection: sleep per step")
+    srv = p.add_argument_group("serving")
+    srv.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
+    srv.add_argument("--port", type=int, default=8000, help="TCP port; 0 = any free port (printed when ready)")
+    srv.add_argument("--served-model-name", default=None, help="the model name clients send (default --model)")
+    srv.add_argument("--api-key", default=os.environ.get(API_KEY_ENV),
+                     help=f"require 'Authorization: Bearer KEY' on /v1 and /v2 (default ${API_KEY_ENV})")
+    srv.add_argument("--max-waiting", type=int, default=None,
+                     help="generation requests waiting for their first token before new ones get 429")
+    srv.add_argument("--retry-after-s", type=int, default=1, help="Retry-After seconds on 429/503")
+    srv.add_argument("--drain-grace-s", type=float, default=30.0, help="SIGTERM: time in-flight requests get")
+    srv.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger request bodies get 413")
+    srv.add_argument("--log-level", default="warning", help="uvicorn log level")
+    cls = p.add_argument_group("classifier (KServe V2 at /v2/models/NAME)")
+    cls.add_argument("--no-classifier", action="store_true", help="do not serve the classifier")
+    cls.add_argument("--classifier-name", default="tabular-mlp")
+    cls.add_argument("--classifier-features", type=int, default=16, help="input width F")
+    cls.add_argument("--classifier-classes", type=int, default=4, help="output classes C")
+    cls.add_argument("--classifier-hidden", type=int, default=64, help="MLP hidden width")
+    cls.add_argument("--classifier-max-batch-size", type=int, default=32, help="most rows per forward pass")
+    cls.add_argument("--classifier-preferred-batch-sizes", type=_int_list, default=(), help="e.g. 8,16")
+    cls.add_argument("--classifier-max-queue-delay-us", type=int, default=2000, help="longest wait for a batch")
+    cls.add_argument("--classifier-max-waiting", type=int, default=None, help="queued requests before 429")
+    return p
+
+
+def configs_from_args(args: argparse.Namespace):
+    """(EngineConfig, ServerConfig, ClassifierConfig); ValueError names the bad field."""
+    from reference_server.api.settings import ServerConfig
+    from reference_server.classifier import ClassifierConfig
+    from reference_server.config import EngineConfig
+
+    if args.kv_memory_gib is not None and args.kv_memory_gib <= 0:
+        raise ValueError(f"--kv-memory-gib must be positive, got {args.kv_memory_gib}")
+    engine = EngineConfig(
+        model=args.model, device=args.device, dtype=args.dtype, strategy=args.strategy, seed=args.seed,
+        block_size=args.block_size, kv_blocks=args.kv_blocks,
+        kv_memory_bytes=None if args.kv_memory_gib is None else int(args.kv_memory_gib * GIB),
+        max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens, batch_size=args.batch_size,
+        batch_timeout_ms=args.batch_timeout_ms, max_batch_size=args.max_batch_size,
+        preferred_batch_sizes=args.preferred_batch_sizes, max_queue_delay_us=args.max_queue_delay_us,
+        inject_step_delay_ms=args.inject_step_delay_ms, num_threads=args.num_threads)
+    server = ServerConfig(
+        host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
+        max_waiting=args.max_waiting, retry_after_s=args.retry_after_s, drain_grace_s=args.drain_grace_s,
+        max_body_bytes=args.max_body_bytes, log_level=args.log_level)
+    classifier = ClassifierConfig(
+        enabled=not args.no_classifier, name=args.classifier_name, num_features=args.classifier_features,
+        num_classes=args.classifier_classes, hidden_size=args.classifier_hidden, seed=args.seed,
+        max_batch_size=args.classifier_max_batch_size,
+        preferred_batch_sizes=args.classifier_preferred_batch_sizes,
+        max_queue_delay_us=args.classifier_max_queue_delay_us, max_waiting=args.classifier_max_waiting)
+    return engine, server, classifier
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)   # bad flags: exit 2
+    try:
+        engine_config, server_config, classifier_config = configs_from_args(args)
+    except ValueError as exc:
+        parser.error(str(exc))   # exit 2 with the message
+    from reference_server.api.server import bind_socket, run_server
+    try:
+        sock = bind_socket(server_config.host, server_config.port)
+    except OSError as exc:
+        print(f"servecap serve: error: cannot listen on {server_config.host}:{server_config.port}: {exc}",
+              file=sys.stderr)
+        return 1
+    from prometheus_client import disable_created_metrics
+
+    from reference_server.api.app import create_app
+    disable_created_metrics()   # no *_created series: half the /metrics text, nothing lost
+    return run_server(create_app(engine_config, server_config, classifier_config), server_config, sock)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,165 @@
+"""End to end: the real `openai` client against a live `python -m reference_server` (tiny preset)."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import openai
+import pytest
+
+from reference_server.launch import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+BOS, EOS = 256, 257
+SYSTEM, USER, ASSISTANT, END = 259, 260, 261, 262
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServerProcess(["--model", "tiny", "--strategy", "continuous", "--seed", "0"]) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def chat_prompt_tokens(messages: list[dict]) -> int:
+    """The documented template: <|bos|> (<|role|> bytes <|end|>)* <|assistant|>."""
+    return 2 + sum(2 + len(m["content"].encode()) for m in messages)
+
+
+def test_chat_non_streaming_usage_is_exact(client):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Grüße, wie geht's?"}]
+    response = client.chat.completions.create(
+        model="tiny", messages=messages, max_tokens=12, extra_body={"ignore_eos": True})
+    assert response.object == "chat.completion"
+    assert response.choices[0].message.role == "assistant"
+    assert response.choices[0].finish_reason == "length"
+    assert response.usage.prompt_tokens == chat_prompt_tokens(messages) == 2 + 11 + 22
+    assert response.usage.completion_tokens == 12
+    assert response.usage.total_tokens == response.usage.prompt_tokens + 12
+
+
+def test_completion_non_streaming_usage_is_exact(client):
+    prompt = "The capital of France is"
+    response = client.completions.create(model="tiny", prompt=prompt, max_tokens=7, extra_body={"ignore_eos": True})
+    assert response.object == "text_completion"
+    assert response.usage.prompt_tokens == 1 + len(prompt.encode())   # BOS + bytes
+    assert response.usage.completion_tokens == 7
+    assert response.choices[0].finish_reason == "length"
+
+
+def test_completion_token_id_prompt_counts_ids_as_given(client):
+    response = client.completions.create(model="tiny", prompt=[BOS, 72, 105, 33], max_tokens=3,
+                                         extra_body={"ignore_eos": True})
+    assert response.usage.prompt_tokens == 4
+    assert response.usage.completion_tokens == 3
+
+
+def test_default_completion_max_tokens_is_16(client):
+    response = client.completions.create(model="tiny", prompt="x", extra_body={"ignore_eos": True})
+    assert response.usage.completion_tokens == 16
+
+
+def test_streamed_chat_token_count_equals_max_tokens_with_ignore_eos(client):
+    stream = client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "count"}], max_tokens=40, stream=True,
+        stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+    chunks = list(stream)
+    choice_chunks = [c for c in chunks if c.choices]
+    assert len(choice_chunks) == 40   # one chunk per generated token
+    assert choice_chunks[0].choices[0].delta.role == "assistant"
+    assert [c.choices[0].finish_reason for c in choice_chunks].count("length") == 1
+    assert choice_chunks[-1].choices[0].finish_reason == "length"
+    usage_chunk = chunks[-1]
+    assert usage_chunk.choices == [] and usage_chunk.usage.completion_tokens == 40
+    assert usage_chunk.usage.prompt_tokens == chat_prompt_tokens([{"role": "user", "content": "count"}])
+    assert all(c.usage is None for c in choice_chunks)
+    assert len({c.id for c in chunks}) == 1
+
+
+def test_streamed_completion_text_matches_non_streamed_with_same_seed(client):
+    kwargs = dict(model="tiny", prompt="seeded", max_tokens=25, seed=1234, temperature=0.8,
+                  extra_body={"ignore_eos": True})
+    full = client.completions.create(**kwargs).choices[0].text
+    streamed = "".join(c.choices[0].text for c in client.completions.create(stream=True, **kwargs) if c.choices)
+    assert streamed == full
+
+
+def test_first_chunk_arrives_long_before_the_last(server):
+    body = {"model": "tiny", "prompt": "long", "max_tokens": 150, "ignore_eos": True, "stream": True}
+    arrivals = []
+    start = time.monotonic()
+    with httpx.stream("POST", server.base_url + "/v1/completions", json=body, timeout=120) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                arrivals.append(time.monotonic() - start)
+    assert len(arrivals) == 150
+    first, last = arrivals[0], arrivals[-1]
+    # tokens stream as generated: the first arrives within the first fifth of the stream
+    assert first < 0.2 * last, (first, last)
+
+
+def test_response_ids_are_unique(client):
+    ids = {client.completions.create(model="tiny", prompt="a", max_tokens=1).id for _ in range(5)}
+    ids |= {client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "a"}],
+                                           max_tokens=1).id for _ in range(5)}
+    assert len(ids) == 10
+
+
+def test_stop_string_truncates_and_reports_stop(client):
+    kwargs = dict(model="tiny", prompt="stop test", max_tokens=40, temperature=0, extra_body={"ignore_eos": True})
+    reference = client.completions.create(**kwargs).choices[0].text
+    # a two-character stop string from the middle of the greedy output (no U+FFFD in it)
+    windows = [reference[i:i + 2] for i in range(len(reference) // 2, len(reference) - 1)]
+    stop = next(w for w in windows if "\ufffd" not in w)
+    stopped = client.completions.create(stop=[stop], **kwargs)
+    assert stopped.choices[0].finish_reason == "stop"
+    assert stopped.choices[0].text == reference[: reference.index(stop)]
+    assert stopped.usage.completion_tokens < 40
+    streamed = client.completions.create(stop=[stop], stream=True, **kwargs)
+    assert "".join(c.choices[0].text for c in streamed if c.choices) == stopped.choices[0].text
+
+
+def test_models_lists_served_model_and_engine_configuration(client, server):
+    models = client.models.list().data
+    assert [m.id for m in models] == ["tiny"]
+    engine = httpx.get(server.base_url + "/v1/engine").json()
+    assert engine["strategy"] == "continuous"
+    assert engine["block_size"] == 16
+    assert engine["num_kv_blocks"] > 0
+    assert engine["kv_cache_bytes"] == engine["num_kv_blocks"] * engine["kv_block_bytes"]
+    assert engine["max_model_len"] == 2048
+    assert models[0].model_extra["engine"]["num_kv_blocks"] == engine["num_kv_blocks"]
+
+
+def test_metrics_expose_the_servecap_names_and_count_tokens(client, server):
+    def scrape() -> str:
+        return httpx.get(server.base_url + "/metrics").text
+
+    def value(text: str, name: str) -> float:
+        return float(next(line.split()[-1] for line in text.splitlines() if line.startswith(name + " ")))
+
+    before = scrape()
+    client.completions.create(model="tiny", prompt="metric", max_tokens=9, extra_body={"ignore_eos": True})
+    after = scrape()
+    for name in ("servecap_requests_running", "servecap_requests_waiting", "servecap_kv_blocks_used",
+                 "servecap_kv_blocks_total", "servecap_batch_size_bucket", "servecap_prefix_cache_hits_total",
+                 "servecap_time_to_first_token_seconds_bucket", "servecap_requests_rejected_total"):
+        assert name in after, name
+    assert value(after, "servecap_generation_tokens_total") - value(before, "servecap_generation_tokens_total") == 9
+    assert value(after, "servecap_prompt_tokens_total") - value(before, "servecap_prompt_tokens_total") == 7
+    assert value(after, "servecap_time_to_first_token_seconds_count") \
+        == value(before, "servecap_time_to_first_token_seconds_count") + 1
+    assert value(after, "servecap_kv_blocks_used") == 0
+
+
+def test_health_and_ready(server):
+    assert httpx.get(server.base_url + "/health").json() == {"status": "ok"}
+    assert httpx.get(server.base_url + "/ready").status_code == 200
