@@ -110,7 +110,7 @@ def latency_cdfs(data: RunData, levels: list[dict], out_dir: Path) -> FigureFile
     if not levels:
         return None
     ok = data.records[data.measured_ok()]
-    by_level = dict(tuple(ok.groupby("level", sort=False)))
+    by_level = dict(tuple(ok.groupby("level", sort=False, observed=True)))
     metrics = ("ttft_s", "tpot_s", "e2e_s")
     fig, axes = plt.subplots(1, len(metrics), figsize=(15, 4.2))
     cmap = plt.get_cmap("viridis")
@@ -125,7 +125,7 @@ def latency_cdfs(data: RunData, levels: list[dict], out_dir: Path) -> FigureFile
         ax.set_xscale("log")
         ax.set_xlabel(f"{METRIC_TITLES[metric]} (ms, log)")
         ax.set_ylabel("fraction of requests")
-        ax.grid(alpha=0.3, which="both")
+        ax.grid(alpha=0.3)  # major lines only: a minor log grid triples the drawing time
     axes[-1].legend(fontsize=6, ncol=1 + len(levels) // 12)
     fig.suptitle("latency CDFs per level")
     return save(fig, out_dir, "latency_cdf.png", "latency CDFs",

@@ -4,12 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from reports.figures_common import FigureFile, offered_kinds, offered_x, plt, save, strategy_colours
 from reports.level_ids import offered_axis_label
 from reports.run_data import RunData
 from reports.verdict import by_strategy
 
 GIB = 1 << 30
+MAX_POINTS_PER_LINE = 1500  # long runs are binned to this many means per device: the PNG cannot show more
+
+
+def _binned(rows, t0: float):
+    """(time since t0, util %, memory GiB) averaged into at most MAX_POINTS_PER_LINE time bins."""
+    t = rows["t"].to_numpy() - t0
+    frame = rows.assign(t_rel=t)[["t_rel", "util_pct", "mem_used_bytes"]]
+    if len(frame) > MAX_POINTS_PER_LINE:
+        bins = ((t - t.min()) / (np.ptp(t) or 1.0) * (MAX_POINTS_PER_LINE - 1)).astype(int)
+        frame = frame.groupby(bins).mean()
+    return frame["t_rel"], frame["util_pct"], frame["mem_used_bytes"] / GIB
 
 
 def resources_timeseries(data: RunData, levels: list[dict], out_dir: Path) -> FigureFile | None:
@@ -21,10 +34,10 @@ def resources_timeseries(data: RunData, levels: list[dict], out_dir: Path) -> Fi
     fig, (ax_util, ax_mem) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
     keys = samples["source"].fillna("?").astype(str) + ":" + samples["device"].fillna("").astype(str)
     for key, rows in samples.groupby(keys, sort=True):
-        rows = rows.sort_values("t")
+        t, util, mem_gib = _binned(rows.sort_values("t"), t0)
         label = key.rstrip(":")
-        ax_util.plot(rows["t"] - t0, rows["util_pct"], lw=1, label=label)
-        ax_mem.plot(rows["t"] - t0, rows["mem_used_bytes"] / GIB, lw=1, label=label)
+        ax_util.plot(t, util, lw=1, label=label)
+        ax_mem.plot(t, mem_gib, lw=1, label=label)
     shade = plt.get_cmap("Pastel1")
     for i, lvl in enumerate(levels):
         start, end = lvl["window"][0] - t0, lvl["window"][1] - t0

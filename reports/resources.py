@@ -33,52 +33,66 @@ def _clean(value: float) -> float | None:
 
 
 def _in_window(frame: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
-    return frame[(frame["t"] >= start) & (frame["t"] <= end)]
+    return frame[(frame["t"] >= start) & (frame["t"] <= end)]  # samples.csv is small: a scan is fine
 
 
-def server_means(metrics: pd.DataFrame | None, start: float, end: float) -> dict:
-    """Means of the servecap gauges, mean batch size and mean engine step time over [start, end].
-
-    Gauges with several label sets are summed per scrape, then averaged over
-    scrapes. A histogram's mean (batch size, step time) = delta(histogram _sum) / delta(histogram _count)
-    between the last scrape at or before `start` and the last at or before `end`.
-    """
+def metric_series(metrics: pd.DataFrame | None) -> dict[str, pd.Series]:
+    """{metric name: value per scrape time (summed over label sets), sorted by t}; built once per run."""
     if metrics is None or metrics.empty:
         return {}
+    wanted = set(SERVER_GAUGES) | {stem + suffix for stem in SERVER_HISTOGRAMS for suffix in ("_sum", "_count")}
+    rows = metrics[metrics["name"].isin(wanted)]
+    summed = rows.groupby(["name", "t"], sort=True)["value"].sum()
+    return {str(name): summed.xs(name, level="name") for name in summed.index.get_level_values("name").unique()}
+
+
+def server_means(series: dict[str, pd.Series], start: float, end: float) -> dict:
+    """Means of the servecap gauges, mean batch size and mean engine step time over [start, end].
+
+    `series` comes from `metric_series`. Gauges are averaged over the scrapes in
+    the window. A histogram's mean (batch size, step time) = delta(_sum) / delta(_count)
+    between the last scrape at or before `start` and the last at or before `end`.
+    """
+    if not series:
+        return {}
     out: dict = {}
-    window = _in_window(metrics, start, end)
+    scrapes = 0
     for name, key in SERVER_GAUGES.items():
-        rows = window[window["name"] == name]
-        if len(rows):
-            per_scrape = rows.groupby("t")["value"].sum()
-            out[key] = _clean(per_scrape.mean())
+        values = _window(series.get(name), start, end)
+        if values is not None and len(values):
+            out[key] = _clean(values.mean())
+            scrapes = max(scrapes, len(values))
             if name == "servecap_requests_running":
-                out["requests_running_max"] = _clean(per_scrape.max())
+                out["requests_running_max"] = _clean(values.max())
     if out.get("kv_blocks_used_mean") is not None and out.get("kv_blocks_total"):
         out["kv_usage_mean"] = out["kv_blocks_used_mean"] / out["kv_blocks_total"]
     for stem, key in SERVER_HISTOGRAMS.items():
-        mean = _histogram_mean(metrics, stem, start, end)
+        mean = _histogram_mean(series.get(stem + "_sum"), series.get(stem + "_count"), start, end)
         if mean is not None:
             out[key] = mean
-    out["scrapes"] = int(window["t"].nunique())
+    out["scrapes"] = scrapes
     return out
 
 
-def _histogram_mean(metrics: pd.DataFrame, stem: str, start: float, end: float) -> float | None:
-    totals = {}
-    for suffix in ("_sum", "_count"):
-        series = metrics[metrics["name"] == stem + suffix].groupby("t")["value"].sum().sort_index()
-        if series.empty:
-            return None
-        before = series[series.index <= start]
-        upto_end = series[series.index <= end]
-        if upto_end.empty:
-            return None
-        first = before.iloc[-1] if len(before) else 0.0
-        totals[suffix] = upto_end.iloc[-1] - first
-    if totals["_count"] <= 0:
+def _window(values: pd.Series | None, start: float, end: float) -> pd.Series | None:
+    if values is None:
         return None
-    return float(totals["_sum"] / totals["_count"])
+    index = values.index.to_numpy()
+    return values.iloc[np.searchsorted(index, start, "left"):np.searchsorted(index, end, "right")]
+
+
+def _histogram_mean(sums: pd.Series | None, counts: pd.Series | None, start: float, end: float) -> float | None:
+    if sums is None or counts is None:
+        return None
+    deltas = []
+    for values in (sums, counts):
+        index = values.index.to_numpy()
+        at_start = np.searchsorted(index, start, "right") - 1   # last scrape at or before start
+        at_end = np.searchsorted(index, end, "right") - 1
+        if at_end < 0:
+            return None
+        deltas.append(values.iloc[at_end] - (values.iloc[at_start] if at_start >= 0 else 0.0))
+    return float(deltas[0] / deltas[1]) if deltas[1] > 0 else None
 
 
 def device_means(samples: pd.DataFrame | None, start: float, end: float) -> dict:

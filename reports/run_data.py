@@ -33,6 +33,7 @@ _RECORD_SCHEMA = pa.schema([
     ("itl_s", pa.list_(pa.float64())),
     ("prompt_tokens", pa.float64()), ("output_tokens", pa.float64()),
 ])
+_CATEGORICAL = ("level", "phase", "status", "worker", "error")
 SAMPLE_COLUMNS = ("t", "source", "device", "util_pct", "mem_used_bytes", "mem_total_bytes",
                   "power_w", "sm_clock_mhz", "temp_c")
 METRIC_COLUMNS = ("t", "name", "labels", "value")
@@ -180,7 +181,11 @@ def _records_frame(table: pa.Table, run: dict, missing: list[str]):
     itl = table["itl_s"].combine_chunks()
     gaps = pc.list_flatten(itl).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
     gap_rows = pc.list_parent_indices(itl).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    records = table.drop_columns(["itl_s"]).to_pandas()
+    table = table.drop_columns(["itl_s"])
+    for name in _CATEGORICAL:  # few distinct values: categoricals convert and compare far faster
+        if pa.types.is_string(table[name].type) or pa.types.is_large_string(table[name].type):
+            table = table.set_column(table.column_names.index(name), name, pc.dictionary_encode(table[name]))
+    records = table.to_pandas()
     _add_derived_columns(records, run)
     return records, gaps, gap_rows
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from reports.level_ids import parse_level_id
-from reports.resources import device_means, energy_per_token_j, server_means
+from reports.resources import device_means, energy_per_token_j, metric_series, server_means
 from reports.run_data import RunData
 from reports.slo import SLO, goodput_rps, meets_slo
 from reports.stats import summarize
@@ -23,10 +23,10 @@ LATENESS_LIMIT_MS = 1.0  # an open-loop sender more than 1 ms late at p99 skews 
 
 def level_order(data: RunData) -> list[str]:
     """Levels grouped by strategy (first appearance), then by offered load, then by id."""
-    records = data.records
-    first_seen = {s: i for i, s in enumerate(pd.unique(records["strategy"].fillna("")))}
-    levels = records.drop_duplicates("level")[["level", "strategy", "offered_value"]]
-    keys = [(first_seen[s or ""], np.inf if pd.isna(v) else v, lvl)
+    levels = data.records.drop_duplicates("level")[["level", "strategy", "offered_value"]].astype(object)
+    levels["strategy"] = levels["strategy"].where(levels["strategy"].notna(), "")
+    first_seen = {s: i for i, s in enumerate(pd.unique(levels["strategy"]))}
+    keys = [(first_seen[s], np.inf if pd.isna(v) else v, str(lvl))
             for lvl, s, v in levels.itertuples(index=False)]
     return [key[2] for key in sorted(keys)]
 
@@ -39,7 +39,8 @@ def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None
     ok_measure = data.measured_ok().to_numpy()
     gaps_by_level = _itl_by_level(data, ok_measure)
     default_strategy = (data.run.get("server") or {}).get("strategy") if isinstance(data.run.get("server"), dict) else None
-    grouped = dict(tuple(records[measure].groupby("level", sort=False)))
+    grouped = dict(tuple(records[measure].groupby("level", sort=False, observed=True)))
+    series = metric_series(data.server_metrics)
     levels = []
     for seed, level in enumerate(level_order(data)):
         if level not in grouped:
@@ -48,7 +49,7 @@ def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None
             progress(level)
         frame = grouped[level]
         entry = _level_entry(level, frame, gaps_by_level.get(level, np.empty(0)), slo, seed,
-                             default_strategy, data)
+                             default_strategy, data, series)
         if predicted is not None:
             entry["predicted"] = predicted(entry)
         levels.append(entry)
@@ -60,14 +61,14 @@ def _itl_by_level(data: RunData, ok_measure: np.ndarray) -> dict[str, np.ndarray
     keep = ok_measure[data.itl_record]
     gaps, rows = data.itl_gaps[keep], data.itl_record[keep]
     codes, names = pd.factorize(data.records["level"])
-    gap_codes = codes[rows]
-    order = np.argsort(gap_codes, kind="stable")
+    gap_codes = codes[rows].astype(np.int32 if len(names) > 32_000 else np.int16)
+    order = np.argsort(gap_codes, kind="stable")  # radix sort for small ints: O(G)
     bounds = np.searchsorted(gap_codes[order], np.arange(len(names) + 1))
     return {name: gaps[order[bounds[i]:bounds[i + 1]]] for i, name in enumerate(names)}
 
 
 def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO, seed: int,
-                 default_strategy: str | None, data: RunData) -> dict:
+                 default_strategy: str | None, data: RunData, series: dict) -> dict:
     parsed = parse_level_id(level, default_strategy)
     ok = frame[frame["status"] == "ok"]
     start, end = float(frame["t_start"].min()), float(frame["t_end"].max())
@@ -82,7 +83,7 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
         "ok": n_ok,
         "errors": requests - n_ok,
         "error_rate": (requests - n_ok) / requests if requests else None,
-        "statuses": {str(k): int(v) for k, v in frame["status"].value_counts().items()},
+        "statuses": {str(k): int(v) for k, v in frame["status"].value_counts().items() if v},
         "window": [start, end],
         "duration_s": duration,
         "request_rate_rps": n_ok / duration if duration else None,
@@ -100,7 +101,7 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
             "e2e_s": summarize(ok["e2e_s"].to_numpy(), seed),
         },
         "loadgen": loadgen_health(frame),
-        "server": server_means(data.server_metrics, start, end),
+        "server": server_means(series, start, end),
         "device": device_means(data.samples, start, end),
     }
     entry["energy_per_output_token_j"] = energy_per_token_j(entry["device"], duration, output_tokens)

@@ -137,5 +137,6 @@ def build_verdict(levels: list[dict], slo: SLO, cost: callable) -> dict:
         "max_sustainable": sustainable,
         "knee": knees,
         "operating_point": point,
-        "cost": cost(point) if point else {"unavailable": "no level with a measured throughput"},
+        "cost": cost(point) if point else {"unavailable": "no level meets the SLOs" if sustainable
+                                           else "no level with a measured throughput"},
     }

@@ -1,0 +1,135 @@
+"""Noise-aware comparison of a metric between a baseline and a current run. Pure: no I/O.
+
+For each metric the gate needs three things:
+- the observed ratio current / baseline of the statistic (p50, p99, mean, or a rate);
+- a 95% bootstrap confidence interval of that ratio, resampling each run's raw
+  values independently (scipy.stats.bootstrap, percentile method);
+- for whole distributions, a one-sided Mann-Whitney U test in the regression
+  direction (scipy.stats.mannwhitneyu), which is robust to the heavy tails of
+  latency and makes no normality assumption.
+
+A change counts as significant when the CI lies wholly on the regression side of 1
+and, where a rank test applies, its p-value is below alpha. Tail statistics
+(p90 and above) are judged by the CI alone: a rank test compares whole
+distributions and can miss a regression that lives only in the tail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+CONFIDENCE = 0.95
+ALPHA = 0.05
+N_RESAMPLES = 999
+MAX_BOOTSTRAP_SAMPLE = 20_000  # larger samples are subsampled for the CI only (wider, so conservative)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One metric in two runs.
+
+    Attributes:
+        baseline, current: the statistic in each run (full data).
+        ratio: current / baseline.
+        ci95: 95% bootstrap interval of the ratio, or None when either side has < 2 values.
+        p_value: one-sided rank-test p-value in the regression direction, None when not applied.
+        n_baseline, n_current: how many raw values (requests, gaps or windows) each side had.
+    """
+
+    baseline: float
+    current: float
+    ratio: float
+    ci95: tuple[float, float] | None
+    p_value: float | None
+    n_baseline: int
+    n_current: int
+
+    def significant(self, higher_is_worse: bool, alpha: float = ALPHA) -> bool:
+        """The regression direction is established: CI excludes 1 on that side (and p < alpha if tested)."""
+        if self.ci95 is None:
+            return False
+        lo, hi = self.ci95
+        ci_says = lo > 1.0 if higher_is_worse else hi < 1.0
+        return ci_says and (self.p_value is None or self.p_value < alpha)
+
+
+def statistic_function(stat: str):
+    """'mean' or 'pNN' -> f(values, axis) usable by scipy.stats.bootstrap (vectorized)."""
+    if stat == "mean":
+        return lambda values, axis=-1: np.mean(values, axis=axis)
+    if stat.startswith("p") and stat[1:].replace(".", "", 1).isdigit():
+        q = float(stat[1:])
+        if not 0 <= q <= 100:
+            raise ValueError(f"percentile {stat!r} must be between p0 and p100")
+        return lambda values, axis=-1: np.percentile(values, q, axis=axis)
+    raise ValueError(f"unknown statistic {stat!r}; use mean or pNN (p50, p99, ...)")
+
+
+def _clean(values) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    return values[np.isfinite(values)]
+
+
+def _for_bootstrap(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    if len(values) <= MAX_BOOTSTRAP_SAMPLE:
+        return values
+    return rng.choice(values, MAX_BOOTSTRAP_SAMPLE, replace=False)
+
+
+def ratio_ci(samples: list[np.ndarray], ratio_of, seed: int = 0) -> tuple[float, float] | None:
+    """95% percentile-bootstrap CI of `ratio_of(*samples, axis)` over independent samples."""
+    if any(len(s) < 2 for s in samples):
+        return None
+    if all(np.ptp(s) == 0 for s in samples):
+        value = float(ratio_of(*samples, axis=-1))
+        return (value, value)
+    rng = np.random.default_rng(seed)
+    samples = [_for_bootstrap(s, rng) for s in samples]
+    largest = max(len(s) for s in samples)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = sps.bootstrap(tuple(samples), ratio_of, n_resamples=N_RESAMPLES, vectorized=True,
+                               paired=False, method="percentile", confidence_level=CONFIDENCE,
+                               batch=max(1, 4_000_000 // largest), rng=rng)
+    lo, hi = result.confidence_interval
+    return (float(lo), float(hi))
+
+
+def compare_distributions(baseline, current, stat: str, higher_is_worse: bool = True,
+                          seed: int = 0) -> Comparison:
+    """Compare `stat` (p50, p99, mean, ...) of two samples of raw values (latencies or window rates)."""
+    baseline, current = _clean(baseline), _clean(current)
+    if len(baseline) == 0 or len(current) == 0:
+        raise ValueError(f"cannot compare {stat}: baseline has {len(baseline)} values, current {len(current)}")
+    f = statistic_function(stat)
+    base_value, cur_value = float(f(baseline)), float(f(current))
+
+    def ratio_of(b, c, axis=-1):
+        return f(c, axis=axis) / f(b, axis=axis)
+
+    ci = ratio_ci([baseline, current], ratio_of, seed)
+    p_value = None
+    is_tail = stat.startswith("p") and float(stat[1:]) >= 90
+    if not is_tail and len(baseline) >= 2 and len(current) >= 2:
+        alternative = "greater" if higher_is_worse else "less"
+        p_value = float(sps.mannwhitneyu(current, baseline, alternative=alternative).pvalue)
+    ratio = cur_value / base_value if base_value else float("inf")
+    return Comparison(base_value, cur_value, ratio, ci, p_value, len(baseline), len(current))
+
+
+def compare_within_run_ratios(base_num, base_den, cur_num, cur_den, seed: int = 0) -> Comparison:
+    """Compare mean(num)/mean(den) measured within each run (e.g. per-window throughputs of two levels)."""
+    samples = [_clean(s) for s in (base_num, base_den, cur_num, cur_den)]
+    if any(len(s) == 0 for s in samples):
+        raise ValueError("cannot compare a within-run ratio: a level has no measurement windows")
+    b_num, b_den, c_num, c_den = (float(np.mean(s)) for s in samples)
+    base_value, cur_value = b_num / b_den, c_num / c_den
+
+    def ratio_of(bn, bd, cn, cd, axis=-1):
+        return (np.mean(cn, axis=axis) / np.mean(cd, axis=axis)) / (np.mean(bn, axis=axis) / np.mean(bd, axis=axis))
+
+    ci = ratio_ci(samples, ratio_of, seed)
+    return Comparison(base_value, cur_value, cur_value / base_value, ci, None,
+                      len(samples[0]), len(samples[2]))

@@ -1,0 +1,79 @@
+"""reports.verdict, reports.cost, reports.level_ids: verdicts on hand-made level tables."""
+
+import pytest
+
+from calculators.gpus import get_gpu
+from reports.cost import catalog_gpu_for, cost_per_million, resolve_price
+from reports.level_ids import parse_level_id
+from reports.slo import SLO
+from reports.verdict import build_verdict, knee, max_sustainable
+
+
+def _level(strategy, c, tok_s, ttft_p99, ttft_ci, e2e_p99=1.0, error_rate=0.0):
+    metric = lambda p99, ci: {"p99": p99, "p99_ci95": ci}  # noqa: E731
+    return {"level": f"{strategy}/c={c}", "strategy": strategy, "offered": {"concurrency": c},
+            "request_rate_rps": tok_s / 100, "output_tokens_per_s": tok_s, "prompt_tokens_per_s": tok_s,
+            "error_rate": error_rate,
+            "metrics": {"ttft_s": metric(ttft_p99, ttft_ci), "tpot_s": metric(0.01, [0.009, 0.011]),
+                        "e2e_s": metric(e2e_p99, [e2e_p99 * 0.9, e2e_p99 * 1.1])}}
+
+
+def test_level_ids_carry_strategy_and_offered_load():
+    assert parse_level_id("continuous/c=8").offered == {"concurrency": 8}
+    assert parse_level_id("none/rps=2.5").offered == {"rate_rps": 2.5}
+    assert parse_level_id("c=4", default_strategy="static").strategy == "static"
+    assert parse_level_id("warmup-burst").offered == {}
+
+
+def test_max_sustainable_stops_at_the_first_failing_level_and_grades_confidence():
+    levels = [
+        _level("continuous", 1, 100, 0.05, [0.04, 0.06]),
+        _level("continuous", 2, 200, 0.08, [0.07, 0.09]),
+        _level("continuous", 4, 400, 0.095, [0.09, 0.11]),   # p99 under 100 ms, CI crosses it
+        _level("continuous", 8, 500, 0.20, [0.18, 0.22]),    # fails
+        _level("continuous", 16, 520, 0.05, [0.04, 0.06]),   # after a failure: not counted
+    ]
+    [row] = max_sustainable(levels, SLO(ttft_ms=100))
+    assert row["level"] == "continuous/c=4"
+    assert row["confidence"] == "low" and row["confident_level"] == "continuous/c=2"
+    assert row["first_failing_level"] == "continuous/c=8" and "ttft_s p99" in row["failing_reason"]
+
+
+def test_errors_above_one_percent_make_a_level_unsustainable():
+    levels = [_level("none", 1, 100, 0.05, [0.04, 0.06]), _level("none", 2, 150, 0.05, [0.04, 0.06], error_rate=0.05)]
+    rows = {r["slo"]: r for r in max_sustainable(levels, SLO(ttft_ms=100, e2e_ms=2000))}
+    assert set(rows) == {"ttft_s", "e2e_s", "all"}
+    assert rows["all"]["level"] == "none/c=1" and "error rate" in rows["all"]["failing_reason"]
+
+
+def test_knee_is_where_latency_starts_climbing_faster_than_throughput():
+    curve = [(1, 100, 1.0), (2, 200, 1.1), (4, 300, 1.2), (8, 310, 4.0), (16, 315, 10.0)]
+    levels = [_level("continuous", c, tok, 0.05, [0.04, 0.06], e2e_p99=e2e) for c, tok, e2e in curve]
+    assert knee(levels)["level"] == "continuous/c=4"
+    assert knee(levels[:2]) is None  # fewer than 3 levels: no knee
+
+
+def test_cost_per_million_tokens_from_the_hourly_price():
+    point = {"level": "x", "output_tokens_per_s": 1000.0, "total_tokens_per_s": 2000.0}
+    price = resolve_price({}, gpu_hourly=3.6, gpu=None)
+    cost = cost_per_million(point, price)
+    assert cost["usd_per_1m_output_tokens"] == pytest.approx(1.0)  # 3.6 $/h / 3.6 M tok/h
+    assert cost["usd_per_1m_total_tokens"] == pytest.approx(0.5)
+
+
+def test_catalog_price_comes_from_the_gpu_in_run_json():
+    run = {"host": {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}, {"name": "NVIDIA H100 80GB HBM3"}]}}
+    price = resolve_price(run, gpu_hourly=None, gpu=None)
+    assert price["hourly_usd"] == get_gpu("h100-sxm").hourly_usd and price["num_gpus"] == 2
+    assert catalog_gpu_for("NVIDIA A100-SXM4-80GB") == "a100-80gb"
+    assert catalog_gpu_for("NVIDIA L40S") is None
+    assert "give --gpu-hourly" in resolve_price({}, None, None)["unavailable"]
+
+
+def test_verdict_prices_the_best_strategys_max_sustainable_level():
+    levels = [_level("none", 1, 100, 0.05, [0.04, 0.06]), _level("none", 2, 120, 0.5, [0.4, 0.6]),
+              _level("continuous", 1, 100, 0.05, [0.04, 0.06]), _level("continuous", 8, 700, 0.09, [0.08, 0.095])]
+    price = resolve_price({}, gpu_hourly=2.0, gpu=None)
+    verdict = build_verdict(levels, SLO(ttft_ms=100), cost=lambda p: cost_per_million(p, price))
+    assert verdict["operating_point"]["level"] == "continuous/c=8"
+    assert verdict["cost"]["usd_per_1m_output_tokens"] == pytest.approx(2.0 * 1e6 / (3600 * 700))
