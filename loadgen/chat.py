@@ -1,0 +1,119 @@
+"""Locust scenario: streaming chat (or completions) against any OpenAI-compatible server.
+
+    locust -f loadgen/chat.py --host http://127.0.0.1:8000 --headless -u 8 -r 8 -t 60s \
+        --prompt-tokens uniform:64:512 --output-tokens 128 --records runs/x/requests.jsonl
+
+Flags (also in the web UI):
+  --model NAME               model in requests (default: first id of GET /v1/models)
+  --api chat|completions     /v1/chat/completions (default) or /v1/completions
+  --prompt-tokens SPEC       N | uniform:LO:HI | normal:MEAN:SD | lognormal:MEAN:SIGMA | file:PATH
+  --output-tokens SPEC       max_tokens per request, same forms
+  --shared-prefix-tokens N   a common system prompt on top of each prompt (prefix caching)
+  --ignore-eos/--no-ignore-eos   send ignore_eos (fixed output lengths; default on)
+  --stream/--no-stream       SSE streaming (default on; TTFT/ITL need it)
+  --api-key KEY              Authorization: Bearer KEY
+  --seed N                   lengths, prompts and arrival times are reproducible per seed
+  --records PATH             one JSON line per finished request (DESIGN.md fields), flushed each
+  --arrival closed|poisson|constant|gamma:CV   closed = Locust users; else open loop at --rate
+  --rate RPS                 open-loop arrival rate for the whole test (all workers together)
+  --max-inflight N           open loop: in-flight bound per process (default 1000)
+  --request-timeout S        per request (default 600)
+  --level ID                 level id in records (default c=<users> or rps=<rate>)
+  --warmup S                 records of requests started in the first S s get phase "warmup"
+
+Locust's stats get separate entries per finished request: TTFT, TPOT, ITL (every gap),
+E2E; failures appear under E2E as "<status>: <message>" (e.g. "http_503: overloaded").
+Requests still in flight when the test stops are written as status "incomplete".
+Distributed runs (--master/--worker) write one records file on the master. Load
+shapes: add `-f loadgen/chat.py,loadgen/shapes.py --shape step:1,4,8:30`.
+
+Never import torch here: Locust monkey-patches this process with gevent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+
+from locust import User, constant, events, task
+
+from loadgen.chat_config import ChatConfig, add_chat_arguments
+from loadgen.exchange import Exchange
+from loadgen.http_stream import ConnectionPool, run_exchange
+from loadgen.load_run import Prepared, RunSettings
+from loadgen.prompts import PromptBuilder
+from loadgen.request_bytes import Target, chat_body, completions_body, http_request
+from loadgen.scenario_hooks import current_run, install
+
+log = logging.getLogger(__name__)
+
+
+class ChatScenario:
+    """Renders one chat/completions request to bytes from a seeded RNG."""
+
+    def __init__(self, config: ChatConfig, target: Target, model: str) -> None:
+        self.config = config
+        self.target = target
+        self.model = model
+        self.api = config.api
+        self.stream = config.stream
+        self.prompts = PromptBuilder(config.shared_prefix_tokens, config.seed)
+        self._body = chat_body if config.api == "chat" else completions_body
+
+    def prepare(self, rng: random.Random) -> Prepared:
+        prompt_tokens = self.config.prompt_tokens.sample(rng)
+        output_tokens = self.config.output_tokens.sample(rng)
+        prompt = self.prompts.build(prompt_tokens, rng)
+        body = self._body(self.model, prompt, output_tokens, stream=self.config.stream,
+                          ignore_eos=self.config.ignore_eos)
+        request = http_request("POST", self.target, self.config.path, body, api_key=self.config.api_key,
+                               accept="text/event-stream" if self.config.stream else "application/json")
+        return Prepared(request, prompt_tokens + self.config.shared_prefix_tokens, output_tokens)
+
+
+def discover_model(target: Target, api_key: str | None) -> str:
+    """The first model id of GET /v1/models; ValueError saying why when there is none."""
+    pool = ConnectionPool(target)
+    exchange = Exchange()
+    try:
+        run_exchange(pool, http_request("GET", target, "/v1/models", api_key=api_key), exchange,
+                     stream=False, timeout_s=10.0)
+    finally:
+        pool.close()
+    if exchange.failure or exchange.status_code != 200:
+        reason = exchange.failure_message or f"HTTP {exchange.status_code}"
+        raise ValueError(f"--model not given and GET {target.base_path}/v1/models failed ({reason}); pass --model")
+    try:
+        return json.loads(bytes(exchange.body))["data"][0]["id"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise ValueError("--model not given and GET /v1/models listed no model; pass --model") from None
+
+
+def build(options, environment, role: str):
+    config = ChatConfig.from_options(options) if options is not None else ChatConfig()
+    settings = RunSettings(config.seed, config.records, config.arrival, config.max_inflight,
+                           config.request_timeout_s, config.level, config.warmup_s)
+    if role in ("check", "master"):
+        return settings, None
+    target = Target.from_url(environment.host or "")
+    model = config.model or discover_model(target, config.api_key)
+    return settings, ChatScenario(config, target, model)
+
+
+install(events, add_chat_arguments, build)
+
+
+class ChatUser(User):
+    """One closed-loop client (next request when the last one finished); in open loop the
+    first user of each process drives the arrival schedule."""
+
+    wait_time = constant(0)
+
+    @task
+    def chat(self) -> None:
+        run = current_run(self.environment)
+        if run is None:  # the test failed to start; the runner is quitting
+            self.wait()
+            return
+        run.user_step()

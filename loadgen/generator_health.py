@@ -1,0 +1,91 @@
+"""Is the load generator itself the bottleneck? CPU, send lateness and in-flight cap hits.
+
+Each Locust process keeps one `GeneratorHealth`. A greenlet samples this process's CPU
+every second (psutil) and warns once above 90% (timings taken then include the
+generator's own queueing). Open-loop sends record their lateness (t_start - t_sched);
+a p99 above 1 ms flags the level as limited by the load generator. The summary goes to
+the records' meta file (`records.meta_path`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import gevent
+import numpy as np
+import psutil
+
+log = logging.getLogger(__name__)
+
+CPU_WARN_PCT = 90.0
+LATENESS_P99_LIMIT_S = 1e-3
+
+
+class GeneratorHealth:
+    def __init__(self, worker: str, interval_s: float = 1.0) -> None:
+        self.worker = worker
+        self.interval_s = interval_s
+        self.cpu_samples: list[float] = []
+        self.lateness_s: list[float] = []
+        self.inflight_cap_hits = 0
+        self.requests_sent = 0
+        self.cpu_warned = False
+        self._process = psutil.Process()
+        self._greenlet: gevent.Greenlet | None = None
+
+    def start(self) -> None:
+        self._process.cpu_percent(None)  # prime: the next call measures from here
+        self._greenlet = gevent.spawn(self._sample_forever)
+
+    def stop(self) -> None:
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+            self._greenlet = None
+
+    def _sample_forever(self) -> None:
+        while True:
+            gevent.sleep(self.interval_s)
+            pct = self._process.cpu_percent(None)
+            self.cpu_samples.append(pct)
+            if pct > CPU_WARN_PCT and not self.cpu_warned:
+                self.cpu_warned = True
+                log.warning("load generator %s CPU at %.0f%% (> %.0f%%): its timings include its own "
+                            "queueing; add workers (--processes) or lower the load", self.worker, pct, CPU_WARN_PCT)
+
+    def note_lateness(self, seconds: float) -> None:
+        self.lateness_s.append(seconds)
+
+    def summary(self) -> dict:
+        late = np.asarray(self.lateness_s) if self.lateness_s else None
+        cpu = np.asarray(self.cpu_samples) if self.cpu_samples else None
+        lateness_p99 = float(np.percentile(late, 99)) if late is not None else None
+        cpu_max = float(cpu.max()) if cpu is not None else None
+        warnings = []
+        if cpu_max is not None and cpu_max > CPU_WARN_PCT:
+            warnings.append(f"load generator CPU reached {cpu_max:.0f}% (> {CPU_WARN_PCT:.0f}%)")
+        if lateness_p99 is not None and lateness_p99 > LATENESS_P99_LIMIT_S:
+            warnings.append(f"send lateness p99 {lateness_p99 * 1e3:.2f} ms > 1 ms: limited by the load generator")
+        if self.inflight_cap_hits:
+            warnings.append(f"in-flight cap hit {self.inflight_cap_hits} times: arrivals were delayed")
+        return {
+            "worker": self.worker,
+            "requests_sent": self.requests_sent,
+            "cpu_max_pct": cpu_max,
+            "cpu_mean_pct": float(cpu.mean()) if cpu is not None else None,
+            "cpu_over_90": bool(cpu_max is not None and cpu_max > CPU_WARN_PCT),
+            "lateness_p50_s": float(np.percentile(late, 50)) if late is not None else None,
+            "lateness_p99_s": lateness_p99,
+            "lateness_max_s": float(late.max()) if late is not None else None,
+            "inflight_cap_hits": self.inflight_cap_hits,
+            "limited_by_loadgen": bool(warnings),
+            "warnings": warnings,
+        }
+
+
+def merge_summaries(summaries: list[dict]) -> dict:
+    """One level's meta from every process's summary."""
+    return {
+        "processes": {s["worker"]: s for s in summaries},
+        "limited_by_loadgen": any(s["limited_by_loadgen"] for s in summaries),
+        "warnings": [f"{s['worker']}: {w}" for s in summaries for w in s["warnings"]],
+    }

@@ -1,0 +1,107 @@
+"""Server-Sent Events from OpenAI-compatible streaming endpoints, parsed after the fact.
+
+The client only stamps each received line with its arrival time; this module turns
+`(t, line)` pairs into content-chunk times, the response id, usage and errors, so the
+receive loop does no JSON work while tokens are still arriving.
+
+A content chunk is one whose choices carry non-empty `delta.content` (chat),
+`delta.reasoning_content`/`delta.reasoning` (reasoning models) or `text` (completions).
+Role-only and usage-only chunks are not content: TTFT is the first *content* chunk.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+DONE = object()  # the `data: [DONE]` sentinel
+
+
+def parse_data_line(line: bytes) -> Any | None:
+    """The payload of one SSE `data:` line: a dict, DONE, or None for anything else.
+
+    Comment lines (`: keep-alive`), `event:`/`id:` fields and blank separators give None;
+    a `data:` payload that is not JSON gives {"_unparsed": text} so it is not lost.
+    """
+    line = line.strip()
+    if not line.startswith(b"data:"):
+        return None
+    payload = line[5:].strip()
+    if payload == b"[DONE]":
+        return DONE
+    if not payload:
+        return None
+    try:
+        return json.loads(payload)
+    except ValueError:
+        return {"_unparsed": payload[:200].decode("utf-8", "replace")}
+
+
+def chunk_text(event: dict) -> str:
+    """All generated text a chunk carries (empty for role/usage-only chunks)."""
+    out = []
+    for choice in event.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        text = choice.get("text")
+        if text:
+            out.append(text)
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            for key in ("content", "reasoning_content", "reasoning"):
+                value = delta.get(key)
+                if isinstance(value, str) and value:
+                    out.append(value)
+    return "".join(out)
+
+
+def error_message(obj: Any) -> str | None:
+    """A short message from OpenAI's `{"error": {...}}`, FastAPI's `{"detail": ...}`, or text."""
+    if isinstance(obj, dict):
+        err = obj.get("error")
+        if isinstance(err, dict):
+            return str(err.get("message") or err.get("type") or err)[:200]
+        if isinstance(err, str):
+            return err[:200]
+        if "detail" in obj:
+            return str(obj["detail"])[:200]
+        if "_unparsed" in obj:
+            return obj["_unparsed"]
+    return None
+
+
+@dataclass
+class StreamParse:
+    content_times: list[float] = field(default_factory=list)  # arrival time of each content chunk
+    response_id: str | None = None
+    usage: dict | None = None
+    saw_done: bool = False
+    error: str | None = None  # an error event inside a 200 stream
+    text_chars: int = 0
+
+
+def parse_stream(timed_lines: Iterable[tuple[float, bytes]]) -> StreamParse:
+    result = StreamParse()
+    for t, line in timed_lines:
+        event = parse_data_line(line)
+        if event is None:
+            continue
+        if event is DONE:
+            result.saw_done = True
+            continue
+        if not isinstance(event, dict):
+            continue
+        if result.response_id is None and isinstance(event.get("id"), str):
+            result.response_id = event["id"]
+        message = error_message(event)
+        if message is not None:
+            result.error = result.error or message
+            continue
+        if isinstance(event.get("usage"), dict):
+            result.usage = event["usage"]
+        text = chunk_text(event)
+        if text:
+            result.content_times.append(t)
+            result.text_chars += len(text)
+    return result
