@@ -13,6 +13,7 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("reference_server.cli", "run the reference serving process"),
     "bench": ("reference_server.bench", "benchmark the engine in-process, per batching strategy"),
+    "calc": ("calculators.cli", "capacity calculators: kv, weights, fit, roofline, queue, fleet, cost, simulate"),
     "demo": ("servecap.demo", "start the reference server, send real requests, print what happened"),
     "report": ("reports.cli", "turn a run directory into summary.json, report.html/.md and figures"),
 }

@@ -1,0 +1,82 @@
+"""How ``servecap calc`` prints: one JSON object with ``--json``, else a readable rich table."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+GIB = 1 << 30
+
+
+def _console() -> Console:
+    """At least 120 columns even when piped, so tables stay readable in logs."""
+    console = Console()
+    return console if console.width >= 120 else Console(width=120)
+
+
+def as_dict(result: Any) -> dict:
+    return asdict(result) if is_dataclass(result) else dict(result)
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no inf/nan: they become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        return _clean(value.item())
+    return value
+
+
+def print_json(obj: dict) -> None:
+    print(json.dumps(_clean(obj), indent=2))
+
+
+def _readable(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) and (key.endswith("bytes") or "bytes_" in key):
+        return f"{value:,} ({value / GIB:.3f} GiB)" if value >= 1 << 20 else f"{value:,}"
+    if isinstance(value, float) and key.endswith("_s"):
+        return f"{value * 1e3:.3f} ms" if value < 1 else f"{value:,.3f} s"
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def print_key_values(title: str, obj: dict) -> None:
+    table = Table(title=title, show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", justify="right")
+    for key, value in obj.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={_readable(k, v)}" for k, v in value.items())
+        table.add_row(key, _readable(key, value))
+    _console().print(table)
+
+
+def print_rows(title: str, rows: list[dict], columns: list[str]) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("name", "strategy", "description") else "right",
+                         no_wrap=column != "description")
+    for row in rows:
+        table.add_row(*(_readable(c, row.get(c)) if not isinstance(row.get(c), str) else row[c] for c in columns))
+    _console().print(table)
+
+
+def emit(args: Any, title: str, result: Any) -> None:
+    obj = as_dict(result)
+    print_json(obj) if args.json else print_key_values(title, obj)
