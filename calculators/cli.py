@@ -145,9 +145,10 @@ def cmd_simulate(args) -> None:
     if args.json:
         return print_json({"strategy": args.strategy, "step_model": asdict(model),
                            "levels": [r.to_dict() for r in results]})
-    rows = [{"offered": next(f"{k}={v}" for k, v in r.offered.items()), "out_tok_per_s": r.output_tokens_per_s,
-             "batch": r.mean_batch_size, **{f"{m}_{p}": r.metrics[f"{m}_s"][p] for m in ("ttft", "tpot", "e2e")
-                                             for p in ("p50", "p99")}} for r in results]
+    rows = [{"offered": next(f"{k}={v}" for k, v in r.offered.items()), "output_tokens_per_s": r.output_tokens_per_s,
+             "mean_batch": r.mean_batch_size,
+             **{f"{m}_{p}_ms": r.metrics[f"{m}_s"][p] * 1e3 for m in ("ttft", "tpot", "e2e") for p in ("p50", "p99")}}
+            for r in results]
     print_rows(f"Simulated {args.strategy} batching", rows, list(rows[0]))
 
 

@@ -14,9 +14,9 @@ GIB = 1 << 30
 
 
 def _console() -> Console:
-    """At least 120 columns even when piped, so tables stay readable in logs."""
+    """At least 160 columns even when piped, so tables stay readable in logs."""
     console = Console()
-    return console if console.width >= 120 else Console(width=120)
+    return console if console.width >= 160 else Console(width=160)
 
 
 def as_dict(result: Any) -> dict:
@@ -47,7 +47,7 @@ def _readable(key: str, value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, int) and (key.endswith("bytes") or "bytes_" in key):
         return f"{value:,} ({value / GIB:.3f} GiB)" if value >= 1 << 20 else f"{value:,}"
-    if isinstance(value, float) and key.endswith("_s"):
+    if isinstance(value, float) and key.endswith("_s") and not key.endswith("per_s"):
         return f"{value * 1e3:.3f} ms" if value < 1 else f"{value:,.3f} s"
     if isinstance(value, float):
         return f"{value:,.4g}"

@@ -52,8 +52,8 @@ class Arrivals:
             trace.arrival[:] = schedule
 
     def next_time(self) -> float | None:
-        if self.sent >= self.n:
-            return None
+        if self.sent >= self.n or (self.closed and not self.heap):
+            return None   # closed loop with every user waiting on the server
         return self.heap[0] if self.closed else float(self.trace.arrival[self.sent])
 
     def pop_until(self, now: float, waiting: deque) -> None:
