@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from reports.gate import REGRESSION, GateResult, GateRow
+from reports.gate_thresholds import LATENCY_METRICS
 
 
 def _value(row: GateRow, value: float | None) -> str:
     """Latency metrics (seconds) in ms; rates and ratios as plain numbers."""
     if value is None:
         return "-"
-    if row.metric.split(".")[0].endswith("_s"):
+    if row.metric.split(".")[0] in LATENCY_METRICS:
         return f"{value * 1000:.2f} ms"
     return f"{value:.4g}"
 

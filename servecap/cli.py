@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("reference_server.bench", "benchmark the engine in-process, per batching strategy"),
     "calc": ("calculators.cli", "capacity calculators: kv, weights, fit, roofline, queue, fleet, cost, simulate"),
     "demo": ("servecap.demo", "start the reference server, send real requests, print what happened"),
+    "gate": ("reports.gate_cli", "compare two runs and fail on a significant regression (CI gate)"),
     "report": ("reports.cli", "turn a run directory into summary.json, report.html/.md and figures"),
 }
 
