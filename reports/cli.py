@@ -26,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     try:
         options = ReportOptions(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
                                 slo_e2e_ms=args.slo_e2e_ms, gpu_hourly=args.gpu_hourly, gpu=args.gpu,
