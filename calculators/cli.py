@@ -6,7 +6,6 @@ import sys
 from dataclasses import asdict
 
 from calculators import batch_queue, cost, fleet, queueing
-from calculators.calibrate import fit_step_model, fit_step_time
 from calculators.cli_args import build_parser
 from calculators.cli_output import GIB, emit, print_json, print_rows
 from calculators.fit import fit
@@ -154,6 +153,8 @@ def cmd_simulate(args) -> None:
 
 def cmd_calibrate(args) -> None:
     import pandas as pd
+
+    from calculators.calibrate import fit_step_model, fit_step_time
 
     try:
         frame = pd.read_csv(args.steps)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from scipy import integrate, optimize, stats
 
 
 def erlang_c(servers: int, offered_load: float) -> float:
@@ -74,6 +73,8 @@ class QueueResult:
 
 
 def _service_survival(t: float, mean: float, cv2: float) -> float:
+    from scipy import stats  # imported here: `servecap calc kv` should not pay for scipy
+
     if cv2 == 0:
         return 1.0 if t < mean else 0.0
     shape = 1 / cv2
@@ -83,6 +84,8 @@ def _service_survival(t: float, mean: float, cv2: float) -> float:
 def response_quantile(p_wait: float, mean_wait_s: float, mean_service_s: float, service_cv2: float,
                       q: float = 0.99) -> float:
     """q-quantile of wait + service; wait = 0 w.p. 1 - p_wait, else exponential with mean Wq / p_wait."""
+    from scipy import integrate, optimize
+
     cond_mean = mean_wait_s / p_wait if p_wait > 0 else 0.0
 
     def survival(t: float) -> float:
