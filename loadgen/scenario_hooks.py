@@ -31,6 +31,10 @@ def install(events, add_arguments: Callable[[Any], None], build: Build) -> None:
 
     @events.init.add_listener
     def _on_init(environment, **_) -> None:
+        # gevent's loop caches "now" and has not run since before the imports (seconds of
+        # blocking work): Locust arms its --run-time timer right after this event, and a
+        # stale "now" makes a 2 s test stop after 0.7 s.
+        gevent.get_hub().loop.update_now()
         sink = RecordSink(environment)
         environment.servecap = SimpleNamespace(sink=sink, run=None)
         if environment.parsed_options is not None and sink.role != "worker":
