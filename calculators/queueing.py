@@ -77,24 +77,41 @@ def _service_survival(t: float, mean: float, cv2: float) -> float:
 
     if cv2 == 0:
         return 1.0 if t < mean else 0.0
+    if cv2 == 1.0:
+        return math.exp(-t / mean) if t > 0 else 1.0
     shape = 1 / cv2
     return float(stats.gamma.sf(t, a=shape, scale=mean / shape))
 
 
 def response_quantile(p_wait: float, mean_wait_s: float, mean_service_s: float, service_cv2: float,
                       q: float = 0.99) -> float:
-    """q-quantile of wait + service; wait = 0 w.p. 1 - p_wait, else exponential with mean Wq / p_wait."""
+    """q-quantile of wait + service; wait = 0 w.p. 1 - p_wait, else exponential with mean Wq / p_wait.
+
+    Closed forms for deterministic service (cv^2 = 0) and exponential service (cv^2 = 1, the
+    hypoexponential sum); other cv^2 integrate a gamma service time numerically.
+    """
     from scipy import integrate, optimize
 
     cond_mean = mean_wait_s / p_wait if p_wait > 0 else 0.0
+    if service_cv2 == 0:   # deterministic service D: T = D + wait
+        return mean_service_s + (cond_mean * math.log(p_wait / (1 - q)) if p_wait > 1 - q else 0.0)
+    mu = 1 / mean_service_s
+    theta = 1 / cond_mean if cond_mean > 0 else math.inf
 
     def survival(t: float) -> float:
+        service_only = _service_survival(t, mean_service_s, service_cv2)
         if cond_mean == 0:
-            return _service_survival(t, mean_service_s, service_cv2)
-        waited = integrate.quad(lambda w: _service_survival(t - w, mean_service_s, service_cv2)
-                                * math.exp(-w / cond_mean) / cond_mean, 0, t,
-                                points=[max(0.0, t - mean_service_s)] if service_cv2 == 0 else None, limit=200)[0]
-        return (1 - p_wait) * _service_survival(t, mean_service_s, service_cv2) + p_wait * (math.exp(-t / cond_mean) + waited)
+            return service_only
+        if service_cv2 == 1.0:
+            if math.isclose(theta, mu, rel_tol=1e-9):
+                both = math.exp(-mu * t) * (1 + mu * t)
+            else:
+                both = (theta * math.exp(-mu * t) - mu * math.exp(-theta * t)) / (theta - mu)
+        else:
+            both = math.exp(-t / cond_mean) + integrate.quad(
+                lambda w: _service_survival(t - w, mean_service_s, service_cv2) * math.exp(-w / cond_mean) / cond_mean,
+                0, t, limit=200)[0]
+        return (1 - p_wait) * service_only + p_wait * both
 
     high = mean_service_s + cond_mean
     while survival(high) > 1 - q:
