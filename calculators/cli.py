@@ -13,7 +13,6 @@ from calculators.gpus import GpuSpec, _catalog as gpu_catalog, get_gpu, gpu_name
 from calculators.kv import kv
 from calculators.models import get_model, model_names, resolve_model
 from calculators.roofline import roofline
-from calculators.simulate import LengthDist, ServerConfig, Workload, simulate_levels
 from calculators.step_model import StepTimeModel, step_model_from_roofline
 from calculators.weights import weights
 
@@ -129,6 +128,8 @@ def _step_model(args) -> StepTimeModel:
 
 
 def cmd_simulate(args) -> None:
+    from calculators.simulate import LengthDist, ServerConfig, Workload, simulate_levels  # numpy: only here
+
     server = ServerConfig(strategy=args.strategy, max_num_seqs=args.max_num_seqs,
                           max_num_batched_tokens=args.max_num_batched_tokens, batch_size=args.batch_size,
                           batch_timeout_s=args.batch_timeout_ms / 1e3, max_batch_size=args.max_batch_size,
