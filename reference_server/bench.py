@@ -152,6 +152,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    threads_before = torch.get_num_threads()
+    try:
+        return _bench(args)
+    finally:
+        torch.set_num_threads(threads_before)   # --threads must not leak into an embedding process
+
+
+def _bench(args: argparse.Namespace) -> int:
     workload = make_workload(args.num_requests, args.prompt_len, args.output_len, args.seed)
     kv_blocks = kv_blocks_for(workload, args)
     try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from reference_server.schedulers.run_to_completion import RunToCompletionScheduler
 
+CLOCK_EPSILON_S = 1e-9   # `now - arrival` loses bits: waking exactly at the deadline must launch
+
 
 def dynamic_batch_size(num_waiting: int, oldest_wait_s: float, *, max_batch_size: int,
                        preferred_batch_sizes: tuple[int, ...], max_queue_delay_s: float) -> int | None:
@@ -21,7 +23,7 @@ def dynamic_batch_size(num_waiting: int, oldest_wait_s: float, *, max_batch_size
     reachable = [size for size in preferred_batch_sizes if size <= num_waiting]
     if reachable:
         return max(reachable)
-    if oldest_wait_s >= max_queue_delay_s:
+    if oldest_wait_s + CLOCK_EPSILON_S >= max_queue_delay_s:
         return num_waiting
     return None
 
