@@ -162,6 +162,23 @@ def continuous(cfg: ServerConfig, model: StepTimeModel, trace: Trace, arrivals: 
         if not (decoding or prefilling or waiting):
             now = max(now, arrivals.next_time())
             continue
+        if decoding and not prefilling and not waiting:   # only decodes until the next finish or arrival
+            skipped, duration = _decode_run(model, decoding, context_sum, finishing[0][0] - decode_steps,
+                                            arrivals.next_time(), now)
+            now += duration
+            trace.steps += skipped
+            trace.sequences_in_steps += skipped * decoding
+            trace.busy_s += duration
+            decode_steps += skipped
+            context_sum += skipped * decoding
+            while finishing and finishing[0][0] <= decode_steps:
+                _, request = heapq.heappop(finishing)
+                done += _finish(request, now, trace, arrivals)
+                decoding -= 1
+                context_sum -= int(trace.prompt[request] + trace.output[request])
+                if free_blocks is not None:
+                    free_blocks += _blocks(int(trace.prompt[request] + trace.output[request]), cfg.block_size)
+            continue
         budget = cfg.max_num_batched_tokens - decoding
         chunks: list[tuple[list[int], int]] = []
         for entry in prefilling:
@@ -214,6 +231,26 @@ def continuous(cfg: ServerConfig, model: StepTimeModel, trace: Trace, arrivals: 
             heapq.heappush(finishing, (decode_steps + remaining, request))
             decoding += 1
             context_sum += int(trace.prompt[request]) + 1
+
+
+def _decode_run(model: StepTimeModel, decoding: int, context_sum: int, until_finish: int,
+                next_arrival: float | None, now: float) -> tuple[int, float]:
+    """(steps, seconds) of a stretch of pure decode steps with a constant batch: up to the next finish,
+    or to the first step that starts at or after the next arrival. Step j attends context_sum + j x decoding."""
+    fixed = model.base_s + model.per_seq_s * decoding + model.per_context_token_s * context_sum
+    growth = model.per_context_token_s * decoding
+
+    def total(m: int) -> float:
+        return m * fixed + growth * m * (m + 1) / 2
+
+    steps = until_finish
+    if next_arrival is not None and total(until_finish) > next_arrival - now:
+        low, high = 1, until_finish            # smallest m whose steps reach the arrival
+        while low < high:
+            mid = (low + high) // 2
+            low, high = (mid + 1, high) if total(mid) < next_arrival - now else (low, mid)
+        steps = low
+    return steps, total(steps)
 
 
 def _finish(request: int, now: float, trace: Trace, arrivals: Arrivals) -> int:
