@@ -83,6 +83,11 @@ class ScriptedServer:
             text = (f"# TYPE scripted_requests_running gauge\nscripted_requests_running {self.running}\n"
                     f"# TYPE scripted_requests_total counter\nscripted_requests_total {self.served}\n")
             return self.send_raw(writer, 200, "text/plain; version=0.0.4", text.encode())
+        if method == "GET" and path.startswith("/v2/models/"):
+            return self.send_json(writer, 200, {"name": path.rsplit("/", 1)[-1], "inputs": [
+                {"name": "features", "datatype": "FP32", "shape": [-1, 8]}]})
+        if method == "POST" and path.startswith("/v2/models/") and path.endswith("/infer"):
+            return await self.infer(writer, body, t_read)
         if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions"):
             return self.send_json(writer, 404, {"error": {"message": f"no route {method} {path}", "type": "not_found"}})
         try:
@@ -157,6 +162,19 @@ class ScriptedServer:
                                 "total_tokens": prompt_tokens + max_tokens}
         self.send_json(writer, 200, payload)
         self.log(response_id, t_read, [self.clock.now()], max_tokens, prompt_tokens, False)
+
+    async def infer(self, writer, body: bytes, t_read: float) -> None:
+        """KServe V2: answer after --ttft with one probability row per input row."""
+        try:
+            request = json.loads(body)
+            rows = int(request["inputs"][0]["shape"][0])
+        except (ValueError, KeyError, IndexError, TypeError):
+            return self.send_json(writer, 400, {"error": "bad KServe V2 request"})
+        await asyncio.sleep(self.ttft_s)
+        response_id = request.get("id") or f"infer-{self.nonce}-{next(self.counter)}"
+        self.send_json(writer, 200, {"model_name": "scripted", "id": response_id, "outputs": [
+            {"name": "probabilities", "shape": [rows, 2], "datatype": "FP32", "data": [0.5] * (2 * rows)}]})
+        self.log(response_id, t_read, [self.clock.now()], 0, rows, False)
 
     def log(self, response_id, t_read, chunk_times, max_tokens, prompt_tokens, aborted) -> None:
         if self.truth is not None:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from loadgen.records import check_record, meta_path, read_records
-from loadgen_helpers import read_truth, run_locust, run_python, scripted_server
+from loadgen_helpers import REPO, read_truth, run_locust, run_python, scripted_server
 
 pytestmark = pytest.mark.slow
 
@@ -120,3 +120,18 @@ def test_bad_flags_exit_2_with_one_clear_line(flag, value, message):
     proc = run_locust("--host", "http://127.0.0.1:9", "-t", "1s", flag, value, timeout=30)
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_classify_kserve_v2_records(tmp_path):
+    records = tmp_path / "r.jsonl"
+    with scripted_server(tmp_path, "--ttft", "0.01") as (url, truth_path):
+        proc = run_locust("--host", url, "-u", "2", "-r", "2", "-t", "2s", "--rows", "uniform:1:4",
+                          "--records", str(records), locustfile=str(REPO / "loadgen" / "classify.py"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    truth = read_truth(truth_path)
+    ok = [r for r in read_records(records) if r["status"] == "ok"]
+    assert len(ok) >= 20
+    for row in ok:
+        assert check_record(row) == [] and row["api"] == "classify" and row["ttft_s"] is None
+        assert row["response_id"].startswith("req-") and truth[row["response_id"]]["prompt_tokens"] == row["prompt_tokens_asked"]
+        assert 1 <= row["prompt_tokens_asked"] <= 4 and row["e2e_s"] >= 0.01

@@ -1,0 +1,119 @@
+"""Locust scenario: KServe V2 inference (`POST /v2/models/{name}/infer`) for non-LLM models.
+
+    locust -f loadgen/classify.py --host http://127.0.0.1:8000 --headless -u 16 -t 60s \
+        --kserve-model tabular-mlp --rows 1 --records runs/x/requests.jsonl
+
+Flags: --kserve-model NAME (default tabular-mlp), --features N (default: the model's
+metadata, GET /v2/models/NAME), --rows SPEC (rows per request, the length forms of
+chat.py: 1, uniform:1:8, ...), --input-name (default features), plus the records and
+arrival flags of chat.py (--records, --seed, --arrival, --rate, --level, --warmup, ...).
+
+Each request carries its own `id`, which the server echoes: it is the record's
+`response_id`. Records have `api: "classify"`, e2e_s as the latency, no TTFT/ITL, and
+the rows sent in `prompt_tokens_asked`. Locust's stats show it under `E2E`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from dataclasses import dataclass
+
+from locust import User, constant, events, task
+
+from loadgen.chat_config import _int, add_common_arguments
+from loadgen.arrivals import parse_arrival
+from loadgen.distributions import LengthDistribution, parse_length_distribution
+from loadgen.exchange import Exchange
+from loadgen.http_stream import ConnectionPool, run_exchange
+from loadgen.load_run import Prepared, RunSettings
+from loadgen.request_bytes import Target, http_request
+from loadgen.scenario_hooks import current_run, install
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClassifyConfig:
+    model: str = "tabular-mlp"
+    features: int = 0              # 0 = ask the model's metadata
+    rows: LengthDistribution = parse_length_distribution("1", "--rows")
+    input_name: str = "features"
+
+    def __post_init__(self) -> None:
+        if not self.model or "/" in self.model:
+            raise ValueError(f"--kserve-model must be a name without '/', got {self.model!r}")
+        if self.features < 0:
+            raise ValueError(f"--features must be >= 0, got {self.features}")
+
+
+class ClassifyScenario:
+    api = "classify"
+    stream = False
+
+    def __init__(self, config: ClassifyConfig, target: Target, features: int) -> None:
+        self.config, self.target, self.features = config, target, features
+        self.path = f"/v2/models/{config.model}/infer"
+
+    def prepare(self, rng: random.Random) -> Prepared:
+        rows = self.config.rows.sample(rng)
+        data = [round(rng.uniform(-2.0, 2.0), 4) for _ in range(rows * self.features)]
+        body = {"id": f"req-{rng.getrandbits(64):016x}",
+                "inputs": [{"name": self.config.input_name, "shape": [rows, self.features],
+                            "datatype": "FP32", "data": data}]}
+        return Prepared(http_request("POST", self.target, self.path, body), rows, None)
+
+
+def discover_features(target: Target, model: str) -> int:
+    pool = ConnectionPool(target)
+    exchange = Exchange()
+    try:
+        run_exchange(pool, http_request("GET", target, f"/v2/models/{model}"), exchange, stream=False, timeout_s=10.0)
+    finally:
+        pool.close()
+    try:
+        if exchange.status_code != 200:
+            raise ValueError
+        return int(json.loads(bytes(exchange.body))["inputs"][0]["shape"][-1])
+    except (ValueError, KeyError, IndexError, TypeError):
+        reason = exchange.failure_message or f"HTTP {exchange.status_code}"
+        raise ValueError(f"--features not given and GET /v2/models/{model} gave no input shape ({reason})") from None
+
+
+def add_classify_arguments(parser) -> None:
+    parser.add_argument("--kserve-model", default="tabular-mlp", help="model name in /v2/models/NAME/infer")
+    parser.add_argument("--features", default=0, type=int, help="input row width (default: from model metadata)")
+    parser.add_argument("--rows", default="1", help="rows per request: N | uniform:LO:HI | ...")
+    parser.add_argument("--input-name", default="features", help="name of the input tensor")
+    add_common_arguments(parser)
+
+
+def build(options, environment, role: str):
+    get = lambda name, default=None: getattr(options, name, default) if options is not None else default  # noqa: E731
+    config = ClassifyConfig(str(get("kserve_model", "tabular-mlp")), _int(get("features", 0), "--features"),
+                            parse_length_distribution(str(get("rows", "1")), "--rows"), str(get("input_name", "features")))
+    rate = float(get("rate", 0.0) or 0.0)
+    settings = RunSettings(_int(get("seed", 0), "--seed"), str(get("records")) if get("records") else None,
+                           parse_arrival(str(get("arrival", "closed")), rate if rate > 0 else None),
+                           _int(get("max_inflight", 1000), "--max-inflight"), float(get("request_timeout", 600.0)),
+                           str(get("level")) if get("level") else None, float(get("warmup", 0.0)))
+    if role in ("check", "master"):
+        return settings, None
+    target = Target.from_url(environment.host or "")
+    return settings, ClassifyScenario(config, target, config.features or discover_features(target, config.model))
+
+
+install(events, add_classify_arguments, build)
+
+
+class ClassifyUser(User):
+    wait_time = constant(0)
+
+    @task
+    def infer(self) -> None:
+        run = current_run(self.environment)
+        if run is None:
+            self.wait()
+            return
+        run.user_step()
