@@ -42,14 +42,8 @@ def bootstrap_ci(values: np.ndarray, seed: int = 0,
     return {q: (float(lo), float(hi)) for q, lo, hi in zip(CI_PERCENTILES, low, high)}
 
 
-def order_statistic_ci(values: np.ndarray) -> dict[int, tuple[float, float]]:
-    """Distribution-free 95% CIs of p50/p95/p99 from order statistics (as scipy.stats.quantile_test).
-
-    For quantile q over n values, the interval is [x_(k_lo), x_(k_hi)] with
-    k_lo = binom.ppf(a/2, n, q) - 1 and k_hi = binom.isf(a/2, n, q) (0-based ranks),
-    clipped to the sample; coverage >= 95% for any continuous distribution.
-    """
-    n = len(values)
+def _ci_ranks(n: int) -> dict[int, tuple[int, int]]:
+    """0-based ranks (k_lo, k_hi) of the order-statistic 95% interval of each CI percentile."""
     alpha = 1.0 - CONFIDENCE
     ranks = {}
     for q in CI_PERCENTILES:
@@ -57,9 +51,40 @@ def order_statistic_ci(values: np.ndarray) -> dict[int, tuple[float, float]]:
         k_lo = int(sps.binom.ppf(alpha / 2, n, p)) - 1
         k_hi = int(sps.binom.isf(alpha / 2, n, p))
         ranks[q] = (min(max(k_lo, 0), n - 1), min(max(k_hi, 0), n - 1))
-    wanted = sorted({r for pair in ranks.values() for r in pair})
+    return ranks
+
+
+def _linear_ranks(n: int, q: float) -> tuple[int, int, float]:
+    """numpy's default (linear) percentile: value = x[lo] + frac x (x[hi] - x[lo]), h = (n - 1) q."""
+    h = (n - 1) * q / 100.0
+    lo = int(np.floor(h))
+    return lo, min(lo + 1, n - 1), h - lo
+
+
+def order_statistic_ci(values: np.ndarray) -> dict[int, tuple[float, float]]:
+    """Distribution-free 95% CIs of p50/p95/p99 from order statistics (as scipy.stats.quantile_test).
+
+    For quantile q over n values, the interval is [x_(k_lo), x_(k_hi)] with
+    k_lo = binom.ppf(a/2, n, q) - 1 and k_hi = binom.isf(a/2, n, q) (0-based ranks),
+    clipped to the sample; coverage >= 95% for any continuous distribution.
+    """
+    return _large_sample(values)[1]
+
+
+def _large_sample(values: np.ndarray) -> tuple[dict[int, float], dict[int, tuple[float, float]]]:
+    """Percentiles and order-statistic CIs from one np.partition (one O(n) pass for big samples)."""
+    n = len(values)
+    ci_ranks = _ci_ranks(n)
+    pct_ranks = {q: _linear_ranks(n, q) for q in PERCENTILES}
+    wanted = sorted({r for pair in ci_ranks.values() for r in pair}
+                    | {r for lo, hi, _ in pct_ranks.values() for r in (lo, hi)})
     ordered = np.partition(values, wanted)
-    return {q: (float(ordered[lo]), float(ordered[hi])) for q, (lo, hi) in ranks.items()}
+    pcts = {}
+    for q, (lo, hi, frac) in pct_ranks.items():
+        a, b = float(ordered[lo]), float(ordered[hi])
+        pcts[q] = a + (b - a) * frac if frac < 0.5 else b - (b - a) * (1 - frac)  # numpy's _lerp
+    cis = {q: (float(ordered[lo]), float(ordered[hi])) for q, (lo, hi) in ci_ranks.items()}
+    return pcts, cis
 
 
 def resamples_for(n: int) -> int:
@@ -84,14 +109,17 @@ def summarize(values: np.ndarray, seed: int = 0) -> dict:
         out["ci_method"] = None
         return out
     out["mean"] = float(values.mean())
-    for q, value in zip(PERCENTILES, np.percentile(values, PERCENTILES)):
-        out[f"p{q}"] = float(value)
+    resamples = resamples_for(n)
+    if n >= 2 and not resamples:
+        pcts, cis = _large_sample(values)
+        out.update({f"p{q}": pcts[q] for q in PERCENTILES})
+        method = "order-statistic"
+    else:
+        out.update({f"p{q}": float(v) for q, v in zip(PERCENTILES, np.percentile(values, PERCENTILES))})
     if n < 2 or np.ptp(values) == 0:
         cis, method = {q: (out[f"p{q}"], out[f"p{q}"]) for q in CI_PERCENTILES}, "degenerate"
-    elif (resamples := resamples_for(n)):
+    elif resamples:
         cis, method = bootstrap_ci(values, seed=seed, n_resamples=resamples), f"bootstrap({resamples})"
-    else:
-        cis, method = order_statistic_ci(values), "order-statistic"
     for q in CI_PERCENTILES:
         out[f"p{q}_ci95"] = [cis[q][0], cis[q][1]]
     out["ci_method"] = method

@@ -22,12 +22,14 @@ LATENESS_LIMIT_MS = 1.0  # an open-loop sender more than 1 ms late at p99 skews 
 
 
 def level_order(data: RunData) -> list[str]:
-    """Levels grouped by strategy (first appearance), then by offered load, then by id."""
-    levels = data.records.drop_duplicates("level")[["level", "strategy", "offered_value"]].astype(object)
-    levels["strategy"] = levels["strategy"].where(levels["strategy"].notna(), "")
-    first_seen = {s: i for i, s in enumerate(pd.unique(levels["strategy"]))}
-    keys = [(first_seen[s], np.inf if pd.isna(v) else v, str(lvl))
-            for lvl, s, v in levels.itertuples(index=False)]
+    """Levels grouped by strategy (in the order the run started them), then by offered load, then id."""
+    records = data.records
+    strategy = records["strategy"].astype(object).where(records["strategy"].notna(), "")
+    first_start = records["t_start"].groupby(strategy).min()
+    rank = {s: i for i, s in enumerate(first_start.sort_values(kind="stable").index)}
+    levels = records.drop_duplicates("level")[["level", "offered_value"]].astype(object)
+    levels["strategy"] = strategy.loc[levels.index]
+    keys = [(rank[s], np.inf if pd.isna(v) else v, str(lvl)) for lvl, v, s in levels.itertuples(index=False)]
     return [key[2] for key in sorted(keys)]
 
 
@@ -57,14 +59,29 @@ def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None
 
 
 def _itl_by_level(data: RunData, ok_measure: np.ndarray) -> dict[str, np.ndarray]:
-    """Pooled inter-token gaps of each level's ok measure records: {level: gaps [G_level]}."""
-    keep = ok_measure[data.itl_record]
-    gaps, rows = data.itl_gaps[keep], data.itl_record[keep]
+    """Pooled inter-token gaps of each level's ok measure records: {level: gaps [G_level]}.
+
+    Gaps are labelled with their record's level code (-1: not ok/measure). Runs
+    write levels one after another, so the labels form a few contiguous runs that
+    are sliced out directly; heavily interleaved labels fall back to a radix argsort.
+    """
     codes, names = pd.factorize(data.records["level"])
-    gap_codes = codes[rows].astype(np.int32 if len(names) > 32_000 else np.int16)
-    order = np.argsort(gap_codes, kind="stable")  # radix sort for small ints: O(G)
-    bounds = np.searchsorted(gap_codes[order], np.arange(len(names) + 1))
-    return {name: gaps[order[bounds[i]:bounds[i + 1]]] for i, name in enumerate(names)}
+    label_dtype = np.int32 if len(names) > 32_000 else np.int16
+    record_label = np.where(ok_measure, codes, -1).astype(label_dtype)
+    gap_label = record_label[data.itl_record]
+    gaps = data.itl_gaps
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(gap_label)) + 1))
+    if len(starts) > 8 * (len(names) + 1):
+        order = np.argsort(gap_label, kind="stable")  # radix sort for small ints: O(G)
+        gaps, gap_label = gaps[order], gap_label[order]
+        starts = np.concatenate(([0], np.flatnonzero(np.diff(gap_label)) + 1))
+    ends = np.append(starts[1:], len(gap_label))
+    pieces: dict[int, list[np.ndarray]] = {}
+    for start, end in zip(starts, ends):
+        if end > start and gap_label[start] >= 0:
+            pieces.setdefault(int(gap_label[start]), []).append(gaps[start:end])
+    return {names[code]: (parts[0] if len(parts) == 1 else np.concatenate(parts))
+            for code, parts in pieces.items()}
 
 
 def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO, seed: int,

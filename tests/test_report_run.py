@@ -203,3 +203,17 @@ def test_corrupt_line_in_the_middle_is_skipped_and_counted(tmp_path):
     assert any("1 unreadable line(s) skipped (line 11)" in note for note in result.summary["missing"])
     assert result.summary["levels"][0]["requests"] == sum(r["phase"] == "measure" for r in records) - 1
     assert not math.isnan(result.summary["levels"][0]["metrics"]["ttft_s"]["p99"])
+
+
+def test_record_order_does_not_change_the_summary(tmp_path):
+    write_run(tmp_path / "a", levels=LEVELS[:3], planned=LEVELS[:3])
+    write_run(tmp_path / "b", levels=LEVELS[:3], planned=LEVELS[:3])
+    lines = (tmp_path / "b" / "requests.jsonl").read_text().splitlines()
+    np.random.default_rng(0).shuffle(lines)  # workers finishing out of order, levels interleaved
+    (tmp_path / "b" / "requests.jsonl").write_text("\n".join(lines) + "\n")
+    a, b = (write_report(tmp_path / name, ReportOptions(figures=False)).summary for name in ("a", "b"))
+    for la, lb in zip(a["levels"], b["levels"]):
+        assert la["level"] == lb["level"]
+        for metric in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
+            assert la["metrics"][metric]["count"] == lb["metrics"][metric]["count"]
+            assert la["metrics"][metric]["p99"] == pytest.approx(lb["metrics"][metric]["p99"], rel=1e-12)
