@@ -51,6 +51,9 @@ class RunJson:
         self.write()
         return entry
 
+    def level_entry(self, level: str) -> dict | None:
+        return next((entry for entry in self.data["levels"] if entry["level"] == level), None)
+
     def note(self, text: str) -> None:
         self.data["notes"].append(text)
         self.write()

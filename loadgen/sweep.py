@@ -55,6 +55,10 @@ class Sweep:
         status = "failed"
         try:
             targets = [None] if self.config.url else list(self.config.strategies)
+            if not self.config.auto:  # the whole plan up front: a killed sweep names what it never ran
+                for strategy in targets:
+                    for load in self.config.concurrency or self.config.rates:
+                        self.run_json.plan_level(self.config.level_id(strategy, load), strategy, load)
             for strategy in targets:
                 self._run_target(strategy)
             status = "complete"
@@ -95,7 +99,9 @@ class Sweep:
 
     def _observe(self, url: str, server_pid: int | None, strategy: str | None) -> None:
         observers = Observers(self.out, self.config.sample_interval_s, server_pid, url + "/metrics")
-        self.run_json.data["observers"][strategy or "url"] = observers.start()
+        described = self.run_json.data["observers"][strategy or "url"] = observers.start()
+        if described.get("sampler_note"):
+            self.console.print(f"[yellow]{described['sampler_note']}[/]")
         self.run_json.write()
         try:
             model = None if strategy else self._external_model(url)
@@ -105,7 +111,8 @@ class Sweep:
                 for load in self.config.concurrency or self.config.rates:
                     self._level(url, strategy, load, model)
         finally:
-            observers.stop()
+            described.update(observers.stop())
+            self.run_json.write()
 
     def _external_model(self, url: str) -> str | None:
         try:
@@ -117,7 +124,7 @@ class Sweep:
     def _level(self, url: str, strategy: str | None, load: float, model: str | None) -> LevelStats:
         config = self.config
         level = config.level_id(strategy, load)
-        entry = self.run_json.plan_level(level, strategy, load)
+        entry = self.run_json.level_entry(level) or self.run_json.plan_level(level, strategy, load)
         plan = LevelPlan(level, load, config.warmup_s, config.duration_s)
         command = locust_command(config, plan, url, self.records, model)
         planned_s = plan.warmup_s + plan.duration_s
