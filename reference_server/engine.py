@@ -53,6 +53,7 @@ class EngineStats:
     total_prefix_cache_queries: int
     total_preemptions: int
     total_steps: int
+    last_num_tokens: int = 0           # tokens computed in the last step (== last_batch_size: all decodes)
 
 
 def resolve_model(model: str) -> tuple[ModelArchitecture, dict | None]:
@@ -89,6 +90,7 @@ class Engine:
                                   usable_vocab=self.tokenizer.vocab_size)
         self._seqs: dict[str, Sequence] = {}
         self._last_batch_size = 0
+        self._last_num_tokens = 0
         self._last_step_s = 0.0
         self._total_steps = 0
 
@@ -153,6 +155,7 @@ class Engine:
         tokens = self.runner.run(batch)
         outputs = self._postprocess(batch, tokens)
         self._last_batch_size = len(batch)
+        self._last_num_tokens = batch.num_tokens
         self._last_step_s = time.perf_counter() - start
         self._total_steps += 1
         return outputs
@@ -211,6 +214,7 @@ class Engine:
             total_prefix_cache_hit_tokens=bm.prefix_cache_hit_tokens,
             total_prefix_cache_queries=bm.prefix_cache_query_tokens,
             total_preemptions=self.scheduler.num_preemptions, total_steps=self._total_steps,
+            last_num_tokens=self._last_num_tokens,
         )
 
     def describe(self) -> dict:
