@@ -1,49 +1,108 @@
-"""Predicted vs measured for one level: the calculators' numbers next to what the run measured.
+"""Predicted vs measured per level: the calculators' numbers next to what the run measured.
 
-Reads the server configuration from run.json's `server` object (the keys of
-`servecap serve`'s EngineConfig: model, dtype, block_size, kv_blocks, max_num_seqs)
-and, for step time, a GPU from run.json's host or `server.gpu`. Each comparison
-is {"predicted", "measured", "relative_error" = predicted / measured - 1, "unit"};
-a quantity that cannot be predicted or was not measured is left out and the
-reason listed under `unavailable`.
+The server configuration comes from run.json's `server` object as the sweep
+writes it (model, dtype, block_size, kv_blocks, strategy limits, and the live
+engine's own description per strategy under `engines`). Each comparison is
+{"predicted", "measured", "relative_error" = predicted / measured - 1, "unit"};
+what cannot be predicted or was not measured is listed under `unavailable`.
+
+Step time, for the decode-step comparison and the simulator:
+- a known GPU (run.json host, or `server.gpu`): the roofline (calculators.roofline,
+  calculators.step_model.step_model_from_roofline) - a prediction from datasheet numbers;
+- otherwise (a CPU run): step_s = base + per_seq x batch fitted by least squares
+  (calculators.calibrate.fit_step_time) to the per-level mean step time and batch
+  size the server reported - the simulator then predicts each level's TTFT/TPOT
+  from the engine's measured cost per step and its batching policy alone.
 """
 
 from __future__ import annotations
 
 import math
 
+from calculators.calibrate import fit_step_time
 from calculators.gpus import get_gpu
 from calculators.kv import kv_block_bytes
 from calculators.models import get_model
-from calculators.roofline import roofline
+from calculators.simulate import LengthDist, ServerConfig, Workload, simulate
+from calculators.step_model import StepTimeModel, step_model_from_roofline
 from reports.cost import catalog_gpu_for, run_gpus
+
+SIM_REQUESTS_PER_STREAM = 40   # simulated requests per concurrent stream (or per req/s), at least 400
+SIM_MAX_REQUESTS = 4000
 
 
 def _pair(predicted: float | None, measured: float | None, unit: str) -> dict:
-    rel = None
-    if predicted is not None and measured:
-        rel = predicted / measured - 1.0
+    rel = predicted / measured - 1.0 if predicted is not None and measured else None
     return {"predicted": predicted, "measured": measured, "relative_error": rel, "unit": unit}
 
 
-def _gpu_spec(run: dict, server: dict):
-    name = server.get("gpu") or next((c for c in map(catalog_gpu_for, run_gpus(run)) if c), None)
-    return get_gpu(name) if name else None
+def _engine_config(run: dict, strategy: str | None) -> dict:
+    """run.json's server section with that strategy's live engine description and limits on top."""
+    server = run.get("server") if isinstance(run.get("server"), dict) else {}
+    engine = (server.get("engines") or {}).get(strategy) or {}
+    return {**server, **engine, **(engine.get("strategy_limits") or {}), "strategy": strategy or server.get("strategy")}
 
 
-def _running_capacity(server: dict, level: dict, measured: dict, block_size: int) -> tuple[int | None, str]:
-    strategy = level.get("strategy") or server.get("strategy")
-    caps = {"none": 1, "static": server.get("batch_size"), "dynamic": server.get("max_batch_size")}
+def _step_model(run: dict, arch, levels: list[dict]) -> tuple[StepTimeModel | None, str]:
+    server = run.get("server") if isinstance(run.get("server"), dict) else {}
+    gpu_name = server.get("gpu") or next((c for c in map(catalog_gpu_for, run_gpus(run)) if c), None)
+    if gpu_name:
+        dtype = str(server.get("dtype") or "bf16")
+        return step_model_from_roofline(arch, get_gpu(gpu_name), dtype=dtype), f"roofline on {gpu_name}"
+    points = [(lvl["server"]["batch_size_mean"], lvl["server"]["step_time_mean_s"]) for lvl in levels
+              if lvl["server"].get("batch_size_mean") and lvl["server"].get("step_time_mean_s")]
+    if len(points) < 3:
+        return None, "no catalog GPU and fewer than 3 levels with step-time and batch-size histograms"
+    try:
+        fit = fit_step_time([p[0] for p in points], [p[1] for p in points])
+    except ValueError as exc:
+        return None, f"cannot fit step time over levels: {exc}"
+    if fit.base_s <= 0:
+        return None, "the step-time fit over levels has no positive base time"
+    model = StepTimeModel(base_s=fit.base_s, per_seq_s=max(fit.per_seq_s, 0.0))
+    return model, f"step time fitted to this run's levels (base {fit.base_s * 1e3:.2f} ms + {model.per_seq_s * 1e3:.3f} ms/seq)"
+
+
+def _simulator_config(config: dict) -> ServerConfig:
+    keys = {"max_num_seqs": int, "max_num_batched_tokens": int, "batch_size": int, "max_batch_size": int,
+            "block_size": int}
+    kwargs = {k: cast(config[k]) for k, cast in keys.items() if config.get(k)}
+    if config.get("batch_timeout_ms") is not None:
+        kwargs["batch_timeout_s"] = float(config["batch_timeout_ms"]) / 1000
+    if config.get("max_queue_delay_us") is not None:
+        kwargs["max_queue_delay_s"] = float(config["max_queue_delay_us"]) / 1e6
+    if config.get("preferred_batch_sizes"):
+        kwargs["preferred_batch_sizes"] = tuple(int(b) for b in config["preferred_batch_sizes"])
+    blocks = config.get("num_kv_blocks") or config.get("kv_blocks")
+    return ServerConfig(strategy=config["strategy"], num_kv_blocks=int(blocks) if blocks else None, **kwargs)
+
+
+def _simulated(level: dict, config: dict, model: StepTimeModel) -> dict:
+    offered = level["offered"]
+    load = next(iter(offered.values()))
+    requests = int(min(SIM_MAX_REQUESTS, max(400, SIM_REQUESTS_PER_STREAM * load)))
+    workload = Workload(
+        prompt_tokens=LengthDist.fixed(max(1, round(level["prompt_tokens_mean"] or 1))),
+        output_tokens=LengthDist.fixed(max(1, round(level["output_tokens_mean"] or 1))),
+        requests=requests, concurrency=int(load) if "concurrency" in offered else None,
+        rate_rps=float(load) if "rate_rps" in offered else None)
+    return simulate(_simulator_config(config), workload, model).metrics
+
+
+def _running_capacity(config: dict, level: dict) -> tuple[int | None, str]:
+    """Sequences the strategy can run at once at this level's mean request length and offered load."""
+    strategy, block_size = config.get("strategy"), int(config.get("block_size") or 16)
+    caps = {"none": 1, "static": config.get("batch_size"), "dynamic": config.get("max_batch_size")}
     if strategy in caps:
         cap = caps[strategy]
     elif strategy == "continuous":
-        blocks_total = server.get("kv_blocks") or measured.get("kv_blocks_total")
+        blocks = config.get("num_kv_blocks") or config.get("kv_blocks") or level["server"].get("kv_blocks_total")
         tokens = (level.get("prompt_tokens_mean") or 0) + (level.get("output_tokens_mean") or 0)
-        if not blocks_total or not tokens:
+        if not blocks or not tokens:
             return None, "no KV block count (run.json server.kv_blocks or the servecap_kv_blocks_total gauge)"
-        cap = int(blocks_total) // math.ceil(tokens / block_size)
-        if server.get("max_num_seqs"):
-            cap = min(cap, int(server["max_num_seqs"]))
+        cap = int(blocks) // math.ceil(tokens / block_size)
+        if config.get("max_num_seqs"):
+            cap = min(cap, int(config["max_num_seqs"]))
     else:
         return None, f"unknown strategy {strategy!r}"
     if cap is None:
@@ -52,44 +111,59 @@ def _running_capacity(server: dict, level: dict, measured: dict, block_size: int
     return (min(int(cap), int(offered)) if offered else int(cap)), ""
 
 
-def predict_level(run: dict, level: dict) -> dict:
-    """{"model", "comparisons": {quantity: pair}, "unavailable": [reasons]} for summary.json's `predicted`."""
+def predict_level(run: dict, level: dict, arch, model: StepTimeModel | None, model_source: str) -> dict:
+    """summary.json's `predicted` for one level: {"model", "comparisons", "unavailable", ...}."""
+    config = _engine_config(run, level["strategy"])
+    dtype, block_size = str(config.get("dtype") or "bf16"), int(config.get("block_size") or 16)
+    measured = level["server"]
+    comparisons, unavailable = {}, []
+    block_bytes = kv_block_bytes(arch, str(config.get("kv_dtype") or dtype), block_size)
+    comparisons["kv_block_bytes"] = _pair(float(block_bytes), measured.get("kv_block_bytes")
+                                          or config.get("kv_block_bytes"), "bytes")
+    capacity, why = _running_capacity(config, level)
+    if capacity is None:
+        unavailable.append(f"running sequences: {why}")
+    else:
+        comparisons["running_sequences_peak"] = _pair(float(capacity), measured.get("requests_running_max"), "sequences")
+    if model is None:
+        unavailable.append(f"step time and simulator: {model_source}")
+    else:
+        batch = max(1, round(measured.get("batch_size_mean") or 1))
+        context = int((level.get("prompt_tokens_mean") or 0) + (level.get("output_tokens_mean") or 0) / 2)
+        step = model.step_s(batch, context_tokens=batch * context)
+        comparisons["step_s"] = _pair(step, measured.get("step_time_mean_s"), "s")
+        if level["offered"] and config.get("strategy") and level.get("prompt_tokens_mean"):
+            try:
+                sim = _simulated(level, config, model)
+            except ValueError as exc:
+                unavailable.append(f"simulator: {exc}")
+            else:
+                for metric in ("ttft_s", "tpot_s", "e2e_s"):
+                    for pct in ("p50", "p99"):
+                        comparisons[f"{metric} {pct}"] = _pair(sim[metric][pct], level["metrics"][metric][pct], "s")
+    return {"model": arch.name, "dtype": dtype, "block_size": block_size, "step_model": model_source,
+            "comparisons": comparisons, "unavailable": unavailable}
+
+
+def add_predictions(run: dict, levels: list[dict]) -> None:
+    """Fill each level's `predicted` in place (one step model for the whole run)."""
     server = run.get("server") if isinstance(run.get("server"), dict) else {}
     if not server.get("model"):
-        return {"unavailable": ["run.json has no server.model: nothing to predict from"]}
+        for level in levels:
+            level["predicted"] = {"unavailable": ["run.json has no server.model: nothing to predict from"]}
+        return
     try:
         arch = get_model(str(server["model"]))
     except ValueError as exc:
-        return {"unavailable": [str(exc)]}
-    dtype = str(server.get("dtype") or "bf16")
-    kv_dtype = str(server.get("kv_dtype") or dtype)
-    block_size = int(server.get("block_size") or 16)
-    measured = level["server"]
-    comparisons, unavailable = {}, []
-
-    # KV bytes of one paged block (all layers, K and V) vs the server's own gauge
-    predicted_block = kv_block_bytes(arch, kv_dtype, block_size)
-    comparisons["kv_block_bytes"] = _pair(float(predicted_block), measured.get("kv_block_bytes"), "bytes")
-
-    # running sequences: the strategy's batch cap, the KV cache at this level's mean request
-    # length and max_num_seqs (continuous), and the offered concurrency, whichever binds first
-    capacity, why = _running_capacity(server, level, measured, block_size)
-    if capacity is not None:
-        comparisons["running_sequences_peak"] = _pair(float(capacity), measured.get("requests_running_max"),
-                                                      "sequences")
-    else:
-        unavailable.append(f"running sequences: {why}")
-
-    # decode step time: roofline at the measured mean batch and context
-    gpu = _gpu_spec(run, server)
-    batch = measured.get("batch_size_mean")
-    if gpu is None:
-        unavailable.append("decode step time: no catalog GPU for this run (CPU run, or give server.gpu)")
-    elif batch is None:
-        unavailable.append("decode step time: no servecap_batch_size histogram in server_metrics.csv")
-    else:
-        context = int((level.get("prompt_tokens_mean") or 0) + (level.get("output_tokens_mean") or 0) / 2)
-        step = roofline(arch, gpu, dtype=dtype, batch=max(1, round(batch)), context=context)
-        comparisons["decode_step_s"] = _pair(step.decode_step_s, measured.get("step_time_mean_s"), "s")
-    return {"model": arch.name, "dtype": dtype, "block_size": block_size,
-            "comparisons": comparisons, "unavailable": unavailable}
+        for level in levels:
+            level["predicted"] = {"unavailable": [str(exc)]}
+        return
+    try:
+        model, source = _step_model(run, arch, levels)
+    except ValueError as exc:  # e.g. a GPU name the catalog rejects: predictions degrade, the report stands
+        model, source = None, str(exc)
+    for level in levels:
+        try:
+            level["predicted"] = predict_level(run, level, arch, model, source)
+        except ValueError as exc:
+            level["predicted"] = {"model": arch.name, "unavailable": [str(exc)]}

@@ -48,7 +48,7 @@ def sections(summary: dict, figures: list[FigureFile]) -> list[tuple[str, list[B
     verdict.append(tables.knee_table(summary))
     out.append(("Verdict", verdict))
     notes: list[Block] = [f"- {note}" for note in summary["missing"]] + \
-        [f"- load generator: {w}" for w in summary["loadgen_warnings"]]
+        [f"- load generator / run notes: {w}" for w in summary["loadgen_warnings"]]
     late = [lvl["level"] for lvl in summary["levels"] if lvl["loadgen"].get("late")]
     if late:
         notes.append(f"- load generator sent late (p99 lateness > 1 ms) at: {', '.join(late)}; "

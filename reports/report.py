@@ -13,7 +13,7 @@ import numpy as np
 from reports import figures_latency, figures_resources
 from reports.cost import cost_per_million, resolve_price
 from reports.figures_common import FigureFile
-from reports.predicted import predict_level
+from reports.predicted import add_predictions
 from reports.render import sections, to_html, to_markdown
 from reports.run_data import RunData, load_run
 from reports.slo import SLO
@@ -62,11 +62,12 @@ def build_summary(data: RunData, options: ReportOptions,
                   progress: Callable[[str], None] | None = None) -> dict:
     """summary.json's dict (../shared/DESIGN.md): run, levels, verdict, plus `missing` and warnings."""
     slo = options.slo_for(data.run)
-    levels = build_levels(data, slo, progress=progress, predicted=lambda lvl: predict_level(data.run, lvl))
+    levels = build_levels(data, slo, progress=progress)
+    add_predictions(data.run, levels)
     price = resolve_price(data.run, options.gpu_hourly, options.gpu)
     verdict = build_verdict(levels, slo, cost=lambda point: cost_per_million(point, price))
     return {"run": data.run, "levels": levels, "verdict": verdict, "missing": list(data.missing),
-            "loadgen_warnings": loadgen_warnings(data.run), "metrics": list(LATENCY_METRICS)}
+            "loadgen_warnings": loadgen_warnings(data.run, levels), "metrics": list(LATENCY_METRICS)}
 
 
 def make_figures(data: RunData, summary: dict, out_dir: Path) -> list[FigureFile]:

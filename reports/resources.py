@@ -95,8 +95,16 @@ def _histogram_mean(sums: pd.Series | None, counts: pd.Series | None, start: flo
     return float(deltas[0] / deltas[1]) if deltas[1] > 0 else None
 
 
+def _sample_group(samples: pd.DataFrame) -> pd.Series:
+    """GPUs pool under their source (`nvml`); host rows split by device: `host` (whole machine)
+    and `host pid:123` (the server process), which must not be summed together."""
+    source = samples["source"].fillna("unknown").astype(str)
+    device = samples["device"].fillna("").astype(str)
+    return source.where((source == "nvml") | (device == ""), source + " " + device)
+
+
 def device_means(samples: pd.DataFrame | None, start: float, end: float) -> dict:
-    """Per sample source (`nvml`, `host`, ...): means of util, memory, clock, temperature and power.
+    """Per sample group (`nvml`, `host`, `host pid:N`): means of util, memory, clock, temperature, power.
 
     Shape: {"nvml": {"util_pct": .., "mem_used_bytes": .., ..., "power_w": .., "samples": n}}.
     Memory and power are summed across devices per tick (the machine's total),
@@ -106,7 +114,7 @@ def device_means(samples: pd.DataFrame | None, start: float, end: float) -> dict
         return {}
     window = _in_window(samples, start, end)
     out: dict = {}
-    for source, rows in window.groupby(window["source"].fillna("unknown"), sort=True):
+    for source, rows in window.groupby(_sample_group(window), sort=True):
         per_tick = rows.groupby("t")
         stats = {
             "util_pct": per_tick["util_pct"].mean().mean(),

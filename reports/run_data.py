@@ -59,6 +59,7 @@ class RunData:
         samples: samples.csv, or None when absent.
         server_metrics: server_metrics.csv, or None when absent.
         missing: sentences naming what is missing, torn or unreadable.
+        loadgen_meta: requests.meta.json (the load generator's own health per level), {} if absent.
     """
 
     run_dir: Path
@@ -69,6 +70,7 @@ class RunData:
     samples: pd.DataFrame | None
     server_metrics: pd.DataFrame | None
     missing: list[str] = field(default_factory=list)
+    loadgen_meta: dict = field(default_factory=dict)
 
     def measured_ok(self) -> pd.Series:
         """Boolean mask of records that enter the latency summary: status ok, phase measure."""
@@ -87,7 +89,19 @@ def load_run(run_dir: str | Path) -> RunData:
     samples = _read_csv(run_dir / "samples.csv", SAMPLE_COLUMNS, missing)
     metrics = _read_csv(run_dir / "server_metrics.csv", METRIC_COLUMNS, missing)
     _note_missing_levels(run, records, missing)
-    return RunData(run_dir, run, records, gaps, gap_rows, samples, metrics, missing)
+    meta = _read_optional_json(run_dir / "requests.meta.json", missing)
+    return RunData(run_dir, run, records, gaps, gap_rows, samples, metrics, missing, meta)
+
+
+def _read_optional_json(path: Path, missing: list[str]) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        value = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        missing.append(f"{path.name} is not valid JSON ({exc}); load-generator health left out")
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _read_run_json(path: Path, missing: list[str]) -> dict:
@@ -236,6 +250,16 @@ def planned_levels(run: dict) -> list[str]:
 
 
 def _note_missing_levels(run: dict, records: pd.DataFrame, missing: list[str]) -> None:
+    for entry in run.get("levels") or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("level"), str):
+            continue
+        if entry.get("status") in ("failed", "interrupted", "not run"):
+            code = f" (exit code {entry['exit_code']})" if entry.get("exit_code") not in (None, 0) else ""
+            missing.append(f"level {entry['level']} {entry['status']}{code} according to run.json")
+        if entry.get("stable") is False:
+            spread = entry.get("throughput_spread")
+            spread = f" (spread {spread:.0%})" if isinstance(spread, (int, float)) else ""
+            missing.append(f"level {entry['level']}: throughput not stable across sub-windows{spread}")
     present = set(records["level"].unique())
     measured = set(records.loc[records["phase"] == "measure", "level"].unique())
     for level in planned_levels(run):

@@ -33,8 +33,7 @@ def level_order(data: RunData) -> list[str]:
     return [key[2] for key in sorted(keys)]
 
 
-def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None = None,
-                 predicted: Callable[[dict], dict] | None = None) -> list[dict]:
+def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None = None) -> list[dict]:
     """One summary.json level object per level with measure-phase records, in `level_order`."""
     records = data.records
     measure = records["phase"] == "measure"
@@ -52,8 +51,6 @@ def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None
         frame = grouped[level]
         entry = _level_entry(level, frame, gaps_by_level.get(level, np.empty(0)), slo, seed,
                              default_strategy, data, series)
-        if predicted is not None:
-            entry["predicted"] = predicted(entry)
         levels.append(entry)
     return levels
 
@@ -117,7 +114,7 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
             "itl_s": summarize(itl_gaps, seed),
             "e2e_s": summarize(ok["e2e_s"].to_numpy(), seed),
         },
-        "loadgen": loadgen_health(frame),
+        "loadgen": loadgen_health(frame, (data.loadgen_meta.get("levels") or {}).get(level)),
         "server": server_means(series, start, end),
         "device": device_means(data.samples, start, end),
     }
@@ -125,8 +122,9 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
     return entry
 
 
-def loadgen_health(frame: pd.DataFrame) -> dict:
-    """Send lateness (t_start - t_sched) of open-loop records in ms, and the worker count.
+def loadgen_health(frame: pd.DataFrame, meta: dict | None = None) -> dict:
+    """Send lateness (t_start - t_sched) of open-loop records in ms, workers, and the generator's
+    own CPU and warnings from requests.meta.json (`meta` = that file's entry for this level).
 
     `late` is True when p99 lateness exceeds LATENESS_LIMIT_MS: the generator,
     not the server, was then shaping the arrivals.
@@ -138,15 +136,18 @@ def loadgen_health(frame: pd.DataFrame) -> dict:
         out.update({"lateness_p50_ms": float(p50), "lateness_p99_ms": float(p99),
                     "lateness_max_ms": float(lateness_ms.max()),
                     "late": bool(p99 > LATENESS_LIMIT_MS)})
+    if isinstance(meta, dict):
+        cpu = [p.get("cpu_max_pct") for p in (meta.get("processes") or {}).values() if isinstance(p, dict)]
+        cpu = [c for c in cpu if isinstance(c, (int, float))]
+        if cpu:
+            out["cpu_max_pct"] = float(max(cpu))
+        out["limited_by_loadgen"] = bool(meta.get("limited_by_loadgen"))
+        out["warnings"] = [str(w) for w in meta.get("warnings") or []]
     return out
 
 
-def loadgen_warnings(run: dict) -> list[str]:
-    """Warnings run.json carries from the load generator (e.g. Locust's CPU warning)."""
-    loadgen = run.get("loadgen") if isinstance(run.get("loadgen"), dict) else {}
-    warnings = loadgen.get("warnings") or []
-    if isinstance(warnings, str):
-        warnings = [warnings]
-    if loadgen.get("cpu_warning"):
-        warnings = [*warnings, str(loadgen["cpu_warning"])]
-    return [str(w) for w in warnings]
+def loadgen_warnings(run: dict, levels: list[dict]) -> list[str]:
+    """The load generator's warnings: per level from requests.meta.json, and run.json's notes."""
+    warnings = [f"{lvl['level']}: {w}" for lvl in levels for w in lvl["loadgen"].get("warnings", [])]
+    notes = run.get("notes") if isinstance(run.get("notes"), list) else []
+    return warnings + [str(note) for note in notes]

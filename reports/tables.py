@@ -92,7 +92,9 @@ def health_table(summary: dict) -> pd.DataFrame:
                      "lateness p50 (ms)": _num(h.get("lateness_p50_ms"), "{:.3f}"),
                      "lateness p99 (ms)": _num(h.get("lateness_p99_ms"), "{:.3f}"),
                      "lateness max (ms)": _num(h.get("lateness_max_ms"), "{:.3f}"),
-                     "verdict": "" if late is None else ("LATE: generator-bound" if late else "ok")})
+                     "generator CPU max %": _num(h.get("cpu_max_pct"), "{:.0f}"),
+                     "verdict": "LIMITED BY LOAD GENERATOR" if late or h.get("limited_by_loadgen")
+                     else ("ok" if late is not None or "limited_by_loadgen" in h else "")})
     return pd.DataFrame(rows)
 
 

@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from calculators.kv import kv_block_bytes
+from calculators.models import get_model
 from reports.report import ReportOptions, write_report
 from servecap.cli import main as servecap_main
 
@@ -58,22 +60,27 @@ def write_run(run_dir, levels=LEVELS, samples=True, planned=LEVELS, torn=False):
         if torn:
             f.write(json.dumps(records[-1])[:40])  # killed mid-write: no newline, half an object
     metrics = []
-    batch_sum = batch_count = 0.0
+    batch_sum = batch_count = step_sum = 0.0
     for level in levels:
         lo, hi = windows[level]
         for t in np.arange(lo, hi, 0.5):
+            # 10 engine steps per scrape, each 2 ms + 1 ms per running sequence
             batch_sum, batch_count = batch_sum + 10 * RUNNING[level], batch_count + 10
+            step_sum += 10 * (0.002 + 0.001 * RUNNING[level])
             metrics += [(t, "servecap_requests_running", "", RUNNING[level]),
                         (t, "servecap_kv_blocks_used", "", 2 * RUNNING[level]),
                         (t, "servecap_kv_blocks_total", "", 64),
                         (t, "servecap_batch_size_sum", "", batch_sum),
-                        (t, "servecap_batch_size_count", "", batch_count)]
+                        (t, "servecap_batch_size_count", "", batch_count),
+                        (t, "servecap_engine_step_seconds_sum", "", step_sum),
+                        (t, "servecap_engine_step_seconds_count", "", batch_count)]
     pd.DataFrame(metrics, columns=["t", "name", "labels", "value"]).to_csv(run_dir / "server_metrics.csv", index=False)
     if samples:
         rows = [(t, "nvml", "0", 50.0, 8e9, 80e9, 200.0, 1500, 50) for t in np.arange(T0 - 1, start, 0.25)]
         pd.DataFrame(rows, columns=["t", "source", "device", "util_pct", "mem_used_bytes", "mem_total_bytes",
                                     "power_w", "sm_clock_mhz", "temp_c"]).to_csv(run_dir / "samples.csv", index=False)
-    run = {"server": {"model": "tiny", "dtype": "float32", "block_size": 16, "kv_blocks": 64, "max_num_seqs": 8},
+    run = {"server": {"model": "tiny", "dtype": "float32", "block_size": 16, "kv_blocks": 64, "max_num_seqs": 8,
+                      "kv_block_bytes": kv_block_bytes(get_model("tiny"), "float32", 16)},
            "levels": [{"level": lvl} for lvl in planned], "host": {"gpus": []}}
     (run_dir / "run.json").write_text(json.dumps(run))
     return records, windows
@@ -145,9 +152,19 @@ def test_verdict_cost_and_predictions(full_run):
     assert rows[("none", "all")]["first_failing_level"] == "none/c=4"
     assert rows[("none", "all")]["failing_reason"] == "error rate 5.0% > 1%"
     assert verdict["cost"]["usd_per_1m_output_tokens"] == pytest.approx(2.0 * 1e6 / (3600 * point["output_tokens_per_s"]))
-    predicted = full_run[3].summary["levels"][0]["predicted"]
-    assert predicted["comparisons"]["running_sequences_peak"]["predicted"] == 1  # strategy none runs one
-    assert any("decode step time" in why for why in predicted["unavailable"])  # no GPU in this run
+    for level in full_run[3].summary["levels"]:
+        predicted = level["predicted"]
+        assert predicted["step_model"].startswith("step time fitted to this run's levels")  # no GPU here
+        compared = predicted["comparisons"]
+        assert compared["kv_block_bytes"]["relative_error"] == 0
+        # the fit is exact (2 ms + 1 ms per sequence), so the predicted step time is the measured one
+        assert compared["step_s"]["predicted"] == pytest.approx(level["server"]["step_time_mean_s"], rel=1e-6)
+        for key in ("ttft_s p50", "ttft_s p99", "tpot_s p50", "e2e_s p99"):
+            pair = compared[key]
+            assert pair["predicted"] > 0 and pair["measured"] == level["metrics"][key.split()[0]][key.split()[1]]
+            assert pair["relative_error"] == pytest.approx(pair["predicted"] / pair["measured"] - 1)
+        if level["strategy"] == "none":
+            assert compared["running_sequences_peak"]["predicted"] == 1  # strategy none runs one at a time
 
 
 def test_html_is_self_contained_and_references_each_figure(full_run):
