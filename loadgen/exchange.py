@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from loadgen.sse import error_message, parse_stream
 
@@ -44,8 +44,10 @@ def _gaps(times: list[float]) -> list[float]:
     return [b - a for a, b in zip(times, times[1:])]
 
 
-def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | None, stopped: bool = False) -> Outcome:
-    """Record fields for an exchange. `stopped`: the test ended while it was in flight."""
+def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | None, stopped: bool = False,
+              pause: Callable[[], None] | None = None) -> Outcome:
+    """Record fields for an exchange. `stopped`: the test ended while it was in flight;
+    `pause`: called now and then while parsing a long stream (see sse.parse_stream)."""
     t0 = exchange.t_start
     e2e = None if (t0 is None or exchange.t_last is None) else exchange.t_last - t0
     code = exchange.status_code
@@ -60,7 +62,7 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
                        prompt_tokens_asked, None, "none")
 
     if stream:
-        parsed = parse_stream(exchange.lines)
+        parsed = parse_stream(exchange.lines, pause)
         ttft = parsed.content_times[0] - t0 if (parsed.content_times and t0 is not None) else None
         itl = _gaps(parsed.content_times)
         response_id, usage, error = parsed.response_id, parsed.usage, parsed.error

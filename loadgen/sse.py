@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 DONE = object()  # the `data: [DONE]` sentinel
 
@@ -81,9 +81,14 @@ class StreamParse:
     text_chars: int = 0
 
 
-def parse_stream(timed_lines: Iterable[tuple[float, bytes]]) -> StreamParse:
+def parse_stream(timed_lines: Iterable[tuple[float, bytes]], pause: Callable[[], None] | None = None,
+                 pause_every: int = 16) -> StreamParse:
+    """Parse a stream's lines. `pause` (if given) is called every `pause_every` lines: the
+    Locust process passes `gevent.sleep(0)` so other streams' chunks are read meanwhile."""
     result = StreamParse()
-    for t, line in timed_lines:
+    for number, (t, line) in enumerate(timed_lines, start=1):
+        if pause is not None and number % pause_every == 0:
+            pause()
         event = parse_data_line(line)
         if event is None:
             continue
