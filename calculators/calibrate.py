@@ -63,11 +63,12 @@ def fit_step_time(batch_sizes: Sequence[float], step_seconds: Sequence[float]) -
 
 def fit_step_model(batch_sizes: Sequence[float], step_seconds: Sequence[float],
                    prefill_tokens: Sequence[float] | None = None,
-                   context_tokens: Sequence[float] | None = None) -> StepTimeModel:
+                   context_tokens: Sequence[float] | None = None, *, jitter_points: int = 0) -> StepTimeModel:
     """Non-negative least squares for the simulator's ``StepTimeModel``; omitted columns fit as zero.
 
     ``prefill_tokens``: prompt tokens processed in each step; ``context_tokens``: sum of the
-    batch's context lengths in each step (attention reads).
+    batch's context lengths in each step (attention reads). ``jitter_points`` > 0 keeps that many
+    evenly spaced quantiles of measured / modelled step time as the model's ``jitter``.
     """
     columns = {"batch_sizes": batch_sizes, "step_seconds": step_seconds}
     if prefill_tokens is not None:
@@ -83,8 +84,15 @@ def fit_step_model(batch_sizes: Sequence[float], step_seconds: Sequence[float],
         a.get("prefill_tokens", np.zeros(n)), a.get("context_tokens", np.zeros(n)),
     ])
     coef, _ = optimize.nnls(design, a["step_seconds"])
-    return StepTimeModel(base_s=float(coef[0]), per_seq_s=float(coef[1]),
-                         per_prefill_token_s=float(coef[2]), per_context_token_s=float(coef[3]))
+    jitter: tuple[float, ...] = ()
+    if jitter_points > 0:
+        modelled = design @ coef
+        ratios = a["step_seconds"][modelled > 0] / modelled[modelled > 0]
+        ratios = ratios[ratios > 0]
+        if len(ratios):
+            jitter = tuple(float(r) for r in np.quantile(ratios, np.linspace(0, 1, min(jitter_points, len(ratios)))))
+    return StepTimeModel(base_s=float(coef[0]), per_seq_s=float(coef[1]), per_prefill_token_s=float(coef[2]),
+                         per_context_token_s=float(coef[3]), jitter=jitter)
 
 
 @dataclass(frozen=True)

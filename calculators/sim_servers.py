@@ -72,11 +72,35 @@ class Arrivals:
             heapq.heappush(self.heap, when)
 
 
+class StepClock:
+    """Step durations: the model's mean, times a jitter factor drawn per step when the model has jitter."""
+
+    def __init__(self, model: StepTimeModel, rng: np.random.Generator) -> None:
+        self.model = model
+        self.factors = rng.choice(np.asarray(model.jitter), size=1 << 16) if model.jitter else None
+        self.next = 0
+
+    def _take(self, count: int) -> np.ndarray:
+        index = (self.next + np.arange(count)) % len(self.factors)
+        self.next = int((self.next + count) % len(self.factors))
+        return self.factors[index]
+
+    def step(self, sequences: int, prefill_tokens: int = 0, context_tokens: int = 0) -> float:
+        mean = self.model.step_s(sequences, prefill_tokens, context_tokens)
+        return mean if self.factors is None else mean * float(self._take(1)[0])
+
+    def series(self, count: int, fixed: float, growth: float) -> np.ndarray | None:
+        """Durations of ``count`` steps, step j (1-based) = (fixed + growth x j) x jitter; None without jitter."""
+        if self.factors is None:
+            return None
+        return (fixed + growth * np.arange(1, count + 1)) * self._take(count)
+
+
 def _blocks(tokens: int, block_size: int) -> int:
     return -(-tokens // block_size)
 
 
-def run_to_completion(cfg: ServerConfig, model: StepTimeModel, trace: Trace, arrivals: Arrivals) -> None:
+def run_to_completion(cfg: ServerConfig, model: StepClock, trace: Trace, arrivals: Arrivals) -> None:
     """none / static / dynamic (see module docstring)."""
     waiting: deque[int] = deque()
     now, done, n = 0.0, 0, len(trace.prompt)
@@ -120,10 +144,10 @@ def _launch_size(cfg: ServerConfig, num_waiting: int, now: float, oldest_arrival
     return (num_waiting if now >= deadline else None), deadline
 
 
-def _run_batch(members: np.ndarray, model: StepTimeModel, trace: Trace, now: float, arrivals: Arrivals) -> float:
+def _run_batch(members: np.ndarray, model: StepClock, trace: Trace, now: float, arrivals: Arrivals) -> float:
     """Prefill step, then decode steps in segments of constant batch size; returns the end time."""
     prompts, outputs = trace.prompt[members], trace.output[members]
-    step = model.step_s(len(members), int(prompts.sum()), int(prompts.sum()))
+    step = model.step(len(members), int(prompts.sum()), int(prompts.sum()))
     now += step
     trace.steps += 1
     trace.sequences_in_steps += len(members)
@@ -135,8 +159,14 @@ def _run_batch(members: np.ndarray, model: StepTimeModel, trace: Trace, now: flo
         target = int(outputs[idx]) - 1          # decode steps this member needs
         if target > j:
             count = target - j                  # steps j+1 .. target with `alive` members
-            context = count * prompt_alive + alive * (j + 1 + target) * count / 2
-            duration = count * model.step_s(alive) + model.per_context_token_s * context
+            per_ctx = model.model.per_context_token_s
+            series = model.series(count, model.model.step_s(alive) + per_ctx * (prompt_alive + alive * j),
+                                  per_ctx * alive)
+            if series is None:
+                context = count * prompt_alive + alive * (j + 1 + target) * count / 2
+                duration = count * model.model.step_s(alive) + per_ctx * context
+            else:
+                duration = float(series.sum())
             now += duration
             trace.busy_s += duration
             trace.steps += count
@@ -150,7 +180,7 @@ def _run_batch(members: np.ndarray, model: StepTimeModel, trace: Trace, now: flo
     return now
 
 
-def continuous(cfg: ServerConfig, model: StepTimeModel, trace: Trace, arrivals: Arrivals) -> None:
+def continuous(cfg: ServerConfig, model: StepClock, trace: Trace, arrivals: Arrivals) -> None:
     """Iteration-level batching with chunked prefill (see module docstring)."""
     waiting: deque[int] = deque()
     prefilling: deque[list[int]] = deque()      # [request, prompt tokens still to compute]
@@ -201,7 +231,7 @@ def continuous(cfg: ServerConfig, model: StepTimeModel, trace: Trace, arrivals: 
             chunks.append((entry, take))
             budget -= take
         prefill_tokens = sum(take for _, take in chunks)
-        step = model.step_s(decoding + len(chunks), prefill_tokens, context_sum + decoding + prefill_tokens)
+        step = model.step(decoding + len(chunks), prefill_tokens, context_sum + decoding + prefill_tokens)
         now += step
         trace.steps += 1
         trace.sequences_in_steps += decoding + len(chunks)
@@ -233,12 +263,20 @@ def continuous(cfg: ServerConfig, model: StepTimeModel, trace: Trace, arrivals: 
             context_sum += int(trace.prompt[request]) + 1
 
 
-def _decode_run(model: StepTimeModel, decoding: int, context_sum: int, until_finish: int,
+def _decode_run(clock: StepClock, decoding: int, context_sum: int, until_finish: int,
                 next_arrival: float | None, now: float) -> tuple[int, float]:
     """(steps, seconds) of a stretch of pure decode steps with a constant batch: up to the next finish,
     or to the first step that starts at or after the next arrival. Step j attends context_sum + j x decoding."""
+    model = clock.model
     fixed = model.base_s + model.per_seq_s * decoding + model.per_context_token_s * context_sum
     growth = model.per_context_token_s * decoding
+    series = clock.series(until_finish, fixed, growth)
+    if series is not None:
+        ends = np.cumsum(series)
+        steps = until_finish
+        if next_arrival is not None:
+            steps = min(until_finish, int(np.searchsorted(ends, next_arrival - now, side="left")) + 1)
+        return steps, float(ends[steps - 1])
 
     def total(m: int) -> float:
         return m * fixed + growth * m * (m + 1) / 2

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from calculators.sim_servers import Arrivals, Trace, continuous, run_to_completion
+from calculators.sim_servers import Arrivals, StepClock, Trace, continuous, run_to_completion
 from calculators.sim_workload import LengthDist, ServerConfig, Workload
 from calculators.step_model import StepTimeModel
 
@@ -67,7 +67,8 @@ def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTim
         if worst > server.num_kv_blocks:
             raise ValueError(f"num_kv_blocks ({server.num_kv_blocks}) cannot hold the longest request "
                              f"({worst} blocks of {server.block_size} tokens)")
-    (continuous if server.strategy == "continuous" else run_to_completion)(server, step_model, trace, arrivals)
+    clock = StepClock(step_model, rng)
+    (continuous if server.strategy == "continuous" else run_to_completion)(server, clock, trace, arrivals)
     return trace
 
 

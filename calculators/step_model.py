@@ -4,6 +4,10 @@
              + per_prefill_token_s x prompt tokens processed this step
              + per_context_token_s x context tokens attended this step
 
+``jitter`` (optional) is the measured spread around that mean: factors measured / modelled step
+time, from which the simulator draws one per step (a shared CPU or a throttling GPU is not
+deterministic; p50 TTFT sees single steps, TPOT averages many, so both need the spread).
+
 Fit it to measured steps with ``calculators.calibrate.fit_step_model``, or derive it for a GPU
 with ``from_roofline`` (memory-bound decode: the weights are read once per step, each sequence
 adds its KV read; prefill tokens cost their matmul FLOPs).
@@ -23,8 +27,12 @@ class StepTimeModel:
     per_seq_s: float = 0.0
     per_prefill_token_s: float = 0.0
     per_context_token_s: float = 0.0
+    jitter: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
+        if any(not isinstance(f, (int, float)) or not f > 0 for f in self.jitter):
+            raise ValueError("jitter factors must be positive numbers")
+        object.__setattr__(self, "jitter", tuple(float(f) for f in self.jitter))
         for name in ("base_s", "per_seq_s", "per_prefill_token_s", "per_context_token_s"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value >= 0:

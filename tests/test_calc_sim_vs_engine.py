@@ -29,6 +29,7 @@ from reference_server.config import EngineConfig  # noqa: E402
 from reference_server.sampling import SamplingParams  # noqa: E402
 
 WARMUP_FRACTION = 0.1
+PROMPT_TOKENS = np.random.default_rng(2024)   # one stream for the whole process: prompts never repeat
 
 
 @dataclass
@@ -69,9 +70,13 @@ def make_engine(strategy: str = "continuous"):
 
 
 def measure_closed_loop(engine, prefills: list[int], concurrency: int, prompt: np.ndarray,
-                        output: np.ndarray) -> Measurement:
-    """``concurrency`` users send back to back (no think time) until every request has been sent."""
-    n, clock = len(prompt), time.perf_counter
+                        output: np.ndarray, clock=time.perf_counter) -> Measurement:
+    """``concurrency`` users send back to back (no think time) until every request has been sent.
+
+    ``clock``: wall time (``time.perf_counter``) or this thread's CPU time (``time.thread_time``:
+    the engine runs in this thread with one torch thread, so that clock leaves out the time other
+    jobs on a shared machine take the core away)."""
+    n = len(prompt)
     start, first = np.zeros(n), np.full(n, np.nan)
     end = np.full(n, np.nan)
     first_step, end_step = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
@@ -81,7 +86,7 @@ def measure_closed_loop(engine, prefills: list[int], concurrency: int, prompt: n
     def send() -> None:
         nonlocal sent
         start[sent] = clock()
-        ids = [1 + (sent * 7 + k) % 250 for k in range(int(prompt[sent]))]  # distinct prompts: no prefix hits
+        ids = PROMPT_TOKENS.integers(1, 250, size=int(prompt[sent])).tolist()  # random: no prefix-cache hits
         engine.add_request(str(sent), ids, SamplingParams(max_tokens=int(output[sent]), ignore_eos=True,
                                                           temperature=0.0))
         sent += 1
@@ -124,17 +129,20 @@ def lengths(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     return rng.integers(16, 129, size=n), rng.integers(8, 49, size=n)
 
 
-def compare(concurrencies=(1, 4, 8), requests=(24, 48, 64), calibration_requests=24, seed=0) -> list[dict]:
+def compare(concurrencies=(1, 4, 8), requests=(24, 48, 64), calibration_requests=24, seed=0,
+            clock=time.perf_counter) -> list[dict]:
     """Calibrate on concurrency 1 and 8, then measure and simulate each level; relative p50 errors."""
     rng = np.random.default_rng(seed)
     engine, prefills = make_engine()
-    steps = [measure_closed_loop(engine, prefills, c, *lengths(rng, calibration_requests)) for c in (1, 8)]
+    measure_closed_loop(engine, prefills, 4, *lengths(rng, 12), clock=clock)   # warm-up: first shapes are slow
+    steps = [measure_closed_loop(engine, prefills, c, *lengths(rng, calibration_requests), clock=clock)
+             for c in (1, 8)]
     model = fit_step_model(np.concatenate([m.step_batch for m in steps]), np.concatenate([m.step_s for m in steps]),
-                           prefill_tokens=np.concatenate([m.step_prefill for m in steps]))
+                           prefill_tokens=np.concatenate([m.step_prefill for m in steps]), jitter_points=256)
     rows = []
     for c, n in zip(concurrencies, requests):
         prompt, output = lengths(rng, n)
-        measured = measure_closed_loop(engine, prefills, c, prompt, output)
+        measured = measure_closed_loop(engine, prefills, c, prompt, output, clock=clock)
         workload = Workload(prompt_tokens=LengthDist(values=tuple(prompt), in_order=True),
                             output_tokens=LengthDist(values=tuple(output), in_order=True),
                             requests=n, concurrency=c, warmup_fraction=WARMUP_FRACTION, seed=seed)
@@ -168,10 +176,28 @@ def test_simulator_replays_the_engine_schedule_step_for_step(strategy, concurren
 
 
 if __name__ == "__main__":
-    results = compare()
-    print(f"step model: {results[0]['model']}")
-    print(f"{'c':>3} {'metric':>7} {'measured_ms':>12} {'simulated_ms':>13} {'rel_err':>8}")
-    for row in results:
-        for metric in ("ttft_s", "tpot_s"):
-            real, sim, error = row[metric]
-            print(f"{row['concurrency']:>3} {metric:>7} {real * 1e3:12.3f} {sim * 1e3:13.3f} {error:8.1%}")
+    import argparse
+
+    parser = argparse.ArgumentParser(description="simulator vs the real engine: p50 TTFT/TPOT errors")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: this thread's CPU time, i.e. without other jobs' share of a busy machine")
+    parser.add_argument("--runs", type=int, default=1)
+    options = parser.parse_args()
+    clock = time.perf_counter if options.clock == "wall" else time.thread_time
+    errors: dict[tuple[int, str], list[float]] = {}
+    for run in range(options.runs):
+        results = compare(seed=run, clock=clock)
+        model = results[0]["model"]
+        print(f"run {run} ({options.clock} clock) step model: base {model.base_s * 1e3:.3f} ms + "
+              f"{model.per_seq_s * 1e3:.3f} ms/seq + {model.per_prefill_token_s * 1e6:.2f} us/prompt token; "
+              f"jitter p50 {np.median(model.jitter):.2f}")
+        print(f"{'c':>3} {'metric':>7} {'measured_ms':>12} {'simulated_ms':>13} {'rel_err':>8}")
+        for row in results:
+            for metric in ("ttft_s", "tpot_s"):
+                real, sim, error = row[metric]
+                errors.setdefault((row["concurrency"], metric), []).append(error)
+                print(f"{row['concurrency']:>3} {metric:>7} {real * 1e3:12.3f} {sim * 1e3:13.3f} {error:8.1%}")
+    if options.runs > 1:
+        print("median relative error over runs:")
+        for (c, metric), values in errors.items():
+            print(f"  c={c} {metric}: {np.median(values):.1%}")
