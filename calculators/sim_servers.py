@@ -6,7 +6,8 @@ mirroring ``reference_server``'s schedulers:
       decode one token per member per step; finished members leave, nobody joins until all are done.
   continuous: every step runs all running sequences (one decode token each, or a prefill chunk),
       then admits waiting requests while max_num_seqs, the token budget and KV blocks allow.
-A request's first token comes at the end of the step that finishes its prompt.
+A request's first token comes at the end of the step that finishes its prompt. With a jittered
+step model (``StepTimeModel.jitter``) every step draws its own factor from the measured spread.
 Loops are O(steps + requests log requests); a closed-loop user sends again the moment its
 previous request finishes.
 """

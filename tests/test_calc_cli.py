@@ -124,3 +124,17 @@ def test_bad_input_exits_2_with_one_clear_line(calc, args, message):
 def test_argparse_errors_also_exit_2(calc):
     code, _, err = calc("queue", "--queue", "mm9", "--arrival-rate", "1")
     assert code == 2 and "invalid choice" in err
+
+
+def test_calibrate_reads_a_steps_csv(tmp_path, calc, calc_json):
+    steps = tmp_path / "steps.csv"
+    steps.write_text("batch_size,step_s,prefill_tokens\n" + "".join(
+        f"{b},{0.002 + 0.0005 * b + 1e-5 * p},{p}\n" for b, p in [(1, 0), (2, 0), (4, 100), (8, 0), (16, 50), (3, 0)]))
+    out = calc_json("calibrate", "--steps", str(steps))
+    assert out["step_model"]["base_s"] == pytest.approx(0.002, rel=1e-6)
+    assert out["step_model"]["per_prefill_token_s"] == pytest.approx(1e-5, rel=1e-6)
+    (tmp_path / "bad.csv").write_text("batch,seconds\n1,0.1\n")
+    code, _, err = calc("calibrate", "--steps", str(tmp_path / "bad.csv"))
+    assert code == 2 and "lacks column(s) batch_size, step_s" in err
+    code, _, err = calc("calibrate", "--steps", str(tmp_path / "missing.csv"))
+    assert code == 2 and "cannot be read" in err

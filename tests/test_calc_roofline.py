@@ -139,3 +139,16 @@ def test_slo_operating_point_interpolates_to_the_slo_crossing():
     assert point.load == pytest.approx(4 + 4 * (0.2 / 0.6)) and point.throughput == pytest.approx(38 + 12 / 3)
     assert slo_operating_point([1, 2], [10, 20], [0.1, 0.2], 0.5).load == 2
     assert slo_operating_point([1, 2], [10, 20], [0.9, 1.0], 0.5) is None
+
+
+def test_fit_step_model_keeps_the_measured_spread_as_jitter():
+    rng = np.random.default_rng(2)
+    batch = rng.integers(1, 17, 2000)
+    noise = rng.lognormal(0.0, 0.3, 2000)
+    step = (0.002 + 0.0003 * batch) * noise
+    model = fit_step_model(batch, step, jitter_points=101)
+    assert len(model.jitter) == 101 and model.jitter == tuple(sorted(model.jitter))
+    assert np.median(model.jitter) == pytest.approx(np.median(noise) / np.mean(noise), rel=0.05)
+    assert fit_step_model(batch, step).jitter == ()
+    with pytest.raises(ValueError, match="jitter factors must be positive"):
+        StepTimeModel(base_s=0.001, jitter=(1.0, -0.5))

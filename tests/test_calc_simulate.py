@@ -100,3 +100,16 @@ def test_levels_share_lengths_and_latency_grows_with_load():
 def test_bad_simulation_input_names_the_field(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_step_jitter_is_seeded_and_spreads_single_steps_more_than_averages():
+    factors = (0.5, 1.0, 1.5)                       # mean 1: the mean step is unchanged
+    jittery = StepTimeModel(base_s=0.01, per_seq_s=0.0005, jitter=factors)
+    workload = Workload(prompt_tokens=LengthDist.fixed(16), output_tokens=LengthDist.fixed(64), requests=600,
+                        concurrency=4, seed=1)
+    first = simulate(ServerConfig(), workload, jittery)
+    assert simulate(ServerConfig(), workload, jittery) == first
+    steady = simulate(ServerConfig(), workload, StepTimeModel(base_s=0.01, per_seq_s=0.0005))
+    assert first.metrics["tpot_s"]["mean"] == pytest.approx(steady.metrics["tpot_s"]["mean"], rel=0.03)
+    ttft = first.metrics["ttft_s"]
+    assert ttft["p99"] / ttft["p50"] > 1.3 > first.metrics["tpot_s"]["p99"] / first.metrics["tpot_s"]["p50"]
