@@ -10,6 +10,7 @@ import numpy as np
 from reports.slo import SLO
 
 ERROR_RATE_LIMIT = 0.01  # a level failing more than 1% of its requests is not sustainable
+MIN_COUNT_FOR_P99 = 100  # below 100 values a p99 is just the sample maximum: never `high` confidence
 KNEE_METRIC = "e2e_s"
 
 
@@ -36,7 +37,7 @@ def _check(level: dict, limits: dict[str, float]) -> tuple[bool, bool, str]:
         if stats["p99"] > limit:
             return False, False, f"{metric} p99 {stats['p99'] * 1000:.1f} ms > {limit * 1000:.1f} ms"
         ci = stats.get("p99_ci95")
-        confident &= ci is not None and ci[1] <= limit
+        confident &= ci is not None and ci[1] <= limit and stats.get("count", 0) >= MIN_COUNT_FOR_P99
     return True, confident, ""
 
 
@@ -45,8 +46,9 @@ def max_sustainable(levels: list[dict], slo: SLO) -> list[dict]:
     before the first level whose p99 breaks the limit.
 
     `confidence` is `high` when the p99's 95% CI upper bound is also under the
-    limit, `low` when only the point estimate is; `confident_level` is the highest
-    level (before the first failure) where the CI is under the limit.
+    limit and the p99 rests on at least MIN_COUNT_FOR_P99 values, `low` when only
+    the point estimate is; `confident_level` is the highest level (before the
+    first failure) that is `high`.
     """
     limits = slo.limits_s()
     if not limits:

@@ -9,8 +9,8 @@ from reports.slo import SLO
 from reports.verdict import build_verdict, knee, max_sustainable
 
 
-def _level(strategy, c, tok_s, ttft_p99, ttft_ci, e2e_p99=1.0, error_rate=0.0):
-    metric = lambda p99, ci: {"p99": p99, "p99_ci95": ci}  # noqa: E731
+def _level(strategy, c, tok_s, ttft_p99, ttft_ci, e2e_p99=1.0, error_rate=0.0, count=500):
+    metric = lambda p99, ci: {"p99": p99, "p99_ci95": ci, "count": count}  # noqa: E731
     return {"level": f"{strategy}/c={c}", "strategy": strategy, "offered": {"concurrency": c},
             "request_rate_rps": tok_s / 100, "output_tokens_per_s": tok_s, "prompt_tokens_per_s": tok_s,
             "error_rate": error_rate,
@@ -37,6 +37,14 @@ def test_max_sustainable_stops_at_the_first_failing_level_and_grades_confidence(
     assert row["level"] == "continuous/c=4"
     assert row["confidence"] == "low" and row["confident_level"] == "continuous/c=2"
     assert row["first_failing_level"] == "continuous/c=8" and "ttft_s p99" in row["failing_reason"]
+
+
+def test_a_p99_from_fewer_than_100_values_is_never_high_confidence():
+    levels = [_level("none", 1, 100, 0.05, [0.04, 0.06], count=99), _level("none", 2, 150, 0.05, [0.04, 0.06])]
+    [row] = max_sustainable(levels[:1], SLO(ttft_ms=100))
+    assert row["level"] == "none/c=1" and row["confidence"] == "low" and row["confident_level"] is None
+    [row] = max_sustainable(levels[1:], SLO(ttft_ms=100))
+    assert row["confidence"] == "high"
 
 
 def test_errors_above_one_percent_make_a_level_unsustainable():
