@@ -181,8 +181,10 @@ def _run_batch(members: np.ndarray, model: StepClock, trace: Trace, now: float, 
     return now
 
 
-def continuous(cfg: ServerConfig, model: StepClock, trace: Trace, arrivals: Arrivals) -> None:
-    """Iteration-level batching with chunked prefill (see module docstring)."""
+def continuous(cfg: ServerConfig, model: StepClock, trace: Trace, arrivals: Arrivals, *,
+               fast_forward: bool = True) -> None:
+    """Iteration-level batching with chunked prefill (see module docstring). ``fast_forward`` takes
+    stretches of pure decode steps in closed form; False steps one at a time (same answer, slower)."""
     waiting: deque[int] = deque()
     prefilling: deque[list[int]] = deque()      # [request, prompt tokens still to compute]
     finishing: list[tuple[int, int]] = []       # heap of (decode step count at which it ends, request)
@@ -193,7 +195,7 @@ def continuous(cfg: ServerConfig, model: StepClock, trace: Trace, arrivals: Arri
         if not (decoding or prefilling or waiting):
             now = max(now, arrivals.next_time())
             continue
-        if decoding and not prefilling and not waiting:   # only decodes until the next finish or arrival
+        if fast_forward and decoding and not prefilling and not waiting:   # decodes until a finish or arrival
             skipped, duration = _decode_run(model, decoding, context_sum, finishing[0][0] - decode_steps,
                                             arrivals.next_time(), now)
             now += duration

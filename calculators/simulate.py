@@ -54,8 +54,10 @@ def _summary(values: np.ndarray) -> dict:
             **{f"p{p}": float(v) for p, v in zip(PERCENTILES, points)}}
 
 
-def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTimeModel) -> Trace:
-    """Per-request arrival, first-token and end times of one run (the raw data behind ``simulate``)."""
+def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTimeModel, *,
+                   fast_forward: bool = True) -> Trace:
+    """Per-request arrival, first-token and end times of one run (the raw data behind ``simulate``).
+    ``fast_forward=False`` makes continuous batching step one decode at a time (a check, not a mode)."""
     rng = np.random.default_rng(workload.seed)
     n = workload.requests
     trace = Trace(prompt=workload.prompt_tokens.sample(rng, n), output=workload.output_tokens.sample(rng, n),
@@ -68,7 +70,10 @@ def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTim
             raise ValueError(f"num_kv_blocks ({server.num_kv_blocks}) cannot hold the longest request "
                              f"({worst} blocks of {server.block_size} tokens)")
     clock = StepClock(step_model, rng)
-    (continuous if server.strategy == "continuous" else run_to_completion)(server, clock, trace, arrivals)
+    if server.strategy == "continuous":
+        continuous(server, clock, trace, arrivals, fast_forward=fast_forward)
+    else:
+        run_to_completion(server, clock, trace, arrivals)
     return trace
 
 

@@ -113,3 +113,16 @@ def test_step_jitter_is_seeded_and_spreads_single_steps_more_than_averages():
     assert first.metrics["tpot_s"]["mean"] == pytest.approx(steady.metrics["tpot_s"]["mean"], rel=0.03)
     ttft = first.metrics["ttft_s"]
     assert ttft["p99"] / ttft["p50"] > 1.3 > first.metrics["tpot_s"]["p99"] / first.metrics["tpot_s"]["p50"]
+
+
+def test_closed_form_decode_stretches_equal_stepping_one_at_a_time():
+    from calculators.simulate import simulate_trace
+
+    model = StepTimeModel(base_s=0.01, per_seq_s=0.0005, per_prefill_token_s=2e-5, per_context_token_s=1e-7)
+    workload = Workload(prompt_tokens=LengthDist(64, 256), output_tokens=LengthDist(1, 256), requests=1500,
+                        rate_rps=3.0, seed=2)
+    fast = simulate_trace(ServerConfig(max_num_seqs=8), workload, model)
+    slow = simulate_trace(ServerConfig(max_num_seqs=8), workload, model, fast_forward=False)
+    assert fast.steps == slow.steps and fast.sequences_in_steps == slow.sequences_in_steps
+    assert fast.end == pytest.approx(slow.end, abs=1e-9)
+    assert fast.first_token == pytest.approx(slow.first_token, abs=1e-9)
