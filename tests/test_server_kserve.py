@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-import threading
+import asyncio
 
 import httpx
 import numpy as np
 import pytest
 
 from reference_server.classifier import ClassifierConfig, TabularClassifier
-from reference_server.launch import ServerProcess
 
 pytestmark = pytest.mark.slow
 
 NAME = "iris-like"
 FEATURES, CLASSES = 6, 3
+# the same seed builds the same model in this process
+EXPECTED_MODEL = TabularClassifier.from_config(ClassifierConfig(num_features=FEATURES, num_classes=CLASSES, seed=7))
 
 
 @pytest.fixture(scope="module")
-def server():
-    args = ["--model", "tiny", "--seed", "7", "--classifier-name", NAME, "--classifier-features", str(FEATURES),
-            "--classifier-classes", str(CLASSES), "--classifier-max-batch-size", "8",
-            "--classifier-preferred-batch-sizes", "4,8", "--classifier-max-queue-delay-us", "300000"]
-    with ServerProcess(args) as proc:
-        yield proc
+def server(reference_server_tiny):
+    return reference_server_tiny   # classifier: NAME, FEATURES -> CLASSES, preferred 4,8, 1 s delay (conftest)
 
 
 def infer_body(rows: np.ndarray, **extra) -> dict:
@@ -41,7 +38,7 @@ def test_metadata_describes_inputs_outputs_and_batching(server):
     assert meta["name"] == NAME and meta["versions"] == ["1"]
     assert meta["inputs"] == [{"name": "features", "datatype": "FP32", "shape": [-1, FEATURES]}]
     assert [o["name"] for o in meta["outputs"]] == ["probabilities", "label"]
-    assert meta["parameters"] == {"max_batch_size": 8, "preferred_batch_sizes": [4, 8], "max_queue_delay_us": 300000}
+    assert meta["parameters"] == {"max_batch_size": 8, "preferred_batch_sizes": [4, 8], "max_queue_delay_us": 1000000}
     assert httpx.get(f"{server.base_url}/v2/models/{NAME}/ready").json()["ready"] is True
 
 
@@ -54,9 +51,7 @@ def test_infer_returns_the_seeded_models_probabilities(server):
     probs_out, label_out = body["outputs"]
     assert probs_out["shape"] == [3, CLASSES] and probs_out["datatype"] == "FP32"
     probs = np.asarray(probs_out["data"]).reshape(3, CLASSES)
-    # the same seed builds the same model in this process
-    expected = TabularClassifier.from_config(
-        ClassifierConfig(num_features=FEATURES, num_classes=CLASSES, seed=7)).predict(rows)
+    expected = EXPECTED_MODEL.predict(rows)
     np.testing.assert_allclose(probs, expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
     assert label_out == {"name": "label", "shape": [3], "datatype": "INT64", "data": expected.argmax(1).tolist()}
@@ -95,19 +90,17 @@ def test_unknown_model_gets_404(server):
 def test_concurrent_requests_are_batched_at_preferred_sizes(server):
     batches_before = metric(server.base_url, "servecap_classifier_batch_size_count")
     rows_before = metric(server.base_url, "servecap_classifier_batch_size_sum")
-    statuses = []
 
-    def send(i: int) -> None:
-        rows = np.full((1, FEATURES), i, np.float32)
-        statuses.append(httpx.post(f"{server.base_url}/v2/models/{NAME}/infer", json=infer_body(rows),
-                                   timeout=30).status_code)
+    async def send_all() -> list[int]:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as client:
+            bodies = [infer_body(np.full((1, FEATURES), i, np.float32)) for i in range(8)]
+            responses = await asyncio.gather(*(client.post(f"/v2/models/{NAME}/infer", json=b) for b in bodies))
+        for i, response in enumerate(responses):   # each answer is its own row's, not a neighbour's
+            expected = EXPECTED_MODEL.predict(np.full((1, FEATURES), i, np.float32))
+            np.testing.assert_allclose(response.json()["outputs"][0]["data"], expected.ravel(), rtol=1e-5)
+        return [r.status_code for r in responses]
 
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert statuses == [200] * 8
+    assert asyncio.run(send_all()) == [200] * 8
     assert metric(server.base_url, "servecap_classifier_batch_size_sum") - rows_before == 8
-    # 8 single-row requests within the 300 ms queue delay launch as batches of 4 or 8, not 8 batches of 1
+    # 8 single-row requests within the 1 s queue delay launch as batches of 4 or 8, not 8 batches of 1
     assert metric(server.base_url, "servecap_classifier_batch_size_count") - batches_before <= 2
