@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from calculators.sim_servers import Arrivals, StepClock, Trace, continuous, run_to_completion
+from calculators.sim_servers import continuous, run_to_completion
+from calculators.sim_state import Arrivals, StepClock, Trace
 from calculators.sim_workload import LengthDist, ServerConfig, Workload
 from calculators.step_model import StepTimeModel
 
