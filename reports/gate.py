@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reports.gate_inputs import GateSide
-from reports.gate_stats import Comparison, compare_distributions, compare_within_run_ratios
+from reports.gate_stats import Comparison, compare_blocked, compare_distributions, compare_within_run_ratios
 from reports.gate_thresholds import LATENCY_METRICS, RatioCheck, Threshold
 
 PASS, REGRESSION, NOISE, IMPROVED, NO_DATA = "pass", "REGRESSION", "beyond threshold, not significant", "improved", "no data"
@@ -84,17 +84,17 @@ def compare_threshold(baseline: GateSide, current: GateSide, level: str, thresho
                       seed: int) -> GateRow:
     higher_is_worse = threshold.higher_is_worse
     if baseline.data is not None and current.data is not None:
+        comparison = None
         if threshold.metric in LATENCY_METRICS:
             b = baseline.latency_values(level, threshold.metric)
             c = current.latency_values(level, threshold.metric)
-            stat = threshold.stat
-        else:
+            if b is not None and c is not None and len(b[0]) and len(c[0]):
+                comparison = compare_blocked(b[0], b[1], c[0], c[1], threshold.stat, higher_is_worse, seed)
+        else:  # per-window rates are already block-level values
             b = baseline.window_rates(level, threshold.metric)
             c = current.window_rates(level, threshold.metric)
-            stat = "mean"
-        comparison = None
-        if b is not None and c is not None and len(b) and len(c):
-            comparison = compare_distributions(b, c, stat, higher_is_worse, seed)
+            if b is not None and c is not None and len(b) and len(c):
+                comparison = compare_distributions(b, c, "mean", higher_is_worse, seed)
         basis = "raw records"
     else:
         comparison, basis = _from_summaries(baseline.levels[level], current.levels[level], threshold)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from reports.gate_stats import time_blocks
 from reports.run_data import RunData, RunDirError, load_run
 from reports.summary import LATENCY_METRICS
 
@@ -45,15 +46,19 @@ class GateSide:
     levels: dict[str, dict]
     data: RunData | None
 
-    def latency_values(self, level: str, metric: str) -> np.ndarray | None:
-        """Raw ok+measure values of `metric` at `level` (itl_s pools every gap); None without raw data."""
+    def latency_values(self, level: str, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """Raw ok+measure values of `metric` at `level` (itl_s pools every gap) and each value's time block
+        (its request's slice of the run in send order, see gate_stats.time_blocks); None without raw data."""
         if self.data is None:
             return None
         records = self.data.records
         mask = (self.data.measured_ok() & (records["level"] == level)).to_numpy()
+        request_blocks = np.full(len(records), -1, dtype=np.int64)
+        request_blocks[mask] = time_blocks(records.loc[mask, "t_start"].to_numpy(dtype=np.float64))
         if metric == "itl_s":
-            return self.data.itl_gaps[mask[self.data.itl_record]]
-        return records.loc[mask, metric].to_numpy(dtype=np.float64)
+            gap_mask = mask[self.data.itl_record]
+            return self.data.itl_gaps[gap_mask], request_blocks[self.data.itl_record[gap_mask]]
+        return records.loc[mask, metric].to_numpy(dtype=np.float64), request_blocks[mask]
 
     def window_rates(self, level: str, metric: str) -> np.ndarray | None:
         """`metric` (output_tokens_per_s or request_rate_rps) in each of THROUGHPUT_WINDOWS slices of the level.

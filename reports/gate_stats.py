@@ -2,11 +2,19 @@
 
 For each metric the gate needs three things:
 - the observed ratio current / baseline of the statistic (p50, p99, mean, or a rate);
-- a 95% bootstrap confidence interval of that ratio, resampling each run's raw
-  values independently (scipy.stats.bootstrap, percentile method);
+- a 95% bootstrap confidence interval of that ratio (scipy.stats.bootstrap,
+  percentile method), each run resampled independently;
 - for whole distributions, a one-sided Mann-Whitney U test in the regression
-  direction (scipy.stats.mannwhitneyu), which is robust to the heavy tails of
-  latency and makes no normality assumption.
+  direction (scipy.stats.mannwhitneyu), robust to the heavy tails of latency.
+
+Requests of one run are not independent: those in flight together share batches
+and whatever else was running on the machine at that moment, so a burst of
+contention moves many of them at once. Treating them as independent makes a test
+far too sure of itself (an A/A pair on a shared CI host then "differs
+significantly"). So when the caller gives each value its time block (consecutive
+slices of the run, in send order), the bootstrap resamples whole blocks (a cluster
+bootstrap) and the rank test compares the blocks' own statistics: the noise the
+gate sees is then the noise the run really had.
 
 A change counts as significant when the CI lies wholly on the regression side of 1
 and, where a rank test applies, its p-value is below alpha. Tail statistics
@@ -25,6 +33,9 @@ CONFIDENCE = 0.95
 ALPHA = 0.05
 N_RESAMPLES = 999
 MAX_BOOTSTRAP_SAMPLE = 20_000  # larger samples are subsampled for the CI only (wider, so conservative)
+TIME_BLOCKS = 10  # a run's values are cut into this many consecutive blocks for the cluster bootstrap
+MIN_BLOCK_VALUES = 3
+MIN_BLOCKS = 4  # fewer usable blocks than this: fall back to independent values
 
 
 @dataclass(frozen=True)
@@ -133,3 +144,53 @@ def compare_within_run_ratios(base_num, base_den, cur_num, cur_den, seed: int = 
     ci = ratio_ci(samples, ratio_of, seed)
     return Comparison(base_value, cur_value, cur_value / base_value, ci, None,
                       len(samples[0]), len(samples[2]))
+
+
+def time_blocks(order_key, blocks: int = TIME_BLOCKS) -> np.ndarray:
+    """Block index [n] for values ordered by `order_key` (e.g. send time): equal-count consecutive slices."""
+    order_key = np.asarray(order_key, dtype=np.float64)
+    n = len(order_key)
+    k = max(1, min(blocks, n // MIN_BLOCK_VALUES))
+    ranks = np.empty(n, dtype=np.int64)
+    ranks[np.argsort(order_key, kind="stable")] = np.arange(n)
+    return ranks * k // max(n, 1)
+
+
+def _groups(values: np.ndarray, blocks: np.ndarray) -> list[np.ndarray]:
+    keep = np.isfinite(values)
+    values, blocks = values[keep], blocks[keep]
+    return [values[blocks == b] for b in np.unique(blocks) if np.count_nonzero(blocks == b)]
+
+
+def compare_blocked(baseline, baseline_blocks, current, current_blocks, stat: str,
+                    higher_is_worse: bool = True, seed: int = 0) -> Comparison:
+    """Like compare_distributions, but resampling whole time blocks (cluster bootstrap) and rank-testing
+    the blocks' statistics; falls back to independent values when either run has < MIN_BLOCKS blocks."""
+    baseline, current = np.asarray(baseline, dtype=np.float64), np.asarray(current, dtype=np.float64)
+    b_groups = _groups(baseline, np.asarray(baseline_blocks))
+    c_groups = _groups(current, np.asarray(current_blocks))
+    if len(b_groups) < MIN_BLOCKS or len(c_groups) < MIN_BLOCKS:
+        return compare_distributions(baseline, current, stat, higher_is_worse, seed)
+    f = statistic_function(stat)
+    base_all, cur_all = np.concatenate(b_groups), np.concatenate(c_groups)
+    base_value, cur_value = float(f(base_all)), float(f(cur_all))
+
+    def ratio_of(b_index, c_index):
+        picked_b = np.concatenate([b_groups[int(i)] for i in b_index])
+        picked_c = np.concatenate([c_groups[int(i)] for i in c_index])
+        return f(picked_c) / f(picked_b)
+
+    rng = np.random.default_rng(seed)
+    indices = (np.arange(len(b_groups)), np.arange(len(c_groups)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = sps.bootstrap(indices, ratio_of, n_resamples=N_RESAMPLES, vectorized=False, paired=False,
+                               method="percentile", confidence_level=CONFIDENCE, rng=rng)
+    lo, hi = result.confidence_interval
+    p_value = None
+    if not (stat.startswith("p") and float(stat[1:]) >= 90):
+        alternative = "greater" if higher_is_worse else "less"
+        p_value = float(sps.mannwhitneyu([f(g) for g in c_groups], [f(g) for g in b_groups],
+                                         alternative=alternative).pvalue)
+    ratio = cur_value / base_value if base_value else float("inf")
+    return Comparison(base_value, cur_value, ratio, (float(lo), float(hi)), p_value,
+                      len(base_all), len(cur_all))

@@ -200,3 +200,27 @@ def test_unusable_input_exits_2_with_a_message(runs, args, message):
     result = gate(*(args if "--baseline" in args else base + args))
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_block_bootstrap_sees_bursts_that_independent_values_hide():
+    """A burst of contention slows a tenth of a run's requests together: with blocks, not significant."""
+    from reports.gate_stats import compare_blocked, time_blocks
+    rng = np.random.default_rng(5)
+    base = rng.lognormal(0, 0.1, 1000)
+    cur = rng.lognormal(0, 0.1, 1000)
+    cur[300:400] *= 2.5  # one burst, consecutive in send order
+    order = np.arange(1000.0)
+    independent = compare_distributions(base, cur, "mean")
+    blocked = compare_blocked(base, time_blocks(order), cur, time_blocks(order), "mean")
+    assert independent.significant(higher_is_worse=True)
+    assert not blocked.significant(higher_is_worse=True)
+    assert blocked.ratio == pytest.approx(independent.ratio)
+    # a slowdown of every block is still caught
+    slower = compare_blocked(base, time_blocks(order), 1.2 * rng.lognormal(0, 0.1, 1000), time_blocks(order), "p50")
+    assert slower.significant(higher_is_worse=True) and slower.ci95[0] > 1.1
+
+
+def test_time_blocks_are_equal_count_slices_in_send_order():
+    from reports.gate_stats import time_blocks
+    blocks = time_blocks([5.0, 1.0, 3.0, 2.0, 4.0, 6.0, 0.0, 7.0, 8.0, 9.0, 10.0, 11.0])
+    assert list(blocks) == [1, 0, 1, 0, 1, 2, 0, 2, 2, 3, 3, 3]  # 12 values -> 4 blocks of 3

@@ -1,0 +1,108 @@
+"""Evidence that the regression gate is quiet and sharp on this machine.
+
+    python -m servecap.gate_evidence --pairs 10 --out runs/gate-evidence
+
+1. Runs `pairs + 1` short identical sweeps (A/A) of the reference server and gates each
+   consecutive pair: every pass is a correct silence, every fail a false alarm.
+2. Measures the baseline p50 TPOT, then runs `--regressed` sweeps with
+   `--inject-step-delay-ms` sized to raise p50 TPOT by `--slowdown` (default 20%), and
+   gates each against a baseline: every fail is a detection, every pass a miss.
+Prints both counts and the measured TPOT change, and writes evidence.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+SERVECAP = [sys.executable, "-m", "servecap"]
+
+
+def sweep(out: Path, args: argparse.Namespace, inject_ms: float = 0.0) -> Path:
+    server_args = f"--num-threads 1 --inject-step-delay-ms {inject_ms}"
+    command = [*SERVECAP, "sweep", "--out", str(out), "--model", args.model, "--strategies", args.strategy,
+               "--concurrency", args.concurrency, "--warmup", args.warmup, "--duration", args.duration,
+               "--prompt-tokens", args.prompt_tokens, "--output-tokens", args.output_tokens,
+               "--server-args", server_args, "--no-report"]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return out
+
+
+def gate(baseline: Path, current: Path) -> dict:
+    result = subprocess.run([*SERVECAP, "gate", "--baseline", str(baseline), "--current", str(current), "--json",
+                             "--markdown-out", str(current / f"gate-vs-{baseline.name}.md")],
+                            capture_output=True, text=True)
+    if result.returncode not in (0, 1):
+        raise RuntimeError(f"gate failed to run: {result.stderr}")
+    report = json.loads(result.stdout)
+    return {"baseline": baseline.name, "current": current.name, "failed": report["failed"],
+            "regressions": [f"{r['level']} {r['metric']} {r['ratio'] - 1:+.1%}" for r in report["rows"]
+                            if r["verdict"] == "REGRESSION"],
+            "tpot_p50_change": next((r["ratio"] - 1 for r in report["rows"] if r["metric"] == "tpot_s.p50"), None)}
+
+
+def p50_tpot_s(run_dir: Path) -> float:
+    subprocess.run([*SERVECAP, "report", str(run_dir), "--no-figures"], check=True, capture_output=True)
+    levels = json.loads((run_dir / "summary.json").read_text())["levels"]
+    return max(level["metrics"]["tpot_s"]["p50"] for level in levels)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m servecap.gate_evidence", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=f"runs/gate-evidence-{time.strftime('%Y%m%d-%H%M%S')}")
+    parser.add_argument("--pairs", type=int, default=10, help="A/A pairs (runs = pairs + 1)")
+    parser.add_argument("--regressed", type=int, default=5, help="runs with the injected slowdown")
+    parser.add_argument("--slowdown", type=float, default=0.20, help="p50 TPOT increase to inject (0.20 = 20%%)")
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--strategy", default="continuous")
+    parser.add_argument("--concurrency", default="4")
+    parser.add_argument("--warmup", default="2s")
+    parser.add_argument("--duration", default="8s")
+    parser.add_argument("--prompt-tokens", default="uniform:32:96")
+    parser.add_argument("--output-tokens", default="uniform:16:48")
+    args = parser.parse_args(argv)
+    console = Console(stderr=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    runs = []
+    for i in range(args.pairs + 1):
+        console.print(f"A/A run {i + 1}/{args.pairs + 1}")
+        runs.append(sweep(out / f"a{i:02d}", args))
+    aa = [gate(runs[i], runs[i + 1]) for i in range(args.pairs)]
+
+    base_tpot = p50_tpot_s(runs[0])
+    inject_ms = args.slowdown * base_tpot * 1000.0
+    console.print(f"baseline p50 TPOT {base_tpot * 1000:.2f} ms -> injecting {inject_ms:.2f} ms per engine step")
+    regressed = []
+    for j in range(args.regressed):
+        console.print(f"regressed run {j + 1}/{args.regressed}")
+        slow = sweep(out / f"b{j:02d}", args, inject_ms)
+        regressed.append(gate(runs[j % len(runs)], slow))
+
+    false_alarms = sum(result["failed"] for result in aa)
+    detections = sum(result["failed"] for result in regressed)
+    changes = [r["tpot_p50_change"] for r in regressed if r["tpot_p50_change"] is not None]
+    evidence = {"config": vars(args), "baseline_p50_tpot_s": base_tpot, "inject_step_delay_ms": inject_ms,
+                "aa_pairs": len(aa), "false_alarms": false_alarms, "regressed_pairs": len(regressed),
+                "detections": detections, "aa": aa, "regressed": regressed}
+    (out / "evidence.json").write_text(json.dumps(evidence, indent=2) + "\n")
+    print(f"A/A: {len(aa) - false_alarms}/{len(aa)} passed ({false_alarms} false alarm(s))")
+    for result in aa:
+        if result["failed"]:
+            print(f"  false alarm {result['baseline']} -> {result['current']}: {', '.join(result['regressions'])}")
+    print(f"injected +{args.slowdown:.0%} p50 TPOT ({inject_ms:.2f} ms/step): {detections}/{len(regressed)} failed; "
+          f"measured p50 TPOT change {', '.join(f'{c:+.1%}' for c in changes)}")
+    print(f"evidence: {out / 'evidence.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
