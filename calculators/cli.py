@@ -8,6 +8,7 @@ from dataclasses import asdict
 from calculators import batch_queue, cost, fleet, queueing
 from calculators.cli_args import build_parser
 from calculators.cli_output import GIB, emit, print_json, print_rows
+from calculators.dtypes import default_kv_dtype
 from calculators.fit import fit
 from calculators.gpus import GpuSpec, _catalog as gpu_catalog, get_gpu, gpu_names
 from calculators.kv import kv
@@ -23,10 +24,7 @@ def _gpu(args) -> GpuSpec:
 
 
 def cmd_kv(args) -> None:
-    from calculators.dtypes import parse_dtype
-
-    dtype = parse_dtype(args.dtype)
-    kv_dtype = args.kv_dtype or ("bf16" if dtype.is_quantized and dtype.group_size else dtype.name)
+    kv_dtype = args.kv_dtype or default_kv_dtype(args.dtype)
     result = kv(resolve_model(args.model), kv_dtype, tp=args.tp, prompt_tokens=args.prompt_tokens,
                 output_tokens=args.output_tokens, block_size=args.block_size)
     emit(args, "KV cache", result)

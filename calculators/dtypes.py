@@ -77,3 +77,9 @@ def parse_kv_dtype(name: str, *, field: str = "kv_dtype") -> DType:
     if dtype.group_size is not None:
         raise ValueError(f"{field} {name!r} is not a KV cache format; choose fp32, bf16, fp16, fp8 or int8")
     return dtype
+
+
+def default_kv_dtype(dtype: str | DType) -> str:
+    """vLLM's ``--kv-cache-dtype auto``: the model's float format; bf16 when the weights are quantized."""
+    dt = dtype if isinstance(dtype, DType) else parse_dtype(dtype)
+    return dt.name if dt.is_float else "bf16"

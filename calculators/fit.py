@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from calculators.architecture import ModelArchitecture
-from calculators.dtypes import DType, parse_dtype, parse_kv_dtype
+from calculators.dtypes import DType, default_kv_dtype, parse_dtype, parse_kv_dtype
 from calculators.gpus import GIB, GpuSpec
 from calculators.kv import kv_block_bytes, kv_bytes_for_tokens, kv_heads_per_gpu
 from calculators.weights import weights
@@ -95,7 +95,7 @@ def fit(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", kv_dtype:
         keep_embeddings_16bit: bool = False, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256) -> Fit:
     """Apply the budget rule of the module docstring; ``fits`` is False (with ``reason``) when nothing is left."""
     dt = parse_dtype(dtype)
-    kv_dt = parse_kv_dtype(kv_dtype if kv_dtype is not None else ("bf16" if dt.is_quantized else dt.name))
+    kv_dt = parse_kv_dtype(kv_dtype if kv_dtype is not None else default_kv_dtype(dt))
     _check(gpus, "gpus")
     _check(tp, "tp")
     if not isinstance(gpus, int) or not isinstance(tp, int) or gpus % tp:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calculators.architecture import ModelArchitecture
-from calculators.dtypes import parse_dtype, parse_kv_dtype
+from calculators.dtypes import default_kv_dtype, parse_dtype, parse_kv_dtype
 from calculators.gpus import GpuSpec
 from calculators.kv import kv_bytes_for_tokens, kv_heads_per_gpu
 from calculators.weights import param_counts, weights
@@ -69,7 +69,7 @@ def roofline(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", kv_d
              compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY, overhead_s: float = 0.0) -> Roofline:
     """Decode step time at ``batch`` x ``context`` and prefill time of ``prompt_tokens`` (module docstring)."""
     dt = parse_dtype(dtype)
-    kv_dt = parse_kv_dtype(kv_dtype if kv_dtype is not None else ("bf16" if dt.is_quantized else dt.name))
+    kv_dt = parse_kv_dtype(kv_dtype if kv_dtype is not None else default_kv_dtype(dt))
     for value, field in ((batch, "batch"), (tp, "tp")):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"{field} must be a positive integer, got {value!r}")

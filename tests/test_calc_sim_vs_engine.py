@@ -24,7 +24,7 @@ from calculators.calibrate import fit_step_model  # noqa: E402
 from calculators.simulate import LengthDist, ServerConfig, Workload, simulate, simulate_trace  # noqa: E402
 from calculators.step_model import StepTimeModel  # noqa: E402
 
-engine_module = pytest.importorskip("reference_server.engine")
+import reference_server.engine as engine_module  # noqa: E402
 from reference_server.config import EngineConfig  # noqa: E402
 from reference_server.sampling import SamplingParams  # noqa: E402
 
