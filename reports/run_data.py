@@ -7,7 +7,6 @@ as a sentence for the report, never raised, so a killed run still reports.
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +23,12 @@ RECORD_FIELDS = (
     "level", "phase", "t_sched", "t_start", "ttft_s", "e2e_s", "itl_s",
     "prompt_tokens", "output_tokens", "status", "error", "worker", "response_id",
 )
-# Fields whose type we fix up front so that a first block of nulls cannot
-# mis-type them; the rest (worker, error, response_id) are inferred.
+# The columns the report reads, typed up front (a first block of nulls cannot mis-type
+# them). Every other field (response_id, loadgen's request_id, api, ...) is parsed but
+# not converted: unique strings per record cost as much as all the numbers together.
 _RECORD_SCHEMA = pa.schema([
     ("level", pa.string()), ("phase", pa.string()), ("status", pa.string()),
+    ("worker", pa.string()), ("error", pa.string()),
     ("t_sched", pa.float64()), ("t_start", pa.float64()),
     ("ttft_s", pa.float64()), ("e2e_s", pa.float64()),
     ("itl_s", pa.list_(pa.float64())),
@@ -50,7 +51,8 @@ class RunData:
     Attributes:
         run_dir: where it was read from.
         run: run.json as a dict ({} when absent).
-        records: one row per request record; schema columns plus derived
+        records: one row per request record; the schema columns the report uses (all but
+            response_id, which only joins with server logs) plus derived
             `strategy`, `offered_kind`, `offered_value`, `t_end` (t_start + e2e_s) and
             `tpot_s` ((e2e - ttft) / (output_tokens - 1), NaN below 2 output tokens).
             `itl_s` itself is not a column: see itl_gaps.
@@ -126,11 +128,24 @@ def _read_records(path: Path, missing: list[str]) -> pa.Table:
     data = _drop_torn_tail(data, missing)
     if not data.strip():
         raise RunDirError(f"{path} holds no complete request record")
-    options = pa_json.ParseOptions(explicit_schema=_RECORD_SCHEMA, unexpected_field_behavior="infer")
+    _note_absent_fields(data, missing)
+    options = pa_json.ParseOptions(explicit_schema=_RECORD_SCHEMA, unexpected_field_behavior="ignore")
     try:
-        return pa_json.read_json(io.BytesIO(data), parse_options=options)
+        return pa_json.read_json(pa.BufferReader(data), parse_options=options)
     except pa.ArrowInvalid:
         return _read_records_line_by_line(data, missing)
+
+
+def _note_absent_fields(data: bytes, missing: list[str]) -> None:
+    """Name schema fields the first record lacks (the columnar reader fills them with nulls)."""
+    first = data[:data.find(b"\n")] if b"\n" in data else data
+    try:
+        keys = set(json.loads(first))
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError):
+        return
+    absent = [name for name in RECORD_FIELDS if name not in keys and name != "response_id"]
+    if absent:
+        missing.append(f"requests.jsonl records lack field(s): {', '.join(absent)}")
 
 
 def _drop_torn_tail(data: bytes, missing: list[str]) -> bytes:
@@ -171,23 +186,15 @@ def _read_records_line_by_line(data: bytes, missing: list[str]) -> pa.Table:
     for name in ("worker", "error", "response_id"):
         if name in frame:
             frame[name] = frame[name].map(lambda v: None if v is None else str(v))
-    columns = {}
-    for name in frame.columns:
-        if name in _RECORD_SCHEMA.names:
-            typ = _RECORD_SCHEMA.field(name).type
-            columns[name] = pa.array(frame[name].tolist(), type=typ, from_pandas=True)
-        else:
-            columns[name] = pa.array(frame[name].tolist(), from_pandas=True)
+    columns = {name: pa.array(frame[name].tolist(), type=_RECORD_SCHEMA.field(name).type, from_pandas=True)
+               for name in _RECORD_SCHEMA.names if name in frame.columns}
     return pa.table(columns)
 
 
 def _records_frame(table: pa.Table, run: dict, missing: list[str]):
-    absent = [name for name in RECORD_FIELDS if name not in table.column_names]
-    if absent:
-        missing.append(f"requests.jsonl records lack field(s): {', '.join(absent)}")
-    for name in absent:
-        typ = _RECORD_SCHEMA.field(name).type if name in _RECORD_SCHEMA.names else pa.string()
-        table = table.append_column(name, pa.nulls(len(table), type=typ))
+    for name in _RECORD_SCHEMA.names:  # the slow path keeps only fields it saw
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(len(table), type=_RECORD_SCHEMA.field(name).type))
     if table["level"].null_count:
         missing.append(f"requests.jsonl: {table['level'].null_count} record(s) without a level dropped")
         table = table.filter(pc.is_valid(table["level"]))

@@ -28,17 +28,21 @@ def _level_records(rng, level: str, c: int, n: int, t0: float, knee: int, strate
     t_start = np.sort(t0 + rng.uniform(0, duration, n))
     status = np.where(rng.random(n) < 0.002, "http_503", "ok")
     warm = np.arange(n) < max(1, n // 50)
+    ids = rng.integers(0, 2**63, n)
     lines = []
     for i in range(n):
         ok = status[i] == "ok"
         gaps = tpot[i] * rng.gamma(8.0, 1 / 8.0, out_tokens[i] - 1) if ok else []
-        lines.append(json.dumps({
+        worker = f"worker{i % 4}@bench:{4000 + i % 4}"
+        lines.append(json.dumps({  # full-precision floats and loadgen's extra fields, as loadgen writes them
             "level": level, "phase": "warmup" if warm[i] else "measure", "t_sched": None,
-            "t_start": round(float(t_start[i]), 6), "ttft_s": round(float(ttft[i]), 6) if ok else None,
-            "e2e_s": round(float(e2e[i]), 6), "itl_s": [round(float(g), 6) for g in gaps],
+            "t_start": float(t_start[i]), "ttft_s": float(ttft[i]) if ok else None,
+            "e2e_s": float(e2e[i]), "itl_s": [float(g) for g in gaps],
             "prompt_tokens": 64, "output_tokens": int(out_tokens[i]) if ok else 0,
             "status": str(status[i]), "error": None if ok else "server overloaded",
-            "worker": f"w{i % 4}", "response_id": f"cmpl-{level}-{i}",
+            "worker": worker, "response_id": f"chatcmpl-{ids[i]:032x}",
+            "request_id": f"{worker}#{i}", "api": "chat", "prompt_tokens_asked": 64,
+            "output_tokens_asked": int(out_tokens[i]), "usage_from": "server",
         }, separators=(",", ":")))
     return lines, t0, t0 + duration + float(e2e.max())
 

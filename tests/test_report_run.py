@@ -234,3 +234,19 @@ def test_record_order_does_not_change_the_summary(tmp_path):
         for metric in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
             assert la["metrics"][metric]["count"] == lb["metrics"][metric]["count"]
             assert la["metrics"][metric]["p99"] == pytest.approx(lb["metrics"][metric]["p99"], rel=1e-12)
+
+
+def test_records_from_other_writers_are_read(tmp_path):
+    """Integer worker ids, extra fields and a field the writer never sends: read, noted, summarized."""
+    records, _ = write_run(tmp_path, levels=LEVELS[:1], planned=LEVELS[:1])
+    with open(tmp_path / "requests.jsonl", "w") as f:
+        for i, row in enumerate(records):
+            row = {**row, "worker": i % 3, "api": "chat", "request_id": f"r{i}"}
+            del row["response_id"], row["error"]
+            f.write(json.dumps(row) + "\n")
+    result = write_report(tmp_path, ReportOptions(figures=False))
+    assert any("lack field(s): error" in note for note in result.summary["missing"])
+    [level] = result.summary["levels"]
+    assert level["loadgen"]["workers"] == 3
+    ok = [r for r in records if r["phase"] == "measure" and r["status"] == "ok"]
+    assert level["metrics"]["ttft_s"]["p99"] == pytest.approx(np.percentile([r["ttft_s"] for r in ok], 99))
