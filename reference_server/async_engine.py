@@ -131,16 +131,19 @@ class AsyncEngine:
             commands = self._next_commands(engine)
             if commands is None:
                 return
-            for command in commands:
-                self._apply(engine, command)
-            if engine.has_unfinished_requests():
-                wait_s = engine.seconds_until_schedulable()
-                if wait_s is None or wait_s <= 0:
-                    self._step(engine)
-                # else: a batch is still forming; _next_commands sleeps until it may launch
-            elif commands and self._metrics is not None:
-                # e.g. the last request was aborted: publish the freed KV blocks now
-                self._metrics.observe_step(engine.stats(), 0, did_work=False)
+            try:
+                for command in commands:
+                    self._apply(engine, command)
+                if engine.has_unfinished_requests():
+                    wait_s = engine.seconds_until_schedulable()
+                    if wait_s is None or wait_s <= 0:
+                        self._step(engine)
+                    # else: a batch is still forming; _next_commands sleeps until it may launch
+                elif commands and self._metrics is not None:
+                    # e.g. the last request was aborted: publish the freed KV blocks now
+                    self._metrics.observe_step(engine.stats(), 0, did_work=False)
+            except Exception as exc:   # an engine bug must not kill the thread (and hang every client)
+                self._fail_all(engine, exc)
 
     def _next_commands(self, engine) -> list | None:
         """Block until there are commands or work to do; None once stopping."""
@@ -177,12 +180,7 @@ class AsyncEngine:
         try:
             outputs = engine.step()
         except Exception as exc:
-            logger.exception("engine step failed; failing %d in-flight requests", len(self._queues))
-            failure = EngineFailure(f"engine step failed: {type(exc).__name__}: {exc}")
-            for request_id, queue in list(self._queues.items()):
-                engine.abort_request(request_id)
-                self._send(queue, failure)
-            self._queues.clear()
+            self._fail_all(engine, exc)
             return
         new_tokens = 0
         for output in outputs:
@@ -201,6 +199,18 @@ class AsyncEngine:
             with self._cond:
                 if not self._commands:
                     self._cond.wait(timeout=self._idle_poll_s)
+
+    def _fail_all(self, engine, exc: Exception) -> None:
+        """Give every in-flight request an EngineFailure and drop it from the engine."""
+        logger.exception("engine failed; failing %d in-flight requests", len(self._queues))
+        failure = EngineFailure(f"engine failed: {type(exc).__name__}: {exc}")
+        for request_id, queue in list(self._queues.items()):
+            try:
+                engine.abort_request(request_id)
+            except Exception:
+                logger.exception("abort of %s failed too", request_id)
+            self._send(queue, failure)
+        self._queues.clear()
 
     def _send(self, queue: asyncio.Queue, item) -> None:
         try:

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from reference_server.async_engine import ACCEPTED, AsyncEngine
+from reference_server.async_engine import ACCEPTED, AsyncEngine, EngineFailure
 from reference_server.classifier import ClassifierConfig, TabularClassifier
 from reference_server.classifier_batcher import DynamicBatcher
 from reference_server.cli import build_parser, configs_from_args, main
@@ -127,6 +127,45 @@ def test_engine_thread_streams_outputs_rejects_and_aborts():
                     break
                 await asyncio.sleep(0.01)
             assert not engine_thread.engine.has_unfinished_requests()
+        finally:
+            engine_thread.stop()
+
+    asyncio.run(scenario())
+
+
+class EngineFailingOnce(Engine):
+    """The real engine, except that its first step after warm-up raises (an engine bug, injected)."""
+
+    armed = failed = False
+
+    def warmup(self):
+        super().warmup()
+        self.armed = True
+
+    def step(self):
+        if self.armed and not self.failed:
+            self.failed = True
+            raise RuntimeError("injected step failure")
+        return super().step()
+
+
+def test_engine_thread_survives_a_failing_step():
+    async def scenario():
+        engine_thread = AsyncEngine(lambda: EngineFailingOnce(EngineConfig(model="tiny", max_model_len=64)))
+        engine_thread.start()
+        await engine_thread.wait_ready()
+        try:
+            first = engine_thread.add_request("a", [256, 1], SamplingParams(max_tokens=3, ignore_eos=True))
+            assert await first.get() is ACCEPTED
+            failure = await first.get()
+            assert isinstance(failure, EngineFailure) and "injected step failure" in str(failure)
+            assert not engine_thread.engine.has_unfinished_requests()   # its sequence was dropped
+            second = engine_thread.add_request("b", [256, 1], SamplingParams(max_tokens=3, ignore_eos=True))
+            assert await second.get() is ACCEPTED
+            output = await second.get()
+            while not output.finished:
+                output = await second.get()
+            assert output.num_output_tokens == 3
         finally:
             engine_thread.stop()
 

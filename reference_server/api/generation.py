@@ -82,6 +82,8 @@ class Generation:
                     raise APIError(503, "request aborted: the server is shutting down", code="aborted")
                 if isinstance(item, EngineFailure):
                     raise APIError(500, str(item), code="engine_failure")
+                if not item.new_token_ids and not item.finished:
+                    continue   # e.g. a chunk of a long prompt's prefill: nothing to send yet
                 if self.completion_tokens == 0 and item.new_token_ids:
                     self._ticket.started()
                     metrics.time_to_first_token.observe(time.monotonic() - self._arrival_s)
