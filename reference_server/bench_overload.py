@@ -4,7 +4,8 @@
 
 Phases (a fresh `python -m reference_server` subprocess, tiny preset by default):
 1. idle latency: sequential requests, the reference end-to-end latency;
-2. capacity: closed loop at `--concurrency` for `--calibrate-s`; completed req/s = sustainable rate;
+2. capacity: closed loop at `--concurrency` (default 32 = the default --max-num-seqs, a full batch)
+   for `--calibrate-s`; completed req/s = the sustainable rate;
 3. overload: open-loop Poisson arrivals at `--overload` x that rate for `--duration-s`, while the
    server's RSS is sampled every second; admitted requests must finish, the rest get 429 at once;
 4. recovery: from the moment the load stops (while the admitted backlog drains), sequential
@@ -174,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="tiny")
     p.add_argument("--max-waiting", type=int, default=16, help="the server's admission limit")
     p.add_argument("--max-tokens", type=int, default=32, help="output tokens per request (ignore_eos)")
-    p.add_argument("--concurrency", type=int, default=16, help="closed-loop clients for the capacity phase")
+    p.add_argument("--concurrency", type=int, default=32,
+                   help="closed-loop clients for the capacity phase (default: the server's --max-num-seqs)")
     p.add_argument("--idle-s", type=float, default=5.0)
     p.add_argument("--calibrate-s", type=float, default=15.0)
     p.add_argument("--duration-s", type=float, default=60.0)
