@@ -172,6 +172,42 @@ def test_engine_thread_survives_a_failing_step():
     asyncio.run(scenario())
 
 
+class CountingEngine(Engine):
+    """The real engine, counting step() calls (to show the thread sleeps instead of polling)."""
+
+    step_calls = 0
+
+    def step(self):
+        self.step_calls += 1
+        return super().step()
+
+
+def test_engine_thread_sleeps_until_a_static_batch_may_launch():
+    config = EngineConfig(model="tiny", max_model_len=64, strategy="static", batch_size=4, batch_timeout_ms=300)
+
+    async def scenario():
+        engine_thread = AsyncEngine(lambda: CountingEngine(config))
+        engine_thread.start()
+        await engine_thread.wait_ready()
+        try:
+            calls_before = engine_thread.engine.step_calls
+            start = time.monotonic()
+            queue = engine_thread.add_request("lonely", [256, 1], SamplingParams(max_tokens=3, ignore_eos=True))
+            assert await queue.get() is ACCEPTED
+            output = await queue.get()
+            waited = time.monotonic() - start
+            while not output.finished:
+                output = await queue.get()
+            # one request never fills the batch of 4: it launches when the 300 ms batch timeout ends,
+            # and the thread slept through the wait instead of calling step() in a loop
+            assert waited >= 0.3
+            assert engine_thread.engine.step_calls - calls_before <= 3 + 2
+        finally:
+            engine_thread.stop()
+
+    asyncio.run(scenario())
+
+
 # --- CLI ------------------------------------------------------------------------------------
 def test_flags_map_onto_the_configs():
     args = build_parser().parse_args([

@@ -62,6 +62,12 @@ def test_default_completion_max_tokens_is_16(client):
     assert response.usage.completion_tokens == 16
 
 
+def test_min_tokens_defers_end_of_sequence_to_the_limit(client):
+    response = client.completions.create(model="tiny", prompt="m", max_tokens=12, temperature=0,
+                                         extra_body={"min_tokens": 12})
+    assert response.usage.completion_tokens == 12 and response.choices[0].finish_reason == "length"
+
+
 def test_streamed_chat_token_count_equals_max_tokens_with_ignore_eos(client):
     stream = client.chat.completions.create(
         model="tiny", messages=[{"role": "user", "content": "count"}], max_tokens=40, stream=True,
