@@ -140,6 +140,7 @@ def test_models_lists_served_model_and_engine_configuration(client, server):
     assert engine["num_kv_blocks"] > 0
     assert engine["kv_cache_bytes"] == engine["num_kv_blocks"] * engine["kv_block_bytes"]
     assert engine["max_model_len"] == 2048
+    assert server.base_url.endswith(f":{engine['server']['port']}")   # the real port, not --port 0
     assert models[0].model_extra["engine"]["num_kv_blocks"] == engine["num_kv_blocks"]
 
 

@@ -55,6 +55,7 @@ class ServingRuntime:
         self.live: dict = {}   # request id -> Generation, for the drain's final abort
         self.created = int(time.time())
         self.draining = False
+        self.listening: tuple[str, int] | None = None   # the bound (host, port), once known
         self.served_model_name = server_config.served_model_name or _default_model_name(engine_config.model)
 
     # --- lifecycle -------------------------------------------------------------------
@@ -113,6 +114,8 @@ class ServingRuntime:
         """The engine's own description plus the serving limits (what /v1/engine returns)."""
         server = asdict(self.server_config)
         server["api_key"] = server["api_key"] is not None   # never echo the key
+        if self.listening is not None:   # the real port when started with --port 0
+            server["host"], server["port"] = self.listening
         return {
             **self.engine.description,
             "served_model_name": self.served_model_name,

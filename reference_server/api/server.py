@@ -66,6 +66,7 @@ def run_server(app, server_config, sock: socket.socket) -> int:
     config = uvicorn.Config(app, log_level=server_config.log_level, access_log=False, lifespan="on",
                             timeout_graceful_shutdown=5, timeout_keep_alive=5)
     server = DrainingServer(config, app.state.runtime, server_config.drain_grace_s)
+    app.state.runtime.listening = tuple(sock.getsockname()[:2])
 
     async def main() -> int:
         server.loop = asyncio.get_running_loop()
