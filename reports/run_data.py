@@ -13,28 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pa_json
 
 from reports.level_ids import parse_level_id
+from reports.records_reader import RECORD_FIELDS, RecordsError, read_records
 
-RECORD_FIELDS = (
-    "level", "phase", "t_sched", "t_start", "ttft_s", "e2e_s", "itl_s",
-    "prompt_tokens", "output_tokens", "status", "error", "worker", "response_id",
-)
-# The columns the report reads, typed up front (a first block of nulls cannot mis-type
-# them). Every other field (response_id, loadgen's request_id, api, ...) is parsed but
-# not converted: unique strings per record cost as much as all the numbers together.
-_RECORD_SCHEMA = pa.schema([
-    ("level", pa.string()), ("phase", pa.string()), ("status", pa.string()),
-    ("worker", pa.string()), ("error", pa.string()),
-    ("t_sched", pa.float64()), ("t_start", pa.float64()),
-    ("ttft_s", pa.float64()), ("e2e_s", pa.float64()),
-    ("itl_s", pa.list_(pa.float64())),
-    ("prompt_tokens", pa.float64()), ("output_tokens", pa.float64()),
-])
-_CATEGORICAL = ("level", "phase", "status", "worker", "error")
+__all__ = ["RECORD_FIELDS", "RunData", "RunDirError", "load_run", "planned_levels"]
+
 SAMPLE_COLUMNS = ("t", "source", "device", "util_pct", "mem_used_bytes", "mem_total_bytes",
                   "power_w", "sm_clock_mhz", "temp_c")
 METRIC_COLUMNS = ("t", "name", "labels", "value")
@@ -86,8 +70,11 @@ def load_run(run_dir: str | Path) -> RunData:
         raise RunDirError(f"run directory {str(run_dir)!r} does not exist or is not a directory")
     missing: list[str] = []
     run = _read_run_json(run_dir / "run.json", missing)
-    table = _read_records(run_dir / "requests.jsonl", missing)
-    records, gaps, gap_rows = _records_frame(table, run, missing)
+    try:
+        records, gaps, gap_rows = read_records(run_dir / "requests.jsonl", missing)
+    except RecordsError as exc:
+        raise RunDirError(str(exc)) from None
+    _add_derived_columns(records, run)
     samples = _read_csv(run_dir / "samples.csv", SAMPLE_COLUMNS, missing)
     metrics = _read_csv(run_dir / "server_metrics.csv", METRIC_COLUMNS, missing)
     _note_missing_levels(run, records, missing)
@@ -119,96 +106,6 @@ def _read_run_json(path: Path, missing: list[str]) -> dict:
         missing.append("run.json is not a JSON object; reported without it")
         return {}
     return run
-
-
-def _read_records(path: Path, missing: list[str]) -> pa.Table:
-    if not path.exists():
-        raise RunDirError(f"{path} is missing: a run without request records cannot be reported")
-    data = path.read_bytes()
-    data = _drop_torn_tail(data, missing)
-    if not data.strip():
-        raise RunDirError(f"{path} holds no complete request record")
-    _note_absent_fields(data, missing)
-    options = pa_json.ParseOptions(explicit_schema=_RECORD_SCHEMA, unexpected_field_behavior="ignore")
-    try:
-        return pa_json.read_json(pa.BufferReader(data), parse_options=options)
-    except pa.ArrowInvalid:
-        return _read_records_line_by_line(data, missing)
-
-
-def _note_absent_fields(data: bytes, missing: list[str]) -> None:
-    """Name schema fields the first record lacks (the columnar reader fills them with nulls)."""
-    first = data[:data.find(b"\n")] if b"\n" in data else data
-    try:
-        keys = set(json.loads(first))
-    except (json.JSONDecodeError, UnicodeDecodeError, TypeError):
-        return
-    absent = [name for name in RECORD_FIELDS if name not in keys and name != "response_id"]
-    if absent:
-        missing.append(f"requests.jsonl records lack field(s): {', '.join(absent)}")
-
-
-def _drop_torn_tail(data: bytes, missing: list[str]) -> bytes:
-    """A killed writer leaves a last line without its newline; keep it only if it parses."""
-    if not data or data.endswith(b"\n"):
-        return data
-    cut = data.rfind(b"\n") + 1
-    tail = data[cut:]
-    try:
-        json.loads(tail)
-        return data + b"\n"
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        missing.append(f"requests.jsonl: torn last line ({len(tail)} bytes) skipped")
-        return data[:cut]
-
-
-def _read_records_line_by_line(data: bytes, missing: list[str]) -> pa.Table:
-    """Slow path for files the columnar reader rejects: skip and count unparseable lines."""
-    rows, bad = [], []
-    for number, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            bad.append(number)
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-        else:
-            bad.append(number)
-    if bad:
-        shown = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
-        missing.append(f"requests.jsonl: {len(bad)} unreadable line(s) skipped (line {shown})")
-    if not rows:
-        raise RunDirError("requests.jsonl holds no readable request record")
-    frame = pd.DataFrame(rows)
-    for name in ("worker", "error", "response_id"):
-        if name in frame:
-            frame[name] = frame[name].map(lambda v: None if v is None else str(v))
-    columns = {name: pa.array(frame[name].tolist(), type=_RECORD_SCHEMA.field(name).type, from_pandas=True)
-               for name in _RECORD_SCHEMA.names if name in frame.columns}
-    return pa.table(columns)
-
-
-def _records_frame(table: pa.Table, run: dict, missing: list[str]):
-    for name in _RECORD_SCHEMA.names:  # the slow path keeps only fields it saw
-        if name not in table.column_names:
-            table = table.append_column(name, pa.nulls(len(table), type=_RECORD_SCHEMA.field(name).type))
-    if table["level"].null_count:
-        missing.append(f"requests.jsonl: {table['level'].null_count} record(s) without a level dropped")
-        table = table.filter(pc.is_valid(table["level"]))
-    # itl_s: flatten once into gaps [G] and their owning row [G]
-    itl = table["itl_s"].combine_chunks()
-    gaps = pc.list_flatten(itl).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    gap_rows = pc.list_parent_indices(itl).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    table = table.drop_columns(["itl_s"])
-    for name in _CATEGORICAL:  # few distinct values: categoricals convert and compare far faster
-        if pa.types.is_string(table[name].type) or pa.types.is_large_string(table[name].type):
-            table = table.set_column(table.column_names.index(name), name, pc.dictionary_encode(table[name]))
-    records = table.to_pandas()
-    _add_derived_columns(records, run)
-    return records, gaps, gap_rows
 
 
 def _add_derived_columns(records: pd.DataFrame, run: dict) -> None:

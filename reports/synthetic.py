@@ -55,15 +55,15 @@ def write_synthetic_run(run_dir: str | Path, records: int = 20_000,
     run_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     levels = [(s, c) for s in strategies for c in concurrencies]
-    per_level = max(1, records // len(levels))
+    per_level = [records // len(levels) + (i < records % len(levels)) for i in range(len(levels))]
     t = 1_700_000_000.0
     windows, samples, metrics = [], [], []
     with open(run_dir / "requests.jsonl", "w") as f:
-        for strategy, c in levels:
+        for (strategy, c), count in zip(levels, per_level):
             level = f"{strategy}/c={c}"
             speed = 1.0 if strategy == "none" else 3.0
             knee = 1 if strategy == "none" else 8
-            lines, start, end = _level_records(rng, level, c, per_level, t, knee, speed)
+            lines, start, end = _level_records(rng, level, c, max(count, 1), t, knee, speed)
             f.write("\n".join(lines) + "\n")
             windows.append((level, start, end, min(c, knee if strategy == "continuous" else 1)))
             t = end + SECOND_PER_LEVEL_GAP
