@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import numpy as np
@@ -206,6 +207,30 @@ def test_engine_thread_sleeps_until_a_static_batch_may_launch():
             engine_thread.stop()
 
     asyncio.run(scenario())
+
+
+def test_ready_is_503_until_the_engine_is_built_and_warm():
+    from fastapi.testclient import TestClient
+
+    from reference_server.api import create_app
+
+    release = threading.Event()
+
+    def slow_engine():
+        release.wait(30)   # "loading weights" until the test lets go
+        return Engine(EngineConfig(model="tiny", max_model_len=64))
+
+    with TestClient(create_app(build_engine=slow_engine)) as client:
+        assert client.get("/health").status_code == 200
+        assert client.get("/ready").json() == {"status": "loading"}
+        loading = client.post("/v1/completions", json={"prompt": "x"})
+        assert loading.status_code == 503 and loading.json()["error"]["code"] == "not_ready"
+        release.set()
+        deadline = time.monotonic() + 30
+        while client.get("/ready").status_code != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert client.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 200
 
 
 # --- CLI ------------------------------------------------------------------------------------
