@@ -14,6 +14,8 @@ from pydantic import ValidationError
 from reference_server.api.admission import AdmissionControl
 from reference_server.api.chat_template import render_chat
 from reference_server.api.errors import APIError, describe_validation_errors
+from reference_server.api.generation import Delta
+from reference_server.api.openai_responses import ResponseShape
 from reference_server.api.openai_schemas import ChatCompletionRequest, CompletionRequest
 from reference_server.api.sse import DONE, sse_event
 from reference_server.api.stop_strings import StopStringMatcher
@@ -78,6 +80,20 @@ def test_sse_event_is_one_data_line_with_compact_json():
     assert event == b'data: {"text":"a\\nb","n":1}\n\n'
     assert json.loads(event[6:]) == {"text": "a\nb", "n": 1}
     assert DONE == b"data: [DONE]\n\n"
+
+
+def test_chunks_carry_role_once_and_usage_only_when_asked():
+    delta = Delta("hi", 1, None, prompt_tokens=5, completion_tokens=1, cached_prompt_tokens=0)
+    plain = ResponseShape(chat=True, model="tiny")
+    first, second = plain.chunk(delta), plain.chunk(delta)
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": "hi"}
+    assert second["choices"][0]["delta"] == {"content": "hi"} and "usage" not in second
+    assert first["id"] == second["id"] and first["id"].startswith("chatcmpl-")
+    continuous = ResponseShape(chat=False, model="tiny", include_usage=True, continuous_usage=True)
+    assert continuous.chunk(delta)["usage"]["total_tokens"] == 6
+    final = continuous.usage_chunk(5, 3, 2)
+    assert final["choices"] == [] and final["usage"]["prompt_tokens_details"] == {"cached_tokens": 2}
+    assert ResponseShape(chat=False, model="tiny", include_usage=True).chunk(delta)["usage"] is None
 
 
 # --- admission --------------------------------------------------------------------------
