@@ -219,9 +219,16 @@ class LoadRun:
                 self._finish(index, prepared, exchange, t_sched, stopped)
 
     def _finish(self, index, prepared: Prepared, exchange: Exchange, t_sched, stopped: bool) -> None:
-        # a killed greenlet must not switch (GreenletExit is pending): no pauses when stopped
-        outcome = summarize(exchange, stream=self.scenario.stream, prompt_tokens_asked=prepared.prompt_tokens_asked,
-                            stopped=stopped, pause=None if stopped else _yield)
+        # Parsing a long stream pauses now and then so other streams keep being read; if the
+        # test stops during a pause, the record is still written (unpaused) before dying.
+        killed = False
+        try:
+            outcome = summarize(exchange, stream=self.scenario.stream, prompt_tokens_asked=prepared.prompt_tokens_asked,
+                                stopped=stopped, pause=None if stopped else _yield)
+        except GreenletExit:
+            killed = True
+            outcome = summarize(exchange, stream=self.scenario.stream, prompt_tokens_asked=prepared.prompt_tokens_asked,
+                                stopped=stopped)
         t_start = exchange.t_start if exchange.t_start is not None else time.perf_counter()
         if t_sched is not None:
             self.health.note_lateness(t_start - t_sched)
@@ -247,8 +254,11 @@ class LoadRun:
             "usage_from": outcome.usage_from,
         }
         self.sink.put(record)
-        if not stopped:
-            report_to_locust(self.environment.events.request, self.scenario.api, outcome)
+        if not stopped:  # Locust's stats count exactly the requests that finished
+            report_to_locust(self.environment.events.request, self.scenario.api, outcome,
+                             pause=None if killed else _yield)
+        if killed:
+            raise GreenletExit
 
     def _record_failure(self, index, prepared: Prepared, t_sched, message: str) -> None:
         exchange = Exchange(t_start=time.perf_counter(), failure="error", failure_message=message[:200])
@@ -264,22 +274,31 @@ class RequestFailed(Exception):
     """Shown in Locust's failures table as '<status>: <message>'."""
 
 
-def report_to_locust(request_event, api: str, outcome) -> None:
-    """Separate Locust stats entries: TTFT, TPOT, ITL (one per gap), E2E; failures under E2E."""
-    def fire(name: str, seconds: float, exception=None, length: int = 0) -> None:
+def report_to_locust(request_event, api: str, outcome, pause=None) -> None:
+    """Separate Locust stats entries: TTFT, TPOT, ITL (one per gap), E2E; failures under E2E.
+
+    `pause` is called every 8 entries (Locust's stats cost ~15 us each); if the test stops
+    during a pause the remaining entries are still fired, so stats and records agree.
+    """
+    entries: list[tuple[str, float, Exception | None, int]] = []
+    if outcome.status != "ok":
+        entries.append(("E2E", outcome.e2e_s or 0.0, RequestFailed(f"{outcome.status}: {outcome.error}"), 0))
+    else:
+        tokens = outcome.output_tokens or 0
+        if outcome.ttft_s is not None:
+            entries.append(("TTFT", outcome.ttft_s, None, 0))
+            if tokens > 1 and outcome.e2e_s is not None:
+                entries.append(("TPOT", (outcome.e2e_s - outcome.ttft_s) / (tokens - 1), None, 0))
+        entries.extend(("ITL", gap, None, 0) for gap in outcome.itl_s)
+        entries.append(("E2E", outcome.e2e_s or 0.0, None, tokens))
+    killed = False
+    for number, (name, seconds, exception, length) in enumerate(entries, start=1):
         request_event.fire(request_type=api, name=name, response_time=seconds * 1000.0,
                            response_length=length, exception=exception, context={})
-
-    if outcome.status != "ok":
-        fire("E2E", outcome.e2e_s or 0.0, RequestFailed(f"{outcome.status}: {outcome.error}"))
-        return
-    tokens = outcome.output_tokens or 0
-    if outcome.ttft_s is not None:
-        fire("TTFT", outcome.ttft_s)
-        if tokens > 1 and outcome.e2e_s is not None:
-            fire("TPOT", (outcome.e2e_s - outcome.ttft_s) / (tokens - 1))
-    for number, gap in enumerate(outcome.itl_s, start=1):
-        fire("ITL", gap)
-        if number % 8 == 0:
-            _yield()  # Locust's stats cost ~15 us per entry: keep each slice short
-    fire("E2E", outcome.e2e_s or 0.0, length=tokens)
+        if pause is not None and not killed and number % 8 == 0:
+            try:
+                pause()
+            except GreenletExit:
+                killed = True
+    if killed:
+        raise GreenletExit

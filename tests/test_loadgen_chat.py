@@ -34,9 +34,9 @@ def test_headless_closed_loop_records_match_server_truth(tmp_path):
         assert row["worker"].startswith("local@") and row["status"] in ("ok", "incomplete")
         assert t0 < row["t_start"] < t1
         assert 20 <= row["prompt_tokens_asked"] - 0 <= 40 and 4 <= row["output_tokens_asked"] <= 12
-        server = truth[row["response_id"]]
         if row["status"] != "ok":
             continue
+        server = truth[row["response_id"]]
         ttft_errors.append(row["ttft_s"] - (server["t_chunks"][0] - server["t_read"]))
         assert row["output_tokens"] == row["output_tokens_asked"] == server["max_tokens"]
         assert row["prompt_tokens"] == server["prompt_tokens"] and row["usage_from"] == "server"
@@ -49,9 +49,11 @@ def test_headless_closed_loop_records_match_server_truth(tmp_path):
     assert sum(abs(e) < 0.02 for e in ttft_errors) >= 0.8 * len(ttft_errors)
     ids = [r["response_id"] for r in rows]
     assert len(ids) == len(set(ids))
-    # every request the server finished is recorded
-    finished = {rid for rid, s in truth.items() if not s["aborted"]}
-    assert finished <= set(ids)
+    # every request the server answered is recorded; only a request stopped before its first
+    # byte came back can lack the server's id (it is still recorded, as incomplete)
+    no_id = [r for r in rows if r["response_id"] is None]
+    assert all(r["status"] == "incomplete" for r in no_id)
+    assert len(set(truth) - set(ids)) <= len(no_id)
     phases = {r["phase"] for r in rows}
     assert phases == {"warmup", "measure"}
     first = min(r["t_start"] for r in rows)

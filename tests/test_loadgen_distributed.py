@@ -23,7 +23,7 @@ def _run_distributed(url: str, records, *extra: str) -> str:
     workers = [start_locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), headless=False)
                for _ in range(2)]
     master = start_locust("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                          "--expect-workers", "2", "--host", url, "-t", "3s", "--records", str(records), *extra)
+                          "--expect-workers", "2", "--host", url, "-t", "2s", "--records", str(records), *extra)
     try:
         out, _ = master.communicate(timeout=60)
         assert master.returncode == 0, out[-3000:]
@@ -43,12 +43,14 @@ def test_master_and_two_workers_write_every_request_exactly_once(tmp_path):
         _run_distributed(url, records, "-u", "4", "-r", "4", "--output-tokens", "uniform:3:30")
     rows = read_records(records)
     truth = read_truth(truth_path)
-    ids = [r["response_id"] for r in rows]
+    ids = [r["response_id"] for r in rows if r["response_id"] is not None]
+    no_id = [r for r in rows if r["response_id"] is None]  # stopped before the first byte came back
     assert len(rows) >= 20 and all(check_record(r) == [] for r in rows)
+    assert all(r["status"] == "incomplete" for r in no_id)
     assert len(ids) == len(set(ids)), "a request was written twice"
     assert set(ids) <= set(truth), "a record matches no server response"
-    sent_by_server = set(truth)
-    assert sent_by_server == set(ids), f"server answered requests missing from the records: {sent_by_server - set(ids)}"
+    missing = set(truth) - set(ids)
+    assert len(missing) <= len(no_id), f"server answered requests missing from the records: {missing}"
     workers = {r["worker"] for r in rows}
     assert len(workers) == 2 and all(w.startswith("worker") for w in workers)
     assert {r["level"] for r in rows} == {"c=4"}
@@ -56,7 +58,7 @@ def test_master_and_two_workers_write_every_request_exactly_once(tmp_path):
     assert set(meta["processes"]) == workers
     assert sum(p["requests_sent"] for p in meta["processes"].values()) == len(rows)
     for row in rows:  # an in-flight request at stop is kept as incomplete, with what had arrived
-        if row["status"] == "incomplete":
+        if row["status"] == "incomplete" and row["response_id"] is not None:
             assert truth[row["response_id"]]["aborted"] or len(row["itl_s"]) < truth[row["response_id"]]["max_tokens"]
 
 
@@ -72,5 +74,5 @@ def test_distributed_open_loop_splits_one_schedule(tmp_path):
     assert len(by_worker) == 2
     merged = np.sort([t for ts in by_worker.values() for t in ts])
     # two workers, alternate slots of one constant schedule: merged gaps are 1/40 s
-    assert len(merged) > 60 and np.allclose(np.diff(merged), 0.025, atol=1e-6)
+    assert len(merged) > 25 and np.allclose(np.diff(merged), 0.025, atol=1e-6)
     assert abs(len(by_worker[next(iter(by_worker))]) - len(merged) / 2) <= 2

@@ -10,18 +10,18 @@ from loadgen_helpers import run_locust, scripted_server
 
 pytestmark = pytest.mark.slow
 
-RATE = 80.0
+RATE = 30.0  # mean gap 33 ms: a loaded CI box's few-ms send jitter does not reshape it
 
 
 def test_poisson_open_loop_rate_and_inter_arrivals(tmp_path):
     records = tmp_path / "r.jsonl"
     with scripted_server(tmp_path, "--ttft", "0.02", "--itl", "0.004") as (url, _):
-        proc = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "5s", "--arrival", "poisson",
+        proc = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "6s", "--arrival", "poisson",
                           "--rate", str(RATE), "--seed", "3", "--output-tokens", "4", "--prompt-tokens", "16",
                           "--records", str(records))
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = sorted(read_records(records), key=lambda r: r["t_sched"])
-    assert len(rows) > 250 and all(r["level"] == "rps=80" for r in rows)
+    assert len(rows) > 120 and all(r["level"] == "rps=30" for r in rows)
     assert {r["status"] for r in rows} <= {"ok", "incomplete"}
     t_sched = np.array([r["t_sched"] for r in rows])
     t_start = np.array(sorted(r["t_start"] for r in rows))
@@ -43,7 +43,7 @@ def test_poisson_open_loop_rate_and_inter_arrivals(tmp_path):
 
     lateness = t_start - np.sort(t_sched)
     assert np.median(lateness) < 0.002 and lateness.min() > -1e-4  # never early
-    meta = read_meta(records)["levels"]["rps=80"]
+    meta = read_meta(records)["levels"]["rps=30"]
     (process,) = meta["processes"].values()
     assert process["lateness_p50_s"] == pytest.approx(float(np.median(lateness)), abs=1e-3)
     assert process["inflight_cap_hits"] == 0
