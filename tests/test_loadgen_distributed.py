@@ -1,7 +1,8 @@
 """Distributed Locust (a master and two workers on loopback) -> one records file, each request once."""
 
+import signal
 import socket
-import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -18,13 +19,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_distributed(url: str, records, *extra: str) -> str:
+def _run_distributed(url: str, records, *extra: str, run_time: str = "2s", stop_one_worker_after: float = 0) -> str:
     port = _free_port()
     workers = [start_locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), headless=False)
                for _ in range(2)]
     master = start_locust("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                          "--expect-workers", "2", "--host", url, "-t", "2s", "--records", str(records), *extra)
+                          "--expect-workers", "2", "--host", url, "-t", run_time, "--records", str(records), *extra)
     try:
+        if stop_one_worker_after:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not (records.exists() and records.stat().st_size):
+                time.sleep(0.05)  # the test is running once the first records arrive
+            time.sleep(stop_one_worker_after)
+            workers[0].send_signal(signal.SIGTERM)
+            workers[0].wait(timeout=20)
         out, _ = master.communicate(timeout=60)
         assert master.returncode == 0, out[-3000:]
         for worker in workers:
@@ -76,3 +84,21 @@ def test_distributed_open_loop_splits_one_schedule(tmp_path):
     # two workers, alternate slots of one constant schedule: merged gaps are 1/40 s
     assert len(merged) > 25 and np.allclose(np.diff(merged), 0.025, atol=1e-6)
     assert abs(len(by_worker[next(iter(by_worker))]) - len(merged) / 2) <= 2
+
+
+def test_a_worker_that_stops_early_loses_nothing(tmp_path):
+    records = tmp_path / "requests.jsonl"
+    with scripted_server(tmp_path, "--ttft", "0.02", "--itl", "0.005") as (url, truth_path):
+        _run_distributed(url, records, "-u", "4", "-r", "4", "--output-tokens", "uniform:3:30",
+                         run_time="4s", stop_one_worker_after=1.0)
+    rows = read_records(records)
+    truth = read_truth(truth_path)
+    ids = [r["response_id"] for r in rows if r["response_id"] is not None]
+    assert len(ids) == len(set(ids)) and set(ids) <= set(truth)
+    assert len(set(truth) - set(ids)) <= len([r for r in rows if r["response_id"] is None])
+    by_worker = {}
+    for row in rows:
+        by_worker.setdefault(row["worker"], []).append(row["t_start"])
+    assert len(by_worker) == 2
+    early, late = sorted(by_worker.values(), key=max)
+    assert max(early) < max(late) - 1.0  # one worker really stopped early, and its records are all there
