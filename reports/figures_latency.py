@@ -109,9 +109,9 @@ def latency_cdfs(data: RunData, levels: list[dict], out_dir: Path) -> FigureFile
     """Empirical CDFs of TTFT, TPOT and E2E per level (ok, measure-phase records)."""
     if not levels:
         return None
-    ok = data.records[data.measured_ok()]
-    by_level = dict(tuple(ok.groupby("level", sort=False, observed=True)))
     metrics = ("ttft_s", "tpot_s", "e2e_s")
+    ok = data.records.loc[data.measured_ok(), ["level", *metrics]]
+    by_level = dict(tuple(ok.groupby("level", sort=False, observed=True)))
     fig, axes = plt.subplots(1, len(metrics), figsize=(15, 4.2))
     cmap = plt.get_cmap("viridis")
     probs = np.linspace(0, 1, CDF_POINTS)
