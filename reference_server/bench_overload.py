@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import shlex
 import statistics
@@ -33,13 +34,19 @@ from rich.table import Table
 from reference_server.launch import ServerProcess
 
 
+ERRORS: collections.Counter = collections.Counter()   # "what went wrong" -> count, for the report
+
+
 async def _one(client: httpx.AsyncClient, body: dict) -> tuple[int, float]:
     start = time.monotonic()
     try:
         response = await client.post("/v1/completions", json=body)
-        return response.status_code, time.monotonic() - start
-    except httpx.HTTPError:
+    except httpx.HTTPError as exc:
+        ERRORS[f"{type(exc).__name__}: {exc}"[:120]] += 1
         return -1, time.monotonic() - start
+    if response.status_code not in (200, 429):
+        ERRORS[f"HTTP {response.status_code}: {response.text}"[:120]] += 1
+    return response.status_code, time.monotonic() - start
 
 
 async def sequential(client, body, seconds: float, progress, label: str) -> list[float]:
@@ -149,6 +156,7 @@ async def run(args) -> dict:
         "rss_start_mib": rss[0] / 2**20, "rss_max_mib": max(rss) / 2**20, "rss_end_mib": rss[-1] / 2**20,
         "recovered_after_s": recovered_s, "recovery_probe_latencies_s": probes[:10],
         "process_alive_after_load": alive, "exit_code_after_sigterm": exit_code,
+        "errors": dict(ERRORS),
     }
 
 
@@ -163,10 +171,12 @@ def print_table(report: dict, console: Console) -> None:
         return f"{value:.3f}" if isinstance(value, float) else str(value)
 
     for key, value in report.items():
-        if key not in ("server_args", "recovery_probe_latencies_s"):
+        if key not in ("server_args", "recovery_probe_latencies_s", "errors"):
             table.add_row(key, fmt(value))
     console.print(table)
     console.print(f"server: python -m reference_server {' '.join(report['server_args'])}")
+    for message, count in report["errors"].items():
+        console.print(f"error x{count}: {message}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--retry-after-s", type=int, default=1, help="Retry-After seconds on 429/503")
     srv.add_argument("--drain-grace-s", type=float, default=30.0, help="SIGTERM: time in-flight requests get")
     srv.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger request bodies get 413")
+    srv.add_argument("--keep-alive-s", type=float, default=30.0, help="idle keep-alive connection timeout")
     srv.add_argument("--log-level", default="warning", help="uvicorn log level")
     cls = p.add_argument_group("classifier (KServe V2 at /v2/models/NAME)")
     cls.add_argument("--no-classifier", action="store_true", help="do not serve the classifier")
@@ -93,7 +94,8 @@ def configs_from_args(args: argparse.Namespace):
     server = ServerConfig(
         host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
         max_waiting=args.max_waiting, retry_after_s=args.retry_after_s, drain_grace_s=args.drain_grace_s,
-        max_body_bytes=args.max_body_bytes, log_level=args.log_level)
+        max_body_bytes=args.max_body_bytes, keep_alive_s=args.keep_alive_s,
+        log_level=args.log_level)
     classifier = ClassifierConfig(
         enabled=not args.no_classifier, name=args.classifier_name, num_features=args.classifier_features,
         num_classes=args.classifier_classes, hidden_size=args.classifier_hidden, seed=args.seed,

@@ -64,7 +64,8 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def run_server(app, server_config, sock: socket.socket) -> int:
     """Serve `app` on `sock` until drained; returns the exit code (0, or 1 if the engine failed)."""
     config = uvicorn.Config(app, log_level=server_config.log_level, access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=5, timeout_keep_alive=5)
+                            timeout_graceful_shutdown=5,
+                            timeout_keep_alive=server_config.keep_alive_s)
     server = DrainingServer(config, app.state.runtime, server_config.drain_grace_s)
     app.state.runtime.listening = tuple(sock.getsockname()[:2])
 

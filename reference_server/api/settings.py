@@ -18,6 +18,8 @@ class ServerConfig:
         retry_after_s: `Retry-After` seconds sent with 429 and 503.
         drain_grace_s: after SIGTERM, how long in-flight requests may run before they are aborted.
         max_body_bytes: request bodies above this get 413.
+        keep_alive_s: how long an idle keep-alive connection stays open. Longer than uvicorn's 5 s
+            default, so a client reusing a pooled connection rarely races the server closing it.
         log_level: uvicorn's log level.
     """
 
@@ -29,6 +31,7 @@ class ServerConfig:
     retry_after_s: int = 1
     drain_grace_s: float = 30.0
     max_body_bytes: int = 1 << 20
+    keep_alive_s: float = 30.0
     log_level: str = "warning"
 
     def __post_init__(self) -> None:
@@ -48,5 +51,7 @@ class ServerConfig:
             raise ValueError(f"drain_grace_s must be >= 0, got {self.drain_grace_s!r}")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes!r}")
+        if not self.keep_alive_s > 0:
+            raise ValueError(f"keep_alive_s must be positive, got {self.keep_alive_s!r}")
         if self.log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
             raise ValueError(f"log_level must be a uvicorn log level, got {self.log_level!r}")
