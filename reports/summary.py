@@ -88,7 +88,10 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
     start, end = float(frame["t_start"].min()), float(frame["t_end"].max())
     duration = end - start if end > start else None
     output_tokens = float(ok["output_tokens"].sum())
-    requests, n_ok = len(frame), len(ok)
+    # `incomplete` = still in flight when the level stopped: neither a success nor an error
+    in_flight = frame["status"] == "incomplete"
+    finished = frame[~in_flight]
+    requests, n_ok = len(finished), len(ok)
     entry = {
         "level": level,
         "strategy": parsed.strategy,
@@ -96,6 +99,7 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
         "requests": requests,
         "ok": n_ok,
         "errors": requests - n_ok,
+        "incomplete": int(in_flight.sum()),
         "error_rate": (requests - n_ok) / requests if requests else None,
         "statuses": {str(k): int(v) for k, v in frame["status"].value_counts().items() if v},
         "window": [start, end],
@@ -107,7 +111,7 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
         "prompt_tokens_mean": float(ok["prompt_tokens"].mean()) if n_ok else None,
         "output_tokens_mean": float(ok["output_tokens"].mean()) if n_ok else None,
         "goodput_rps": goodput_rps(frame, slo, duration),
-        "slo_attainment": float(meets_slo(frame, slo).mean()) if slo.is_set and requests else None,
+        "slo_attainment": float(meets_slo(finished, slo).mean()) if slo.is_set and requests else None,
         "metrics": {
             "ttft_s": summarize(ok["ttft_s"].to_numpy(), seed),
             "tpot_s": summarize(ok["tpot_s"].to_numpy(), seed),

@@ -62,6 +62,7 @@ def levels_table(summary: dict) -> pd.DataFrame:
         m = lvl["metrics"]
         rows.append({
             "level": lvl["level"], "requests": lvl["requests"], "errors": lvl["errors"],
+            "in flight at stop": lvl.get("incomplete", 0),
             "req/s": _num(lvl["request_rate_rps"]), "output tok/s": _num(lvl["output_tokens_per_s"], "{:.1f}"),
             "goodput req/s": _num(lvl["goodput_rps"]),
             "TTFT p50/p99 (ms)": f"{_ms(m['ttft_s']['p50'])} / {_ms(m['ttft_s']['p99'])}",

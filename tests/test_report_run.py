@@ -41,6 +41,9 @@ def _records(rng, level: str, start: float) -> list[dict]:
             "response_id": f"cmpl-{i}",
         })
         t += 0.1
+    for i in range(2):  # in flight when the level stopped: neither ok nor an error
+        out.append({**out[-1], "status": "incomplete", "ttft_s": 0.01, "e2e_s": 0.3, "itl_s": [0.1, 0.1],
+                    "output_tokens": 3, "response_id": f"cmpl-x{i}"})
     return out
 
 
@@ -101,9 +104,11 @@ def test_summary_matches_an_independent_recomputation(full_run):
     for lvl in summary["levels"]:
         measure = [r for r in records if r["level"] == lvl["level"] and r["phase"] == "measure"]
         ok = [r for r in measure if r["status"] == "ok"]
+        finished = [r for r in measure if r["status"] != "incomplete"]
         start = min(r["t_start"] for r in measure)
         duration = max(r["t_start"] + r["e2e_s"] for r in measure) - start
-        assert lvl["requests"] == len(measure) and lvl["errors"] == len(measure) - len(ok)
+        assert lvl["requests"] == len(finished) and lvl["errors"] == len(finished) - len(ok)
+        assert lvl["incomplete"] == 2
         assert lvl["request_rate_rps"] == pytest.approx(len(ok) / duration)
         assert lvl["output_tokens_per_s"] == pytest.approx(sum(r["output_tokens"] for r in ok) / duration)
         expected = {
@@ -194,7 +199,8 @@ def test_truncated_run_still_reports_and_names_what_is_missing(tmp_path):
     for level in ("none/c=4" if "none/c=4" not in LEVELS[:3] else "continuous/c=4", "continuous/c=16"):
         assert f"level {level} is missing" in missing
     assert len(summary["levels"]) == 3
-    assert sum(lvl["requests"] for lvl in summary["levels"]) == sum(r["phase"] == "measure" for r in records)
+    assert sum(lvl["requests"] + lvl["incomplete"] for lvl in summary["levels"]) == \
+        sum(r["phase"] == "measure" for r in records)
     html = (tmp_path / "report.html").read_text()
     assert "torn last line" in html and "samples.csv is missing" in html
     assert not (tmp_path / "resources_timeseries.png").exists()
@@ -218,7 +224,8 @@ def test_corrupt_line_in_the_middle_is_skipped_and_counted(tmp_path):
     (tmp_path / "requests.jsonl").write_text("\n".join(lines) + "\n")
     result = write_report(tmp_path, ReportOptions(figures=False))
     assert any("1 unreadable line(s) skipped (line 11)" in note for note in result.summary["missing"])
-    assert result.summary["levels"][0]["requests"] == sum(r["phase"] == "measure" for r in records) - 1
+    level = result.summary["levels"][0]
+    assert level["requests"] + level["incomplete"] == sum(r["phase"] == "measure" for r in records) - 1
     assert not math.isnan(result.summary["levels"][0]["metrics"]["ttft_s"]["p99"])
 
 
