@@ -20,6 +20,7 @@ from loadgen.accuracy import Comparison, compare
 from loadgen.records import read_meta, read_records
 
 CHAT = Path(__file__).with_name("chat.py")
+STOCK = Path(__file__).with_name("stock_baseline.py")
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,8 @@ def _priority(nice: int, realtime: bool, rt_priority: int = 10):
 
 def run_once(streams: int, duration_s: float, ttft_s: float, itl_s: float, output_tokens: int,
              server_processes: int = 1, workdir: Path | None = None, nice: int = 0,
-             realtime: bool = False) -> BenchResult:
+             realtime: bool = False, client: str = "servecap") -> BenchResult:
+    """client: "servecap" (loadgen/chat.py) or "stock" (HttpUser + iter_lines baseline)."""
     workdir = Path(workdir or tempfile.mkdtemp(prefix="servecap-bench-"))
     truth_path, records = workdir / f"truth-{streams}.jsonl", workdir / f"records-{streams}.jsonl"
     server = subprocess.Popen(
@@ -63,10 +65,12 @@ def run_once(streams: int, duration_s: float, ttft_s: float, itl_s: float, outpu
         if not line.startswith("listening on "):
             raise RuntimeError(f"scripted server did not start: {line!r}")
         url = line.split()[-1]
-        cmd = [str(Path(sys.executable).with_name("locust")), "-f", str(CHAT), "--headless", "--only-summary",
-               "--host", url, "-u", str(streams), "-r", str(streams), "-t", f"{duration_s:g}s",
-               "--prompt-tokens", "64", "--output-tokens", str(output_tokens), "--model", "scripted",
-               "--records", str(records), "--warmup", "1", "--level", f"c={streams}", "--stop-timeout", "0"]
+        cmd = [str(Path(sys.executable).with_name("locust")), "-f", str(STOCK if client == "stock" else CHAT),
+               "--headless", "--only-summary", "--host", url, "-u", str(streams), "-r", str(streams),
+               "-t", f"{duration_s:g}s", "--output-tokens", str(output_tokens), "--records", str(records),
+               "--warmup", "1", "--level", f"c={streams}", "--stop-timeout", "0"]
+        if client != "stock":
+            cmd += ["--prompt-tokens", "64", "--model", "scripted"]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=duration_s + 120,
                               preexec_fn=_priority(nice, realtime, rt_priority=20))
         if proc.returncode != 0:
