@@ -42,6 +42,12 @@ def offered_kinds(levels: list[dict]) -> list[str]:
     return [k for k in ("concurrency", "rate_rps") if k in kinds]
 
 
+def legend(ax, **kwargs) -> None:
+    """A legend only when something on the axes is labelled (an empty one only warns)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kwargs)
+
+
 def save(fig, out_dir: Path, name: str, title: str, caption: str) -> FigureFile:
     fig.tight_layout()
     fig.savefig(out_dir / name, dpi=DPI)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from reports.figures_common import (
-    METRIC_TITLES, SLO_FOR_METRIC, FigureFile, offered_kinds, offered_x, plt, save, strategy_colours,
+    METRIC_TITLES, SLO_FOR_METRIC, FigureFile, legend, offered_kinds, offered_x, plt, save, strategy_colours,
 )
 from reports.level_ids import offered_axis_label
 from reports.run_data import RunData
@@ -45,7 +45,7 @@ def latency_vs_load(levels: list[dict], metric: str, slo: SLO, out_dir: Path) ->
         ax.set_xlabel(offered_axis_label(kind))
         ax.set_ylabel(f"{METRIC_TITLES[metric]} (ms)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
+        legend(ax, fontsize=7, ncol=2)
     fig.suptitle(f"{METRIC_TITLES[metric]}: p50 / p95 / p99 vs offered load (bands: 95% CI)")
     return save(fig, out_dir, f"latency_{metric}.png", f"{METRIC_TITLES[metric]} vs load",
                 f"p50 (dotted), p95 (dashed), p99 (solid) of {metric} per strategy; shaded: 95% CI.")
@@ -74,7 +74,7 @@ def throughput_vs_latency(levels: list[dict], knees: dict, out_dir: Path) -> Fig
     ax.set_ylabel(f"p99 {METRIC_TITLES[KNEE_METRIC]} (ms)")
     ax.set_title("throughput vs latency per strategy (right and low is better)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    legend(ax, fontsize=8)
     return save(fig, out_dir, "throughput_vs_latency.png", "throughput vs latency",
                 "Each point is a load level (labelled by its offered load); stars mark each strategy's knee.")
 
@@ -99,7 +99,7 @@ def goodput_vs_load(levels: list[dict], slo: SLO, out_dir: Path) -> FigureFile |
         ax.set_xlabel(offered_axis_label(kind))
         ax.set_ylabel("requests/s")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        legend(ax, fontsize=7)
     fig.suptitle("goodput vs offered load" + ("" if slo.is_set else " (no SLO given: achieved rate only)"))
     return save(fig, out_dir, "goodput_vs_load.png", "goodput vs load",
                 "Solid: requests/s meeting every SLO (DistServe goodput); dashed: all ok requests/s.")
@@ -126,7 +126,7 @@ def latency_cdfs(data: RunData, levels: list[dict], out_dir: Path) -> FigureFile
         ax.set_xlabel(f"{METRIC_TITLES[metric]} (ms, log)")
         ax.set_ylabel("fraction of requests")
         ax.grid(alpha=0.3)  # major lines only: a minor log grid triples the drawing time
-    axes[-1].legend(fontsize=6, ncol=1 + len(levels) // 12)
+    legend(axes[-1], fontsize=6, ncol=1 + len(levels) // 12)
     fig.suptitle("latency CDFs per level")
     return save(fig, out_dir, "latency_cdf.png", "latency CDFs",
                 "Empirical CDF of each level's ok measure-phase requests; colour runs with the level order.")

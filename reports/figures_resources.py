@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reports.figures_common import FigureFile, offered_kinds, offered_x, plt, save, strategy_colours
+from reports.figures_common import FigureFile, legend, offered_kinds, offered_x, plt, save, strategy_colours
 from reports.level_ids import offered_axis_label
 from reports.run_data import RunData
 from reports.verdict import by_strategy
@@ -50,7 +50,7 @@ def resources_timeseries(data: RunData, levels: list[dict], out_dir: Path) -> Fi
     ax_mem.set_xlabel("time since start of run (s)")
     for ax in (ax_util, ax_mem):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        legend(ax, fontsize=7, loc="lower right")
     fig.suptitle("device / host utilization and memory (shaded: measurement window of each level)")
     return save(fig, out_dir, "resources_timeseries.png", "utilization and memory over time",
                 "From samples.csv (NVML per GPU, or host CPU and process memory); levels shaded.")
@@ -83,8 +83,7 @@ def batch_and_kv_vs_load(levels: list[dict], out_dir: Path) -> FigureFile | None
         ax_kv.set_xlabel(offered_axis_label(kind))
         for ax in (ax_batch, ax_kv):
             ax.grid(alpha=0.3)
-            if ax.get_lines():
-                ax.legend(fontsize=7)
+            legend(ax, fontsize=7)
     fig.suptitle("what the server did: batch size and KV-cache usage vs load")
     return save(fig, out_dir, "batch_kv_vs_load.png", "batch size and KV usage vs load",
                 "Means over each level's window of servecap_batch_size and servecap_kv_blocks_used/total.")

@@ -7,6 +7,7 @@ and numpy, never with reports' own helpers.
 import json
 import math
 import re
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -257,3 +258,22 @@ def test_records_from_other_writers_are_read(tmp_path):
     assert level["loadgen"]["workers"] == 3
     ok = [r for r in records if r["phase"] == "measure" and r["status"] == "ok"]
     assert level["metrics"]["ttft_s"]["p99"] == pytest.approx(np.percentile([r["ttft_s"] for r in ok], 99))
+
+
+def test_degenerate_runs_report_without_warnings(tmp_path):
+    """One request, or nothing but failures: every figure and table still renders, warning-free."""
+    one = {"level": "c=1", "phase": "measure", "t_sched": None, "t_start": T0, "ttft_s": 0.1, "e2e_s": 0.5,
+           "itl_s": [0.2, 0.2], "prompt_tokens": 3, "output_tokens": 3, "status": "ok", "error": None,
+           "worker": "w", "response_id": "x"}
+    failed = [{**one, "level": f"none/c={c}", "status": "http_500", "ttft_s": None, "itl_s": [],
+               "output_tokens": 0, "t_start": T0 + c} for c in (1, 2, 4)]
+    for name, rows in (("one", [one]), ("failed", failed)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            result = write_report(tmp_path / name, ReportOptions(slo_ttft_ms=100))
+        assert result.html_path.exists() and result.figures
+    assert result.summary["verdict"]["operating_point"] is None
+    assert result.summary["verdict"]["cost"] == {"unavailable": "no level meets the SLOs"}
+    assert "error rate 100.0%" in result.markdown_path.read_text()
