@@ -40,6 +40,8 @@ def verdict_table(summary: dict) -> pd.DataFrame:
             "confidence": row["confidence"] or "",
             "highest level with CI under limit": row["confident_level"] or "",
             "first failing level": row["first_failing_level"] or "",
+            "SLO crossed at (interpolated)": "" if not row.get("interpolated") else
+            f"load {row['interpolated']['offered_load']:.3g}, {row['interpolated']['output_tokens_per_s']:.1f} tok/s",
             "why it fails": row["failing_reason"] or "",
         })
     return pd.DataFrame(rows)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from calculators.cost import slo_operating_point
 from reports.slo import SLO
 
 ERROR_RATE_LIMIT = 0.01  # a level failing more than 1% of its requests is not sustainable
@@ -79,8 +80,29 @@ def max_sustainable(levels: list[dict], slo: SLO) -> list[dict]:
                 "confidence": None if best is None else ("high" if best is confident_level else "low"),
                 "confident_level": confident_level["level"] if confident_level else None,
                 "first_failing_level": failing, "failing_reason": reason or None,
+                "interpolated": _interpolated(group, best, failing, name, check_limits),
             })
     return out
+
+
+def _interpolated(group: list[dict], best: dict | None, failing: str | None, metric: str,
+                  limits: dict[str, float]) -> dict | None:
+    """Where p99 crosses the limit between the last passing and the first failing level, by linear
+    interpolation of load and throughput (calculators.cost.slo_operating_point); None when the
+    failure is not that metric's latency (errors, `all`) or there is no bracketing pair."""
+    if metric == "all" or best is None or failing is None:
+        return None
+    pair = [lvl for lvl in group if lvl["level"] in (best["level"], failing)]
+    if len(pair) != 2 or pair[1]["metrics"][metric]["p99"] is None or not pair[1]["output_tokens_per_s"]:
+        return None
+    if pair[1]["error_rate"] is not None and pair[1]["error_rate"] > ERROR_RATE_LIMIT:
+        return None
+    point = slo_operating_point([next(iter(lvl["offered"].values())) for lvl in pair],
+                                [lvl["output_tokens_per_s"] for lvl in pair],
+                                [lvl["metrics"][metric]["p99"] for lvl in pair], limits[metric])
+    if point is None or not point.interpolated:
+        return None
+    return {"offered_load": point.load, "output_tokens_per_s": point.throughput}
 
 
 def knee(group: list[dict], metric: str = KNEE_METRIC) -> dict | None:

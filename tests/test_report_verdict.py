@@ -37,6 +37,10 @@ def test_max_sustainable_stops_at_the_first_failing_level_and_grades_confidence(
     assert row["level"] == "continuous/c=4"
     assert row["confidence"] == "low" and row["confident_level"] == "continuous/c=2"
     assert row["first_failing_level"] == "continuous/c=8" and "ttft_s p99" in row["failing_reason"]
+    # p99 crosses 100 ms about a twentieth of the way from c=4 (95 ms) to c=8 (200 ms)
+    share = (0.100 - 0.095) / (0.20 - 0.095)
+    assert row["interpolated"]["offered_load"] == pytest.approx(4 + share * 4)
+    assert row["interpolated"]["output_tokens_per_s"] == pytest.approx(400 + share * 100)
 
 
 def test_a_p99_from_fewer_than_100_values_is_never_high_confidence():
