@@ -1,6 +1,7 @@
 """Accuracy benchmark: recorded TTFT and ITL vs a scripted server's truth at 32 streams.
 
-    python -m loadgen.accuracy_bench [--streams 32] [--duration 15] [--ttft 0.05] [--itl 0.02] [--json]
+    python -m loadgen.accuracy_bench [--streams 32] [--duration 15] [--ttft 0.05] [--itl 0.02]
+        [--client servecap|stock] [--realtime] [--json]
 
 The scripted server writes the first token `--ttft` after reading each request and
 then one every `--itl`; it logs when it read the request and wrote each chunk. Every
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--ttft", type=float, default=0.05)
     parser.add_argument("--itl", type=float, default=0.02)
-    parser.add_argument("--output-tokens", type=int, default=64)
+    parser.add_argument("--output-tokens", type=int, default=32, help="per request (shorter: more TTFT samples)")
     parser.add_argument("--nice", type=int, default=0,
                         help="niceness for the server and Locust (negative needs root): shields them from other load")
     parser.add_argument("--realtime", action="store_true",
