@@ -33,7 +33,9 @@ from loadgen.arrivals import ArrivalProcess, iter_offsets, my_share
 from loadgen.clock import Clock
 from loadgen.exchange import Exchange, summarize
 from loadgen.generator_health import GeneratorHealth
+from loadgen.greenlet_time import sleep_until, yield_now
 from loadgen.http_stream import ConnectionPool, run_exchange, send_request
+from loadgen.locust_report import report_to_locust
 from loadgen.request_bytes import Target
 
 log = logging.getLogger(__name__)
@@ -69,26 +71,6 @@ class RunSettings:
     request_timeout_s: float
     level: str | None
     warmup_s: float
-
-
-def sleep_until(t_perf: float, spin_s: float = 0.0) -> None:
-    """Sleep until perf_counter() >= t_perf.
-
-    gevent's loop caches "now" per iteration (a timer armed after a long blocking call
-    fires early), so it is refreshed and the time re-checked. libev's epoll backend rounds
-    timeouts up to whole milliseconds, so with `spin_s` the last stretch is spent in
-    `gevent.sleep(0)` (other greenlets keep running) to hit the time within microseconds.
-    """
-    loop = gevent.get_hub().loop
-    while True:
-        remaining = t_perf - time.perf_counter()
-        if remaining <= 0:
-            return
-        if remaining <= spin_s:
-            gevent.sleep(0)
-            continue
-        loop.update_now()
-        gevent.sleep(remaining - spin_s)
 
 
 class LoadRun:
@@ -224,7 +206,7 @@ class LoadRun:
         killed = False
         try:
             outcome = summarize(exchange, stream=self.scenario.stream, prompt_tokens_asked=prepared.prompt_tokens_asked,
-                                stopped=stopped, pause=None if stopped else _yield)
+                                stopped=stopped, pause=None if stopped else yield_now)
         except GreenletExit:
             killed = True
             outcome = summarize(exchange, stream=self.scenario.stream, prompt_tokens_asked=prepared.prompt_tokens_asked,
@@ -256,49 +238,10 @@ class LoadRun:
         self.sink.put(record)
         if not stopped:  # Locust's stats count exactly the requests that finished
             report_to_locust(self.environment.events.request, self.scenario.api, outcome,
-                             pause=None if killed else _yield)
+                             pause=None if killed else yield_now)
         if killed:
             raise GreenletExit
 
     def _record_failure(self, index, prepared: Prepared, t_sched, message: str) -> None:
         exchange = Exchange(t_start=time.perf_counter(), failure="error", failure_message=message[:200])
         self._finish(index, prepared, exchange, t_sched, stopped=False)
-
-
-def _yield() -> None:
-    """Let other greenlets read their chunks while a finished request is post-processed."""
-    gevent.sleep(0)
-
-
-class RequestFailed(Exception):
-    """Shown in Locust's failures table as '<status>: <message>'."""
-
-
-def report_to_locust(request_event, api: str, outcome, pause=None) -> None:
-    """Separate Locust stats entries: TTFT, TPOT, ITL (one per gap), E2E; failures under E2E.
-
-    `pause` is called every 8 entries (Locust's stats cost ~15 us each); if the test stops
-    during a pause the remaining entries are still fired, so stats and records agree.
-    """
-    entries: list[tuple[str, float, Exception | None, int]] = []
-    if outcome.status != "ok":
-        entries.append(("E2E", outcome.e2e_s or 0.0, RequestFailed(f"{outcome.status}: {outcome.error}"), 0))
-    else:
-        tokens = outcome.output_tokens or 0
-        if outcome.ttft_s is not None:
-            entries.append(("TTFT", outcome.ttft_s, None, 0))
-            if tokens > 1 and outcome.e2e_s is not None:
-                entries.append(("TPOT", (outcome.e2e_s - outcome.ttft_s) / (tokens - 1), None, 0))
-        entries.extend(("ITL", gap, None, 0) for gap in outcome.itl_s)
-        entries.append(("E2E", outcome.e2e_s or 0.0, None, tokens))
-    killed = False
-    for number, (name, seconds, exception, length) in enumerate(entries, start=1):
-        request_event.fire(request_type=api, name=name, response_time=seconds * 1000.0,
-                           response_length=length, exception=exception, context={})
-        if pause is not None and not killed and number % 8 == 0:
-            try:
-                pause()
-            except GreenletExit:
-                killed = True
-    if killed:
-        raise GreenletExit
