@@ -53,45 +53,40 @@ class ChatConfig:
     def path(self) -> str:
         return "/v1/chat/completions" if self.api == "chat" else "/v1/completions"
 
-    def default_level(self, users: int | None) -> str:
-        if self.level:
-            return self.level
-        if self.arrival.open_loop:
-            return f"rps={self.arrival.rate_rps:g}"
-        return f"c={users if users is not None else '?'}"
-
     @classmethod
     def from_options(cls, options: Any) -> "ChatConfig":
         """Build from Locust's parsed options (web-UI values may arrive as strings)."""
         get = lambda name, default=None: getattr(options, name, default)  # noqa: E731
-        rate = _float(get("rate", 0.0), "--rate")
+        rate = parse_float(get("rate", 0.0), "--rate")
         return cls(
             model=str(get("model", "") or ""),
             api=str(get("api", "chat")),
             prompt_tokens=parse_length_distribution(str(get("prompt_tokens", "128")), "--prompt-tokens"),
             output_tokens=parse_length_distribution(str(get("output_tokens", "128")), "--output-tokens"),
-            shared_prefix_tokens=_int(get("shared_prefix_tokens", 0), "--shared-prefix-tokens"),
-            ignore_eos=_bool(get("ignore_eos", True)),
-            stream=_bool(get("stream", True)),
+            shared_prefix_tokens=parse_int(get("shared_prefix_tokens", 0), "--shared-prefix-tokens"),
+            ignore_eos=parse_bool(get("ignore_eos", True)),
+            stream=parse_bool(get("stream", True)),
             api_key=str(get("api_key")) if get("api_key") else None,
-            seed=_int(get("seed", 0), "--seed"),
+            seed=parse_int(get("seed", 0), "--seed"),
             records=str(get("records")) if get("records") else None,
             arrival=parse_arrival(str(get("arrival", "closed")), rate if rate > 0 else None),
-            max_inflight=_int(get("max_inflight", 1000), "--max-inflight"),
-            request_timeout_s=_float(get("request_timeout", 600.0), "--request-timeout"),
+            max_inflight=parse_int(get("max_inflight", 1000), "--max-inflight"),
+            request_timeout_s=parse_float(get("request_timeout", 600.0), "--request-timeout"),
             level=str(get("level")) if get("level") else None,
-            warmup_s=_float(get("warmup", 0.0), "--warmup"),
+            warmup_s=parse_float(get("warmup", 0.0), "--warmup"),
         )
 
 
-def _float(value: Any, option: str) -> float:
+def parse_float(value: Any, option: str) -> float:
+    """A flag value as a float (web-UI values arrive as strings); ValueError names the flag."""
     try:
         return float(value)
     except (TypeError, ValueError):
         raise ValueError(f"{option}: {value!r} is not a number") from None
 
 
-def _int(value: Any, option: str) -> int:
+def parse_int(value: Any, option: str) -> int:
+    """A flag value as a whole number; ValueError names the flag."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -101,7 +96,7 @@ def _int(value: Any, option: str) -> int:
     return int(number)
 
 
-def _bool(value: Any) -> bool:
+def parse_bool(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
     return bool(value)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from locust import User, constant, events, task
 
-from loadgen.chat_config import _int, add_common_arguments
+from loadgen.chat_config import add_common_arguments, parse_float, parse_int
 from loadgen.arrivals import parse_arrival
 from loadgen.distributions import LengthDistribution, parse_length_distribution
 from loadgen.exchange import Exchange
@@ -91,13 +91,13 @@ def add_classify_arguments(parser) -> None:
 
 def build(options, environment, role: str):
     get = lambda name, default=None: getattr(options, name, default) if options is not None else default  # noqa: E731
-    config = ClassifyConfig(str(get("kserve_model", "tabular-mlp")), _int(get("features", 0), "--features"),
+    config = ClassifyConfig(str(get("kserve_model", "tabular-mlp")), parse_int(get("features", 0), "--features"),
                             parse_length_distribution(str(get("rows", "1")), "--rows"), str(get("input_name", "features")))
-    rate = float(get("rate", 0.0) or 0.0)
-    settings = RunSettings(_int(get("seed", 0), "--seed"), str(get("records")) if get("records") else None,
+    rate = parse_float(get("rate", 0.0) or 0.0, "--rate")
+    settings = RunSettings(parse_int(get("seed", 0), "--seed"), str(get("records")) if get("records") else None,
                            parse_arrival(str(get("arrival", "closed")), rate if rate > 0 else None),
-                           _int(get("max_inflight", 1000), "--max-inflight"), float(get("request_timeout", 600.0)),
-                           str(get("level")) if get("level") else None, float(get("warmup", 0.0)))
+                           parse_int(get("max_inflight", 1000), "--max-inflight"), parse_float(get("request_timeout", 600.0), "--request-timeout"),
+                           str(get("level")) if get("level") else None, parse_float(get("warmup", 0.0), "--warmup"))
     if role in ("check", "master"):
         return settings, None
     target = Target.from_url(environment.host or "")

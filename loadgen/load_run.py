@@ -72,6 +72,14 @@ class RunSettings:
     level: str | None
     warmup_s: float
 
+    def __post_init__(self) -> None:
+        if self.max_inflight < 1:
+            raise ValueError(f"--max-inflight must be >= 1, got {self.max_inflight}")
+        if not self.request_timeout_s > 0:
+            raise ValueError(f"--request-timeout must be > 0, got {self.request_timeout_s}")
+        if not self.warmup_s >= 0:
+            raise ValueError(f"--warmup must be >= 0, got {self.warmup_s}")
+
 
 class LoadRun:
     def __init__(self, environment, scenario: Scenario | None, settings: RunSettings, sink) -> None:

@@ -101,8 +101,6 @@ def test_chat_config_from_options_and_errors():
     config = ChatConfig.from_options(ns)
     assert config.arrival.kind == "gamma" and config.arrival.cv == 2.0 and config.arrival.rate_rps == 5.0
     assert config.stream is False and config.seed == 3 and config.records is None
-    assert config.default_level(None) == "rps=5"
-    assert ChatConfig().default_level(8) == "c=8"
     with pytest.raises(ValueError, match="--rate"):
         ChatConfig.from_options(argparse.Namespace(arrival="poisson", rate=0))
     with pytest.raises(ValueError, match="--seed"):
