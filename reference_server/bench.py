@@ -30,6 +30,7 @@ from reference_server.schedulers.base import ScheduledBatch
 from reference_server.sequence import Sequence
 
 STDERR = Console(stderr=True)
+BLOCK_SIZE = 16
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,8 @@ def engine_config(args: argparse.Namespace, strategy: str, kv_blocks: int) -> En
     """The same batch limit for every strategy, so only the batching policy differs."""
     return EngineConfig(
         model=args.preset, device=args.device, dtype=args.dtype, strategy=strategy, seed=args.seed,
-        kv_blocks=kv_blocks, max_num_seqs=args.max_batch, max_num_batched_tokens=args.max_num_batched_tokens,
+        block_size=BLOCK_SIZE, kv_blocks=kv_blocks, max_num_seqs=args.max_batch,
+        max_num_batched_tokens=args.max_num_batched_tokens,
         batch_size=args.max_batch, batch_timeout_ms=0.0, max_batch_size=args.max_batch, max_queue_delay_us=0,
         num_threads=args.threads,
     )
@@ -65,7 +67,7 @@ def engine_config(args: argparse.Namespace, strategy: str, kv_blocks: int) -> En
 def kv_blocks_for(workload: Workload, args: argparse.Namespace) -> int:
     """Room for the `max_batch` longest requests at once: no strategy is starved of cache."""
     longest = sorted((len(p) + o for p, o in zip(workload.prompts, workload.output_lens)), reverse=True)
-    return sum(-(-n // 16) for n in longest[: args.max_batch]) + args.max_batch
+    return sum(-(-n // BLOCK_SIZE) for n in longest[: args.max_batch]) + args.max_batch
 
 
 def run_strategy(engine: Engine, workload: Workload, progress: Progress, label: str) -> dict:
