@@ -11,7 +11,9 @@ Phases (a fresh `python -m reference_server` subprocess, tiny preset by default)
 4. recovery: from the moment the load stops (while the admitted backlog drains), sequential
    probes until one's latency is back within `--recovered-factor` x the idle p50; the time
    from the end of the load to the end of that probe is the recovery time.
-The process must stay up throughout. Prints a table (and JSON with --json).
+5. idle latency again, to read the recovery against (on a shared machine the box itself changes).
+The process must stay up throughout. Prints a table (and JSON with --json); `sent_rps` shows the
+load actually offered (the client runs on the same machine and may fall short of the target).
 """
 
 from __future__ import annotations
@@ -103,12 +105,12 @@ async def open_loop(client, body, rate_rps: float, seconds: float, pid: int, pro
     return {"results": results, "rss": rss, "in_flight": in_flight, "ended": time.monotonic()}
 
 
-async def recovery(client, body, target_s: float, limit_s: float) -> tuple[float | None, list[float]]:
+async def recovery(client, body, target_s: float, limit_s: float) -> tuple[float | None, list]:
     """Seconds after the load ended until a probe's latency is <= target_s (None if never)."""
     start, probes = time.monotonic(), []
     while time.monotonic() - start < limit_s:
         status, latency = await _one(client, body)
-        probes.append(latency)
+        probes.append((status, round(latency, 3)))   # 429s while the admitted backlog drains
         if status == 200 and latency <= target_s:
             return time.monotonic() - start, probes
     return None, probes
@@ -137,6 +139,9 @@ async def run(args) -> dict:
             drained_s = time.monotonic() - overload["ended"]
             overload["rss"].append(psutil.Process(server.pid).memory_info().rss)
             recovered_s, probes = await probing
+            # the same idle measurement again: on a shared machine the box itself may have
+            # become slower or faster meanwhile, which the recovery figure must be read against
+            idle_after = await sequential(client, body, args.idle_s, progress, "idle latency, after")
         alive = server.process.poll() is None
         exit_code = server.terminate()
     statuses = [s for s, _ in overload["results"]]
@@ -147,14 +152,15 @@ async def run(args) -> dict:
         "server_args": server_args, "max_tokens": args.max_tokens,
         "idle_e2e_p50_s": idle_p50, "sustainable_rps": capacity,
         "offered_rps": args.overload * capacity, "duration_s": args.duration_s,
-        "sent": len(statuses), "admitted": len(admitted), "rejected_429": len(rejected),
+        "sent": len(statuses), "sent_rps": len(statuses) / args.duration_s, "admitted": len(admitted), "rejected_429": len(rejected),
         "other_errors": len(statuses) - len(admitted) - len(rejected),
         "admitted_rps": len(admitted) / args.duration_s,
         "admitted_e2e_p50_s": percentile(admitted, 50), "admitted_e2e_p99_s": percentile(admitted, 99),
         "rejected_429_p99_s": percentile(rejected, 99),
         "backlog_drained_after_s": drained_s,
         "rss_start_mib": rss[0] / 2**20, "rss_max_mib": max(rss) / 2**20, "rss_end_mib": rss[-1] / 2**20,
-        "recovered_after_s": recovered_s, "recovery_probe_latencies_s": probes[:10],
+        "recovered_after_s": recovered_s, "recovery_probes_status_latency_s": probes[:20],
+        "idle_e2e_p50_after_s": statistics.median(idle_after) if idle_after else None,
         "process_alive_after_load": alive, "exit_code_after_sigterm": exit_code,
         "errors": dict(ERRORS),
     }
@@ -171,7 +177,7 @@ def print_table(report: dict, console: Console) -> None:
         return f"{value:.3f}" if isinstance(value, float) else str(value)
 
     for key, value in report.items():
-        if key not in ("server_args", "recovery_probe_latencies_s", "errors"):
+        if key not in ("server_args", "recovery_probes_status_latency_s", "errors"):
             table.add_row(key, fmt(value))
     console.print(table)
     console.print(f"server: python -m reference_server {' '.join(report['server_args'])}")
@@ -184,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="tiny")
     p.add_argument("--max-waiting", type=int, default=16, help="the server's admission limit")
-    p.add_argument("--max-tokens", type=int, default=32, help="output tokens per request (ignore_eos)")
+    p.add_argument("--max-tokens", type=int, default=128,
+                   help="output tokens per request (ignore_eos); long enough that one Python client "
+                        "can offer 3x what the server sustains")
     p.add_argument("--concurrency", type=int, default=32,
                    help="closed-loop clients for the capacity phase (default: the server's --max-num-seqs)")
     p.add_argument("--idle-s", type=float, default=5.0)
