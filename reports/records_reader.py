@@ -39,14 +39,22 @@ def read_records(path: Path, missing: list[str]) -> tuple[pd.DataFrame, np.ndarr
     """
     if not path.exists():
         raise RecordsError(f"{path} is missing: a run without request records cannot be reported")
-    data = _drop_torn_tail(path.read_bytes(), missing)
-    if not data or data.isspace():
+    size = path.stat().st_size
+    with open(path, "rb") as f:  # the first and last 64 KiB decide; polars reads the file itself
+        head = f.read(65536)
+        f.seek(max(0, size - 65536))
+        tail = f.read()
+    source: Path | bytes = path
+    if not tail.endswith(b"\n"):  # a torn (or unterminated) last line: hand polars the repaired bytes
+        source = _drop_torn_tail(path.read_bytes(), missing)
+        head = source[:65536]
+    if not head or (len(head) == size and head.isspace()) or (isinstance(source, bytes) and source.isspace()):
         raise RecordsError(f"{path} holds no complete request record")
-    _note_absent_fields(data, missing)
+    _note_absent_fields(head, missing)
     try:
-        table = pl.read_ndjson(data, schema=SCHEMA)
+        table = pl.read_ndjson(source, schema=SCHEMA)
     except pl.exceptions.PolarsError:
-        table = _read_line_by_line(data, missing)
+        table = _read_line_by_line(source if isinstance(source, bytes) else path.read_bytes(), missing)
     return _to_pandas(table, missing)
 
 

@@ -213,6 +213,10 @@ def test_bad_input_is_a_clear_error_not_a_traceback(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert servecap_main(["report", str(tmp_path / "empty")]) == 2
     assert "requests.jsonl is missing" in capsys.readouterr().err
+    for content in ("", '{"level": "c=1", "pha'):  # empty, or one torn line and nothing else
+        (tmp_path / "empty" / "requests.jsonl").write_text(content)
+        assert servecap_main(["report", str(tmp_path / "empty")]) == 2
+        assert "holds no complete request record" in capsys.readouterr().err
     write_run(tmp_path / "ok", levels=LEVELS[:1], planned=LEVELS[:1])
     assert servecap_main(["report", str(tmp_path / "ok"), "--slo-ttft-ms", "-3", "--no-figures"]) == 2
     assert "ttft_ms must be a positive" in capsys.readouterr().err
