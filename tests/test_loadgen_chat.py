@@ -137,3 +137,12 @@ def test_classify_kserve_v2_records(tmp_path):
         assert check_record(row) == [] and row["api"] == "classify" and row["ttft_s"] is None
         assert row["response_id"].startswith("req-") and truth[row["response_id"]]["prompt_tokens"] == row["prompt_tokens_asked"]
         assert 1 <= row["prompt_tokens_asked"] <= 4 and row["e2e_s"] >= 0.01
+
+
+def test_locustfiles_import_neither_torch_nor_other_servecap_parts():
+    proc = run_python("import sys, loadgen.chat, loadgen.classify, loadgen.shapes\n"
+                      "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+                      "('torch', 'reference_server', 'calculators', 'reports'))\n"
+                      "print('BAD', bad)")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "BAD []" in proc.stdout
