@@ -53,6 +53,11 @@ def install(events, add_arguments: Callable[[Any], None], build: Build) -> None:
             # travels to workers with the spawn message: one schedule start, one level label
             options.servecap_t0 = time.time() + DISTRIBUTED_START_S
             options.servecap_users = environment.runner.target_user_count
+            workers = int(getattr(options, "expect_workers", 1) or 1)
+            if str(getattr(options, "arrival", "closed")) != "closed" and environment.runner.target_user_count < workers:
+                log.warning("open loop over %d workers with only %d users: a worker without a user sends "
+                            "nothing, so its share of the schedule is lost; use -u >= %d", workers,
+                            environment.runner.target_user_count, workers)
         try:
             settings, scenario = build(options, environment, role)
             run = LoadRun(environment, scenario, settings, state.sink)
