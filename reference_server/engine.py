@@ -201,7 +201,8 @@ class Engine:
         while request_id in self._seqs:
             if not self.step():
                 time.sleep(self.seconds_until_schedulable() or 0.0)
-        self._total_steps = 0
+        self._total_steps = 0   # counters describe user traffic only
+        self.block_manager.prefix_cache_query_tokens = self.block_manager.prefix_cache_hit_tokens = 0
 
     # -- introspection ------------------------------------------------------------------------
     def stats(self) -> EngineStats:

@@ -156,14 +156,21 @@ def test_stop_token_ends_with_stop_and_min_tokens_suppresses_it(alone):
     assert stop_at not in produced[: first + 2]
 
 
-def test_eos_finishes_with_stop_unless_ignored():
-    engine = make_engine()
-    eos = engine.tokenizer.eos_id
-    ids = engine.tokenizer.encode("eos")
-    out = run(engine, {"s": (ids, SamplingParams(max_tokens=30, stop_token_ids=(), **GREEDY))})
-    # rerun treating the first produced token as EOS would need another model; check the rule directly
-    seq_tokens = out["s"]
-    assert eos not in seq_tokens[:-1]
+def test_eos_finishes_with_stop_unless_ignored(alone):
+    """Make a token the model does produce play EOS: the request ends there, unless ignore_eos."""
+    ids, _ = workload(make_engine())["a"]
+    fake_eos = alone["a"][3]
+    first = alone["a"].index(fake_eos)
+    outputs = {}
+    for ignore in (False, True):
+        engine = make_engine()
+        engine.tokenizer.eos_id = engine.sampler.eos_id = fake_eos
+        engine.add_request("a", ids, SamplingParams(max_tokens=20, ignore_eos=ignore, **GREEDY))
+        outputs[ignore] = [o for _ in range(100) for o in engine.step()]
+    assert [o.new_token_ids[0] for o in outputs[False]] == alone["a"][: first + 1]
+    assert outputs[False][-1].finished and outputs[False][-1].finish_reason == "stop"
+    assert [o.new_token_ids[0] for o in outputs[True]] == alone["a"]
+    assert outputs[True][-1].finish_reason == "length"
 
 
 @pytest.mark.parametrize("prompt, params, match", [
@@ -229,6 +236,7 @@ def test_warmup_then_stats_and_describe():
     engine.warmup()
     stats = engine.stats()
     assert stats.kv_blocks_used == 0 and stats.kv_blocks_total == 20 and stats.total_steps == 0
+    assert stats.total_prefix_cache_queries == 0 and stats.total_prefix_cache_hit_tokens == 0
     info = engine.describe()
     arch = engine.arch
     assert info["kv_cache_bytes"] == engine.runner.kv_cache.nbytes == \
