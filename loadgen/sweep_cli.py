@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
         config = config_from_args(args)
         out = Sweep(config, console).run()
     except (ValueError, ServerStartError) as exc:
-        console.print(f"servecap sweep: error: {exc}", markup=False)
+        print(f"servecap sweep: error: {exc}", file=sys.stderr)  # plain: never wrapped mid-message
         return 2
     console.print(f"run directory: {out}")
     if args.no_report:

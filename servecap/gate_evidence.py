@@ -25,7 +25,7 @@ SERVECAP = [sys.executable, "-m", "servecap"]
 
 
 def sweep(out: Path, args: argparse.Namespace, inject_ms: float = 0.0) -> Path:
-    server_args = f"--num-threads 1 --inject-step-delay-ms {inject_ms}"
+    server_args = f"--inject-step-delay-ms {inject_ms}"
     command = [*SERVECAP, "sweep", "--out", str(out), "--model", args.model, "--strategies", args.strategy,
                "--concurrency", args.concurrency, "--warmup", args.warmup, "--duration", args.duration,
                "--prompt-tokens", args.prompt_tokens, "--output-tokens", args.output_tokens,

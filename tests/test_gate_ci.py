@@ -19,7 +19,7 @@ def _sweep(out: Path, inject_ms: float = 0.0) -> Path:
     result = subprocess.run(
         [*SERVECAP, "sweep", "--out", str(out), "--strategies", "continuous", "--concurrency", "4",
          "--warmup", "1s", "--duration", "6s", "--prompt-tokens", "uniform:32:96", "--output-tokens", "uniform:16:48",
-         "--server-args", f"--num-threads 1 --inject-step-delay-ms {inject_ms}", "--no-report"],
+         "--server-args", f"--inject-step-delay-ms {inject_ms}", "--no-report"],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return out
