@@ -22,6 +22,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from loadgen.level_stats import LevelStats, level_stats
 from loadgen.locust_level import STOP_TIMEOUT_S, LevelPlan, locust_command, run_level
 from loadgen.observers import Observers
+from loadgen.records import read_meta
 from loadgen.run_json import RunJson
 from loadgen.server_process import ManagedServer
 from loadgen.sweep_config import SweepConfig
@@ -155,6 +156,7 @@ class Sweep:
             code, records = run_level(command, self.records, self.out / "locust.log", timeout, on_progress)
             progress.update(task, completed=planned_s)
         stats = level_stats(records, level)
+        self._copy_loadgen_warnings(level)
         entry.update({"status": "ok" if code == 0 else "failed", "exit_code": code, "requests": stats.requests,
                       "errors": stats.errors, "throughput_spread": stats.spread,
                       "stable": stats.is_stable(config.stability_tolerance)})
@@ -166,6 +168,18 @@ class Sweep:
                                "flagged in run.json, consider a longer --duration[/]")
         self.run_json.write()
         return stats
+
+    def _copy_loadgen_warnings(self, level: str) -> None:
+        """The generator's own health warnings (CPU > 90%, late sends) go into run.json for the report."""
+        try:
+            meta = (read_meta(self.records).get("levels") or {}).get(level) or {}
+        except (OSError, ValueError):
+            return
+        warnings = [f"{level}: {text}" for text in meta.get("warnings") or []]
+        if warnings:
+            self.run_json.data.setdefault("loadgen", {}).setdefault("warnings", []).extend(warnings)
+            for text in warnings:
+                self.console.print(f"[yellow]load generator: {text}[/]")
 
     # -- --auto: ramp until the SLO breaks, then bisect ------------------------------------
     def _auto(self, url: str, strategy: str | None, model: str | None) -> None:
