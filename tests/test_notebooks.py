@@ -8,12 +8,16 @@ of the reference server), whatever a developer left under runs/.
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
+import requests
 from nbclient import NotebookClient
 
 from calculators.fleet import fleet, replica_from_roofline
@@ -117,9 +121,36 @@ def test_load_test_notebook_generates_a_sample_run_and_reaches_the_verdict(tmp_p
     assert sorted(NOTEBOOKS.iterdir()) == notebook_files  # nothing written beside the notebooks
 
 
-def test_jupyter_lab_runs_from_the_venv():
-    lab = Path(sys.executable).with_name("jupyter-lab")
-    done = subprocess.run([str(lab), "--version"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    major, minor = (int(part) for part in done.stdout.strip().split(".")[:2])
-    assert (major, minor) >= (4, 2)
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_jupyter_lab_from_the_venv_serves_the_notebooks_with_the_venv_kernel(tmp_path):
+    port, token = _free_port(), "servecap-test"
+    lab = subprocess.Popen(
+        [str(Path(sys.executable).with_name("jupyter-lab")), "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={NOTEBOOKS.parent}",
+         "--allow-root"],  # CI containers often run as root; jupyter refuses root without it
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path), "JUPYTER_RUNTIME_DIR": str(tmp_path)})
+    base, headers = f"http://127.0.0.1:{port}", {"Authorization": f"token {token}"}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(f"{base}/api/status", headers=headers, timeout=2).ok:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert lab.poll() is None and time.monotonic() < deadline, "jupyter lab did not start"
+            time.sleep(0.3)
+        assert requests.get(f"{base}/lab", headers=headers, timeout=10).status_code == 200
+        listing = requests.get(f"{base}/api/contents/notebooks", headers=headers, timeout=10).json()
+        assert {CAPACITY.name, LOAD_TEST.name} <= {item["name"] for item in listing["content"]}
+        specs = requests.get(f"{base}/api/kernelspecs", headers=headers, timeout=10).json()
+        assert specs["default"] == "python3" and "python3" in specs["kernelspecs"]
+    finally:
+        lab.terminate()
+        lab.wait(timeout=30)
