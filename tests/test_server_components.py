@@ -258,3 +258,14 @@ def test_bad_flags_exit_2_with_a_message(argv, words, capsys):
         main(argv)
     assert exited.value.code == 2
     assert words in capsys.readouterr().err
+
+
+def test_a_taken_port_exits_1_with_a_message(capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["--port", str(port)]) == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
