@@ -18,13 +18,13 @@ power_w, sm_clock_mhz, temp_c.
 
 from __future__ import annotations
 
-import csv
 import logging
-import threading
 import time
 from pathlib import Path
 
 import psutil
+
+from loadgen.periodic_csv import PeriodicCsv
 
 log = logging.getLogger(__name__)
 
@@ -141,43 +141,28 @@ class Sampler:
 
     def __init__(self, out_csv: str | Path, interval_s: float = 1.0, pid: int | None = None,
                  source=None) -> None:
-        if not interval_s > 0:
-            raise ValueError(f"interval_s must be > 0, got {interval_s}")
         self.path = Path(out_csv)
+        self._csv = PeriodicCsv(self.path, SAMPLE_COLUMNS, interval_s, self._read, "servecap-sampler")
         self.interval_s = interval_s
         self.source, self.note = (source, None) if source is not None else open_source(pid)
-        self.rows_written = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="servecap-sampler", daemon=True)
 
     @property
     def kind(self) -> str:
         return self.source.kind
 
+    @property
+    def rows_written(self) -> int:
+        return self._csv.rows_written
+
+    def _read(self) -> list[tuple]:
+        return self.source.read(time.time())
+
     def start(self) -> "Sampler":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._thread.start()
+        self._csv.start()
         return self
 
-    def _loop(self) -> None:
-        new = not self.path.exists() or self.path.stat().st_size == 0
-        with open(self.path, "a", newline="") as fh:
-            writer = csv.writer(fh)
-            if new:
-                writer.writerow(SAMPLE_COLUMNS)
-            next_tick = time.monotonic()
-            while not self._stop.is_set():
-                rows = self.source.read(time.time())
-                writer.writerows(["" if v is None else v for v in row] for row in rows)
-                fh.flush()
-                self.rows_written += len(rows)
-                next_tick += self.interval_s
-                self._stop.wait(max(0.0, next_tick - time.monotonic()))
-
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
+        self._csv.stop()
         self.source.close()
 
 

@@ -12,15 +12,15 @@ prometheus_client's parser and appends one row per sample: `name` is the sample 
 
 from __future__ import annotations
 
-import csv
 import logging
 import math
-import threading
 import time
 from pathlib import Path
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
+
+from loadgen.periodic_csv import PeriodicCsv
 
 log = logging.getLogger(__name__)
 
@@ -46,18 +46,14 @@ class Scraper:
     def __init__(self, url: str, out_csv: str | Path, interval_s: float = 1.0) -> None:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"metrics url must be http(s)://..., got {url!r}")
-        if not interval_s > 0:
-            raise ValueError(f"interval_s must be > 0, got {interval_s}")
         self.url, self.path, self.interval_s = url, Path(out_csv), interval_s
+        self._csv = PeriodicCsv(self.path, METRIC_COLUMNS, interval_s, self._tick, "servecap-scraper")
         self.scrapes = self.failures = 0
         self._errors_seen: set[str] = set()
-        self._stop = threading.Event()
         self._session = requests.Session()
-        self._thread = threading.Thread(target=self._loop, name="servecap-scraper", daemon=True)
 
     def start(self) -> "Scraper":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._thread.start()
+        self._csv.start()
         return self
 
     def scrape_once(self) -> list[tuple]:
@@ -66,32 +62,23 @@ class Scraper:
         response.raise_for_status()
         return parse_metrics(response.text, t)
 
-    def _loop(self) -> None:
-        new = not self.path.exists() or self.path.stat().st_size == 0
-        with open(self.path, "a", newline="") as fh:
-            writer = csv.writer(fh)
-            if new:
-                writer.writerow(METRIC_COLUMNS)
-            next_tick = time.monotonic()
-            while not self._stop.is_set():
-                try:
-                    writer.writerows(self.scrape_once())
-                    fh.flush()
-                    self.scrapes += 1
-                except (requests.RequestException, ValueError) as exc:
-                    self.failures += 1
-                    kind = type(exc).__name__
-                    if kind not in self._errors_seen:
-                        self._errors_seen.add(kind)
-                        log.warning("scraping %s failed (%s: %s); retrying every %.1f s",
-                                    self.url, kind, str(exc)[:200], self.interval_s)
-                next_tick += self.interval_s
-                self._stop.wait(max(0.0, next_tick - time.monotonic()))
+    def _tick(self) -> list[tuple]:
+        """One scrape's rows; a failure is logged once per kind and yields no rows."""
+        try:
+            rows = self.scrape_once()
+        except (requests.RequestException, ValueError) as exc:
+            self.failures += 1
+            kind = type(exc).__name__
+            if kind not in self._errors_seen:
+                self._errors_seen.add(kind)
+                log.warning("scraping %s failed (%s: %s); retrying every %.1f s",
+                            self.url, kind, str(exc)[:200], self.interval_s)
+            return []
+        self.scrapes += 1
+        return rows
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
+        self._csv.stop()
         self._session.close()
 
 
