@@ -32,6 +32,21 @@ def server():
 
 
 @pytest.fixture(scope="module")
+def slow_server():
+    """Each engine step sleeps 50 ms, so a 40-token generation lasts ~2 s on any machine: a disconnect
+    test then always catches the request mid-generation, however fast the host is."""
+    args = ["--model", "tiny", "--max-model-len", str(MAX_MODEL_LEN), "--inject-step-delay-ms", "50"]
+    with ServerProcess(args) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def slow_http(slow_server):
+    with httpx.Client(base_url=slow_server.base_url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
 def http(server):
     with httpx.Client(base_url=server.base_url, timeout=30) as client:
         yield client
@@ -133,7 +148,8 @@ def wait_for_idle_kv(http: httpx.Client, timeout_s: float = 10.0) -> float:
     raise AssertionError(f"KV blocks still used after {timeout_s} s: {metric(http, 'servecap_kv_blocks_used')}")
 
 
-def test_disconnect_mid_stream_frees_kv_blocks(server, http):
+def test_disconnect_mid_stream_frees_kv_blocks(slow_server, slow_http):
+    server, http = slow_server, slow_http
     assert metric(http, "servecap_kv_blocks_used") == 0
     body = {"prompt": "p" * 4, "max_tokens": 40, "ignore_eos": True, "stream": True}
     with httpx.stream("POST", server.base_url + "/v1/completions", json=body, timeout=30) as response:
@@ -146,7 +162,8 @@ def test_disconnect_mid_stream_frees_kv_blocks(server, http):
     assert metric(http, 'servecap_requests_finished_total{finish_reason="abort"}') >= 1
 
 
-def test_disconnect_while_waiting_for_non_streamed_response_frees_kv_blocks(server, http):
+def test_disconnect_while_waiting_for_non_streamed_response_frees_kv_blocks(slow_server, slow_http):
+    server, http = slow_server, slow_http
     aborted_before = metric(http, 'servecap_requests_finished_total{finish_reason="abort"}')
     body = {"prompt": "q" * 4, "max_tokens": 40, "ignore_eos": True}
     with pytest.raises(httpx.ReadTimeout):
