@@ -30,11 +30,12 @@ class LevelPlan:
     duration_s: float
 
 
-def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path, model: str | None) -> list[str]:
+def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path, model: str | None,
+                   prefix: list[str] = ()) -> list[str]:
     run_time = max(1, round(plan.warmup_s + plan.duration_s))
     users = 1 if config.open_loop else int(plan.load)
     command = [
-        str(Path(sys.executable).with_name("locust")), "-f", str(CHAT_LOCUSTFILE), "--headless", "--only-summary",
+        *prefix, str(Path(sys.executable).with_name("locust")), "-f", str(CHAT_LOCUSTFILE), "--headless", "--only-summary",
         "--host", url, "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
         "--stop-timeout", str(STOP_TIMEOUT_S), "--exit-code-on-error", "0",
         "--records", str(records), "--level", plan.level, "--warmup", str(plan.warmup_s),

@@ -38,10 +38,11 @@ class ManagedServer:
         log_path: where its stdout/stderr go.
     """
 
-    def __init__(self, args: list[str], log_path: Path, *, startup_timeout_s: float = 180.0) -> None:
+    def __init__(self, args: list[str], log_path: Path, *, startup_timeout_s: float = 180.0,
+                 command_prefix: list[str] = ()) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.command = [sys.executable, "-m", "reference_server", "--host", "127.0.0.1",
+        self.command = [*command_prefix, sys.executable, "-m", "reference_server", "--host", "127.0.0.1",
                         "--port", str(self.port), *args]
         self.log_path = log_path
         self.startup_timeout_s = startup_timeout_s

@@ -48,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     slo.add_argument("--slo-tpot-ms", type=float)
     slo.add_argument("--slo-e2e-ms", type=float)
     p.add_argument("--sample-interval", default="0.5", help="sampler and /metrics scrape interval")
+    p.add_argument("--no-pin-cpus", action="store_true",
+                   help="let the OS place Locust and the server (default: Locust on core 0, the server on the rest)")
     p.add_argument("--no-report", action="store_true", help="skip `servecap report` at the end")
     return p
 
@@ -64,6 +66,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, seed=args.seed,
         slo=SLOs(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
         sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
+        pin_cpus=not args.no_pin_cpus,
     )
 
 

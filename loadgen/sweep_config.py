@@ -86,6 +86,8 @@ class SweepConfig:
         stability_tolerance: a level whose sub-window throughputs differ more than this is extended once, then flagged.
         max_level_requests: hard bound on requests per level (load tests stay bounded).
         startup_timeout_s: how long to wait for a server's GET /ready.
+        auto_max_concurrency: where --auto stops ramping.
+        pin_cpus: Locust on core 0, the reference server on the others (see loadgen.cpu_pinning).
     """
 
     out_dir: str
@@ -108,6 +110,7 @@ class SweepConfig:
     max_level_requests: int = 100_000
     startup_timeout_s: float = 180.0
     auto_max_concurrency: int = 256
+    pin_cpus: bool = True
 
     def __post_init__(self) -> None:
         if not self.out_dir:

@@ -1,6 +1,14 @@
 """This project's own CI proves its gate: a short A/A pair passes, an injected slowdown fails.
 
 Three real sweeps of the tiny preset (reference server + locust), then `servecap gate`.
+
+Thresholds are wide on purpose: identical 6-second runs of the tiny preset on a 2-core host
+differ by up to ~30% in p50 TPOT from one run to the next (pinned cores; measured with
+`python -m servecap.gate_evidence`), a between-run noise that no within-run statistic can see,
+so the default 10% thresholds would make this check flaky. ITL p50 is left out: on this server
+the chunks of several tokens often leave in one burst, so its median flips between ~0 and one
+step time. The injected 5 ms per step is several times the tiny preset's step time, far beyond
+the thresholds.
 """
 
 from __future__ import annotations
@@ -25,8 +33,12 @@ def _sweep(out: Path, inject_ms: float = 0.0) -> Path:
     return out
 
 
+CI_THRESHOLDS = "ttft_s.p50=60%,tpot_s.p50=60%,e2e_s.p50=60%,e2e_s.p99=100%,output_tokens_per_s=40%"
+
+
 def _gate(baseline: Path, current: Path) -> tuple[int, dict]:
-    result = subprocess.run([*SERVECAP, "gate", "--baseline", str(baseline), "--current", str(current), "--json"],
+    result = subprocess.run([*SERVECAP, "gate", "--baseline", str(baseline), "--current", str(current), "--json",
+                             "--no-defaults", "--max-regression", CI_THRESHOLDS],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode in (0, 1), result.stderr
     return result.returncode, json.loads(result.stdout)

@@ -101,7 +101,7 @@ def test_sweep_writes_every_file(swept):
     assert run["server"]["kv_blocks"] == run["server"]["engines"]["none"]["num_kv_blocks"]
     assert run["host"]["cores"] == os.cpu_count() and run["slo"] == {"tpot_ms": 200.0}
     # the server leaves a core to Locust unless told otherwise
-    assert run["server"]["commands"]["none"][-2:] == ["--num-threads", str(max(1, os.cpu_count() - 1))]
+    assert run["server"]["commands"]["none"][-2:] == ["--num-threads", str(max(1, len(os.sched_getaffinity(0)) - 1))]
 
 
 def test_summary_matches_an_independent_recomputation(swept):
