@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reports.gate_inputs import GateSide
-from reports.gate_stats import Comparison, compare_blocked, compare_distributions, compare_within_run_ratios
+from reports.gate_stats import (
+    Comparison, between_run_log_sd, compare_blocked, compare_distributions, compare_within_run_ratios,
+    widen_for_run_noise,
+)
 from reports.gate_thresholds import LATENCY_METRICS, RatioCheck, Threshold
 
 PASS, REGRESSION, NOISE, IMPROVED, NO_DATA = "pass", "REGRESSION", "beyond threshold, not significant", "improved", "no data"
@@ -81,7 +84,7 @@ def _from_summaries(base_level: dict, cur_level: dict, threshold: Threshold) -> 
 
 
 def compare_threshold(baseline: GateSide, current: GateSide, level: str, threshold: Threshold,
-                      seed: int) -> GateRow:
+                      seed: int, replicates: list[GateSide] = ()) -> GateRow:
     higher_is_worse = threshold.higher_is_worse
     if baseline.data is not None and current.data is not None:
         comparison = None
@@ -98,6 +101,12 @@ def compare_threshold(baseline: GateSide, current: GateSide, level: str, thresho
         basis = "raw records"
     else:
         comparison, basis = _from_summaries(baseline.levels[level], current.levels[level], threshold)
+    if comparison is not None and len(replicates) >= 2:
+        log_sd = between_run_log_sd([_summary_value(r.levels[level], threshold)[0]
+                                     for r in replicates if level in r.levels])
+        if log_sd is not None:
+            comparison = widen_for_run_noise(comparison, log_sd, higher_is_worse)
+            basis += f" + run-to-run noise of {len(replicates)} baselines ({log_sd:.1%})"
     verdict = _verdict(comparison, threshold.limit, higher_is_worse)
     return GateRow(level, threshold.key, threshold.limit, higher_is_worse, comparison, verdict, basis)
 
@@ -122,8 +131,11 @@ def compare_ratio(baseline: GateSide, current: GateSide, check: RatioCheck, seed
 
 
 def run_gate(baseline: GateSide, current: GateSide, thresholds: list[Threshold],
-             ratios: list[RatioCheck]) -> GateResult:
-    """Every threshold at every level both runs share (or at its own level), plus each ratio check."""
+             ratios: list[RatioCheck], replicates: list[GateSide] = ()) -> GateResult:
+    """Every threshold at every level both runs share (or at its own level), plus each ratio check.
+
+    `replicates`: all baseline runs (the first is `baseline`); with two or more, each interval is
+    widened by the run-to-run noise they show (see gate_stats.widen_for_run_noise)."""
     shared = [level for level in baseline.levels if level in current.levels]
     notes = []
     only_base = sorted(set(baseline.levels) - set(current.levels))
@@ -142,7 +154,7 @@ def run_gate(baseline: GateSide, current: GateSide, thresholds: list[Threshold],
             if level not in baseline.levels or level not in current.levels:
                 notes.append(f"threshold {threshold.level}@{threshold.key}: level {level} is not in both runs")
                 continue
-            rows.append(compare_threshold(baseline, current, level, threshold, seed))
+            rows.append(compare_threshold(baseline, current, level, threshold, seed, replicates))
             seed += 1
     for check in ratios:
         rows.append(compare_ratio(baseline, current, check, seed))

@@ -32,7 +32,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="servecap gate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline", required=True, help="baseline run directory or summary.json")
+    parser.add_argument("--baseline", required=True, action="append",
+                        help="baseline run directory or summary.json; repeat it with replicate runs of the same "
+                             "setup and the gate also allows for the run-to-run noise they show")
     parser.add_argument("--current", required=True, help="current run directory or summary.json")
     parser.add_argument("--max-regression", default="",
                         help="comma list of [LEVEL@]metric[.stat]=LIMIT, e.g. ttft_s.p99=10%%,output_tokens_per_s=5%%")
@@ -77,29 +79,31 @@ def main(argv: list[str]) -> int:
     summarize = lambda data: build_summary(data, ReportOptions(figures=False))  # noqa: E731
     try:
         thresholds, ratios = _thresholds(args)
-        baseline = load_side(args.baseline, summarize)
+        baselines = [load_side(path, summarize) for path in args.baseline]
+        baseline = baselines[0]
         current = load_side(args.current, summarize)
-        problems = incompatibilities(baseline, current)
+        problems = [problem for side in baselines for problem in incompatibilities(side, current)]
         if problems and not args.force:
             raise GateInputError("the runs are not comparable (use --force to compare anyway):\n  "
                                  + "\n  ".join(problems))
         if not set(baseline.levels) & set(current.levels) and not ratios:
             raise GateInputError("the runs share no load level: nothing to compare "
                                  f"(baseline {sorted(baseline.levels)}, current {sorted(current.levels)})")
-        result = run_gate(baseline, current, thresholds, ratios)
+        result = run_gate(baseline, current, thresholds, ratios, baselines)
     except ValueError as exc:  # GateInputError and bad thresholds alike
         print(f"servecap gate: error: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
     if problems:
         result.notes.append("compared despite differences (--force): " + "; ".join(problems))
-    markdown = to_markdown(result, args.baseline, args.current)
+    baseline_label = " + ".join(args.baseline)
+    markdown = to_markdown(result, baseline_label, args.current)
     out = _markdown_path(args)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(markdown)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as summary_file:
             summary_file.write(markdown)
-    print(json.dumps(to_json(result, args.baseline, args.current), indent=2) if args.json else markdown)
+    print(json.dumps(to_json(result, baseline_label, args.current), indent=2) if args.json else markdown)
     return EXIT_REGRESSION if result.failed else EXIT_PASS
 
 

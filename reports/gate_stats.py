@@ -24,7 +24,8 @@ distributions and can miss a regression that lives only in the tail.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats as sps
@@ -194,3 +195,33 @@ def compare_blocked(baseline, baseline_blocks, current, current_blocks, stat: st
     ratio = cur_value / base_value if base_value else float("inf")
     return Comparison(base_value, cur_value, ratio, (float(lo), float(hi)), p_value,
                       len(base_all), len(cur_all))
+
+
+def between_run_log_sd(values) -> float | None:
+    """Sample SD of log(statistic) over replicate runs of the same setup; None with < 2 usable runs."""
+    logs = [math.log(v) for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if len(logs) < 2:
+        return None
+    return float(np.std(logs, ddof=1))
+
+
+def widen_for_run_noise(comparison: Comparison, log_sd: float, higher_is_worse: bool) -> Comparison:
+    """Add between-run noise to a within-run comparison (log scale, normal approximation).
+
+    The within-run interval gives se_w = (ln hi - ln lo) / (2 z); each of the two runs also
+    carries a run-level offset with SD `log_sd` (estimated from replicate baselines), so
+    se = sqrt(se_w^2 + 2 log_sd^2), the interval is ratio x exp(+-z se), and the one-sided
+    p-value is that of z = ln(ratio) / se in the regression direction.
+    """
+    if comparison.ci95 is None or not comparison.ratio > 0:
+        return comparison
+    z = float(sps.norm.ppf(0.5 + CONFIDENCE / 2))
+    lo, hi = comparison.ci95
+    se_within = (math.log(hi) - math.log(lo)) / (2 * z) if lo > 0 and hi > 0 else 0.0
+    se = math.sqrt(se_within ** 2 + 2 * log_sd ** 2)
+    center = math.log(comparison.ratio)
+    if se == 0:
+        return comparison
+    ci = (math.exp(center - z * se), math.exp(center + z * se))
+    p_value = float(sps.norm.sf(center / se) if higher_is_worse else sps.norm.cdf(center / se))
+    return replace(comparison, ci95=ci, p_value=p_value)

@@ -2,11 +2,13 @@
 
     python -m servecap.gate_evidence --pairs 10 --out runs/gate-evidence
 
-1. Runs `pairs + 1` short identical sweeps (A/A) of the reference server and gates each
-   consecutive pair: every pass is a correct silence, every fail a false alarm.
+1. Runs `pairs + replicates` short identical sweeps (A/A) of the reference server and gates
+   run i + replicates against the `replicates` runs before it (`--baseline` repeated, so the
+   gate sees the run-to-run noise): every pass is a correct silence, every fail a false alarm.
+   `--replicates 1` is the plain one-baseline gate.
 2. Measures the baseline p50 TPOT, then runs `--regressed` sweeps with
    `--inject-step-delay-ms` sized to raise p50 TPOT by `--slowdown` (default 20%), and
-   gates each against a baseline: every fail is a detection, every pass a miss.
+   gates each against `replicates` baselines: every fail is a detection, every pass a miss.
 Prints both counts and the measured TPOT change, and writes evidence.json.
 """
 
@@ -34,14 +36,15 @@ def sweep(out: Path, args: argparse.Namespace, inject_ms: float = 0.0) -> Path:
     return out
 
 
-def gate(baseline: Path, current: Path) -> dict:
-    result = subprocess.run([*SERVECAP, "gate", "--baseline", str(baseline), "--current", str(current), "--json",
-                             "--markdown-out", str(current / f"gate-vs-{baseline.name}.md")],
+def gate(baselines: list[Path], current: Path) -> dict:
+    flags = [arg for base in baselines for arg in ("--baseline", str(base))]
+    result = subprocess.run([*SERVECAP, "gate", *flags, "--current", str(current), "--json",
+                             "--markdown-out", str(current / f"gate-vs-{baselines[0].name}.md")],
                             capture_output=True, text=True)
     if result.returncode not in (0, 1):
         raise RuntimeError(f"gate failed to run: {result.stderr}")
     report = json.loads(result.stdout)
-    return {"baseline": baseline.name, "current": current.name, "failed": report["failed"],
+    return {"baseline": "+".join(b.name for b in baselines), "current": current.name, "failed": report["failed"],
             "regressions": [f"{r['level']} {r['metric']} {r['ratio'] - 1:+.1%}" for r in report["rows"]
                             if r["verdict"] == "REGRESSION"],
             "tpot_p50_change": next((r["ratio"] - 1 for r in report["rows"] if r["metric"] == "tpot_s.p50"), None)}
@@ -57,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m servecap.gate_evidence", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=f"runs/gate-evidence-{time.strftime('%Y%m%d-%H%M%S')}")
-    parser.add_argument("--pairs", type=int, default=10, help="A/A pairs (runs = pairs + 1)")
+    parser.add_argument("--pairs", type=int, default=10, help="A/A comparisons (runs = pairs + replicates)")
+    parser.add_argument("--replicates", type=int, default=3, help="baseline runs per comparison")
     parser.add_argument("--regressed", type=int, default=5, help="runs with the injected slowdown")
     parser.add_argument("--slowdown", type=float, default=0.20, help="p50 TPOT increase to inject (0.20 = 20%%)")
     parser.add_argument("--model", default="tiny")
@@ -73,10 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     runs = []
-    for i in range(args.pairs + 1):
-        console.print(f"A/A run {i + 1}/{args.pairs + 1}")
+    k = args.replicates
+    for i in range(args.pairs + k):
+        console.print(f"A/A run {i + 1}/{args.pairs + k}")
         runs.append(sweep(out / f"a{i:02d}", args))
-    aa = [gate(runs[i], runs[i + 1]) for i in range(args.pairs)]
+    aa = [gate(runs[i:i + k], runs[i + k]) for i in range(args.pairs)]
 
     base_tpot = p50_tpot_s(runs[0])
     inject_ms = args.slowdown * base_tpot * 1000.0
@@ -85,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     for j in range(args.regressed):
         console.print(f"regressed run {j + 1}/{args.regressed}")
         slow = sweep(out / f"b{j:02d}", args, inject_ms)
-        regressed.append(gate(runs[j % len(runs)], slow))
+        start = j % (len(runs) - k + 1)
+        regressed.append(gate(runs[start:start + k], slow))
 
     false_alarms = sum(result["failed"] for result in aa)
     detections = sum(result["failed"] for result in regressed)

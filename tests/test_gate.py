@@ -224,3 +224,20 @@ def test_time_blocks_are_equal_count_slices_in_send_order():
     from reports.gate_stats import time_blocks
     blocks = time_blocks([5.0, 1.0, 3.0, 2.0, 4.0, 6.0, 0.0, 7.0, 8.0, 9.0, 10.0, 11.0])
     assert list(blocks) == [1, 0, 1, 0, 1, 2, 0, 2, 2, 3, 3, 3]  # 12 values -> 4 blocks of 3
+
+
+def test_replicate_baselines_absorb_run_to_run_noise_but_not_a_real_regression(tmp_path):
+    """Baselines that differ 0.9x-1.15x from run to run: a +15% run is noise, a +60% run is not."""
+    bases = [write_run(tmp_path / f"b{i}", seed=20 + i, tpot_scale=scale) for i, scale in enumerate((1.0, 1.15, 0.9))]
+    noisy = write_run(tmp_path / "noisy", seed=30, tpot_scale=1.15)
+    slow = write_run(tmp_path / "slow", seed=31, tpot_scale=1.6)
+    tpot = "continuous/c=4@tpot_s.p50=10%"
+    alone = gate("--baseline", str(bases[0]), "--current", str(noisy), "--no-defaults", "--max-regression", tpot)
+    assert alone.returncode == 1  # one baseline: the run offset looks like a regression
+    replicated = [arg for base in bases for arg in ("--baseline", str(base))]
+    quiet = gate(*replicated, "--current", str(noisy), "--no-defaults", "--max-regression", tpot, "--json")
+    assert quiet.returncode == 0, quiet.stdout
+    row = json.loads(quiet.stdout)["rows"][0]
+    assert "run-to-run noise of 3 baselines" in row["basis"] and row["ratio_ci95"][0] < 1
+    sharp = gate(*replicated, "--current", str(slow), "--no-defaults", "--max-regression", tpot)
+    assert sharp.returncode == 1
