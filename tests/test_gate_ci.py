@@ -3,12 +3,13 @@
 Three real sweeps of the tiny preset (reference server + locust), then `servecap gate`.
 
 Thresholds are wide on purpose: identical 6-second runs of the tiny preset on a 2-core host
-differ by up to ~30% in p50 TPOT from one run to the next (pinned cores; measured with
-`python -m servecap.gate_evidence`), a between-run noise that no within-run statistic can see,
-so the default 10% thresholds would make this check flaky. ITL p50 is left out: on this server
-the chunks of several tokens often leave in one burst, so its median flips between ~0 and one
-step time. The injected 5 ms per step is several times the tiny preset's step time, far beyond
-the thresholds.
+have differed by up to 1.6x in p50 TPOT from one run to the next even with pinned cores (the
+engine thread and the HTTP event loop share the GIL, and a run settles into a fast or a slow
+interleaving for its whole length; see `python -m servecap.gate_evidence`). No within-run
+statistic can see that noise, so this check only proves the gate end to end on a gross
+regression: the injected 20 ms per step is >10x the tiny preset's step time. ITL p50 is left
+out: chunks of several tokens often leave in one burst, so its median flips between ~0 and
+one step time.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def _sweep(out: Path, inject_ms: float = 0.0) -> Path:
     return out
 
 
-CI_THRESHOLDS = "ttft_s.p50=60%,tpot_s.p50=60%,e2e_s.p50=60%,e2e_s.p99=100%,output_tokens_per_s=40%"
+CI_THRESHOLDS = "ttft_s.p50=150%,tpot_s.p50=150%,e2e_s.p50=150%,e2e_s.p99=200%,output_tokens_per_s=60%"
 
 
 def _gate(baseline: Path, current: Path) -> tuple[int, dict]:
@@ -47,7 +48,7 @@ def _gate(baseline: Path, current: Path) -> tuple[int, dict]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("gate-ci")
-    return {"a": _sweep(root / "a"), "a2": _sweep(root / "a2"), "slow": _sweep(root / "slow", inject_ms=5.0)}
+    return {"a": _sweep(root / "a"), "a2": _sweep(root / "a2"), "slow": _sweep(root / "slow", inject_ms=20.0)}
 
 
 def test_a_over_a_passes(runs):
@@ -62,4 +63,4 @@ def test_injected_step_delay_fails_the_gate_on_tpot(runs):
     tpot = next(r for r in report["rows"] if r["metric"] == "tpot_s.p50")
     assert tpot["verdict"] == "REGRESSION" and tpot["ratio_ci95"][0] > 1.1, tpot
     engine = json.loads((runs["slow"] / "run.json").read_text())["server"]["engines"]["continuous"]
-    assert engine["inject_step_delay_ms"] == 5.0
+    assert engine["inject_step_delay_ms"] == 20.0
