@@ -130,13 +130,10 @@ def continuous(cfg: ServerConfig, model: StepClock, trace: Trace, arrivals: Arri
             trace.busy_s += duration
             decode_steps += skipped
             context_sum += skipped * decoding
-            while finishing and finishing[0][0] <= decode_steps:
-                _, request = heapq.heappop(finishing)
-                done += _finish(request, now, trace, arrivals)
-                decoding -= 1
-                context_sum -= int(trace.prompt[request] + trace.output[request])
-                if free_blocks is not None:
-                    free_blocks += _blocks(int(trace.prompt[request] + trace.output[request]), cfg.block_size)
+            finished, freed_tokens, freed_blocks = _retire(finishing, decode_steps, now, cfg, trace, arrivals)
+            done, decoding, context_sum = done + finished, decoding - finished, context_sum - freed_tokens
+            if free_blocks is not None:
+                free_blocks += freed_blocks
             continue
         budget = cfg.max_num_batched_tokens - decoding
         chunks: list[tuple[list[int], int]] = []
@@ -167,13 +164,10 @@ def continuous(cfg: ServerConfig, model: StepClock, trace: Trace, arrivals: Arri
         trace.busy_s += step
         decode_steps += 1
         context_sum += decoding
-        while finishing and finishing[0][0] <= decode_steps:
-            _, request = heapq.heappop(finishing)
-            done += _finish(request, now, trace, arrivals)
-            decoding -= 1
-            context_sum -= int(trace.prompt[request] + trace.output[request])
-            if free_blocks is not None:
-                free_blocks += _blocks(int(trace.prompt[request] + trace.output[request]), cfg.block_size)
+        finished, freed_tokens, freed_blocks = _retire(finishing, decode_steps, now, cfg, trace, arrivals)
+        done, decoding, context_sum = done + finished, decoding - finished, context_sum - freed_tokens
+        if free_blocks is not None:
+            free_blocks += freed_blocks
         for entry, take in chunks:
             entry[1] -= take
             if entry[1]:
@@ -218,6 +212,21 @@ def _decode_run(clock: StepClock, decoding: int, context_sum: int, until_finish:
             low, high = (mid + 1, high) if total(mid) < next_arrival - now else (low, mid)
         steps = low
     return steps, total(steps)
+
+
+def _retire(finishing: list[tuple[int, int]], decode_steps: int, now: float, cfg: ServerConfig, trace: Trace,
+            arrivals: Arrivals) -> tuple[int, int, int]:
+    """Finish every decoding sequence whose last step has run by `decode_steps`.
+
+    Returns (sequences finished, context tokens they held, KV blocks they held)."""
+    finished = tokens = blocks = 0
+    while finishing and finishing[0][0] <= decode_steps:
+        _, request = heapq.heappop(finishing)
+        finished += _finish(request, now, trace, arrivals)
+        length = int(trace.prompt[request] + trace.output[request])
+        tokens += length
+        blocks += _blocks(length, cfg.block_size)
+    return finished, tokens, blocks
 
 
 def _finish(request: int, now: float, trace: Trace, arrivals: Arrivals) -> int:
