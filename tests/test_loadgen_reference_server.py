@@ -48,7 +48,10 @@ def test_chat_and_classify_against_reference_server(server, tmp_path, monkeypatc
         assert row["output_tokens"] == 6 and row["usage_from"] == "server"  # ignore_eos fixes the length
         assert row["prompt_tokens"] >= 24  # the byte-level count plus the chat template
         assert 0 < row["ttft_s"] < row["e2e_s"] and 1 <= len(row["itl_s"]) <= 5
-    assert len({r["response_id"] for r in rows}) == len(rows)
+    # a classify request still in flight when its 2 s run stops is recorded "incomplete", without an id
+    assert {r["status"] for r in rows if r["api"] == "classify"} <= {"ok", "incomplete"}
+    ok_ids = [r["response_id"] for r in rows if r["status"] == "ok"]
+    assert all(ok_ids) and len(set(ok_ids)) == len(ok_ids)
     assert all(r["level"] == "classify/c=2" and r["e2e_s"] > 0 for r in infer_ok)
     samples = pd.read_csv(tmp_path / "samples.csv")
     assert set(samples.device) == {f"pid:{server.process.pid}"} and samples.mem_used_bytes.min() > 50 * 2**20
