@@ -2,4 +2,5 @@
 
 from reference_server.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":   # the spawned engine process imports this module as __mp_main__
+    raise SystemExit(main())

@@ -21,6 +21,20 @@ def _int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers like 4,8, got {text!r}") from None
 
 
+def _cpu_list(text: str) -> tuple[int, ...]:
+    """'1' / '2-15' / '0,2,4-7' (taskset -c syntax) -> sorted core numbers."""
+    cores: set[int] = set()
+    try:
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            low, _, high = part.partition("-")
+            cores.update(range(int(low), int(high or low) + 1))
+    except ValueError:
+        cores = set()
+    if not cores or min(cores) < 0:
+        raise argparse.ArgumentTypeError(f"expected core numbers like 1 or 2-15 or 0,2,4-7, got {text!r}")
+    return tuple(sorted(cores))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="servecap serve",
@@ -34,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     eng.add_argument("--strategy", default="continuous", help="none | static | dynamic | continuous")
     eng.add_argument("--seed", type=int, default=0, help="weights and default sampling seed")
     eng.add_argument("--num-threads", type=int, default=None, help="torch CPU threads")
+    eng.add_argument("--engine-mode", choices=("process", "thread"), default="process",
+                     help="run the engine in its own process (default; no GIL shared with the HTTP "
+                          "event loop) or on a thread of the serving process")
+    eng.add_argument("--engine-cpus", type=_cpu_list, default=(),
+                     help="pin the engine process to these cores (taskset -c syntax: 1, 2-15, 0,2,4-7)")
     kv = p.add_argument_group("KV cache")
     kv.add_argument("--block-size", type=int, default=16, help="tokens per KV block")
     kv.add_argument("--kv-blocks", type=int, default=None, help="KV block count")
@@ -95,7 +114,7 @@ def configs_from_args(args: argparse.Namespace):
         host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
         max_waiting=args.max_waiting, retry_after_s=args.retry_after_s, drain_grace_s=args.drain_grace_s,
         max_body_bytes=args.max_body_bytes, keep_alive_s=args.keep_alive_s,
-        log_level=args.log_level)
+        log_level=args.log_level, engine_mode=args.engine_mode, engine_cpus=args.engine_cpus)
     classifier = ClassifierConfig(
         enabled=not args.no_classifier, name=args.classifier_name, num_features=args.classifier_features,
         num_classes=args.classifier_classes, hidden_size=args.classifier_hidden, seed=args.seed,

@@ -1,3 +1,4 @@
 from servecap.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":   # a spawned engine process imports this module as __mp_main__
+    raise SystemExit(main())

@@ -110,7 +110,7 @@ def test_engine_thread_streams_outputs_rejects_and_aborts():
         await engine_thread.wait_ready()
         try:
             queue = engine_thread.add_request("a", [256, 104, 105], SamplingParams(max_tokens=5, ignore_eos=True))
-            assert await queue.get() is ACCEPTED
+            assert await queue.get() == ACCEPTED
             outputs = [await queue.get()]
             while not outputs[-1].finished:
                 outputs.append(await queue.get())
@@ -120,7 +120,7 @@ def test_engine_thread_streams_outputs_rejects_and_aborts():
             assert isinstance(await rejected.get(), RequestRejected)
 
             long = engine_thread.add_request("c", [256], SamplingParams(max_tokens=50, ignore_eos=True))
-            assert await long.get() is ACCEPTED
+            assert await long.get() == ACCEPTED
             await long.get()   # running
             engine_thread.abort("c")
             for _ in range(200):
@@ -157,12 +157,12 @@ def test_engine_thread_survives_a_failing_step():
         await engine_thread.wait_ready()
         try:
             first = engine_thread.add_request("a", [256, 1], SamplingParams(max_tokens=3, ignore_eos=True))
-            assert await first.get() is ACCEPTED
+            assert await first.get() == ACCEPTED
             failure = await first.get()
             assert isinstance(failure, EngineFailure) and "injected step failure" in str(failure)
             assert not engine_thread.engine.has_unfinished_requests()   # its sequence was dropped
             second = engine_thread.add_request("b", [256, 1], SamplingParams(max_tokens=3, ignore_eos=True))
-            assert await second.get() is ACCEPTED
+            assert await second.get() == ACCEPTED
             output = await second.get()
             while not output.finished:
                 output = await second.get()
@@ -194,7 +194,7 @@ def test_engine_thread_sleeps_until_a_static_batch_may_launch():
             calls_before = engine_thread.engine.step_calls
             start = time.monotonic()
             queue = engine_thread.add_request("lonely", [256, 1], SamplingParams(max_tokens=3, ignore_eos=True))
-            assert await queue.get() is ACCEPTED
+            assert await queue.get() == ACCEPTED
             output = await queue.get()
             waited = time.monotonic() - start
             while not output.finished:
@@ -269,3 +269,23 @@ def test_a_taken_port_exits_1_with_a_message(capsys):
         port = taken.getsockname()[1]
         assert main(["--port", str(port)]) == 1
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+# --- listening socket -------------------------------------------------------------------------
+def test_accepted_connections_have_nagle_disabled():
+    """Nagle on a streaming server holds each response's first small writes until the client's
+    delayed ACK (40 ms): the listening socket must say TCP, so accepted sockets get TCP_NODELAY."""
+    import socket
+
+    from reference_server.api.server import bind_socket
+
+    listener = bind_socket("127.0.0.1", 0)
+    client = socket.create_connection(listener.getsockname()[:2])
+    try:
+        accepted, _ = listener.accept()
+        assert listener.proto == socket.IPPROTO_TCP and accepted.proto == socket.IPPROTO_TCP
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        accepted.close()
+    finally:
+        client.close()
+        listener.close()

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from reference_server.api.errors import APIError
 from reference_server.api.stop_strings import StopStringMatcher
-from reference_server.async_engine import ACCEPTED, EngineFailure, RequestAborted
+from reference_server.engine_client import RequestAborted
+from reference_server.engine_loop import ACCEPTED, EngineFailure
 from reference_server.tokenizer import IncrementalDecoder
 
 
@@ -63,7 +64,7 @@ class Generation:
             runtime.engine.abort(request_id)
             ticket.release()
             raise
-        if first is not ACCEPTED:
+        if first != ACCEPTED:   # a string that crossed the engine pipe: compare by value
             ticket.release()
             if isinstance(first, ValueError):   # RequestRejected subclasses ValueError
                 raise APIError(400, str(first), code="request_rejected")

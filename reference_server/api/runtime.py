@@ -1,4 +1,4 @@
-"""Everything one serving app owns: engine thread, classifier, admission, metrics, drain.
+"""Everything one serving app owns: engine (process or thread), classifier, admission, metrics, drain.
 
 Routes reach it as `request.app.state.runtime`. One runtime per app (and per
 `ServerMetrics` registry), so tests can build several apps in one process.
@@ -19,6 +19,7 @@ from reference_server.async_engine import AsyncEngine
 from reference_server.classifier import ClassifierConfig, TabularClassifier
 from reference_server.classifier_batcher import DynamicBatcher
 from reference_server.config import EngineConfig
+from reference_server.engine_process import EngineProcess
 from reference_server.metrics import ServerMetrics
 from reference_server.tokenizer import ByteTokenizer
 
@@ -38,7 +39,7 @@ class ClassifierService:
 
 class ServingRuntime:
     """Args: the three configs; `build_engine` overrides `Engine(engine_config)` (called on
-    the engine thread)."""
+    an engine thread, whatever `server_config.engine_mode` says)."""
 
     def __init__(self, engine_config: EngineConfig, server_config: ServerConfig,
                  classifier_config: ClassifierConfig, *, build_engine: Callable[[], object] | None = None) -> None:
@@ -50,7 +51,7 @@ class ServingRuntime:
             max_waiting=server_config.max_waiting, retry_after_s=server_config.retry_after_s,
             on_waiting_change=self.metrics.requests_admission_waiting.set)
         self.tokenizer = ByteTokenizer()
-        self.engine = AsyncEngine(build_engine or _default_engine_builder(engine_config), metrics=self.metrics)
+        self.engine = _engine_client(engine_config, server_config, build_engine, self.metrics)
         self.classifier: ClassifierService | None = None
         self.live: dict = {}   # request id -> Generation, for the drain's final abort
         self.created = int(time.time())
@@ -120,8 +121,18 @@ class ServingRuntime:
             **self.engine.description,
             "served_model_name": self.served_model_name,
             "server": server,
+            "engine_pid": getattr(self.engine, "pid", os.getpid()),   # the engine process, or this one
             "classifier": asdict(self.classifier_config),
         }
+
+
+def _engine_client(engine_config: EngineConfig, server_config: ServerConfig,
+                   build_engine: Callable[[], object] | None, metrics):
+    """The engine in its own process, or on a thread (always, for a custom `build_engine`:
+    a factory closure cannot cross a process boundary)."""
+    if build_engine is None and server_config.engine_mode == "process":
+        return EngineProcess(engine_config, metrics=metrics, cpus=server_config.engine_cpus)
+    return AsyncEngine(build_engine or _default_engine_builder(engine_config), metrics=metrics)
 
 
 def _default_engine_builder(engine_config: EngineConfig) -> Callable[[], object]:

@@ -6,7 +6,8 @@ the process exits 0. A second signal exits without waiting.
 
 Once the engine is warm and the socket listens, one line goes to stdout:
     servecap serve: ready on http://127.0.0.1:8000 (strategy=continuous, model=tiny)
-so a parent can wait for it (and learn the port when it asked for `--port 0`).
+so a parent can wait for it (and learn the port when it asked for `--port 0`). If the
+engine process dies later, the server says why on stderr and exits 1.
 """
 
 from __future__ import annotations
@@ -98,3 +99,8 @@ async def _announce_when_ready(server: DrainingServer, sock: socket.socket, poll
     description = runtime.engine.description
     print(f"{READY_PREFIX}http://{url_host}:{port} (strategy={description.get('strategy')}, "
           f"model={runtime.served_model_name}, device={description.get('device')})", flush=True)
+    while not runtime.failed:   # an engine process that dies takes the server down with it (exit 1),
+        await asyncio.sleep(0.1)   # so a supervisor restarts it instead of routing to a 503 forever
+    print(f"servecap serve: error: {runtime.failed}", file=sys.stderr, flush=True)
+    await asyncio.sleep(0.2)   # in-flight streams already got their engine_failure error: let them flush
+    server.should_exit = True

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+ENGINE_MODES = ("process", "thread")
+
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -21,6 +23,10 @@ class ServerConfig:
         keep_alive_s: how long an idle keep-alive connection stays open. Longer than uvicorn's 5 s
             default, so a client reusing a pooled connection rarely races the server closing it.
         log_level: uvicorn's log level.
+        engine_mode: "process" runs the engine in its own process (no GIL shared with the event
+            loop: steady token timing); "thread" on a thread of the serving process (lighter).
+        engine_cpus: cores the engine process is pinned to (e.g. the ones the load generator and
+            the HTTP front end do not use); () = not pinned. Process mode only.
     """
 
     host: str = "127.0.0.1"
@@ -33,6 +39,8 @@ class ServerConfig:
     max_body_bytes: int = 1 << 20
     keep_alive_s: float = 30.0
     log_level: str = "warning"
+    engine_mode: str = "process"
+    engine_cpus: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.host:
@@ -55,3 +63,9 @@ class ServerConfig:
             raise ValueError(f"keep_alive_s must be positive, got {self.keep_alive_s!r}")
         if self.log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
             raise ValueError(f"log_level must be a uvicorn log level, got {self.log_level!r}")
+        if self.engine_mode not in ENGINE_MODES:
+            raise ValueError(f"engine_mode must be one of {', '.join(ENGINE_MODES)}, got {self.engine_mode!r}")
+        if any(cpu < 0 for cpu in self.engine_cpus):
+            raise ValueError(f"engine_cpus must be core numbers >= 0, got {self.engine_cpus!r}")
+        if self.engine_cpus and self.engine_mode != "process":
+            raise ValueError("engine_cpus needs engine_mode 'process' (a thread shares its process's cores)")
