@@ -36,6 +36,17 @@ def server_threads() -> int:
     return max(1, len(os.sched_getaffinity(0)) - 1)
 
 
+def _flag_value(args: list[str], flag: str) -> str | None:
+    """The value of `--flag V` or `--flag=V` in an argument list (the last one wins), else None."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
 class SweepInterrupted(Exception):
     """SIGTERM or Ctrl-C: stop cleanly and keep what was recorded."""
 
@@ -51,7 +62,9 @@ class Sweep:
         self.out = Path(config.out_dir)
         self.records = self.out / "requests.jsonl"
         self.run_json: RunJson | None = None
-        self.cpus = plan_cpus(config.pin_cpus, external_server=config.url is not None)
+        server_args = shlex.split(config.server_args)
+        self.cpus = plan_cpus(config.pin_cpus, external_server=config.url is not None,
+                              engine_process=_flag_value(server_args, "--engine-mode") != "thread")
 
     # -- the whole run ------------------------------------------------------------------
     def run(self) -> Path:
@@ -86,10 +99,13 @@ class Sweep:
             self._observe(config.url, server_pid=None, strategy=None)
             return
         args = ["--model", config.model, "--strategy", strategy, *shlex.split(config.server_args)]
-        if not any(arg.split("=")[0] == "--num-threads" for arg in args):
+        if self.cpus.engine and _flag_value(args, "--engine-cpus") is None:
+            args += ["--engine-cpus", ",".join(map(str, self.cpus.engine))]
+        if _flag_value(args, "--num-threads") is None:
             # Locust shares this machine: a torch thread per core would stall on OpenMP barriers whenever
             # the load generator takes a core (measured: 144 ms vs 3.6 ms per tiny decode step on 2 cores)
-            args += ["--num-threads", str(server_threads())]
+            threads = len(self.cpus.engine) if self.cpus.engine else server_threads()
+            args += ["--num-threads", str(threads)]
         self.run_json.data["server"].setdefault("commands", {})[strategy] = args
         server = ManagedServer(args, self.out / f"server-{strategy}.log", startup_timeout_s=config.startup_timeout_s,
                                command_prefix=self.cpus.prefix(self.cpus.server))

@@ -49,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     slo.add_argument("--slo-e2e-ms", type=float)
     p.add_argument("--sample-interval", default="0.5", help="sampler and /metrics scrape interval")
     p.add_argument("--no-pin-cpus", action="store_true",
-                   help="let the OS place Locust and the server (default: Locust on core 0, the server on the rest)")
+                   help="let the OS place Locust and the server (default: Locust on core 0, the engine process on "
+                        "cores of its own; see loadgen.cpu_pinning)")
     p.add_argument("--no-report", action="store_true", help="skip `servecap report` at the end")
     return p
 

@@ -87,7 +87,7 @@ class SweepConfig:
         max_level_requests: hard bound on requests per level (load tests stay bounded).
         startup_timeout_s: how long to wait for a server's GET /ready.
         auto_max_concurrency: where --auto stops ramping.
-        pin_cpus: Locust on core 0, the reference server on the others (see loadgen.cpu_pinning).
+        pin_cpus: Locust, the server's front end and its engine on their own cores (see loadgen.cpu_pinning).
     """
 
     out_dir: str
