@@ -6,9 +6,9 @@
    run i + replicates against the `replicates` runs before it (`--baseline` repeated, so the
    gate sees the run-to-run noise): every pass is a correct silence, every fail a false alarm.
    `--replicates 1` is the plain one-baseline gate.
-2. Measures the baseline p50 TPOT, then runs `--regressed` sweeps with
-   `--inject-step-delay-ms` sized to raise p50 TPOT by `--slowdown` (default 20%), and
-   gates each against `replicates` baselines: every fail is a detection, every pass a miss.
+2. `--regressed` times: runs one more baseline, then a sweep with `--inject-step-delay-ms`
+   sized to raise the p50 TPOT of the `replicates` latest baselines by `--slowdown` (default
+   20%), and gates it against them: every fail is a detection, every pass a miss.
 Prints both counts and the measured TPOT change, and writes evidence.json.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -83,20 +84,24 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(sweep(out / f"a{i:02d}", args))
     aa = [gate(runs[i:i + k], runs[i + k]) for i in range(args.pairs)]
 
-    base_tpot = p50_tpot_s(runs[0])
-    inject_ms = args.slowdown * base_tpot * 1000.0
-    console.print(f"baseline p50 TPOT {base_tpot * 1000:.2f} ms -> injecting {inject_ms:.2f} ms per engine step")
-    regressed = []
+    # Each regressed run follows a fresh baseline and is gated against the k baselines just
+    # before it, with the delay sized from their p50 TPOT: the machine's speed drifts over
+    # minutes (same-config runs here ranged 1.8-3.1 ms), so far-away baselines would test the drift.
+    regressed, injected = [], []
     for j in range(args.regressed):
-        console.print(f"regressed run {j + 1}/{args.regressed}")
+        console.print(f"baseline + regressed run {j + 1}/{args.regressed}")
+        runs.append(sweep(out / f"a{len(runs):02d}", args))
+        base_tpot = statistics.median(p50_tpot_s(run) for run in runs[-k:])
+        inject_ms = args.slowdown * base_tpot * 1000.0
+        injected.append(inject_ms)
+        console.print(f"  baseline p50 TPOT {base_tpot * 1000:.2f} ms -> injecting {inject_ms:.2f} ms per engine step")
         slow = sweep(out / f"b{j:02d}", args, inject_ms)
-        start = j % (len(runs) - k + 1)
-        regressed.append(gate(runs[start:start + k], slow))
+        regressed.append({**gate(runs[-k:], slow), "inject_step_delay_ms": inject_ms})
 
     false_alarms = sum(result["failed"] for result in aa)
     detections = sum(result["failed"] for result in regressed)
     changes = [r["tpot_p50_change"] for r in regressed if r["tpot_p50_change"] is not None]
-    evidence = {"config": vars(args), "baseline_p50_tpot_s": base_tpot, "inject_step_delay_ms": inject_ms,
+    evidence = {"config": vars(args), "inject_step_delay_ms": injected,
                 "aa_pairs": len(aa), "false_alarms": false_alarms, "regressed_pairs": len(regressed),
                 "detections": detections, "aa": aa, "regressed": regressed}
     (out / "evidence.json").write_text(json.dumps(evidence, indent=2) + "\n")
@@ -104,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     for result in aa:
         if result["failed"]:
             print(f"  false alarm {result['baseline']} -> {result['current']}: {', '.join(result['regressions'])}")
-    print(f"injected +{args.slowdown:.0%} p50 TPOT ({inject_ms:.2f} ms/step): {detections}/{len(regressed)} failed; "
+    print(f"injected +{args.slowdown:.0%} p50 TPOT ({', '.join(f'{ms:.2f}' for ms in injected)} ms/step): "
+          f"{detections}/{len(regressed)} failed; "
           f"measured p50 TPOT change {', '.join(f'{c:+.1%}' for c in changes)}")
     print(f"evidence: {out / 'evidence.json'}")
     return 0
