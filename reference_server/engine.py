@@ -1,6 +1,7 @@
 """The engine: requests in, tokens out. `step()` = schedule -> run -> postprocess.
 
-Single-threaded by contract: only one thread ever calls it (the HTTP layer's engine thread).
+Single-threaded by contract: only one thread ever calls it (`engine_loop.EngineLoop`, in the
+engine process or on the engine thread).
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ from reference_server.sequence import Sequence
 from reference_server.tokenizer import ByteTokenizer
 
 DEFAULT_TOKENS_PER_SEQ = 512   # default cache: room for max_num_seqs sequences of this many tokens
+
+
+def busy_wait(seconds: float) -> None:
+    """Spin for `seconds`: a fault that costs what extra compute would (the core stays busy)."""
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        pass
 
 
 class RequestRejected(ValueError):
@@ -151,7 +159,7 @@ class Engine:
         if batch is None:
             return []
         if self.config.inject_step_delay_ms:
-            time.sleep(self.config.inject_step_delay_ms / 1e3)
+            busy_wait(self.config.inject_step_delay_ms / 1e3)
         tokens = self.runner.run(batch)
         outputs = self._postprocess(batch, tokens)
         self._last_batch_size = len(batch)
