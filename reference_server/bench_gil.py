@@ -8,7 +8,7 @@ needs it, and so does every request the event loop handles. A second thread stan
 a busy event loop (2 ms of Python, then a 3 ms I/O wait, over and over: 40% GIL duty) and
 the engine's step time is measured with and without it, at Python's default 5 ms switch
 interval and at 0.5 ms, interleaved in short blocks so machine noise hits every cell alike.
-It is the figure behind "a separate engine process would remove this" in the report.
+It is what `--engine-mode thread` costs; the default engine process does not share the GIL.
 """
 
 from __future__ import annotations

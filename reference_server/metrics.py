@@ -5,8 +5,9 @@ prometheus-client's global one, so tests can build many apps in one process. Nam
 prefixed `servecap_` (see DESIGN.md); counters get prometheus-client's `_total` suffix.
 
 Who writes what:
-- the engine thread (`observe_step`): running/waiting gauges, KV blocks, batch size,
-  step time, generated tokens, prefix-cache hits, preemptions;
+- the engine side (`observe_step`, on the engine thread or on the reader thread of the
+  engine process's pipe): running/waiting gauges, KV blocks, batch size, step time,
+  generated tokens, prefix-cache hits, preemptions;
 - the event loop: prompt tokens, time to first token, end-to-end latency, finish
   reasons, rejections (by reason), and the classifier's batches.
 prometheus-client metrics are thread-safe, so both sides write directly.
@@ -118,7 +119,7 @@ class ServerMetrics:
         })
 
     def observe_step(self, stats, num_new_tokens: int, did_work: bool) -> None:
-        """Called by the engine thread after each step with `engine.stats()`."""
+        """Called after each engine step with `engine.stats()` (from the engine thread or process)."""
         self.requests_running.set(stats.num_running)
         self.requests_waiting.set(stats.num_waiting)
         self.kv_blocks_used.set(stats.kv_blocks_used)

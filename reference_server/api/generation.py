@@ -1,7 +1,7 @@
 """One generation request from admission to its last token, as a stream of text deltas.
 
 Shared by /v1/completions and /v1/chat/completions: admission (429/503), handing the
-request to the engine thread (400 when the engine rejects it), incremental UTF-8
+request to the engine (400 when the engine rejects it), incremental UTF-8
 decoding, stop strings, usage, TTFT/e2e metrics, and aborting the sequence whenever
 the consumer goes away before the end (client disconnect, drain timeout), so its KV
 blocks are freed within one engine step.
@@ -60,7 +60,7 @@ class Generation:
         queue = runtime.engine.add_request(request_id, prompt_token_ids, params)
         try:
             first = await queue.get()
-        except BaseException:   # client gone while the engine thread was busy
+        except BaseException:   # client gone while the engine was busy
             runtime.engine.abort(request_id)
             ticket.release()
             raise
