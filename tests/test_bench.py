@@ -1,8 +1,11 @@
-"""The engine bench: its JSON shape (fixed by issue 2) and that its figures are consistent."""
+"""The engine bench: its JSON shape (fixed by issue 2) and that its figures are consistent;
+the drift bench runs and names bad arguments."""
 
 import contextlib
 import io
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -69,3 +72,18 @@ def test_bad_arguments_are_named(argv, message, capsys):
 def test_unknown_preset_is_a_clear_error(capsys):
     assert bench.main(["--preset", "no-such-model", "--json"]) == 2
     assert "unknown model 'no-such-model'" in capsys.readouterr().err
+
+
+def test_drift_bench_times_blocks_in_one_process_and_in_fresh_ones():
+    result = subprocess.run([sys.executable, "-m", "reference_server.bench_drift", "--blocks", "2", "--processes", "1",
+                             "--block-s", "0.3", "--json"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert len(figures["one_process_ms"]) == 2 and len(figures["fresh_processes_ms"]) == 1
+    assert all(0 < ms < 1000 for ms in figures["one_process_ms"] + figures["fresh_processes_ms"])
+
+
+def test_drift_bench_names_bad_arguments():
+    result = subprocess.run([sys.executable, "-m", "reference_server.bench_drift", "--blocks", "0"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "--blocks and --processes must be >= 1" in result.stderr
