@@ -2,14 +2,12 @@
 
 Three real sweeps of the tiny preset (reference server + locust), then `servecap gate`.
 
-Thresholds are wide on purpose: identical 6-second runs of the tiny preset on a 2-core host
-have differed by up to 1.6x in p50 TPOT from one run to the next even with pinned cores (the
-engine thread and the HTTP event loop share the GIL, and a run settles into a fast or a slow
-interleaving for its whole length; see `python -m servecap.gate_evidence`). No within-run
-statistic can see that noise, so this check only proves the gate end to end on a gross
-regression: the injected 20 ms per step is >10x the tiny preset's step time. ITL p50 is left
-out: chunks of several tokens often leave in one burst, so its median flips between ~0 and
-one step time.
+Thresholds are wide on purpose: this 2-core VM's speed drifts. The engine's own decode loop,
+with no HTTP or Locust at all, took 1.80-2.28 ms per step across 2-second blocks of one
+process and 1.57-2.51 ms in eight fresh processes; identical 8-second sweeps in one session
+ranged 1.83-3.39 ms in p50 TPOT (`python -m servecap.gate_evidence`). No within-run statistic
+can see that noise, so this check proves the gate end to end on a gross regression: the
+injected 20 ms per step is about 10x the tiny preset's step time.
 """
 
 from __future__ import annotations
@@ -34,7 +32,8 @@ def _sweep(out: Path, inject_ms: float = 0.0) -> Path:
     return out
 
 
-CI_THRESHOLDS = "ttft_s.p50=150%,tpot_s.p50=150%,e2e_s.p50=150%,e2e_s.p99=200%,output_tokens_per_s=60%"
+CI_THRESHOLDS = ("ttft_s.p50=150%,tpot_s.p50=150%,itl_s.p50=150%,e2e_s.p50=150%,e2e_s.p99=200%,"
+                 "output_tokens_per_s=60%")
 
 
 def _gate(baseline: Path, current: Path) -> tuple[int, dict]:
