@@ -129,8 +129,7 @@ class EngineProcess(EngineClient):
     def _on_engine_death(self) -> None:
         self._process.join(1.0)
         message = f"engine process exited unexpectedly (exit code {self._process.exitcode})"
-        logger.error(message)
-        self._set_failed(message)
+        self._set_failed(message)   # the server prints it once and exits 1
         self._call_on_loop(self._fail_live, EngineFailure(message))
 
 
