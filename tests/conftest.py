@@ -17,3 +17,16 @@ def reference_server_tiny():
             "--classifier-preferred-batch-sizes", "4,8", "--classifier-max-queue-delay-us", "1000000"]
     with ServerProcess(args) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """For modules that run the tiny model in-process (`pytestmark = usefixtures(...)`).
+    The tiny model gains nothing from intra-op threads, and on a shared 2-core box they
+    stall each other at every op's barrier (10x slower measured): use one, restore after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -10,14 +10,7 @@ from reference_server.engine import Engine, RequestRejected
 from reference_server.sampling import SamplingParams
 from reference_server.schedulers import STRATEGIES
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """The tiny model gains nothing from intra-op threads, and on a shared 2-core box they
-    stall each other at every op's barrier (10x slower measured): use one, restore after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 GREEDY = dict(temperature=0.0)

@@ -18,14 +18,7 @@ from reference_server.sampling import SamplingParams
 from reference_server.schedulers.base import ScheduledBatch
 from reference_server.sequence import Sequence
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """The tiny model gains nothing from intra-op threads, and on a shared 2-core box they
-    stall each other at every op's barrier (10x slower measured): use one, restore after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 ARCH = get_model("tiny")
