@@ -22,7 +22,7 @@ from scipy import optimize, stats
 from calculators.architecture import ModelArchitecture
 from calculators.gpus import GpuSpec
 from calculators.roofline import roofline
-from calculators.step_model import StepTimeModel
+from calculators.sim.step_model import StepTimeModel
 
 
 @dataclass(frozen=True)

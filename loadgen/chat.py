@@ -38,13 +38,13 @@ import random
 
 from locust import User, constant, events, task
 
-from loadgen.chat_config import ChatConfig, add_chat_arguments
-from loadgen.exchange import Exchange
-from loadgen.http_stream import ConnectionPool, run_exchange
-from loadgen.load_run import Prepared, RunSettings
-from loadgen.prompts import PromptBuilder
-from loadgen.request_bytes import Target, chat_body, completions_body, http_request
-from loadgen.scenario_hooks import current_run, install
+from loadgen.scenario.chat_config import ChatConfig, add_chat_arguments
+from loadgen.client.exchange import Exchange
+from loadgen.client.http_stream import ConnectionPool, run_exchange
+from loadgen.scenario.load_run import Prepared, RunSettings
+from loadgen.workload.prompts import PromptBuilder
+from loadgen.client.request_bytes import Target, chat_body, completions_body, http_request
+from loadgen.scenario.hooks import current_run, install
 
 log = logging.getLogger(__name__)
 

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 
 from locust import User, constant, events, task
 
-from loadgen.chat_config import add_common_arguments, parse_float, parse_int
-from loadgen.arrivals import parse_arrival
-from loadgen.distributions import LengthDistribution, parse_length_distribution
-from loadgen.exchange import Exchange
-from loadgen.http_stream import ConnectionPool, run_exchange
-from loadgen.load_run import Prepared, RunSettings
-from loadgen.request_bytes import Target, http_request
-from loadgen.scenario_hooks import current_run, install
+from loadgen.scenario.chat_config import add_common_arguments, parse_float, parse_int
+from loadgen.workload.arrivals import parse_arrival
+from loadgen.workload.distributions import LengthDistribution, parse_length_distribution
+from loadgen.client.exchange import Exchange
+from loadgen.client.http_stream import ConnectionPool, run_exchange
+from loadgen.scenario.load_run import Prepared, RunSettings
+from loadgen.client.request_bytes import Target, http_request
+from loadgen.scenario.hooks import current_run, install
 
 log = logging.getLogger(__name__)
 

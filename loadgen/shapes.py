@@ -21,7 +21,7 @@ import sys
 
 from locust import LoadTestShape, events
 
-from loadgen.shape_plans import ShapePlan, parse_shape
+from loadgen.workload.shape_plans import ShapePlan, parse_shape
 
 
 class PlannedShape(LoadTestShape):

@@ -96,8 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
 def configs_from_args(args: argparse.Namespace):
     """(EngineConfig, ServerConfig, ClassifierConfig); ValueError names the bad field."""
     from reference_server.api.settings import ServerConfig
-    from reference_server.classifier import ClassifierConfig
-    from reference_server.config import EngineConfig
+    from reference_server.classifier.model import ClassifierConfig
+    from reference_server.engine.config import EngineConfig
 
     if args.kv_memory_gib is not None and args.kv_memory_gib <= 0:
         raise ValueError(f"--kv-memory-gib must be positive, got {args.kv_memory_gib}")

@@ -8,7 +8,7 @@ what cannot be predicted or was not measured is listed under `unavailable`.
 
 Step time, for the decode-step comparison and the simulator:
 - a known GPU (run.json host, or `server.gpu`): the roofline (calculators.roofline,
-  calculators.step_model.step_model_from_roofline) - a prediction from datasheet numbers;
+  calculators.sim.step_model.step_model_from_roofline) - a prediction from datasheet numbers;
 - otherwise (a CPU run): step_s = base + per_seq x batch fitted by least squares
   (calculators.calibrate.fit_step_time) to the per-level mean step time and batch
   size the server reported - the simulator then predicts each level's TTFT/TPOT
@@ -23,8 +23,8 @@ from calculators.calibrate import fit_step_time
 from calculators.gpus import get_gpu
 from calculators.kv import kv_block_bytes
 from calculators.models import get_model
-from calculators.simulate import LengthDist, ServerConfig, Workload, simulate
-from calculators.step_model import StepTimeModel, step_model_from_roofline
+from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate
+from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from reports.cost import catalog_gpu_for, run_gpus
 
 SIM_REQUESTS_PER_STREAM = 40   # simulated requests per concurrent stream (or per req/s), at least 400

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from reports import tables
-from reports.figures_common import FigureFile
+from reports.figures.common import FigureFile
 
 Block = str | pd.DataFrame | FigureFile
 

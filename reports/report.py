@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from reports import figures_latency, figures_resources
+from reports.figures import latency as figures_latency
+from reports.figures import resources as figures_resources
 from reports.cost import cost_per_million, resolve_price
-from reports.figures_common import FigureFile
+from reports.figures.common import FigureFile
 from reports.predicted import add_predictions
 from reports.render import sections, to_html, to_markdown
 from reports.run_data import RunData, load_run

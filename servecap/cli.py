@@ -11,13 +11,13 @@ import sys
 
 # subcommand -> (module with `main(argv) -> int`, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "sample": ("loadgen.sample_cli", "sample GPU (NVML) or host and scrape /metrics into a run directory"),
+    "sample": ("loadgen.observe.sample_cli", "sample GPU (NVML) or host and scrape /metrics into a run directory"),
     "serve": ("reference_server.cli", "run the reference serving process"),
-    "bench": ("reference_server.bench", "benchmark the engine in-process, per batching strategy"),
-    "calc": ("calculators.cli", "capacity calculators: kv, weights, fit, roofline, queue, fleet, cost, simulate"),
+    "bench": ("reference_server.bench.engine", "benchmark the engine in-process, per batching strategy"),
+    "calc": ("calculators.cli.commands", "capacity calculators: kv, weights, fit, roofline, queue, fleet, cost, simulate"),
     "demo": ("servecap.demo", "start the reference server, send real requests, print what happened"),
-    "gate": ("reports.gate_cli", "compare two runs and fail on a significant regression (CI gate)"),
-    "sweep": ("loadgen.sweep_cli", "drive a server through load levels with Locust and samplers, then report"),
+    "gate": ("reports.gate.cli", "compare two runs and fail on a significant regression (CI gate)"),
+    "sweep": ("loadgen.sweep.cli", "drive a server through load levels with Locust and samplers, then report"),
     "report": ("reports.cli", "turn a run directory into summary.json, report.html/.md and figures"),
 }
 

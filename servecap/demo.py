@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from loadgen import sweep_cli
+from loadgen.sweep import cli as sweep_cli
 
 DEMO_ARGS = [
     "--model", "tiny", "--strategies", "none,static,dynamic,continuous",

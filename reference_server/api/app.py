@@ -17,8 +17,8 @@ from reference_server.api.body_limit import BodyLimitMiddleware
 from reference_server.api.errors import install_error_handlers
 from reference_server.api.runtime import ServingRuntime
 from reference_server.api.settings import ServerConfig
-from reference_server.classifier import ClassifierConfig
-from reference_server.config import EngineConfig
+from reference_server.classifier.model import ClassifierConfig
+from reference_server.engine.config import EngineConfig
 
 
 def create_app(engine_config: EngineConfig | None = None, server_config: ServerConfig | None = None,

@@ -9,7 +9,7 @@ its UTF-8 bytes, one id per byte. So a chat prompt's token count is exactly
 
 from __future__ import annotations
 
-from reference_server.tokenizer import ByteTokenizer
+from reference_server.engine.tokenizer import ByteTokenizer
 
 # OpenAI role -> the special token that opens the turn
 ROLE_TOKENS = {

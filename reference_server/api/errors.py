@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from reference_server import metrics as metric_names
+from reference_server.runtime import metrics as metric_names
 
 logger = logging.getLogger("reference_server.api")
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from reference_server.api.errors import APIError
 from reference_server.api.stop_strings import StopStringMatcher
-from reference_server.engine_client import RequestAborted
-from reference_server.engine_loop import ACCEPTED, EngineFailure
-from reference_server.tokenizer import IncrementalDecoder
+from reference_server.runtime.engine_client import RequestAborted
+from reference_server.runtime.engine_loop import ACCEPTED, EngineFailure
+from reference_server.engine.tokenizer import IncrementalDecoder
 
 
 @dataclass

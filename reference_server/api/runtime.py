@@ -15,13 +15,13 @@ from dataclasses import asdict
 from reference_server.api.admission import AdmissionControl
 from reference_server.api.errors import APIError
 from reference_server.api.settings import ServerConfig
-from reference_server.async_engine import AsyncEngine
-from reference_server.classifier import ClassifierConfig, TabularClassifier
-from reference_server.classifier_batcher import DynamicBatcher
-from reference_server.config import EngineConfig
-from reference_server.engine_process import EngineProcess
-from reference_server.metrics import ServerMetrics
-from reference_server.tokenizer import ByteTokenizer
+from reference_server.runtime.engine_thread import AsyncEngine
+from reference_server.classifier.model import ClassifierConfig, TabularClassifier
+from reference_server.classifier.batcher import DynamicBatcher
+from reference_server.engine.config import EngineConfig
+from reference_server.runtime.engine_process import EngineProcess
+from reference_server.runtime.metrics import ServerMetrics
+from reference_server.engine.tokenizer import ByteTokenizer
 
 
 class ClassifierService:
@@ -137,7 +137,7 @@ def _engine_client(engine_config: EngineConfig, server_config: ServerConfig,
 
 def _default_engine_builder(engine_config: EngineConfig) -> Callable[[], object]:
     def build():
-        from reference_server.engine import Engine   # torch-heavy: import on the engine thread
+        from reference_server.engine.engine import Engine   # torch-heavy: import on the engine thread
         return Engine(engine_config)
     return build
 

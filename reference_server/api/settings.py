@@ -1,4 +1,4 @@
-"""Configuration of the HTTP serving layer (the engine's own is `reference_server.config.EngineConfig`)."""
+"""Configuration of the HTTP serving layer (the engine's own is `reference_server.engine.config.EngineConfig`)."""
 
 from __future__ import annotations
 

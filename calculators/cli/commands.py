@@ -1,0 +1,218 @@
+"""``servecap calc``: each calculator as a subcommand. Bad input exits 2 with one clear line."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+
+from calculators import batch_queue, cost, fleet, queueing
+from calculators.cli.args import build_parser
+from calculators.cli.output import GIB, emit, print_json, print_rows
+from calculators.dtypes import default_kv_dtype
+from calculators.fit import fit
+from calculators.gpus import GpuSpec, _catalog as gpu_catalog, get_gpu, gpu_names
+from calculators.kv import kv
+from calculators.models import get_model, model_names, resolve_model
+from calculators.roofline import roofline
+from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
+from calculators.weights import weights
+
+
+def _gpu(args) -> GpuSpec:
+    return get_gpu(args.gpu, memory_gib=args.gpu_memory_gib, bandwidth_gbs=args.gpu_bandwidth_gbs,
+                   tflops=args.gpu_tflops, hourly_usd=args.gpu_hourly)
+
+
+def cmd_kv(args) -> None:
+    kv_dtype = args.kv_dtype or default_kv_dtype(args.dtype)
+    result = kv(resolve_model(args.model), kv_dtype, tp=args.tp, prompt_tokens=args.prompt_tokens,
+                output_tokens=args.output_tokens, block_size=args.block_size)
+    emit(args, "KV cache", result)
+
+
+def cmd_weights(args) -> None:
+    result = weights(resolve_model(args.model), args.dtype, keep_embeddings_16bit=args.keep_embeddings_16bit)
+    emit(args, "Weights", {**asdict(result), "tp": args.tp, "weight_bytes_per_gpu": result.bytes_per_gpu(args.tp)})
+
+
+def cmd_fit(args) -> None:
+    result = fit(resolve_model(args.model), _gpu(args), dtype=args.dtype, kv_dtype=args.kv_dtype, gpus=args.gpus,
+                 tp=args.tp, gpu_memory_utilization=args.gpu_memory_utilization,
+                 activation_gib=args.activation_gib, non_torch_gib=args.non_torch_gib, block_size=args.block_size,
+                 max_model_len=args.max_model_len, prompt_tokens=args.prompt_tokens,
+                 output_tokens=args.output_tokens, keep_embeddings_16bit=args.keep_embeddings_16bit,
+                 max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs)
+    emit(args, "Fit (per GPU)", result)
+    if not args.json and not result.fits:
+        print(result.reason, file=sys.stderr)
+
+
+def cmd_roofline(args) -> None:
+    result = roofline(resolve_model(args.model), _gpu(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
+                      batch=args.batch, context=args.context, prompt_tokens=args.prompt_tokens, tp=args.tp,
+                      bandwidth_efficiency=args.bandwidth_efficiency, compute_efficiency=args.compute_efficiency,
+                      overhead_s=args.overhead_ms / 1e3)
+    emit(args, "Roofline (per GPU)", result)
+
+
+def cmd_queue(args) -> None:
+    if args.queue == "batch":
+        missing = [flag for flag, value in (("--batch-base-ms", args.batch_base_ms),
+                                            ("--batch-per-item-ms", args.batch_per_item_ms),
+                                            ("--max-batch-size", args.max_batch_size)) if value is None]
+        if missing:
+            raise ValueError(f"--queue batch needs {', '.join(missing)}")
+        result = batch_queue.batch_queue(args.arrival_rate, args.batch_base_ms / 1e3, args.batch_per_item_ms / 1e3,
+                                         args.max_batch_size)
+        return emit(args, "Batch-service queue", result)
+    if args.service_rate is None:
+        raise ValueError(f"--queue {args.queue} needs --service-rate")
+    if args.queue == "mmc":
+        result = queueing.mmc(args.arrival_rate, args.service_rate, args.servers)
+    elif args.queue == "md1":
+        result = queueing.md1(args.arrival_rate, args.service_rate)
+    elif args.queue == "mg1":
+        result = queueing.mg1(args.arrival_rate, args.service_rate, args.service_cv2)
+    else:
+        result = queueing.ggc(args.arrival_rate, args.service_rate, args.servers, arrival_cv2=args.arrival_cv2,
+                              service_cv2=args.service_cv2)
+    emit(args, f"Queue ({args.queue})", result)
+
+
+def cmd_fleet(args) -> None:
+    if (args.replica_capacity is None) == (args.model is None or args.gpu is None):
+        raise ValueError("give either --replica-capacity or both --model and --gpu")
+    hourly = None
+    if args.replica_capacity is not None:
+        replica = fleet.replica(args.replica_capacity, args.replica_slots)
+        hourly = args.gpu_hourly
+    else:
+        gpu = _gpu(args)
+        replica = fleet.replica_from_roofline(resolve_model(args.model), gpu, dtype=args.dtype, tp=args.tp,
+                                              prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+                                              max_num_seqs=args.max_num_seqs)
+        hourly = gpu.hourly_usd
+    plan = fleet.fleet(args.rate, args.slo_p99_ms / 1e3, replica, arrival_cv2=args.arrival_cv2,
+                       service_cv2=args.service_cv2)
+    out = asdict(plan)
+    if hourly is not None:
+        out["usd_per_hour"] = hourly * plan.gpus
+        out["usd_per_million_requests"] = cost.usd_per_million_requests(hourly, plan.gpus, plan.rate_rps)
+        if plan.tokens_per_s:
+            out["usd_per_million_tokens"] = cost.usd_per_million_tokens(hourly, plan.gpus, plan.tokens_per_s)
+    emit(args, "Fleet", out)
+
+
+def cmd_cost(args) -> None:
+    hourly = args.gpu_hourly
+    if hourly is None:
+        if args.gpu is None:
+            raise ValueError("give --gpu-hourly or a --gpu with a catalog price")
+        hourly = get_gpu(args.gpu).hourly_usd
+        if hourly is None:
+            raise ValueError(f"gpu {args.gpu!r} has no catalog price; give --gpu-hourly")
+    result = cost.cost(hourly, args.gpus, args.tokens_per_s, slo_tokens_per_s=args.slo_tokens_per_s,
+                       requests_per_s=args.requests_per_s)
+    emit(args, "Cost", result)
+
+
+def _step_model(args) -> StepTimeModel:
+    if args.step_base_ms is not None:
+        return StepTimeModel(args.step_base_ms / 1e3, args.step_per_seq_ms / 1e3,
+                             args.step_per_prefill_token_ms / 1e3, args.step_per_context_token_ms / 1e3)
+    if args.model is None or args.gpu is None:
+        raise ValueError("give a measured step model (--step-base-ms ...) or --model and --gpu for a roofline one")
+    return step_model_from_roofline(resolve_model(args.model), _gpu(args), dtype=args.dtype, tp=args.tp)
+
+
+def cmd_simulate(args) -> None:
+    from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate_levels  # numpy: only here
+
+    server = ServerConfig(strategy=args.strategy, max_num_seqs=args.max_num_seqs,
+                          max_num_batched_tokens=args.max_num_batched_tokens, batch_size=args.batch_size,
+                          batch_timeout_s=args.batch_timeout_ms / 1e3, max_batch_size=args.max_batch_size,
+                          preferred_batch_sizes=tuple(args.preferred_batch_sizes),
+                          max_queue_delay_s=args.max_queue_delay_us / 1e6, num_kv_blocks=args.kv_blocks,
+                          block_size=args.block_size)
+    levels = args.concurrency or args.rates
+    workload = Workload(prompt_tokens=LengthDist(*args.prompt_tokens), output_tokens=LengthDist(*args.output_tokens),
+                        requests=args.requests, concurrency=levels[0] if args.concurrency else None,
+                        rate_rps=None if args.concurrency else levels[0], arrival_cv2=args.arrival_cv2, seed=args.seed)
+    model = _step_model(args)
+    results = simulate_levels(server, workload, model, concurrencies=args.concurrency, rates=args.rates)
+    if args.json:
+        return print_json({"strategy": args.strategy, "step_model": asdict(model),
+                           "levels": [r.to_dict() for r in results]})
+    rows = [{"offered": next(f"{k}={v}" for k, v in r.offered.items()), "output_tokens_per_s": r.output_tokens_per_s,
+             "mean_batch": r.mean_batch_size,
+             **{f"{m}_{p}_ms": r.metrics[f"{m}_s"][p] * 1e3 for m in ("ttft", "tpot", "e2e") for p in ("p50", "p99")}}
+            for r in results]
+    print_rows(f"Simulated {args.strategy} batching", rows, list(rows[0]))
+
+
+def cmd_calibrate(args) -> None:
+    import pandas as pd
+
+    from calculators.calibrate import fit_step_model, fit_step_time
+
+    try:
+        frame = pd.read_csv(args.steps)
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as error:
+        raise ValueError(f"steps file {args.steps!r} cannot be read: {error}") from None
+    missing = {"batch_size", "step_s"} - set(frame.columns)
+    if missing:
+        raise ValueError(f"steps file {args.steps!r} lacks column(s) {', '.join(sorted(missing))}")
+    line = fit_step_time(frame["batch_size"], frame["step_s"])
+    model = fit_step_model(frame["batch_size"], frame["step_s"],
+                           prefill_tokens=frame["prefill_tokens"] if "prefill_tokens" in frame else None)
+    emit(args, "Step-time fit", {"base_s": line.base_s, "per_seq_s": line.per_seq_s, "r_squared": line.r_squared,
+                                 "samples": line.samples, "step_model": asdict(model)})
+
+
+def cmd_gpus(args) -> None:
+    rows = []
+    for name in gpu_names():
+        raw = gpu_catalog()[name]
+        rows.append({"name": name, "usable_gib": raw["usable_bytes"] and raw["usable_bytes"] / GIB,
+                     "bandwidth_gbs": raw["bandwidth_bytes_per_s"] and raw["bandwidth_bytes_per_s"] / 1e9,
+                     "tflops_16bit": raw["flops_16bit"] and raw["flops_16bit"] / 1e12,
+                     "tflops_fp8": raw["flops_fp8"] and raw["flops_fp8"] / 1e12,
+                     "ops_int8_t": raw["ops_int8"] and raw["ops_int8"] / 1e12, "hourly_usd": raw["hourly_usd"],
+                     "description": raw["description"]})
+    if args.json:
+        return print_json({"gpus": rows})
+    print_rows("GPUs (dense peaks; hourly price is an assumption)", rows, list(rows[0]))
+
+
+def cmd_models(args) -> None:
+    rows = []
+    for name in model_names():
+        arch = get_model(name)
+        w = weights(arch, "bf16")
+        rows.append({"name": name, "params_b": w.param_count / 1e9, "layers": arch.num_layers,
+                     "heads": arch.num_heads, "kv_heads": arch.num_kv_heads, "head_dim": arch.head_dim,
+                     "experts": arch.num_experts, "kv_bytes_per_token_bf16": kv(arch, "bf16").kv_bytes_per_token})
+    if args.json:
+        return print_json({"models": rows})
+    print_rows("Models", rows, list(rows[0]))
+
+
+COMMANDS = {"kv": cmd_kv, "weights": cmd_weights, "fit": cmd_fit, "roofline": cmd_roofline, "queue": cmd_queue,
+            "fleet": cmd_fleet, "cost": cmd_cost, "simulate": cmd_simulate, "calibrate": cmd_calibrate,
+            "gpus": cmd_gpus, "models": cmd_models}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        COMMANDS[args.command](args)
+    except ValueError as error:
+        print(f"servecap calc {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # output piped into `head`: not an error
+        sys.stderr.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""One HTTP exchange as the client saw it, and the record fields it yields.
+
+`Exchange` is filled in place by the gevent client while the response arrives, so a
+request cut short (timeout, error, test stopped) still holds everything received.
+`summarize` is pure: times are `time.perf_counter()` seconds; `t_start` is converted
+to unix time by the caller's clock anchor.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from loadgen.client.sse import error_message, parse_stream
+
+
+@dataclass
+class Exchange:
+    t_start: float | None = None      # perf_counter just before the request's first byte was written
+    status_code: int | None = None
+    lines: list[tuple[float, bytes]] = field(default_factory=list)  # SSE lines with arrival times
+    body: bytearray = field(default_factory=bytearray)              # non-streamed body
+    t_last: float | None = None       # perf_counter when the last byte so far arrived
+    complete: bool = False            # the whole response was read
+    failure: str | None = None        # "timeout" | "error" when the exchange broke
+    failure_message: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    error: str | None
+    ttft_s: float | None
+    e2e_s: float | None
+    itl_s: list[float]
+    response_id: str | None
+    prompt_tokens: int | None
+    output_tokens: int | None
+    usage_from: str  # "server" | "counted" | "none"
+
+
+def _gaps(times: list[float]) -> list[float]:
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | None, stopped: bool = False,
+              pause: Callable[[], None] | None = None) -> Outcome:
+    """Record fields for an exchange. `stopped`: the test ended while it was in flight;
+    `pause`: called now and then while parsing a long stream (see sse.parse_stream)."""
+    t0 = exchange.t_start
+    e2e = None if (t0 is None or exchange.t_last is None) else exchange.t_last - t0
+    code = exchange.status_code
+
+    if code is not None and code != 200:
+        message = None
+        try:
+            message = error_message(json.loads(bytes(exchange.body) or b"null"))
+        except ValueError:
+            message = bytes(exchange.body[:200]).decode("utf-8", "replace") or None
+        return Outcome(f"http_{code}", message or f"HTTP {code}", None, e2e, [], None,
+                       prompt_tokens_asked, None, "none")
+
+    if stream:
+        parsed = parse_stream(exchange.lines, pause)
+        ttft = parsed.content_times[0] - t0 if (parsed.content_times and t0 is not None) else None
+        itl = _gaps(parsed.content_times)
+        response_id, usage, error = parsed.response_id, parsed.usage, parsed.error
+        counted_output = len(parsed.content_times)
+    else:
+        ttft, itl, counted_output, error = None, [], None, None
+        obj: Any = None
+        if exchange.complete:
+            try:
+                obj = json.loads(bytes(exchange.body))
+            except ValueError:
+                error = "response body is not JSON"
+        obj = obj if isinstance(obj, dict) else {}
+        response_id = obj.get("id") if isinstance(obj.get("id"), str) else None
+        usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
+        error = error or error_message(obj)
+
+    if usage and isinstance(usage.get("completion_tokens"), int):
+        prompt_tokens = usage.get("prompt_tokens", prompt_tokens_asked)
+        output_tokens, usage_from = usage["completion_tokens"], "server"
+    else:
+        prompt_tokens = prompt_tokens_asked
+        output_tokens = counted_output
+        usage_from = "counted" if counted_output is not None else "none"
+
+    if exchange.failure is not None:
+        status, message = exchange.failure, exchange.failure_message
+    elif stopped:
+        status, message = "incomplete", "test stopped while the request was in flight"
+    elif not exchange.complete:
+        status, message = "error", "connection closed before the response was complete"
+    elif error is not None:
+        status, message = "error", error
+    else:
+        status, message = "ok", None
+    return Outcome(status, message, ttft, e2e, itl, response_id, prompt_tokens, output_tokens, usage_from)

@@ -1,0 +1,96 @@
+"""Request bodies and whole HTTP/1.1 requests as bytes, built before the send timestamp.
+
+The send path does nothing between taking `t_start` and the socket write, so every
+request is rendered to its final bytes here first. Pure: no sockets, no gevent.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from loadgen.workload.prompts import Prompt
+
+CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where requests go, parsed once from `--host`."""
+
+    scheme: str
+    host: str
+    port: int
+    base_path: str  # e.g. "" or "/proxy" (no trailing slash)
+
+    @classmethod
+    def from_url(cls, url: str) -> "Target":
+        if not url:
+            raise ValueError("host: no target URL; pass --host http://HOST:PORT")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"host: {url!r} is not an http(s)://HOST[:PORT] URL")
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise ValueError(f"host: {url!r} has an invalid port") from None
+        return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        return self.host if self.port == default else f"{self.host}:{self.port}"
+
+
+def chat_body(model: str, prompt: Prompt, max_tokens: int, *, stream: bool, ignore_eos: bool) -> dict:
+    messages = []
+    if prompt.system:
+        messages.append({"role": "system", "content": prompt.system})
+    messages.append({"role": "user", "content": prompt.user})
+    body: dict = {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": stream}
+    return _finish_body(body, stream=stream, ignore_eos=ignore_eos)
+
+
+def completions_body(model: str, prompt: Prompt, max_tokens: int, *, stream: bool, ignore_eos: bool) -> dict:
+    body: dict = {"model": model, "prompt": prompt.completion_text, "max_tokens": max_tokens, "stream": stream}
+    return _finish_body(body, stream=stream, ignore_eos=ignore_eos)
+
+
+def _finish_body(body: dict, *, stream: bool, ignore_eos: bool) -> dict:
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    if ignore_eos:
+        body["ignore_eos"] = True  # vLLM/SGLang/reference server extension; fixes output length
+    return body
+
+
+def http_request(
+    method: str,
+    target: Target,
+    path: str,
+    body: dict | bytes | None = None,
+    *,
+    api_key: str | None = None,
+    accept: str = "application/json",
+) -> bytes:
+    """A complete HTTP/1.1 request (keep-alive, identity encoding) as bytes."""
+    if isinstance(body, dict):
+        payload = json.dumps(body, separators=(",", ":")).encode()
+    else:
+        payload = body or b""
+    lines = [
+        f"{method} {target.base_path}{path} HTTP/1.1",
+        f"Host: {target.host_header}",
+        "User-Agent: servecap-loadgen",
+        f"Accept: {accept}",
+        "Accept-Encoding: identity",  # no gzip: chunks must reach us as the server wrote them
+        "Connection: keep-alive",
+    ]
+    if api_key:
+        lines.append(f"Authorization: Bearer {api_key}")
+    if payload or method in ("POST", "PUT"):
+        lines.append("Content-Type: application/json")
+        lines.append(f"Content-Length: {len(payload)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload

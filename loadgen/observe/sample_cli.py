@@ -1,0 +1,52 @@
+"""`servecap sample`: sample the device (NVML or host) and optionally scrape /metrics.
+
+    servecap sample --out DIR [--interval S] [--pid PID] [--metrics-url URL] [--duration S]
+
+Writes DIR/samples.csv (and DIR/server_metrics.csv with --metrics-url) until
+--duration passes or Ctrl-C / SIGTERM; for servers on another host, run it there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from loadgen.observe.samplers import start_sampler
+from loadgen.observe.scraper import start_scraper
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="servecap sample", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="directory for samples.csv and server_metrics.csv")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples (default 1)")
+    parser.add_argument("--pid", type=int, default=None, help="server process to sample on the host fallback")
+    parser.add_argument("--metrics-url", default=None, help="Prometheus endpoint to scrape, e.g. http://h:8000/metrics")
+    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    args = parser.parse_args(argv)
+    if args.interval <= 0:
+        parser.error("--interval must be > 0")
+    if args.duration is not None and args.duration <= 0:
+        parser.error("--duration must be > 0")
+    out = Path(args.out)
+    try:
+        sampler = start_sampler(out / "samples.csv", args.interval, args.pid)
+        scraper = start_scraper(args.metrics_url, out / "server_metrics.csv", args.interval) if args.metrics_url else None
+    except ValueError as exc:
+        print(f"servecap sample: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"sampling {sampler.kind} every {args.interval:g} s -> {out / 'samples.csv'}"
+          + (f"; scraping {args.metrics_url} -> {out / 'server_metrics.csv'}" if scraper else ""), flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait(args.duration)
+    sampler.stop()
+    if scraper is not None:
+        scraper.stop()
+    print(f"wrote {sampler.rows_written} sample rows"
+          + (f", {scraper.scrapes} scrapes ({scraper.failures} failed)" if scraper else ""), flush=True)
+    return 0

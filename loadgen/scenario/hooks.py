@@ -1,0 +1,82 @@
+"""Wire a scenario into Locust's events: flags, validation, per-test runs, records.
+
+A locustfile calls `install(events, add_arguments, build)` at import. `build(options,
+environment, role)` returns `(RunSettings, scenario)` or raises ValueError naming the
+bad flag. Flags are validated at `init` (a bad flag exits with code 2 and one line,
+no traceback) and again at each `test_start` (the web UI can change them).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import gevent
+
+from loadgen.scenario.load_run import DISTRIBUTED_START_S, LoadRun, RunSettings
+from loadgen.scenario.record_sink import RecordSink
+
+log = logging.getLogger(__name__)
+
+Build = Callable[[Any, Any, str], tuple[RunSettings, Any]]
+
+
+def install(events, add_arguments: Callable[[Any], None], build: Build) -> None:
+    @events.init_command_line_parser.add_listener
+    def _add_arguments(parser, **_) -> None:
+        add_arguments(parser)
+
+    @events.init.add_listener
+    def _on_init(environment, **_) -> None:
+        # gevent's loop caches "now" and has not run since before the imports (seconds of
+        # blocking work): Locust arms its --run-time timer right after this event, and a
+        # stale "now" makes a 2 s test stop after 0.7 s.
+        gevent.get_hub().loop.update_now()
+        sink = RecordSink(environment)
+        environment.servecap = SimpleNamespace(sink=sink, run=None)
+        if environment.parsed_options is not None and sink.role != "worker":
+            try:
+                build(environment.parsed_options, environment, "check")
+            except ValueError as exc:
+                print(f"locust: error: {exc}", file=sys.stderr)
+                raise SystemExit(2) from None
+
+    @events.test_start.add_listener
+    def _on_test_start(environment, **_) -> None:
+        state = environment.servecap
+        role = state.sink.role
+        options = environment.parsed_options
+        if role == "master" and options is not None:
+            # travels to workers with the spawn message: one schedule start, one level label
+            options.servecap_t0 = time.time() + DISTRIBUTED_START_S
+            options.servecap_users = environment.runner.target_user_count
+            workers = int(getattr(options, "expect_workers", 1) or 1)
+            if str(getattr(options, "arrival", "closed")) != "closed" and environment.runner.target_user_count < workers:
+                log.warning("open loop over %d workers with only %d users: a worker without a user sends "
+                            "nothing, so its share of the schedule is lost; use -u >= %d", workers,
+                            environment.runner.target_user_count, workers)
+        try:
+            settings, scenario = build(options, environment, role)
+            run = LoadRun(environment, scenario, settings, state.sink)
+        except ValueError as exc:
+            log.error("cannot start the test: %s", exc)
+            environment.process_exit_code = 2
+            gevent.spawn(environment.runner.quit)
+            return
+        state.sink.begin(run)
+        state.run = run
+        run.start()
+
+    @events.test_stop.add_listener
+    def _on_test_stop(environment, **_) -> None:
+        run = environment.servecap.run
+        if run is not None:
+            run.stop()
+
+
+def current_run(environment) -> LoadRun | None:
+    state = getattr(environment, "servecap", None)
+    return state.run if state is not None else None

@@ -1,0 +1,255 @@
+"""One Locust process's share of a test: send requests, time them, record them.
+
+Scenario-independent: a scenario (chat, classify) only renders requests to bytes
+(`prepare`). `LoadRun` owns the keep-alive connections, the clock, the record sink,
+the generator-health monitor, Locust stats reporting and the open-loop driver.
+
+Closed loop: each Locust user calls `user_step()` in a loop (wait_time 0), one
+request at a time. Open loop (`--arrival poisson|constant|gamma:CV --rate R`): the first
+user of each process drives that process's share of one seeded schedule (slot i goes to
+process i % processes); every arrival gets its own greenlet, prepared 2 ms early, which
+sleeps until its slot and sends regardless of responses. At most `--max-inflight`
+requests are in flight per process; an arrival that finds the bound full waits (its
+lateness shows it) and the hit is counted in the meta file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import time
+from dataclasses import dataclass
+from itertools import count
+from pathlib import Path
+from typing import Protocol
+
+import gevent
+import gevent.pool
+from gevent import GreenletExit
+
+from loadgen.workload.arrivals import ArrivalProcess, iter_offsets, my_share
+from loadgen.client.clock import Clock
+from loadgen.client.exchange import Exchange, summarize
+from loadgen.scenario.generator_health import GeneratorHealth
+from loadgen.client.greenlet_time import sleep_until, yield_now
+from loadgen.client.http_stream import ConnectionPool, run_exchange, send_request
+from loadgen.scenario.locust_report import report_to_locust
+from loadgen.client.request_bytes import Target
+
+log = logging.getLogger(__name__)
+
+PREPARE_LEAD_S = 0.002   # open loop: render an arrival's request this long before its slot
+SPIN_S = 0.0012          # open loop: yield-spin this last stretch (epoll timers round up to 1 ms)
+OPEN_LOOP_START_S = 0.05  # local open loop: first slot this long after the driver starts
+DISTRIBUTED_START_S = 1.0 # distributed open loop: master picks t0 this far ahead
+
+
+@dataclass(frozen=True)
+class Prepared:
+    request: bytes
+    prompt_tokens_asked: int | None
+    output_tokens_asked: int | None
+
+
+class Scenario(Protocol):
+    api: str
+    stream: bool
+
+    def prepare(self, rng: random.Random) -> Prepared: ...
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The scenario-independent flags (see chat_config.add_common_arguments)."""
+
+    seed: int
+    records: str | None
+    arrival: ArrivalProcess
+    max_inflight: int
+    request_timeout_s: float
+    level: str | None
+    warmup_s: float
+
+    def __post_init__(self) -> None:
+        if self.max_inflight < 1:
+            raise ValueError(f"--max-inflight must be >= 1, got {self.max_inflight}")
+        if not self.request_timeout_s > 0:
+            raise ValueError(f"--request-timeout must be > 0, got {self.request_timeout_s}")
+        if not self.warmup_s >= 0:
+            raise ValueError(f"--warmup must be >= 0, got {self.warmup_s}")
+
+
+class LoadRun:
+    def __init__(self, environment, scenario: Scenario | None, settings: RunSettings, sink) -> None:
+        self.environment = environment
+        self.runner = environment.runner
+        self.scenario = scenario
+        self.settings = settings
+        self.sink = sink
+        self.records_path = Path(settings.records) if settings.records else None
+        self.clock = Clock()
+        self.test_start_perf = time.perf_counter()
+        self.role = sink.role
+        index = max(getattr(self.runner, "worker_index", 0), 0)
+        self.process_index = index
+        options = environment.parsed_options
+        self.process_count = max(int(getattr(options, "expect_workers", 1) or 1), 1) if self.role == "worker" else 1
+        if self.process_index >= self.process_count:
+            log.error("worker index %d >= --expect-workers %d: open-loop slots will overlap", index, self.process_count)
+            self.process_index %= self.process_count
+        host = socket.gethostname()
+        self.worker = (f"worker{index}@{host}:{os.getpid()}" if self.role == "worker"
+                       else f"{self.role}@{host}:{os.getpid()}")
+        self.health = GeneratorHealth(self.worker)
+        self.pool = ConnectionPool(Target.from_url(environment.host)) if self.role != "master" else None
+        self._seq = count()
+        self._driver_claimed = False
+        self._t0_unix = getattr(options, "servecap_t0", None)
+        self._users_at_start = getattr(options, "servecap_users", None)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        if self.role != "master":
+            self.health.start()
+
+    def stop(self) -> None:
+        self.health.stop()
+
+    def level(self) -> str:
+        if self.settings.level:
+            return self.settings.level
+        if self.settings.arrival.open_loop:
+            return f"rps={self.settings.arrival.rate_rps:g}"
+        users = self.runner.target_user_count if self.role == "local" else self._users_at_start
+        return f"c={users if users is not None else '?'}"
+
+    def level_for_meta(self) -> str:
+        return self.level()
+
+    # -- closed loop --------------------------------------------------------------------
+    def user_step(self) -> None:
+        """One Locust task iteration."""
+        if self.settings.arrival.open_loop:
+            if not self._driver_claimed:
+                self._driver_claimed = True
+                self.drive_open_loop()
+            else:  # extra users have nothing to do in open loop
+                log.info("open loop: one user per process drives the schedule; this extra user idles")
+                gevent.sleep(1e9)
+            return
+        index = next(self._seq)
+        rng = random.Random(f"{self.settings.seed}/{self.process_index}/{index}")
+        self.send(index, self.scenario.prepare(rng))
+
+    # -- open loop ----------------------------------------------------------------------
+    def drive_open_loop(self) -> None:
+        """Send this process's slots of the schedule, each at its time, until killed.
+
+        The driver itself renders the request, takes a connection, waits for the slot,
+        stamps t_start and writes the request; a greenlet per request then reads the
+        response. So the only work between the slot and the write is the write.
+        """
+        t0_unix = self._t0_unix if self._t0_unix is not None else self.clock.now() + OPEN_LOOP_START_S
+        t0 = self.clock.perf(t0_unix)
+        inflight = gevent.pool.Pool(self.settings.max_inflight)
+        warned = False
+        try:
+            for index, offset in enumerate(iter_offsets(self.settings.arrival, self.settings.seed)):
+                if not my_share(index, self.process_index, self.process_count):
+                    continue
+                t_sched = t0 + offset
+                sleep_until(t_sched - PREPARE_LEAD_S)
+                prepared = self.scenario.prepare(random.Random(f"{self.settings.seed}/{index}"))
+                if inflight.full():
+                    self.health.inflight_cap_hits += 1
+                    if not warned:
+                        warned = True
+                        log.warning("open loop: %d requests in flight (--max-inflight); arrivals now wait",
+                                    self.settings.max_inflight)
+                    inflight.wait_available()
+                try:
+                    conn = self.pool.acquire()
+                except OSError as exc:
+                    self._record_failure(index, prepared, t_sched, f"connect: {exc}")
+                    continue
+                exchange = Exchange()
+                sleep_until(t_sched, spin_s=SPIN_S)
+                try:
+                    send_request(conn[0], prepared.request, exchange)
+                    sent = True
+                except OSError:
+                    sent = False  # a stale keep-alive socket: the request greenlet reconnects and resends
+                inflight.spawn(self.send, index, prepared, t_sched=t_sched, conn=conn, exchange=exchange, sent=sent)
+        finally:
+            inflight.kill(block=True)  # in-flight requests write "incomplete" records
+
+    # -- one request --------------------------------------------------------------------
+    def send(self, index: int, prepared: Prepared, *, t_sched: float | None = None, conn=None,
+             exchange: Exchange | None = None, sent: bool = False) -> None:
+        if conn is None:
+            try:
+                conn = self.pool.acquire()
+            except OSError as exc:
+                self._record_failure(index, prepared, t_sched, f"connect: {exc}")
+                gevent.sleep(0.1)  # a refused connection must not spin the user
+                return
+        exchange = exchange or Exchange()
+        stopped = False
+        try:
+            run_exchange(self.pool, prepared.request, exchange, stream=self.scenario.stream,
+                         timeout_s=self.settings.request_timeout_s, conn=conn, sent=sent)
+        except GreenletExit:
+            stopped = True
+            log.debug("request %d stopped in flight (t_start=%s)", index, exchange.t_start)
+            raise
+        finally:
+            if exchange.t_start is not None or not stopped:
+                self._finish(index, prepared, exchange, t_sched, stopped)
+
+    def _finish(self, index, prepared: Prepared, exchange: Exchange, t_sched, stopped: bool) -> None:
+        # Parsing a long stream pauses now and then so other streams keep being read; if the
+        # test stops during a pause, the record is still written (unpaused) before dying.
+        killed = False
+        try:
+            outcome = summarize(exchange, stream=self.scenario.stream, prompt_tokens_asked=prepared.prompt_tokens_asked,
+                                stopped=stopped, pause=None if stopped else yield_now)
+        except GreenletExit:
+            killed = True
+            outcome = summarize(exchange, stream=self.scenario.stream, prompt_tokens_asked=prepared.prompt_tokens_asked,
+                                stopped=stopped)
+        t_start = exchange.t_start if exchange.t_start is not None else time.perf_counter()
+        if t_sched is not None:
+            self.health.note_lateness(t_start - t_sched)
+        self.health.requests_sent += 1
+        record = {
+            "level": self.level(),
+            "phase": "warmup" if t_start - self.test_start_perf < self.settings.warmup_s else "measure",
+            "t_sched": self.clock.unix(t_sched) if t_sched is not None else None,
+            "t_start": self.clock.unix(t_start),
+            "ttft_s": outcome.ttft_s,
+            "e2e_s": outcome.e2e_s,
+            "itl_s": outcome.itl_s,
+            "prompt_tokens": outcome.prompt_tokens,
+            "output_tokens": outcome.output_tokens,
+            "status": outcome.status,
+            "error": outcome.error,
+            "worker": self.worker,
+            "response_id": outcome.response_id,
+            "request_id": f"{self.worker}#{index}",
+            "api": self.scenario.api,
+            "prompt_tokens_asked": prepared.prompt_tokens_asked,
+            "output_tokens_asked": prepared.output_tokens_asked,
+            "usage_from": outcome.usage_from,
+        }
+        self.sink.put(record)
+        if not stopped:  # Locust's stats count exactly the requests that finished
+            report_to_locust(self.environment.events.request, self.scenario.api, outcome,
+                             pause=None if killed else yield_now)
+        if killed:
+            raise GreenletExit
+
+    def _record_failure(self, index, prepared: Prepared, t_sched, message: str) -> None:
+        exchange = Exchange(t_start=time.perf_counter(), failure="error", failure_message=message[:200])
+        self._finish(index, prepared, exchange, t_sched, stopped=False)

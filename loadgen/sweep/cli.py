@@ -1,0 +1,95 @@
+"""`servecap sweep`: run a load plan against the reference server (per strategy) or a --url, then report.
+
+    servecap sweep --strategies none,static,dynamic,continuous --concurrency 1,4,8 --out runs/cmp
+    servecap sweep --url http://127.0.0.1:8000 --rates 1,2,4 --arrival poisson --out runs/vllm
+    servecap sweep --auto --slo-tpot-ms 50 --strategies continuous --out runs/knee
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from rich.console import Console
+
+from loadgen.sweep.server_process import ServerStartError
+from loadgen.sweep.runner import Sweep
+from loadgen.sweep.config import SLOs, SweepConfig, parse_duration, parse_number_list
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(2, f"servecap sweep: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="servecap sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="run directory to create, e.g. runs/cmp")
+    target = p.add_argument_group("target")
+    target.add_argument("--url", help="an external OpenAI-compatible server to observe (vLLM, TGI, Ollama, ...)")
+    target.add_argument("--model", default="tiny", help="reference-server preset (default tiny)")
+    target.add_argument("--strategies", default="continuous", help="comma list of none,static,dynamic,continuous")
+    target.add_argument("--server-args", default="", help='extra `servecap serve` flags, e.g. "--max-num-seqs 16"')
+    plan = p.add_argument_group("load plan (choose one)")
+    plan.add_argument("--concurrency", help="closed-loop levels, e.g. 1,2,4,8,16,32")
+    plan.add_argument("--rates", help="open-loop arrival rates in requests/s, e.g. 1,2,4,8")
+    plan.add_argument("--auto", action="store_true", help="find the knee: ramp concurrency until a p99 SLO breaks, then bisect")
+    plan.add_argument("--arrival", default="poisson", help="open-loop arrivals: poisson | constant | gamma:CV")
+    plan.add_argument("--warmup", default="5s", help="warm-up per level (10, 30s, 2m)")
+    plan.add_argument("--duration", default="20s", help="measurement window per level (10, 30s, 2m)")
+    work = p.add_argument_group("workload")
+    work.add_argument("--prompt-tokens", default="uniform:32:128", help="N | uniform:LO:HI | normal:M:SD | lognormal:M:S | file:PATH")
+    work.add_argument("--output-tokens", default="uniform:16:64", help="same forms as --prompt-tokens")
+    work.add_argument("--seed", type=int, default=0)
+    slo = p.add_argument_group("SLOs (p99, milliseconds)")
+    slo.add_argument("--slo-ttft-ms", type=float)
+    slo.add_argument("--slo-tpot-ms", type=float)
+    slo.add_argument("--slo-e2e-ms", type=float)
+    p.add_argument("--sample-interval", default="0.5", help="sampler and /metrics scrape interval")
+    p.add_argument("--no-pin-cpus", action="store_true",
+                   help="let the OS place Locust and the server (default: Locust on core 0, the engine process on "
+                        "cores of its own; see loadgen.sweep.cpu_pinning)")
+    p.add_argument("--no-report", action="store_true", help="skip `servecap report` at the end")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> SweepConfig:
+    return SweepConfig(
+        out_dir=args.out, url=args.url, model=args.model,
+        strategies=tuple(s.strip() for s in args.strategies.split(",") if s.strip()),
+        server_args=args.server_args,
+        concurrency=parse_number_list(args.concurrency, "--concurrency", int) if args.concurrency else (),
+        rates=parse_number_list(args.rates, "--rates") if args.rates else (),
+        auto=args.auto, arrival=args.arrival,
+        warmup_s=parse_duration(args.warmup, "--warmup"), duration_s=parse_duration(args.duration, "--duration"),
+        prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, seed=args.seed,
+        slo=SLOs(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
+        sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
+        pin_cpus=not args.no_pin_cpus,
+    )
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    console = Console(stderr=True)
+    try:
+        config = config_from_args(args)
+        out = Sweep(config, console).run()
+    except (ValueError, ServerStartError) as exc:
+        print(f"servecap sweep: error: {exc}", file=sys.stderr)  # plain: never wrapped mid-message
+        return 2
+    console.print(f"run directory: {out}")
+    if args.no_report:
+        return 0
+    report = [sys.executable, "-m", "servecap", "report", str(out)]
+    for flag, value in (("--slo-ttft-ms", args.slo_ttft_ms), ("--slo-tpot-ms", args.slo_tpot_ms),
+                        ("--slo-e2e-ms", args.slo_e2e_ms)):
+        if value is not None:
+            report += [flag, str(value)]
+    return subprocess.run(report).returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,151 @@
+"""What a sweep runs: target, strategies, load plan, workload, windows. One frozen dataclass, validated.
+
+Durations accept seconds or a unit: `10`, `30s`, `2m`, `1h`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+STRATEGIES = ("none", "static", "dynamic", "continuous")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(text: str | float, option: str) -> float:
+    """'10' | '30s' | '2m' -> seconds; ValueError naming `option` otherwise."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        match = _DURATION.match(str(text))
+        if not match:
+            raise ValueError(f"{option}: {text!r} is not a duration (e.g. 10, 30s, 2m)")
+        seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
+    if seconds < 0:
+        raise ValueError(f"{option} must not be negative, got {text!r}")
+    return seconds
+
+
+def parse_number_list(text: str, option: str, kind=float) -> tuple:
+    """'1,2,4' -> (1, 2, 4); every item positive."""
+    items = [item.strip() for item in str(text).split(",") if item.strip()]
+    if not items:
+        raise ValueError(f"{option} needs at least one value, e.g. 1,2,4")
+    values = []
+    for item in items:
+        try:
+            value = kind(item)
+        except ValueError:
+            raise ValueError(f"{option}: {item!r} is not a {'whole ' if kind is int else ''}number") from None
+        if value <= 0:
+            raise ValueError(f"{option}: values must be positive, got {item}")
+        values.append(value)
+    return tuple(values)
+
+
+@dataclass(frozen=True)
+class SLOs:
+    """p99 latency objectives in milliseconds (None = not set)."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"--slo-{name.replace('_ms', '')}-ms must be positive, got {value!r}")
+
+    @property
+    def is_set(self) -> bool:
+        return any(v is not None for v in (self.ttft_ms, self.tpot_ms, self.e2e_ms))
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """One sweep.
+
+    Attributes:
+        out_dir: the run directory to create (runs/NAME).
+        url: an external OpenAI-compatible server to observe; None = start the reference server.
+        model: reference-server preset (ignored with `url`, except as the model name sent).
+        strategies: batching strategies to run the same plan against, in turn (reference server only).
+        server_args: extra `servecap serve` flags, as one shell-quoted string.
+        concurrency: closed-loop levels (Locust users); mutually exclusive with `rates`.
+        rates: open-loop arrival rates (requests/s) with `arrival`.
+        auto: find the knee instead of a fixed plan (ramp, then bisect).
+        arrival: poisson | constant | gamma:CV for open loop.
+        warmup_s, duration_s: per level, records before warm-up end get phase "warmup".
+        prompt_tokens, output_tokens: length distributions in loadgen/chat.py's syntax.
+        seed: workload and arrival seed (the same for every level and strategy).
+        slo: p99 objectives used by --auto and written into run.json for the report.
+        sample_interval_s: sampler and /metrics scrape interval.
+        stability_tolerance: a level whose sub-window throughputs differ more than this is extended once, then flagged.
+        max_level_requests: hard bound on requests per level (load tests stay bounded).
+        startup_timeout_s: how long to wait for a server's GET /ready.
+        auto_max_concurrency: where --auto stops ramping.
+        pin_cpus: Locust, the server's front end and its engine on their own cores (see loadgen.sweep.cpu_pinning).
+    """
+
+    out_dir: str
+    url: str | None = None
+    model: str = "tiny"
+    strategies: tuple[str, ...] = ("continuous",)
+    server_args: str = ""
+    concurrency: tuple[int, ...] = ()
+    rates: tuple[float, ...] = ()
+    auto: bool = False
+    arrival: str = "poisson"
+    warmup_s: float = 5.0
+    duration_s: float = 20.0
+    prompt_tokens: str = "uniform:32:128"
+    output_tokens: str = "uniform:16:64"
+    seed: int = 0
+    slo: SLOs = field(default_factory=SLOs)
+    sample_interval_s: float = 0.5
+    stability_tolerance: float = 0.10
+    max_level_requests: int = 100_000
+    startup_timeout_s: float = 180.0
+    auto_max_concurrency: int = 256
+    pin_cpus: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.out_dir:
+            raise ValueError("--out is required (e.g. runs/cmp)")
+        unknown = [s for s in self.strategies if s not in STRATEGIES]
+        if unknown or not self.strategies:
+            raise ValueError(f"--strategies: unknown {', '.join(unknown) or '(empty)'}; choose from {', '.join(STRATEGIES)}")
+        if len(set(self.strategies)) != len(self.strategies):
+            raise ValueError("--strategies lists a strategy twice")
+        if self.url is not None:
+            if not self.url.startswith(("http://", "https://")):
+                raise ValueError(f"--url must start with http:// or https://, got {self.url!r}")
+            if self.strategies != ("continuous",) and len(self.strategies) > 1:
+                raise ValueError("--strategies needs the reference server; with --url the sweep only observes")
+        plans = sum(bool(x) for x in (self.concurrency, self.rates, self.auto))
+        if plans != 1:
+            raise ValueError("choose exactly one load plan: --concurrency, --rates or --auto")
+        if self.auto and not self.slo.is_set:
+            raise ValueError("--auto needs at least one SLO (--slo-ttft-ms, --slo-tpot-ms or --slo-e2e-ms)")
+        if self.duration_s <= 0:
+            raise ValueError("--duration must be positive")
+        if not 0 < self.stability_tolerance < 1:
+            raise ValueError("--stability-tolerance must be a fraction in (0, 1)")
+        if self.sample_interval_s <= 0:
+            raise ValueError("--sample-interval must be positive")
+        try:
+            shlex.split(self.server_args)
+        except ValueError as exc:
+            raise ValueError(f"--server-args is not valid shell quoting: {exc}") from None
+
+    @property
+    def open_loop(self) -> bool:
+        return bool(self.rates)
+
+    def level_id(self, strategy: str | None, load: float) -> str:
+        """`continuous/c=8` or `none/rps=2.0` (strategy prefix omitted for an external --url)."""
+        load_id = f"rps={float(load)}" if self.open_loop else f"c={int(load)}"
+        return f"{strategy}/{load_id}" if strategy else load_id

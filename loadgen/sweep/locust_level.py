@@ -1,0 +1,94 @@
+"""One load level: the real `locust` command, headless, against a URL, appending to the run's records.
+
+Locust runs as a subprocess so the sweep process never mixes gevent with anything
+else. While it runs, the records file is tailed to feed the progress bar.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadgen.sweep.config import SweepConfig
+
+CHAT_LOCUSTFILE = Path(__file__).resolve().parents[1] / "chat.py"
+STOP_TIMEOUT_S = 30  # Locust waits this long for in-flight requests at the end, then records them incomplete
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """What one Locust invocation does. load is users (closed loop) or requests/s (open loop)."""
+
+    level: str
+    load: float
+    warmup_s: float
+    duration_s: float
+
+
+def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path, model: str | None,
+                   prefix: list[str] = ()) -> list[str]:
+    run_time = max(1, round(plan.warmup_s + plan.duration_s))
+    users = 1 if config.open_loop else int(plan.load)
+    command = [
+        *prefix, str(Path(sys.executable).with_name("locust")), "-f", str(CHAT_LOCUSTFILE), "--headless", "--only-summary",
+        "--host", url, "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
+        "--stop-timeout", str(STOP_TIMEOUT_S), "--exit-code-on-error", "0",
+        "--records", str(records), "--level", plan.level, "--warmup", str(plan.warmup_s),
+        "--prompt-tokens", config.prompt_tokens, "--output-tokens", config.output_tokens,
+        "--seed", str(config.seed),
+    ]
+    if model:
+        command += ["--model", model]
+    if config.open_loop:
+        command += ["--arrival", config.arrival, "--rate", str(plan.load)]
+    return command
+
+
+class RecordsTail:
+    """Reads the records appended since the last call (whole lines only)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = path.stat().st_size if path.exists() else 0
+        self.records: list[dict] = []
+
+    def poll(self) -> list[dict]:
+        if not self.path.exists():
+            return self.records
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            data = handle.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for line in complete.splitlines():
+            try:
+                self.records.append(json.loads(line))
+            except ValueError:
+                continue
+        return self.records
+
+
+def run_level(command: list[str], records: Path, log_path: Path, timeout_s: float,
+              on_progress: Callable[[list[dict]], None]) -> tuple[int, list[dict]]:
+    """Run Locust to completion; returns (exit code, this level's records). Kills it past timeout_s."""
+    tail = RecordsTail(records)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while process.poll() is None:
+            if time.monotonic() > deadline:
+                process.kill()
+                break
+            time.sleep(0.5)
+            on_progress(tail.poll())
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+    return process.returncode, tail.poll()

@@ -1,0 +1,246 @@
+"""In-process engine benchmark: each batching strategy on one seeded mixed-length workload.
+
+    python -m reference_server.bench.engine --json            # small preset, cpu, all four strategies
+    servecap bench --preset tiny --num-requests 8 --json
+
+Per strategy: output tokens/s, mean batch size (sequences per step) and the share of engine
+step time spent inside the model's forward pass. Beside them, the forward pass alone at
+batch 1 and batch 32 decoding at the workload's mean context: the ceiling of the batching
+gain on this machine, which continuous batching is measured against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+from rich.console import Console
+from rich.progress import Progress
+
+from reference_server.engine.config import EngineConfig
+from reference_server.engine.engine import Engine
+from reference_server.scheduling.sampling import SamplingParams
+from reference_server.scheduling.strategies import STRATEGIES
+from reference_server.scheduling.strategies.base import ScheduledBatch
+from reference_server.scheduling.sequence import Sequence
+
+STDERR = Console(stderr=True)
+BLOCK_SIZE = 16
+
+
+@dataclass(frozen=True)
+class Workload:
+    prompts: list[list[int]]
+    output_lens: list[int]
+
+    @property
+    def mean_context(self) -> int:
+        """Mean tokens in the cache during decode: prompt + half the output, averaged."""
+        n = len(self.prompts)
+        return round(sum(len(p) + o / 2 for p, o in zip(self.prompts, self.output_lens)) / n)
+
+
+def make_workload(num_requests: int, prompt_len: tuple[int, int], output_len: tuple[int, int],
+                  seed: int) -> Workload:
+    """Seeded: uniform prompt and output lengths, prompt bytes uniform over 0..255."""
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(256) for _ in range(rng.randint(*prompt_len))] for _ in range(num_requests)]
+    return Workload(prompts, [rng.randint(*output_len) for _ in range(num_requests)])
+
+
+def engine_config(args: argparse.Namespace, strategy: str, kv_blocks: int) -> EngineConfig:
+    """The same batch limit for every strategy, so only the batching policy differs."""
+    return EngineConfig(
+        model=args.preset, device=args.device, dtype=args.dtype, strategy=strategy, seed=args.seed,
+        block_size=BLOCK_SIZE, kv_blocks=kv_blocks, max_num_seqs=args.max_batch,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        batch_size=args.max_batch, batch_timeout_ms=0.0, max_batch_size=args.max_batch, max_queue_delay_us=0,
+        num_threads=args.threads,
+    )
+
+
+def kv_blocks_for(workload: Workload, args: argparse.Namespace) -> int:
+    """Room for the `max_batch` longest requests at once: no strategy is starved of cache."""
+    longest = sorted((len(p) + o for p, o in zip(workload.prompts, workload.output_lens)), reverse=True)
+    return sum(-(-n // BLOCK_SIZE) for n in longest[: args.max_batch]) + args.max_batch
+
+
+def run_strategy(engine: Engine, workload: Workload, progress: Progress, label: str) -> dict:
+    """Submit the whole workload at once, step to the end; throughput and where the time went.
+
+    Steps that compute only decode tokens are also timed apart ("decode_*"), because prompt
+    prefill is compute-bound on a CPU and dilutes the batching gain that decode shows.
+    """
+    task = progress.add_task(label, total=sum(workload.output_lens))
+    for i, (prompt, out_len) in enumerate(zip(workload.prompts, workload.output_lens)):
+        engine.add_request(f"bench-{i}", prompt, SamplingParams(max_tokens=out_len, temperature=0.0,
+                                                                ignore_eos=True))
+    step_s = forward_s = decode_s = 0.0
+    steps = seqs_in_steps = produced = decode_tokens = decode_steps = 0
+    start = time.perf_counter()
+    while engine.has_unfinished_requests():
+        outputs = engine.step()
+        new_tokens = sum(len(o.new_token_ids) for o in outputs)
+        stats = engine.stats()
+        if stats.total_steps > steps:
+            steps = stats.total_steps
+            step_s += stats.last_step_s
+            forward_s += stats.last_forward_s
+            seqs_in_steps += stats.last_batch_size
+            if stats.last_num_tokens == stats.last_batch_size:      # decode-only step
+                decode_s += stats.last_step_s
+                decode_tokens += new_tokens
+                decode_steps += 1
+        produced += new_tokens
+        progress.update(task, completed=produced)
+    wall_s = time.perf_counter() - start
+    assert engine.stats().kv_blocks_used == 0, "KV blocks leaked"
+    return {"output_tokens_per_s": produced / wall_s, "mean_batch_size": seqs_in_steps / max(steps, 1),
+            "forward_share": forward_s / step_s if step_s else 0.0, "output_tokens": produced,
+            "num_requests": len(workload.prompts), "wall_s": wall_s, "steps": steps,
+            "prefill_share": 1.0 - decode_s / step_s if step_s else 0.0,
+            "decode_tokens_per_s": decode_tokens / decode_s if decode_s else 0.0,
+            "decode_mean_batch_size": decode_tokens / decode_steps if decode_steps else 0.0,
+            "preemptions": engine.stats().total_preemptions}
+
+
+def forward_only(engine: Engine, batch_size: int, context: int, iters: int) -> float:
+    """Decode tokens/s of the bare forward pass: `batch_size` sequences at `context` cached tokens."""
+    bm, runner = engine.block_manager, engine.runner
+    seqs = []
+    for i in range(batch_size):
+        seq = Sequence(f"fwd-{i}", [(i + j) % 256 for j in range(context + 1)], SamplingParams(max_tokens=1),
+                       arrival_time=0.0)
+        bm.allocate(seq)
+        seq.num_computed_tokens = context     # decode the last token over `context` cached ones
+        seqs.append(seq)
+    batch = ScheduledBatch(seqs=seqs, num_new_tokens=[1] * batch_size)
+    runner.forward(batch)                     # warm up
+    start = time.perf_counter()
+    for _ in range(iters):
+        runner.forward(batch)
+    elapsed = time.perf_counter() - start
+    for seq in seqs:
+        bm.deallocate(seq)
+    return batch_size * iters / elapsed
+
+
+def parse_range(text: str) -> tuple[int, int]:
+    try:
+        lo, hi = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LO,HI (two integers), got {text!r}") from None
+    if not 0 < lo <= hi:
+        raise argparse.ArgumentTypeError(f"expected 0 < LO <= HI, got {text!r}")
+    return lo, hi
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="servecap bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", default="small", help="model preset or local checkpoint dir (default small)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated (default: all)")
+    p.add_argument("--num-requests", type=int, default=64)
+    p.add_argument("--prompt-len", type=parse_range, default=(64, 256), metavar="LO,HI")
+    p.add_argument("--output-len", type=parse_range, default=(16, 256), metavar="LO,HI")
+    p.add_argument("--none-requests", type=int, default=16,
+                   help="`none` runs only the first N requests (one at a time it is slow and its rate does "
+                        "not depend on N); 0 = all (default 16)")
+    p.add_argument("--max-batch", type=int, default=32, help="batch limit of every strategy (default 32)")
+    p.add_argument("--max-num-batched-tokens", type=int, default=2048)
+    p.add_argument("--forward-iters", type=int, default=5)
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    args = p.parse_args(argv)
+    args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    unknown = [s for s in args.strategies if s not in STRATEGIES]
+    if unknown:
+        p.error(f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGIES)}")
+    if args.num_requests < 1 or args.max_batch < 1 or args.forward_iters < 1 or args.none_requests < 0:
+        p.error("--num-requests, --max-batch and --forward-iters must be positive, --none-requests >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    threads_before = torch.get_num_threads()
+    try:
+        return _bench(args)
+    finally:
+        torch.set_num_threads(threads_before)   # --threads must not leak into an embedding process
+
+
+def _bench(args: argparse.Namespace) -> int:
+    workload = make_workload(args.num_requests, args.prompt_len, args.output_len, args.seed)
+    kv_blocks = kv_blocks_for(workload, args)
+    try:
+        engine = Engine(engine_config(args, "continuous", kv_blocks))
+    except ValueError as exc:
+        print(f"servecap bench: {exc}", file=sys.stderr)
+        return 2
+    engine.warmup()
+    context = min(workload.mean_context, engine.max_model_len - 1)
+    result = {"preset": args.preset, "device": args.device, "dtype": engine.config.dtype,
+              "threads": torch.get_num_threads(), "workload": {
+                  "num_requests": args.num_requests, "prompt_len": list(args.prompt_len),
+                  "output_len": list(args.output_len), "seed": args.seed, "max_batch": args.max_batch,
+                  "mean_context": context},
+              "forward_only": {}, "strategies": {}}
+    with STDERR.status(f"forward pass alone at batch 1 and {args.max_batch}, context {context}"):
+        b1 = forward_only(engine, 1, context, args.forward_iters * 4)
+        bmax = forward_only(engine, args.max_batch, context, args.forward_iters)
+    result["forward_only"] = {"tokens_per_s_b1": b1, f"tokens_per_s_b{args.max_batch}": bmax,
+                              "gain": bmax / b1, "context": context}
+    del engine
+    with Progress(console=STDERR, transient=False) as progress:
+        for strategy in args.strategies:
+            engine = Engine(engine_config(args, strategy, kv_blocks))
+            engine.warmup()
+            subset = workload
+            if strategy == "none" and 0 < args.none_requests < args.num_requests:
+                subset = Workload(workload.prompts[: args.none_requests], workload.output_lens[: args.none_requests])
+            result["strategies"][strategy] = run_strategy(engine, subset, progress, strategy)
+            del engine
+    strategies = result["strategies"]
+    if "none" in strategies:
+        none = strategies["none"]
+        for stats in strategies.values():
+            stats["gain_vs_none"] = stats["output_tokens_per_s"] / none["output_tokens_per_s"]
+            if none["decode_tokens_per_s"]:
+                stats["decode_gain_vs_none"] = stats["decode_tokens_per_s"] / none["decode_tokens_per_s"]
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_table(result)
+    return 0
+
+
+def print_table(result: dict) -> None:
+    from rich.table import Table
+
+    fwd = result["forward_only"]
+    console = Console()
+    console.print(f"{result['preset']} on {result['device']} ({result['dtype']}, {result['threads']} threads); "
+                  f"forward pass alone: {fwd['tokens_per_s_b1']:.1f} tok/s at batch 1, gain x{fwd['gain']:.2f} "
+                  f"at batch {result['workload']['max_batch']} (context {fwd['context']})")
+    table = Table("strategy", "requests", "output tok/s", "mean batch", "forward share", "gain vs none",
+                  "prefill share", "decode tok/s", "decode gain", "wall s")
+    for name, s in result["strategies"].items():
+        gain = f"x{s['gain_vs_none']:.2f}" if "gain_vs_none" in s else "-"
+        decode_gain = f"x{s['decode_gain_vs_none']:.2f}" if "decode_gain_vs_none" in s else "-"
+        table.add_row(name, str(s["num_requests"]), f"{s['output_tokens_per_s']:.1f}",
+                      f"{s['mean_batch_size']:.1f}", f"{s['forward_share']:.1%}", gain,
+                      f"{s['prefill_share']:.1%}", f"{s['decode_tokens_per_s']:.1f}", decode_gain,
+                      f"{s['wall_s']:.1f}")
+    console.print(table)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,247 @@
+"""The engine: requests in, tokens out. `step()` = schedule -> run -> postprocess.
+
+Single-threaded by contract: only one thread ever calls it (`engine_loop.EngineLoop`, in the
+engine process or on the engine thread).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from calculators.architecture import ModelArchitecture
+from calculators.models import get_model
+from reference_server.scheduling.block_manager import BlockManager, cdiv
+from reference_server.engine.checkpoint import is_checkpoint_dir, load_checkpoint
+from reference_server.engine.config import DTYPE_BYTES, EngineConfig
+from reference_server.engine.model_runner import ModelRunner, kv_block_bytes
+from reference_server.engine.sampler import Sampler
+from reference_server.scheduling.sampling import SamplingParams
+from reference_server.scheduling.strategies import make_scheduler
+from reference_server.scheduling.strategies.base import ScheduledBatch
+from reference_server.scheduling.sequence import Sequence
+from reference_server.engine.tokenizer import ByteTokenizer
+
+DEFAULT_TOKENS_PER_SEQ = 512   # default cache: room for max_num_seqs sequences of this many tokens
+
+
+def busy_wait(seconds: float) -> None:
+    """Spin for `seconds`: a fault that costs what extra compute would (the core stays busy)."""
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        pass
+
+
+class RequestRejected(ValueError):
+    """The request can never be served as asked (too long, bad ids, duplicate id)."""
+
+
+@dataclass
+class StepOutput:
+    request_id: str
+    new_token_ids: list[int]
+    finished: bool
+    finish_reason: str | None          # "stop" | "length" | None
+    num_prompt_tokens: int
+    num_output_tokens: int
+    num_cached_prompt_tokens: int      # prefix-cache hit tokens for this request
+
+
+@dataclass
+class EngineStats:
+    num_running: int
+    num_waiting: int
+    kv_blocks_used: int
+    kv_blocks_total: int
+    last_batch_size: int
+    last_step_s: float
+    last_forward_s: float
+    total_prefix_cache_hit_tokens: int
+    total_prefix_cache_queries: int
+    total_preemptions: int
+    total_steps: int
+    last_num_tokens: int = 0           # tokens computed in the last step (== last_batch_size: all decodes)
+
+
+def resolve_model(model: str) -> tuple[ModelArchitecture, dict | None]:
+    """A local checkpoint directory (architecture + weights) or a catalog preset (random weights)."""
+    if is_checkpoint_dir(model):
+        return load_checkpoint(model)
+    try:
+        return get_model(model), None
+    except ValueError as exc:
+        raise ValueError(f"model: {exc} (or give a local checkpoint directory with config.json)") from None
+
+
+class Engine:
+    def __init__(self, config: EngineConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.clock = clock
+        self.tokenizer = ByteTokenizer()
+        arch, state_dict = resolve_model(config.model)
+        if arch.vocab_size < self.tokenizer.vocab_size:
+            raise ValueError(f"model: vocab_size {arch.vocab_size} is smaller than the byte tokenizer's "
+                             f"{self.tokenizer.vocab_size}")
+        self.arch = arch
+        self.max_model_len = config.max_model_len or arch.max_position_embeddings
+        if self.max_model_len > arch.max_position_embeddings:
+            raise ValueError(f"max_model_len {self.max_model_len} exceeds the model's "
+                             f"max_position_embeddings ({arch.max_position_embeddings})")
+        self.kv_block_bytes = kv_block_bytes(arch, config.dtype, config.block_size)
+        self.num_kv_blocks = self._num_kv_blocks()
+        self.block_manager = BlockManager(self.num_kv_blocks, config.block_size)
+        self.scheduler = make_scheduler(config, self.block_manager)
+        self.sampler = Sampler(config.seed, self.tokenizer.eos_id)
+        self.runner = ModelRunner(arch, config, num_blocks=self.num_kv_blocks, max_model_len=self.max_model_len,
+                                  sampler=self.sampler, state_dict=state_dict,
+                                  usable_vocab=self.tokenizer.vocab_size)
+        self._seqs: dict[str, Sequence] = {}
+        self._last_batch_size = 0
+        self._last_num_tokens = 0
+        self._last_step_s = 0.0
+        self._total_steps = 0
+
+    def _num_kv_blocks(self) -> int:
+        cfg = self.config
+        if cfg.kv_blocks is not None:
+            return cfg.kv_blocks
+        if cfg.kv_memory_bytes is not None:
+            blocks = cfg.kv_memory_bytes // self.kv_block_bytes
+            if blocks < 1:
+                raise ValueError(f"kv_memory_bytes {cfg.kv_memory_bytes} is less than one KV block "
+                                 f"({self.kv_block_bytes} bytes)")
+            return blocks
+        per_seq = cdiv(min(DEFAULT_TOKENS_PER_SEQ, self.max_model_len), cfg.block_size)
+        return max(cfg.max_num_seqs * per_seq, cdiv(self.max_model_len, cfg.block_size))
+
+    # -- requests --------------------------------------------------------------------------
+    def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+        """Queue a request; RequestRejected says why one can never be served."""
+        if request_id in self._seqs:
+            raise RequestRejected(f"request id {request_id!r} is already in use")
+        ids = list(prompt_token_ids)
+        if not ids:
+            raise RequestRejected("prompt is empty: at least one token is needed")
+        bad = [t for t in ids if isinstance(t, bool) or not isinstance(t, int)
+               or not 0 <= t < self.tokenizer.vocab_size]
+        if bad:
+            raise RequestRejected(f"prompt token ids must be integers in [0, {self.tokenizer.vocab_size}), "
+                                  f"got {bad[0]!r}")
+        total = len(ids) + params.max_tokens
+        if total > self.max_model_len:
+            raise RequestRejected(f"prompt ({len(ids)} tokens) + max_tokens ({params.max_tokens}) = {total} "
+                                  f"exceeds the maximum context length {self.max_model_len}")
+        blocks = cdiv(total, self.config.block_size)
+        if blocks > self.num_kv_blocks:
+            raise RequestRejected(f"prompt + max_tokens needs {blocks} KV blocks but the whole cache holds "
+                                  f"{self.num_kv_blocks} ({self.config.block_size} tokens each)")
+        seq = Sequence(request_id, ids, params, arrival_time=self.clock())
+        self._seqs[request_id] = seq
+        self.scheduler.add(seq)
+
+    def abort_request(self, request_id: str) -> None:
+        """Forget the request and free its KV blocks now; unknown or finished ids are ignored."""
+        if self._seqs.pop(request_id, None) is not None:
+            self.scheduler.abort(request_id)
+            self.sampler.forget(request_id)
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    def seconds_until_schedulable(self) -> float | None:
+        return self.scheduler.seconds_until_schedulable(self.clock())
+
+    # -- the loop --------------------------------------------------------------------------
+    def step(self) -> list[StepOutput]:
+        start = time.perf_counter()
+        batch = self.scheduler.schedule(self.clock())
+        if batch is None:
+            return []
+        if self.config.inject_step_delay_ms:
+            busy_wait(self.config.inject_step_delay_ms / 1e3)
+        tokens = self.runner.run(batch)
+        outputs = self._postprocess(batch, tokens)
+        self._last_batch_size = len(batch)
+        self._last_num_tokens = batch.num_tokens
+        self._last_step_s = time.perf_counter() - start
+        self._total_steps += 1
+        return outputs
+
+    def _postprocess(self, batch: ScheduledBatch, tokens: list[int | None]) -> list[StepOutput]:
+        outputs = []
+        for seq, n, token in zip(batch.seqs, batch.num_new_tokens, tokens):
+            seq.num_computed_tokens += n
+            self.block_manager.commit_computed(seq)
+            if token is None:
+                continue   # a prefill chunk that has not reached the prompt's end
+            seq.token_ids.append(token)
+            reason = self._finish_reason(seq, token)
+            if reason is not None:
+                seq.finish_reason = reason
+                self.scheduler.finish(seq)
+                self._seqs.pop(seq.request_id, None)
+                self.sampler.forget(seq.request_id)
+            outputs.append(StepOutput(
+                request_id=seq.request_id, new_token_ids=[token], finished=reason is not None,
+                finish_reason=reason, num_prompt_tokens=seq.num_prompt_tokens,
+                num_output_tokens=seq.num_output_tokens,
+                num_cached_prompt_tokens=min(seq.num_cached_tokens, seq.num_prompt_tokens),
+            ))
+        return outputs
+
+    def _finish_reason(self, seq: Sequence, token: int) -> str | None:
+        params = seq.params
+        if seq.num_output_tokens >= params.min_tokens:
+            if token == self.tokenizer.eos_id and not params.ignore_eos:
+                return "stop"
+            if token in params.stop_token_ids:
+                return "stop"
+        if seq.num_output_tokens >= params.max_tokens or seq.num_tokens >= self.max_model_len:
+            return "length"
+        return None
+
+    def warmup(self) -> None:
+        """One real forward pass (a throwaway request), so the first user does not pay for it."""
+        request_id = "__warmup__"
+        self.add_request(request_id, [self.tokenizer.bos_id] * min(8, self.max_model_len - 1),
+                         SamplingParams(max_tokens=1, temperature=0.0))
+        while request_id in self._seqs:
+            if not self.step():
+                time.sleep(self.seconds_until_schedulable() or 0.0)
+        self._total_steps = 0   # counters describe user traffic only
+        self.block_manager.prefix_cache_query_tokens = self.block_manager.prefix_cache_hit_tokens = 0
+
+    # -- introspection ------------------------------------------------------------------------
+    def stats(self) -> EngineStats:
+        bm = self.block_manager
+        return EngineStats(
+            num_running=len(self.scheduler.running), num_waiting=len(self.scheduler.waiting),
+            kv_blocks_used=bm.num_used_blocks, kv_blocks_total=bm.num_blocks,
+            last_batch_size=self._last_batch_size, last_step_s=self._last_step_s,
+            last_forward_s=self.runner.last_forward_s,
+            total_prefix_cache_hit_tokens=bm.prefix_cache_hit_tokens,
+            total_prefix_cache_queries=bm.prefix_cache_query_tokens,
+            total_preemptions=self.scheduler.num_preemptions, total_steps=self._total_steps,
+            last_num_tokens=self._last_num_tokens,
+        )
+
+    def describe(self) -> dict:
+        cfg = self.config
+        limits = {
+            "none": {},
+            "static": {"batch_size": cfg.batch_size, "batch_timeout_ms": cfg.batch_timeout_ms},
+            "dynamic": {"max_batch_size": cfg.max_batch_size,
+                        "preferred_batch_sizes": list(cfg.preferred_batch_sizes),
+                        "max_queue_delay_us": cfg.max_queue_delay_us},
+            "continuous": {"max_num_seqs": cfg.max_num_seqs,
+                           "max_num_batched_tokens": cfg.max_num_batched_tokens},
+        }.get(cfg.strategy, {})
+        return {
+            "model": self.arch.name, "architecture": asdict(self.arch), "dtype": cfg.dtype,
+            "dtype_bytes": DTYPE_BYTES[cfg.dtype], "device": cfg.device, "strategy": cfg.strategy,
+            "strategy_limits": limits, "block_size": cfg.block_size, "num_kv_blocks": self.num_kv_blocks,
+            "kv_block_bytes": self.kv_block_bytes, "kv_cache_bytes": self.runner.kv_cache_bytes,
+            "max_model_len": self.max_model_len, "inject_step_delay_ms": cfg.inject_step_delay_ms,
+            "seed": cfg.seed, "tokenizer": {"kind": "byte", "vocab_size": self.tokenizer.vocab_size},
+        }

@@ -1,0 +1,59 @@
+"""Turn one step's logits into one token per sequence, all rows in one pass.
+
+Greedy rows take the argmax; the others sample by inverse CDF over temperature-scaled,
+top-p-truncated probabilities. Each row's uniform draw comes from the request's own
+generator when it gave a seed (so its tokens do not depend on what it was batched with),
+else from the engine's seeded generator.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from reference_server.scheduling.sequence import Sequence
+
+
+class Sampler:
+    def __init__(self, seed: int, eos_id: int) -> None:
+        self.eos_id = eos_id
+        self.generator = torch.Generator().manual_seed(seed)
+        self._request_generators: dict[str, torch.Generator] = {}
+
+    def forget(self, request_id: str) -> None:
+        self._request_generators.pop(request_id, None)
+
+    def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int]:
+        """logits: [N, V] (any device/dtype) for `seqs` in order -> N token ids."""
+        logits = logits.float().cpu()
+        self._suppress_early_stops(logits, seqs)
+        greedy_ids = logits.argmax(dim=-1)
+        if all(seq.params.greedy for seq in seqs):
+            return greedy_ids.tolist()
+        temperature = torch.tensor([seq.params.temperature or 1.0 for seq in seqs]).unsqueeze(1)
+        probs = torch.softmax(logits / temperature, dim=-1)                    # [N, V]
+        sorted_probs, sorted_ids = probs.sort(dim=-1, descending=True)
+        top_p = torch.tensor([seq.params.top_p for seq in seqs]).unsqueeze(1)
+        cumulative = sorted_probs.cumsum(dim=-1)
+        sorted_probs[(cumulative - sorted_probs) >= top_p] = 0.0               # keep the nucleus
+        cdf = sorted_probs.cumsum(dim=-1)                                       # [N, V]
+        uniform = torch.cat([torch.rand(1, generator=self._generator_for(seq)) for seq in seqs])
+        choice = torch.searchsorted(cdf, (uniform * cdf[:, -1]).unsqueeze(1)).clamp_(max=cdf.shape[1] - 1)
+        sampled_ids = sorted_ids.gather(1, choice).squeeze(1)
+        greedy = torch.tensor([seq.params.greedy for seq in seqs])
+        return torch.where(greedy, greedy_ids, sampled_ids).tolist()
+
+    def _generator_for(self, seq: Sequence) -> torch.Generator:
+        if seq.params.seed is None:
+            return self.generator
+        generator = self._request_generators.get(seq.request_id)
+        if generator is None:
+            generator = torch.Generator().manual_seed(seq.params.seed)
+            self._request_generators[seq.request_id] = generator
+        return generator
+
+    def _suppress_early_stops(self, logits: torch.Tensor, seqs: list[Sequence]) -> None:
+        """Before min_tokens are out, EOS and stop ids cannot be chosen."""
+        for row, seq in enumerate(seqs):
+            if seq.num_output_tokens < seq.params.min_tokens:
+                banned = [i for i in (self.eos_id, *seq.params.stop_token_ids) if i < logits.shape[1]]
+                logits[row, banned] = float("-inf")

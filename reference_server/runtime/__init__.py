@@ -1,0 +1,1 @@
+"""reference_server/runtime."""

@@ -1,0 +1,67 @@
+"""One request as the scheduler and the block manager see it: ints and lists, no tensors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum, auto
+
+from reference_server.scheduling.sampling import SamplingParams
+
+
+class SequenceStatus(Enum):
+    WAITING = auto()   # queued, or preempted and waiting to be recomputed
+    RUNNING = auto()   # holds KV blocks
+    FINISHED = auto()
+
+
+@dataclass(eq=False)
+class Sequence:
+    """Token ids (prompt then output) and how far the KV cache has caught up with them.
+
+    `num_computed_tokens` tokens have their K/V in the cache; a step feeds tokens
+    `[num_computed_tokens, num_computed_tokens + n)`. A step that reaches `num_tokens`
+    samples one new token (a decode step has n == 1); a shorter prefill chunk samples nothing.
+    """
+
+    request_id: str
+    token_ids: list[int]
+    params: SamplingParams
+    arrival_time: float
+    num_prompt_tokens: int = 0
+    status: SequenceStatus = SequenceStatus.WAITING
+    block_table: list[int] = field(default_factory=list)
+    block_hashes: list[int] = field(default_factory=list)   # hashes of the leading full, computed blocks
+    num_computed_tokens: int = 0
+    num_cached_tokens: int = 0       # prompt tokens served from the prefix cache (latest admission)
+    num_preemptions: int = 0
+    finish_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        self.token_ids = list(self.token_ids)
+        if not self.num_prompt_tokens:
+            self.num_prompt_tokens = len(self.token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens:]
+
+    @property
+    def num_uncomputed_tokens(self) -> int:
+        return len(self.token_ids) - self.num_computed_tokens
+
+    @property
+    def max_total_tokens(self) -> int:
+        """Prompt plus the most output it may produce: the worst-case KV footprint."""
+        return self.num_prompt_tokens + self.params.max_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED

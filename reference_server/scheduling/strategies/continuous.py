@@ -1,0 +1,59 @@
+"""`continuous`: iteration-level batching (Orca/vLLM) with chunked prefill and preemption.
+
+Every step: running sequences first (admission order), each takes its next chunk (one token
+when decoding) out of `max_num_batched_tokens`; when KV blocks run out the newest running
+sequence is preempted (blocks freed, recomputed later from its tokens). Then waiting
+requests are admitted, oldest first, while `max_num_seqs`, the token budget and free blocks
+allow, unless something was preempted this step. Finished sequences leave at once.
+"""
+
+from __future__ import annotations
+
+from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler
+from reference_server.scheduling.sequence import Sequence, SequenceStatus
+
+
+class ContinuousBatchScheduler(Scheduler):
+    name = "continuous"
+
+    def schedule(self, now: float) -> ScheduledBatch | None:
+        batch = ScheduledBatch()
+        budget = self.config.max_num_batched_tokens
+        for seq in list(self.running):
+            if budget == 0:
+                break
+            if seq.status is not SequenceStatus.RUNNING:   # preempted earlier in this loop
+                continue
+            n = min(seq.num_uncomputed_tokens, budget)
+            while not self.block_manager.can_append(seq, n):
+                victim = self.running[-1]
+                self._preempt(victim, batch)
+                if victim is seq:
+                    break
+            if seq.status is not SequenceStatus.RUNNING:
+                continue
+            self.block_manager.may_append(seq, n)
+            batch.add(seq, n)
+            budget -= n
+        while (self.waiting and not batch.preempted and budget > 0
+               and len(self.running) < self.config.max_num_seqs
+               and self.block_manager.can_allocate(self.waiting[0])):
+            seq = self.waiting.popleft()
+            self._admit(seq)
+            n = min(seq.num_uncomputed_tokens, budget)
+            batch.add(seq, n)
+            budget -= n
+        return batch if batch.seqs else None
+
+    def seconds_until_schedulable(self, now: float) -> float | None:
+        return 0.0 if self.has_unfinished() else None
+
+    def _preempt(self, seq: Sequence, batch: ScheduledBatch) -> None:
+        """Recompute-preemption: free `seq`'s blocks and put it at the front of the queue."""
+        self.running.remove(seq)
+        self.block_manager.deallocate(seq)
+        seq.status = SequenceStatus.WAITING
+        seq.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(seq)
+        batch.preempted.append(seq)

@@ -1,0 +1,111 @@
+"""`servecap gate --baseline A --current B`: exit 0 pass, 1 regression, 2 unusable input.
+
+A and B are run directories or summary.json files. Thresholds: defaults (10% on p50 and
+p99 of every latency metric, 10% on output tokens/s), then `--config gate.toml`, then
+`--max-regression`. The Markdown table is printed, written to `--markdown-out` (default:
+gate.md beside the current run) and appended to $GITHUB_STEP_SUMMARY when that is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+from reports.gate.decision import run_gate
+from reports.gate.inputs import GateInputError, incompatibilities, load_side
+from reports.gate.render import to_json, to_markdown
+from reports.gate.thresholds import default_thresholds, from_toml, merge, parse_max_regression, parse_ratio
+from reports.report import ReportOptions, build_summary
+
+EXIT_PASS, EXIT_REGRESSION, EXIT_UNUSABLE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse exits 2 already; keep its message, drop the traceback-free usage noise
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_UNUSABLE, f"servecap gate: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="servecap gate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline", required=True, action="append",
+                        help="baseline run directory or summary.json; repeat it with replicate runs of the same "
+                             "setup and the gate also allows for the run-to-run noise they show")
+    parser.add_argument("--current", required=True, help="current run directory or summary.json")
+    parser.add_argument("--max-regression", default="",
+                        help="comma list of [LEVEL@]metric[.stat]=LIMIT, e.g. ttft_s.p99=10%%,output_tokens_per_s=5%%")
+    parser.add_argument("--ratio", action="append", default=[],
+                        help="within-run ratio check METRIC@NUM_LEVEL:DEN_LEVEL=LIMIT "
+                             "(e.g. output_tokens_per_s@continuous/c=8:none/c=8=10%%); repeatable")
+    parser.add_argument("--config", help="gate.toml with [max_regression] and [[ratio]] (default: ./gate.toml if present)")
+    parser.add_argument("--no-defaults", action="store_true", help="check only the thresholds given")
+    parser.add_argument("--force", action="store_true", help="compare even when model, workload or hardware differ")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the Markdown table")
+    parser.add_argument("--markdown-out", help="where to write the Markdown table (default: gate.md beside the current run)")
+    return parser
+
+
+def _thresholds(args):
+    config_path = Path(args.config) if args.config else Path("gate.toml")
+    toml_thresholds, toml_ratios = [], []
+    if args.config or config_path.exists():
+        try:
+            toml_thresholds, toml_ratios = from_toml(tomllib.loads(config_path.read_text()))
+        except OSError as exc:
+            raise GateInputError(f"cannot read {config_path}: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise GateInputError(f"{config_path} is not valid TOML: {exc}") from None
+    defaults = [] if args.no_defaults else default_thresholds()
+    thresholds = merge(defaults, toml_thresholds, parse_max_regression(args.max_regression))
+    ratios = toml_ratios + [parse_ratio(text) for text in args.ratio]
+    if not thresholds and not ratios:
+        raise GateInputError("nothing to check: --no-defaults without --max-regression, --ratio or gate.toml")
+    return thresholds, ratios
+
+
+def _markdown_path(args) -> Path:
+    if args.markdown_out:
+        return Path(args.markdown_out)
+    current = Path(args.current)
+    return (current if current.is_dir() else current.parent) / "gate.md"
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    summarize = lambda data: build_summary(data, ReportOptions(figures=False))  # noqa: E731
+    try:
+        thresholds, ratios = _thresholds(args)
+        baselines = [load_side(path, summarize) for path in args.baseline]
+        baseline = baselines[0]
+        current = load_side(args.current, summarize)
+        problems = [problem for side in baselines for problem in incompatibilities(side, current)]
+        if problems and not args.force:
+            raise GateInputError("the runs are not comparable (use --force to compare anyway):\n  "
+                                 + "\n  ".join(problems))
+        if not set(baseline.levels) & set(current.levels) and not ratios:
+            raise GateInputError("the runs share no load level: nothing to compare "
+                                 f"(baseline {sorted(baseline.levels)}, current {sorted(current.levels)})")
+        result = run_gate(baseline, current, thresholds, ratios, baselines)
+    except ValueError as exc:  # GateInputError and bad thresholds alike
+        print(f"servecap gate: error: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    if problems:
+        result.notes.append("compared despite differences (--force): " + "; ".join(problems))
+    baseline_label = " + ".join(args.baseline)
+    markdown = to_markdown(result, baseline_label, args.current)
+    out = _markdown_path(args)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(markdown)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as summary_file:
+            summary_file.write(markdown)
+    print(json.dumps(to_json(result, baseline_label, args.current), indent=2) if args.json else markdown)
+    return EXIT_REGRESSION if result.failed else EXIT_PASS
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,141 @@
+"""The gate's two sides: a run directory or a summary.json, with raw values when they exist.
+
+Raw values (per-request latencies, pooled inter-token gaps, per-window throughput)
+come from `reports.run_data` exactly as the report reads them, so the gate and the
+report can never disagree on what a run measured.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from reports.gate.stats import time_blocks
+from reports.run_data import RunData, RunDirError, load_run
+from reports.summary import LATENCY_METRICS
+
+THROUGHPUT_WINDOWS = 10  # a level's measurement window is cut in this many slices for throughput noise
+
+# run.json fields that must match for two runs to be comparable (path into the dict).
+COMPARABLE_FIELDS = (
+    ("server", "model"), ("server", "dtype"), ("server", "device"),
+    ("workload",), ("host", "cpu_model"), ("host", "gpus"),
+)
+
+
+class GateInputError(ValueError):
+    """The gate cannot use this input at all (exit 2)."""
+
+
+@dataclass
+class GateSide:
+    """One side of the comparison.
+
+    Attributes:
+        label: the path the user gave.
+        run: run.json (also inside summary.json as "run").
+        levels: summary.json level objects by level id.
+        data: the raw run, or None when only a summary.json is available.
+    """
+
+    label: str
+    run: dict
+    levels: dict[str, dict]
+    data: RunData | None
+
+    def latency_values(self, level: str, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """Raw ok+measure values of `metric` at `level` (itl_s pools every gap) and each value's time block
+        (its request's slice of the run in send order, see gate_stats.time_blocks); None without raw data."""
+        if self.data is None:
+            return None
+        records = self.data.records
+        mask = (self.data.measured_ok() & (records["level"] == level)).to_numpy()
+        request_blocks = np.full(len(records), -1, dtype=np.int64)
+        request_blocks[mask] = time_blocks(records.loc[mask, "t_start"].to_numpy(dtype=np.float64))
+        if metric == "itl_s":
+            gap_mask = mask[self.data.itl_record]
+            return self.data.itl_gaps[gap_mask], request_blocks[self.data.itl_record[gap_mask]]
+        return records.loc[mask, metric].to_numpy(dtype=np.float64), request_blocks[mask]
+
+    def window_rates(self, level: str, metric: str) -> np.ndarray | None:
+        """`metric` (output_tokens_per_s or request_rate_rps) in each of THROUGHPUT_WINDOWS slices of the level.
+
+        Each ok request counts at its completion time (t_start + e2e_s); the span is the
+        level's measurement window as the summary defines it (first send to last completion).
+        """
+        if self.data is None:
+            return None
+        records = self.data.records
+        frame = records[(records["level"] == level) & (records["phase"] == "measure")]
+        if frame.empty:
+            return None
+        start, end = float(frame["t_start"].min()), float(frame["t_end"].max())
+        if not end > start:
+            return None
+        ok = frame[frame["status"] == "ok"]
+        weights = ok["output_tokens"].to_numpy(dtype=np.float64) if metric == "output_tokens_per_s" else None
+        counts, edges = np.histogram(ok["t_end"].to_numpy(dtype=np.float64), bins=THROUGHPUT_WINDOWS,
+                                     range=(start, end), weights=weights)
+        return counts / np.diff(edges)
+
+
+def _summary_levels(summary: dict, label: str) -> dict[str, dict]:
+    levels = summary.get("levels")
+    if not isinstance(levels, list):
+        raise GateInputError(f"{label}: summary has no 'levels' list")
+    return {entry["level"]: entry for entry in levels if isinstance(entry, dict) and "level" in entry}
+
+
+def load_side(path: str | Path, summarize_run) -> GateSide:
+    """Read a run directory (summarizing it with `summarize_run(RunData) -> dict`) or a summary.json.
+
+    A summary.json whose directory also holds requests.jsonl is read with its raw records.
+    """
+    path = Path(path)
+    label = str(path)
+    if path.is_file():
+        try:
+            summary = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise GateInputError(f"{label}: not a readable summary.json ({exc})") from None
+        if not isinstance(summary, dict):
+            raise GateInputError(f"{label}: summary.json is not a JSON object")
+        data = load_run(path.parent) if (path.parent / "requests.jsonl").exists() else None
+        return GateSide(label, summary.get("run") or {}, _summary_levels(summary, label), data)
+    if path.is_dir():
+        try:
+            data = load_run(path)
+        except RunDirError as exc:
+            raise GateInputError(f"{label}: {exc}") from None
+        summary = summarize_run(data)
+        return GateSide(label, data.run, _summary_levels(summary, label), data)
+    raise GateInputError(f"{label}: no such run directory or summary.json")
+
+
+def _field(run: dict, path: tuple[str, ...]):
+    value = run
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def incompatibilities(baseline: GateSide, current: GateSide) -> list[str]:
+    """Sentences naming each run.json field that differs (fields absent on either side are not judged)."""
+    problems = []
+    for path in COMPARABLE_FIELDS:
+        a, b = _field(baseline.run, path), _field(current.run, path)
+        if a is not None and b is not None and a != b:
+            problems.append(f"{'.'.join(path)} differs: baseline {json.dumps(a)} vs current {json.dumps(b)}")
+    for level in sorted(set(baseline.levels) & set(current.levels)):
+        a, b = baseline.levels[level].get("strategy"), current.levels[level].get("strategy")
+        if a and b and a != b:
+            problems.append(f"level {level}: strategy differs ({a} vs {b})")
+    return problems
+
+
+__all__ = ["GateInputError", "GateSide", "LATENCY_METRICS", "incompatibilities", "load_side"]

@@ -1,0 +1,128 @@
+"""The batching simulator: seeded, consistent with queueing theory and Little's law."""
+
+from __future__ import annotations
+
+import pytest
+
+from calculators.batch_queue import batch_queue
+from calculators.queueing import md1
+from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate, simulate_levels
+from calculators.sim.step_model import StepTimeModel
+
+MODEL = StepTimeModel(base_s=0.01, per_seq_s=0.0005, per_prefill_token_s=2e-5)
+MIXED = dict(prompt_tokens=LengthDist(64, 256), output_tokens=LengthDist(16, 256))
+
+
+def test_same_seed_same_answer_other_seed_other_answer():
+    workload = Workload(**MIXED, requests=500, rate_rps=4.0, seed=7)
+    first = simulate(ServerConfig(), workload, MODEL)
+    assert simulate(ServerConfig(), workload, MODEL) == first
+    other = simulate(ServerConfig(), Workload(**MIXED, requests=500, rate_rps=4.0, seed=8), MODEL)
+    assert other.metrics != first.metrics
+
+
+def test_no_batching_under_poisson_arrivals_is_an_md1_queue():
+    prompt, output = 100, 20
+    service = MODEL.step_s(1, prompt, prompt) + (output - 1) * MODEL.step_s(1)   # deterministic service time
+    rate = 0.7 / service
+    result = simulate(ServerConfig(strategy="none"),
+                      Workload(prompt_tokens=LengthDist.fixed(prompt), output_tokens=LengthDist.fixed(output),
+                               requests=8_000, rate_rps=rate, seed=3), MODEL)
+    theory = md1(rate, 1 / service)
+    assert result.metrics["e2e_s"]["mean"] == pytest.approx(theory.mean_response_s, rel=0.05)
+    assert result.utilization == pytest.approx(0.7, rel=0.03)
+
+
+def test_dynamic_batching_of_single_step_requests_is_the_batch_service_queue():
+    model = StepTimeModel(base_s=0.02, per_seq_s=0.001)
+    server = ServerConfig(strategy="dynamic", max_batch_size=32, max_queue_delay_s=0.0)
+    for rate in (20.0, 200.0):
+        result = simulate(server, Workload(prompt_tokens=LengthDist.fixed(1), output_tokens=LengthDist.fixed(1),
+                                           requests=20_000, rate_rps=rate, seed=5), model)
+        theory = batch_queue(rate, 0.02, 0.001, 32)
+        assert result.metrics["e2e_s"]["mean"] == pytest.approx(theory.mean_response_s, rel=0.06)
+        assert result.mean_batch_size == pytest.approx(theory.mean_batch_size, rel=0.15)
+
+
+def test_closed_loop_obeys_littles_law():
+    for strategy in ("none", "static", "dynamic", "continuous"):
+        result = simulate(ServerConfig(strategy=strategy), Workload(**MIXED, requests=3000, concurrency=8), MODEL)
+        in_flight = result.request_rate_rps * result.metrics["e2e_s"]["mean"]
+        assert in_flight == pytest.approx(8, rel=0.05), strategy
+
+
+def test_synchronised_continuous_batch_decodes_at_the_step_time_of_its_size():
+    result = simulate(ServerConfig(), Workload(prompt_tokens=LengthDist.fixed(32), output_tokens=LengthDist.fixed(64),
+                                               requests=400, concurrency=6), MODEL)
+    assert result.metrics["tpot_s"]["p50"] == pytest.approx(MODEL.step_s(6))
+    assert result.metrics["ttft_s"]["p50"] == pytest.approx(MODEL.step_s(6, 6 * 32, 6 * 32))
+    assert result.mean_batch_size == pytest.approx(6, rel=0.01)   # the last round is short
+
+
+def test_batching_buys_throughput_in_the_expected_order():
+    levels = {strategy: simulate(ServerConfig(strategy=strategy, batch_size=16, max_batch_size=16),
+                                 Workload(**MIXED, requests=2000, concurrency=16), MODEL)
+              for strategy in ("none", "static", "continuous")}
+    assert levels["continuous"].output_tokens_per_s > 1.3 * levels["static"].output_tokens_per_s
+    assert levels["static"].output_tokens_per_s > 2 * levels["none"].output_tokens_per_s
+
+
+def test_kv_blocks_limit_the_running_batch():
+    limited = ServerConfig(num_kv_blocks=2 * 20, block_size=16)     # two requests of <= 320 tokens
+    result = simulate(limited, Workload(prompt_tokens=LengthDist.fixed(200), output_tokens=LengthDist.fixed(100),
+                                        requests=200, concurrency=8), MODEL)
+    assert result.mean_batch_size <= 2.0
+    with pytest.raises(ValueError, match="cannot hold the longest request"):
+        simulate(ServerConfig(num_kv_blocks=5), Workload(**MIXED, requests=10, concurrency=1), MODEL)
+
+
+def test_levels_share_lengths_and_latency_grows_with_load():
+    results = simulate_levels(ServerConfig(), Workload(**MIXED, requests=2000, rate_rps=1.0), MODEL,
+                              rates=[2.0, 8.0, 16.0])
+    assert [r.offered["rate_rps"] for r in results] == [2.0, 8.0, 16.0]
+    p99s = [r.metrics["e2e_s"]["p99"] for r in results]
+    assert p99s == sorted(p99s)
+    keys = set(results[0].to_dict()["metrics"]["ttft_s"])
+    assert keys == {"count", "mean", "p50", "p90", "p95", "p99"}
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: Workload(requests=10), "exactly one of concurrency"),
+    (lambda: Workload(requests=10, concurrency=2, rate_rps=1.0), "exactly one of concurrency"),
+    (lambda: Workload(requests=0, concurrency=2), "requests must be a positive integer"),
+    (lambda: Workload(requests=10, rate_rps=-1.0), "rate_rps must be positive"),
+    (lambda: LengthDist(10, 5), "high \\(5\\) must be >= low \\(10\\)"),
+    (lambda: LengthDist(values=(3, -1)), "positive integers"),
+    (lambda: ServerConfig(strategy="greedy"), "strategy must be one of"),
+    (lambda: ServerConfig(max_num_seqs=0), "max_num_seqs must be a positive integer"),
+    (lambda: ServerConfig(preferred_batch_sizes=(4, 64)), "preferred_batch_sizes"),
+])
+def test_bad_simulation_input_names_the_field(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_step_jitter_is_seeded_and_spreads_single_steps_more_than_averages():
+    factors = (0.5, 1.0, 1.5)                       # mean 1: the mean step is unchanged
+    jittery = StepTimeModel(base_s=0.01, per_seq_s=0.0005, jitter=factors)
+    workload = Workload(prompt_tokens=LengthDist.fixed(16), output_tokens=LengthDist.fixed(64), requests=600,
+                        concurrency=4, seed=1)
+    first = simulate(ServerConfig(), workload, jittery)
+    assert simulate(ServerConfig(), workload, jittery) == first
+    steady = simulate(ServerConfig(), workload, StepTimeModel(base_s=0.01, per_seq_s=0.0005))
+    assert first.metrics["tpot_s"]["mean"] == pytest.approx(steady.metrics["tpot_s"]["mean"], rel=0.03)
+    ttft = first.metrics["ttft_s"]
+    assert ttft["p99"] / ttft["p50"] > 1.3 > first.metrics["tpot_s"]["p99"] / first.metrics["tpot_s"]["p50"]
+
+
+def test_closed_form_decode_stretches_equal_stepping_one_at_a_time():
+    from calculators.sim.simulate import simulate_trace
+
+    model = StepTimeModel(base_s=0.01, per_seq_s=0.0005, per_prefill_token_s=2e-5, per_context_token_s=1e-7)
+    workload = Workload(prompt_tokens=LengthDist(64, 256), output_tokens=LengthDist(1, 256), requests=1500,
+                        rate_rps=3.0, seed=2)
+    fast = simulate_trace(ServerConfig(max_num_seqs=8), workload, model)
+    slow = simulate_trace(ServerConfig(max_num_seqs=8), workload, model, fast_forward=False)
+    assert fast.steps == slow.steps and fast.sequences_in_steps == slow.sequences_in_steps
+    assert fast.end == pytest.approx(slow.end, abs=1e-9)
+    assert fast.first_token == pytest.approx(slow.first_token, abs=1e-9)

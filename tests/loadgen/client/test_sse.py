@@ -1,0 +1,93 @@
+"""SSE parsing and an exchange's record fields (TTFT, ITL, usage, statuses)."""
+
+import json
+
+from loadgen.client.exchange import Exchange, summarize
+from loadgen.client.sse import DONE, chunk_text, parse_data_line, parse_stream
+
+
+def _line(obj) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n"
+
+
+def _chat_stream(times, rid="r-1", usage=True):
+    lines = [(times[0], _line({"id": rid, "choices": [{"delta": {"role": "assistant"}}]})), (times[0], b"\n")]
+    for t in times[1:]:
+        lines.append((t, _line({"id": rid, "choices": [{"delta": {"content": "x"}}]})))
+        lines.append((t, b"\n"))
+    if usage:
+        lines.append((times[-1], _line({"id": rid, "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": len(times) - 1}})))
+    lines.append((times[-1], b"data: [DONE]\n"))
+    return lines
+
+
+def test_parse_data_line_kinds():
+    assert parse_data_line(b"data: [DONE]\n") is DONE
+    assert parse_data_line(b": keep-alive\n") is None and parse_data_line(b"\n") is None
+    assert parse_data_line(b"event: x\n") is None
+    assert parse_data_line(b"data: {\"a\": 1}\n") == {"a": 1}
+    assert parse_data_line(b"data: oops\n") == {"_unparsed": "oops"}
+
+
+def test_chunk_text_counts_content_not_role_or_usage():
+    assert chunk_text({"choices": [{"delta": {"role": "assistant"}}]}) == ""
+    assert chunk_text({"choices": [{"delta": {"content": "hi"}}]}) == "hi"
+    assert chunk_text({"choices": [{"delta": {"reasoning_content": "hm"}}]}) == "hm"
+    assert chunk_text({"choices": [{"text": "t"}]}) == "t"
+    assert chunk_text({"choices": [], "usage": {}}) == ""
+
+
+def test_summarize_stream_timings_and_usage():
+    ex = Exchange(t_start=10.0, status_code=200, lines=_chat_stream([10.001, 10.05, 10.06, 10.08]),
+                  t_last=10.081, complete=True)
+    out = summarize(ex, stream=True, prompt_tokens_asked=5)
+    assert out.status == "ok" and out.error is None and out.response_id == "r-1"
+    assert abs(out.ttft_s - 0.05) < 1e-9  # first *content* chunk, not the role chunk
+    assert [round(g, 6) for g in out.itl_s] == [0.01, 0.02]
+    assert abs(out.e2e_s - 0.081) < 1e-9
+    assert (out.prompt_tokens, out.output_tokens, out.usage_from) == (7, 3, "server")
+
+
+def test_summarize_counts_chunks_without_usage():
+    ex = Exchange(t_start=0.0, status_code=200, lines=_chat_stream([0.0, 0.1, 0.2], usage=False),
+                  t_last=0.2, complete=True)
+    out = summarize(ex, stream=True, prompt_tokens_asked=5)
+    assert (out.prompt_tokens, out.output_tokens, out.usage_from) == (5, 2, "counted")
+
+
+def test_summarize_http_error_keeps_openai_message():
+    ex = Exchange(t_start=0.0, status_code=503, body=bytearray(b'{"error": {"message": "overloaded"}}'),
+                  t_last=0.01, complete=True)
+    out = summarize(ex, stream=True, prompt_tokens_asked=5)
+    assert out.status == "http_503" and out.error == "overloaded" and out.ttft_s is None
+
+
+def test_summarize_error_event_inside_stream():
+    lines = [(0.1, _line({"id": "r", "error": {"message": "engine died"}})), (0.1, b"data: [DONE]\n")]
+    out = summarize(Exchange(t_start=0.0, status_code=200, lines=lines, t_last=0.1, complete=True),
+                    stream=True, prompt_tokens_asked=1)
+    assert out.status == "error" and out.error == "engine died"
+
+
+def test_summarize_stopped_timeout_and_cut_short():
+    partial = Exchange(t_start=0.0, status_code=200, lines=_chat_stream([0.0, 0.1, 0.2])[:4], t_last=0.1)
+    stopped = summarize(partial, stream=True, prompt_tokens_asked=1, stopped=True)
+    assert stopped.status == "incomplete" and stopped.ttft_s == 0.1 and stopped.response_id == "r-1"
+    assert summarize(partial, stream=True, prompt_tokens_asked=1).status == "error"
+    timed_out = Exchange(t_start=0.0, failure="timeout", failure_message="no complete response")
+    out = summarize(timed_out, stream=True, prompt_tokens_asked=1)
+    assert out.status == "timeout" and out.e2e_s is None
+
+
+def test_summarize_non_streamed():
+    body = json.dumps({"id": "c-9", "choices": [{"message": {"content": "abc"}}],
+                       "usage": {"prompt_tokens": 4, "completion_tokens": 3}}).encode()
+    out = summarize(Exchange(t_start=1.0, status_code=200, body=bytearray(body), t_last=1.5, complete=True),
+                    stream=False, prompt_tokens_asked=4)
+    assert out.status == "ok" and out.ttft_s is None and out.itl_s == [] and out.e2e_s == 0.5
+    assert (out.response_id, out.output_tokens) == ("c-9", 3)
+
+
+def test_parse_stream_keeps_first_id():
+    parsed = parse_stream(_chat_stream([0, 1], rid="first"))
+    assert parsed.response_id == "first" and parsed.saw_done and len(parsed.content_times) == 1

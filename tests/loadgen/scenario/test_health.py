@@ -1,0 +1,30 @@
+"""Load-generator health summary: CPU over 90% and send lateness over 1 ms flag the level."""
+
+import pytest
+
+from loadgen.scenario.generator_health import GeneratorHealth, merge_summaries
+
+
+def test_quiet_generator_is_not_flagged():
+    health = GeneratorHealth("local@h:1")
+    health.cpu_samples = [20.0, 35.0]
+    health.lateness_s = [0.0001] * 100
+    summary = health.summary()
+    assert summary["cpu_max_pct"] == 35.0 and summary["cpu_mean_pct"] == 27.5
+    assert summary["lateness_p99_s"] == pytest.approx(0.0001)
+    assert not summary["limited_by_loadgen"] and summary["warnings"] == []
+
+
+def test_busy_or_late_generator_is_flagged_with_reasons():
+    health = GeneratorHealth("worker0@h:2")
+    health.cpu_samples = [50.0, 97.0]
+    health.lateness_s = [0.0001] * 90 + [0.005] * 10
+    health.inflight_cap_hits = 3
+    summary = health.summary()
+    assert summary["cpu_over_90"] and summary["limited_by_loadgen"]
+    assert len(summary["warnings"]) == 3 and "97%" in summary["warnings"][0]
+    merged = merge_summaries([summary, GeneratorHealth("worker1@h:3").summary()])
+    assert merged["limited_by_loadgen"] and set(merged["processes"]) == {"worker0@h:2", "worker1@h:3"}
+    assert all(w.startswith("worker0@h:2: ") for w in merged["warnings"])
+    empty = GeneratorHealth("x").summary()  # no samples yet: nulls, not errors
+    assert empty["cpu_max_pct"] is None and empty["lateness_p99_s"] is None and not empty["limited_by_loadgen"]

@@ -1,0 +1,164 @@
+"""`servecap sweep` end to end: real reference servers, the real `locust` command, then `servecap report`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loadgen.sweep.level_stats import level_stats
+from loadgen.sweep.config import SLOs, SweepConfig, parse_duration, parse_number_list
+
+SERVECAP = [sys.executable, "-m", "servecap"]
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, seconds", [("10", 10.0), ("30s", 30.0), ("2m", 120.0), ("500ms", 0.5), (3, 3.0)])
+def test_durations(text, seconds):
+    assert parse_duration(text, "--duration") == seconds
+
+
+def test_bad_plans_name_the_flag():
+    with pytest.raises(ValueError, match="--duration"):
+        parse_duration("ten seconds", "--duration")
+    with pytest.raises(ValueError, match="--concurrency: values must be positive"):
+        parse_number_list("1,0", "--concurrency", int)
+    with pytest.raises(ValueError, match="exactly one load plan"):
+        SweepConfig(out_dir="x", concurrency=(1,), rates=(2.0,))
+    with pytest.raises(ValueError, match="unknown fastest"):
+        SweepConfig(out_dir="x", strategies=("fastest",), concurrency=(1,))
+    with pytest.raises(ValueError, match="--auto needs at least one SLO"):
+        SweepConfig(out_dir="x", auto=True)
+
+
+def test_level_ids_carry_strategy_and_load():
+    assert SweepConfig(out_dir="x", concurrency=(8,)).level_id("continuous", 8) == "continuous/c=8"
+    assert SweepConfig(out_dir="x", rates=(2,)).level_id("none", 2) == "none/rps=2.0"
+    assert SweepConfig(out_dir="x", url="http://127.0.0.1:1", rates=(2,)).level_id(None, 2) == "rps=2.0"
+
+
+def _record(level, t, ttft, e2e, tokens, status="ok", phase="measure"):
+    return {"level": level, "phase": phase, "t_start": t, "ttft_s": ttft, "e2e_s": e2e,
+            "output_tokens": tokens, "status": status}
+
+
+def test_level_stats_and_slo_checks_by_hand():
+    records = [_record("c=2", 0.0, 0.1, 1.1, 11), _record("c=2", 1.0, 0.2, 2.2, 21),
+               _record("c=2", 0.5, None, 0.5, 0, status="http_500"), _record("c=2", 0.0, 9.0, 9.0, 2, phase="warmup"),
+               _record("c=4", 0.0, 0.1, 0.2, 2)]
+    stats = level_stats(records, "c=2")
+    assert (stats.requests, stats.errors) == (3, 1)
+    assert stats.p99_tpot_s == pytest.approx(np.percentile([0.1, 0.1], 99))
+    assert stats.output_tokens_per_s == pytest.approx(32 / 3.2)
+    assert stats.p99_ttft_s == pytest.approx(np.percentile([0.1, 0.2], 99))
+    assert not stats.meets(SLOs(ttft_ms=1000))  # an error fails the level whatever the latency
+    clean = level_stats(records[:2], "c=2")
+    assert clean.meets(SLOs(ttft_ms=300)) and not clean.meets(SLOs(ttft_ms=150))
+
+
+# --- end to end ------------------------------------------------------------------------------
+
+def _recompute(records: list[dict], level: str) -> dict:
+    ok = [r for r in records if r["level"] == level and r["phase"] == "measure" and r["status"] == "ok"]
+    ttft = [r["ttft_s"] for r in ok]
+    tpot = [(r["e2e_s"] - r["ttft_s"]) / (r["output_tokens"] - 1) for r in ok if r["output_tokens"] >= 2]
+    itl = [gap for r in ok for gap in r["itl_s"]]
+    return {"count": len(ok), "ttft_p50": np.percentile(ttft, 50), "ttft_p99": np.percentile(ttft, 99),
+            "tpot_p50": np.percentile(tpot, 50), "itl_p99": np.percentile(itl, 99),
+            "tokens": sum(r["output_tokens"] for r in ok)}
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("sweep") / "run"
+    result = subprocess.run(
+        [*SERVECAP, "sweep", "--out", str(out), "--strategies", "none,continuous", "--concurrency", "1,4",
+         "--warmup", "1s", "--duration", "4s", "--prompt-tokens", "uniform:16:48", "--output-tokens", "uniform:8:24",
+         "--sample-interval", "0.25", "--slo-tpot-ms", "200"],
+        capture_output=True, text=True, timeout=420)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    return out
+
+
+def test_sweep_writes_every_file(swept):
+    for name in ("run.json", "requests.jsonl", "samples.csv", "server_metrics.csv", "summary.json",
+                 "report.html", "report.md", "server-none.log", "server-continuous.log"):
+        assert (swept / name).exists(), name
+    run = json.loads((swept / "run.json").read_text())
+    assert run["status"] == "complete"
+    assert [entry["level"] for entry in run["levels"]] == ["none/c=1", "none/c=4", "continuous/c=1", "continuous/c=4"]
+    assert all(entry["status"] == "ok" and entry["requests"] > 0 for entry in run["levels"])
+    assert run["server"]["engines"]["continuous"]["strategy"] == "continuous"
+    assert run["server"]["kv_blocks"] == run["server"]["engines"]["none"]["num_kv_blocks"]
+    assert run["host"]["cores"] == os.cpu_count() and run["slo"] == {"tpot_ms": 200.0}
+    # the server leaves a core to Locust unless told otherwise
+    assert run["server"]["commands"]["none"][-2:] == ["--num-threads", str(max(1, len(os.sched_getaffinity(0)) - 1))]
+
+
+def test_summary_matches_an_independent_recomputation(swept):
+    records = [json.loads(line) for line in (swept / "requests.jsonl").read_text().splitlines()]
+    summary = json.loads((swept / "summary.json").read_text())
+    assert [lvl["level"] for lvl in summary["levels"]] == ["none/c=1", "none/c=4", "continuous/c=1", "continuous/c=4"]
+    for level in summary["levels"]:
+        expected = _recompute(records, level["level"])
+        metrics = level["metrics"]
+        assert metrics["ttft_s"]["count"] == expected["count"] > 0
+        assert metrics["ttft_s"]["p50"] == pytest.approx(expected["ttft_p50"], rel=1e-9)
+        assert metrics["ttft_s"]["p99"] == pytest.approx(expected["ttft_p99"], rel=1e-9)
+        assert metrics["tpot_s"]["p50"] == pytest.approx(expected["tpot_p50"], rel=1e-9)
+        assert metrics["itl_s"]["p99"] == pytest.approx(expected["itl_p99"], rel=1e-9)
+        assert level["output_tokens"] == expected["tokens"]
+        lo, hi = metrics["ttft_s"]["p99_ci95"]
+        assert lo <= metrics["ttft_s"]["p99"] <= hi
+    by_level = {lvl["level"]: lvl for lvl in summary["levels"]}
+    # batching pays: 4 streams through continuous batching beat 4 streams served one at a time
+    assert by_level["continuous/c=4"]["output_tokens_per_s"] > by_level["none/c=4"]["output_tokens_per_s"]
+    # server-side means came from /metrics scraped during each level
+    assert by_level["continuous/c=4"]["server"]["requests_running_mean"] > by_level["none/c=4"]["server"]["requests_running_mean"]
+
+
+def test_html_references_each_figure(swept):
+    html = (swept / "report.html").read_text()
+    figures = sorted(p.name for p in swept.glob("*.png"))
+    assert len(figures) >= 5
+    assert html.count("data:image/png;base64,") >= len(figures)
+    for name in figures:
+        assert name in html or name.removesuffix(".png") in html
+
+
+def test_interrupted_sweep_leaves_a_reportable_partial_run(tmp_path):
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [*SERVECAP, "sweep", "--out", str(out), "--strategies", "continuous", "--concurrency", "2,4",
+         "--warmup", "0s", "--duration", "30s", "--no-report"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    records = out / "requests.jsonl"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not (records.exists() and records.stat().st_size > 2000):
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=120)
+    assert "interrupted" in output
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "interrupted"
+    assert [e["status"] for e in run["levels"]] == ["interrupted", "not run"]
+    report = subprocess.run([*SERVECAP, "report", str(out), "--no-figures"], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["levels"] and summary["levels"][0]["level"] == "continuous/c=2"
+    assert re.findall(r"level (\S+) is missing", " ".join(summary["missing"])) == ["continuous/c=4"]
+
+
+def test_existing_run_is_never_overwritten(swept):
+    result = subprocess.run([*SERVECAP, "sweep", "--out", str(swept), "--concurrency", "1"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "already holds a run" in result.stderr

@@ -1,0 +1,297 @@
+"""The engine end to end on the `tiny` preset: batching never changes greedy results."""
+
+import time
+
+import pytest
+import torch
+
+from reference_server.engine.config import EngineConfig
+from reference_server.engine.engine import Engine, RequestRejected
+from reference_server.scheduling.sampling import SamplingParams
+from reference_server.scheduling.strategies import STRATEGIES
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+GREEDY = dict(temperature=0.0)
+PROMPTS = {   # shared prefixes, lengths across block boundaries, one-token prompt
+    "a": "The quick brown fox jumps over the lazy dog. " * 2,
+    "b": "The quick brown fox jumps over the lazy cat!",
+    "c": "x",
+    "d": "Once upon a time, in a land far away, there lived a model.",
+    "e": "Über naïve café: 世界",
+    "f": "The quick brown fox jumps over the lazy dog. The end.",
+}
+MAX_TOKENS = {"a": 20, "b": 7, "c": 12, "d": 3, "e": 16, "f": 9}
+
+
+def make_engine(**overrides) -> Engine:
+    cfg = dict(model="tiny", block_size=4, batch_size=3, batch_timeout_ms=0.0, max_batch_size=4,
+               max_queue_delay_us=0, max_num_seqs=4, max_num_batched_tokens=24)
+    cfg.update(overrides)
+    return Engine(EngineConfig(**cfg))
+
+
+def run(engine: Engine, requests: dict[str, tuple[list[int], SamplingParams]]) -> dict[str, list[int]]:
+    """Add all requests, step until done; tokens per request. Checks the finish bookkeeping."""
+    for rid, (ids, params) in requests.items():
+        engine.add_request(rid, ids, params)
+    out: dict[str, list[int]] = {rid: [] for rid in requests}
+    finished: set[str] = set()
+    for _ in range(10_000):
+        if not engine.has_unfinished_requests():
+            break
+        for o in engine.step():
+            assert o.request_id not in finished
+            out.setdefault(o.request_id, []).extend(o.new_token_ids)
+            assert o.num_output_tokens == len(out[o.request_id])
+            if o.finished:
+                finished.add(o.request_id)
+                assert o.finish_reason in ("stop", "length")
+    assert finished == set(out) >= set(requests)
+    assert engine.stats().kv_blocks_used == 0 and engine.stats().num_running == 0
+    return out
+
+
+def workload(engine, ignore_eos=True):
+    return {rid: (engine.tokenizer.encode(text), SamplingParams(max_tokens=MAX_TOKENS[rid],
+                                                                ignore_eos=ignore_eos, **GREEDY))
+            for rid, text in PROMPTS.items()}
+
+
+@pytest.fixture(scope="module")
+def alone() -> dict[str, list[int]]:
+    """Each request run by itself on a fresh engine (the ground truth)."""
+    results = {}
+    for rid, req in workload(make_engine()).items():
+        results.update(run(make_engine(strategy="none"), {rid: req}))
+    return results
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_greedy_outputs_identical_across_strategies_and_to_running_alone(strategy, alone):
+    engine = make_engine(strategy=strategy)
+    out = run(engine, workload(engine))
+    assert out == alone
+    assert all(len(out[rid]) == MAX_TOKENS[rid] for rid in out)
+
+
+def test_greedy_with_eos_allowed_matches_across_strategies():
+    results = {}
+    for strategy in STRATEGIES:
+        engine = make_engine(strategy=strategy)
+        results[strategy] = run(engine, workload(engine, ignore_eos=False))
+    assert all(r == results["none"] for r in results.values())
+
+
+def test_preemption_under_tiny_block_budget_completes_with_same_output():
+    # short prompts admitted together, then each grows to 8 + 40 tokens = 12 blocks: 20 blocks hold one
+    engine = make_engine(strategy="continuous", kv_blocks=20, max_num_seqs=4)
+    params = SamplingParams(max_tokens=40, ignore_eos=True, **GREEDY)
+    requests = {f"p{i}": ([10 * i + j for j in range(8)], params) for i in range(4)}
+    out = run(engine, requests)
+    assert engine.stats().total_preemptions > 0
+    for rid, req in requests.items():
+        assert out[rid] == run(make_engine(strategy="none", kv_blocks=20), {rid: req})[rid]
+
+
+def test_prefix_cache_hits_on_a_shared_prompt(alone):
+    engine = make_engine(strategy="continuous")
+    ids, params = workload(engine)["a"]
+    first = run(engine, {"a": (ids, params)})
+    before = engine.stats().total_prefix_cache_hit_tokens
+    engine.add_request("a2", ids, params)
+    outs = []
+    while engine.has_unfinished_requests():
+        outs += engine.step()
+    hit = outs[0].num_cached_prompt_tokens
+    assert hit == (len(ids) - 1) // 4 * 4           # every full block but the one holding the last token
+    assert engine.stats().total_prefix_cache_hit_tokens - before == hit
+    assert engine.stats().total_prefix_cache_queries >= 2 * len(ids)
+    assert [t for o in outs for t in o.new_token_ids] == first["a"] == alone["a"]
+    assert engine.stats().kv_blocks_used == 0
+
+
+def test_seeded_sampling_does_not_depend_on_the_batch():
+    params = SamplingParams(max_tokens=10, temperature=0.8, top_p=0.9, seed=1234, ignore_eos=True)
+    ids = make_engine().tokenizer.encode("sampling test")
+    solo = run(make_engine(), {"s": (ids, params)})
+    crowd = {f"o{i}": (ids[: i + 2], SamplingParams(max_tokens=5, temperature=1.0, ignore_eos=True))
+             for i in range(3)}
+    batched = run(make_engine(), {**crowd, "s": (ids, params)})
+    assert batched["s"] == solo["s"]
+    other_seed = run(make_engine(), {"s": (ids, SamplingParams(max_tokens=10, temperature=0.8, top_p=0.9,
+                                                               seed=99, ignore_eos=True))})
+    assert other_seed["s"] != solo["s"]
+
+
+def test_tiny_top_p_is_greedy():
+    engine = make_engine()
+    ids = engine.tokenizer.encode("nucleus")
+    sampled = run(engine, {"s": (ids, SamplingParams(max_tokens=8, top_p=1e-6, seed=5, ignore_eos=True))})
+    greedy = run(make_engine(), {"s": (ids, SamplingParams(max_tokens=8, ignore_eos=True, **GREEDY))})
+    assert sampled == greedy
+
+
+def test_stop_token_ends_with_stop_and_min_tokens_suppresses_it(alone):
+    engine = make_engine()
+    ids, _ = workload(engine)["a"]
+    stop_at = alone["a"][4]
+    first = alone["a"].index(stop_at)
+    out = run(engine, {"s": (ids, SamplingParams(max_tokens=20, stop_token_ids=(stop_at,), **GREEDY))})
+    assert out["s"] == alone["a"][: first + 1]
+    # with min_tokens past that point, the stop id cannot be produced before min_tokens
+    engine.add_request("m", ids, SamplingParams(max_tokens=20, min_tokens=first + 2,
+                                               stop_token_ids=(stop_at,), **GREEDY))
+    produced = []
+    while engine.has_unfinished_requests():
+        produced += [t for o in engine.step() for t in o.new_token_ids]
+    assert stop_at not in produced[: first + 2]
+
+
+def test_eos_finishes_with_stop_unless_ignored(alone):
+    """Make a token the model does produce play EOS: the request ends there, unless ignore_eos."""
+    ids, _ = workload(make_engine())["a"]
+    fake_eos = alone["a"][3]
+    first = alone["a"].index(fake_eos)
+    outputs = {}
+    for ignore in (False, True):
+        engine = make_engine()
+        engine.tokenizer.eos_id = engine.sampler.eos_id = fake_eos
+        engine.add_request("a", ids, SamplingParams(max_tokens=20, ignore_eos=ignore, **GREEDY))
+        outputs[ignore] = [o for _ in range(100) for o in engine.step()]
+    assert [o.new_token_ids[0] for o in outputs[False]] == alone["a"][: first + 1]
+    assert outputs[False][-1].finished and outputs[False][-1].finish_reason == "stop"
+    assert [o.new_token_ids[0] for o in outputs[True]] == alone["a"]
+    assert outputs[True][-1].finish_reason == "length"
+
+
+@pytest.mark.parametrize("prompt, params, match", [
+    ([], SamplingParams(), "prompt is empty"),
+    ([300], SamplingParams(), "token ids must be integers"),
+    ([1] * 60, SamplingParams(max_tokens=10), "exceeds the maximum context length 64"),
+    ([1] * 30, SamplingParams(max_tokens=20), "needs 13 KV blocks but the whole cache holds 8"),
+])
+def test_requests_that_can_never_fit_are_rejected_clearly(prompt, params, match):
+    engine = make_engine(max_model_len=64, kv_blocks=8)
+    with pytest.raises(RequestRejected, match=match):
+        engine.add_request("r", prompt, params)
+    assert not engine.has_unfinished_requests()
+    assert issubclass(RequestRejected, ValueError)
+
+
+def test_duplicate_request_id_rejected():
+    engine = make_engine()
+    engine.add_request("r", [1, 2], SamplingParams())
+    with pytest.raises(RequestRejected, match="already in use"):
+        engine.add_request("r", [1, 2], SamplingParams())
+    engine.abort_request("r")
+
+
+def test_abort_frees_blocks_at_once_and_ignores_unknown_ids():
+    engine = make_engine(strategy="continuous")
+    engine.add_request("r", list(range(40)), SamplingParams(max_tokens=50, ignore_eos=True))
+    engine.add_request("w", list(range(10)), SamplingParams(max_tokens=5))
+    engine.step()
+    assert engine.stats().kv_blocks_used > 0
+    engine.abort_request("r")
+    engine.abort_request("w")
+    engine.abort_request("never-seen")
+    assert engine.stats().kv_blocks_used == 0 and not engine.has_unfinished_requests()
+    engine.add_request("r", [1, 2], SamplingParams(max_tokens=1))   # the id is free again
+    run(engine, {})
+
+
+def test_static_wait_comes_from_the_injected_clock():
+    now = [100.0]
+    engine = Engine(EngineConfig(model="tiny", strategy="static", batch_size=2, batch_timeout_ms=50.0),
+                    clock=lambda: now[0])
+    assert engine.seconds_until_schedulable() is None
+    engine.add_request("a", [1, 2, 3], SamplingParams(max_tokens=1))
+    assert engine.seconds_until_schedulable() == pytest.approx(0.05)
+    assert engine.step() == []
+    now[0] += 0.05
+    assert engine.seconds_until_schedulable() == 0.0
+    assert [o.request_id for o in engine.step()] == ["a"]
+
+
+def test_step_delay_injection_slows_every_step():
+    engine = make_engine(inject_step_delay_ms=30.0)
+    engine.add_request("a", [1, 2, 3], SamplingParams(max_tokens=2, ignore_eos=True))
+    start = time.perf_counter()
+    run(engine, {})
+    assert time.perf_counter() - start >= 2 * 0.030
+    assert engine.stats().last_step_s >= 0.030
+
+
+def test_warmup_then_stats_and_describe():
+    engine = make_engine(kv_blocks=20)
+    engine.warmup()
+    stats = engine.stats()
+    assert stats.kv_blocks_used == 0 and stats.kv_blocks_total == 20 and stats.total_steps == 0
+    assert stats.total_prefix_cache_queries == 0 and stats.total_prefix_cache_hit_tokens == 0
+    info = engine.describe()
+    arch = engine.arch
+    assert info["kv_cache_bytes"] == engine.runner.kv_cache.nbytes == \
+        2 * arch.num_layers * arch.num_kv_heads * arch.head_dim * 4 * 4 * 20
+    assert info["num_kv_blocks"] == 20 and info["strategy"] == "continuous" and info["dtype"] == "float32"
+    assert info["strategy_limits"] == {"max_num_seqs": 4, "max_num_batched_tokens": 24}
+    assert info["architecture"]["num_layers"] == 2
+
+
+def test_kv_memory_budget_buys_whole_blocks():
+    engine = make_engine(kv_memory_bytes=10_000)
+    assert engine.num_kv_blocks == 10_000 // engine.kv_block_bytes
+    with pytest.raises(ValueError, match="kv_memory_bytes"):
+        make_engine(kv_memory_bytes=10)
+
+
+def test_bfloat16_engine_runs():
+    engine = make_engine(dtype="bf16")
+    assert engine.runner.kv_cache.dtype == torch.bfloat16 and engine.config.dtype == "bfloat16"
+    out = run(engine, {"a": ([1, 2, 3], SamplingParams(max_tokens=4, ignore_eos=True, **GREEDY))})
+    assert len(out["a"]) == 4
+
+
+def test_engine_loads_a_checkpoint_directory(tmp_path):
+    from reference_server.engine.checkpoint import save_checkpoint
+
+    ref = make_engine(seed=7)
+    save_checkpoint(tmp_path, ref.arch, ref.runner.model.state_dict())
+    loaded = make_engine(model=str(tmp_path), seed=0)
+    req = {"a": ([5, 6, 7, 8, 9], SamplingParams(max_tokens=8, ignore_eos=True, **GREEDY))}
+    assert run(loaded, req) == run(ref, req)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("model", ""), ("device", "tpu"), ("dtype", "int8"), ("strategy", "magic"), ("seed", -1),
+    ("block_size", 0), ("kv_blocks", 0), ("kv_memory_bytes", -5), ("max_model_len", 0),
+    ("max_num_seqs", 0), ("max_num_batched_tokens", 0), ("batch_size", 0), ("batch_timeout_ms", -1.0),
+    ("max_batch_size", 0), ("preferred_batch_sizes", (0,)), ("max_queue_delay_us", -1),
+    ("inject_step_delay_ms", -1.0), ("num_threads", 0),
+])
+def test_bad_config_names_the_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        EngineConfig(**{field: value})
+
+
+def test_config_cross_field_checks_and_aliases():
+    with pytest.raises(ValueError, match="preferred_batch_sizes entry 16 exceeds max_batch_size"):
+        EngineConfig(max_batch_size=8, preferred_batch_sizes=(4, 16))
+    cfg = EngineConfig(dtype="FP16", strategy="Dynamic", preferred_batch_sizes=(4, 2, 4))
+    assert (cfg.dtype, cfg.strategy, cfg.preferred_batch_sizes) == ("float16", "dynamic", (2, 4))
+    with pytest.raises(ValueError, match="model: unknown model"):
+        Engine(EngineConfig(model="no-such-model"))
+    with pytest.raises(ValueError, match="max_model_len 4096 exceeds"):
+        Engine(EngineConfig(model="tiny", max_model_len=4096))
+
+
+@pytest.mark.parametrize("field, value", [
+    ("max_tokens", 0), ("temperature", -0.1), ("temperature", float("nan")), ("top_p", 0.0), ("top_p", 1.5),
+    ("seed", -1), ("min_tokens", -1), ("stop_token_ids", (-3,)), ("ignore_eos", "yes"),
+])
+def test_bad_sampling_params_name_the_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        SamplingParams(**{field: value})
+    with pytest.raises(ValueError, match="min_tokens"):
+        SamplingParams(max_tokens=2, min_tokens=3)

@@ -1,0 +1,243 @@
+"""The regression gate: thresholds, statistics, verdicts, and the `servecap gate` command end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reports.gate.stats import compare_distributions, compare_within_run_ratios
+from reports.gate.thresholds import (
+    Threshold, default_thresholds, from_toml, merge, parse_limit, parse_max_regression, parse_ratio,
+)
+
+SERVECAP = [sys.executable, "-m", "servecap"]
+
+
+# --- thresholds -------------------------------------------------------------------------------
+
+def test_limits_parse_percentages_and_fractions():
+    assert parse_limit("10%") == pytest.approx(0.10)
+    assert parse_limit("0.05") == pytest.approx(0.05)
+    assert parse_limit(15) == pytest.approx(0.15)
+    with pytest.raises(ValueError, match="not a number"):
+        parse_limit("ten")
+
+
+def test_max_regression_string_with_levels():
+    parsed = parse_max_regression("ttft_s.p99=10%, continuous/c=8@tpot_s.p50=5%,output_tokens_per_s=3%")
+    assert [(t.level, t.metric, t.stat, round(t.limit, 4)) for t in parsed] == [
+        (None, "ttft_s", "p99", 0.10), ("continuous/c=8", "tpot_s", "p50", 0.05),
+        (None, "output_tokens_per_s", None, 0.03)]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("ttft_s=10%", "needs a statistic"), ("latency.p99=10%", "unknown metric"),
+    ("output_tokens_per_s.p50=10%", "takes no statistic"), ("ttft_s.p99", "must look like"),
+])
+def test_bad_thresholds_name_the_problem(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_max_regression(text)
+
+
+def test_defaults_cover_p50_p99_of_each_latency_metric_and_throughput():
+    keys = {t.key for t in default_thresholds()}
+    assert keys == {f"{m}.{s}" for m in ("ttft_s", "tpot_s", "itl_s", "e2e_s") for s in ("p50", "p99")} | {
+        "output_tokens_per_s"}
+
+
+def test_toml_and_cli_thresholds_override_defaults():
+    toml_thresholds, ratios = from_toml({
+        "max_regression": {"ttft_s.p99": "25%"},
+        "ratio": [{"metric": "output_tokens_per_s", "numerator": "continuous/c=8",
+                   "denominator": "none/c=8", "max_regression": "10%"}]})
+    merged = merge(default_thresholds(), toml_thresholds, parse_max_regression("ttft_s.p50=2%"))
+    by_key = {t.key: t.limit for t in merged}
+    assert by_key["ttft_s.p99"] == pytest.approx(0.25) and by_key["ttft_s.p50"] == pytest.approx(0.02)
+    assert len(merged) == len(default_thresholds())
+    assert ratios[0].key == "output_tokens_per_s[continuous/c=8 / none/c=8]"
+    assert parse_ratio("output_tokens_per_s@continuous/c=8:none/c=8=10%") == ratios[0]
+    with pytest.raises(ValueError, match="unknown section"):
+        from_toml({"thresholds": {}})
+
+
+# --- statistics -------------------------------------------------------------------------------
+
+def test_identical_distributions_are_not_significant():
+    rng = np.random.default_rng(1)
+    a, b = rng.lognormal(0, 0.3, 2000), rng.lognormal(0, 0.3, 2000)
+    result = compare_distributions(a, b, "p50")
+    assert result.ratio == pytest.approx(np.percentile(b, 50) / np.percentile(a, 50))
+    assert result.ci95[0] < 1 < result.ci95[1]
+    assert not result.significant(higher_is_worse=True)
+
+
+def test_a_20_percent_slowdown_is_significant_and_its_ci_covers_it():
+    rng = np.random.default_rng(2)
+    a, b = rng.lognormal(0, 0.3, 2000), 1.2 * rng.lognormal(0, 0.3, 2000)
+    result = compare_distributions(a, b, "p50")
+    assert result.ci95[0] < 1.2 < result.ci95[1]
+    assert result.ci95[0] > 1.1
+    assert result.p_value < 1e-6
+    assert result.significant(higher_is_worse=True)
+    assert not result.significant(higher_is_worse=False)
+
+
+def test_tail_percentiles_are_judged_by_the_ci_alone():
+    rng = np.random.default_rng(3)
+    a = rng.lognormal(0, 0.3, 3000)
+    b = np.concatenate([a[:2900], a[2900:] * 3])  # only the slowest 100 get slower
+    p99 = compare_distributions(a, b, "p99")
+    assert p99.p_value is None and p99.significant(higher_is_worse=True)
+
+
+def test_within_run_ratio_compares_ratio_of_means():
+    rng = np.random.default_rng(4)
+    base_num, base_den = rng.normal(200, 5, 10), rng.normal(100, 5, 10)
+    cur_num, cur_den = rng.normal(150, 5, 10), rng.normal(100, 5, 10)
+    result = compare_within_run_ratios(base_num, base_den, cur_num, cur_den)
+    assert result.baseline == pytest.approx(base_num.mean() / base_den.mean())
+    assert result.ratio == pytest.approx(0.75, abs=0.05)
+    assert result.significant(higher_is_worse=False)
+
+
+# --- the command end to end, on run directories in the DESIGN.md record format ----------------
+
+def write_run(run_dir: Path, seed: int, tpot_scale: float = 1.0, n: int = 400, model: str = "tiny") -> Path:
+    """Two closed-loop levels of `n` requests each with lognormal TTFT and per-token gaps."""
+    rng = np.random.default_rng(seed)
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({
+        "server": {"model": model, "dtype": "float32", "device": "cpu", "strategies": ["continuous"]},
+        "workload": {"prompt_tokens": "64", "output_tokens": "16"}, "host": {"cpu_model": "test", "gpus": []}}))
+    t = 1_700_000_000.0
+    with open(run_dir / "requests.jsonl", "w") as out:
+        for level, concurrency in (("continuous/c=1", 1), ("continuous/c=4", 4)):
+            for i in range(n):
+                ttft = 0.02 * rng.lognormal(0, 0.2)
+                gaps = list(0.005 * tpot_scale * concurrency ** 0.5 * rng.lognormal(0, 0.2, 15))
+                e2e = ttft + sum(gaps)
+                out.write(json.dumps({
+                    "level": level, "phase": "measure", "t_sched": None, "t_start": t, "ttft_s": ttft,
+                    "e2e_s": e2e, "itl_s": gaps, "prompt_tokens": 64, "output_tokens": 16, "status": "ok",
+                    "error": None, "worker": "w0", "response_id": f"r{level}{i}"}) + "\n")
+                t += e2e / concurrency
+    return run_dir
+
+
+def gate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*SERVECAP, "gate", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("gate")
+    return {"base": write_run(root / "base", seed=10), "same": write_run(root / "same", seed=11),
+            "slow": write_run(root / "slow", seed=12, tpot_scale=1.25),
+            "other": write_run(root / "other", seed=13, model="small")}
+
+
+def test_a_over_a_passes_and_writes_the_table(runs, tmp_path):
+    step_summary = tmp_path / "step_summary.md"
+    result = gate("--baseline", str(runs["base"]), "--current", str(runs["same"]),
+                  env={"GITHUB_STEP_SUMMARY": str(step_summary)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "servecap gate: PASS" in result.stdout
+    table = (runs["same"] / "gate.md").read_text()
+    assert table == step_summary.read_text()
+    assert table.count("| continuous/c=") == 2 * len(default_thresholds())
+
+
+def test_injected_slowdown_fails_on_tpot_and_itl_not_ttft(runs):
+    result = gate("--baseline", str(runs["base"]), "--current", str(runs["slow"]), "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    failed = {(row["level"], row["metric"]) for row in report["rows"] if row["verdict"] == "REGRESSION"}
+    assert ("continuous/c=4", "tpot_s.p50") in failed and ("continuous/c=1", "itl_s.p50") in failed
+    assert not any(metric.startswith("ttft_s") for _, metric in failed)
+    tpot = next(r for r in report["rows"] if r["level"] == "continuous/c=4" and r["metric"] == "tpot_s.p50")
+    assert tpot["ratio"] == pytest.approx(1.25, abs=0.05) and tpot["ratio_ci95"][0] > 1.1
+
+
+def test_a_loose_threshold_lets_the_slowdown_pass(runs):
+    loose = ",".join(f"{m}.{s}=40%" for m in ("ttft_s", "tpot_s", "itl_s", "e2e_s") for s in ("p50", "p99"))
+    loose += ",output_tokens_per_s=40%"
+    result = gate("--baseline", str(runs["base"]), "--current", str(runs["slow"]), "--max-regression", loose)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_summary_json_inputs_use_their_raw_records(runs):
+    for name in ("base", "slow"):
+        subprocess.run([*SERVECAP, "report", str(runs[name]), "--no-figures"], check=True,
+                       capture_output=True, timeout=120)
+    result = gate("--baseline", str(runs["base"] / "summary.json"),
+                  "--current", str(runs["slow"] / "summary.json"), "--json")
+    assert result.returncode == 1
+    assert {row["basis"] for row in json.loads(result.stdout)["rows"]} == {"raw records"}
+
+
+def test_incomparable_runs_are_refused_unless_forced(runs):
+    refused = gate("--baseline", str(runs["base"]), "--current", str(runs["other"]))
+    assert refused.returncode == 2
+    assert "server.model differs" in refused.stderr and "Traceback" not in refused.stderr
+    forced = gate("--baseline", str(runs["base"]), "--current", str(runs["other"]), "--force")
+    assert forced.returncode == 0
+    assert "compared despite differences" in forced.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--baseline", "/nonexistent", "--current", "/nonexistent"], "no such run directory"),
+    (["--max-regression", "ttft_s=5%"], "needs a statistic"),
+])
+def test_unusable_input_exits_2_with_a_message(runs, args, message):
+    base = ["--baseline", str(runs["base"]), "--current", str(runs["same"])]
+    result = gate(*(args if "--baseline" in args else base + args))
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_block_bootstrap_sees_bursts_that_independent_values_hide():
+    """A burst of contention slows a tenth of a run's requests together: with blocks, not significant."""
+    from reports.gate.stats import compare_blocked, time_blocks
+    rng = np.random.default_rng(5)
+    base = rng.lognormal(0, 0.1, 1000)
+    cur = rng.lognormal(0, 0.1, 1000)
+    cur[300:400] *= 2.5  # one burst, consecutive in send order
+    order = np.arange(1000.0)
+    independent = compare_distributions(base, cur, "mean")
+    blocked = compare_blocked(base, time_blocks(order), cur, time_blocks(order), "mean")
+    assert independent.significant(higher_is_worse=True)
+    assert not blocked.significant(higher_is_worse=True)
+    assert blocked.ratio == pytest.approx(independent.ratio)
+    # a slowdown of every block is still caught
+    slower = compare_blocked(base, time_blocks(order), 1.2 * rng.lognormal(0, 0.1, 1000), time_blocks(order), "p50")
+    assert slower.significant(higher_is_worse=True) and slower.ci95[0] > 1.1
+
+
+def test_time_blocks_are_equal_count_slices_in_send_order():
+    from reports.gate.stats import time_blocks
+    blocks = time_blocks([5.0, 1.0, 3.0, 2.0, 4.0, 6.0, 0.0, 7.0, 8.0, 9.0, 10.0, 11.0])
+    assert list(blocks) == [1, 0, 1, 0, 1, 2, 0, 2, 2, 3, 3, 3]  # 12 values -> 4 blocks of 3
+
+
+def test_replicate_baselines_absorb_run_to_run_noise_but_not_a_real_regression(tmp_path):
+    """Baselines that differ 0.9x-1.15x from run to run: a +15% run is noise, a +60% run is not."""
+    bases = [write_run(tmp_path / f"b{i}", seed=20 + i, tpot_scale=scale) for i, scale in enumerate((1.0, 1.15, 0.9))]
+    noisy = write_run(tmp_path / "noisy", seed=30, tpot_scale=1.15)
+    slow = write_run(tmp_path / "slow", seed=31, tpot_scale=1.6)
+    tpot = "continuous/c=4@tpot_s.p50=10%"
+    alone = gate("--baseline", str(bases[0]), "--current", str(noisy), "--no-defaults", "--max-regression", tpot)
+    assert alone.returncode == 1  # one baseline: the run offset looks like a regression
+    replicated = [arg for base in bases for arg in ("--baseline", str(base))]
+    quiet = gate(*replicated, "--current", str(noisy), "--no-defaults", "--max-regression", tpot, "--json")
+    assert quiet.returncode == 0, quiet.stdout
+    row = json.loads(quiet.stdout)["rows"][0]
+    assert "run-to-run noise of 3 baselines" in row["basis"] and row["ratio_ci95"][0] < 1
+    sharp = gate(*replicated, "--current", str(slow), "--no-defaults", "--max-regression", tpot)
+    assert sharp.returncode == 1
