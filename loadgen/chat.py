@@ -36,15 +36,16 @@ import json
 import logging
 import random
 
-from locust import User, constant, events, task
+from locust import events
 
 from loadgen.scenario.chat_config import ChatConfig, add_chat_arguments
 from loadgen.client.exchange import Exchange
 from loadgen.client.http_stream import ConnectionPool, run_exchange
-from loadgen.scenario.load_run import Prepared, RunSettings
+from loadgen.scenario.load_run import Prepared
+from loadgen.scenario.run_settings import RunSettings
 from loadgen.workload.prompts import PromptBuilder
 from loadgen.client.request_bytes import Target, chat_body, completions_body, http_request
-from loadgen.scenario.hooks import current_run, install
+from loadgen.scenario.hooks import LoadUser, install  # noqa: F401 - LoadUser: the user class Locust runs
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +53,13 @@ log = logging.getLogger(__name__)
 class ChatScenario:
     """Renders one chat/completions request to bytes from a seeded RNG."""
 
-    def __init__(self, config: ChatConfig, target: Target, model: str) -> None:
+    def __init__(self, config: ChatConfig, target: Target, model: str, seed: int) -> None:
         self.config = config
         self.target = target
         self.model = model
         self.api = config.api
         self.stream = config.stream
-        self.prompts = PromptBuilder(config.shared_prefix_tokens, config.seed)
+        self.prompts = PromptBuilder(config.shared_prefix_tokens, seed)
         self._body = chat_body if config.api == "chat" else completions_body
 
     def prepare(self, rng: random.Random) -> Prepared:
@@ -90,30 +91,13 @@ def discover_model(target: Target, api_key: str | None) -> str:
         raise ValueError("--model not given and GET /v1/models listed no model; pass --model") from None
 
 
-def build(options, environment, role: str):
-    config = ChatConfig.from_options(options) if options is not None else ChatConfig()
-    settings = RunSettings(config.seed, config.records, config.arrival, config.max_inflight,
-                           config.request_timeout_s, config.level, config.warmup_s)
+def build(options, environment, role: str, settings: RunSettings) -> ChatScenario | None:
+    config = ChatConfig.from_options(options)
     if role in ("check", "master"):
-        return settings, None
+        return None
     target = Target.from_url(environment.host or "")
     model = config.model or discover_model(target, config.api_key)
-    return settings, ChatScenario(config, target, model)
+    return ChatScenario(config, target, model, settings.seed)
 
 
 install(events, add_chat_arguments, build)
-
-
-class ChatUser(User):
-    """One closed-loop client (next request when the last one finished); in open loop the
-    first user of each process drives the arrival schedule."""
-
-    wait_time = constant(0)
-
-    @task
-    def chat(self) -> None:
-        run = current_run(self.environment)
-        if run is None:  # the test failed to start; the runner is quitting
-            self.wait()
-            return
-        run.user_step()

@@ -20,16 +20,15 @@ import logging
 import random
 from dataclasses import dataclass
 
-from locust import User, constant, events, task
+from locust import events
 
-from loadgen.scenario.chat_config import add_common_arguments, parse_float, parse_int
-from loadgen.workload.arrivals import parse_arrival
+from loadgen.scenario.run_settings import RunSettings, add_common_arguments, parse_int
 from loadgen.workload.distributions import LengthDistribution, parse_length_distribution
 from loadgen.client.exchange import Exchange
 from loadgen.client.http_stream import ConnectionPool, run_exchange
-from loadgen.scenario.load_run import Prepared, RunSettings
+from loadgen.scenario.load_run import Prepared
 from loadgen.client.request_bytes import Target, http_request
-from loadgen.scenario.hooks import current_run, install
+from loadgen.scenario.hooks import LoadUser, install  # noqa: F401 - LoadUser: the user class Locust runs
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +45,15 @@ class ClassifyConfig:
             raise ValueError(f"--kserve-model must be a name without '/', got {self.model!r}")
         if self.features < 0:
             raise ValueError(f"--features must be >= 0, got {self.features}")
+
+    @classmethod
+    def from_options(cls, options) -> "ClassifyConfig":
+        """Build from Locust's parsed options (web-UI values may arrive as strings); None gives the defaults."""
+        if options is None:
+            return cls()
+        get = lambda name, default=None: getattr(options, name, default)  # noqa: E731
+        return cls(str(get("kserve_model", "tabular-mlp")), parse_int(get("features", 0), "--features"),
+                   parse_length_distribution(str(get("rows", "1")), "--rows"), str(get("input_name", "features")))
 
 
 class ClassifyScenario:
@@ -89,31 +97,12 @@ def add_classify_arguments(parser) -> None:
     add_common_arguments(parser)
 
 
-def build(options, environment, role: str):
-    get = lambda name, default=None: getattr(options, name, default) if options is not None else default  # noqa: E731
-    config = ClassifyConfig(str(get("kserve_model", "tabular-mlp")), parse_int(get("features", 0), "--features"),
-                            parse_length_distribution(str(get("rows", "1")), "--rows"), str(get("input_name", "features")))
-    rate = parse_float(get("rate", 0.0) or 0.0, "--rate")
-    settings = RunSettings(parse_int(get("seed", 0), "--seed"), str(get("records")) if get("records") else None,
-                           parse_arrival(str(get("arrival", "closed")), rate if rate > 0 else None),
-                           parse_int(get("max_inflight", 1000), "--max-inflight"), parse_float(get("request_timeout", 600.0), "--request-timeout"),
-                           str(get("level")) if get("level") else None, parse_float(get("warmup", 0.0), "--warmup"))
+def build(options, environment, role: str, settings: RunSettings) -> ClassifyScenario | None:
+    config = ClassifyConfig.from_options(options)
     if role in ("check", "master"):
-        return settings, None
+        return None
     target = Target.from_url(environment.host or "")
-    return settings, ClassifyScenario(config, target, config.features or discover_features(target, config.model))
+    return ClassifyScenario(config, target, config.features or discover_features(target, config.model))
 
 
 install(events, add_classify_arguments, build)
-
-
-class ClassifyUser(User):
-    wait_time = constant(0)
-
-    @task
-    def infer(self) -> None:
-        run = current_run(self.environment)
-        if run is None:
-            self.wait()
-            return
-        run.user_step()

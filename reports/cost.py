@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from calculators.cost import usd_per_million_tokens
 from calculators.gpus import get_gpu
+from servecap.contract.run_json import RunInfo
 
 # NVML device-name fragments -> GPU catalog id, most specific first
 _NVML_NAMES = (
@@ -30,17 +31,9 @@ def catalog_gpu_for(device_name: str) -> str | None:
     return None
 
 
-def run_gpus(run: dict) -> list[str]:
-    """GPU device names from run.json's host section (strings or objects with `name`)."""
-    host = run.get("host") if isinstance(run.get("host"), dict) else {}
-    gpus = host.get("gpus") or []
-    names = [g.get("name") if isinstance(g, dict) else g for g in gpus]
-    return [n for n in names if isinstance(n, str)]
-
-
-def resolve_price(run: dict, gpu_hourly: float | None, gpu: str | None) -> dict:
+def resolve_price(run: RunInfo, gpu_hourly: float | None, gpu: str | None) -> dict:
     """{"hourly_usd", "num_gpus", "source"} or {"unavailable": why}."""
-    names = run_gpus(run)
+    names = run.host.gpu_names()
     num_gpus = max(len(names), 1)
     if gpu_hourly is not None:
         return {"hourly_usd": gpu_hourly, "num_gpus": num_gpus, "source": "--gpu-hourly (per GPU)"}

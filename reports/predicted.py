@@ -1,8 +1,9 @@
 """Predicted vs measured per level: the calculators' numbers next to what the run measured.
 
-The server configuration comes from run.json's `server` object as the sweep
-writes it (model, dtype, block_size, kv_blocks, strategy limits, and the live
-engine's own description per strategy under `engines`). Each comparison is
+The server configuration comes from run.json's `server` section as the sweep
+writes it (model, dtype, block_size, kv_blocks, and each strategy's live engine
+description, with that strategy's own limits, under `engines`): see
+`servecap.contract.run_json.Server.engine_config`. Each comparison is
 {"predicted", "measured", "relative_error" = predicted / measured - 1, "unit"};
 what cannot be predicted or was not measured is listed under `unavailable`.
 
@@ -25,7 +26,8 @@ from calculators.kv import kv_block_bytes
 from calculators.models import get_model
 from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
-from reports.cost import catalog_gpu_for, run_gpus
+from reports.cost import catalog_gpu_for
+from servecap.contract.run_json import RunInfo
 
 SIM_REQUESTS_PER_STREAM = 40   # simulated requests per concurrent stream (or per req/s), at least 400
 SIM_MAX_REQUESTS = 4000
@@ -36,18 +38,10 @@ def _pair(predicted: float | None, measured: float | None, unit: str) -> dict:
     return {"predicted": predicted, "measured": measured, "relative_error": rel, "unit": unit}
 
 
-def _engine_config(run: dict, strategy: str | None) -> dict:
-    """run.json's server section with that strategy's live engine description and limits on top."""
-    server = run.get("server") if isinstance(run.get("server"), dict) else {}
-    engine = (server.get("engines") or {}).get(strategy) or {}
-    return {**server, **engine, **(engine.get("strategy_limits") or {}), "strategy": strategy or server.get("strategy")}
-
-
-def _step_model(run: dict, arch, levels: list[dict]) -> tuple[StepTimeModel | None, str]:
-    server = run.get("server") if isinstance(run.get("server"), dict) else {}
-    gpu_name = server.get("gpu") or next((c for c in map(catalog_gpu_for, run_gpus(run)) if c), None)
+def _step_model(run: RunInfo, arch, levels: list[dict]) -> tuple[StepTimeModel | None, str]:
+    gpu_name = run.server.gpu or next((c for c in map(catalog_gpu_for, run.host.gpu_names()) if c), None)
     if gpu_name:
-        dtype = str(server.get("dtype") or "bf16")
+        dtype = str(run.server.dtype or "bf16")
         return step_model_from_roofline(arch, get_gpu(gpu_name), dtype=dtype), f"roofline on {gpu_name}"
     points = [(lvl["server"]["batch_size_mean"], lvl["server"]["step_time_mean_s"]) for lvl in levels
               if lvl["server"].get("batch_size_mean") and lvl["server"].get("step_time_mean_s")]
@@ -111,9 +105,9 @@ def _running_capacity(config: dict, level: dict) -> tuple[int | None, str]:
     return (min(int(cap), int(offered)) if offered else int(cap)), ""
 
 
-def predict_level(run: dict, level: dict, arch, model: StepTimeModel | None, model_source: str) -> dict:
+def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, model_source: str) -> dict:
     """summary.json's `predicted` for one level: {"model", "comparisons", "unavailable", ...}."""
-    config = _engine_config(run, level["strategy"])
+    config = run.server.engine_config(level["strategy"])
     dtype, block_size = str(config.get("dtype") or "bf16"), int(config.get("block_size") or 16)
     measured = level["server"]
     comparisons, unavailable = {}, []
@@ -145,15 +139,14 @@ def predict_level(run: dict, level: dict, arch, model: StepTimeModel | None, mod
             "comparisons": comparisons, "unavailable": unavailable}
 
 
-def add_predictions(run: dict, levels: list[dict]) -> None:
+def add_predictions(run: RunInfo, levels: list[dict]) -> None:
     """Fill each level's `predicted` in place (one step model for the whole run)."""
-    server = run.get("server") if isinstance(run.get("server"), dict) else {}
-    if not server.get("model"):
+    if not run.server.model:
         for level in levels:
             level["predicted"] = {"unavailable": ["run.json has no server.model: nothing to predict from"]}
         return
     try:
-        arch = get_model(str(server["model"]))
+        arch = get_model(str(run.server.model))
     except ValueError as exc:
         for level in levels:
             level["predicted"] = {"unavailable": [str(exc)]}

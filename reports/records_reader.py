@@ -1,11 +1,11 @@
 """requests.jsonl -> a pandas records frame and the flattened inter-token gaps.
 
 Parsing is polars' multi-threaded NDJSON reader with a fixed schema of the
-columns the report reads (about twice arrow's JSON reader per core, and it
-ignores the other fields - response_id, loadgen's request_id, api - without
-building them). A killed writer's torn last line is dropped and named; a file
-the fast reader rejects (a broken line in the middle) is re-read line by line,
-skipping and naming the unreadable lines.
+columns the report reads, derived from the contract's `Record` (about twice
+arrow's JSON reader per core, and it ignores the other fields - response_id,
+loadgen's request_id, api - without building them). A killed writer's torn
+last line is dropped and named; a file the fast reader rejects (a broken line
+in the middle) is re-read line by line, skipping and naming the unreadable lines.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-RECORD_FIELDS = (
-    "level", "phase", "t_sched", "t_start", "ttft_s", "e2e_s", "itl_s",
-    "prompt_tokens", "output_tokens", "status", "error", "worker", "response_id",
-)
-STRING_COLUMNS = ("level", "phase", "status", "worker", "error")
-NUMBER_COLUMNS = ("t_sched", "t_start", "ttft_s", "e2e_s", "prompt_tokens", "output_tokens")
-SCHEMA = {**{name: pl.Utf8 for name in STRING_COLUMNS}, **{name: pl.Float64 for name in NUMBER_COLUMNS},
-          "itl_s": pl.List(pl.Float64)}
+from servecap.contract.record_schema import polars_schema
+from servecap.contract.records import FIELDS, SOMETIMES_FIELDS
+
+# DESIGN.md's fields but response_id (it only joins with server logs); loadgen's extras are not read
+COLUMNS = tuple(name for name in (*FIELDS, *SOMETIMES_FIELDS) if name != "response_id")
+SCHEMA = polars_schema(COLUMNS)
+STRING_COLUMNS = tuple(name for name, dtype in SCHEMA.items() if dtype == pl.Utf8)
+NUMBER_COLUMNS = tuple(name for name, dtype in SCHEMA.items() if dtype == pl.Float64)
 
 
 class RecordsError(ValueError):
@@ -79,7 +79,7 @@ def _note_absent_fields(data: bytes, missing: list[str]) -> None:
         keys = set(json.loads(first))
     except (json.JSONDecodeError, UnicodeDecodeError, TypeError):
         return
-    absent = [name for name in RECORD_FIELDS if name not in keys and name != "response_id"]
+    absent = [name for name in FIELDS if name not in keys and name != "response_id"]
     if absent:
         missing.append(f"requests.jsonl records lack field(s): {', '.join(absent)}")
 

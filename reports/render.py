@@ -15,6 +15,7 @@ import pandas as pd
 
 from reports import tables
 from reports.figures.common import FigureFile
+from reports.summary import LATENESS_LIMIT_MS
 
 Block = str | pd.DataFrame | FigureFile
 
@@ -51,7 +52,7 @@ def sections(summary: dict, figures: list[FigureFile]) -> list[tuple[str, list[B
         [f"- load generator / run notes: {w}" for w in summary["loadgen_warnings"]]
     late = [lvl["level"] for lvl in summary["levels"] if lvl["loadgen"].get("late")]
     if late:
-        notes.append(f"- load generator sent late (p99 lateness > 1 ms) at: {', '.join(late)}; "
+        notes.append(f"- load generator sent late (p99 lateness > {LATENESS_LIMIT_MS:g} ms) at: {', '.join(late)}; "
                      "those levels measure the generator as much as the server")
     if notes:
         out.append(("What is missing or suspect", ["\n".join(notes)]))

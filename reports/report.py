@@ -17,9 +17,10 @@ from reports.figures.common import FigureFile
 from reports.predicted import add_predictions
 from reports.render import sections, to_html, to_markdown
 from reports.run_data import RunData, load_run
-from reports.slo import SLO
 from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings
 from reports.verdict import build_verdict
+from servecap.contract.run_json import RunInfo
+from servecap.contract.slo import SLO
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,9 @@ class ReportOptions:
         # SLO validates its own fields; build one now so bad values fail before any work
         SLO(self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms)
 
-    def slo_for(self, run: dict) -> SLO:
-        return SLO.from_run(run, ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms, e2e_ms=self.slo_e2e_ms)
+    def slo_for(self, run: RunInfo) -> SLO:
+        """run.json's SLO, with the limits given here (not None) taking precedence."""
+        return run.slo.with_overrides(ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms, e2e_ms=self.slo_e2e_ms)
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def build_summary(data: RunData, options: ReportOptions,
     add_predictions(data.run, levels)
     price = resolve_price(data.run, options.gpu_hourly, options.gpu)
     verdict = build_verdict(levels, slo, cost=lambda point: cost_per_million(point, price))
-    return {"run": data.run, "levels": levels, "verdict": verdict, "missing": list(data.missing),
+    return {"run": data.run_json, "levels": levels, "verdict": verdict, "missing": list(data.missing),
             "loadgen_warnings": loadgen_warnings(data.run, levels), "metrics": list(LATENCY_METRICS)}
 
 

@@ -15,9 +15,11 @@ import numpy as np
 import pandas as pd
 
 from reports.level_ids import parse_level_id
-from reports.records_reader import RECORD_FIELDS, RecordsError, read_records
+from reports.records_reader import RecordsError, read_records
+from servecap.contract.records import tpot_s
+from servecap.contract.run_json import RunInfo
 
-__all__ = ["RECORD_FIELDS", "RunData", "RunDirError", "load_run", "planned_levels"]
+__all__ = ["RunData", "RunDirError", "load_run"]
 
 SAMPLE_COLUMNS = ("t", "source", "device", "util_pct", "mem_used_bytes", "mem_total_bytes",
                   "power_w", "sm_clock_mhz", "temp_c")
@@ -34,11 +36,12 @@ class RunData:
 
     Attributes:
         run_dir: where it was read from.
-        run: run.json as a dict ({} when absent).
+        run: run.json, typed (the contract's RunInfo; empty sections when absent).
+        run_json: run.json as the file holds it ({} when absent): summary.json embeds it as is.
         records: one row per request record; the schema columns the report uses (all but
             response_id, which only joins with server logs) plus derived
             `strategy`, `offered_kind`, `offered_value`, `t_end` (t_start + e2e_s) and
-            `tpot_s` ((e2e - ttft) / (output_tokens - 1), NaN below 2 output tokens).
+            `tpot_s` (the contract's tpot_s: NaN below 2 output tokens).
             `itl_s` itself is not a column: see itl_gaps.
         itl_gaps: every inter-token gap of every record, float64 [G].
         itl_record: for each gap, the row position in `records` it belongs to, int64 [G].
@@ -49,7 +52,8 @@ class RunData:
     """
 
     run_dir: Path
-    run: dict
+    run: RunInfo
+    run_json: dict
     records: pd.DataFrame
     itl_gaps: np.ndarray
     itl_record: np.ndarray
@@ -69,7 +73,10 @@ def load_run(run_dir: str | Path) -> RunData:
     if not run_dir.is_dir():
         raise RunDirError(f"run directory {str(run_dir)!r} does not exist or is not a directory")
     missing: list[str] = []
-    run = _read_run_json(run_dir / "run.json", missing)
+    run_json = _read_run_json(run_dir / "run.json", missing)
+    problems: list[str] = []
+    run = RunInfo.from_dict(run_json, problems, "run.json")
+    missing += problems
     try:
         records, gaps, gap_rows = read_records(run_dir / "requests.jsonl", missing)
     except RecordsError as exc:
@@ -79,7 +86,7 @@ def load_run(run_dir: str | Path) -> RunData:
     metrics = _read_csv(run_dir / "server_metrics.csv", METRIC_COLUMNS, missing)
     _note_missing_levels(run, records, missing)
     meta = _read_optional_json(run_dir / "requests.meta.json", missing)
-    return RunData(run_dir, run, records, gaps, gap_rows, samples, metrics, missing, meta)
+    return RunData(run_dir, run, run_json, records, gaps, gap_rows, samples, metrics, missing, meta)
 
 
 def _read_optional_json(path: Path, missing: list[str]) -> dict:
@@ -108,16 +115,14 @@ def _read_run_json(path: Path, missing: list[str]) -> dict:
     return run
 
 
-def _add_derived_columns(records: pd.DataFrame, run: dict) -> None:
-    default_strategy = (run.get("server") or {}).get("strategy") if isinstance(run.get("server"), dict) else None
-    parsed = {level: parse_level_id(level, default_strategy) for level in records["level"].unique()}
+def _add_derived_columns(records: pd.DataFrame, run: RunInfo) -> None:
+    parsed = {level: parse_level_id(level, run.server.strategy) for level in records["level"].unique()}
     records["strategy"] = records["level"].map({k: v.strategy for k, v in parsed.items()})
     records["offered_kind"] = records["level"].map({k: v.offered_kind for k, v in parsed.items()})
     records["offered_value"] = records["level"].map({k: v.offered_value for k, v in parsed.items()}).astype(float)
     records["t_end"] = records["t_start"] + records["e2e_s"].fillna(0.0)
-    tokens = records["output_tokens"]
-    decode = (records["e2e_s"] - records["ttft_s"]) / (tokens - 1)
-    records["tpot_s"] = decode.where(tokens >= 2)
+    records["tpot_s"] = tpot_s(records["e2e_s"].to_numpy(), records["ttft_s"].to_numpy(),
+                               records["output_tokens"].to_numpy())
 
 
 def _read_csv(path: Path, columns: tuple[str, ...], missing: list[str]) -> pd.DataFrame | None:
@@ -142,36 +147,26 @@ def _read_csv(path: Path, columns: tuple[str, ...], missing: list[str]) -> pd.Da
     return frame
 
 
-def planned_levels(run: dict) -> list[str]:
-    """Level ids run.json says were planned: `levels` as ids or as objects with a `level` key."""
-    plan = run.get("levels")
-    if plan is None and isinstance(run.get("load_plan"), dict):
-        plan = run["load_plan"].get("levels")
-    if not isinstance(plan, list):
-        return []
-    ids = [item.get("level") if isinstance(item, dict) else item for item in plan]
-    return [level for level in ids if isinstance(level, str)]
-
-
-def _note_missing_levels(run: dict, records: pd.DataFrame, missing: list[str]) -> None:
-    for entry in run.get("levels") or []:
-        if not isinstance(entry, dict) or not isinstance(entry.get("level"), str):
+def _note_missing_levels(run: RunInfo, records: pd.DataFrame, missing: list[str]) -> None:
+    for entry in run.levels:
+        if not isinstance(entry.level, str):
             continue
-        if entry.get("status") in ("failed", "interrupted", "not run"):
-            code = f" (exit code {entry['exit_code']})" if entry.get("exit_code") not in (None, 0) else ""
-            missing.append(f"level {entry['level']} {entry['status']}{code} according to run.json")
-        if entry.get("stable") is False:
-            spread = entry.get("throughput_spread")
+        if entry.status in ("failed", "interrupted", "not run"):
+            code = f" (exit code {entry.exit_code})" if entry.exit_code not in (None, 0) else ""
+            missing.append(f"level {entry.level} {entry.status}{code} according to run.json")
+        if entry.stable is False:
+            spread = entry.throughput_spread
             spread = f" (spread {spread:.0%})" if isinstance(spread, (int, float)) else ""
-            missing.append(f"level {entry['level']}: throughput not stable across sub-windows{spread}")
+            missing.append(f"level {entry.level}: throughput not stable across sub-windows{spread}")
     present = set(records["level"].unique())
     measured = set(records.loc[records["phase"] == "measure", "level"].unique())
-    for level in planned_levels(run):
+    planned = run.planned_levels()
+    for level in planned:
         if level not in present:
             missing.append(f"level {level} is missing: planned in run.json but has no records")
         elif level not in measured:
             missing.append(f"level {level} has no measure-phase records (warm-up only)")
-    for level in sorted(present - measured - set(planned_levels(run))):
+    for level in sorted(present - measured - set(planned)):
         missing.append(f"level {level} has no measure-phase records (warm-up only)")
     unparsed = sorted(records.loc[records["offered_kind"].isna(), "level"].unique())
     if unparsed:

@@ -14,11 +14,14 @@ import pandas as pd
 from reports.level_ids import parse_level_id
 from reports.resources import device_means, energy_per_token_j, metric_series, server_means
 from reports.run_data import RunData
-from reports.slo import SLO, goodput_rps, meets_slo
+from reports.slo import goodput_rps, request_meets_slo
 from reports.stats import summarize
+from servecap.contract.loadgen_meta import LATENESS_P99_LIMIT_S
+from servecap.contract.run_json import RunInfo
+from servecap.contract.slo import SLO
 
 LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
-LATENESS_LIMIT_MS = 1.0  # an open-loop sender more than 1 ms late at p99 skews the offered load
+LATENESS_LIMIT_MS = LATENESS_P99_LIMIT_S * 1000.0  # an open-loop sender later than this at p99 skews the load
 
 
 def level_order(data: RunData) -> list[str]:
@@ -39,7 +42,7 @@ def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None
     measure = records["phase"] == "measure"
     ok_measure = data.measured_ok().to_numpy()
     gaps_by_level = _itl_by_level(data, ok_measure)
-    default_strategy = (data.run.get("server") or {}).get("strategy") if isinstance(data.run.get("server"), dict) else None
+    default_strategy = data.run.server.strategy
     grouped = dict(tuple(records[measure].groupby("level", sort=False, observed=True)))
     series = metric_series(data.server_metrics)
     levels = []
@@ -111,7 +114,7 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
         "prompt_tokens_mean": float(ok["prompt_tokens"].mean()) if n_ok else None,
         "output_tokens_mean": float(ok["output_tokens"].mean()) if n_ok else None,
         "goodput_rps": goodput_rps(frame, slo, duration),
-        "slo_attainment": float(meets_slo(finished, slo).mean()) if slo.is_set and requests else None,
+        "slo_attainment": float(request_meets_slo(finished, slo).mean()) if slo.is_set and requests else None,
         "metrics": {
             "ttft_s": summarize(ok["ttft_s"].to_numpy(), seed),
             "tpot_s": summarize(ok["tpot_s"].to_numpy(), seed),
@@ -150,8 +153,7 @@ def loadgen_health(frame: pd.DataFrame, meta: dict | None = None) -> dict:
     return out
 
 
-def loadgen_warnings(run: dict, levels: list[dict]) -> list[str]:
+def loadgen_warnings(run: RunInfo, levels: list[dict]) -> list[str]:
     """The load generator's warnings: per level from requests.meta.json, and run.json's notes."""
     warnings = [f"{lvl['level']}: {w}" for lvl in levels for w in lvl["loadgen"].get("warnings", [])]
-    notes = run.get("notes") if isinstance(run.get("notes"), list) else []
-    return warnings + [str(note) for note in notes]
+    return warnings + [str(note) for note in run.notes]

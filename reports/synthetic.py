@@ -9,11 +9,13 @@ gauges and the batch-size and step-time histograms' _sum/_count.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from servecap.contract.records import Record
+from servecap.contract.run_json import Host, LevelEntry, RunInfo, Server, write_run_json
 
 SECOND_PER_LEVEL_GAP = 2.0
 
@@ -34,16 +36,16 @@ def _level_records(rng, level: str, c: int, n: int, t0: float, knee: int, strate
         ok = status[i] == "ok"
         gaps = tpot[i] * rng.gamma(8.0, 1 / 8.0, out_tokens[i] - 1) if ok else []
         worker = f"worker{i % 4}@bench:{4000 + i % 4}"
-        lines.append(json.dumps({  # full-precision floats and loadgen's extra fields, as loadgen writes them
-            "level": level, "phase": "warmup" if warm[i] else "measure", "t_sched": None,
-            "t_start": float(t_start[i]), "ttft_s": float(ttft[i]) if ok else None,
-            "e2e_s": float(e2e[i]), "itl_s": [float(g) for g in gaps],
-            "prompt_tokens": 64, "output_tokens": int(out_tokens[i]) if ok else 0,
-            "status": str(status[i]), "error": None if ok else "server overloaded",
-            "worker": worker, "response_id": f"chatcmpl-{ids[i]:032x}",
-            "request_id": f"{worker}#{i}", "api": "chat", "prompt_tokens_asked": 64,
-            "output_tokens_asked": int(out_tokens[i]), "usage_from": "server",
-        }, separators=(",", ":")))
+        lines.append(Record(  # full-precision floats and loadgen's extra fields, as loadgen writes them
+            level=level, phase="warmup" if warm[i] else "measure",
+            t_start=float(t_start[i]), ttft_s=float(ttft[i]) if ok else None,
+            e2e_s=float(e2e[i]), itl_s=[float(g) for g in gaps],
+            prompt_tokens=64, output_tokens=int(out_tokens[i]) if ok else 0,
+            status=str(status[i]), error=None if ok else "server overloaded",
+            worker=worker, response_id=f"chatcmpl-{ids[i]:032x}",
+            request_id=f"{worker}#{i}", api="chat", prompt_tokens_asked=64,
+            output_tokens_asked=int(out_tokens[i]), usage_from="server",
+        ).to_json_line().decode().rstrip("\n"))
     return lines, t0, t0 + duration + float(e2e.max())
 
 
@@ -83,9 +85,12 @@ def write_synthetic_run(run_dir: str | Path, records: int = 20_000,
     pd.DataFrame(samples, columns=["t", "source", "device", "util_pct", "mem_used_bytes", "mem_total_bytes",
                                    "power_w", "sm_clock_mhz", "temp_c"]).to_csv(run_dir / "samples.csv", index=False)
     pd.DataFrame(metrics, columns=["t", "name", "labels", "value"]).to_csv(run_dir / "server_metrics.csv", index=False)
-    run = {"name": run_dir.name, "synthetic": True,
-           "server": {"model": "tiny", "dtype": "float32", "block_size": 16, "kv_blocks": 512, "max_num_seqs": 32},
-           "host": {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}]},
-           "levels": [{"level": level} for level, *_ in windows]}
-    (run_dir / "run.json").write_text(json.dumps(run, indent=1))
+    engines = {strategy: {"strategy": strategy, "strategy_limits": {"max_num_seqs": 32} if strategy == "continuous"
+                          else {}} for strategy in strategies}
+    run = RunInfo(name=run_dir.name, extra={"synthetic": True},
+                  server=Server(model="tiny", strategies=list(strategies), engines=engines, dtype="float32",
+                                block_size=16, kv_blocks=512),
+                  host=Host(gpus=["NVIDIA H100 80GB HBM3"]),
+                  levels=[LevelEntry(level=level) for level, *_ in windows])
+    write_run_json(run_dir / "run.json", run)
     return run_dir

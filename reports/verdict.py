@@ -1,5 +1,7 @@
 """The verdict: max sustainable load per SLO at p99 (with confidence), the knee, the operating point.
 
+Whether a level meets the SLO is the contract's one rule (servecap.contract.slo.check_level),
+the same `servecap sweep --auto` steers by; the confidence grading is the report's own.
 Pure: summary level objects in, dicts out.
 """
 
@@ -8,9 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from calculators.cost import slo_operating_point
-from reports.slo import SLO
+from servecap.contract.slo import SLO, check_level, error_rate_ok
 
-ERROR_RATE_LIMIT = 0.01  # a level failing more than 1% of its requests is not sustainable
 MIN_COUNT_FOR_P99 = 100  # below 100 values a p99 is just the sample maximum: never `high` confidence
 KNEE_METRIC = "e2e_s"
 
@@ -26,17 +27,15 @@ def by_strategy(levels: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
-def _check(level: dict, limits: dict[str, float]) -> tuple[bool, bool, str]:
+def _check(level: dict, slo: SLO) -> tuple[bool, bool, str]:
     """(meets at p99, meets with the whole p99 95% CI under the limit, reason if not met)."""
-    if level["error_rate"] is not None and level["error_rate"] > ERROR_RATE_LIMIT:
-        return False, False, f"error rate {level['error_rate']:.1%} > {ERROR_RATE_LIMIT:.0%}"
+    limits = slo.limits_s()
+    check = check_level(slo, level["error_rate"], {metric: level["metrics"][metric]["p99"] for metric in limits})
+    if not check.meets:
+        return False, False, check.reason
     confident = True
     for metric, limit in limits.items():
         stats = level["metrics"][metric]
-        if stats["p99"] is None:
-            return False, False, f"no {metric} values"
-        if stats["p99"] > limit:
-            return False, False, f"{metric} p99 {stats['p99'] * 1000:.1f} ms > {limit * 1000:.1f} ms"
         ci = stats.get("p99_ci95")
         confident &= ci is not None and ci[1] <= limit and stats.get("count", 0) >= MIN_COUNT_FOR_P99
     return True, confident, ""
@@ -54,15 +53,16 @@ def max_sustainable(levels: list[dict], slo: SLO) -> list[dict]:
     limits = slo.limits_s()
     if not limits:
         return []
-    checks = {metric: {metric: limit} for metric, limit in limits.items()}
+    checks = {metric: slo.only(metric) for metric in limits}
     if len(limits) > 1:
-        checks["all"] = limits
+        checks["all"] = slo
     out = []
     for strategy, group in by_strategy(levels).items():
-        for name, check_limits in checks.items():
+        for name, check_slo in checks.items():
+            check_limits = check_slo.limits_s()
             best, confident_level, failing, reason = None, None, None, ""
             for level in group:
-                ok, confident, why = _check(level, check_limits)
+                ok, confident, why = _check(level, check_slo)
                 if not ok:
                     failing, reason = level["level"], why
                     break
@@ -95,7 +95,7 @@ def _interpolated(group: list[dict], best: dict | None, failing: str | None, met
     pair = [lvl for lvl in group if lvl["level"] in (best["level"], failing)]
     if len(pair) != 2 or pair[1]["metrics"][metric]["p99"] is None or not pair[1]["output_tokens_per_s"]:
         return None
-    if pair[1]["error_rate"] is not None and pair[1]["error_rate"] > ERROR_RATE_LIMIT:
+    if not error_rate_ok(pair[1]["error_rate"]):
         return None
     point = slo_operating_point([next(iter(lvl["offered"].values())) for lvl in pair],
                                 [lvl["output_tokens_per_s"] for lvl in pair],

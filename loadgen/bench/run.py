@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.bench.accuracy import Comparison, compare
-from servecap.contract.records import read_meta, read_records
+from servecap.contract.loadgen_meta import read_meta
+from servecap.contract.records import read_records
 
 CHAT = Path(__file__).resolve().parents[1] / "chat.py"
 STOCK = Path(__file__).with_name("stock_baseline.py")

@@ -21,7 +21,7 @@ from locust import HttpUser, constant, events, task
 from loadgen.client.clock import Clock
 from loadgen.client.exchange import Exchange, summarize
 from loadgen.workload.prompts import PromptBuilder
-from servecap.contract.records import RecordWriter
+from servecap.contract.records import Record, RecordWriter
 
 _writer: RecordWriter | None = None
 _clock = Clock()
@@ -69,8 +69,8 @@ class StockChatUser(HttpUser):
             exchange.complete = True
         outcome = summarize(exchange, stream=True, prompt_tokens_asked=64)
         phase = "warmup" if exchange.t_start - self.started < options.warmup else "measure"
-        _writer.write({"level": options.level, "phase": phase, "t_sched": None,
-                       "t_start": _clock.unix(exchange.t_start), "ttft_s": outcome.ttft_s, "e2e_s": outcome.e2e_s,
-                       "itl_s": outcome.itl_s, "prompt_tokens": outcome.prompt_tokens,
-                       "output_tokens": outcome.output_tokens, "status": outcome.status, "error": outcome.error,
-                       "worker": f"stock@{os.getpid()}", "response_id": outcome.response_id})
+        _writer.write(Record(level=options.level, phase=phase, t_start=_clock.unix(exchange.t_start),
+                             ttft_s=outcome.ttft_s, e2e_s=outcome.e2e_s, itl_s=outcome.itl_s,
+                             prompt_tokens=outcome.prompt_tokens, output_tokens=outcome.output_tokens,
+                             status=outcome.status, error=outcome.error, worker=f"stock@{os.getpid()}",
+                             response_id=outcome.response_id))

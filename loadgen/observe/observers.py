@@ -6,14 +6,16 @@ several strategies (one server each) yields one timeline per file.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from loadgen.observe.samplers import Sampler, start_sampler
 from loadgen.observe.scraper import Scraper, start_scraper
+from servecap.contract.run_json import ObserverInfo
 
 
 class Observers:
-    """Start with `start()` (returns what run.json should say about them), end with `stop()`."""
+    """Start with `start()`, end with `stop()`; each returns what run.json says about them."""
 
     def __init__(self, out_dir: Path, interval_s: float, server_pid: int | None, metrics_url: str) -> None:
         self.out_dir = out_dir
@@ -22,17 +24,16 @@ class Observers:
         self.metrics_url = metrics_url
         self.sampler: Sampler | None = None
         self.scraper: Scraper | None = None
+        self.described = ObserverInfo(interval_s=interval_s, metrics_url=metrics_url)
 
-    def start(self) -> dict:
+    def start(self) -> ObserverInfo:
         self.sampler = start_sampler(self.out_dir / "samples.csv", self.interval_s, self.server_pid)
         self.scraper = start_scraper(self.metrics_url, self.out_dir / "server_metrics.csv", self.interval_s)
-        described = {"sampler": self.sampler.kind, "interval_s": self.interval_s, "metrics_url": self.metrics_url}
-        if self.sampler.note:
-            described["sampler_note"] = self.sampler.note
-        return described
+        self.described = replace(self.described, sampler=self.sampler.kind, sampler_note=self.sampler.note or None)
+        return self.described
 
-    def stop(self) -> dict:
-        """Stop both; returns their counters for run.json."""
+    def stop(self) -> ObserverInfo:
+        """Stop both; the description now carries their counters."""
         counters = {}
         if self.scraper is not None:
             self.scraper.stop()
@@ -40,4 +41,5 @@ class Observers:
         if self.sampler is not None:
             self.sampler.stop()
             counters.update(sample_rows=self.sampler.rows_written)
-        return counters
+        self.described = replace(self.described, **counters)
+        return self.described

@@ -13,6 +13,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from servecap.contract.run_json import Host
+
 VERSIONED = ("servecap", "locust", "torch", "fastapi", "uvicorn", "numpy", "pandas", "scipy", "nvidia-ml-py")
 
 
@@ -44,10 +46,10 @@ def gpu_inventory() -> tuple[list[str], str | None]:
         pynvml.nvmlShutdown()
 
 
-def host_info() -> dict:
+def host_info() -> Host:
     gpus, driver = gpu_inventory()
-    return {"hostname": platform.node(), "cpu_model": cpu_model(), "cores": os.cpu_count(),
-            "os": platform.platform(), "python": sys.version.split()[0], "gpus": gpus, "driver": driver}
+    return Host(hostname=platform.node(), cpu_model=cpu_model(), cores=os.cpu_count(),
+                os=platform.platform(), python=sys.version.split()[0], gpus=gpus, driver=driver)
 
 
 def versions() -> dict[str, str]:

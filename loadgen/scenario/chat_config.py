@@ -1,18 +1,18 @@
-"""Options of `loadgen/chat.py`: the Locust flags and the validated config they make.
+"""Options of `loadgen/chat.py`: its own Locust flags and the validated config they make.
 
 `add_chat_arguments(parser)` registers the flags on Locust's parser (they then show in
-the web UI too); `ChatConfig.from_options(namespace)` validates them into one frozen
-config. Pure: no locust or gevent import, so unit tests use it directly.
+the web UI too), with the common ones of `run_settings`; `ChatConfig.from_options(namespace)`
+validates the chat-only ones into one frozen config. Pure: no locust or gevent import,
+so unit tests use it directly.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.workload.arrivals import ArrivalProcess, parse_arrival
+from loadgen.scenario.run_settings import add_common_arguments, parse_bool, parse_int
 from loadgen.workload.distributions import LengthDistribution, parse_length_distribution
 
 APIS = ("chat", "completions")
@@ -20,6 +20,8 @@ APIS = ("chat", "completions")
 
 @dataclass(frozen=True)
 class ChatConfig:
+    """The chat-only flags; the records, seed and arrival flags are `RunSettings`."""
+
     model: str = ""                  # "" = ask GET /v1/models at test start and take the first
     api: str = "chat"                # "chat" -> /v1/chat/completions, "completions" -> /v1/completions
     prompt_tokens: LengthDistribution = field(default_factory=lambda: parse_length_distribution("128"))
@@ -29,25 +31,12 @@ class ChatConfig:
     ignore_eos: bool = True          # send `ignore_eos: true` so outputs have the asked length
     stream: bool = True
     api_key: str | None = None
-    seed: int = 0
-    records: str | None = None       # requests.jsonl path; None = no records
-    arrival: ArrivalProcess = field(default_factory=lambda: ArrivalProcess("closed"))
-    max_inflight: int = 1000         # open loop: in-flight bound per process (hits are reported)
-    request_timeout_s: float = 600.0
-    level: str | None = None         # record `level`; None = "c=<users>" or "rps=<rate>"
-    warmup_s: float = 0.0            # records that start within this many seconds are phase "warmup"
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
-            raise ValueError(f"api must be one of {APIS}, got {self.api!r}")
+            raise ValueError(f"--api must be one of {APIS}, got {self.api!r}")
         if self.shared_prefix_tokens < 0:
-            raise ValueError(f"shared_prefix_tokens must be >= 0, got {self.shared_prefix_tokens}")
-        if self.max_inflight < 1:
-            raise ValueError(f"max_inflight must be >= 1, got {self.max_inflight}")
-        if not (math.isfinite(self.request_timeout_s) and self.request_timeout_s > 0):
-            raise ValueError(f"request_timeout_s must be > 0, got {self.request_timeout_s}")
-        if not (math.isfinite(self.warmup_s) and self.warmup_s >= 0):
-            raise ValueError(f"warmup_s must be >= 0, got {self.warmup_s}")
+            raise ValueError(f"--shared-prefix-tokens must be >= 0, got {self.shared_prefix_tokens}")
 
     @property
     def path(self) -> str:
@@ -55,9 +44,10 @@ class ChatConfig:
 
     @classmethod
     def from_options(cls, options: Any) -> "ChatConfig":
-        """Build from Locust's parsed options (web-UI values may arrive as strings)."""
+        """Build from Locust's parsed options (web-UI values may arrive as strings); None gives the defaults."""
+        if options is None:
+            return cls()
         get = lambda name, default=None: getattr(options, name, default)  # noqa: E731
-        rate = parse_float(get("rate", 0.0), "--rate")
         return cls(
             model=str(get("model", "") or ""),
             api=str(get("api", "chat")),
@@ -67,55 +57,7 @@ class ChatConfig:
             ignore_eos=parse_bool(get("ignore_eos", True)),
             stream=parse_bool(get("stream", True)),
             api_key=str(get("api_key")) if get("api_key") else None,
-            seed=parse_int(get("seed", 0), "--seed"),
-            records=str(get("records")) if get("records") else None,
-            arrival=parse_arrival(str(get("arrival", "closed")), rate if rate > 0 else None),
-            max_inflight=parse_int(get("max_inflight", 1000), "--max-inflight"),
-            request_timeout_s=parse_float(get("request_timeout", 600.0), "--request-timeout"),
-            level=str(get("level")) if get("level") else None,
-            warmup_s=parse_float(get("warmup", 0.0), "--warmup"),
         )
-
-
-def parse_float(value: Any, option: str) -> float:
-    """A flag value as a float (web-UI values arrive as strings); ValueError names the flag."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{option}: {value!r} is not a number") from None
-
-
-def parse_int(value: Any, option: str) -> int:
-    """A flag value as a whole number; ValueError names the flag."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{option}: {value!r} is not a whole number") from None
-    if number != int(number):
-        raise ValueError(f"{option}: {value!r} is not a whole number")
-    return int(number)
-
-
-def parse_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
-
-
-def add_common_arguments(parser: Any) -> None:
-    """Flags shared by chat.py and classify.py (records, seed, arrivals, timeouts, labels)."""
-    group = parser  # no argument groups: only the parser's own add_argument knows the web-UI flags
-    group.add_argument("--records", default="", help="append one JSON line per finished request to this file")
-    group.add_argument("--seed", default=0, type=int, help="seed for lengths, prompts and arrival times")
-    group.add_argument("--arrival", default="closed",
-                       help="closed (Locust users) | poisson | constant | gamma:CV (open loop at --rate)")
-    group.add_argument("--rate", default=0.0, type=float, help="open-loop request rate (requests/s, whole test)")
-    group.add_argument("--max-inflight", default=1000, type=int,
-                       help="open loop: most requests in flight per process; hits are counted and reported")
-    group.add_argument("--request-timeout", default=600.0, type=float, help="seconds before a request is a timeout")
-    group.add_argument("--level", default="", help="level id written in records (default c=<users> or rps=<rate>)")
-    group.add_argument("--warmup", default=0.0, type=float,
-                       help="records of requests started in the first S seconds get phase 'warmup'")
 
 
 def add_chat_arguments(parser: Any) -> None:

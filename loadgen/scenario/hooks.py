@@ -1,9 +1,12 @@
-"""Wire a scenario into Locust's events: flags, validation, per-test runs, records.
+"""Wire a scenario into Locust's events: flags, validation, per-test runs, records; the one user class.
 
-A locustfile calls `install(events, add_arguments, build)` at import. `build(options,
-environment, role)` returns `(RunSettings, scenario)` or raises ValueError naming the
-bad flag. Flags are validated at `init` (a bad flag exits with code 2 and one line,
-no traceback) and again at each `test_start` (the web UI can change them).
+A locustfile calls `install(events, add_arguments, build)` at import and imports
+`LoadUser`; the two locustfiles differ only by their scenario. `build(options,
+environment, role, settings)` returns the scenario (None for the "check" and "master"
+roles, which send nothing, after validating the scenario's own flags) or raises
+ValueError naming the bad flag. The common flags become `RunSettings` here. Flags are
+validated at `init` (a bad flag exits with code 2 and one line, no traceback) and
+again at each `test_start` (the web UI can change them).
 """
 
 from __future__ import annotations
@@ -15,13 +18,20 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 import gevent
+from locust import User, constant, task
 
-from loadgen.scenario.load_run import DISTRIBUTED_START_S, LoadRun, RunSettings
+from loadgen.scenario.load_run import DISTRIBUTED_START_S, LoadRun, Scenario
 from loadgen.scenario.record_sink import RecordSink
+from loadgen.scenario.run_settings import RunSettings
 
 log = logging.getLogger(__name__)
 
-Build = Callable[[Any, Any, str], tuple[RunSettings, Any]]
+Build = Callable[[Any, Any, str, RunSettings], Scenario | None]
+
+
+def _settings_and_scenario(build: Build, options, environment, role: str) -> tuple[RunSettings, Scenario | None]:
+    settings = RunSettings.from_options(options)
+    return settings, build(options, environment, role, settings)
 
 
 def install(events, add_arguments: Callable[[Any], None], build: Build) -> None:
@@ -39,7 +49,7 @@ def install(events, add_arguments: Callable[[Any], None], build: Build) -> None:
         environment.servecap = SimpleNamespace(sink=sink, run=None)
         if environment.parsed_options is not None and sink.role != "worker":
             try:
-                build(environment.parsed_options, environment, "check")
+                _settings_and_scenario(build, environment.parsed_options, environment, "check")
             except ValueError as exc:
                 print(f"locust: error: {exc}", file=sys.stderr)
                 raise SystemExit(2) from None
@@ -59,7 +69,7 @@ def install(events, add_arguments: Callable[[Any], None], build: Build) -> None:
                             "nothing, so its share of the schedule is lost; use -u >= %d", workers,
                             environment.runner.target_user_count, workers)
         try:
-            settings, scenario = build(options, environment, role)
+            settings, scenario = _settings_and_scenario(build, options, environment, role)
             run = LoadRun(environment, scenario, settings, state.sink)
         except ValueError as exc:
             log.error("cannot start the test: %s", exc)
@@ -80,3 +90,18 @@ def install(events, add_arguments: Callable[[Any], None], build: Build) -> None:
 def current_run(environment) -> LoadRun | None:
     state = getattr(environment, "servecap", None)
     return state.run if state is not None else None
+
+
+class LoadUser(User):
+    """One closed-loop client (next request when the last one finished); in open loop the
+    first user of each process drives the arrival schedule."""
+
+    wait_time = constant(0)
+
+    @task
+    def step(self) -> None:
+        run = current_run(self.environment)
+        if run is None:  # the test failed to start; the runner is quitting
+            self.wait()
+            return
+        run.user_step()

@@ -29,7 +29,7 @@ import gevent
 import gevent.pool
 from gevent import GreenletExit
 
-from loadgen.workload.arrivals import ArrivalProcess, iter_offsets, my_share
+from loadgen.workload.arrivals import iter_offsets, my_share
 from loadgen.client.clock import Clock
 from loadgen.client.exchange import Exchange, summarize
 from loadgen.scenario.generator_health import GeneratorHealth
@@ -37,6 +37,8 @@ from loadgen.client.greenlet_time import sleep_until, yield_now
 from loadgen.client.http_stream import ConnectionPool, run_exchange, send_request
 from loadgen.scenario.locust_report import report_to_locust
 from loadgen.client.request_bytes import Target
+from loadgen.scenario.run_settings import RunSettings
+from servecap.contract.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -58,27 +60,6 @@ class Scenario(Protocol):
     stream: bool
 
     def prepare(self, rng: random.Random) -> Prepared: ...
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """The scenario-independent flags (see chat_config.add_common_arguments)."""
-
-    seed: int
-    records: str | None
-    arrival: ArrivalProcess
-    max_inflight: int
-    request_timeout_s: float
-    level: str | None
-    warmup_s: float
-
-    def __post_init__(self) -> None:
-        if self.max_inflight < 1:
-            raise ValueError(f"--max-inflight must be >= 1, got {self.max_inflight}")
-        if not self.request_timeout_s > 0:
-            raise ValueError(f"--request-timeout must be > 0, got {self.request_timeout_s}")
-        if not self.warmup_s >= 0:
-            raise ValueError(f"--warmup must be >= 0, got {self.warmup_s}")
 
 
 class LoadRun:
@@ -223,26 +204,26 @@ class LoadRun:
         if t_sched is not None:
             self.health.note_lateness(t_start - t_sched)
         self.health.requests_sent += 1
-        record = {
-            "level": self.level(),
-            "phase": "warmup" if t_start - self.test_start_perf < self.settings.warmup_s else "measure",
-            "t_sched": self.clock.unix(t_sched) if t_sched is not None else None,
-            "t_start": self.clock.unix(t_start),
-            "ttft_s": outcome.ttft_s,
-            "e2e_s": outcome.e2e_s,
-            "itl_s": outcome.itl_s,
-            "prompt_tokens": outcome.prompt_tokens,
-            "output_tokens": outcome.output_tokens,
-            "status": outcome.status,
-            "error": outcome.error,
-            "worker": self.worker,
-            "response_id": outcome.response_id,
-            "request_id": f"{self.worker}#{index}",
-            "api": self.scenario.api,
-            "prompt_tokens_asked": prepared.prompt_tokens_asked,
-            "output_tokens_asked": prepared.output_tokens_asked,
-            "usage_from": outcome.usage_from,
-        }
+        record = Record(
+            level=self.level(),
+            phase="warmup" if t_start - self.test_start_perf < self.settings.warmup_s else "measure",
+            t_sched=self.clock.unix(t_sched) if t_sched is not None else None,
+            t_start=self.clock.unix(t_start),
+            ttft_s=outcome.ttft_s,
+            e2e_s=outcome.e2e_s,
+            itl_s=outcome.itl_s,
+            prompt_tokens=outcome.prompt_tokens,
+            output_tokens=outcome.output_tokens,
+            status=outcome.status,
+            error=outcome.error,
+            worker=self.worker,
+            response_id=outcome.response_id,
+            request_id=f"{self.worker}#{index}",
+            api=self.scenario.api,
+            prompt_tokens_asked=prepared.prompt_tokens_asked,
+            output_tokens_asked=prepared.output_tokens_asked,
+            usage_from=outcome.usage_from,
+        )
         self.sink.put(record)
         if not stopped:  # Locust's stats count exactly the requests that finished
             report_to_locust(self.environment.events.request, self.scenario.api, outcome,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from gevent import GreenletExit
 
+from servecap.contract.records import tpot_s
+
 
 class RequestFailed(Exception):
     """Shown in Locust's failures table as '<status>: <message>'."""
@@ -22,8 +24,9 @@ def report_to_locust(request_event, api: str, outcome, pause=None) -> None:
         tokens = outcome.output_tokens or 0
         if outcome.ttft_s is not None:
             entries.append(("TTFT", outcome.ttft_s, None, 0))
-            if tokens > 1 and outcome.e2e_s is not None:
-                entries.append(("TPOT", (outcome.e2e_s - outcome.ttft_s) / (tokens - 1), None, 0))
+            tpot = tpot_s(outcome.e2e_s, outcome.ttft_s, outcome.output_tokens)
+            if tpot is not None:
+                entries.append(("TPOT", tpot, None, 0))
         entries.extend(("ITL", gap, None, 0) for gap in outcome.itl_s)
         entries.append(("E2E", outcome.e2e_s or 0.0, None, tokens))
     killed = False

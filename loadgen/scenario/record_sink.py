@@ -23,7 +23,8 @@ import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen.scenario.generator_health import merge_summaries
-from servecap.contract.records import RecordWriter, update_meta
+from servecap.contract.loadgen_meta import update_meta
+from servecap.contract.records import Record, RecordWriter
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +74,9 @@ class RecordSink:
         if path is not None and self._writer is None:
             self._writer = RecordWriter(path)
 
-    def put(self, record: dict) -> None:
+    def put(self, record: Record) -> None:
         if self.role == "worker":
-            self._buffer.append(record)
+            self._buffer.append(record.to_dict())  # shipped to the master as a plain dict
         elif self._writer is not None:
             self._writer.write(record)
 

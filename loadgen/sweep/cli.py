@@ -15,7 +15,8 @@ from rich.console import Console
 
 from loadgen.sweep.server_process import ServerStartError
 from loadgen.sweep.runner import Sweep
-from loadgen.sweep.config import SLOs, SweepConfig, parse_duration, parse_number_list
+from loadgen.sweep.config import SweepConfig, parse_duration, parse_number_list
+from servecap.contract.slo import SLO
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,7 +66,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         auto=args.auto, arrival=args.arrival,
         warmup_s=parse_duration(args.warmup, "--warmup"), duration_s=parse_duration(args.duration, "--duration"),
         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, seed=args.seed,
-        slo=SLOs(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
+        slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
         sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
         pin_cpus=not args.no_pin_cpus,
     )

@@ -9,6 +9,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from servecap.contract.slo import SLO
+
 STRATEGIES = ("none", "static", "dynamic", "continuous")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -43,25 +45,6 @@ def parse_number_list(text: str, option: str, kind=float) -> tuple:
             raise ValueError(f"{option}: values must be positive, got {item}")
         values.append(value)
     return tuple(values)
-
-
-@dataclass(frozen=True)
-class SLOs:
-    """p99 latency objectives in milliseconds (None = not set)."""
-
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    e2e_ms: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"--slo-{name.replace('_ms', '')}-ms must be positive, got {value!r}")
-
-    @property
-    def is_set(self) -> bool:
-        return any(v is not None for v in (self.ttft_ms, self.tpot_ms, self.e2e_ms))
 
 
 @dataclass(frozen=True)
@@ -104,7 +87,7 @@ class SweepConfig:
     prompt_tokens: str = "uniform:32:128"
     output_tokens: str = "uniform:16:64"
     seed: int = 0
-    slo: SLOs = field(default_factory=SLOs)
+    slo: SLO = field(default_factory=SLO)
     sample_interval_s: float = 0.5
     stability_tolerance: float = 0.10
     max_level_requests: int = 100_000

@@ -1,8 +1,10 @@
-"""Quick per-level figures the sweep needs while it runs: progress, SLO checks, stability.
+"""Quick per-level figures the sweep needs while it runs: progress, the SLO check, stability.
 
-The authoritative numbers come later from `servecap report`; these are only for
-steering the sweep (progress bar, --auto's ramp and bisection, extending an
-unstable level). Inputs are record dicts in the DESIGN.md format.
+Steering only (progress bar, --auto's ramp and bisection, flagging an unstable level);
+the report computes the published numbers. Whether a level meets the SLO is the
+contract's one rule (servecap.contract.slo.check_level) over the same inputs the
+report's verdict gives it: the error rate of finished measure-phase requests and the
+p99s (numpy's linear percentile) over the ok ones.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from servecap.contract.records import Record
+from servecap.contract.slo import SLO, LevelCheck, check_level
 
 STABILITY_WINDOWS = 3
 
@@ -19,20 +24,26 @@ class LevelStats:
     """Measure-phase figures of one level.
 
     Attributes:
-        requests: measure-phase records (any status).
+        requests: finished measure-phase records (any status but `incomplete`).
         errors: those whose status is not ok.
-        p99_ttft_s, p99_tpot_s, p99_e2e_s: over ok records (None when there are none).
+        incomplete: still in flight when the level stopped (neither ok nor an error).
+        p99_ttft_s, p99_tpot_s, p99_e2e_s: over ok records (None when there are no values).
         output_tokens_per_s: ok output tokens over the measure span.
         window_throughputs: output tokens/s in STABILITY_WINDOWS equal slices of the span.
     """
 
     requests: int
     errors: int
+    incomplete: int
     p99_ttft_s: float | None
     p99_tpot_s: float | None
     p99_e2e_s: float | None
     output_tokens_per_s: float | None
     window_throughputs: tuple[float, ...]
+
+    @property
+    def error_rate(self) -> float | None:
+        return self.errors / self.requests if self.requests else None
 
     @property
     def spread(self) -> float | None:
@@ -45,34 +56,31 @@ class LevelStats:
     def is_stable(self, tolerance: float) -> bool:
         return self.spread is not None and self.spread <= tolerance
 
-    def meets(self, slo) -> bool:
-        """No errors and every set p99 SLO met."""
-        if self.errors or self.requests == 0:
-            return False
-        checks = ((slo.ttft_ms, self.p99_ttft_s), (slo.tpot_ms, self.p99_tpot_s), (slo.e2e_ms, self.p99_e2e_s))
-        return all(limit is None or (value is not None and value * 1000 <= limit) for limit, value in checks)
+    def check(self, slo: SLO) -> LevelCheck:
+        p99_s = {"ttft_s": self.p99_ttft_s, "tpot_s": self.p99_tpot_s, "e2e_s": self.p99_e2e_s}
+        return check_level(slo, self.error_rate, p99_s)
 
 
 def _p99(values: list[float]) -> float | None:
     return float(np.percentile(values, 99)) if values else None
 
 
-def level_stats(records: list[dict], level: str) -> LevelStats:
-    mine = [r for r in records if r.get("level") == level and r.get("phase") == "measure"]
-    ok = [r for r in mine if r.get("status") == "ok"]
-    ttft = [r["ttft_s"] for r in ok if r.get("ttft_s") is not None]
-    e2e = [r["e2e_s"] for r in ok if r.get("e2e_s") is not None]
-    tpot = [(r["e2e_s"] - r["ttft_s"]) / (r["output_tokens"] - 1) for r in ok
-            if r.get("ttft_s") is not None and (r.get("output_tokens") or 0) >= 2]
+def level_stats(records: list[Record], level: str) -> LevelStats:
+    mine = [r for r in records if r.level == level and r.phase == "measure"]
+    finished = [r for r in mine if r.status != "incomplete"]
+    ok = [r for r in finished if r.status == "ok"]
+    ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
+    e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
+    tpot = [value for value in (r.tpot_s for r in ok) if value is not None]
     throughput, windows = None, ()
     if mine:
-        start = min(r["t_start"] for r in mine)
-        ends = [r["t_start"] + r["e2e_s"] for r in ok if r.get("e2e_s") is not None]
+        start = min(r.t_start for r in mine)
+        ends = [r.t_start + r.e2e_s for r in ok if r.e2e_s is not None]
         end = max(ends, default=start)
         if end > start:
-            tokens = np.array([r.get("output_tokens") or 0 for r in ok], dtype=float)
-            finished = np.array(ends)
+            tokens = np.array([r.output_tokens or 0 for r in ok if r.e2e_s is not None], dtype=float)
             throughput = float(tokens.sum() / (end - start))
-            counts, edges = np.histogram(finished, bins=STABILITY_WINDOWS, range=(start, end), weights=tokens)
+            counts, edges = np.histogram(ends, bins=STABILITY_WINDOWS, range=(start, end), weights=tokens)
             windows = tuple(float(x) for x in counts / np.diff(edges))
-    return LevelStats(len(mine), len(mine) - len(ok), _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows)
+    return LevelStats(len(finished), len(finished) - len(ok), len(mine) - len(finished),
+                      _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.sweep.config import SweepConfig
+from servecap.contract.records import Record
 
 CHAT_LOCUSTFILE = Path(__file__).resolve().parents[1] / "chat.py"
 STOP_TIMEOUT_S = 30  # Locust waits this long for in-flight requests at the end, then records them incomplete
@@ -50,14 +51,14 @@ def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path
 
 
 class RecordsTail:
-    """Reads the records appended since the last call (whole lines only)."""
+    """Reads the records appended since the last call (whole lines only; a line that is no record is skipped)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = path.stat().st_size if path.exists() else 0
-        self.records: list[dict] = []
+        self.records: list[Record] = []
 
-    def poll(self) -> list[dict]:
+    def poll(self) -> list[Record]:
         if not self.path.exists():
             return self.records
         with open(self.path, "rb") as handle:
@@ -67,14 +68,14 @@ class RecordsTail:
         self.offset += len(complete)
         for line in complete.splitlines():
             try:
-                self.records.append(json.loads(line))
-            except ValueError:
+                self.records.append(Record.from_dict(json.loads(line)))
+            except (ValueError, TypeError):  # TypeError: valid JSON that is not an object
                 continue
         return self.records
 
 
 def run_level(command: list[str], records: Path, log_path: Path, timeout_s: float,
-              on_progress: Callable[[list[dict]], None]) -> tuple[int, list[dict]]:
+              on_progress: Callable[[list[Record]], None]) -> tuple[int, list[Record]]:
     """Run Locust to completion; returns (exit code, this level's records). Kills it past timeout_s."""
     tail = RecordsTail(records)
     with open(log_path, "ab") as log:

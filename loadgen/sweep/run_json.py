@@ -1,72 +1,100 @@
-"""run.json: what was run, kept current while the sweep runs so a killed sweep still describes itself.
+"""run.json of one sweep, kept current while it runs so a killed sweep still describes itself.
 
-Written atomically (temp file + rename) after every change: a reader never sees half a file.
+The sections are the contract's (servecap.contract.run_json); each method here changes
+one of them and rewrites the file (atomically: a reader never sees half a file).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from loadgen.observe.run_metadata import git_commit, host_info, versions
 from loadgen.sweep.config import SweepConfig
+from loadgen.sweep.level_stats import LevelStats
+from servecap.contract.run_json import (AutoResult, CpuPinning, LevelEntry, LoadPlan, ObserverInfo, RunInfo,
+                                        Seeds, Server, Target, Workload, write_run_json)
+
+
+def run_info_for(name: str, config: SweepConfig) -> RunInfo:
+    """What a sweep with this config is about to run."""
+    return RunInfo(
+        name=name, status="running", started_at=time.time(),
+        target=Target(kind="url", url=config.url) if config.url else Target(kind="reference_server"),
+        server=Server(model=config.model, strategies=list(config.strategies), args=config.server_args),
+        load_plan=LoadPlan(kind="auto" if config.auto else ("open" if config.open_loop else "closed"),
+                           concurrency=list(config.concurrency), rates=list(config.rates),
+                           arrival=config.arrival if config.open_loop else "closed",
+                           warmup_s=config.warmup_s, duration_s=config.duration_s),
+        workload=Workload(api="chat", stream=True, ignore_eos=True,
+                          prompt_tokens=config.prompt_tokens, output_tokens=config.output_tokens),
+        slo=config.slo, seeds=Seeds(workload=config.seed),
+        host=host_info(), versions=versions(), git_commit=git_commit(),
+    )
 
 
 class RunJson:
-    """The run.json of one run directory; `levels` holds one object per planned level, in plan order."""
+    """The run.json of one run directory; `info.levels` holds one entry per planned level, in plan order."""
 
     def __init__(self, out_dir: Path, config: SweepConfig) -> None:
         self.path = out_dir / "run.json"
-        self.data = {
-            "name": out_dir.name,
-            "status": "running",
-            "started_at": time.time(),
-            "ended_at": None,
-            "target": {"kind": "url", "url": config.url} if config.url else {"kind": "reference_server"},
-            "server": {"model": config.model, "strategies": list(config.strategies), "args": config.server_args},
-            "load_plan": {
-                "kind": "auto" if config.auto else ("open" if config.open_loop else "closed"),
-                "concurrency": list(config.concurrency), "rates": list(config.rates),
-                "arrival": config.arrival if config.open_loop else "closed",
-                "warmup_s": config.warmup_s, "duration_s": config.duration_s,
-            },
-            "levels": [],
-            "workload": {"api": "chat", "stream": True, "ignore_eos": True,
-                         "prompt_tokens": config.prompt_tokens, "output_tokens": config.output_tokens},
-            "slo": {k: v for k, v in asdict(config.slo).items() if v is not None},
-            "seeds": {"workload": config.seed},
-            "host": host_info(),
-            "versions": versions(),
-            "git_commit": git_commit(),
-            "observers": {},
-            "notes": [],
-        }
+        self.info = run_info_for(out_dir.name, config)
 
-    def plan_level(self, level: str, strategy: str | None, load: float) -> dict:
-        entry = {"level": level, "strategy": strategy, "load": load, "status": "pending"}
-        self.data["levels"].append(entry)
+    def write(self) -> None:
+        write_run_json(self.path, self.info)
+
+    # -- the target --------------------------------------------------------------------------
+    def record_cpu_pinning(self, pinning: CpuPinning) -> None:
+        self.info.cpu_pinning = pinning
+        self.write()
+
+    def record_command(self, strategy: str, args: list[str]) -> None:
+        self.info.server.record_command(strategy, args)
+        self.write()
+
+    def record_engine(self, strategy: str, description: dict) -> None:
+        self.info.server.record_engine(strategy, description)
+        self.write()
+
+    def record_observers(self, key: str, observers: ObserverInfo) -> None:
+        self.info.observers[key] = observers
+        self.write()
+
+    def note(self, text: str) -> None:
+        self.info.notes.append(text)
+        self.write()
+
+    # -- levels ------------------------------------------------------------------------------
+    def plan_level(self, level: str, strategy: str | None, load: float) -> LevelEntry:
+        entry = LevelEntry(level=level, strategy=strategy, load=load, status="pending")
+        self.info.levels.append(entry)
         self.write()
         return entry
 
-    def level_entry(self, level: str) -> dict | None:
-        return next((entry for entry in self.data["levels"] if entry["level"] == level), None)
+    def level_entry(self, level: str) -> LevelEntry | None:
+        return self.info.level(level)
 
-    def note(self, text: str) -> None:
-        self.data["notes"].append(text)
+    def level_running(self, entry: LevelEntry) -> None:
+        entry.status = "running"
         self.write()
 
+    def level_finished(self, entry: LevelEntry, exit_code: int, stats: LevelStats, stable: bool) -> None:
+        entry.status = "ok" if exit_code == 0 else "failed"
+        entry.exit_code, entry.requests, entry.errors = exit_code, stats.requests, stats.errors
+        entry.throughput_spread, entry.stable = stats.spread, stable
+        self.write()
+
+    def record_auto(self, key: str, max_concurrency_meeting_slo: int | None, first_failing: int | None) -> None:
+        self.info.auto = {**(self.info.auto or {}),
+                          key: AutoResult(max_concurrency_meeting_slo=max_concurrency_meeting_slo,
+                                          first_failing_concurrency=first_failing)}
+        self.write()
+
+    # -- the end -----------------------------------------------------------------------------
     def finish(self, status: str) -> None:
-        self.data["status"] = status
-        self.data["ended_at"] = time.time()
-        for entry in self.data["levels"]:
-            if entry["status"] in ("pending", "running"):
-                entry["status"] = "not run" if entry["status"] == "pending" else "interrupted"
+        self.info.status = status
+        self.info.ended_at = time.time()
+        for entry in self.info.levels:
+            if entry.status in ("pending", "running"):
+                entry.status = "not run" if entry.status == "pending" else "interrupted"
         self.write()
-
-    def write(self) -> None:
-        tmp = self.path.with_name(f"run.json.tmp{os.getpid()}")
-        tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
-        os.replace(tmp, self.path)

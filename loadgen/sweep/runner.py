@@ -19,16 +19,17 @@ import requests
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from loadgen.sweep.knee_search import search_knee
 from loadgen.sweep.level_stats import LevelStats, level_stats
 from loadgen.sweep.locust_level import STOP_TIMEOUT_S, LevelPlan, locust_command, run_level
 from loadgen.sweep.cpu_pinning import plan_cpus
 from loadgen.observe.observers import Observers
-from servecap.contract.records import read_meta
+from servecap.contract.loadgen_meta import read_meta
+from servecap.contract.records import Record
+from servecap.contract.run_json import CpuPinning
 from loadgen.sweep.run_json import RunJson
 from loadgen.sweep.server_process import ManagedServer
 from loadgen.sweep.config import SweepConfig
-
-ENGINE_FIELDS = ("model", "dtype", "device", "block_size", "max_model_len", "kv_block_bytes", "kv_cache_bytes")
 
 
 def server_threads() -> int:
@@ -72,8 +73,7 @@ class Sweep:
             raise ValueError(f"{self.out} already holds a run (requests.jsonl); choose another --out")
         self.out.mkdir(parents=True, exist_ok=True)
         self.run_json = RunJson(self.out, self.config)
-        self.run_json.data["cpu_pinning"] = self.cpus.describe()
-        self.run_json.write()
+        self.run_json.record_cpu_pinning(CpuPinning.from_dict(self.cpus.describe()))
         previous = signal.signal(signal.SIGTERM, _raise_interrupted)
         status = "failed"
         try:
@@ -106,7 +106,7 @@ class Sweep:
             # the load generator takes a core (measured: 144 ms vs 3.6 ms per tiny decode step on 2 cores)
             threads = len(self.cpus.engine) if self.cpus.engine else server_threads()
             args += ["--num-threads", str(threads)]
-        self.run_json.data["server"].setdefault("commands", {})[strategy] = args
+        self.run_json.record_command(strategy, args)
         server = ManagedServer(args, self.out / f"server-{strategy}.log", startup_timeout_s=config.startup_timeout_s,
                                command_prefix=self.cpus.prefix(self.cpus.server))
         self.console.print(f"starting reference server: {strategy} ({config.model})")
@@ -115,26 +115,25 @@ class Sweep:
             self._observe(server.base_url, server_pid=server.pid, strategy=strategy)
 
     def _record_engine(self, url: str, strategy: str) -> None:
-        """The live engine's own description (KV blocks, limits) goes into run.json's server section."""
+        """The live engine's own description (KV blocks, this strategy's limits) goes into run.json's
+        `server.engines[strategy]`."""
         try:
             engine = requests.get(url + "/v1/engine", timeout=10).json()
         except (requests.RequestException, ValueError) as exc:
             self.run_json.note(f"{strategy}: GET /v1/engine failed ({exc}); engine config not recorded")
             return
-        server = self.run_json.data["server"]
-        server.setdefault("engines", {})[strategy] = engine
-        for key in ENGINE_FIELDS:
-            server.setdefault(key, engine.get(key))
-        server.setdefault("kv_blocks", engine.get("num_kv_blocks"))
-        server.update({k: v for k, v in (engine.get("strategy_limits") or {}).items()})
-        self.run_json.write()
+        if not isinstance(engine, dict):
+            self.run_json.note(f"{strategy}: GET /v1/engine gave no JSON object; engine config not recorded")
+            return
+        self.run_json.record_engine(strategy, engine)
 
     def _observe(self, url: str, server_pid: int | None, strategy: str | None) -> None:
         observers = Observers(self.out, self.config.sample_interval_s, server_pid, url + "/metrics")
-        described = self.run_json.data["observers"][strategy or "url"] = observers.start()
-        if described.get("sampler_note"):
-            self.console.print(f"[yellow]{described['sampler_note']}[/]")
-        self.run_json.write()
+        key = strategy or "url"
+        described = observers.start()
+        self.run_json.record_observers(key, described)
+        if described.sampler_note:
+            self.console.print(f"[yellow]{described.sampler_note}[/]")
         try:
             model = None if strategy else self._external_model(url)
             if self.config.auto:
@@ -143,8 +142,7 @@ class Sweep:
                 for load in self.config.concurrency or self.config.rates:
                     self._level(url, strategy, load, model)
         finally:
-            described.update(observers.stop())
-            self.run_json.write()
+            self.run_json.record_observers(key, observers.stop())
 
     def _external_model(self, url: str) -> str | None:
         try:
@@ -161,13 +159,12 @@ class Sweep:
         command = locust_command(config, plan, url, self.records, model, self.cpus.prefix(self.cpus.loadgen))
         planned_s = plan.warmup_s + plan.duration_s
         timeout = planned_s + STOP_TIMEOUT_S + 120
-        entry["status"] = "running"
-        self.run_json.write()
+        self.run_json.level_running(entry)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
                       TextColumn("{task.fields[stats]}"), console=self.console, transient=False) as progress:
             task = progress.add_task(level, total=planned_s, stats="starting locust")
 
-            def on_progress(records: list[dict]) -> None:
+            def on_progress(records: list[Record]) -> None:
                 stats = level_stats(records, level)
                 p99 = f"{stats.p99_e2e_s * 1000:.0f} ms" if stats.p99_e2e_s is not None else "-"
                 progress.update(task, completed=min(planned_s, progress.tasks[task].elapsed or 0),
@@ -176,49 +173,37 @@ class Sweep:
             code, records = run_level(command, self.records, self.out / "locust.log", timeout, on_progress)
             progress.update(task, completed=planned_s)
         stats = level_stats(records, level)
-        self._copy_loadgen_warnings(level)
-        entry.update({"status": "ok" if code == 0 else "failed", "exit_code": code, "requests": stats.requests,
-                      "errors": stats.errors, "throughput_spread": stats.spread,
-                      "stable": stats.is_stable(config.stability_tolerance)})
+        self._print_loadgen_warnings(level)
+        stable = stats.is_stable(config.stability_tolerance)
+        self.run_json.level_finished(entry, code, stats, stable)
         if code != 0:
             self.console.print(f"[red]{level}: locust exited {code}; see {self.out / 'locust.log'}[/]")
-        elif not entry["stable"]:
+        elif not stable:
             spread = f"{stats.spread:.0%}" if stats.spread is not None else "unknown"
             self.console.print(f"[yellow]{level}: throughput not stable across sub-windows (spread {spread}); "
                                "flagged in run.json, consider a longer --duration[/]")
-        self.run_json.write()
         return stats
 
-    def _copy_loadgen_warnings(self, level: str) -> None:
-        """The generator's own health warnings (CPU > 90%, late sends) go into run.json for the report."""
+    def _print_loadgen_warnings(self, level: str) -> None:
+        """The generator's own health warnings (CPU, late sends) on the console; the report reads
+        them from requests.meta.json itself."""
         try:
             meta = (read_meta(self.records).get("levels") or {}).get(level) or {}
         except (OSError, ValueError):
             return
-        warnings = [f"{level}: {text}" for text in meta.get("warnings") or []]
-        if warnings:
-            self.run_json.data.setdefault("loadgen", {}).setdefault("warnings", []).extend(warnings)
-            for text in warnings:
-                self.console.print(f"[yellow]load generator: {text}[/]")
+        for text in meta.get("warnings") or []:
+            self.console.print(f"[yellow]load generator: {level}: {text}[/]")
 
     # -- --auto: ramp until the SLO breaks, then bisect ------------------------------------
     def _auto(self, url: str, strategy: str | None, model: str | None) -> None:
-        slo, good, bad, load = self.config.slo, 0, None, 1
-        while load <= self.config.auto_max_concurrency:
-            if self._level(url, strategy, load, model).meets(slo):
-                good, load = load, load * 2
-            else:
-                bad = load
-                break
-        while bad is not None and bad - good > 1 and (good == 0 or (bad - good) / good > 0.125):
-            mid = (good + bad) // 2
-            if self._level(url, strategy, mid, model).meets(slo):
-                good = mid
-            else:
-                bad = mid
+        def meets(load: int) -> bool:
+            check = self._level(url, strategy, load, model).check(self.config.slo)
+            if not check.meets:
+                self.console.print(f"{self.config.level_id(strategy, load)} misses the SLO: {check.reason}")
+            return check.meets
+
+        found = search_knee(meets, self.config.auto_max_concurrency)
         key = strategy or "url"
-        self.run_json.data.setdefault("auto", {})[key] = {"max_concurrency_meeting_slo": good or None,
-                                                         "first_failing_concurrency": bad}
-        self.run_json.write()
-        self.console.print(f"{key}: highest concurrency meeting the SLO: {good or 'none'}"
-                           + (f", first failing: {bad}" if bad else ""))
+        self.run_json.record_auto(key, found.max_meeting_slo, found.first_failing)
+        self.console.print(f"{key}: highest concurrency meeting the SLO: {found.max_meeting_slo or 'none'}"
+                           + (f", first failing: {found.first_failing}" if found.first_failing else ""))

@@ -16,14 +16,19 @@ import numpy as np
 from reports.gate.stats import time_blocks
 from reports.run_data import RunData, RunDirError, load_run
 from reports.summary import LATENCY_METRICS
+from servecap.contract.run_json import RunInfo
 
 THROUGHPUT_WINDOWS = 10  # a level's measurement window is cut in this many slices for throughput noise
 
-# run.json fields that must match for two runs to be comparable (path into the dict).
-COMPARABLE_FIELDS = (
-    ("server", "model"), ("server", "dtype"), ("server", "device"),
-    ("workload",), ("host", "cpu_model"), ("host", "gpus"),
-)
+# run.json fields that must match for two runs to be comparable; None (or an empty workload) = not recorded.
+COMPARABLE_FIELDS = {
+    "server.model": lambda run: run.server.model,
+    "server.dtype": lambda run: run.server.dtype,
+    "server.device": lambda run: run.server.device,
+    "workload": lambda run: run.workload.to_dict() or None,
+    "host.cpu_model": lambda run: run.host.cpu_model,
+    "host.gpus": lambda run: run.host.gpus,
+}
 
 
 class GateInputError(ValueError):
@@ -36,13 +41,13 @@ class GateSide:
 
     Attributes:
         label: the path the user gave.
-        run: run.json (also inside summary.json as "run").
+        run: run.json, typed (read from inside summary.json as "run" when only that is given).
         levels: summary.json level objects by level id.
         data: the raw run, or None when only a summary.json is available.
     """
 
     label: str
-    run: dict
+    run: RunInfo
     levels: dict[str, dict]
     data: RunData | None
 
@@ -104,7 +109,8 @@ def load_side(path: str | Path, summarize_run) -> GateSide:
         if not isinstance(summary, dict):
             raise GateInputError(f"{label}: summary.json is not a JSON object")
         data = load_run(path.parent) if (path.parent / "requests.jsonl").exists() else None
-        return GateSide(label, summary.get("run") or {}, _summary_levels(summary, label), data)
+        run = RunInfo.from_dict(summary.get("run") or {}, where="run.json")
+        return GateSide(label, run, _summary_levels(summary, label), data)
     if path.is_dir():
         try:
             data = load_run(path)
@@ -115,22 +121,13 @@ def load_side(path: str | Path, summarize_run) -> GateSide:
     raise GateInputError(f"{label}: no such run directory or summary.json")
 
 
-def _field(run: dict, path: tuple[str, ...]):
-    value = run
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return None
-        value = value[key]
-    return value
-
-
 def incompatibilities(baseline: GateSide, current: GateSide) -> list[str]:
     """Sentences naming each run.json field that differs (fields absent on either side are not judged)."""
     problems = []
-    for path in COMPARABLE_FIELDS:
-        a, b = _field(baseline.run, path), _field(current.run, path)
+    for name, read in COMPARABLE_FIELDS.items():
+        a, b = read(baseline.run), read(current.run)
         if a is not None and b is not None and a != b:
-            problems.append(f"{'.'.join(path)} differs: baseline {json.dumps(a)} vs current {json.dumps(b)}")
+            problems.append(f"{name} differs: baseline {json.dumps(a)} vs current {json.dumps(b)}")
     for level in sorted(set(baseline.levels) & set(current.levels)):
         a, b = baseline.levels[level].get("strategy"), current.levels[level].get("strategy")
         if a and b and a != b:

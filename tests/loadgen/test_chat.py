@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from servecap.contract.records import check_record, meta_path, read_records
+from servecap.contract.loadgen_meta import meta_path
+from servecap.contract.records import check_record, read_records
 from loadgen_helpers import REPO, read_truth, run_locust, run_python, scripted_server
 
 pytestmark = pytest.mark.slow
@@ -94,7 +95,7 @@ from locust.argument_parser import get_parser
 from locust.env import Environment
 import loadgen.chat as chat
 options = get_parser().parse_args(["--no-stream", "--output-tokens", "6", "--records", {str(records)!r}])
-env = Environment(user_classes=[chat.ChatUser], events=locust.events, host={url!r}, parsed_options=options)
+env = Environment(user_classes=[chat.LoadUser], events=locust.events, host={url!r}, parsed_options=options)
 runner = env.create_local_runner()
 env.events.init.fire(environment=env, runner=runner, web_ui=None)
 runner.start(3, spawn_rate=3)

@@ -68,7 +68,7 @@ from locust.argument_parser import get_parser
 from locust.env import Environment
 import loadgen.chat as chat
 options = get_parser().parse_args(["--api", "completions", "--output-tokens", "4", "--records", {str(records)!r}])
-env = Environment(user_classes=[chat.ChatUser], events=locust.events, host={server.base_url!r}, parsed_options=options)
+env = Environment(user_classes=[chat.LoadUser], events=locust.events, host={server.base_url!r}, parsed_options=options)
 runner = env.create_local_runner()
 env.events.init.fire(environment=env, runner=runner, web_ui=None)
 runner.start(2, spawn_rate=2)

@@ -17,6 +17,7 @@ from calculators.kv import kv_block_bytes
 from calculators.models import get_model
 from reports.report import ReportOptions, write_report
 from servecap.cli import main as servecap_main
+from servecap.contract.loadgen_meta import update_meta
 
 T0 = 1_800_000_000.0
 LEVELS = ("none/c=1", "none/c=4", "continuous/c=1", "continuous/c=4", "continuous/rps=8.0")
@@ -281,3 +282,18 @@ def test_degenerate_runs_report_without_warnings(tmp_path):
     assert result.summary["verdict"]["operating_point"] is None
     assert result.summary["verdict"]["cost"] == {"unavailable": "no level meets the SLOs"}
     assert "error rate 100.0%" in result.markdown_path.read_text()
+
+
+def test_load_generator_warnings_come_from_requests_meta_json(tmp_path):
+    run_dir = tmp_path / "warned"
+    write_run(run_dir, levels=("none/c=1",), planned=("none/c=1",))
+    update_meta(run_dir / "requests.jsonl", "none/c=1", {
+        "processes": {"worker0@h:1": {"cpu_max_pct": 97.0}}, "limited_by_loadgen": True,
+        "warnings": ["worker0@h:1: load generator CPU reached 97% (> 90%)"]})
+    result = write_report(run_dir, ReportOptions(figures=False))
+    assert result.summary["loadgen_warnings"] == ["none/c=1: worker0@h:1: load generator CPU reached 97% (> 90%)"]
+    [level] = result.summary["levels"]
+    assert level["loadgen"]["cpu_max_pct"] == 97.0 and level["loadgen"]["limited_by_loadgen"] is True
+    markdown = result.markdown_path.read_text()
+    assert "load generator / run notes: none/c=1: worker0@h:1: load generator CPU reached 97%" in markdown
+    assert "LIMITED BY LOAD GENERATOR" in markdown

@@ -7,7 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from servecap.contract.records import check_record, read_meta, read_records
+from servecap.contract.loadgen_meta import read_meta
+from servecap.contract.records import check_record, read_records
 from loadgen_helpers import read_truth, scripted_server, start_locust
 
 pytestmark = pytest.mark.slow

@@ -5,7 +5,8 @@ import pytest
 from scipy import stats
 
 from loadgen.workload.arrivals import parse_arrival, schedule_offsets
-from servecap.contract.records import read_meta, read_records
+from servecap.contract.loadgen_meta import read_meta
+from servecap.contract.records import read_records
 from loadgen_helpers import run_locust, scripted_server
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,10 @@ import numpy as np
 import pytest
 
 from loadgen.sweep.level_stats import level_stats
-from loadgen.sweep.config import SLOs, SweepConfig, parse_duration, parse_number_list
+from loadgen.sweep.config import SweepConfig, parse_duration, parse_number_list
+from servecap.contract.records import Record
+from servecap.contract.run_json import RunInfo
+from servecap.contract.slo import SLO
 
 SERVECAP = [sys.executable, "-m", "servecap"]
 
@@ -47,22 +50,24 @@ def test_level_ids_carry_strategy_and_load():
 
 
 def _record(level, t, ttft, e2e, tokens, status="ok", phase="measure"):
-    return {"level": level, "phase": phase, "t_start": t, "ttft_s": ttft, "e2e_s": e2e,
-            "output_tokens": tokens, "status": status}
+    return Record(level=level, phase=phase, t_start=t, ttft_s=ttft, e2e_s=e2e, output_tokens=tokens, status=status)
 
 
 def test_level_stats_and_slo_checks_by_hand():
     records = [_record("c=2", 0.0, 0.1, 1.1, 11), _record("c=2", 1.0, 0.2, 2.2, 21),
                _record("c=2", 0.5, None, 0.5, 0, status="http_500"), _record("c=2", 0.0, 9.0, 9.0, 2, phase="warmup"),
-               _record("c=4", 0.0, 0.1, 0.2, 2)]
+               _record("c=2", 0.2, None, None, None, status="incomplete"), _record("c=4", 0.0, 0.1, 0.2, 2)]
     stats = level_stats(records, "c=2")
-    assert (stats.requests, stats.errors) == (3, 1)
+    assert (stats.requests, stats.errors, stats.incomplete) == (3, 1, 1)  # incomplete: neither ok nor an error
+    assert stats.error_rate == pytest.approx(1 / 3)
     assert stats.p99_tpot_s == pytest.approx(np.percentile([0.1, 0.1], 99))
     assert stats.output_tokens_per_s == pytest.approx(32 / 3.2)
     assert stats.p99_ttft_s == pytest.approx(np.percentile([0.1, 0.2], 99))
-    assert not stats.meets(SLOs(ttft_ms=1000))  # an error fails the level whatever the latency
+    check = stats.check(SLO(ttft_ms=1000))  # a third of the requests failed: over the 1% allowance
+    assert not check.meets and check.reason == "error rate 33.3% > 1%"
     clean = level_stats(records[:2], "c=2")
-    assert clean.meets(SLOs(ttft_ms=300)) and not clean.meets(SLOs(ttft_ms=150))
+    assert clean.check(SLO(ttft_ms=300)).meets and not clean.check(SLO(ttft_ms=150)).meets
+    assert not level_stats([], "c=2").check(SLO(ttft_ms=300)).meets  # nothing measured: nothing meets
 
 
 # --- end to end ------------------------------------------------------------------------------
@@ -99,6 +104,11 @@ def test_sweep_writes_every_file(swept):
     assert all(entry["status"] == "ok" and entry["requests"] > 0 for entry in run["levels"])
     assert run["server"]["engines"]["continuous"]["strategy"] == "continuous"
     assert run["server"]["kv_blocks"] == run["server"]["engines"]["none"]["num_kv_blocks"]
+    # each strategy's limits stay in its own engine description, never flattened into `server`
+    limits = run["server"]["engines"]["continuous"]["strategy_limits"]
+    assert limits and not set(limits) & set(run["server"])
+    assert "loadgen" not in run  # the generator's warnings are read from requests.meta.json, not copied
+    assert RunInfo.from_dict(run).to_dict() == run  # the typed sections read back exactly what was written
     assert run["host"]["cores"] == os.cpu_count() and run["slo"] == {"tpot_ms": 200.0}
     # the server leaves a core to Locust unless told otherwise
     assert run["server"]["commands"]["none"][-2:] == ["--num-threads", str(max(1, len(os.sched_getaffinity(0)) - 1))]

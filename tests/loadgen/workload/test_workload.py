@@ -8,6 +8,7 @@ import statistics
 import pytest
 
 from loadgen.scenario.chat_config import ChatConfig
+from loadgen.scenario.run_settings import RunSettings
 from loadgen.workload.distributions import parse_length_distribution
 from loadgen.workload.prompts import PromptBuilder, ascii_text
 from loadgen.client.request_bytes import Target, chat_body, completions_body, http_request
@@ -95,17 +96,24 @@ def test_bad_host_is_named(url):
         Target.from_url(url)
 
 
-def test_chat_config_from_options_and_errors():
+def test_chat_config_and_run_settings_from_options_and_errors():
     ns = argparse.Namespace(prompt_tokens="uniform:4:8", output_tokens="16", arrival="gamma:2", rate="5",
                             stream="false", seed="3", records="", level="")
-    config = ChatConfig.from_options(ns)
-    assert config.arrival.kind == "gamma" and config.arrival.cv == 2.0 and config.arrival.rate_rps == 5.0
-    assert config.stream is False and config.seed == 3 and config.records is None
+    config, settings = ChatConfig.from_options(ns), RunSettings.from_options(ns)
+    assert settings.arrival.kind == "gamma" and settings.arrival.cv == 2.0 and settings.arrival.rate_rps == 5.0
+    assert config.stream is False and settings.seed == 3 and settings.records is None
+    assert ChatConfig.from_options(None) == ChatConfig() and RunSettings.from_options(None) == RunSettings()
     with pytest.raises(ValueError, match="--rate"):
-        ChatConfig.from_options(argparse.Namespace(arrival="poisson", rate=0))
+        RunSettings.from_options(argparse.Namespace(arrival="poisson", rate=0))
     with pytest.raises(ValueError, match="--seed"):
-        ChatConfig.from_options(argparse.Namespace(seed="1.5"))
-    with pytest.raises(ValueError, match="max_inflight"):
-        ChatConfig(max_inflight=0)
+        RunSettings.from_options(argparse.Namespace(seed="1.5"))
+    with pytest.raises(ValueError, match="--max-inflight"):
+        RunSettings(max_inflight=0)
+    with pytest.raises(ValueError, match="--request-timeout"):
+        RunSettings.from_options(argparse.Namespace(request_timeout="0"))
+    with pytest.raises(ValueError, match="--warmup"):
+        RunSettings(warmup_s=-1.0)
     with pytest.raises(ValueError, match="api"):
         ChatConfig(api="embeddings")
+    with pytest.raises(ValueError, match="--shared-prefix-tokens"):
+        ChatConfig.from_options(argparse.Namespace(shared_prefix_tokens="-2"))

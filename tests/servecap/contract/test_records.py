@@ -1,12 +1,14 @@
-"""The requests.jsonl contract: writer appends whole lines, reader skips only a torn last line."""
+"""The requests.jsonl contract: the typed record, the writer appends whole lines, the reader skips only a
+torn last line."""
 
 import json
-import os
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from servecap.contract.records import (FIELDS, RecordWriter, check_record, meta_path, read_meta, read_records,
-                             read_records_with_status, update_meta)
+from servecap.contract.records import (EXTRA_FIELDS, FIELDS, Record, RecordWriter, check_record, field_kinds,
+                                       read_records, read_records_with_status, tpot_s)
 
 
 def _record(**over):
@@ -61,10 +63,50 @@ def test_check_record_names_problems():
     assert len(FIELDS) == 13
 
 
-def test_meta_merges_levels(tmp_path):
-    records = tmp_path / "requests.jsonl"
-    assert meta_path(records).name == "requests.meta.json"
-    update_meta(records, "c=1", {"limited_by_loadgen": False})
-    update_meta(records, "c=2", {"limited_by_loadgen": True})
-    assert read_meta(records)["levels"] == {"c=1": {"limited_by_loadgen": False}, "c=2": {"limited_by_loadgen": True}}
-    assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
+def test_record_writes_every_field_in_design_order_and_reads_back():
+    record = Record(level="c=1", phase="measure", t_start=1.5, ttft_s=0.1, e2e_s=0.5, itl_s=[0.01, 0.02],
+                    prompt_tokens=10, output_tokens=3, status="ok", worker="local@h:1", response_id="r1",
+                    request_id="local@h:1#0", api="chat", usage_from="server")
+    line = json.loads(record.to_json_line())
+    assert list(line) == [*FIELDS, *EXTRA_FIELDS] and check_record(line) == []
+    assert line == {**_record(), "request_id": "local@h:1#0", "api": "chat", "prompt_tokens_asked": None,
+                    "output_tokens_asked": None, "usage_from": "server"}
+    assert Record.from_dict(line) == record
+    assert record.to_json_line().endswith(b"\n") and b" " not in record.to_json_line()
+
+
+def test_from_dict_tolerates_absent_and_unknown_fields_but_names_missing_required_ones():
+    record = Record.from_dict({"level": "c=2", "phase": "warmup", "t_start": 3.0, "status": "timeout",
+                               "ttft_any_s": 0.2, "arm": "a"})  # fields of a later version
+    assert (record.ttft_s, record.itl_s, record.worker, record.api) == (None, [], None, None)
+    with pytest.raises(ValueError, match="phase, status"):
+        Record.from_dict({"level": "c=2", "t_start": 3.0})
+
+
+def test_writer_takes_records_and_record_dicts(tmp_path):
+    path = tmp_path / "r.jsonl"
+    with RecordWriter(path) as writer:
+        writer.write(Record(level="c=1", phase="measure", t_start=1.0, status="ok"))
+        writer.write_many([{"level": "c=1", "shipped": True}])  # a dict as it travels between Locust processes
+    first, second = read_records(path)
+    assert first["level"] == "c=1" and first["itl_s"] == [] and second == {"level": "c=1", "shipped": True}
+    assert writer.count == 2
+
+
+def test_field_kinds_come_from_the_annotations():
+    kinds = field_kinds()
+    assert kinds["level"] == kinds["error"] == kinds["api"] == "str"
+    assert kinds["t_sched"] == kinds["output_tokens"] == kinds["prompt_tokens_asked"] == "number"
+    assert kinds["itl_s"] == "list"
+    assert list(kinds) == [*FIELDS, *EXTRA_FIELDS]
+
+
+def test_tpot_is_one_formula_for_one_request_and_for_columns():
+    assert tpot_s(1.0, 0.1, 10) == pytest.approx(0.1)          # (1.0 - 0.1) / (10 - 1)
+    assert tpot_s(1.0, 0.1, 2) == pytest.approx(0.9)
+    assert tpot_s(1.0, 0.1, 1) is None and tpot_s(1.0, 0.1, 0) is None   # undefined below 2 tokens
+    assert tpot_s(None, 0.1, 5) is None and tpot_s(1.0, None, 5) is None and tpot_s(1.0, 0.1, None) is None
+    column = tpot_s(pd.Series([1.0, 1.0, 2.0]), pd.Series([0.1, 0.1, np.nan]), pd.Series([10.0, 1.0, 4.0]))
+    assert column[0] == pytest.approx(0.1) and np.isnan(column[1]) and np.isnan(column[2])
+    assert Record(level="x", phase="measure", t_start=0, status="ok", e2e_s=1.0, ttft_s=0.1,
+                  output_tokens=10).tpot_s == pytest.approx(0.1)

@@ -1,0 +1,92 @@
+"""The scenario-independent flags of a locustfile (records, seed, arrivals, timeouts, labels): one validated config.
+
+`add_common_arguments(parser)` registers them on Locust's parser (they then show in the
+web UI too); `RunSettings.from_options(namespace)` validates them. Pure: no locust or
+gevent import, so unit tests use it directly. The parse helpers turn web-UI strings
+into numbers with errors that name the flag.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadgen.workload.arrivals import ArrivalProcess, parse_arrival
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    seed: int = 0
+    records: str | None = None       # requests.jsonl path; None = no records
+    arrival: ArrivalProcess = field(default_factory=lambda: ArrivalProcess("closed"))
+    max_inflight: int = 1000         # open loop: in-flight bound per process (hits are reported)
+    request_timeout_s: float = 600.0
+    level: str | None = None         # record `level`; None = "c=<users>" or "rps=<rate>"
+    warmup_s: float = 0.0            # records that start within this many seconds are phase "warmup"
+
+    def __post_init__(self) -> None:
+        if self.max_inflight < 1:
+            raise ValueError(f"--max-inflight must be >= 1, got {self.max_inflight}")
+        if not (math.isfinite(self.request_timeout_s) and self.request_timeout_s > 0):
+            raise ValueError(f"--request-timeout must be > 0, got {self.request_timeout_s}")
+        if not (math.isfinite(self.warmup_s) and self.warmup_s >= 0):
+            raise ValueError(f"--warmup must be >= 0, got {self.warmup_s}")
+
+    @classmethod
+    def from_options(cls, options: Any) -> "RunSettings":
+        """From Locust's parsed options (web-UI values may arrive as strings); None gives the defaults."""
+        if options is None:
+            return cls()
+        get = lambda name, default=None: getattr(options, name, default)  # noqa: E731
+        rate = parse_float(get("rate", 0.0) or 0.0, "--rate")
+        return cls(
+            seed=parse_int(get("seed", 0), "--seed"),
+            records=str(get("records")) if get("records") else None,
+            arrival=parse_arrival(str(get("arrival", "closed")), rate if rate > 0 else None),
+            max_inflight=parse_int(get("max_inflight", 1000), "--max-inflight"),
+            request_timeout_s=parse_float(get("request_timeout", 600.0), "--request-timeout"),
+            level=str(get("level")) if get("level") else None,
+            warmup_s=parse_float(get("warmup", 0.0), "--warmup"),
+        )
+
+
+def parse_float(value: Any, option: str) -> float:
+    """A flag value as a float (web-UI values arrive as strings); ValueError names the flag."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{option}: {value!r} is not a number") from None
+
+
+def parse_int(value: Any, option: str) -> int:
+    """A flag value as a whole number; ValueError names the flag."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{option}: {value!r} is not a whole number") from None
+    if number != int(number):
+        raise ValueError(f"{option}: {value!r} is not a whole number")
+    return int(number)
+
+
+def parse_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def add_common_arguments(parser: Any) -> None:
+    """Flags shared by chat.py and classify.py (records, seed, arrivals, timeouts, labels)."""
+    group = parser  # no argument groups: only the parser's own add_argument knows the web-UI flags
+    group.add_argument("--records", default="", help="append one JSON line per finished request to this file")
+    group.add_argument("--seed", default=0, type=int, help="seed for lengths, prompts and arrival times")
+    group.add_argument("--arrival", default="closed",
+                       help="closed (Locust users) | poisson | constant | gamma:CV (open loop at --rate)")
+    group.add_argument("--rate", default=0.0, type=float, help="open-loop request rate (requests/s, whole test)")
+    group.add_argument("--max-inflight", default=1000, type=int,
+                       help="open loop: most requests in flight per process; hits are counted and reported")
+    group.add_argument("--request-timeout", default=600.0, type=float, help="seconds before a request is a timeout")
+    group.add_argument("--level", default="", help="level id written in records (default c=<users> or rps=<rate>)")
+    group.add_argument("--warmup", default=0.0, type=float,
+                       help="records of requests started in the first S seconds get phase 'warmup'")

@@ -1,0 +1,45 @@
+"""`requests.meta.json`: the load generator's own health per level, and the limits that judge it.
+
+Run metadata that belongs to the records (load-generator health per level: CPU,
+send lateness, in-flight cap hits) lives next to them in `<records stem>.meta.json`:
+
+    {"levels": {"c=8": {"processes": {worker: {...one process's summary...}},
+                        "limited_by_loadgen": bool, "warnings": [str, ...]}}}
+
+The limits are the contract between the load generator (which warns) and the report
+(which flags a level as shaped by the generator, not the server).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+CPU_LIMIT_PCT = 90.0          # a generator process above this much CPU queues its own timings
+LATENESS_P99_LIMIT_S = 1e-3   # open loop: sends later than this at p99 skew the offered load
+
+
+def meta_path(records_path: str | os.PathLike) -> Path:
+    """`runs/x/requests.jsonl` -> `runs/x/requests.meta.json`."""
+    path = Path(records_path)
+    return path.with_name(path.stem + ".meta.json")
+
+
+def read_meta(records_path: str | os.PathLike) -> dict[str, Any]:
+    path = meta_path(records_path)
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text())
+
+
+def update_meta(records_path: str | os.PathLike, level: str, level_meta: dict[str, Any]) -> Path:
+    """Merge one level's load-generator metadata into the records' meta file (atomic replace)."""
+    path = meta_path(records_path)
+    meta = read_meta(records_path) if path.exists() else {}
+    meta.setdefault("levels", {})[level] = level_meta
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,225 @@
+"""run.json: what was run, as typed sections (DESIGN.md, "The run directory").
+
+The sweep builds a `RunInfo` and rewrites the file from it after every step; the report
+and the gate read it back with `RunInfo.from_dict`, which takes files from before any
+field existed (absent keys keep their defaults, unknown keys stay in `extra`, a section
+of the wrong shape is left out with a sentence in `problems`). `to_dict()` writes the
+keys the file has always had.
+
+    {"name", "status", "started_at", "ended_at", "target": {...}, "server": {...},
+     "load_plan": {...}, "levels": [{...}], "workload": {...}, "slo": {...}, "seeds": {...},
+     "host": {...}, "versions": {package: version}, "git_commit", "observers": {key: {...}},
+     "notes": [str], "cpu_pinning": {...}, "auto": {strategy: {...}} (--auto only)}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servecap.contract.sections import Section, keep_null
+from servecap.contract.slo import SLO
+
+
+@dataclass(kw_only=True)
+class Target(Section):
+    kind: str | None = None   # "reference_server" | "url"
+    url: str | None = None    # the external OpenAI-compatible server (kind "url")
+
+
+# Engine settings every strategy's server shares; run.json's `server` carries the first engine's.
+SHARED_ENGINE_FIELDS = ("dtype", "device", "block_size", "max_model_len", "kv_block_bytes", "kv_cache_bytes")
+
+
+@dataclass(kw_only=True)
+class Server(Section):
+    """What served the load. Each strategy keeps its own engine description (with its own
+    `strategy_limits`) under `engines`; the shared engine settings sit beside them."""
+
+    model: str | None = None
+    strategy: str | None = None                    # hand-written one-strategy runs; the sweep writes `strategies`
+    strategies: list[str] | None = None
+    args: str | None = None                        # extra `servecap serve` flags, as given
+    commands: dict[str, list[str]] | None = None   # strategy -> the server's arguments
+    engines: dict[str, dict] | None = None         # strategy -> GET /v1/engine of its server, kept whole
+    dtype: str | None = None
+    device: str | None = None
+    block_size: int | None = None
+    max_model_len: int | None = None
+    kv_block_bytes: int | None = None
+    kv_cache_bytes: int | None = None
+    kv_blocks: int | None = None                   # the engine's num_kv_blocks
+    gpu: str | None = None                         # hand-set catalog GPU id to predict with
+
+    def record_command(self, strategy: str, args: list[str]) -> None:
+        self.commands = {**(self.commands or {}), strategy: list(args)}
+
+    def record_engine(self, strategy: str, description: dict) -> None:
+        """One strategy's live engine description; shared settings not yet known are taken from it."""
+        self.engines = {**(self.engines or {}), strategy: description}
+        for name in SHARED_ENGINE_FIELDS:
+            if getattr(self, name) is None:
+                setattr(self, name, description.get(name))
+        if self.kv_blocks is None:
+            self.kv_blocks = description.get("num_kv_blocks")
+
+    def engine(self, strategy: str | None) -> dict:
+        """The engine description recorded for `strategy` ({} when none was)."""
+        return (self.engines or {}).get(strategy) or {}
+
+    def limits(self, strategy: str | None) -> dict:
+        """That strategy's own batching limits (its engine's `strategy_limits`)."""
+        limits = self.engine(strategy).get("strategy_limits")
+        return dict(limits) if isinstance(limits, dict) else {}
+
+    def engine_config(self, strategy: str | None) -> dict:
+        """Everything one strategy ran with, as one mapping: the shared settings, its engine's description
+        and its own limits on top. Files from before per-strategy limits had every strategy's limits
+        flattened into `server` (the last one winning); those keys are read from `extra` beneath."""
+        shared = {key: value for key, value in self.to_dict().items() if key not in ("engines", "commands")}
+        return {**shared, **self.engine(strategy), **self.limits(strategy), "strategy": strategy or self.strategy}
+
+
+@dataclass(kw_only=True)
+class LoadPlan(Section):
+    kind: str | None = None              # "closed" | "open" | "auto"
+    concurrency: list[int] | None = None
+    rates: list[float] | None = None
+    arrival: str | None = None           # "closed", or poisson | constant | gamma:CV
+    warmup_s: float | None = None
+    duration_s: float | None = None
+    levels: list[str] | None = None      # hand-written plans may list level ids here
+
+
+@dataclass(kw_only=True)
+class LevelEntry(Section):
+    """One planned level; the result fields are written once it has run (exit_code set)."""
+
+    level: str | None = None
+    strategy: str | None = keep_null()   # None against an external --url
+    load: float | None = None            # users (closed loop) or requests/s (open loop)
+    status: str | None = None            # pending | running | ok | failed | interrupted | not run
+    exit_code: int | None = None
+    requests: int | None = None          # finished measure-phase requests (not `incomplete`)
+    errors: int | None = None
+    throughput_spread: float | None = None
+    stable: bool | None = None
+
+    RESULT_FIELDS = ("exit_code", "requests", "errors", "throughput_spread", "stable")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.exit_code is not None:  # a level that ran writes its whole result, nulls too
+            out.update({name: getattr(self, name) for name in self.RESULT_FIELDS})
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, problems: list[str] | None = None, where: str = "") -> "LevelEntry":
+        if isinstance(data, str):  # hand-written plans: a bare level id
+            return cls(level=data)
+        return super().from_dict(data, problems, where)
+
+
+@dataclass(kw_only=True)
+class Workload(Section):
+    api: str | None = None
+    stream: bool | None = None
+    ignore_eos: bool | None = None
+    prompt_tokens: str | None = None     # length distributions in loadgen/chat.py's syntax
+    output_tokens: str | None = None
+
+
+@dataclass(kw_only=True)
+class Seeds(Section):
+    workload: int | None = None
+
+
+@dataclass(kw_only=True)
+class Host(Section):
+    hostname: str | None = None
+    cpu_model: str | None = None
+    cores: int | None = keep_null()
+    os: str | None = None
+    python: str | None = None
+    gpus: list | None = None             # NVML device names (hand-written files: objects with `name`)
+    driver: str | None = keep_null()
+
+    def gpu_names(self) -> list[str]:
+        names = [gpu.get("name") if isinstance(gpu, dict) else gpu for gpu in self.gpus or []]
+        return [name for name in names if isinstance(name, str)]
+
+
+@dataclass(kw_only=True)
+class ObserverInfo(Section):
+    """The sampler and the /metrics scraper of one server; the counters are filled when they stop."""
+
+    sampler: str | None = None           # "nvml" | "host"
+    interval_s: float | None = None
+    metrics_url: str | None = None
+    sampler_note: str | None = None      # why the sampler fell back (e.g. no NVML)
+    scrapes: int | None = None
+    scrape_failures: int | None = None
+    sample_rows: int | None = None
+
+
+@dataclass(kw_only=True)
+class CpuPinning(Section):
+    loadgen_cpus: list[int] | None = keep_null()
+    server_cpus: list[int] | None = keep_null()
+    engine_cpus: list[int] | None = keep_null()
+
+
+@dataclass(kw_only=True)
+class AutoResult(Section):
+    max_concurrency_meeting_slo: int | None = keep_null()
+    first_failing_concurrency: int | None = keep_null()
+
+
+@dataclass(kw_only=True)
+class RunInfo(Section):
+    name: str | None = None
+    status: str | None = None            # running | complete | interrupted | failed
+    started_at: float | None = None      # unix s
+    ended_at: float | None = keep_null()
+    target: Target = field(default_factory=Target)
+    server: Server = field(default_factory=Server)
+    load_plan: LoadPlan = field(default_factory=LoadPlan)
+    levels: list[LevelEntry] = field(default_factory=list)   # in plan order
+    workload: Workload = field(default_factory=Workload)
+    slo: SLO = field(default_factory=SLO)
+    seeds: Seeds = field(default_factory=Seeds)
+    host: Host = field(default_factory=Host)
+    versions: dict[str, str] = field(default_factory=dict)   # package -> version
+    git_commit: str | None = keep_null()
+    observers: dict[str, ObserverInfo] = field(default_factory=dict)  # strategy (or "url") -> observers
+    notes: list[str] = field(default_factory=list)
+    cpu_pinning: CpuPinning | None = None
+    auto: dict[str, AutoResult] | None = None                 # strategy (or "url") -> the knee --auto found
+
+    def level(self, level: str) -> LevelEntry | None:
+        return next((entry for entry in self.levels if entry.level == level), None)
+
+    def planned_levels(self) -> list[str]:
+        """Level ids the file says were planned: `levels`, else a hand-written `load_plan.levels`."""
+        ids = [entry.level for entry in self.levels] if self.levels else list(self.load_plan.levels or [])
+        return [level for level in ids if isinstance(level, str)]
+
+
+def write_run_json(path: str | os.PathLike, info: RunInfo) -> None:
+    """Atomically (temp file + rename): a reader never sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(info.to_dict(), indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def read_run_json(path: str | os.PathLike, problems: list[str] | None = None) -> RunInfo:
+    """The file at `path`; ValueError when it is not JSON (a file that is JSON reads tolerantly)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable run.json ({exc})") from None
+    return RunInfo.from_dict(data, problems, "run.json")
