@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from rich.console import Console
 
@@ -26,17 +27,25 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    console = Console(stderr=True, soft_wrap=True)
     try:
         options = ReportOptions(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
                                 slo_e2e_ms=args.slo_e2e_ms, gpu_hourly=args.gpu_hourly, gpu=args.gpu,
                                 figures=not args.no_figures)
+    except ValueError as exc:
+        return _error(Console(stderr=True, soft_wrap=True), exc)
+    return report(args.run_dir, options)
+
+
+def report(run_dir: str | Path, options: ReportOptions) -> int:
+    """Write the report into `run_dir` and say what it found; 0, or 2 for a run directory it cannot read
+    (also what `servecap sweep` calls, in its own process, when its run is done)."""
+    console = Console(stderr=True, soft_wrap=True)
+    try:
         started = time.perf_counter()
         with console.status("reading the run directory") as status:
-            result = write_report(args.run_dir, options, progress=lambda msg: status.update(msg))
+            result = write_report(run_dir, options, progress=lambda msg: status.update(msg))
     except (RunDirError, ValueError) as exc:
-        console.print(f"servecap report: error: {exc}")
-        return 2
+        return _error(console, exc)
     elapsed = time.perf_counter() - started
     summary = result.summary
     for note in summary["missing"]:
@@ -50,6 +59,11 @@ def main(argv: list[str]) -> int:
     console.print(f"{len(summary['levels'])} level(s), {len(result.figures)} figure(s) in {elapsed:.1f} s")
     print(result.html_path)
     return 0
+
+
+def _error(console: Console, exc: Exception) -> int:
+    console.print(f"servecap report: error: {exc}")
+    return 2
 
 
 if __name__ == "__main__":

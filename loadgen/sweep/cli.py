@@ -8,15 +8,16 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 
 from rich.console import Console
 
-from loadgen.sweep.server_process import ServerStartError
 from loadgen.sweep.runner import Sweep
 from loadgen.sweep.config import SweepConfig, parse_duration, parse_number_list
+from reports import cli as report_cli
+from reports.report import ReportOptions
 from servecap.contract.slo import SLO
+from servecap.launch.process import ServerStartError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-pin-cpus", action="store_true",
                    help="let the OS place Locust and the server (default: Locust on core 0, the engine process on "
                         "cores of its own; see loadgen.sweep.cpu_pinning)")
-    p.add_argument("--no-report", action="store_true", help="skip `servecap report` at the end")
+    p.add_argument("--no-report", action="store_true", help="skip the report (`servecap report`) at the end")
     return p
 
 
@@ -77,6 +78,9 @@ def main(argv: list[str]) -> int:
     console = Console(stderr=True)
     try:
         config = config_from_args(args)
+        # built before the sweep: a bad value fails before any load
+        report_options = ReportOptions(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
+                                       slo_e2e_ms=args.slo_e2e_ms)
         out = Sweep(config, console).run()
     except (ValueError, ServerStartError) as exc:
         print(f"servecap sweep: error: {exc}", file=sys.stderr)  # plain: never wrapped mid-message
@@ -84,12 +88,7 @@ def main(argv: list[str]) -> int:
     console.print(f"run directory: {out}")
     if args.no_report:
         return 0
-    report = [sys.executable, "-m", "servecap", "report", str(out)]
-    for flag, value in (("--slo-ttft-ms", args.slo_ttft_ms), ("--slo-tpot-ms", args.slo_tpot_ms),
-                        ("--slo-e2e-ms", args.slo_e2e_ms)):
-        if value is not None:
-            report += [flag, str(value)]
-    return subprocess.run(report).returncode
+    return report_cli.report(out, report_options)   # in this process: reports pulls in no torch
 
 
 if __name__ == "__main__":

@@ -10,9 +10,9 @@ run.json is rewritten after every step, so a killed sweep leaves a usable partia
 
 from __future__ import annotations
 
-import os
 import shlex
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 import requests
@@ -28,24 +28,22 @@ from servecap.contract.loadgen_meta import read_meta
 from servecap.contract.records import Record
 from servecap.contract.run_json import CpuPinning
 from loadgen.sweep.run_json import RunJson
-from loadgen.sweep.server_process import ManagedServer
 from loadgen.sweep.config import SweepConfig
+from servecap.launch.process import ServerProcess
+from servecap.launch.spec import ReferenceServerSpec
 
 
-def server_threads() -> int:
-    """Torch threads for a reference server that shares the host with Locust: all cores but one."""
-    return max(1, len(os.sched_getaffinity(0)) - 1)
-
-
-def _flag_value(args: list[str], flag: str) -> str | None:
-    """The value of `--flag V` or `--flag=V` in an argument list (the last one wins), else None."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg.split("=", 1)[1]
-    return value
+def reference_server_spec(config: SweepConfig) -> ReferenceServerSpec:
+    """The reference server the sweep starts (per strategy): --model plus the user's --server-args, parsed
+    once by the server's own parser; ValueError, before anything starts, for a flag it would not take."""
+    try:
+        spec = ReferenceServerSpec.from_flags(shlex.split(config.server_args))
+    except ValueError as exc:
+        raise ValueError(f"--server-args: {exc}") from None
+    for field, sweep_flag in (("model", "--model"), ("strategy", "--strategies")):
+        if getattr(spec, field) is not None:
+            raise ValueError(f"--server-args must not set --{field}; the sweep's {sweep_flag} says it")
+    return replace(spec, model=config.model)
 
 
 class SweepInterrupted(Exception):
@@ -63,9 +61,9 @@ class Sweep:
         self.out = Path(config.out_dir)
         self.records = self.out / "requests.jsonl"
         self.run_json: RunJson | None = None
-        server_args = shlex.split(config.server_args)
+        self.server_spec = reference_server_spec(config)
         self.cpus = plan_cpus(config.pin_cpus, external_server=config.url is not None,
-                              engine_process=_flag_value(server_args, "--engine-mode") != "thread")
+                              engine_process=self.server_spec.engine_process)
 
     # -- the whole run ------------------------------------------------------------------
     def run(self) -> Path:
@@ -98,17 +96,10 @@ class Sweep:
         if strategy is None:
             self._observe(config.url, server_pid=None, strategy=None)
             return
-        args = ["--model", config.model, "--strategy", strategy, *shlex.split(config.server_args)]
-        if self.cpus.engine and _flag_value(args, "--engine-cpus") is None:
-            args += ["--engine-cpus", ",".join(map(str, self.cpus.engine))]
-        if _flag_value(args, "--num-threads") is None:
-            # Locust shares this machine: a torch thread per core would stall on OpenMP barriers whenever
-            # the load generator takes a core (measured: 144 ms vs 3.6 ms per tiny decode step on 2 cores)
-            threads = len(self.cpus.engine) if self.cpus.engine else server_threads()
-            args += ["--num-threads", str(threads)]
-        self.run_json.record_command(strategy, args)
-        server = ManagedServer(args, self.out / f"server-{strategy}.log", startup_timeout_s=config.startup_timeout_s,
-                               command_prefix=self.cpus.prefix(self.cpus.server))
+        spec = self.cpus.place(replace(self.server_spec, strategy=strategy))
+        self.run_json.record_command(strategy, spec.serve_args())
+        server = ServerProcess(spec, log_path=self.out / f"server-{strategy}.log",
+                               startup_timeout_s=config.startup_timeout_s)
         self.console.print(f"starting reference server: {strategy} ({config.model})")
         with server:
             self._record_engine(server.base_url, strategy)

@@ -4,8 +4,9 @@ SIGTERM (or Ctrl-C) drains instead of stopping at once: new requests get 503, in
 ones finish for up to `drain_grace_s`, the rest are aborted, then uvicorn shuts down and
 the process exits 0. A second signal exits without waiting.
 
-Once the engine is warm and the socket listens, one line goes to stdout:
-    servecap serve: ready on http://127.0.0.1:8000 (strategy=continuous, model=tiny)
+Once the engine is warm and the socket listens, one line goes to stdout (servecap.launch.ready_line
+owns its format, for this server and the launcher that waits for it):
+    servecap serve: ready on http://127.0.0.1:8000 (strategy=continuous, model=tiny, device=cpu)
 so a parent can wait for it (and learn the port when it asked for `--port 0`). If the
 engine process dies later, the server says why on stderr and exits 1.
 """
@@ -19,9 +20,9 @@ import sys
 
 import uvicorn
 
-logger = logging.getLogger("reference_server.server")
+from servecap.launch.ready_line import ready_line
 
-READY_PREFIX = "servecap serve: ready on "
+logger = logging.getLogger("reference_server.server")
 
 
 class DrainingServer(uvicorn.Server):
@@ -97,8 +98,8 @@ async def _announce_when_ready(server: DrainingServer, sock: socket.socket, poll
     host, port = sock.getsockname()[:2]
     url_host = f"[{host}]" if ":" in host else host
     description = runtime.engine.description
-    print(f"{READY_PREFIX}http://{url_host}:{port} (strategy={description.get('strategy')}, "
-          f"model={runtime.served_model_name}, device={description.get('device')})", flush=True)
+    print(ready_line(f"http://{url_host}:{port}", strategy=description.get("strategy"),
+                     model=runtime.served_model_name, device=description.get("device")), flush=True)
     while not runtime.failed:   # an engine process that dies takes the server down with it (exit 1),
         await asyncio.sleep(0.1)   # so a supervisor restarts it instead of routing to a 503 forever
     print(f"servecap serve: error: {runtime.failed}", file=sys.stderr, flush=True)

@@ -34,6 +34,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from servecap.launch.process import ServerProcess
+from servecap.launch.spec import ReferenceServerSpec
 
 
 ERRORS: collections.Counter = collections.Counter()   # "what went wrong" -> count, for the report
@@ -124,7 +125,7 @@ async def run(args) -> dict:
     server_args = ["--model", args.model, "--max-waiting", str(args.max_waiting), "--no-classifier",
                    *shlex.split(args.server_args)]
     body = {"prompt": "overload benchmark", "max_tokens": args.max_tokens, "ignore_eos": True}
-    with ServerProcess(server_args) as server, Progress(transient=True) as progress:
+    with ServerProcess(ReferenceServerSpec.from_flags(server_args)) as server, Progress(transient=True) as progress:
         limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
         async with httpx.AsyncClient(base_url=server.base_url, timeout=120, limits=limits) as client:
             idle = await sequential(client, body, args.idle_s, progress, "idle latency")
@@ -143,7 +144,7 @@ async def run(args) -> dict:
             # become slower or faster meanwhile, which the recovery figure must be read against
             idle_after = await sequential(client, body, args.idle_s, progress, "idle latency, after")
         alive = server.process.poll() is None
-        exit_code = server.terminate()
+        exit_code = server.stop()
     statuses = [s for s, _ in overload["results"]]
     admitted = [lat for s, lat in overload["results"] if s == 200]
     rejected = [lat for s, lat in overload["results"] if s == 429]

@@ -10,13 +10,14 @@ from loadgen.observe.samplers import start_sampler
 from loadgen.observe.scraper import start_scraper
 from loadgen_helpers import REPO, run_locust, run_python
 from servecap.launch.process import ServerProcess
+from servecap.launch.spec import ReferenceServerSpec
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def server():
-    with ServerProcess(["--model", "tiny"], cwd=str(REPO)) as proc:
+    with ServerProcess(ReferenceServerSpec.from_flags(["--model", "tiny"]), cwd=str(REPO)) as proc:
         yield proc
 
 

@@ -1,13 +1,16 @@
-"""Where the sweep puts Locust, the server's front end and its engine process, and the
-server flags that carry the engine's cores."""
+"""Where the sweep puts Locust, the server's front end and its engine process, how the plan
+fills the server's launch spec around what --server-args set, and the server flags that carry
+the engine's cores."""
 
 from __future__ import annotations
 
 import pytest
 
 from loadgen.sweep import cpu_pinning
-from loadgen.sweep.runner import _flag_value
+from loadgen.sweep.config import SweepConfig
+from loadgen.sweep.runner import Sweep
 from reference_server.cli import build_parser, configs_from_args
+from servecap.launch.spec import ReferenceServerSpec
 
 
 def plan(monkeypatch, cores: int, **kwargs) -> cpu_pinning.CpuPlan:
@@ -40,10 +43,57 @@ def test_nothing_is_pinned_on_one_core_or_for_an_external_server(monkeypatch):
     assert cpu_pinning.plan_cpus(enabled=False, external_server=False) == cpu_pinning.CpuPlan(None, None)
 
 
-def test_flag_value_reads_both_spellings_and_the_last_wins():
-    assert _flag_value(["--engine-mode", "thread"], "--engine-mode") == "thread"
-    assert _flag_value(["--engine-mode=thread", "--engine-mode", "process"], "--engine-mode") == "process"
-    assert _flag_value(["--engine-modes", "x"], "--engine-mode") is None
+def sweep(monkeypatch, cores: int, server_args: str = "") -> Sweep:
+    monkeypatch.setattr(cpu_pinning.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setattr(cpu_pinning.shutil, "which", lambda name: "/usr/bin/taskset")
+    return Sweep(SweepConfig(out_dir="unused", strategies=("none",), concurrency=(1,), server_args=server_args))
+
+
+def test_the_plan_fills_the_launch_spec(monkeypatch):
+    cpus = sweep(monkeypatch, 4).cpus
+    spec = cpus.place(ReferenceServerSpec(model="tiny", strategy="none"))
+    assert (spec.server_cpus, spec.engine_cpus, spec.num_threads) == ((1,), (2, 3), 2)
+    assert spec.serve_args() == ["--model", "tiny", "--strategy", "none", "--engine-cpus", "2,3", "--num-threads", "2"]
+    assert spec.command()[:3] == ["taskset", "-c", "1"]
+
+
+def test_what_the_user_set_in_server_args_wins_over_the_plan(monkeypatch):
+    s = sweep(monkeypatch, 4, "--engine-cpus=3 --num-threads 4 --max-num-seqs 16")
+    spec = s.cpus.place(s.server_spec)
+    assert (spec.server_cpus, spec.engine_cpus, spec.num_threads) == ((1,), (3,), 4)
+    assert spec.options == ("--max-num-seqs", "16")
+    # threads default to the engine's cores, the user's as much as the plan's
+    spec = s.cpus.place(ReferenceServerSpec(engine_cpus=(2, 3)))
+    assert spec.num_threads == 2
+
+
+def test_an_engine_thread_from_server_args_changes_the_plan(monkeypatch):
+    s = sweep(monkeypatch, 4, "--engine-mode thread")
+    assert (s.cpus.loadgen, s.cpus.server, s.cpus.engine) == ((0,), (1, 2, 3), None)
+    spec = s.cpus.place(s.server_spec)
+    assert spec.engine_cpus == () and spec.num_threads == 3 and spec.server_cpus == (1, 2, 3)
+    assert "--engine-cpus" not in spec.serve_args() and "--engine-mode" in spec.serve_args()
+
+
+def test_unpinned_the_server_leaves_one_core_to_locust(monkeypatch):
+    s = sweep(monkeypatch, 1)
+    spec = s.cpus.place(s.server_spec)
+    assert (spec.server_cpus, spec.engine_cpus) == ((), ())
+    assert spec.num_threads == cpu_pinning.server_threads() == 1
+
+
+@pytest.mark.parametrize("server_args, message", [
+    ("--strategy none", "must not set --strategy; the sweep's --strategies says it"),
+    ("--model small", "must not set --model; the sweep's --model says it"),
+    ("--port 8000", "--port is chosen by the launcher"),
+    ("--max-num-seq 4", "unrecognized arguments: --max-num-seq 4"),
+    ("--num-threads many", "argument --num-threads: invalid int value: 'many'"),
+    ("--engine-mode thread --engine-cpus 1", "--engine-cpus needs --engine-mode process"),
+])
+def test_bad_server_args_fail_before_any_server_starts(monkeypatch, server_args, message):
+    with pytest.raises(ValueError) as exc:
+        sweep(monkeypatch, 2, server_args)
+    assert str(exc.value).startswith("--server-args") and message in str(exc.value)
 
 
 def parse(*flags: str):

@@ -21,6 +21,9 @@ from servecap.contract.run_json import RunInfo
 from servecap.contract.slo import SLO
 
 SERVECAP = [sys.executable, "-m", "servecap"]
+# `servecap ARGS` in a process that, when the command is done, writes the names of every module it imported
+TRACING_SERVECAP = [sys.executable, "-c", "import json, sys\nfrom servecap.cli import main\ncode = main(sys.argv[2:])\n"
+                    "open(sys.argv[1], 'w').write(json.dumps(sorted(sys.modules)))\nsys.exit(code)"]
 
 
 # --- configuration ---------------------------------------------------------------------------
@@ -86,7 +89,8 @@ def _recompute(records: list[dict], level: str) -> dict:
 def swept(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sweep") / "run"
     result = subprocess.run(
-        [*SERVECAP, "sweep", "--out", str(out), "--strategies", "none,continuous", "--concurrency", "1,4",
+        [*TRACING_SERVECAP, str(out.parent / "modules.json"),
+         "sweep", "--out", str(out), "--strategies", "none,continuous", "--concurrency", "1,4",
          "--warmup", "1s", "--duration", "4s", "--prompt-tokens", "uniform:16:48", "--output-tokens", "uniform:8:24",
          "--sample-interval", "0.25", "--slo-tpot-ms", "200"],
         capture_output=True, text=True, timeout=420)
@@ -111,7 +115,14 @@ def test_sweep_writes_every_file(swept):
     assert RunInfo.from_dict(run).to_dict() == run  # the typed sections read back exactly what was written
     assert run["host"]["cores"] == os.cpu_count() and run["slo"] == {"tpot_ms": 200.0}
     # the server leaves a core to Locust unless told otherwise
+    assert run["server"]["commands"]["none"][:4] == ["--model", "tiny", "--strategy", "none"]
     assert run["server"]["commands"]["none"][-2:] == ["--num-threads", str(max(1, len(os.sched_getaffinity(0)) - 1))]
+
+
+def test_the_sweep_reports_in_its_own_process_and_never_imports_torch(swept):
+    modules = json.loads((swept.parent / "modules.json").read_text())
+    assert "reports.report" in modules and "servecap.launch.process" in modules   # reported and launched here
+    assert [m for m in modules if m.split(".")[0] in ("torch", "gevent")] == []
 
 
 def test_summary_matches_an_independent_recomputation(swept):

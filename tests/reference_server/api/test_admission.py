@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from servecap.launch.process import ServerProcess
+from servecap.launch.spec import ReferenceServerSpec
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +26,7 @@ KEY = "test-key-123"
 def server():
     args = ["--model", "tiny", "--max-num-seqs", "1", "--max-waiting", "2", "--inject-step-delay-ms", "20",
             "--retry-after-s", "2"]
-    with ServerProcess(args, env={"SERVECAP_API_KEY": KEY}) as proc:
+    with ServerProcess(ReferenceServerSpec.from_flags(args), env={"SERVECAP_API_KEY": KEY}) as proc:
         yield proc
 
 

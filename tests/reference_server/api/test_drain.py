@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from servecap.launch.process import ServerProcess
+from servecap.launch.spec import ReferenceServerSpec
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +48,7 @@ class Stream(threading.Thread):
 
 def test_sigterm_drains_in_flight_refuses_new_aborts_after_grace_and_exits_0():
     args = ["--model", "tiny", "--inject-step-delay-ms", "25", "--drain-grace-s", str(GRACE_S), "--no-classifier"]
-    server = ServerProcess(args).start()
+    server = ServerProcess(ReferenceServerSpec.from_flags(args)).start()
     try:
         short, long = Stream(server.base_url, 8), Stream(server.base_url, 2000)
         for stream in (short, long):

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from servecap.launch.process import ServerProcess
+from servecap.launch.spec import ReferenceServerSpec
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +28,7 @@ MAX_MODEL_LEN = 48
 @pytest.fixture(scope="module")
 def server():
     args = ["--model", "tiny", "--max-model-len", str(MAX_MODEL_LEN), "--max-body-bytes", str(MAX_BODY)]
-    with ServerProcess(args) as proc:
+    with ServerProcess(ReferenceServerSpec.from_flags(args)) as proc:
         yield proc
 
 
@@ -36,7 +37,7 @@ def slow_server():
     """Each engine step sleeps 50 ms, so a 40-token generation lasts ~2 s on any machine: a disconnect
     test then always catches the request mid-generation, however fast the host is."""
     args = ["--model", "tiny", "--max-model-len", str(MAX_MODEL_LEN), "--inject-step-delay-ms", "50"]
-    with ServerProcess(args) as proc:
+    with ServerProcess(ReferenceServerSpec.from_flags(args)) as proc:
         yield proc
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import httpx
@@ -21,6 +19,8 @@ from reference_server.runtime.engine_loop import ACCEPTED, EngineFailure
 from reference_server.runtime.engine_process import EngineProcess
 from reference_server.runtime.metrics import ServerMetrics
 from reference_server.scheduling.sampling import SamplingParams
+from servecap.launch.process import ServerProcess
+from servecap.launch.spec import ReferenceServerSpec
 
 pytestmark = pytest.mark.slow
 
@@ -115,19 +115,11 @@ def test_a_dead_engine_process_fails_in_flight_requests():
 
 
 def test_server_exits_1_when_its_engine_process_dies():
-    proc = subprocess.Popen([sys.executable, "-m", "reference_server", "--port", "0", "--no-classifier"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert "ready on http://" in line, proc.stderr.read()
-        url = line.split("ready on ")[1].split()[0]
-        engine = httpx.get(url + "/v1/engine").json()
+    with ServerProcess(ReferenceServerSpec.from_flags(["--no-classifier"]), cwd=REPO) as server:
+        engine = httpx.get(server.base_url + "/v1/engine").json()
         assert engine["server"]["engine_mode"] == "process"
-        assert engine["engine_pid"] != proc.pid
-        assert engine["engine_pid"] in {child.pid for child in psutil.Process(proc.pid).children()}
+        assert engine["engine_pid"] != server.pid
+        assert engine["engine_pid"] in {child.pid for child in psutil.Process(server.pid).children()}
         os.kill(engine["engine_pid"], signal.SIGKILL)
-        assert proc.wait(timeout=30) == 1
-        assert "engine process exited unexpectedly (exit code -9)" in proc.stderr.read()
-    finally:
-        proc.kill()
-        proc.wait()
+        assert server.process.wait(timeout=30) == 1
+        assert "engine process exited unexpectedly (exit code -9)" in server.output()
