@@ -1,10 +1,11 @@
-# Two entry points: `make demo` and `make test`. Both build .venv from nothing but python3.
+# Entry points: `make demo`, `make test` and `make test-fast` (the tests that start no process).
+# All build .venv from nothing but python3.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test
+.PHONY: demo test test-fast
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +18,9 @@ $(STAMP): $(PY) pyproject.toml constraints.txt
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
 
 demo: $(STAMP)
 	$(PY) -m servecap demo

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest_plugins = ["process_guard"]  # fails a test that starts a process unless it is marked slow
+
 
 @pytest.fixture(scope="session")
 def reference_server_tiny():

@@ -22,8 +22,9 @@ CHAT = str(REPO / "loadgen" / "chat.py")
 
 
 def _env() -> dict:
+    """The repo first, then tests/ (so `run_python` scripts can use `waiting`), then the caller's path."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests"), env.get("PYTHONPATH", "")])
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

@@ -90,16 +90,17 @@ def test_environment_api_in_subprocess_non_streaming(tmp_path):
     records = tmp_path / "r.jsonl"
     with scripted_server(tmp_path, "--ttft", "0.01", "--itl", "0.002") as (url, truth_path):
         script = f"""
-import gevent, locust
+import locust
 from locust.argument_parser import get_parser
 from locust.env import Environment
 import loadgen.chat as chat
+from waiting import wait_until  # its time.sleep is gevent's once locust is imported
 options = get_parser().parse_args(["--no-stream", "--output-tokens", "6", "--records", {str(records)!r}])
 env = Environment(user_classes=[chat.LoadUser], events=locust.events, host={url!r}, parsed_options=options)
 runner = env.create_local_runner()
 env.events.init.fire(environment=env, runner=runner, web_ui=None)
 runner.start(3, spawn_rate=3)
-gevent.sleep(1.5)
+wait_until(lambda: runner.stats.get("E2E", "chat").num_requests >= 10, timeout=30, what="ten finished requests")
 runner.quit()
 env.events.quitting.fire(environment=env, reverse=True)
 print("E2E", runner.stats.get("E2E", "chat").num_requests)

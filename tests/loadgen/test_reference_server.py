@@ -64,16 +64,17 @@ def test_chat_and_classify_against_reference_server(server, tmp_path, monkeypatc
 def test_environment_api_against_reference_server(server, tmp_path):
     records = tmp_path / "r.jsonl"
     script = f"""
-import gevent, locust
+import locust
 from locust.argument_parser import get_parser
 from locust.env import Environment
 import loadgen.chat as chat
+from waiting import wait_until  # its time.sleep is gevent's once locust is imported
 options = get_parser().parse_args(["--api", "completions", "--output-tokens", "4", "--records", {str(records)!r}])
 env = Environment(user_classes=[chat.LoadUser], events=locust.events, host={server.base_url!r}, parsed_options=options)
 runner = env.create_local_runner()
 env.events.init.fire(environment=env, runner=runner, web_ui=None)
 runner.start(2, spawn_rate=2)
-gevent.sleep(2)
+wait_until(lambda: runner.stats.get("E2E", "completions").num_requests >= 2, timeout=60, what="two finished requests")
 env.stop_timeout = 20  # let in-flight requests finish
 runner.quit()
 print("TTFT", runner.stats.get("TTFT", "completions").num_requests)

@@ -12,7 +12,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -25,6 +24,7 @@ from calculators.gpus import get_gpu
 from calculators.models import resolve_model
 from reports.report import ReportOptions, build_summary
 from reports.run_data import load_run
+from waiting import wait_until
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 CAPACITY = NOTEBOOKS / "capacity_planning.ipynb"
@@ -72,6 +72,7 @@ def test_committed_notebooks_are_stripped_with_parameters_first(path):
     assert nb.metadata["kernelspec"]["name"] == "python3"
 
 
+@pytest.mark.slow  # a Jupyter kernel process
 def test_capacity_notebook_answers_with_the_calculators(tmp_path):
     nb = _execute(CAPACITY, tmp_path)
     p = _parameters(nb)
@@ -127,6 +128,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_jupyter_lab_from_the_venv_serves_the_notebooks_with_the_venv_kernel(tmp_path):
     port, token = _free_port(), "servecap-test"
     lab = subprocess.Popen(
@@ -137,15 +139,14 @@ def test_jupyter_lab_from_the_venv_serves_the_notebooks_with_the_venv_kernel(tmp
         env={**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path), "JUPYTER_RUNTIME_DIR": str(tmp_path)})
     base, headers = f"http://127.0.0.1:{port}", {"Authorization": f"token {token}"}
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        def serving() -> bool:
+            assert lab.poll() is None, f"jupyter lab exited with {lab.returncode}"
             try:
-                if requests.get(f"{base}/api/status", headers=headers, timeout=2).ok:
-                    break
+                return requests.get(f"{base}/api/status", headers=headers, timeout=2).ok
             except requests.ConnectionError:
-                pass
-            assert lab.poll() is None and time.monotonic() < deadline, "jupyter lab did not start"
-            time.sleep(0.3)
+                return False
+
+        wait_until(serving, timeout=60, interval=0.1, what="jupyter lab answering /api/status")
         assert requests.get(f"{base}/lab", headers=headers, timeout=10).status_code == 200
         listing = requests.get(f"{base}/api/contents/notebooks", headers=headers, timeout=10).json()
         assert {CAPACITY.name, LOAD_TEST.name} <= {item["name"] for item in listing["content"]}

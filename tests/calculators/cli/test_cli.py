@@ -41,6 +41,7 @@ def calc_json(calc):
     return run
 
 
+@pytest.mark.slow
 def test_console_script_prints_json_and_exits_2_on_bad_input(tmp_path):
     done = run_servecap("kv", "--model", "llama-3.1-8b", "--dtype", "bf16", "--json")
     assert done.returncode == 0 and json.loads(done.stdout)["kv_bytes_per_token"] == 131_072

@@ -2,13 +2,13 @@
 
 import subprocess
 import sys
-import time
 import types
 
 import pandas as pd
 import pytest
 
 from loadgen.observe.samplers import SAMPLE_COLUMNS, HostSource, NvmlSource, Sampler, open_source, start_sampler
+from waiting import wait_until
 
 
 class FakeNVMLError(Exception):
@@ -53,7 +53,7 @@ def test_nvml_sampler_writes_one_row_per_gpu_per_tick(tmp_path, monkeypatch):
     out = tmp_path / "samples.csv"
     sampler = start_sampler(out, interval_s=0.05)
     assert sampler.kind == "nvml" and sampler.note is None
-    time.sleep(0.3)
+    wait_until(lambda: sampler.rows_written >= 8, what="four ticks of two GPUs")
     sampler.stop()
     frame = pd.read_csv(out, dtype={"device": str})
     assert tuple(frame.columns) == SAMPLE_COLUMNS
@@ -79,6 +79,7 @@ def test_host_fallback_when_nvml_library_is_missing(tmp_path, monkeypatch, caplo
         NvmlSource()
 
 
+@pytest.mark.slow
 def test_host_sampler_follows_a_process_tree(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)
     busy = subprocess.Popen([sys.executable, "-c",
@@ -88,7 +89,7 @@ def test_host_sampler_follows_a_process_tree(tmp_path, monkeypatch):
     try:
         assert busy.stdout.readline().strip() == "ready"
         sampler = Sampler(tmp_path / "samples.csv", interval_s=0.2, pid=busy.pid).start()
-        time.sleep(1.0)
+        wait_until(lambda: sampler.rows_written >= 4, what="four samples of the busy process")
         sampler.stop()
     finally:
         busy.kill()

@@ -3,7 +3,6 @@
 import socket
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
@@ -11,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from loadgen.observe.scraper import METRIC_COLUMNS, Scraper, parse_metrics, start_scraper
 from loadgen_helpers import REPO, _env, scripted_server
+from waiting import wait_until
 
 
 def _free_port() -> int:
@@ -40,10 +40,11 @@ def test_scraper_writes_server_metrics_csv_from_a_live_endpoint(tmp_path):
         running.set(2)
         ttft.labels("continuous").observe(0.07)
         scraper = start_scraper(f"http://127.0.0.1:{port}/metrics", tmp_path / "server_metrics.csv", 0.1)
-        time.sleep(0.25)
+        wait_until(lambda: scraper.scrapes >= 2, what="two scrapes of the first values")
         running.set(5)
         done.inc(3)
-        time.sleep(0.3)
+        changed_at = scraper.scrapes  # the next scrape may have begun before the change; the one after cannot
+        wait_until(lambda: scraper.scrapes >= changed_at + 2, what="two scrapes after the change")
         scraper.stop()
     finally:
         server.shutdown()
@@ -58,7 +59,7 @@ def test_scraper_writes_server_metrics_csv_from_a_live_endpoint(tmp_path):
 
 def test_scraper_survives_an_unreachable_server(tmp_path, caplog):
     scraper = Scraper(f"http://127.0.0.1:{_free_port()}/metrics", tmp_path / "m.csv", 0.05).start()
-    time.sleep(0.3)
+    wait_until(lambda: scraper.failures >= 3, what="three failed scrapes")
     scraper.stop()
     assert scraper.failures >= 3 and scraper.scrapes == 0
     assert caplog.text.count("scraping") == 1  # said once, not every tick
@@ -66,6 +67,7 @@ def test_scraper_survives_an_unreachable_server(tmp_path, caplog):
         Scraper("localhost:9/metrics", tmp_path / "m.csv")
 
 
+@pytest.mark.slow
 def test_servecap_sample_command(tmp_path):
     with scripted_server(tmp_path) as (url, _):
         proc = subprocess.run([sys.executable, "-m", "servecap", "sample", "--out", str(tmp_path / "run"),

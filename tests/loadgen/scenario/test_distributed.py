@@ -2,7 +2,6 @@
 
 import signal
 import socket
-import time
 
 import numpy as np
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from servecap.contract.loadgen_meta import read_meta
 from servecap.contract.records import check_record, read_records
 from loadgen_helpers import read_truth, scripted_server, start_locust
+from waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -20,18 +20,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_distributed(url: str, records, *extra: str, run_time: str = "2s", stop_one_worker_after: float = 0) -> str:
+def _workers_recorded(records) -> set[str]:
+    return {row["worker"] for row in read_records(records)} if records.exists() else set()
+
+
+def _run_distributed(url: str, records, *extra: str, run_time: str = "2s", stop_one_worker: bool = False) -> str:
     port = _free_port()
     workers = [start_locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), headless=False)
                for _ in range(2)]
     master = start_locust("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
                           "--expect-workers", "2", "--host", url, "-t", run_time, "--records", str(records), *extra)
     try:
-        if stop_one_worker_after:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and not (records.exists() and records.stat().st_size):
-                time.sleep(0.05)  # the test is running once the first records arrive
-            time.sleep(stop_one_worker_after)
+        if stop_one_worker:  # once both are sending, so the one stopped has records to lose
+            wait_until(lambda: len(_workers_recorded(records)) == 2, timeout=30, interval=0.05,
+                       what="records from both workers")
             workers[0].send_signal(signal.SIGTERM)
             workers[0].wait(timeout=20)
         out, _ = master.communicate(timeout=60)
@@ -91,7 +93,7 @@ def test_a_worker_that_stops_early_loses_nothing(tmp_path):
     records = tmp_path / "requests.jsonl"
     with scripted_server(tmp_path, "--ttft", "0.02", "--itl", "0.005") as (url, truth_path):
         _run_distributed(url, records, "-u", "4", "-r", "4", "--output-tokens", "uniform:3:30",
-                         run_time="4s", stop_one_worker_after=1.0)
+                         run_time="4s", stop_one_worker=True)
     rows = read_records(records)
     truth = read_truth(truth_path)
     ids = [r["response_id"] for r in rows if r["response_id"] is not None]

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from loadgen.sweep.config import SweepConfig, parse_duration, parse_number_list
 from servecap.contract.records import Record
 from servecap.contract.run_json import RunInfo
 from servecap.contract.slo import SLO
+from waiting import wait_until
 
 SERVECAP = [sys.executable, "-m", "servecap"]
 # `servecap ARGS` in a process that, when the command is done, writes the names of every module it imported
@@ -98,6 +98,7 @@ def swept(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_sweep_writes_every_file(swept):
     for name in ("run.json", "requests.jsonl", "samples.csv", "server_metrics.csv", "summary.json",
                  "report.html", "report.md", "server-none.log", "server-continuous.log"):
@@ -119,12 +120,14 @@ def test_sweep_writes_every_file(swept):
     assert run["server"]["commands"]["none"][-2:] == ["--num-threads", str(max(1, len(os.sched_getaffinity(0)) - 1))]
 
 
+@pytest.mark.slow
 def test_the_sweep_reports_in_its_own_process_and_never_imports_torch(swept):
     modules = json.loads((swept.parent / "modules.json").read_text())
     assert "reports.report" in modules and "servecap.launch.process" in modules   # reported and launched here
     assert [m for m in modules if m.split(".")[0] in ("torch", "gevent")] == []
 
 
+@pytest.mark.slow
 def test_summary_matches_an_independent_recomputation(swept):
     records = [json.loads(line) for line in (swept / "requests.jsonl").read_text().splitlines()]
     summary = json.loads((swept / "summary.json").read_text())
@@ -147,6 +150,7 @@ def test_summary_matches_an_independent_recomputation(swept):
     assert by_level["continuous/c=4"]["server"]["requests_running_mean"] > by_level["none/c=4"]["server"]["requests_running_mean"]
 
 
+@pytest.mark.slow
 def test_html_references_each_figure(swept):
     html = (swept / "report.html").read_text()
     figures = sorted(p.name for p in swept.glob("*.png"))
@@ -156,6 +160,7 @@ def test_html_references_each_figure(swept):
         assert name in html or name.removesuffix(".png") in html
 
 
+@pytest.mark.slow
 def test_interrupted_sweep_leaves_a_reportable_partial_run(tmp_path):
     out = tmp_path / "killed"
     proc = subprocess.Popen(
@@ -163,9 +168,8 @@ def test_interrupted_sweep_leaves_a_reportable_partial_run(tmp_path):
          "--warmup", "0s", "--duration", "30s", "--no-report"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     records = out / "requests.jsonl"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and not (records.exists() and records.stat().st_size > 2000):
-        time.sleep(0.5)
+    wait_until(lambda: records.exists() and records.stat().st_size > 2000, timeout=180, interval=0.2,
+               what="the first level's records (2 kB)")
     proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=120)
     assert "interrupted" in output
@@ -179,6 +183,7 @@ def test_interrupted_sweep_leaves_a_reportable_partial_run(tmp_path):
     assert re.findall(r"level (\S+) is missing", " ".join(summary["missing"])) == ["continuous/c=4"]
 
 
+@pytest.mark.slow
 def test_existing_run_is_never_overwritten(swept):
     result = subprocess.run([*SERVECAP, "sweep", "--out", str(swept), "--concurrency", "1"],
                             capture_output=True, text=True, timeout=60)

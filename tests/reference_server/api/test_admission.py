@@ -8,7 +8,6 @@ deterministically, without racing the model.
 from __future__ import annotations
 
 import threading
-import time
 
 import httpx
 import openai
@@ -16,6 +15,7 @@ import pytest
 
 from servecap.launch.process import ServerProcess
 from servecap.launch.spec import ReferenceServerSpec
+from waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -41,13 +41,6 @@ def metric(http: httpx.Client, name: str) -> float:
     return float(next(line.split()[-1] for line in text.splitlines() if line.startswith(name + " ")))
 
 
-def wait_until(condition, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
-
-
 def test_request_beyond_max_waiting_gets_429_and_admitted_ones_all_finish(server, http):
     results: dict[str, httpx.Response] = {}
 
@@ -62,7 +55,7 @@ def test_request_beyond_max_waiting_gets_429_and_admitted_ones_all_finish(server
         waiters = [threading.Thread(target=send, args=(f"w{i}", 5)) for i in range(2)]
         for thread in waiters:
             thread.start()
-        wait_until(lambda: metric(http, "servecap_requests_admission_waiting") == 2)
+        wait_until(lambda: metric(http, "servecap_requests_admission_waiting") == 2, what="two requests waiting")
 
         client = openai.OpenAI(base_url=server.base_url + "/v1", api_key=KEY, max_retries=0)
         with pytest.raises(openai.RateLimitError) as rejected:

@@ -16,6 +16,7 @@ from reference_server.cli import build_parser, configs_from_args, main
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine, RequestRejected
 from reference_server.scheduling.sampling import SamplingParams
+from waiting import wait_until, wait_until_async
 
 
 # --- dynamic batcher ------------------------------------------------------------------------
@@ -39,7 +40,7 @@ async def run_requests(batcher: DynamicBatcher, sizes: list[int], gap_s: float =
             rows = np.arange(start, start + n, dtype=np.float32).reshape(n, 1).repeat(2, axis=1)
             tasks.append(asyncio.create_task(batcher.infer(rows)))
             start += n
-            await asyncio.sleep(gap_s)
+            await asyncio.sleep(gap_s)  # pacing arrivals; 0 still yields, so each request queues in order
         return await asyncio.gather(*tasks)
     finally:
         await batcher.stop()
@@ -123,11 +124,8 @@ def test_engine_thread_streams_outputs_rejects_and_aborts():
             assert await long.get() == ACCEPTED
             await long.get()   # running
             engine_thread.abort("c")
-            for _ in range(200):
-                if not engine_thread.engine.has_unfinished_requests():
-                    break
-                await asyncio.sleep(0.01)
-            assert not engine_thread.engine.has_unfinished_requests()
+            await wait_until_async(lambda: not engine_thread.engine.has_unfinished_requests(),
+                                   what="the engine dropping the aborted request")
         finally:
             engine_thread.stop()
 
@@ -226,10 +224,7 @@ def test_ready_is_503_until_the_engine_is_built_and_warm():
         loading = client.post("/v1/completions", json={"prompt": "x"})
         assert loading.status_code == 503 and loading.json()["error"]["code"] == "not_ready"
         release.set()
-        deadline = time.monotonic() + 30
-        while client.get("/ready").status_code != 200:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_until(lambda: client.get("/ready").status_code == 200, timeout=30, what="/ready answering 200")
         assert client.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 200
 
 

@@ -14,17 +14,11 @@ import pytest
 
 from servecap.launch.process import ServerProcess
 from servecap.launch.spec import ReferenceServerSpec
+from waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 GRACE_S = 6.0
-
-
-def wait_for_status(url: str, status: int, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while httpx.get(url).status_code != status:
-        assert time.monotonic() < deadline, f"{url} never answered {status}"
-        time.sleep(0.01)
 
 
 class Stream(threading.Thread):
@@ -57,7 +51,7 @@ def test_sigterm_drains_in_flight_refuses_new_aborts_after_grace_and_exits_0():
         server.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
 
-        wait_for_status(server.base_url + "/ready", 503)   # draining
+        wait_until(lambda: httpx.get(server.base_url + "/ready").status_code == 503, what="/ready answering 503 (draining)")
         refused = httpx.post(server.base_url + "/v1/completions", json={"prompt": "late"})
         assert refused.status_code == 503
         assert refused.json()["error"]["code"] == "draining"

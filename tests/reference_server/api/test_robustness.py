@@ -7,8 +7,6 @@ valid generation the fuzzer may ask for short.
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 import schemathesis
@@ -18,6 +16,7 @@ from schemathesis import GenerationMode
 
 from servecap.launch.process import ServerProcess
 from servecap.launch.spec import ReferenceServerSpec
+from waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -140,13 +139,9 @@ def test_engine_still_serves_after_bad_input(http):
     assert metric(http, 'servecap_requests_rejected_total{reason="invalid"}') >= 20
 
 
-def wait_for_idle_kv(http: httpx.Client, timeout_s: float = 10.0) -> float:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if metric(http, "servecap_kv_blocks_used") == 0 and metric(http, "servecap_requests_running") == 0:
-            return time.monotonic()
-        time.sleep(0.02)
-    raise AssertionError(f"KV blocks still used after {timeout_s} s: {metric(http, 'servecap_kv_blocks_used')}")
+def wait_for_idle_kv(http: httpx.Client) -> None:
+    wait_until(lambda: metric(http, "servecap_kv_blocks_used") == 0 and metric(http, "servecap_requests_running") == 0,
+               what="the aborted request freeing its KV blocks")
 
 
 def test_disconnect_mid_stream_frees_kv_blocks(slow_server, slow_http):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 
 import httpx
 import psutil
@@ -21,6 +20,7 @@ from reference_server.runtime.metrics import ServerMetrics
 from reference_server.scheduling.sampling import SamplingParams
 from servecap.launch.process import ServerProcess
 from servecap.launch.spec import ReferenceServerSpec
+from waiting import wait_until_async
 
 pytestmark = pytest.mark.slow
 
@@ -66,10 +66,8 @@ def test_engine_process_streams_rejects_aborts_and_publishes_metrics():
             await long.get()   # running: it holds KV blocks
             assert sample(metrics, "servecap_kv_blocks_used") > 0
             engine.abort("c")
-            deadline = time.monotonic() + 10
-            while sample(metrics, "servecap_kv_blocks_used") > 0 and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-            assert sample(metrics, "servecap_kv_blocks_used") == 0
+            await wait_until_async(lambda: sample(metrics, "servecap_kv_blocks_used") == 0,
+                                   what="the aborted request freeing its KV blocks")
             assert sample(metrics, "servecap_requests_running") == 0
         finally:
             engine.stop()

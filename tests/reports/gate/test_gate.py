@@ -1,12 +1,15 @@
-"""The regression gate: thresholds, statistics, verdicts, and the `servecap gate` command end to end."""
+"""The regression gate: thresholds, statistics, verdicts, and the `servecap gate` command end to end
+(in this process; test_gate_ci.py runs the real command on real sweeps)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
-import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -15,8 +18,7 @@ from reports.gate.stats import compare_distributions, compare_within_run_ratios
 from reports.gate.thresholds import (
     Threshold, default_thresholds, from_toml, merge, parse_limit, parse_max_regression, parse_ratio,
 )
-
-SERVECAP = [sys.executable, "-m", "servecap"]
+from servecap.cli import main as servecap_main
 
 
 # --- thresholds -------------------------------------------------------------------------------
@@ -130,9 +132,20 @@ def write_run(run_dir: Path, seed: int, tpot_scale: float = 1.0, n: int = 400, m
     return run_dir
 
 
+def servecap(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`servecap ARGS` through the console script's own `main`, in this process (no interpreter
+    start per call): its exit code, stdout and stderr, in the shape `subprocess.run` returns."""
+    out, err = io.StringIO(), io.StringIO()
+    with mock.patch.dict(os.environ, env or {}), redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = servecap_main(list(args))
+        except SystemExit as exit_:  # argparse
+            code = exit_.code
+    return subprocess.CompletedProcess(["servecap", *args], code, out.getvalue(), err.getvalue())
+
+
 def gate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*SERVECAP, "gate", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    return servecap("gate", *args, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -174,8 +187,8 @@ def test_a_loose_threshold_lets_the_slowdown_pass(runs):
 
 def test_summary_json_inputs_use_their_raw_records(runs):
     for name in ("base", "slow"):
-        subprocess.run([*SERVECAP, "report", str(runs[name]), "--no-figures"], check=True,
-                       capture_output=True, timeout=120)
+        report = servecap("report", str(runs[name]), "--no-figures")
+        assert report.returncode == 0, report.stderr
     result = gate("--baseline", str(runs["base"] / "summary.json"),
                   "--current", str(runs["slow"] / "summary.json"), "--json")
     assert result.returncode == 1

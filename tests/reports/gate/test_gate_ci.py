@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 SERVECAP = [sys.executable, "-m", "servecap"]
 
 
