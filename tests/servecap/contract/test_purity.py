@@ -3,6 +3,10 @@
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow   # each check imports in a fresh interpreter
+
 CHECK = """
 import sys
 import {modules}
