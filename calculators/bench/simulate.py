@@ -15,9 +15,9 @@ import time
 
 from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate
 from calculators.sim.step_model import StepTimeModel
+from reference_server.scheduling.strategies import STRATEGIES
 
 TARGET_S = 2.0
-STRATEGIES = ("none", "static", "dynamic", "continuous")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,13 +29,14 @@ def main(argv: list[str] | None = None) -> int:
     lengths = dict(prompt_tokens=LengthDist(64, 256), output_tokens=LengthDist(16, 256), requests=args.requests)
     rows = []
     for strategy in STRATEGIES:
-        server = ServerConfig(strategy=strategy, max_num_seqs=64, batch_size=16, max_batch_size=16)
+        server = ServerConfig.from_flags(strategy, max_num_seqs=64, batch_size=16, max_batch_size=16)
         for label, workload in (("closed c=32", Workload(**lengths, concurrency=32)),
                                 ("open 4 rps", Workload(**lengths, rate_rps=4.0))):
             start = time.perf_counter()
             result = simulate(server, workload, model)
             elapsed = time.perf_counter() - start
             rows.append({"strategy": strategy, "load": label, "requests": args.requests, "wall_s": elapsed,
+                         "steps": result.steps,
                          "simulated_requests_per_wall_s": args.requests / elapsed,
                          "output_tokens_per_s_simulated": result.output_tokens_per_s,
                          "within_target": elapsed < TARGET_S})
