@@ -75,10 +75,11 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
         now += duration
         steps, sequences, busy, preemptions = steps + 1, sequences + size, busy + duration, preemptions + len(batch.preempted)
         for seq, _, reason in postprocess(scheduler, batch, tokens, NO_STOP):
-            if reason is None and seq.num_output_tokens > 1:
-                continue
+            produced = seq.num_output_tokens
+            if reason is None and produced > 1:
+                continue   # a decode: nothing to record
             i = int(seq.request_id)
-            if seq.num_output_tokens == 1:
+            if produced == 1:
                 first_token[i] = now
             if reason is not None:
                 end[i] = now

@@ -17,7 +17,7 @@ from reference_server.scheduling.strategies.base import ScheduledBatch, Schedule
 def samples_token(seq: Sequence, num_new_tokens: int) -> bool:
     """Does a step that computes `num_new_tokens` of `seq` produce a token? Only when it reaches the
     last token (a decode, or the chunk that ends a prompt); an earlier prefill chunk samples nothing."""
-    return seq.num_computed_tokens + num_new_tokens == seq.num_tokens
+    return seq.num_computed_tokens + num_new_tokens == len(seq.token_ids)
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,15 @@ Everything that knows about strategies reads them from here: `EngineConfig` (its
 Strategies from outside this package: `register(spec)` in-process, or name their modules in
 the environment variable SERVECAP_STRATEGY_MODULES (comma-separated importable module names,
 each with a module-level `STRATEGY`); every process that imports this registry (the server,
-its spawned engine process, the sweep, the simulator) then registers them at import.
+its spawned engine process, the sweep, the simulator) then registers them at import. One that
+cannot be imported is a warning, and the reason is repeated when its strategy is asked for.
 Pure: no torch.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from importlib import import_module
 from types import MappingProxyType
@@ -30,6 +32,7 @@ DEFAULT_STRATEGY = "continuous"
 PLUGIN_ENV = "SERVECAP_STRATEGY_MODULES"
 
 _REGISTRY: dict[str, Strategy] = {}
+_PLUGIN_ERRORS: list[str] = []   # modules named in PLUGIN_ENV that could not be registered
 STRATEGIES: Mapping[str, Strategy] = MappingProxyType(_REGISTRY)   # name -> Strategy, read-only live view
 
 
@@ -65,7 +68,8 @@ def get_strategy(name: str) -> Strategy:
     """The strategy registered as `name` (case and surrounding spaces ignored); ValueError lists the choices."""
     spec = _REGISTRY.get(str(name).strip().lower())
     if spec is None:
-        raise ValueError(f"strategy must be one of {', '.join(_REGISTRY)}, got {name!r}")
+        raise ValueError(f"strategy must be one of {', '.join(_REGISTRY)}, got {name!r}"
+                         + "".join(f" ({error})" for error in _PLUGIN_ERRORS))
     return spec
 
 
@@ -125,8 +129,9 @@ for _module in BUILT_IN:
 for _module in filter(None, (m.strip() for m in os.environ.get(PLUGIN_ENV, "").split(","))):
     try:
         _register_module(_module)
-    except (ImportError, AttributeError) as exc:
-        raise ImportError(f"{PLUGIN_ENV}: cannot register a strategy from module {_module!r}: {exc}") from None
+    except (ImportError, AttributeError, TypeError, ValueError) as exc:   # said when its strategy is asked for
+        _PLUGIN_ERRORS.append(f"{PLUGIN_ENV}: cannot register a strategy from module {_module!r}: {exc}")
+        warnings.warn(_PLUGIN_ERRORS[-1], stacklevel=1)
 
 __all__ = ["BUILT_IN", "DEFAULT_STRATEGY", "PLUGIN_ENV", "STRATEGIES", "Limits", "ScheduledBatch", "Scheduler",
            "Strategy", "get_strategy", "limits_from_flags", "make_scheduler", "register", "resolve",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -146,6 +148,15 @@ def test_the_toy_strategy_serves_from_a_server_subprocess():
         reply = httpx.post(server.base_url + "/v1/completions",
                            json={"model": "tiny", "prompt": "hi", "max_tokens": 3, "ignore_eos": True}, timeout=60)
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 3
+
+
+def test_a_strategy_module_that_cannot_be_imported_is_named_when_its_strategy_is_asked_for():
+    env = {**os.environ, PLUGIN_ENV: "no_such_strategy_module", "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "reference_server", "--strategy", "lockstep"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "strategy must be one of none, static, dynamic, continuous, got 'lockstep'" in done.stderr
+    assert "cannot register a strategy from module 'no_such_strategy_module'" in done.stderr
 
 
 def test_the_toy_strategy_runs_in_the_simulator(lockstep):
