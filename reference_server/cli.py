@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from reference_server.scheduling.strategies import DEFAULT_STRATEGY, strategy_names  # pure: no torch
+from reference_server.scheduling.strategies import DEFAULT_STRATEGY, STRATEGIES  # pure: no torch
 from reference_server.scheduling.strategies.flags import add_limit_arguments, limit_values
 from reference_server.scheduling.strategies.limits import parse_int_list
 
@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     eng.add_argument("--model", default="tiny", help="preset (tiny, small, llama-3.1-8b, ...) or checkpoint dir")
     eng.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     eng.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16 (fp32/bf16/fp16)")
-    eng.add_argument("--strategy", default=DEFAULT_STRATEGY, help=" | ".join(strategy_names()))
+    eng.add_argument("--strategy", default=DEFAULT_STRATEGY,
+                     help="; ".join(f"{spec.name}: {spec.summary}" for spec in STRATEGIES.values()))
     eng.add_argument("--seed", type=int, default=0, help="weights and default sampling seed")
     eng.add_argument("--num-threads", type=int, default=None, help="torch CPU threads")
     eng.add_argument("--engine-mode", choices=("process", "thread"), default="process",

@@ -65,7 +65,8 @@ def _step_model(run: dict, arch, levels: list[dict]) -> tuple[StepTimeModel | No
 
 
 def _limits(config: dict):
-    """The strategy's limits (the registry's Limits) from the merged config's flat fields."""
+    """The strategy's limits (the registry's Limits) from the merged config's flat fields; a field
+    the config lacks takes the strategy's default."""
     spec = get_strategy(config["strategy"])
     return limits_from_flags(spec.name, {k: config[k] for k in spec.limits.field_names() if config.get(k) is not None})
 
@@ -96,9 +97,9 @@ def _running_capacity(config: dict, level: dict) -> tuple[int | None, str]:
         spec = get_strategy(strategy)
     except ValueError:
         return None, f"unknown strategy {strategy!r}"
-    missing = sorted(name for name in spec.limits.field_names() if config.get(name) is None)
-    if missing:
-        return None, f"run.json server config lacks the {strategy} limits ({', '.join(missing)})"
+    names = spec.limits.field_names()
+    if names and all(config.get(name) is None for name in names):
+        return None, f"run.json server config lacks the {strategy} limits ({', '.join(sorted(names))})"
     cap = _limits(config).max_running
     blocks = config.get("num_kv_blocks") or config.get("kv_blocks") or level["server"].get("kv_blocks_total")
     tokens = (level.get("prompt_tokens_mean") or 0) + (level.get("output_tokens_mean") or 0)

@@ -3,7 +3,7 @@
 Test: with a unit step time, the simulator must replay the engine's schedule step for step:
 the step at which every request gets its first token and its last, for each strategy.
 Timing accuracy on this shared 2-core machine is noise-bound, so it is a script, not a test:
-    .venv/bin/python tests/test_calc_sim_vs_engine.py [--runs N]
+    .venv/bin/python tests/calculators/sim/test_sim_vs_engine.py [--runs N]
 calibrates a step-time model on a short measurement (concurrency 1 and 8), then measures
 concurrency 1, 4, 8 and prints measured vs simulated p50 TTFT and TPOT with relative errors.
 """
