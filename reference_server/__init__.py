@@ -1,5 +1,6 @@
 """The reference serving process: a small real PyTorch LLM engine with pluggable batching.
 
-Engine side (issue 2): `config`, `tokenizer`, `sampling`, `model`, `checkpoint`, `sequence`,
-`block_manager`, `schedulers/`, `model_runner`, `engine`, `bench`. Serving side: `cli`, `api/`.
+Engine side: `scheduling/` (pure: `sequence`, `sampling`, `block_manager`, `postprocess`,
+`strategies/` with the strategy registry), `engine/` (torch: config, model, model_runner, engine),
+`runtime/`, `bench/`. Serving side: `cli`, `api/`.
 """

@@ -9,16 +9,12 @@ import argparse
 import os
 import sys
 
+from reference_server.scheduling.strategies import DEFAULT_STRATEGY, STRATEGIES  # pure: no torch
+from reference_server.scheduling.strategies.flags import add_limit_arguments, limit_values
+from reference_server.scheduling.strategies.limits import parse_int_list
+
 API_KEY_ENV = "SERVECAP_API_KEY"
 GIB = 1 << 30
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    """'4,8' -> (4, 8); '' -> ()."""
-    try:
-        return tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 4,8, got {text!r}") from None
 
 
 def _cpu_list(text: str) -> tuple[int, ...]:
@@ -45,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     eng.add_argument("--model", default="tiny", help="preset (tiny, small, llama-3.1-8b, ...) or checkpoint dir")
     eng.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     eng.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16 (fp32/bf16/fp16)")
-    eng.add_argument("--strategy", default="continuous", help="none | static | dynamic | continuous")
+    eng.add_argument("--strategy", default=DEFAULT_STRATEGY,
+                     help="; ".join(f"{spec.name}: {spec.summary}" for spec in STRATEGIES.values()))
     eng.add_argument("--seed", type=int, default=0, help="weights and default sampling seed")
     eng.add_argument("--num-threads", type=int, default=None, help="torch CPU threads")
     eng.add_argument("--engine-mode", choices=("process", "thread"), default="process",
@@ -58,14 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     kv.add_argument("--kv-blocks", type=int, default=None, help="KV block count")
     kv.add_argument("--kv-memory-gib", type=float, default=None, help="KV-cache budget in GiB (instead of --kv-blocks)")
     kv.add_argument("--max-model-len", type=int, default=None, help="longest prompt + output")
-    lim = p.add_argument_group("batching limits")
-    lim.add_argument("--max-num-seqs", type=int, default=32, help="continuous: most running sequences")
-    lim.add_argument("--max-num-batched-tokens", type=int, default=2048, help="continuous: tokens per step")
-    lim.add_argument("--batch-size", type=int, default=8, help="static: batch size")
-    lim.add_argument("--batch-timeout-ms", type=float, default=50.0, help="static: launch a partial batch after")
-    lim.add_argument("--max-batch-size", type=int, default=8, help="dynamic: largest batch")
-    lim.add_argument("--preferred-batch-sizes", type=_int_list, default=(), help="dynamic: e.g. 4,8")
-    lim.add_argument("--max-queue-delay-us", type=int, default=1000, help="dynamic: longest wait for a batch")
+    lim = p.add_argument_group("batching limits", "each strategy's own (all accepted; the chosen one's apply)")
+    add_limit_arguments(lim)
     lim.add_argument("--inject-step-delay-ms", type=float, default=0.0, help="fault injection: sleep per step")
     srv = p.add_argument_group("serving")
     srv.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
@@ -87,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     cls.add_argument("--classifier-classes", type=int, default=4, help="output classes C")
     cls.add_argument("--classifier-hidden", type=int, default=64, help="MLP hidden width")
     cls.add_argument("--classifier-max-batch-size", type=int, default=32, help="most rows per forward pass")
-    cls.add_argument("--classifier-preferred-batch-sizes", type=_int_list, default=(), help="e.g. 8,16")
+    cls.add_argument("--classifier-preferred-batch-sizes", type=parse_int_list, default=(), help="e.g. 8,16")
     cls.add_argument("--classifier-max-queue-delay-us", type=int, default=2000, help="longest wait for a batch")
     cls.add_argument("--classifier-max-waiting", type=int, default=None, help="queued requests before 429")
     return p
@@ -101,15 +92,12 @@ def configs_from_args(args: argparse.Namespace):
 
     if args.kv_memory_gib is not None and args.kv_memory_gib <= 0:
         raise ValueError(f"--kv-memory-gib must be positive, got {args.kv_memory_gib}")
-    engine = EngineConfig(
+    engine = EngineConfig.from_flags(
         model=args.model, device=args.device, dtype=args.dtype, strategy=args.strategy, seed=args.seed,
         block_size=args.block_size, kv_blocks=args.kv_blocks,
         kv_memory_bytes=None if args.kv_memory_gib is None else int(args.kv_memory_gib * GIB),
-        max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens, batch_size=args.batch_size,
-        batch_timeout_ms=args.batch_timeout_ms, max_batch_size=args.max_batch_size,
-        preferred_batch_sizes=args.preferred_batch_sizes, max_queue_delay_us=args.max_queue_delay_us,
-        inject_step_delay_ms=args.inject_step_delay_ms, num_threads=args.num_threads)
+        max_model_len=args.max_model_len, inject_step_delay_ms=args.inject_step_delay_ms,
+        num_threads=args.num_threads, **limit_values(args))
     server = ServerConfig(
         host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
         max_waiting=args.max_waiting, retry_after_s=args.retry_after_s, drain_grace_s=args.drain_grace_s,

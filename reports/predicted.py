@@ -26,6 +26,7 @@ from calculators.kv import kv_block_bytes
 from calculators.models import get_model
 from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
+from reference_server.scheduling.strategies import get_strategy, limits_from_flags  # the pure registry
 from reports.cost import catalog_gpu_for
 from servecap.contract.run_json import RunInfo
 
@@ -57,18 +58,17 @@ def _step_model(run: RunInfo, arch, levels: list[dict]) -> tuple[StepTimeModel |
     return model, f"step time fitted to this run's levels (base {fit.base_s * 1e3:.2f} ms + {model.per_seq_s * 1e3:.3f} ms/seq)"
 
 
+def _limits(config: dict):
+    """The strategy's limits (the registry's Limits) from the merged config's flat fields; a field
+    the config lacks takes the strategy's default."""
+    spec = get_strategy(config["strategy"])
+    return limits_from_flags(spec.name, {k: config[k] for k in spec.limits.field_names() if config.get(k) is not None})
+
+
 def _simulator_config(config: dict) -> ServerConfig:
-    keys = {"max_num_seqs": int, "max_num_batched_tokens": int, "batch_size": int, "max_batch_size": int,
-            "block_size": int}
-    kwargs = {k: cast(config[k]) for k, cast in keys.items() if config.get(k)}
-    if config.get("batch_timeout_ms") is not None:
-        kwargs["batch_timeout_s"] = float(config["batch_timeout_ms"]) / 1000
-    if config.get("max_queue_delay_us") is not None:
-        kwargs["max_queue_delay_s"] = float(config["max_queue_delay_us"]) / 1e6
-    if config.get("preferred_batch_sizes"):
-        kwargs["preferred_batch_sizes"] = tuple(int(b) for b in config["preferred_batch_sizes"])
     blocks = config.get("num_kv_blocks") or config.get("kv_blocks")
-    return ServerConfig(strategy=config["strategy"], num_kv_blocks=int(blocks) if blocks else None, **kwargs)
+    return ServerConfig(limits=_limits(config), num_kv_blocks=int(blocks) if blocks else None,
+                        block_size=int(config.get("block_size") or 16))
 
 
 def _simulated(level: dict, config: dict, model: StepTimeModel) -> dict:
@@ -84,23 +84,21 @@ def _simulated(level: dict, config: dict, model: StepTimeModel) -> dict:
 
 
 def _running_capacity(config: dict, level: dict) -> tuple[int | None, str]:
-    """Sequences the strategy can run at once at this level's mean request length and offered load."""
+    """Sequences the strategy can run at once at this level's mean request length and offered load:
+    its `max_running`, and no more than the KV cache holds of such requests (when its size is known)."""
     strategy, block_size = config.get("strategy"), int(config.get("block_size") or 16)
-    caps = {"none": 1, "static": config.get("batch_size"), "dynamic": config.get("max_batch_size")}
-    if strategy in caps:
-        cap = caps[strategy]
-    elif strategy == "continuous":
-        blocks = config.get("num_kv_blocks") or config.get("kv_blocks") or level["server"].get("kv_blocks_total")
-        tokens = (level.get("prompt_tokens_mean") or 0) + (level.get("output_tokens_mean") or 0)
-        if not blocks or not tokens:
-            return None, "no KV block count (run.json server.kv_blocks or the servecap_kv_blocks_total gauge)"
-        cap = int(blocks) // math.ceil(tokens / block_size)
-        if config.get("max_num_seqs"):
-            cap = min(cap, int(config["max_num_seqs"]))
-    else:
+    try:
+        spec = get_strategy(strategy)
+    except ValueError:
         return None, f"unknown strategy {strategy!r}"
-    if cap is None:
-        return None, f"run.json server config lacks the {strategy} batch size"
+    names = spec.limits.field_names()
+    if names and all(config.get(name) is None for name in names):
+        return None, f"run.json server config lacks the {strategy} limits ({', '.join(sorted(names))})"
+    cap = _limits(config).max_running
+    blocks = config.get("num_kv_blocks") or config.get("kv_blocks") or level["server"].get("kv_blocks_total")
+    tokens = (level.get("prompt_tokens_mean") or 0) + (level.get("output_tokens_mean") or 0)
+    if blocks and tokens:
+        cap = min(cap, int(blocks) // math.ceil(tokens / block_size))
     offered = level["offered"].get("concurrency")
     return (min(int(cap), int(offered)) if offered else int(cap)), ""
 

@@ -3,8 +3,11 @@
     .venv/bin/python -m calculators.bench.simulate [--requests 10000] [--json]
 
 Workload: prompts 64-256 tokens, outputs 16-256 tokens; closed loop at concurrency 32 and open
-loop at 80% of the continuous strategy's measured throughput; step time 10 ms + 0.5 ms per sequence
-+ 20 us per prompt token.
+loop at 4 requests/s; step time 10 ms + 0.5 ms per sequence + 20 us per prompt token.
+
+The simulator steps the engine's own scheduler and postprocess once per engine step, so its cost
+is about constant per sequence-step (one sequence in one step: ~136 per request here, whatever
+the strategy; `none` adds a step per sequence-step). Each row prints that cost next to the total.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ import time
 
 from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate
 from calculators.sim.step_model import StepTimeModel
+from reference_server.scheduling.strategies import STRATEGIES
 
 TARGET_S = 2.0
-STRATEGIES = ("none", "static", "dynamic", "continuous")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,13 +32,16 @@ def main(argv: list[str] | None = None) -> int:
     lengths = dict(prompt_tokens=LengthDist(64, 256), output_tokens=LengthDist(16, 256), requests=args.requests)
     rows = []
     for strategy in STRATEGIES:
-        server = ServerConfig(strategy=strategy, max_num_seqs=64, batch_size=16, max_batch_size=16)
+        server = ServerConfig.from_flags(strategy, max_num_seqs=64, batch_size=16, max_batch_size=16)
         for label, workload in (("closed c=32", Workload(**lengths, concurrency=32)),
                                 ("open 4 rps", Workload(**lengths, rate_rps=4.0))):
             start = time.perf_counter()
             result = simulate(server, workload, model)
             elapsed = time.perf_counter() - start
+            sequence_steps = result.mean_batch_size * result.steps
             rows.append({"strategy": strategy, "load": label, "requests": args.requests, "wall_s": elapsed,
+                         "steps": result.steps, "sequence_steps": round(sequence_steps),
+                         "us_per_sequence_step": elapsed / sequence_steps * 1e6,
                          "simulated_requests_per_wall_s": args.requests / elapsed,
                          "output_tokens_per_s_simulated": result.output_tokens_per_s,
                          "within_target": elapsed < TARGET_S})
@@ -45,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"simulate: {args.requests} requests per run, target < {TARGET_S} s wall")
         for row in rows:
             print(f"  {row['strategy']:>10} {row['load']:>12}: {row['wall_s']:.3f} s wall "
-                  f"({row['simulated_requests_per_wall_s']:,.0f} requests/s)  "
+                  f"({row['simulated_requests_per_wall_s']:,.0f} requests/s; {row['steps']:,} steps, "
+                  f"{row['us_per_sequence_step']:.2f} us per sequence-step)  "
                   f"{'ok' if row['within_target'] else 'OVER TARGET'}")
     return 0 if all(row["within_target"] for row in rows) else 1
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from reference_server.scheduling.strategies import DEFAULT_STRATEGY, strategy_names  # the pure registry
+from reference_server.scheduling.strategies.flags import add_limit_arguments
+
 
 def _lengths(text: str) -> tuple[int, int]:
     """'128' or '64-256' -> (low, high)."""
@@ -122,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requests-per-s", type=float)
 
     p = command("simulate", "discrete-event simulation of a batching strategy over load levels")
-    p.add_argument("--strategy", default="continuous", choices=("none", "static", "dynamic", "continuous"))
+    p.add_argument("--strategy", default=DEFAULT_STRATEGY, choices=strategy_names())
     level = p.add_mutually_exclusive_group(required=True)
     level.add_argument("--concurrency", type=_numbers(int), help="closed-loop levels, e.g. 1,4,8")
     level.add_argument("--rates", type=_numbers(float), help="open-loop request rates, e.g. 1,2,4")
@@ -138,13 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model(p, required=False), _gpu(p, required=False)
     p.add_argument("--dtype", default="bf16")
     p.add_argument("--tp", type=int, default=1)
-    p.add_argument("--max-num-seqs", type=int, default=32)
-    p.add_argument("--max-num-batched-tokens", type=int, default=2048)
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--batch-timeout-ms", type=float, default=50.0)
-    p.add_argument("--max-batch-size", type=int, default=8)
-    p.add_argument("--preferred-batch-sizes", type=_numbers(int), default=[])
-    p.add_argument("--max-queue-delay-us", type=float, default=1000.0)
+    add_limit_arguments(p.add_argument_group("batching limits", "as `servecap serve` takes them"))
     p.add_argument("--kv-blocks", type=int)
     p.add_argument("--block-size", type=int, default=16)
 

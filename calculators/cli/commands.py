@@ -127,13 +127,10 @@ def _step_model(args) -> StepTimeModel:
 
 def cmd_simulate(args) -> None:
     from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate_levels  # numpy: only here
+    from reference_server.scheduling.strategies.flags import limit_values
 
-    server = ServerConfig(strategy=args.strategy, max_num_seqs=args.max_num_seqs,
-                          max_num_batched_tokens=args.max_num_batched_tokens, batch_size=args.batch_size,
-                          batch_timeout_s=args.batch_timeout_ms / 1e3, max_batch_size=args.max_batch_size,
-                          preferred_batch_sizes=tuple(args.preferred_batch_sizes),
-                          max_queue_delay_s=args.max_queue_delay_us / 1e6, num_kv_blocks=args.kv_blocks,
-                          block_size=args.block_size)
+    server = ServerConfig.from_flags(args.strategy, num_kv_blocks=args.kv_blocks, block_size=args.block_size,
+                                     **limit_values(args))
     levels = args.concurrency or args.rates
     workload = Workload(prompt_tokens=LengthDist(*args.prompt_tokens), output_tokens=LengthDist(*args.output_tokens),
                         requests=args.requests, concurrency=levels[0] if args.concurrency else None,

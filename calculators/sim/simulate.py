@@ -1,7 +1,8 @@
 """Discrete-event simulation of a serving engine: TTFT, TPOT and E2E percentiles per load level.
 
-``simulate(server, workload, step_model)`` draws the workload (seeded), runs the strategy's
-loop from ``calculators.sim.servers`` and summarises the measured window:
+``simulate(server, workload, step_model)`` draws the workload (seeded), runs the engine's own
+scheduler for the strategy on a step-time clock (``calculators.sim.sim_engine``) and
+summarises the measured window:
     ttft_s = first token - arrival;  e2e_s = last token - arrival;
     tpot_s = (e2e - ttft) / (output tokens - 1)  (requests with one output token have none)
 Percentiles are numpy's default (linear interpolation), as in the reports' summary.json.
@@ -15,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from calculators.sim.servers import continuous, run_to_completion
+from calculators.sim.sim_engine import run_engine
 from calculators.sim.state import Arrivals, StepClock, Trace
 from calculators.sim.workload import LengthDist, ServerConfig, Workload
 from calculators.sim.step_model import StepTimeModel
@@ -27,7 +28,8 @@ __all__ = ["LengthDist", "ServerConfig", "Workload", "SimResult", "Trace", "simu
 
 @dataclass(frozen=True)
 class SimResult:
-    """One load level. ``metrics[name]`` = {count, mean, p50, p90, p95, p99} for ttft_s, tpot_s, e2e_s."""
+    """One load level. ``metrics[name]`` = {count, mean, p50, p90, p95, p99} for ttft_s, tpot_s, e2e_s;
+    ``steps`` and ``preemptions`` count the whole run (warm-up and tail included)."""
 
     strategy: str
     offered: dict
@@ -38,6 +40,8 @@ class SimResult:
     mean_batch_size: float
     utilization: float
     metrics: dict
+    steps: int = 0
+    preemptions: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -55,26 +59,15 @@ def _summary(values: np.ndarray) -> dict:
             **{f"p{p}": float(v) for p, v in zip(PERCENTILES, points)}}
 
 
-def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTimeModel, *,
-                   fast_forward: bool = True) -> Trace:
-    """Per-request arrival, first-token and end times of one run (the raw data behind ``simulate``).
-    ``fast_forward=False`` makes continuous batching step one decode at a time (a check, not a mode)."""
+def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTimeModel) -> Trace:
+    """Per-request arrival, first-token and end times of one run (the raw data behind ``simulate``)."""
     rng = np.random.default_rng(workload.seed)
     n = workload.requests
     trace = Trace(prompt=workload.prompt_tokens.sample(rng, n), output=workload.output_tokens.sample(rng, n),
                   arrival=np.zeros(n), first_token=np.full(n, np.nan), end=np.full(n, np.nan))
     schedule = None if workload.rate_rps is None else workload.open_loop_arrivals(rng)
     arrivals = Arrivals(trace, schedule=schedule, concurrency=workload.concurrency)
-    if server.num_kv_blocks is not None:
-        worst = int(np.max(-(-(trace.prompt + trace.output) // server.block_size)))
-        if worst > server.num_kv_blocks:
-            raise ValueError(f"num_kv_blocks ({server.num_kv_blocks}) cannot hold the longest request "
-                             f"({worst} blocks of {server.block_size} tokens)")
-    clock = StepClock(step_model, rng)
-    if server.strategy == "continuous":
-        continuous(server, clock, trace, arrivals, fast_forward=fast_forward)
-    else:
-        run_to_completion(server, clock, trace, arrivals)
+    run_engine(server, StepClock(step_model, rng), trace, arrivals)
     return trace
 
 
@@ -99,6 +92,7 @@ def simulate(server: ServerConfig, workload: Workload, step_model: StepTimeModel
         mean_batch_size=trace.sequences_in_steps / max(trace.steps, 1),
         utilization=min(1.0, trace.busy_s / float(np.nanmax(trace.end))),
         metrics={"ttft_s": _summary(ttft), "tpot_s": _summary(tpot), "e2e_s": _summary(e2e)},
+        steps=trace.steps, preemptions=trace.preemptions,
     )
 
 

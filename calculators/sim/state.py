@@ -22,6 +22,7 @@ class Trace:
     steps: int = 0
     sequences_in_steps: int = 0   # sum over steps of sequences in the step
     busy_s: float = 0.0
+    preemptions: int = 0          # running sequences sent back to the queue when KV blocks ran out
 
 
 class Arrivals:
@@ -43,7 +44,8 @@ class Arrivals:
             return None   # closed loop with every user waiting on the server
         return self.heap[0] if self.closed else float(self.trace.arrival[self.sent])
 
-    def pop_until(self, now: float, waiting: deque) -> None:
+    def pop_until(self, now: float, arrived: list[int]) -> None:
+        """Append the requests (trace indices) that have arrived by `now` to `arrived`."""
         while self.sent < self.n:
             if self.closed:
                 if not self.heap or self.heap[0] > now:
@@ -51,7 +53,7 @@ class Arrivals:
                 self.trace.arrival[self.sent] = heapq.heappop(self.heap)
             elif self.trace.arrival[self.sent] > now:
                 return
-            waiting.append(self.sent)
+            arrived.append(self.sent)
             self.sent += 1
 
     def finished(self, when: float) -> None:
@@ -60,24 +62,18 @@ class Arrivals:
 
 
 class StepClock:
-    """Step durations: the model's mean, times a jitter factor drawn per step when the model has jitter."""
+    """Step durations: the model's mean, times a jitter factor drawn per step when the model has jitter
+    (a seeded draw of 65,536 factors, cycled: cheap per step, and the run stays reproducible)."""
 
     def __init__(self, model: StepTimeModel, rng: np.random.Generator) -> None:
         self.model = model
-        self.factors = rng.choice(np.asarray(model.jitter), size=1 << 16) if model.jitter else None
+        self.factors = rng.choice(np.asarray(model.jitter), size=1 << 16).tolist() if model.jitter else None
         self.next = 0
-
-    def _take(self, count: int) -> np.ndarray:
-        index = (self.next + np.arange(count)) % len(self.factors)
-        self.next = int((self.next + count) % len(self.factors))
-        return self.factors[index]
 
     def step(self, sequences: int, prefill_tokens: int = 0, context_tokens: int = 0) -> float:
         mean = self.model.step_s(sequences, prefill_tokens, context_tokens)
-        return mean if self.factors is None else mean * float(self._take(1)[0])
-
-    def series(self, count: int, fixed: float, growth: float) -> np.ndarray | None:
-        """Durations of ``count`` steps, step j (1-based) = (fixed + growth x j) x jitter; None without jitter."""
         if self.factors is None:
-            return None
-        return (fixed + growth * np.arange(1, count + 1)) * self._take(count)
+            return mean
+        factor = self.factors[self.next]
+        self.next = (self.next + 1) % len(self.factors)
+        return mean * factor

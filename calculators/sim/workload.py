@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-STRATEGIES = ("none", "static", "dynamic", "continuous")
+from reference_server.scheduling.strategies import Limits, limits_from_flags, resolve  # the pure registry
+from reference_server.scheduling.strategies.limits import check_positive_int
 
 
 @dataclass(frozen=True)
@@ -94,37 +95,32 @@ class Workload:
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """The batching strategy and its limits; names and meanings follow ``reference_server.engine.config.EngineConfig``.
+    """The batching strategy with its limits, as the engine has them, and the KV cache.
 
-    ``num_kv_blocks`` (None = unlimited): a request is admitted only when blocks for its whole
-    prompt + output are free (the run-to-completion strategies reserve exactly that; continuous
-    batching in the engine allocates on demand and preempts, which this model does not).
+    ``limits`` is the strategy's ``Limits`` from ``reference_server.scheduling.strategies`` (the
+    registry); ``strategy`` alone gets that strategy's defaults, neither means continuous.
+    ``from_flags("static", batch_size=4)`` builds it from flat fields (the CLI's and run.json's shape).
+    ``num_kv_blocks`` (None = as many as ``limits.max_running`` sequences of the longest request
+    need): the simulated schedulers allocate blocks like the engine's, so a small cache limits
+    admission and makes continuous batching preempt.
     """
 
-    strategy: str = "continuous"
-    max_num_seqs: int = 32
-    max_num_batched_tokens: int = 2048
-    batch_size: int = 8
-    batch_timeout_s: float = 0.05
-    max_batch_size: int = 8
-    preferred_batch_sizes: tuple[int, ...] = ()
-    max_queue_delay_s: float = 0.001
+    strategy: str | None = None
+    limits: Limits | None = None
     num_kv_blocks: int | None = None
     block_size: int = 16
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
-        for name in ("max_num_seqs", "max_num_batched_tokens", "batch_size", "max_batch_size", "block_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("batch_timeout_s", "max_queue_delay_s"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value!r}")
-        if self.num_kv_blocks is not None and (not isinstance(self.num_kv_blocks, int) or self.num_kv_blocks <= 0):
-            raise ValueError(f"num_kv_blocks must be a positive integer or None, got {self.num_kv_blocks!r}")
-        if any(size <= 0 or size > self.max_batch_size for size in self.preferred_batch_sizes):
-            raise ValueError("preferred_batch_sizes must lie in [1, max_batch_size]")
-        object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(set(self.preferred_batch_sizes))))
+        strategy, limits = resolve(self.strategy, self.limits)
+        object.__setattr__(self, "strategy", strategy)
+        object.__setattr__(self, "limits", limits)
+        check_positive_int("block_size", self.block_size)
+        check_positive_int("num_kv_blocks", self.num_kv_blocks, allow_none=True)
+
+    @classmethod
+    def from_flags(cls, strategy: str | None = None, *, num_kv_blocks: int | None = None, block_size: int = 16,
+                   **limit_values) -> "ServerConfig":
+        """Limits as flat fields of any registered strategy (others' are validated, then ignored)."""
+        name, _ = resolve(strategy, None)
+        return cls(strategy=name, limits=limits_from_flags(name, limit_values), num_kv_blocks=num_kv_blocks,
+                   block_size=block_size)

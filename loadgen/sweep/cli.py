@@ -14,6 +14,7 @@ from rich.console import Console
 
 from loadgen.sweep.runner import Sweep
 from loadgen.sweep.config import SweepConfig, parse_duration, parse_number_list
+from reference_server.scheduling.strategies import strategy_names
 from reports import cli as report_cli
 from reports.report import ReportOptions
 from servecap.contract.slo import SLO
@@ -32,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     target = p.add_argument_group("target")
     target.add_argument("--url", help="an external OpenAI-compatible server to observe (vLLM, TGI, Ollama, ...)")
     target.add_argument("--model", default="tiny", help="reference-server preset (default tiny)")
-    target.add_argument("--strategies", default="continuous", help="comma list of none,static,dynamic,continuous")
+    target.add_argument("--strategies", default="continuous", help=f"comma list of {','.join(strategy_names())}")
     target.add_argument("--server-args", default="", help='extra `servecap serve` flags, e.g. "--max-num-seqs 16"')
     plan = p.add_argument_group("load plan (choose one)")
     plan.add_argument("--concurrency", help="closed-loop levels, e.g. 1,2,4,8,16,32")

@@ -9,9 +9,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from reference_server.scheduling.strategies import STRATEGIES  # the pure registry: no torch
 from servecap.contract.slo import SLO
-
-STRATEGIES = ("none", "static", "dynamic", "continuous")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 

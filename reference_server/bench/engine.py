@@ -55,7 +55,7 @@ def make_workload(num_requests: int, prompt_len: tuple[int, int], output_len: tu
 
 def engine_config(args: argparse.Namespace, strategy: str, kv_blocks: int) -> EngineConfig:
     """The same batch limit for every strategy, so only the batching policy differs."""
-    return EngineConfig(
+    return EngineConfig.from_flags(
         model=args.preset, device=args.device, dtype=args.dtype, strategy=strategy, seed=args.seed,
         block_size=BLOCK_SIZE, kv_blocks=kv_blocks, max_num_seqs=args.max_batch,
         max_num_batched_tokens=args.max_num_batched_tokens,

@@ -12,18 +12,19 @@ from dataclasses import asdict, dataclass
 
 from calculators.architecture import ModelArchitecture
 from calculators.models import get_model
-from reference_server.scheduling.block_manager import BlockManager, cdiv
 from reference_server.engine.checkpoint import is_checkpoint_dir, load_checkpoint
 from reference_server.engine.config import DTYPE_BYTES, EngineConfig
 from reference_server.engine.model_runner import ModelRunner, kv_block_bytes
 from reference_server.engine.sampler import Sampler
+from reference_server.engine.tokenizer import ByteTokenizer
+from reference_server.scheduling.block_manager import BlockManager, cdiv
+from reference_server.scheduling.postprocess import StopRule, postprocess
 from reference_server.scheduling.sampling import SamplingParams
+from reference_server.scheduling.sequence import Sequence
 from reference_server.scheduling.strategies import make_scheduler
 from reference_server.scheduling.strategies.base import ScheduledBatch
-from reference_server.scheduling.sequence import Sequence
-from reference_server.engine.tokenizer import ByteTokenizer
 
-DEFAULT_TOKENS_PER_SEQ = 512   # default cache: room for max_num_seqs sequences of this many tokens
+DEFAULT_TOKENS_PER_SEQ = 512   # default cache: room for limits.max_running sequences of this many tokens
 
 
 def busy_wait(seconds: float) -> None:
@@ -91,7 +92,8 @@ class Engine:
         self.kv_block_bytes = kv_block_bytes(arch, config.dtype, config.block_size)
         self.num_kv_blocks = self._num_kv_blocks()
         self.block_manager = BlockManager(self.num_kv_blocks, config.block_size)
-        self.scheduler = make_scheduler(config, self.block_manager)
+        self.scheduler = make_scheduler(config.limits, self.block_manager)
+        self.stop_rule = StopRule(eos_id=self.tokenizer.eos_id, max_model_len=self.max_model_len)
         self.sampler = Sampler(config.seed, self.tokenizer.eos_id)
         self.runner = ModelRunner(arch, config, num_blocks=self.num_kv_blocks, max_model_len=self.max_model_len,
                                   sampler=self.sampler, state_dict=state_dict,
@@ -113,7 +115,7 @@ class Engine:
                                  f"({self.kv_block_bytes} bytes)")
             return blocks
         per_seq = cdiv(min(DEFAULT_TOKENS_PER_SEQ, self.max_model_len), cfg.block_size)
-        return max(cfg.max_num_seqs * per_seq, cdiv(self.max_model_len, cfg.block_size))
+        return max(cfg.limits.max_running * per_seq, cdiv(self.max_model_len, cfg.block_size))
 
     # -- requests --------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
@@ -170,16 +172,8 @@ class Engine:
 
     def _postprocess(self, batch: ScheduledBatch, tokens: list[int | None]) -> list[StepOutput]:
         outputs = []
-        for seq, n, token in zip(batch.seqs, batch.num_new_tokens, tokens):
-            seq.num_computed_tokens += n
-            self.block_manager.commit_computed(seq)
-            if token is None:
-                continue   # a prefill chunk that has not reached the prompt's end
-            seq.token_ids.append(token)
-            reason = self._finish_reason(seq, token)
+        for seq, token, reason in postprocess(self.scheduler, batch, tokens, self.stop_rule):
             if reason is not None:
-                seq.finish_reason = reason
-                self.scheduler.finish(seq)
                 self._seqs.pop(seq.request_id, None)
                 self.sampler.forget(seq.request_id)
             outputs.append(StepOutput(
@@ -189,17 +183,6 @@ class Engine:
                 num_cached_prompt_tokens=min(seq.num_cached_tokens, seq.num_prompt_tokens),
             ))
         return outputs
-
-    def _finish_reason(self, seq: Sequence, token: int) -> str | None:
-        params = seq.params
-        if seq.num_output_tokens >= params.min_tokens:
-            if token == self.tokenizer.eos_id and not params.ignore_eos:
-                return "stop"
-            if token in params.stop_token_ids:
-                return "stop"
-        if seq.num_output_tokens >= params.max_tokens or seq.num_tokens >= self.max_model_len:
-            return "length"
-        return None
 
     def warmup(self) -> None:
         """One real forward pass (a throwaway request), so the first user does not pay for it."""
@@ -228,19 +211,11 @@ class Engine:
 
     def describe(self) -> dict:
         cfg = self.config
-        limits = {
-            "none": {},
-            "static": {"batch_size": cfg.batch_size, "batch_timeout_ms": cfg.batch_timeout_ms},
-            "dynamic": {"max_batch_size": cfg.max_batch_size,
-                        "preferred_batch_sizes": list(cfg.preferred_batch_sizes),
-                        "max_queue_delay_us": cfg.max_queue_delay_us},
-            "continuous": {"max_num_seqs": cfg.max_num_seqs,
-                           "max_num_batched_tokens": cfg.max_num_batched_tokens},
-        }.get(cfg.strategy, {})
         return {
             "model": self.arch.name, "architecture": asdict(self.arch), "dtype": cfg.dtype,
             "dtype_bytes": DTYPE_BYTES[cfg.dtype], "device": cfg.device, "strategy": cfg.strategy,
-            "strategy_limits": limits, "block_size": cfg.block_size, "num_kv_blocks": self.num_kv_blocks,
+            "strategy_limits": cfg.limits.describe(), "block_size": cfg.block_size,
+            "num_kv_blocks": self.num_kv_blocks,
             "kv_block_bytes": self.kv_block_bytes, "kv_cache_bytes": self.runner.kv_cache_bytes,
             "max_model_len": self.max_model_len, "inject_step_delay_ms": cfg.inject_step_delay_ms,
             "seed": cfg.seed, "tokenizer": {"kind": "byte", "vocab_size": self.tokenizer.vocab_size},

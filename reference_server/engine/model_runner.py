@@ -16,8 +16,9 @@ from reference_server.engine.config import DTYPE_BYTES, EngineConfig
 from reference_server.engine.model import (AttentionGroup, AttentionMetadata, Transformer, init_random_weights,
                                     rope_tables)
 from reference_server.engine.sampler import Sampler
-from reference_server.scheduling.strategies.base import ScheduledBatch
+from reference_server.scheduling.postprocess import samples_token
 from reference_server.scheduling.sequence import Sequence
+from reference_server.scheduling.strategies.base import ScheduledBatch
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -79,7 +80,7 @@ class ModelRunner:
         sample_rows, sample_seqs, end = [], [], 0
         for seq, n in zip(seqs, counts):
             end += n
-            if seq.num_computed_tokens + n == seq.num_tokens:
+            if samples_token(seq, n):
                 sample_rows.append(end - 1)
                 sample_seqs.append(seq)
         start = time.perf_counter()

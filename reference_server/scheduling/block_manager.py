@@ -95,14 +95,19 @@ class BlockManager:
         self.prefix_cache_hit_tokens += hits * bs
 
     # -- growth --------------------------------------------------------------------------
+    def blocks_needed(self, seq: Sequence, num_new_tokens: int) -> int:
+        """New blocks `seq` needs to compute `num_new_tokens` more tokens (0 for most decode steps)."""
+        return -(-(seq.num_computed_tokens + num_new_tokens) // self.block_size) - len(seq.block_table)
+
     def can_append(self, seq: Sequence, num_new_tokens: int) -> bool:
         """Room to compute `num_new_tokens` more of `seq`'s tokens."""
-        needed = self.blocks_for(seq.num_computed_tokens + num_new_tokens) - len(seq.block_table)
-        return needed <= self.num_free_blocks
+        return self.blocks_needed(seq, num_new_tokens) <= len(self.free_block_ids)
 
     def may_append(self, seq: Sequence, num_new_tokens: int) -> None:
-        needed = self.blocks_for(seq.num_computed_tokens + num_new_tokens) - len(seq.block_table)
-        if needed > self.num_free_blocks:
+        needed = self.blocks_needed(seq, num_new_tokens)
+        if needed <= 0:
+            return
+        if needed > len(self.free_block_ids):
             raise RuntimeError(f"not enough free KV blocks to extend {seq.request_id}")
         for _ in range(needed):
             seq.block_table.append(self._take_fresh())
@@ -110,6 +115,8 @@ class BlockManager:
     def commit_computed(self, seq: Sequence) -> None:
         """Register the hashes of `seq`'s full blocks whose K/V is now in the cache."""
         bs = self.block_size
+        if seq.num_computed_tokens // bs <= len(seq.block_hashes):
+            return   # no block became full: most steps
         for i in range(len(seq.block_hashes), seq.num_computed_tokens // bs):
             parent = seq.block_hashes[-1] if seq.block_hashes else None
             tokens = tuple(seq.token_ids[i * bs:(i + 1) * bs])

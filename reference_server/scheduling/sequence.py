@@ -14,7 +14,7 @@ class SequenceStatus(Enum):
     FINISHED = auto()
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Sequence:
     """Token ids (prompt then output) and how far the KV cache has caught up with them.
 

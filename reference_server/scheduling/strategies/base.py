@@ -3,6 +3,7 @@
 A scheduler owns the waiting queue and the running list, decides each step which sequences
 run and how many of their tokens (a whole prompt, a prefill chunk, or one decode token),
 and asks the block manager for KV blocks. Time comes in as `now` so tests need no sleeps.
+A `Strategy` names one: its `Limits` class and its `Scheduler` class (the registry's entry).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from reference_server.scheduling.block_manager import BlockManager
-from reference_server.engine.config import EngineConfig
 from reference_server.scheduling.sequence import Sequence, SequenceStatus
+from reference_server.scheduling.strategies.limits import Limits
 
 
-@dataclass
+@dataclass(slots=True)
 class ScheduledBatch:
     """One step's work: `seqs[i]` computes its next `num_new_tokens[i]` tokens."""
 
@@ -39,10 +40,8 @@ class ScheduledBatch:
 class Scheduler(ABC):
     """Waiting queue (FIFO, preempted sequences go back to the front) and running list (admission order)."""
 
-    name: str = ""
-
-    def __init__(self, config: EngineConfig, block_manager: BlockManager) -> None:
-        self.config = config
+    def __init__(self, limits: Limits, block_manager: BlockManager) -> None:
+        self.limits = limits
         self.block_manager = block_manager
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -89,3 +88,20 @@ class Scheduler(ABC):
         self.block_manager.allocate(seq)
         seq.status = SequenceStatus.RUNNING
         self.running.append(seq)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One batching strategy as the registry holds it.
+
+    Attributes:
+        name: what `--strategy` and `/v1/engine` call it.
+        limits: its `Limits` dataclass (flags, defaults, validation, `describe`, `max_running`).
+        scheduler: its `Scheduler` class, built as `scheduler(limits, block_manager)`.
+        summary: one line for `--help`.
+    """
+
+    name: str
+    limits: type[Limits]
+    scheduler: type[Scheduler]
+    summary: str = ""

@@ -9,34 +9,54 @@ allow, unless something was preempted this step. Finished sequences leave at onc
 
 from __future__ import annotations
 
-from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler
+from dataclasses import dataclass
+
 from reference_server.scheduling.sequence import Sequence, SequenceStatus
+from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler, Strategy
+from reference_server.scheduling.strategies.limits import Limits, check_positive_int, limit
+
+
+@dataclass(frozen=True)
+class ContinuousLimits(Limits):
+    """`max_num_seqs` running at once; `max_num_batched_tokens` computed per step (chunked prefill)."""
+
+    max_num_seqs: int = limit(32, "most running sequences")
+    max_num_batched_tokens: int = limit(2048, "tokens per step")
+
+    def __post_init__(self) -> None:
+        check_positive_int("max_num_seqs", self.max_num_seqs)
+        check_positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
+
+    @property
+    def max_running(self) -> int:
+        return self.max_num_seqs
 
 
 class ContinuousBatchScheduler(Scheduler):
-    name = "continuous"
+    limits: ContinuousLimits
 
     def schedule(self, now: float) -> ScheduledBatch | None:
         batch = ScheduledBatch()
-        budget = self.config.max_num_batched_tokens
+        budget = self.limits.max_num_batched_tokens
         for seq in list(self.running):
             if budget == 0:
                 break
             if seq.status is not SequenceStatus.RUNNING:   # preempted earlier in this loop
                 continue
             n = min(seq.num_uncomputed_tokens, budget)
-            while not self.block_manager.can_append(seq, n):
-                victim = self.running[-1]
-                self._preempt(victim, batch)
-                if victim is seq:
-                    break
-            if seq.status is not SequenceStatus.RUNNING:
-                continue
-            self.block_manager.may_append(seq, n)
+            if self.block_manager.blocks_needed(seq, n) > 0:   # most decode steps fill a block they hold
+                while not self.block_manager.can_append(seq, n):
+                    victim = self.running[-1]
+                    self._preempt(victim, batch)
+                    if victim is seq:
+                        break
+                if seq.status is not SequenceStatus.RUNNING:
+                    continue
+                self.block_manager.may_append(seq, n)
             batch.add(seq, n)
             budget -= n
         while (self.waiting and not batch.preempted and budget > 0
-               and len(self.running) < self.config.max_num_seqs
+               and len(self.running) < self.limits.max_num_seqs
                and self.block_manager.can_allocate(self.waiting[0])):
             seq = self.waiting.popleft()
             self._admit(seq)
@@ -57,3 +77,7 @@ class ContinuousBatchScheduler(Scheduler):
         self.num_preemptions += 1
         self.waiting.appendleft(seq)
         batch.preempted.append(seq)
+
+
+STRATEGY = Strategy("continuous", ContinuousLimits, ContinuousBatchScheduler,
+                    "iteration-level batching with chunked prefill and preemption")

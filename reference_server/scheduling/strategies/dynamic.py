@@ -2,9 +2,41 @@
 
 from __future__ import annotations
 
-from reference_server.scheduling.strategies.run_to_completion import RunToCompletionScheduler
+from dataclasses import dataclass
 
-CLOCK_EPSILON_S = 1e-9   # `now - arrival` loses bits: waking exactly at the deadline must launch
+from reference_server.scheduling.strategies.base import Strategy
+from reference_server.scheduling.strategies.limits import (Limits, check_non_negative_int, check_positive_int,
+                                                           limit, parse_int_list)
+from reference_server.scheduling.strategies.run_to_completion import CLOCK_EPSILON_S, RunToCompletionScheduler
+
+
+@dataclass(frozen=True)
+class DynamicLimits(Limits):
+    """Triton's dynamic batcher: `max_batch_size`, `preferred_batch_sizes` (kept sorted, unique), `max_queue_delay_us`."""
+
+    max_batch_size: int = limit(8, "largest batch")
+    preferred_batch_sizes: tuple[int, ...] = limit((), "e.g. 4,8", parse=parse_int_list)
+    max_queue_delay_us: int = limit(1000, "longest wait for a batch")
+
+    def __post_init__(self) -> None:
+        check_positive_int("max_batch_size", self.max_batch_size)
+        check_non_negative_int("max_queue_delay_us", self.max_queue_delay_us)
+        if not isinstance(self.preferred_batch_sizes, (tuple, list)):
+            raise ValueError(f"preferred_batch_sizes must be a list of positive integers, got {self.preferred_batch_sizes!r}")
+        sizes = tuple(self.preferred_batch_sizes)
+        for size in sizes:
+            check_positive_int("preferred_batch_sizes", size)
+            if size > self.max_batch_size:
+                raise ValueError(f"preferred_batch_sizes entry {size} exceeds max_batch_size ({self.max_batch_size})")
+        object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(set(sizes))))
+
+    @property
+    def max_queue_delay_s(self) -> float:
+        return self.max_queue_delay_us / 1e6
+
+    @property
+    def max_running(self) -> int:
+        return self.max_batch_size
 
 
 def dynamic_batch_size(num_waiting: int, oldest_wait_s: float, *, max_batch_size: int,
@@ -29,15 +61,18 @@ def dynamic_batch_size(num_waiting: int, oldest_wait_s: float, *, max_batch_size
 
 
 class DynamicBatchScheduler(RunToCompletionScheduler):
-    name = "dynamic"
+    limits: DynamicLimits
 
     def launch_size(self, now: float) -> int | None:
         return dynamic_batch_size(
             len(self.waiting), now - self.waiting[0].arrival_time if self.waiting else 0.0,
-            max_batch_size=self.config.max_batch_size,
-            preferred_batch_sizes=self.config.preferred_batch_sizes,
-            max_queue_delay_s=self.config.max_queue_delay_s,
+            max_batch_size=self.limits.max_batch_size,
+            preferred_batch_sizes=self.limits.preferred_batch_sizes,
+            max_queue_delay_s=self.limits.max_queue_delay_s,
         )
 
     def launch_deadline(self) -> float:
-        return self.waiting[0].arrival_time + self.config.max_queue_delay_s
+        return self.waiting[0].arrival_time + self.limits.max_queue_delay_s
+
+
+STRATEGY = Strategy("dynamic", DynamicLimits, DynamicBatchScheduler, "Triton's dynamic batcher, run to completion")

@@ -12,6 +12,8 @@ from abc import abstractmethod
 
 from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler
 
+CLOCK_EPSILON_S = 1e-9   # `now - arrival` loses bits: waking exactly at a deadline must launch
+
 
 class RunToCompletionScheduler(Scheduler):
     @abstractmethod

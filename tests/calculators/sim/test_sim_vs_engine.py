@@ -3,7 +3,7 @@
 Test: with a unit step time, the simulator must replay the engine's schedule step for step:
 the step at which every request gets its first token and its last, for each strategy.
 Timing accuracy on this shared 2-core machine is noise-bound, so it is a script, not a test:
-    .venv/bin/python tests/test_calc_sim_vs_engine.py [--runs N]
+    .venv/bin/python tests/calculators/sim/test_sim_vs_engine.py [--runs N]
 calibrates a step-time model on a short measurement (concurrency 1 and 8), then measures
 concurrency 1, 4, 8 and prints measured vs simulated p50 TTFT and TPOT with relative errors.
 """
@@ -47,15 +47,13 @@ class Measurement:
     end_step: np.ndarray     # engine step that produced the last token
 
 
-ENGINE_LIMITS = dict(max_num_seqs=32, max_num_batched_tokens=2048, batch_size=4, batch_timeout_ms=5.0,
-                     max_batch_size=4, max_queue_delay_us=0)
-SIM_LIMITS = dict(max_num_seqs=32, max_num_batched_tokens=2048, batch_size=4, batch_timeout_s=0.005,
-                  max_batch_size=4, max_queue_delay_s=0.0)
+LIMITS = dict(max_num_seqs=32, max_num_batched_tokens=2048, batch_size=4, batch_timeout_ms=5.0,
+              max_batch_size=4, max_queue_delay_us=0)   # every strategy's, for the engine and the simulator
 
 
 def make_engine(strategy: str = "continuous"):
-    engine = engine_module.Engine(EngineConfig(model="tiny", dtype="float32", strategy=strategy, num_threads=1,
-                                               **ENGINE_LIMITS))
+    engine = engine_module.Engine(EngineConfig.from_flags(model="tiny", dtype="float32", strategy=strategy,
+                                                          num_threads=1, **LIMITS))
     engine.warmup()
     prefills: list[int] = []
     run = engine.runner.run
@@ -146,7 +144,7 @@ def compare(concurrencies=(1, 4, 8), requests=(24, 48, 64), calibration_requests
         workload = Workload(prompt_tokens=LengthDist(values=tuple(prompt), in_order=True),
                             output_tokens=LengthDist(values=tuple(output), in_order=True),
                             requests=n, concurrency=c, warmup_fraction=WARMUP_FRACTION, seed=seed)
-        predicted = simulate(ServerConfig(strategy="continuous", **SIM_LIMITS), workload, model)
+        predicted = simulate(ServerConfig.from_flags("continuous", **LIMITS), workload, model)
         row = {"concurrency": c, "model": model}
         for metric, values in (("ttft_s", measured.ttft), ("tpot_s", measured.tpot)):
             real = float(np.nanpercentile(window(values, c), 50))
@@ -168,7 +166,9 @@ def test_simulator_replays_the_engine_schedule_step_for_step(strategy, concurren
     workload = Workload(prompt_tokens=LengthDist(values=tuple(prompt), in_order=True),
                         output_tokens=LengthDist(values=tuple(output), in_order=True),
                         requests=len(prompt), concurrency=concurrency)
-    trace = simulate_trace(ServerConfig(strategy=strategy, **SIM_LIMITS), workload, StepTimeModel(base_s=1.0))
+    server = ServerConfig.from_flags(strategy, num_kv_blocks=engine.num_kv_blocks, block_size=engine.config.block_size,
+                                     **LIMITS)
+    trace = simulate_trace(server, workload, StepTimeModel(base_s=1.0))
     np.testing.assert_array_equal(trace.first_token.round().astype(int), measured.first_step)
     np.testing.assert_array_equal(trace.end.round().astype(int), measured.end_step)
     assert len(measured.step_batch) == round(float(np.nanmax(trace.end)))

@@ -6,8 +6,10 @@ import pytest
 
 from calculators.batch_queue import batch_queue
 from calculators.queueing import md1
-from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate, simulate_levels
+from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate, simulate_levels, simulate_trace
 from calculators.sim.step_model import StepTimeModel
+from reference_server.scheduling.strategies import STRATEGIES
+from reference_server.scheduling.strategies.static import StaticLimits
 
 MODEL = StepTimeModel(base_s=0.01, per_seq_s=0.0005, per_prefill_token_s=2e-5)
 MIXED = dict(prompt_tokens=LengthDist(64, 256), output_tokens=LengthDist(16, 256))
@@ -35,7 +37,7 @@ def test_no_batching_under_poisson_arrivals_is_an_md1_queue():
 
 def test_dynamic_batching_of_single_step_requests_is_the_batch_service_queue():
     model = StepTimeModel(base_s=0.02, per_seq_s=0.001)
-    server = ServerConfig(strategy="dynamic", max_batch_size=32, max_queue_delay_s=0.0)
+    server = ServerConfig.from_flags("dynamic", max_batch_size=32, max_queue_delay_us=0)
     for rate in (20.0, 200.0):
         result = simulate(server, Workload(prompt_tokens=LengthDist.fixed(1), output_tokens=LengthDist.fixed(1),
                                            requests=20_000, rate_rps=rate, seed=5), model)
@@ -46,7 +48,7 @@ def test_dynamic_batching_of_single_step_requests_is_the_batch_service_queue():
 
 def test_closed_loop_obeys_littles_law():
     for strategy in ("none", "static", "dynamic", "continuous"):
-        result = simulate(ServerConfig(strategy=strategy), Workload(**MIXED, requests=3000, concurrency=8), MODEL)
+        result = simulate(ServerConfig(strategy=strategy), Workload(**MIXED, requests=1000, concurrency=8), MODEL)
         in_flight = result.request_rate_rps * result.metrics["e2e_s"]["mean"]
         assert in_flight == pytest.approx(8, rel=0.05), strategy
 
@@ -60,24 +62,32 @@ def test_synchronised_continuous_batch_decodes_at_the_step_time_of_its_size():
 
 
 def test_batching_buys_throughput_in_the_expected_order():
-    levels = {strategy: simulate(ServerConfig(strategy=strategy, batch_size=16, max_batch_size=16),
-                                 Workload(**MIXED, requests=2000, concurrency=16), MODEL)
+    levels = {strategy: simulate(ServerConfig.from_flags(strategy, batch_size=16, max_batch_size=16),
+                                 Workload(**MIXED, requests=1000, concurrency=16), MODEL)
               for strategy in ("none", "static", "continuous")}
     assert levels["continuous"].output_tokens_per_s > 1.3 * levels["static"].output_tokens_per_s
     assert levels["static"].output_tokens_per_s > 2 * levels["none"].output_tokens_per_s
 
 
-def test_kv_blocks_limit_the_running_batch():
-    limited = ServerConfig(num_kv_blocks=2 * 20, block_size=16)     # two requests of <= 320 tokens
-    result = simulate(limited, Workload(prompt_tokens=LengthDist.fixed(200), output_tokens=LengthDist.fixed(100),
-                                        requests=200, concurrency=8), MODEL)
-    assert result.mean_batch_size <= 2.0
+def test_kv_blocks_limit_the_batch_as_in_the_engine():
+    """300-token requests need 19 blocks of 16 at the end, 13 for the prompt: 40 blocks hold two whole."""
+    workload = Workload(prompt_tokens=LengthDist.fixed(200), output_tokens=LengthDist.fixed(100), requests=200,
+                        concurrency=8)
+    static = simulate(ServerConfig.from_flags("static", batch_size=8, num_kv_blocks=40), workload, MODEL)
+    assert static.mean_batch_size == pytest.approx(2.0, rel=0.02)   # worst case reserved at launch: two fit
+    assert static.preemptions == 0
+    continuous = simulate(ServerConfig(num_kv_blocks=40), workload, MODEL)
+    assert continuous.preemptions > 0    # three prompts fit (39 blocks); growing, one is preempted
+    assert continuous.mean_batch_size == pytest.approx(2.0, rel=0.01)   # then two run, staggered
+    assert continuous.metrics["e2e_s"]["count"] == continuous.requests  # and every request finishes
+    unlimited = simulate(ServerConfig(), workload, MODEL)
+    assert unlimited.preemptions == 0 and unlimited.mean_batch_size == pytest.approx(8, rel=0.02)
     with pytest.raises(ValueError, match="cannot hold the longest request"):
         simulate(ServerConfig(num_kv_blocks=5), Workload(**MIXED, requests=10, concurrency=1), MODEL)
 
 
 def test_levels_share_lengths_and_latency_grows_with_load():
-    results = simulate_levels(ServerConfig(), Workload(**MIXED, requests=2000, rate_rps=1.0), MODEL,
+    results = simulate_levels(ServerConfig(), Workload(**MIXED, requests=1000, rate_rps=1.0), MODEL,
                               rates=[2.0, 8.0, 16.0])
     assert [r.offered["rate_rps"] for r in results] == [2.0, 8.0, 16.0]
     p99s = [r.metrics["e2e_s"]["p99"] for r in results]
@@ -94,8 +104,11 @@ def test_levels_share_lengths_and_latency_grows_with_load():
     (lambda: LengthDist(10, 5), "high \\(5\\) must be >= low \\(10\\)"),
     (lambda: LengthDist(values=(3, -1)), "positive integers"),
     (lambda: ServerConfig(strategy="greedy"), "strategy must be one of"),
-    (lambda: ServerConfig(max_num_seqs=0), "max_num_seqs must be a positive integer"),
-    (lambda: ServerConfig(preferred_batch_sizes=(4, 64)), "preferred_batch_sizes"),
+    (lambda: ServerConfig.from_flags(max_num_seqs=0), "max_num_seqs must be a positive integer"),
+    (lambda: ServerConfig.from_flags("dynamic", preferred_batch_sizes=(4, 64)), "preferred_batch_sizes"),
+    (lambda: ServerConfig.from_flags("static", batch_sizes=4), "unknown batching limit"),
+    (lambda: ServerConfig(strategy="none", limits=StaticLimits()), "belongs to strategy 'static'"),
+    (lambda: ServerConfig(num_kv_blocks=0), "num_kv_blocks must be a positive integer"),
 ])
 def test_bad_simulation_input_names_the_field(call, message):
     with pytest.raises(ValueError, match=message):
@@ -115,14 +128,20 @@ def test_step_jitter_is_seeded_and_spreads_single_steps_more_than_averages():
     assert ttft["p99"] / ttft["p50"] > 1.3 > first.metrics["tpot_s"]["p99"] / first.metrics["tpot_s"]["p50"]
 
 
-def test_closed_form_decode_stretches_equal_stepping_one_at_a_time():
-    from calculators.sim.simulate import simulate_trace
-
-    model = StepTimeModel(base_s=0.01, per_seq_s=0.0005, per_prefill_token_s=2e-5, per_context_token_s=1e-7)
-    workload = Workload(prompt_tokens=LengthDist(64, 256), output_tokens=LengthDist(1, 256), requests=1500,
-                        rate_rps=3.0, seed=2)
-    fast = simulate_trace(ServerConfig(max_num_seqs=8), workload, model)
-    slow = simulate_trace(ServerConfig(max_num_seqs=8), workload, model, fast_forward=False)
-    assert fast.steps == slow.steps and fast.sequences_in_steps == slow.sequences_in_steps
-    assert fast.end == pytest.approx(slow.end, abs=1e-9)
-    assert fast.first_token == pytest.approx(slow.first_token, abs=1e-9)
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_a_lone_request_takes_its_prefill_then_one_step_per_token_with_the_context_it_attends(strategy):
+    """Closed form of one request at a time: first token after the prefill step over the whole
+    prompt; then decode step j attends prompt + j tokens. Requests arrive 1000 s apart, so none
+    waits (static launches its single request at the batch timeout)."""
+    model = StepTimeModel(base_s=0.01, per_seq_s=0.0005, per_prefill_token_s=2e-5, per_context_token_s=1e-6)
+    prompt, output = 100, 20
+    workload = Workload(prompt_tokens=LengthDist.fixed(prompt), output_tokens=LengthDist.fixed(output),
+                        requests=3, rate_rps=0.001, arrival_cv2=1e-9, warmup_fraction=0.0)
+    trace = simulate_trace(ServerConfig(strategy=strategy), workload, model)
+    launch = {"static": ServerConfig(strategy="static").limits.batch_timeout_s,
+              "dynamic": ServerConfig(strategy="dynamic").limits.max_queue_delay_s}.get(strategy, 0.0)
+    ttft = launch + model.step_s(1, prompt, prompt)
+    e2e = ttft + sum(model.step_s(1, 0, prompt + j) for j in range(1, output))
+    assert trace.first_token - trace.arrival == pytest.approx([ttft] * 3, rel=1e-9)
+    assert trace.end - trace.arrival == pytest.approx([e2e] * 3, rel=1e-9)
+    assert trace.steps == 3 * output and trace.sequences_in_steps == 3 * output

@@ -182,7 +182,8 @@ class CountingEngine(Engine):
 
 
 def test_engine_thread_sleeps_until_a_static_batch_may_launch():
-    config = EngineConfig(model="tiny", max_model_len=64, strategy="static", batch_size=4, batch_timeout_ms=300)
+    config = EngineConfig.from_flags(model="tiny", max_model_len=64, strategy="static", batch_size=4,
+                                    batch_timeout_ms=300)
 
     async def scenario():
         engine_thread = AsyncEngine(lambda: CountingEngine(config))
@@ -234,7 +235,7 @@ def test_flags_map_onto_the_configs():
         "--strategy", "dynamic", "--max-batch-size", "8", "--preferred-batch-sizes", "4,8",
         "--kv-memory-gib", "0.5", "--max-waiting", "3", "--api-key", "k", "--classifier-preferred-batch-sizes", "2"])
     engine, server, classifier = configs_from_args(args)
-    assert engine.strategy == "dynamic" and engine.preferred_batch_sizes == (4, 8)
+    assert engine.strategy == "dynamic" and engine.limits.preferred_batch_sizes == (4, 8)
     assert engine.kv_memory_bytes == 1 << 29
     assert server.max_waiting == 3 and server.api_key == "k" and server.host == "127.0.0.1"
     assert classifier.preferred_batch_sizes == (2,)

@@ -7,8 +7,10 @@ import torch
 
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine, RequestRejected
+from reference_server.scheduling.postprocess import StopRule
 from reference_server.scheduling.sampling import SamplingParams
 from reference_server.scheduling.strategies import STRATEGIES
+from reference_server.scheduling.strategies.static import StaticLimits
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -29,7 +31,7 @@ def make_engine(**overrides) -> Engine:
     cfg = dict(model="tiny", block_size=4, batch_size=3, batch_timeout_ms=0.0, max_batch_size=4,
                max_queue_delay_us=0, max_num_seqs=4, max_num_batched_tokens=24)
     cfg.update(overrides)
-    return Engine(EngineConfig(**cfg))
+    return Engine(EngineConfig.from_flags(**cfg))
 
 
 def run(engine: Engine, requests: dict[str, tuple[list[int], SamplingParams]]) -> dict[str, list[int]]:
@@ -158,6 +160,7 @@ def test_eos_finishes_with_stop_unless_ignored(alone):
     for ignore in (False, True):
         engine = make_engine()
         engine.tokenizer.eos_id = engine.sampler.eos_id = fake_eos
+        engine.stop_rule = StopRule(eos_id=fake_eos, max_model_len=engine.max_model_len)
         engine.add_request("a", ids, SamplingParams(max_tokens=20, ignore_eos=ignore, **GREEDY))
         outputs[ignore] = [o for _ in range(100) for o in engine.step()]
     assert [o.new_token_ids[0] for o in outputs[False]] == alone["a"][: first + 1]
@@ -204,7 +207,7 @@ def test_abort_frees_blocks_at_once_and_ignores_unknown_ids():
 
 def test_static_wait_comes_from_the_injected_clock():
     now = [100.0]
-    engine = Engine(EngineConfig(model="tiny", strategy="static", batch_size=2, batch_timeout_ms=50.0),
+    engine = Engine(EngineConfig(model="tiny", limits=StaticLimits(batch_size=2, batch_timeout_ms=50.0)),
                     clock=lambda: now[0])
     assert engine.seconds_until_schedulable() is None
     engine.add_request("a", [1, 2, 3], SamplingParams(max_tokens=1))
@@ -272,14 +275,14 @@ def test_engine_loads_a_checkpoint_directory(tmp_path):
 ])
 def test_bad_config_names_the_field(field, value):
     with pytest.raises(ValueError, match=field):
-        EngineConfig(**{field: value})
+        EngineConfig.from_flags(**{field: value})
 
 
 def test_config_cross_field_checks_and_aliases():
     with pytest.raises(ValueError, match="preferred_batch_sizes entry 16 exceeds max_batch_size"):
-        EngineConfig(max_batch_size=8, preferred_batch_sizes=(4, 16))
-    cfg = EngineConfig(dtype="FP16", strategy="Dynamic", preferred_batch_sizes=(4, 2, 4))
-    assert (cfg.dtype, cfg.strategy, cfg.preferred_batch_sizes) == ("float16", "dynamic", (2, 4))
+        EngineConfig.from_flags(max_batch_size=8, preferred_batch_sizes=(4, 16))
+    cfg = EngineConfig.from_flags(dtype="FP16", strategy="Dynamic", preferred_batch_sizes=(4, 2, 4))
+    assert (cfg.dtype, cfg.strategy, cfg.limits.preferred_batch_sizes) == ("float16", "dynamic", (2, 4))
     with pytest.raises(ValueError, match="model: unknown model"):
         Engine(EngineConfig(model="no-such-model"))
     with pytest.raises(ValueError, match="max_model_len 4096 exceeds"):

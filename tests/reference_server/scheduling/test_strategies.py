@@ -3,16 +3,15 @@
 import pytest
 
 from reference_server.scheduling.block_manager import BlockManager
-from reference_server.engine.config import EngineConfig
 from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.strategies import STRATEGIES, dynamic_batch_size, make_scheduler
 from reference_server.scheduling.sequence import Sequence, SequenceStatus
+from reference_server.scheduling.strategies import STRATEGIES, limits_from_flags, make_scheduler
+from reference_server.scheduling.strategies.dynamic import dynamic_batch_size
 
 
-def make(strategy, num_blocks=64, block_size=4, **cfg):
-    config = EngineConfig(strategy=strategy, block_size=block_size, **cfg)
+def make(strategy, num_blocks=64, block_size=4, **limits):
     bm = BlockManager(num_blocks, block_size)
-    return make_scheduler(config, bm), bm
+    return make_scheduler(limits_from_flags(strategy, limits), bm), bm
 
 
 def req(rid, prompt_len=6, max_tokens=4, t=0.0):

@@ -1,0 +1,70 @@
+"""After a step ran: advance the computed tokens, append the sampled ones, decide who finished.
+
+The engine (tokens from the model) and the simulator (a placeholder token from a step-time
+model) both call `postprocess`, so they cannot drift apart on when a request gets its first
+token or finishes. Pure: ints and lists, no tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from reference_server.scheduling.sequence import Sequence
+from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler
+
+
+def samples_token(seq: Sequence, num_new_tokens: int) -> bool:
+    """Does a step that computes `num_new_tokens` of `seq` produce a token? Only when it reaches the
+    last token (a decode, or the chunk that ends a prompt); an earlier prefill chunk samples nothing."""
+    return seq.num_computed_tokens + num_new_tokens == len(seq.token_ids)
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """What ends a sequence besides its SamplingParams: the tokenizer's end-of-sequence id and
+    the engine's context limit (None: no such token or limit, as in the simulator)."""
+
+    eos_id: int | None = None
+    max_model_len: int | None = None
+
+    def finish_reason(self, seq: Sequence, token: int) -> str | None:
+        """"stop" (end-of-sequence or a stop token, once min_tokens were produced), "length"
+        (max_tokens or the context limit reached), or None to go on. `token` is already appended."""
+        params = seq.params
+        produced = seq.num_output_tokens
+        if produced >= params.min_tokens and (
+                (token == self.eos_id and not params.ignore_eos) or token in params.stop_token_ids):
+            return "stop"
+        if produced >= params.max_tokens or (self.max_model_len is not None and seq.num_tokens >= self.max_model_len):
+            return "length"
+        return None
+
+
+class SampledToken(NamedTuple):   # a tuple: one is made per generated token
+    seq: Sequence
+    token: int
+    finish_reason: str | None   # set: `seq` finished with this token and left the scheduler
+
+
+def postprocess(scheduler: Scheduler, batch: ScheduledBatch, tokens: list[int | None],
+                stop: StopRule) -> list[SampledToken]:
+    """Apply one step's results: `tokens[i]` is what `batch.seqs[i]` sampled (None: a prefill chunk).
+
+    Each sequence's `num_new_tokens` become computed (their full blocks join the prefix cache);
+    a sampled token is appended, and a finished sequence leaves the scheduler (blocks freed now).
+    """
+    sampled = []
+    commit, finish_reason = scheduler.block_manager.commit_computed, stop.finish_reason
+    for seq, n, token in zip(batch.seqs, batch.num_new_tokens, tokens):
+        seq.num_computed_tokens += n
+        commit(seq)
+        if token is None:
+            continue
+        seq.token_ids.append(token)
+        reason = finish_reason(seq, token)
+        if reason is not None:
+            seq.finish_reason = reason
+            scheduler.finish(seq)
+        sampled.append(SampledToken(seq, token, reason))
+    return sampled
