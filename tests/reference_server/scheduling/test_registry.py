@@ -135,14 +135,17 @@ def test_the_toy_strategy_runs_in_the_engine(lockstep, one_torch_thread):
     assert engines["lockstep"].describe()["strategy_limits"] == {"lockstep_size": 3}
 
 
+@pytest.mark.slow
 def test_the_toy_strategy_serves_from_a_server_subprocess():
     """The subprocess (and its spawned engine process) register the toy from SERVECAP_STRATEGY_MODULES."""
     from servecap.launch.process import ServerProcess
+    from servecap.launch.spec import ReferenceServerSpec
 
     env = {PLUGIN_ENV: "toy_strategy", "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
     args = ["--model", "tiny", "--strategy", "lockstep", "--lockstep-size", "3", "--batch-size", "4",
             "--no-classifier"]
-    with ServerProcess(args, env=env) as server:
+    # raw flags: this process's parser does not know the toy's --lockstep-size (only the child registers it)
+    with ServerProcess(ReferenceServerSpec(options=tuple(args)), env=env) as server:
         engine = httpx.get(server.base_url + "/v1/engine").json()
         assert engine["strategy"] == "lockstep" and engine["strategy_limits"] == {"lockstep_size": 3}
         reply = httpx.post(server.base_url + "/v1/completions",
@@ -150,6 +153,7 @@ def test_the_toy_strategy_serves_from_a_server_subprocess():
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 3
 
 
+@pytest.mark.slow
 def test_a_strategy_module_that_cannot_be_imported_is_named_when_its_strategy_is_asked_for():
     env = {**os.environ, PLUGIN_ENV: "no_such_strategy_module", "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-m", "reference_server", "--strategy", "lockstep"], env=env,
@@ -177,10 +181,11 @@ def test_the_sweep_and_the_report_take_the_toy_strategy(lockstep, tmp_path):
     from calculators.models import get_model
     from loadgen.sweep.config import SweepConfig
     from reports.predicted import predict_level
+    from servecap.contract.run_json import RunInfo
 
     assert SweepConfig(out_dir=str(tmp_path), strategies=("lockstep", "none"), concurrency=(1,)).strategies[0] == "lockstep"
-    run = {"server": {"model": "tiny", "block_size": 16,
-                      "engines": {"lockstep": {"strategy_limits": {"lockstep_size": 3}, "num_kv_blocks": 64}}}}
+    run = RunInfo.from_dict({"server": {"model": "tiny", "block_size": 16, "engines": {
+        "lockstep": {"strategy_limits": {"lockstep_size": 3}, "num_kv_blocks": 64}}}})
     level = {"strategy": "lockstep", "offered": {"concurrency": 8}, "server": {}, "prompt_tokens_mean": 8,
              "output_tokens_mean": 4, "metrics": {}}
     predicted = predict_level(run, level, get_model("tiny"), None, "no step model in this test")
