@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
 from calculators import batch_queue, cost, fleet, queueing
 from calculators.cli.args import build_parser
 from calculators.cli.output import GIB, emit, print_json, print_rows
 from calculators.dtypes import default_kv_dtype
+from calculators.efficiency import EfficiencyProfile, parse_profile_text
 from calculators.fit import fit
 from calculators.gpus import GpuSpec, _catalog as gpu_catalog, get_gpu, gpu_names
 from calculators.kv import kv
@@ -16,11 +19,24 @@ from calculators.models import get_model, model_names, resolve_model
 from calculators.roofline import roofline
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from calculators.weights import weights
+from calculators.whatif import what_if
 
 
 def _gpu(args) -> GpuSpec:
     return get_gpu(args.gpu, memory_gib=args.gpu_memory_gib, bandwidth_gbs=args.gpu_bandwidth_gbs,
-                   tflops=args.gpu_tflops, hourly_usd=args.gpu_hourly)
+                   tflops=args.gpu_tflops, hourly_usd=args.gpu_hourly, interconnect_gbs=args.gpu_interconnect_gbs)
+
+
+def _profile(args) -> EfficiencyProfile | None:
+    """The --efficiency-profile file, parsed; None means the fitted default."""
+    path = getattr(args, "efficiency_profile", None)
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"efficiency profile {path!r} cannot be read: {error}") from None
+    return parse_profile_text(text, origin=f"efficiency profile {path!r}")
 
 
 def cmd_kv(args) -> None:
@@ -42,16 +58,28 @@ def cmd_fit(args) -> None:
                  max_model_len=args.max_model_len, prompt_tokens=args.prompt_tokens,
                  output_tokens=args.output_tokens, keep_embeddings_16bit=args.keep_embeddings_16bit,
                  max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs)
+    speed = None
+    if result.fits and result.max_concurrency_at_mean:
+        speed = what_if(resolve_model(args.model), _gpu(args), dtype=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp,
+                        prompt_tokens=args.prompt_tokens or 1, output_tokens=args.output_tokens or 1,
+                        concurrency=min(args.max_num_seqs, result.max_concurrency_at_mean),
+                        profile=_profile(args), engine=args.engine)
+    if args.json:
+        return print_json({**asdict(result), "predicted": None if speed is None else asdict(speed)})
     emit(args, "Fit (per GPU)", result)
-    if not args.json and not result.fits:
+    if speed is not None:
+        emit(args, f"Predicted at this fit: {speed.concurrency} requests of {speed.prompt_tokens} + "
+                   f"{speed.output_tokens} tokens", speed)
+    if not result.fits:
         print(result.reason, file=sys.stderr)
 
 
 def cmd_roofline(args) -> None:
     result = roofline(resolve_model(args.model), _gpu(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
                       batch=args.batch, context=args.context, prompt_tokens=args.prompt_tokens, tp=args.tp,
-                      bandwidth_efficiency=args.bandwidth_efficiency, compute_efficiency=args.compute_efficiency,
-                      overhead_s=args.overhead_ms / 1e3)
+                      profile=_profile(args), engine=args.engine, bandwidth_efficiency=args.bandwidth_efficiency,
+                      compute_efficiency=args.compute_efficiency,
+                      overhead_s=None if args.overhead_ms is None else args.overhead_ms / 1e3)
     emit(args, "Roofline (per GPU)", result)
 
 
@@ -90,7 +118,8 @@ def cmd_fleet(args) -> None:
         gpu = _gpu(args)
         replica = fleet.replica_from_roofline(resolve_model(args.model), gpu, dtype=args.dtype, tp=args.tp,
                                               prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
-                                              max_num_seqs=args.max_num_seqs)
+                                              max_num_seqs=args.max_num_seqs, profile=_profile(args),
+                                              engine=args.engine)
         hourly = gpu.hourly_usd
     plan = fleet.fleet(args.rate, args.slo_p99_ms / 1e3, replica, arrival_cv2=args.arrival_cv2,
                        service_cv2=args.service_cv2)
@@ -104,6 +133,8 @@ def cmd_fleet(args) -> None:
 
 
 def cmd_cost(args) -> None:
+    if (args.tokens_per_s is None) == (args.model is None):
+        raise ValueError("give either --tokens-per-s (measured) or --model with --gpu (predicted)")
     hourly = args.gpu_hourly
     if hourly is None:
         if args.gpu is None:
@@ -111,9 +142,18 @@ def cmd_cost(args) -> None:
         hourly = get_gpu(args.gpu).hourly_usd
         if hourly is None:
             raise ValueError(f"gpu {args.gpu!r} has no catalog price; give --gpu-hourly")
-    result = cost.cost(hourly, args.gpus, args.tokens_per_s, slo_tokens_per_s=args.slo_tokens_per_s,
-                       requests_per_s=args.requests_per_s)
-    emit(args, "Cost", result)
+    tokens_per_s, band = args.tokens_per_s, None
+    if args.model is not None:
+        if args.gpu is None or args.gpus % args.tp:
+            raise ValueError("--model needs --gpu, and --gpus must be a whole multiple of --tp")
+        replica = fleet.replica_from_roofline(resolve_model(args.model), get_gpu(args.gpu), dtype=args.dtype,
+                                              tp=args.tp, prompt_tokens=args.prompt_tokens,
+                                              output_tokens=args.output_tokens, max_num_seqs=args.max_num_seqs,
+                                              profile=_profile(args), engine=args.engine)
+        tokens_per_s, band = replica.tokens_per_s * (args.gpus // args.tp), replica.error_band
+    result = cost.cost(hourly, args.gpus, tokens_per_s, slo_tokens_per_s=args.slo_tokens_per_s,
+                       requests_per_s=args.requests_per_s, tokens_per_s_band=band)
+    emit(args, "Cost" if band is None else "Cost (predicted throughput)", result)
 
 
 def _step_model(args) -> StepTimeModel:
@@ -122,7 +162,8 @@ def _step_model(args) -> StepTimeModel:
                              args.step_per_prefill_token_ms / 1e3, args.step_per_context_token_ms / 1e3)
     if args.model is None or args.gpu is None:
         raise ValueError("give a measured step model (--step-base-ms ...) or --model and --gpu for a roofline one")
-    return step_model_from_roofline(resolve_model(args.model), _gpu(args), dtype=args.dtype, tp=args.tp)
+    return step_model_from_roofline(resolve_model(args.model), _gpu(args), dtype=args.dtype, tp=args.tp,
+                                    profile=_profile(args), engine=args.engine)
 
 
 def cmd_simulate(args) -> None:
@@ -162,11 +203,51 @@ def cmd_calibrate(args) -> None:
     missing = {"batch_size", "step_s"} - set(frame.columns)
     if missing:
         raise ValueError(f"steps file {args.steps!r} lacks column(s) {', '.join(sorted(missing))}")
+    if args.roofline:
+        return _calibrate_roofline(args, frame)
     line = fit_step_time(frame["batch_size"], frame["step_s"])
     model = fit_step_model(frame["batch_size"], frame["step_s"],
                            prefill_tokens=frame["prefill_tokens"] if "prefill_tokens" in frame else None)
     emit(args, "Step-time fit", {"base_s": line.base_s, "per_seq_s": line.per_seq_s, "r_squared": line.r_squared,
                                  "samples": line.samples, "step_model": asdict(model)})
+
+
+def _calibrate_roofline(args, frame) -> None:
+    """--roofline: fit an efficiency profile per TP degree from the steps and write it to --out."""
+    from calculators.calibrate_profile import MeasuredStep, calibrate_profile
+
+    if args.model is None or args.gpu is None:
+        raise ValueError("--roofline needs --model and --gpu (what the steps were measured on)")
+    steps = []
+    for i, row in enumerate(frame.to_dict("records")):
+        try:
+            steps.append(MeasuredStep(step_s=float(row["step_s"]), batch=int(row["batch_size"]),
+                                      context=float(row.get("context_tokens", 0) or 0),
+                                      prefill_tokens=int(row.get("prefill_tokens", 0) or 0),
+                                      tp=int(row.get("tp", args.tp) or args.tp)))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"steps file {args.steps!r} row {i + 2}: {error}") from None
+    profile, fits = calibrate_profile(resolve_model(args.model), _gpu(args), steps, dtype=args.dtype,
+                                      kv_dtype=args.kv_dtype, engine=args.engine)
+    if args.out:
+        try:
+            Path(args.out).write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
+        except OSError as error:
+            raise ValueError(f"cannot write {args.out!r}: {error}") from None
+    rows = [{"tp": f.tp, "samples": f.samples, "rms_relative_error": f.rms_relative_error,
+             **{k: getattr(f.efficiencies, k) for k in ("weight_bandwidth", "kv_bandwidth", "prefill_compute",
+                                                         "decode_compute", "decode_overhead_s", "per_sequence_s",
+                                                         "prefill_overhead_s")}} for f in fits]
+    if args.json:
+        return print_json({"profile": profile.to_dict(), "fits": [{**row, "fitted": list(f.fitted)}
+                                                                  for row, f in zip(rows, fits)],
+                           "written": args.out})
+    print_rows(f"Roofline calibration of {args.model} on {args.gpu} {args.dtype} (one fit per TP degree)", rows,
+               list(rows[0]))
+    for f in fits:
+        print(f"tp={f.tp}: the steps determined {', '.join(f.fitted) or 'nothing'}; the rest kept the defaults")
+    if args.out:
+        print(f"wrote {args.out}; use it with --efficiency-profile {args.out}")
 
 
 def cmd_gpus(args) -> None:
@@ -177,7 +258,10 @@ def cmd_gpus(args) -> None:
                      "bandwidth_gbs": raw["bandwidth_bytes_per_s"] and raw["bandwidth_bytes_per_s"] / 1e9,
                      "tflops_16bit": raw["flops_16bit"] and raw["flops_16bit"] / 1e12,
                      "tflops_fp8": raw["flops_fp8"] and raw["flops_fp8"] / 1e12,
-                     "ops_int8_t": raw["ops_int8"] and raw["ops_int8"] / 1e12, "hourly_usd": raw["hourly_usd"],
+                     "ops_int8_t": raw["ops_int8"] and raw["ops_int8"] / 1e12,
+                     "interconnect": raw["interconnect"],
+                     "interconnect_gbs": raw["interconnect_bytes_per_s"] and raw["interconnect_bytes_per_s"] / 1e9,
+                     "hourly_usd": raw["hourly_usd"],
                      "description": raw["description"]})
     if args.json:
         return print_json({"gpus": rows})
