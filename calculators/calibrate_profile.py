@@ -96,7 +96,8 @@ def fit_efficiencies(arch: ModelArchitecture, gpu: GpuSpec, steps: Sequence[Meas
     tps = {s.tp for s in steps}
     if len(tps) != 1:
         raise ValueError(f"fit one TP degree at a time, got {sorted(tps)}")
-    start = replace(start, tp_comm_measured=True, decode_band=None, prefill_band=None, short_prefill_band=None)
+    start = replace(start, tp_comm_measured=True, decode_band=None, tp_decode_band=None, prefill_band=None,
+                    short_prefill_band=None)
     names = [n for n in free if not (tie_kv and n == "kv_bandwidth")]
     measured = np.array([s.step_s for s in steps])
 
@@ -136,7 +137,8 @@ def calibrate_profile(arch: ModelArchitecture, gpu: GpuSpec, steps: Sequence[Mea
         band = ErrorBand(relative=float(np.quantile(errors, 0.8)), median=float(np.median(errors)),
                          points=len(group), sources=1, scope=f"{gpu.name} {dclass} tp={tp}", basis="measured steps")
         fitted = ", ".join(tp_fit.fitted) or "nothing (every parameter kept its default)"
-        eff = replace(tp_fit.efficiencies, decode_band=band, prefill_band=band, short_prefill_band=band,
+        eff = replace(tp_fit.efficiencies, decode_band=band, tp_decode_band=band, prefill_band=band,
+                      short_prefill_band=band,
                       source=f"fitted on {len(group)} measured steps of {arch.name} on {gpu.name} {dclass} "
                              f"tp={tp} ({fitted})")
         fits.append(replace(tp_fit, efficiencies=eff))

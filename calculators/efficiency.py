@@ -88,8 +88,9 @@ class Efficiencies:
         tp_comm_measured: True when these numbers were measured at this TP degree, so the all-reduce cost is
             already inside them and the separate communication term is skipped.
         source: where the numbers come from, for output.
-        decode_band, prefill_band, short_prefill_band: the published-point error band of decode steps, of
-            prefills of 1k+ token prompts and of shorter prefills (fixed costs dominate those), if any.
+        decode_band, tp_decode_band, prefill_band, short_prefill_band: the published-point error band of
+            decode steps on one GPU and with tensor parallelism, of prefills of 1k+ token prompts and of shorter
+            prefills (fixed costs dominate those), if any.
     """
 
     weight_bandwidth: float
@@ -105,6 +106,7 @@ class Efficiencies:
     tp_comm_measured: bool = False
     source: str = ""
     decode_band: ErrorBand | None = None
+    tp_decode_band: ErrorBand | None = None
     prefill_band: ErrorBand | None = None
     short_prefill_band: ErrorBand | None = None
 
@@ -119,6 +121,9 @@ class Efficiencies:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if not 0 <= self.gqa_kv_amplification <= 1:
             raise ValueError(f"gqa_kv_amplification must be in [0, 1], got {self.gqa_kv_amplification!r}")
+
+    def decode_band_for(self, tp: int) -> ErrorBand | None:
+        return self.tp_decode_band if tp > 1 and self.tp_decode_band is not None else self.decode_band
 
     def prefill_band_for(self, prompt_tokens: int) -> ErrorBand | None:
         return self.prefill_band if prompt_tokens >= LONG_PROMPT_TOKENS else self.short_prefill_band
@@ -135,7 +140,7 @@ class Efficiencies:
         if overhead_s is not None and (isinstance(overhead_s, bool) or not isinstance(overhead_s, (int, float))
                                        or not 0 <= overhead_s < math.inf):
             raise ValueError(f"overhead_s must be >= 0, got {overhead_s!r}")
-        changes: dict = {"decode_band": None, "prefill_band": None, "short_prefill_band": None,
+        changes: dict = {"decode_band": None, "tp_decode_band": None, "prefill_band": None, "short_prefill_band": None,
                          "source": f"{self.source}, overridden"}
         if bandwidth is not None:
             changes.update(weight_bandwidth=bandwidth, kv_bandwidth=bandwidth)
@@ -229,7 +234,7 @@ class EfficiencyProfile:
         for i, item in enumerate(raw.get("entries") or []):
             try:
                 fields = dict(item["efficiencies"])
-                for band in ("decode_band", "prefill_band", "short_prefill_band"):
+                for band in ("decode_band", "tp_decode_band", "prefill_band", "short_prefill_band"):
                     if fields.get(band) is not None:
                         fields[band] = ErrorBand(**fields[band])
                 match = item.get("match") or {}

@@ -100,13 +100,13 @@ def roofline(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", kv_d
     ridge = gpu.peak_flops(dt) * eff.decode_compute / (gpu.bandwidth_bytes_per_s * eff.weight_bandwidth)
     return Roofline(
         model=arch.name, gpu=gpu.name, dtype=dt.name, kv_dtype=kv_dt.name, tp=tp, batch=batch, context=context,
-        decode_step=with_band(step.total_s, eff.decode_band),
+        decode_step=with_band(step.total_s, eff.decode_band_for(tp)),
         prefill=with_band(pre.total_s, eff.prefill_band_for(prompt_tokens)) if prompt_tokens else "no prompt given",
         weight_bytes_read=step.weight_bytes, kv_bytes_read=step.kv_bytes, bytes_per_step=total_bytes,
         flops_per_step=step.flops, arithmetic_intensity=step.flops / total_bytes, ridge_point=ridge,
         memory_time_s=step.memory_s, compute_time_s=step.compute_s, tp_comm_s=step.comm_s,
         decode_overhead_s=step.overhead_s, decode_step_s=step.total_s, decode_tokens_per_s=batch / step.total_s,
-        bound=step.bound, decode_step_band=eff.decode_band, prompt_tokens=prompt_tokens, prefill_s=pre.total_s,
+        bound=step.bound, decode_step_band=eff.decode_band_for(tp), prompt_tokens=prompt_tokens, prefill_s=pre.total_s,
         prefill_bound=pre.bound, prefill_tp_comm_s=pre.comm_s, prefill_band=eff.prefill_band_for(prompt_tokens),
         bandwidth_efficiency=eff.weight_bandwidth, kv_bandwidth_efficiency=eff.kv_bandwidth,
         compute_efficiency=eff.prefill_compute, decode_compute_efficiency=eff.decode_compute,

@@ -102,17 +102,17 @@ def what_if(arch: ModelArchitecture, gpu: GpuSpec, *, prompt_tokens: int, output
     step = decode_cost(arch, gpu, dt, kv_dt, batch=concurrency, context=prompt_tokens + output_tokens / 2,
                        tp=tp, eff=eff).total_s
     tpot = steady_state_tpot(step, prefill, concurrency, output_tokens)
-    prefill_band = eff.prefill_band_for(prompt_tokens)
+    prefill_band, decode_band = eff.prefill_band_for(prompt_tokens), eff.decode_band_for(tp)
     stall = tpot - step
-    tpot_band = mixed_band([(step, eff.decode_band), (stall, prefill_band)])
+    tpot_band = mixed_band([(step, decode_band), (stall, prefill_band)])
     latency = prefill + (output_tokens - 1) * tpot
     latency_band = mixed_band([(prefill + (output_tokens - 1) * stall, prefill_band),
-                               ((output_tokens - 1) * step, eff.decode_band)])
+                               ((output_tokens - 1) * step, decode_band)])
     tokens_per_s = concurrency / tpot
     return WhatIf(
         model=arch.name, gpu=gpu.name, dtype=dt.name, kv_dtype=kv_dt.name, tp=tp, engine=engine,
         concurrency=concurrency, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-        ttft_idle_s=Banded.of(prefill, prefill_band), decode_step_s=Banded.of(step, eff.decode_band),
+        ttft_idle_s=Banded.of(prefill, prefill_band), decode_step_s=Banded.of(step, decode_band),
         tpot_s=Banded.of(tpot, tpot_band), request_latency_s=Banded.of(latency, latency_band),
         output_tokens_per_s=Banded.of(tokens_per_s, tpot_band),
         requests_per_s=Banded.of(tokens_per_s / output_tokens, tpot_band),

@@ -45,15 +45,20 @@ def _phase_medians(validation: Validation, errors: dict[str, float]) -> dict[str
 
 
 def efficiency_rows(profile: EfficiencyProfile) -> list[dict]:
+    """Entries fitted on points of their own family and dtype class; bands as ±p80 over (points)."""
+    def short(band) -> str:
+        return f"±{band.relative:.0%} ({band.points}{'' if band.scope.startswith(('ampere ', 'hopper ', 'ada ')) else '*'})"
+
     rows = []
     for entry in profile.entries:
         e = entry.efficiencies
-        if not e.source.startswith("fitted on") or "none on" in e.source:
+        if entry.family is None or not e.source.startswith("fitted on"):
             continue
-        rows.append({"family": entry.family or "any", "dtype": entry.dtype_class,
+        rows.append({"family": entry.family, "dtype": entry.dtype_class, "points": int(e.source.split(" ")[2]),
                      "weight_bw": e.weight_bandwidth, "kv_bw": e.kv_bandwidth, "prefill_compute": e.prefill_compute,
-                     "decode_compute": e.decode_compute, "decode_band": e.decode_band.describe(),
-                     "prefill_band": e.prefill_band.describe(), "points": e.source.split(" ")[2]})
+                     "decode_compute": e.decode_compute, "decode_band": short(e.decode_band),
+                     "tp_decode_band": short(e.tp_decode_band), "prefill_band": short(e.prefill_band),
+                     "short_prefill_band": short(e.short_prefill_band)})
     return rows
 
 
@@ -93,9 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print_json(report)
         return 0
-    print_rows("Fitted efficiencies (families and dtype classes with published points)", efficiency_rows(profile),
-               ["family", "dtype", "weight_bw", "kv_bw", "prefill_compute", "decode_compute", "points",
-                "decode_band", "prefill_band"])
+    print_rows("Fitted efficiencies where there are published points; bands ±80th percentile (points; * pooled "
+               "wider than this family and dtype)", efficiency_rows(profile),
+               ["family", "dtype", "points", "weight_bw", "kv_bw", "prefill_compute", "decode_compute", "decode_band",
+                "tp_decode_band", "prefill_band", "short_prefill_band"])
     print_rows("Leave-one-source-out |predicted / measured - 1|, complete points", report["table"],
                ["gpu", "dtype", "tp", "phase", "points", "sources", "median_abs_error", "p80_abs_error",
                 "median_error"])

@@ -28,6 +28,10 @@ from calculators.efficiency import ENGINES, Efficiencies, dtype_class
 from calculators.gpus import get_gpu
 
 EFFICIENCIES = ("weight_bandwidth", "prefill_compute", "decode_compute")
+# TensorRT-LLM's grouped-query attention kernels changed in v0.7 ("up to 2.4x improvement on Llama-70B over
+# v0.5", docs/source/blogs/Falcon180B-H200.md): the older releases get a GQA factor of their own
+LEGACY_TRTLLM = "tensorrt-llm<0.7"
+GQA_KEYS = (*ENGINES, LEGACY_TRTLLM)
 DTYPE_CLASSES = ("16bit", "fp8", "int8", "int4")
 LINK_EFFICIENCY = 0.8
 ALLREDUCE_PRIOR_S = 10e-6
@@ -64,6 +68,13 @@ def _sigmoid(x: float) -> float:
     return float(1 / (1 + np.exp(-x)))
 
 
+def gqa_key(point: PublishedPoint) -> str:
+    """Whose GQA factor a point's prediction uses: its engine, or the TensorRT-LLM releases before 0.7."""
+    if point.engine == "tensorrt-llm" and point.engine_version.startswith(("0.5", "0.6")):
+        return LEGACY_TRTLLM
+    return point.engine
+
+
 class ProfileModel:
     """The parameter vector of one form over the families and engines of some points."""
 
@@ -82,7 +93,7 @@ class ProfileModel:
         if form.tp_comm:
             names += ["allreduce:nvlink", "allreduce:pcie"]
         if form.engine_gqa:
-            names += [f"gqa:{e}" for e in ENGINES]
+            names += [f"gqa:{e}" for e in GQA_KEYS]
         if form.engine_time_factor:
             names += [f"time:{e}" for e in ENGINES]
         self.names = tuple(names)
@@ -97,7 +108,7 @@ class ProfileModel:
         for name, value in defaults.items():
             if name in self.index:
                 x[self.index[name]] = value
-        for engine in ENGINES:
+        for engine in GQA_KEYS:
             if f"gqa:{engine}" in self.index:
                 x[self.index[f"gqa:{engine}"]] = GQA_PRIOR
         return x
@@ -137,7 +148,7 @@ class ProfileModel:
 
     def predict(self, x: np.ndarray, point: PublishedPoint) -> float:
         gpu = get_gpu(point.gpu)
-        eff = self.efficiencies(x, gpu.family, dtype_class(point.dtype), gpu.interconnect, point.engine)
+        eff = self.efficiencies(x, gpu.family, dtype_class(point.dtype), gpu.interconnect, gqa_key(point))
         factor = np.exp(self._get(x, f"time:{point.engine}")) if self.form.engine_time_factor else 1.0
         return predicted_s(point, eff) * factor
 

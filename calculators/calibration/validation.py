@@ -5,8 +5,8 @@ held-out points; partial points are predicted by the fit on all complete points.
 - the targets: median |error| <= 15% for decode (steps, ITLs, decode-dominated static batches) and for
   prefill at prompts of 1k tokens or more;
 - the error band of each (GPU family, dtype class): the 80th percentile of |error| over its decode
-  points and over its prefill points (long and short prompts apart), falling back to the family, then
-  to every point, when fewer than ``MIN_BAND_POINTS`` points are behind it;
+  points (one GPU and tensor parallel apart) and over its prefill points (long and short prompts apart),
+  falling back to the family, then to every point, when fewer than ``MIN_BAND_POINTS`` points are behind it;
 - the default efficiency profile: the full fit's efficiencies for every catalog family and dtype class,
   each with its bands.
 """
@@ -19,10 +19,10 @@ from typing import Sequence
 import numpy as np
 
 from calculators.calibration.dataset import PublishedPoint
-from calculators.calibration.fit_profile import DTYPE_CLASSES, FINAL, GQA_PRIOR, LINK_EFFICIENCY, Fit, ModelForm, \
-    leave_one_source_out
+from calculators.calibration.fit_profile import DTYPE_CLASSES, FINAL, GQA_KEYS, GQA_PRIOR, LINK_EFFICIENCY, Fit, \
+    ModelForm, leave_one_source_out
 from calculators.calibration.point_model import phase
-from calculators.efficiency import ENGINES, LONG_PROMPT_TOKENS as LONG_PROMPT, EfficiencyProfile, ErrorBand, ProfileEntry, dtype_class
+from calculators.efficiency import LONG_PROMPT_TOKENS as LONG_PROMPT, EfficiencyProfile, ErrorBand, ProfileEntry, dtype_class
 from calculators.gpus import _catalog as gpu_catalog, get_gpu
 
 TARGET = 0.15
@@ -91,11 +91,15 @@ def _band(validation: Validation, points: list[PublishedPoint], scope: str) -> E
 
 
 def band_for(validation: Validation, family: str | None, dclass: str, which: str) -> ErrorBand:
-    """The error band of ``which`` (decode | prefill | short_prefill) predictions on a family and dtype class."""
-    ph, long_prompt = {"decode": ("decode", None), "prefill": ("prefill", True),
+    """The error band of ``which`` (decode | tp_decode | prefill | short_prefill) predictions on a family and
+    dtype class; decode on one GPU and with tensor parallelism apart (the all-reduces add their own error)."""
+    ph, long_prompt = {"decode": ("decode", None), "tp_decode": ("decode", None), "prefill": ("prefill", True),
                        "short_prefill": ("prefill", False)}[which]
     pool = validation.selected(phase_=ph, long_prompt=long_prompt)
-    suffix = {"decode": "", "prefill": ", prompts of 1k+ tokens", "short_prefill": ", prompts under 1k tokens"}[which]
+    if which in ("decode", "tp_decode"):
+        pool = [p for p in pool if (p.tp > 1) == (which == "tp_decode")]
+    suffix = {"decode": ", one GPU", "tp_decode": ", tensor parallel", "prefill": ", prompts of 1k+ tokens",
+              "short_prefill": ", prompts under 1k tokens"}[which]
     family_of = {p.id: get_gpu(p.gpu).family for p in pool}
     exact = [p for p in pool if family_of[p.id] == family and dtype_class(p.dtype) == dclass]
     if len(exact) >= MIN_BAND_POINTS:
@@ -135,6 +139,7 @@ def build_profile(validation: Validation) -> EfficiencyProfile:
                       f"no published points on {where}: the fitted family and dtype effects combined")
             eff = replace(eff, allreduce_latency_s=0.0, link_efficiency=LINK_EFFICIENCY, source=source,
                           decode_band=band_for(validation, family, dclass, "decode"),
+                          tp_decode_band=band_for(validation, family, dclass, "tp_decode"),
                           prefill_band=band_for(validation, family, dclass, "prefill"),
                           short_prefill_band=band_for(validation, family, dclass, "short_prefill"))
             entries.append(ProfileEntry(eff, family=family, dtype_class=dclass))
@@ -142,7 +147,7 @@ def build_profile(validation: Validation) -> EfficiencyProfile:
     latency = {kind: _sig3(np.exp(params[f"allreduce:{kind}"])) for kind in ("nvlink", "pcie")}
     latency["infinity-fabric"] = latency["nvlink"]
     prior = 1 / (1 + np.exp(-GQA_PRIOR))
-    gqa = {engine: round(float(1 / (1 + np.exp(-params[f"gqa:{engine}"]))), 4) for engine in ENGINES
+    gqa = {engine: round(float(1 / (1 + np.exp(-params[f"gqa:{engine}"]))), 4) for engine in GQA_KEYS
            if abs(1 / (1 + np.exp(-params.get(f"gqa:{engine}", GQA_PRIOR))) - prior) > 0.01}  # moved by its data
     targets = validation.targets()
     notes = (f"{validation.form.name}. Fitted on {len(validation.selected())} complete published points from "

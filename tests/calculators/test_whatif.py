@@ -23,8 +23,11 @@ def test_what_if_agrees_with_the_roofline_and_carries_bands():
     assert w.output_tokens_per_s.value == pytest.approx(32 / w.tpot_s.value)
     assert w.requests_per_s.value == pytest.approx(w.output_tokens_per_s.value / 250)
     for banded in (w.ttft_idle_s, w.decode_step_s, w.tpot_s, w.request_latency_s, w.output_tokens_per_s):
-        assert banded.low < banded.value < banded.high and "published points on hopper fp8" in banded.band
-    assert "prompts of 1k+ tokens" in w.ttft_idle_s.band
+        assert banded.low < banded.value < banded.high and "published points on" in banded.band
+    assert "hopper fp8, prompts of 1k+ tokens" in w.ttft_idle_s.band
+    assert "tensor parallel" in w.decode_step_s.band   # at TP 2 the decode band is the tensor-parallel one
+    one_gpu = what_if(LLAMA_70B, H200, dtype="fp8", prompt_tokens=1000, output_tokens=250, concurrency=32)
+    assert "hopper fp8, one GPU" in one_gpu.decode_step_s.band
     # the TPOT band lies between the decode and prefill bands it mixes
     widths = [b.high / b.value for b in (w.decode_step_s, w.tpot_s, w.ttft_idle_s)]
     assert min(widths[0], widths[2]) <= widths[1] <= max(widths[0], widths[2])

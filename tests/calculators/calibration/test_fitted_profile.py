@@ -23,7 +23,7 @@ def test_every_fitted_efficiency_lies_in_0_1_and_every_entry_carries_its_bands()
         for value in (e.weight_bandwidth, e.kv_bandwidth, e.prefill_compute, e.decode_compute, e.link_efficiency):
             assert 0 < value <= 1
         assert e.decode_overhead_s >= 0 and e.per_sequence_s >= 0 and e.prefill_overhead_s >= 0
-        for band in (e.decode_band, e.prefill_band, e.short_prefill_band):
+        for band in (e.decode_band, e.tp_decode_band, e.prefill_band, e.short_prefill_band):
             assert band is not None and band.points >= 8 and 0 < band.median <= band.relative < 1.5
     assert 0 < PROFILE.allreduce_latency_s["nvlink"] < 1e-3 and 0 < PROFILE.allreduce_latency_s["pcie"] < 1e-3
     assert all(0 <= v <= 1 for v in PROFILE.engine_gqa_kv_amplification.values())
