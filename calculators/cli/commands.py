@@ -2,41 +2,23 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
 from calculators import batch_queue, cost, fleet, queueing
 from calculators.cli.args import build_parser
+from calculators.cli.calibrate_command import cmd_calibrate
+from calculators.cli.inputs import gpu_from_args, profile_from_args
 from calculators.cli.output import GIB, emit, print_json, print_rows
 from calculators.dtypes import default_kv_dtype
-from calculators.efficiency import EfficiencyProfile, parse_profile_text
 from calculators.fit import fit
-from calculators.gpus import GpuSpec, _catalog as gpu_catalog, get_gpu, gpu_names
+from calculators.gpus import _catalog as gpu_catalog, get_gpu, gpu_names
 from calculators.kv import kv
 from calculators.models import get_model, model_names, resolve_model
 from calculators.roofline import roofline
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from calculators.weights import weights
 from calculators.whatif import what_if
-
-
-def _gpu(args) -> GpuSpec:
-    return get_gpu(args.gpu, memory_gib=args.gpu_memory_gib, bandwidth_gbs=args.gpu_bandwidth_gbs,
-                   tflops=args.gpu_tflops, hourly_usd=args.gpu_hourly, interconnect_gbs=args.gpu_interconnect_gbs)
-
-
-def _profile(args) -> EfficiencyProfile | None:
-    """The --efficiency-profile file, parsed; None means the fitted default."""
-    path = getattr(args, "efficiency_profile", None)
-    if path is None:
-        return None
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"efficiency profile {path!r} cannot be read: {error}") from None
-    return parse_profile_text(text, origin=f"efficiency profile {path!r}")
 
 
 def cmd_kv(args) -> None:
@@ -52,7 +34,7 @@ def cmd_weights(args) -> None:
 
 
 def cmd_fit(args) -> None:
-    result = fit(resolve_model(args.model), _gpu(args), dtype=args.dtype, kv_dtype=args.kv_dtype, gpus=args.gpus,
+    result = fit(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype, gpus=args.gpus,
                  tp=args.tp, gpu_memory_utilization=args.gpu_memory_utilization,
                  activation_gib=args.activation_gib, non_torch_gib=args.non_torch_gib, block_size=args.block_size,
                  max_model_len=args.max_model_len, prompt_tokens=args.prompt_tokens,
@@ -60,10 +42,10 @@ def cmd_fit(args) -> None:
                  max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs)
     speed = None
     if result.fits and result.max_concurrency_at_mean:
-        speed = what_if(resolve_model(args.model), _gpu(args), dtype=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp,
+        speed = what_if(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp,
                         prompt_tokens=args.prompt_tokens or 1, output_tokens=args.output_tokens or 1,
                         concurrency=min(args.max_num_seqs, result.max_concurrency_at_mean),
-                        profile=_profile(args), engine=args.engine)
+                        profile=profile_from_args(args), engine=args.engine)
     if args.json:
         return print_json({**asdict(result), "predicted": None if speed is None else asdict(speed)})
     emit(args, "Fit (per GPU)", result)
@@ -75,9 +57,9 @@ def cmd_fit(args) -> None:
 
 
 def cmd_roofline(args) -> None:
-    result = roofline(resolve_model(args.model), _gpu(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
+    result = roofline(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
                       batch=args.batch, context=args.context, prompt_tokens=args.prompt_tokens, tp=args.tp,
-                      profile=_profile(args), engine=args.engine, bandwidth_efficiency=args.bandwidth_efficiency,
+                      profile=profile_from_args(args), engine=args.engine, bandwidth_efficiency=args.bandwidth_efficiency,
                       compute_efficiency=args.compute_efficiency,
                       overhead_s=None if args.overhead_ms is None else args.overhead_ms / 1e3)
     emit(args, "Roofline (per GPU)", result)
@@ -115,10 +97,10 @@ def cmd_fleet(args) -> None:
         replica = fleet.replica(args.replica_capacity, args.replica_slots)
         hourly = args.gpu_hourly
     else:
-        gpu = _gpu(args)
+        gpu = gpu_from_args(args)
         replica = fleet.replica_from_roofline(resolve_model(args.model), gpu, dtype=args.dtype, tp=args.tp,
                                               prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
-                                              max_num_seqs=args.max_num_seqs, profile=_profile(args),
+                                              max_num_seqs=args.max_num_seqs, profile=profile_from_args(args),
                                               engine=args.engine)
         hourly = gpu.hourly_usd
     plan = fleet.fleet(args.rate, args.slo_p99_ms / 1e3, replica, arrival_cv2=args.arrival_cv2,
@@ -149,7 +131,7 @@ def cmd_cost(args) -> None:
         replica = fleet.replica_from_roofline(resolve_model(args.model), get_gpu(args.gpu), dtype=args.dtype,
                                               tp=args.tp, prompt_tokens=args.prompt_tokens,
                                               output_tokens=args.output_tokens, max_num_seqs=args.max_num_seqs,
-                                              profile=_profile(args), engine=args.engine)
+                                              profile=profile_from_args(args), engine=args.engine)
         tokens_per_s, band = replica.tokens_per_s * (args.gpus // args.tp), replica.error_band
     result = cost.cost(hourly, args.gpus, tokens_per_s, slo_tokens_per_s=args.slo_tokens_per_s,
                        requests_per_s=args.requests_per_s, tokens_per_s_band=band)
@@ -162,8 +144,8 @@ def _step_model(args) -> StepTimeModel:
                              args.step_per_prefill_token_ms / 1e3, args.step_per_context_token_ms / 1e3)
     if args.model is None or args.gpu is None:
         raise ValueError("give a measured step model (--step-base-ms ...) or --model and --gpu for a roofline one")
-    return step_model_from_roofline(resolve_model(args.model), _gpu(args), dtype=args.dtype, tp=args.tp,
-                                    profile=_profile(args), engine=args.engine)
+    return step_model_from_roofline(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, tp=args.tp,
+                                    profile=profile_from_args(args), engine=args.engine)
 
 
 def cmd_simulate(args) -> None:
@@ -189,65 +171,6 @@ def cmd_simulate(args) -> None:
              **{f"{m}_{p}_ms": r.metrics[f"{m}_s"][p] * 1e3 for m in ("ttft", "tpot", "e2e") for p in ("p50", "p99")}}
             for r in results]
     print_rows(f"Simulated {args.strategy} batching", rows, list(rows[0]))
-
-
-def cmd_calibrate(args) -> None:
-    import pandas as pd
-
-    from calculators.calibrate import fit_step_model, fit_step_time
-
-    try:
-        frame = pd.read_csv(args.steps)
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as error:
-        raise ValueError(f"steps file {args.steps!r} cannot be read: {error}") from None
-    missing = {"batch_size", "step_s"} - set(frame.columns)
-    if missing:
-        raise ValueError(f"steps file {args.steps!r} lacks column(s) {', '.join(sorted(missing))}")
-    if args.roofline:
-        return _calibrate_roofline(args, frame)
-    line = fit_step_time(frame["batch_size"], frame["step_s"])
-    model = fit_step_model(frame["batch_size"], frame["step_s"],
-                           prefill_tokens=frame["prefill_tokens"] if "prefill_tokens" in frame else None)
-    emit(args, "Step-time fit", {"base_s": line.base_s, "per_seq_s": line.per_seq_s, "r_squared": line.r_squared,
-                                 "samples": line.samples, "step_model": asdict(model)})
-
-
-def _calibrate_roofline(args, frame) -> None:
-    """--roofline: fit an efficiency profile per TP degree from the steps and write it to --out."""
-    from calculators.calibrate_profile import MeasuredStep, calibrate_profile
-
-    if args.model is None or args.gpu is None:
-        raise ValueError("--roofline needs --model and --gpu (what the steps were measured on)")
-    steps = []
-    for i, row in enumerate(frame.to_dict("records")):
-        try:
-            steps.append(MeasuredStep(step_s=float(row["step_s"]), batch=int(row["batch_size"]),
-                                      context=float(row.get("context_tokens", 0) or 0),
-                                      prefill_tokens=int(row.get("prefill_tokens", 0) or 0),
-                                      tp=int(row.get("tp", args.tp) or args.tp)))
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"steps file {args.steps!r} row {i + 2}: {error}") from None
-    profile, fits = calibrate_profile(resolve_model(args.model), _gpu(args), steps, dtype=args.dtype,
-                                      kv_dtype=args.kv_dtype, engine=args.engine)
-    if args.out:
-        try:
-            Path(args.out).write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
-        except OSError as error:
-            raise ValueError(f"cannot write {args.out!r}: {error}") from None
-    rows = [{"tp": f.tp, "samples": f.samples, "rms_relative_error": f.rms_relative_error,
-             **{k: getattr(f.efficiencies, k) for k in ("weight_bandwidth", "kv_bandwidth", "prefill_compute",
-                                                         "decode_compute", "decode_overhead_s", "per_sequence_s",
-                                                         "prefill_overhead_s")}} for f in fits]
-    if args.json:
-        return print_json({"profile": profile.to_dict(), "fits": [{**row, "fitted": list(f.fitted)}
-                                                                  for row, f in zip(rows, fits)],
-                           "written": args.out})
-    print_rows(f"Roofline calibration of {args.model} on {args.gpu} {args.dtype} (one fit per TP degree)", rows,
-               list(rows[0]))
-    for f in fits:
-        print(f"tp={f.tp}: the steps determined {', '.join(f.fitted) or 'nothing'}; the rest kept the defaults")
-    if args.out:
-        print(f"wrote {args.out}; use it with --efficiency-profile {args.out}")
 
 
 def cmd_gpus(args) -> None:
