@@ -22,8 +22,8 @@ from scipy import optimize
 
 from calculators.architecture import ModelArchitecture
 from calculators.dtypes import default_kv_dtype, parse_dtype, parse_kv_dtype
-from calculators.efficiency import Efficiencies, EfficiencyProfile, ErrorBand, ProfileEntry, default_profile, \
-    dtype_class
+from calculators.efficiency import Efficiencies, ErrorBand, dtype_class
+from calculators.efficiency_profile import EfficiencyProfile, ProfileEntry, default_profile
 from calculators.gpus import GpuSpec
 from calculators.step_cost import decode_cost, prefill_cost
 
@@ -46,7 +46,8 @@ class MeasuredStep:
             raise ValueError(f"step_s must be a positive number, got {self.step_s!r}")
         for name in ("batch", "prefill_tokens", "tp"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (1 if name == "tp" else 0):
+            least = 1 if name == "tp" else 0
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
                 raise ValueError(f"{name} must be a {'positive' if name == 'tp' else 'non-negative'} integer, "
                                  f"got {value!r}")
         if not self.context >= 0:

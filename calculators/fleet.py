@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from dataclasses import replace
 
 from calculators.architecture import ModelArchitecture
-from calculators.efficiency import Efficiencies, EfficiencyProfile, ErrorBand
+from calculators.efficiency import Efficiencies, ErrorBand
+from calculators.efficiency_profile import EfficiencyProfile
 from calculators.fit import fit
 from calculators.gpus import GpuSpec
 from calculators.queueing import ggc, response_quantile

@@ -6,7 +6,8 @@ inference as in Yuan et al. 2024, "LLM Inference Unveiled"):
                    (MoE: a layer touches E x (1 - (1 - k/E)^B) of its E experts in expectation)
     KV bytes     = batch x KV bytes of S tokens x (1 + a x (query heads / KV heads - 1))
                    (a = gqa_kv_amplification: kernels that re-read a KV head once per query head)
-    flops        = (2 x active linear params (lm head included) x batch + 4 x layers x heads x head_dim x S x batch) / tp
+    flops        = (2 x active linear params (lm head included) x batch
+                    + 4 x layers x heads x head_dim x S x batch) / tp
     memory_s     = weight bytes / (bandwidth x weight eff) + KV bytes / (bandwidth x KV eff)
     compute_s    = flops / (peak x decode compute eff)
     step_s       = decode overhead + per-sequence cost x batch + max(memory_s, compute_s) + all-reduces of batch tokens

@@ -27,7 +27,8 @@ from calculators.calibration.point_model import predicted_s
 from calculators.calibration.validation import Validation, build_profile, table, validate
 from calculators.cli.output import print_json, print_rows
 from calculators.calibrate import PREVIOUS_DEFAULTS as BEFORE
-from calculators.efficiency import IDEAL, EfficiencyProfile
+from calculators.efficiency import IDEAL
+from calculators.efficiency_profile import EfficiencyProfile
 
 # the roofline before this fit: 80% of bandwidth, 50% of peak, no overhead and no TP term
 PREVIOUS_DEFAULTS = replace(BEFORE, tp_comm_measured=True)
@@ -47,7 +48,8 @@ def _phase_medians(validation: Validation, errors: dict[str, float]) -> dict[str
 def efficiency_rows(profile: EfficiencyProfile) -> list[dict]:
     """Entries fitted on points of their own family and dtype class; bands as ±p80 over (points)."""
     def short(band) -> str:
-        return f"±{band.relative:.0%} ({band.points}{'' if band.scope.startswith(('ampere ', 'hopper ', 'ada ')) else '*'})"
+        pooled = not band.scope.startswith(("ampere ", "hopper ", "ada "))
+        return f"±{band.relative:.0%} ({band.points}{'*' if pooled else ''})"
 
     rows = []
     for entry in profile.entries:
@@ -110,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     medians = [{"predictor": name, **meds} for name, meds in
                (("fitted, leave-one-source-out", report["medians_leave_one_source_out"]),
                 ("previous defaults (0.8 / 0.5 / no overhead)", report["medians_previous_defaults"]))]
-    medians += [{"predictor": f["form"], **{k: v for k, v in f.items() if k != "form"}} for f in report.get("forms", [])]
+    medians += [{"predictor": f["form"], **{k: v for k, v in f.items() if k != "form"}}
+                for f in report.get("forms", [])]
     print_rows("Median |error| by phase", medians,
                ["predictor", "decode", "prefill_1k_plus", "prefill_short", "mixed", "partial_points"])
     for name, t in report["targets"].items():

@@ -22,7 +22,8 @@ from calculators.calibration.dataset import PublishedPoint
 from calculators.calibration.fit_profile import DTYPE_CLASSES, FINAL, GQA_KEYS, GQA_PRIOR, LINK_EFFICIENCY, Fit, \
     ModelForm, leave_one_source_out
 from calculators.calibration.point_model import phase
-from calculators.efficiency import LONG_PROMPT_TOKENS as LONG_PROMPT, EfficiencyProfile, ErrorBand, ProfileEntry, dtype_class
+from calculators.efficiency import LONG_PROMPT_TOKENS as LONG_PROMPT, ErrorBand, dtype_class
+from calculators.efficiency_profile import EfficiencyProfile, ProfileEntry
 from calculators.gpus import _catalog as gpu_catalog, get_gpu
 
 TARGET = 0.15
@@ -86,8 +87,9 @@ def table(validation: Validation, *, complete: bool = True) -> list[dict]:
 
 def _band(validation: Validation, points: list[PublishedPoint], scope: str) -> ErrorBand:
     err = validation.abs_errors(points)
-    return ErrorBand(relative=round(float(np.quantile(err, BAND_QUANTILE)), 4), median=round(float(np.median(err)), 4),
-                     points=len(points), sources=len({p.source for p in points}), scope=scope)
+    return ErrorBand(relative=round(float(np.quantile(err, BAND_QUANTILE)), 4),
+                     median=round(float(np.median(err)), 4), points=len(points),
+                     sources=len({p.source for p in points}), scope=scope)
 
 
 def band_for(validation: Validation, family: str | None, dclass: str, which: str) -> ErrorBand:

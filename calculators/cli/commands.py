@@ -34,7 +34,8 @@ def cmd_weights(args) -> None:
 
 
 def cmd_fit(args) -> None:
-    result = fit(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype, gpus=args.gpus,
+    result = fit(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
+                 gpus=args.gpus,
                  tp=args.tp, gpu_memory_utilization=args.gpu_memory_utilization,
                  activation_gib=args.activation_gib, non_torch_gib=args.non_torch_gib, block_size=args.block_size,
                  max_model_len=args.max_model_len, prompt_tokens=args.prompt_tokens,
@@ -42,7 +43,8 @@ def cmd_fit(args) -> None:
                  max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs)
     speed = None
     if result.fits and result.max_concurrency_at_mean:
-        speed = what_if(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp,
+        speed = what_if(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
+                        tp=args.tp,
                         prompt_tokens=args.prompt_tokens or 1, output_tokens=args.output_tokens or 1,
                         concurrency=min(args.max_num_seqs, result.max_concurrency_at_mean),
                         profile=profile_from_args(args), engine=args.engine)
@@ -59,8 +61,8 @@ def cmd_fit(args) -> None:
 def cmd_roofline(args) -> None:
     result = roofline(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
                       batch=args.batch, context=args.context, prompt_tokens=args.prompt_tokens, tp=args.tp,
-                      profile=profile_from_args(args), engine=args.engine, bandwidth_efficiency=args.bandwidth_efficiency,
-                      compute_efficiency=args.compute_efficiency,
+                      profile=profile_from_args(args), engine=args.engine,
+                      bandwidth_efficiency=args.bandwidth_efficiency, compute_efficiency=args.compute_efficiency,
                       overhead_s=None if args.overhead_ms is None else args.overhead_ms / 1e3)
     emit(args, "Roofline (per GPU)", result)
 

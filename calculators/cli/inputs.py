@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from calculators.efficiency import EfficiencyProfile, parse_profile_text
+from calculators.efficiency_profile import EfficiencyProfile, parse_profile_text
 from calculators.gpus import GpuSpec, get_gpu
 
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calculators.architecture import ModelArchitecture
-from calculators.efficiency import Efficiencies, EfficiencyProfile
+from calculators.efficiency import Efficiencies
+from calculators.efficiency_profile import EfficiencyProfile
 from calculators.gpus import GpuSpec
 
 
@@ -57,7 +58,7 @@ def step_model_from_roofline(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: st
     per_context_token_s = KV bytes of one token / (bandwidth x KV efficiency);
     per_prefill_token_s = prefill of 4096 tokens / 4096 (prefill is compute bound).
     """
-    from calculators.efficiency import efficiencies_for  # local: roofline imports nothing from here
+    from calculators.efficiency_profile import efficiencies_for  # local: roofline imports nothing from here
     from calculators.roofline import roofline
 
     eff = efficiencies_for(gpu, dtype, tp, profile=profile, engine=engine, efficiency=efficiency)

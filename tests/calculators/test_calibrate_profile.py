@@ -9,7 +9,8 @@ import pytest
 
 from calculators.calibrate_profile import MeasuredStep, calibrate_profile, fit_efficiencies, predict_step
 from calculators.cli.commands import main
-from calculators.efficiency import Efficiencies, default_profile, parse_profile_text
+from calculators.efficiency import Efficiencies
+from calculators.efficiency_profile import default_profile, parse_profile_text
 from calculators.gpus import get_gpu
 from calculators.models import get_model
 from calculators.roofline import roofline

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from calculators.efficiency import Efficiencies, EfficiencyProfile, ErrorBand, ProfileEntry, default_profile, \
-    dtype_class, efficiencies_for, parse_profile_text
+from calculators.efficiency import Efficiencies, ErrorBand, dtype_class
+from calculators.efficiency_profile import EfficiencyProfile, ProfileEntry, default_profile, efficiencies_for, \
+    parse_profile_text
 from calculators.gpus import get_gpu
 
 BAND = ErrorBand(relative=0.2, median=0.1, points=12, sources=3, scope="hopper fp8")

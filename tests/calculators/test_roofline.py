@@ -7,7 +7,8 @@ import pytest
 
 from calculators.calibrate import calibrate_roofline, fit_step_model, fit_step_time
 from calculators.cost import cost, slo_operating_point, usd_per_million_requests, usd_per_million_tokens
-from calculators.efficiency import IDEAL, Efficiencies, default_profile
+from calculators.efficiency import IDEAL, Efficiencies
+from calculators.efficiency_profile import default_profile
 from calculators.gpus import get_gpu
 from calculators.models import get_model
 from calculators.roofline import roofline

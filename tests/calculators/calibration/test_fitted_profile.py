@@ -9,7 +9,8 @@ from calculators.calibration.dataset import load_points
 from calculators.calibration.fit_profile import FINAL, fit
 from calculators.calibration.point_model import predicted_s
 from calculators.calibration.validation import TARGET, validate
-from calculators.efficiency import IDEAL, default_profile
+from calculators.efficiency import IDEAL
+from calculators.efficiency_profile import default_profile
 from calculators.gpus import get_gpu, gpu_names
 
 POINTS = load_points()
