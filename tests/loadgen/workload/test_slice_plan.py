@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from loadgen.compare.plan import pair_order, pair_slices, slice_length, warmup_slices
+from loadgen.workload.slice_plan import pair_order, pair_slices, slice_length, warmup_slices
 
 
 def test_pairs_alternate_arms_in_a_seeded_random_order():
