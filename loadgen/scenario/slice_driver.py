@@ -78,6 +78,7 @@ class SliceDriver:
                      for arm, r in plan.arms.items()}
         self.active: ActiveSlice | None = None
         self.gate = gevent.event.Event()        # set while a slice takes new requests
+        self.ended = gevent.event.Event()       # set when the last slice is done
         self.finished = False
 
     def start(self) -> None:
@@ -87,10 +88,13 @@ class SliceDriver:
     def user_step(self) -> None:
         """Closed loop: one request to the current slice's arm (waits through a switch)."""
         self.gate.wait()
+        if self.finished:
+            return   # the plan is done: returning lets Locust stop the user at once (it is quitting)
         active = self.active
-        if active is None or active.switched or self.run.settings.arrival.open_loop:
-            if self.run.settings.arrival.open_loop:
-                gevent.sleep(1e9)   # open loop: the driver sends; users idle
+        if self.run.settings.arrival.open_loop:
+            self.ended.wait()   # open loop: the driver sends; users idle until the plan is done
+            return
+        if active is None or active.switched:
             return
         index = active.take_index()
         self._send(active, index, t_sched=None)
@@ -126,6 +130,8 @@ class SliceDriver:
             log.exception("the slice driver failed")
             self.run.environment.process_exit_code = 1
         self.finished = True
+        self.gate.set()   # release the users waiting for a slice, so they stop now
+        self.ended.set()
         self.run.runner.quit()
 
     def _run_slice(self, planned: Slice) -> None:

@@ -8,8 +8,8 @@ send the same sequence of prompts and lengths (request k of the slice is drawn f
 records are phase "warmup".
 
 The plan file (`--slice-plan PATH`, JSON) is what one Locust process runs: the arms'
-URLs, models and server PIDs, the slices in order, the level id for the records, what
-happens at a switch, and where to log each slice as it ends (`slices.jsonl`).
+URLs, models and server PIDs, the slices in order, what happens at a switch, and where
+to log each slice as it ends (`slices.jsonl`). Records carry `<arm>/<--level>`.
 """
 
 from __future__ import annotations
@@ -95,7 +95,6 @@ class SlicePlan:
     """Everything one Locust process needs to run a batch of slices.
 
     Attributes:
-        level: the load id records carry after their arm, e.g. "c=4" -> level "a/c=4".
         arms: "a" and "b" -> ArmRoute.
         slices: run in order; each is sent load for its duration, then drained or cut.
         at_switch: "drain" (requests in flight at the switch finish before the next slice
@@ -105,7 +104,6 @@ class SlicePlan:
         slices_log: append one JSON line per finished slice here (slices.jsonl).
     """
 
-    level: str
     arms: dict[str, ArmRoute]
     slices: tuple[Slice, ...]
     at_switch: str = "drain"
@@ -126,7 +124,7 @@ class SlicePlan:
             raise ValueError(f"drain_timeout_s must be positive, got {self.drain_timeout_s!r}")
 
     def to_json(self) -> str:
-        return json.dumps({"level": self.level, "at_switch": self.at_switch, "drain_timeout_s": self.drain_timeout_s,
+        return json.dumps({"at_switch": self.at_switch, "drain_timeout_s": self.drain_timeout_s,
                            "slices_log": self.slices_log,
                            "arms": {arm: {"url": r.url, "model": r.model, "pids": list(r.pids)}
                                     for arm, r in self.arms.items()},
@@ -140,7 +138,7 @@ class SlicePlan:
             arms = {arm: ArmRoute(str(r["url"]), str(r["model"]), tuple(int(p) for p in r.get("pids") or ()))
                     for arm, r in data["arms"].items()}
             slices = tuple(Slice(**s) for s in data["slices"])
-            return cls(level=str(data["level"]), arms=arms, slices=slices, at_switch=data.get("at_switch", "drain"),
+            return cls(arms=arms, slices=slices, at_switch=data.get("at_switch", "drain"),
                        drain_timeout_s=float(data.get("drain_timeout_s", 30.0)), slices_log=data.get("slices_log"))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"--slice-plan: not a slice plan ({type(exc).__name__}: {exc})") from None

@@ -191,6 +191,14 @@ class ArmInfo(Section):
     pid: int | None = None               # the serving process (its tree's CPU time is measured per slice)
     engine: dict | None = None           # GET /v1/engine of a reference server, kept whole
 
+    def label(self) -> str:
+        """What served the arm, in a few words (tables and headings)."""
+        if self.kind == "reference_server":
+            return " ".join(["reference server", *(self.args or [])])
+        if self.kind == "command":
+            return " ".join(self.command or []) or "command"
+        return self.url or self.kind or "?"
+
 
 @dataclass(kw_only=True)
 class Look(Section):
