@@ -76,8 +76,17 @@ class Arms(contextlib.AbstractContextManager):
     def __init__(self, config: CompareConfig, cpus: CpuPlan, out_dir: Path) -> None:
         self.config, self.cpus, self.out_dir = config, cpus, out_dir
         self.live: dict[str, LiveArm] = {}
-        # fail on a bad flag before anything starts
-        self._specs = {arm.name: reference_spec(arm, config.model) for arm in (config.a, config.b) if arm.kind == "args"}
+        # every spec is built (and refused, with a message) before anything starts
+        self._specs = {arm.name: self._spec(arm) for arm in (config.a, config.b) if arm.kind != "url"}
+
+    def _spec(self, arm: ArmSpec):
+        if arm.kind == "args":
+            return self.cpus.place(reference_spec(arm, self.config.model))
+        prefix = taskset_prefix(self.cpus.engine or self.cpus.server)
+        try:
+            return CommandSpec((*prefix, *shlex.split(arm.cmd)), ready_path=self.config.ready_path)
+        except ValueError as exc:
+            raise ValueError(f"--{arm.name}-cmd: {exc}") from None
 
     def __enter__(self) -> "Arms":
         try:
@@ -100,13 +109,9 @@ class Arms(contextlib.AbstractContextManager):
             url = arm.url.rstrip("/")
             return LiveArm(arm, url, self._model(url), None,
                            ArmInfo(kind="url", url=url, engine=_engine(url)))
-        if arm.kind == "args":
-            spec = self.cpus.place(self._specs[arm.name])
-            info = ArmInfo(kind="reference_server", args=spec.serve_args())
-        else:
-            prefix = taskset_prefix(self.cpus.engine or self.cpus.server)
-            spec = CommandSpec((*prefix, *shlex.split(arm.cmd)), ready_path=config.ready_path)
-            info = ArmInfo(kind="command")
+        spec = self._specs[arm.name]
+        info = (ArmInfo(kind="reference_server", args=spec.serve_args()) if arm.kind == "args"
+                else ArmInfo(kind="command"))
         process = ServerProcess(spec, log_path=log, startup_timeout_s=config.startup_timeout_s).start()
         url = process.base_url
         if arm.kind == "cmd":

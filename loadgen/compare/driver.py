@@ -72,6 +72,7 @@ class Compare:
         self.gated = thresholds_for(config.max_regression, replace_defaults=config.no_defaults)
         both_external = config.a.kind == "url" and config.b.kind == "url"
         self.cpus = plan_cpus(config.pin_cpus, external_server=both_external)
+        self.arms_to_start = Arms(config, self.cpus, self.out)   # refuses a bad arm before anything runs
         self.started = time.monotonic()
         self.next_slice = 0
         self.next_pair = 0
@@ -107,7 +108,7 @@ class Compare:
         previous = signal.signal(signal.SIGTERM, _raise_interrupted)
         status = "failed"
         try:
-            with Arms(self.config, self.cpus, self.out) as arms:
+            with self.arms_to_start as arms:
                 self.arms = arms.live
                 self.compare.arms = {name: live.info for name, live in arms.live.items()}
                 self._write()
