@@ -92,7 +92,7 @@ def decide(table: pd.DataFrame, gated: dict[str, float], *, alpha: float, seed: 
         if not (np.isfinite(a) & np.isfinite(b)).any():
             continue
         results.append(judge(key, a, b, threshold=gated.get(key, DEFAULT_THRESHOLD),
-                             higher_is_worse=higher_is_worse(key), alpha=alpha, seed=seed))
+                             higher_is_worse=higher_is_worse(key), alpha=alpha))
     arm_p99 = []
     for metric, (a_values, b_values) in (arm_values or {}).items():
         found = paired_bootstrap_ratio(a_values, b_values, lambda v: np.percentile(v, 99), seed=seed)

@@ -26,7 +26,7 @@ def ratios_figure(table: pd.DataFrame, verdict: CompareVerdict, pair_times: dict
             ratio = b / a
         ax.plot(x, (ratio - 1) * 100, "o", ms=3.5, color="tab:blue", label="pair B/A")
         if result.ratio is not None:
-            ax.axhline((result.ratio - 1) * 100, color="tab:blue", lw=1.2, label="mean")
+            ax.axhline((result.ratio - 1) * 100, color="tab:blue", lw=1.2, label="estimate")
         if result.ci is not None:
             ax.axhspan((result.ci[0] - 1) * 100, (result.ci[1] - 1) * 100, color="tab:blue", alpha=0.15,
                        label=f"{100 * (1 - 2 * verdict.alpha):.0f}% interval")
@@ -39,5 +39,5 @@ def ratios_figure(table: pd.DataFrame, verdict: CompareVerdict, pair_times: dict
     axes[0, 0].legend(fontsize=7, loc="upper right")
     return save(fig, out_dir, NAME, "Per-pair ratios B/A over time",
                 "Each point is one pair of slices (B's statistic over A's, in %); the line is their "
-                "geometric mean, the band its interval, the dashed lines the threshold. Drift that moves "
+                "Hodges-Lehmann estimate, the band its interval, the dashed lines the threshold. Drift that moves "
                 "both arms alike stays out of the ratios.")

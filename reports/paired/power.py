@@ -8,7 +8,9 @@ and power 1 - beta needs, for per-pair log ratios with standard deviation sigma,
 pairs (the paired-t sample size; ARE = 3/pi ~ 0.955 is the Wilcoxon signed-rank test's
 asymptotic efficiency against the t test under normal noise, so it needs n / 0.955).
 The pilot's sigma comes from few pairs, so it is itself uncertain; the plan uses the
-upper end of its 80% chi-square interval rather than the point estimate.
+upper end of its 80% chi-square interval rather than the point estimate. Sigma is the
+robust one (1.4826 x MAD): the verdict's estimate ignores the odd disturbed pair, and
+so does the plan.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def plan(pilot_log_ratios: dict[str, np.ndarray], *, min_effect: float, seconds_
         r = r[np.isfinite(r)]
         if len(r) < 2:
             continue
-        sd = float(r.std(ddof=1))
+        sd = float(sps.median_abs_deviation(r, scale="normal")) or float(r.std(ddof=1))
         planned = sigma_upper(sd, len(r))
         pairs = max(min_pairs, pairs_needed(planned, min_effect, alpha=alpha, power=power))
         candidate = PowerPlan(metric, sd, planned, min_effect, alpha, power, pairs, pairs * seconds_per_pair)

@@ -19,14 +19,14 @@ def to_markdown(verdict: CompareVerdict, a_label: str, b_label: str, notes: list
     lines = [f"## servecap compare: {verdict.summary}", "",
              f"A = `{a_label}`, B = `{b_label}`. Load alternated between the arms in slices (AB or BA per "
              "pair, same requests within a pair); each row compares the arms pair by pair. "
-             f"change = B vs A (geometric mean of the per-pair ratios), interval = {confidence:.0f}% "
+             f"change = B vs A (Hodges-Lehmann estimate over the per-pair ratios), interval = {confidence:.0f}% "
              f"bootstrap over pairs, p = Wilcoxon signed-rank (alpha {verdict.alpha:.3g} at this look). "
              "SAME: the interval lies within the threshold; WORSE/BETTER: significant and beyond it.", "",
-             "| metric | gated | pairs | change | interval | p | per-pair SD | threshold | verdict |",
+             "| metric | gated | pairs | change | interval | p | per-pair SD (robust) | threshold | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in verdict.results:
         p = "-" if r.p_value is None else f"{r.p_value:.3g}"
-        sd = "-" if r.log_sd is None else f"{r.log_sd * 100:.1f}%"
+        sd = "-" if r.log_sd is None else f"{r.log_sd * 100:.1f}% ({r.log_sd_robust * 100:.1f}%)"
         cell = f"**{r.verdict}**" if r.verdict == WORSE and r.metric in verdict.gated else r.verdict
         lines.append(f"| {r.metric} | {'yes' if r.metric in verdict.gated else 'no'} | {r.pairs} | "
                      f"{_percent(r.ratio)} | {_ci(r)} | {p} | {sd} | {r.threshold * 100:.0f}% | {cell} |")
@@ -44,6 +44,7 @@ def to_markdown(verdict: CompareVerdict, a_label: str, b_label: str, notes: list
 def to_json(verdict: CompareVerdict, a_label: str, b_label: str, extra: dict | None = None) -> dict:
     rows = [{"metric": r.metric, "gated": r.metric in verdict.gated, "pairs": r.pairs, "ratio": r.ratio,
              "interval": list(r.ci) if r.ci else None, "p_value": r.p_value, "log_sd": r.log_sd,
+             "log_sd_robust": r.log_sd_robust,
              "threshold": r.threshold, "higher_is_worse": r.higher_is_worse, "verdict": r.verdict}
             for r in verdict.results]
     arm = [{"metric": q.metric, "a": q.a, "b": q.b, "ratio": q.ratio, "interval95": list(q.ci)}

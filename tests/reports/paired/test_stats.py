@@ -92,7 +92,7 @@ def test_repeated_looks_keep_the_a_over_a_false_alarm_rate_under_alpha():
         looks, before, flagged = [10, 20, 30, 40], 0, False
         for now in looks:
             alpha = look_alpha(0.05, now, before, 40)
-            result = judge("m", a[:now], b[:now], threshold=0.001, higher_is_worse=True, alpha=alpha, seed=trial)
+            result = judge("m", a[:now], b[:now], threshold=0.001, higher_is_worse=True, alpha=alpha)
             flagged |= result.verdict in (WORSE, BETTER)
             before = now
         alarms += flagged
@@ -118,3 +118,26 @@ def test_paired_bootstrap_of_a_whole_arm_p99_covers_the_true_ratio():
     ratio, (lo, hi) = paired_bootstrap_ratio(a, b, lambda v: np.percentile(v, 99), seed=1)
     assert lo < 1.2 < hi and lo > 1.0
     assert paired_bootstrap_ratio([np.array([])], [np.array([1.0])], np.median) is None
+
+
+def test_the_signed_rank_distribution_and_the_hodges_lehmann_interval():
+    from reports.paired.stats import estimate_ci, hodges_lehmann, signed_rank_cdf
+
+    # n = 5: 32 subsets of 1..5; sums 0..15 occur 1,1,1,2,2,3,3,3,3,3,3,2,2,1,1,1 times
+    assert (np.diff(np.concatenate([[0], signed_rank_cdf(5)])) * 32).round().tolist() == \
+        [1, 1, 1, 2, 2, 3, 3, 3, 3, 3, 3, 2, 2, 1, 1, 1]
+    assert hodges_lehmann(np.array([0.0, 1.0, 2.0, 10.0])) == pytest.approx(1.5)   # Walsh averages' median
+    rng = np.random.default_rng(2)
+    covered = sum(lo <= 0.1 <= hi for lo, hi in (estimate_ci(rng.standard_t(3, 20) * 0.05 + 0.1, 0.9)
+                                                   for _ in range(1000)))
+    assert 0.87 <= covered / 1000 <= 0.95   # distribution-free: holds for heavy tails too
+
+
+def test_one_disturbed_pair_does_not_move_the_verdict():
+    a, b = interleaved(0.0, 30, seed=4)
+    quiet = judge("tpot_s.p50", a, b, threshold=0.05, higher_is_worse=True)
+    b = b.copy()
+    b[7] *= 3.0          # a burst of contention during one of B's slices
+    disturbed = judge("tpot_s.p50", a, b, threshold=0.05, higher_is_worse=True)
+    assert quiet.verdict == disturbed.verdict == SAME
+    assert disturbed.log_sd > 2 * quiet.log_sd and disturbed.log_sd_robust < 1.5 * quiet.log_sd_robust
