@@ -19,8 +19,9 @@ def to_markdown(verdict: CompareVerdict, a_label: str, b_label: str, notes: list
     lines = [f"## servecap compare: {verdict.summary}", "",
              f"A = `{a_label}`, B = `{b_label}`. Load alternated between the arms in slices (AB or BA per "
              "pair, same requests within a pair); each row compares the arms pair by pair. "
-             f"change = B vs A (Hodges-Lehmann estimate over the per-pair ratios), interval = {confidence:.0f}% "
-             f"bootstrap over pairs, p = Wilcoxon signed-rank (alpha {verdict.alpha:.3g} at this look). "
+             f"change = B vs A (Hodges-Lehmann estimate over the per-pair ratios), interval = its "
+             f"{confidence:.0f}% distribution-free interval, p = Wilcoxon signed-rank (alpha {verdict.alpha:.3g} "
+             "at this look). "
              "SAME: the interval lies within the threshold; WORSE/BETTER: significant and beyond it.", "",
              "| metric | gated | pairs | change | interval | p | per-pair SD (robust) | threshold | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -46,7 +46,7 @@ class PairedResult:
         metric: e.g. "tpot_s.p50" or "output_tokens_per_s".
         pairs: usable pairs (both arms had a finite, positive value).
         ratio: exp(Hodges-Lehmann estimate of the log ratio): B relative to A (1.10 = B is 10% higher).
-        ci: exp of the (1 - 2 alpha) bootstrap interval of that estimate, or None.
+        ci: exp of the (1 - 2 alpha) Hodges-Lehmann interval of that estimate, or None.
         p_value: two-sided Wilcoxon signed-rank p-value, or None below MIN_PAIRS.
         log_sd: standard deviation of the per-pair log ratios (the noise the pairing left).
         log_sd_robust: the same from the median absolute deviation (1.4826 x MAD): the noise
@@ -90,7 +90,7 @@ def log_ratios(a, b) -> np.ndarray:
 
 
 def hodges_lehmann(r: np.ndarray, axis: int = -1) -> np.ndarray | float:
-    """Median of the Walsh averages (r_i + r_j) / 2, i <= j, along `axis` (vectorized for the bootstrap)."""
+    """Median of the Walsh averages (r_i + r_j) / 2, i <= j, along `axis`."""
     r = np.moveaxis(np.asarray(r, dtype=np.float64), axis, -1)
     i, j = np.triu_indices(r.shape[-1])
     return np.median((r[..., i] + r[..., j]) / 2.0, axis=-1)
