@@ -49,6 +49,7 @@ class Record:
     error: str | None = None          # short message or None
     worker: str | None = None         # which Locust process sent it
     response_id: str | None = None    # the server's response `id` (joins with server-side logs)
+    ttft_any_s: float | None = None   # first chunk of any kind (even one without text) - t_start, None if none
     request_id: str | None = field(default=None, metadata=LOADGEN)           # "<worker>#<seq>", unique in a run
     api: str | None = field(default=None, metadata=LOADGEN)                  # "chat" | "completions" | "classify"
     prompt_tokens_asked: int | None = field(default=None, metadata=LOADGEN)  # length the prompt was built for
