@@ -104,6 +104,7 @@ class Generation:
                     self._finished = True
                     metrics.requests_finished.labels(finish_reason=finish_reason).inc()
                     metrics.e2e_latency.observe(time.monotonic() - self._arrival_s)
+                    metrics.observe_request(item.timings)
                 yield Delta(text, len(item.new_token_ids), finish_reason, self.prompt_tokens,
                             self.completion_tokens, self.cached_prompt_tokens)
                 if finish_reason is not None:

@@ -20,7 +20,7 @@ from reference_server.engine.tokenizer import ByteTokenizer
 from reference_server.scheduling.block_manager import BlockManager, cdiv
 from reference_server.scheduling.postprocess import StopRule, postprocess
 from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.sequence import Sequence
+from reference_server.scheduling.sequence import RequestTimings, Sequence
 from reference_server.scheduling.strategies import make_scheduler
 from reference_server.scheduling.strategies.base import ScheduledBatch
 
@@ -47,6 +47,7 @@ class StepOutput:
     num_prompt_tokens: int
     num_output_tokens: int
     num_cached_prompt_tokens: int      # prefix-cache hit tokens for this request
+    timings: RequestTimings | None = None   # set on the finishing output: queue, prefill, decode, inference
 
 
 @dataclass
@@ -157,9 +158,12 @@ class Engine:
     # -- the loop --------------------------------------------------------------------------
     def step(self) -> list[StepOutput]:
         start = time.perf_counter()
-        batch = self.scheduler.schedule(self.clock())
+        now = self.clock()
+        batch = self.scheduler.schedule(now)
         if batch is None:
             return []
+        for seq in batch.seqs:
+            seq.mark_scheduled(now)
         if self.config.inject_step_delay_ms:
             busy_wait(self.config.inject_step_delay_ms / 1e3)
         tokens = self.runner.run(batch)
@@ -172,7 +176,9 @@ class Engine:
 
     def _postprocess(self, batch: ScheduledBatch, tokens: list[int | None]) -> list[StepOutput]:
         outputs = []
+        now = self.clock()
         for seq, token, reason in postprocess(self.scheduler, batch, tokens, self.stop_rule):
+            seq.mark_token(now)
             if reason is not None:
                 self._seqs.pop(seq.request_id, None)
                 self.sampler.forget(seq.request_id)
@@ -181,6 +187,7 @@ class Engine:
                 finish_reason=reason, num_prompt_tokens=seq.num_prompt_tokens,
                 num_output_tokens=seq.num_output_tokens,
                 num_cached_prompt_tokens=min(seq.num_cached_tokens, seq.num_prompt_tokens),
+                timings=seq.timings() if reason is not None else None,
             ))
         return outputs
 

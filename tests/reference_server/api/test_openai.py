@@ -166,6 +166,15 @@ def test_metrics_expose_the_servecap_names_and_count_tokens(client, server):
     assert value(after, "servecap_time_to_first_token_seconds_count") \
         == value(before, "servecap_time_to_first_token_seconds_count") + 1
     assert value(after, "servecap_kv_blocks_used") == 0
+    for phase in ("queue", "prefill", "decode", "inference"):   # the engine-side phases, named as vLLM's
+        name = f"servecap_request_{phase}_time_seconds_count"
+        assert value(after, name) == value(before, name) + 1, name
+    seconds = {phase: value(after, f"servecap_request_{phase}_time_seconds_sum")
+               - value(before, f"servecap_request_{phase}_time_seconds_sum") for phase in ("prefill", "decode", "inference")}
+    assert seconds["inference"] == pytest.approx(seconds["prefill"] + seconds["decode"], abs=1e-6)
+    e2e = value(after, "servecap_e2e_request_latency_seconds_sum") - value(before, "servecap_e2e_request_latency_seconds_sum")
+    assert 0 < seconds["inference"] <= e2e
+    assert value(after, "servecap_iteration_tokens_count") > value(before, "servecap_iteration_tokens_count")
 
 
 def test_health_and_ready(server):
