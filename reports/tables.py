@@ -111,6 +111,10 @@ def resources_table(summary: dict) -> pd.DataFrame:
         row["batch size"] = _num(s.get("batch_size_mean"))
         row["KV used %"] = _num(s["kv_usage_mean"] * 100, "{:.1f}") if s.get("kv_usage_mean") is not None else ""
         row["step (ms)"] = _ms(s.get("step_time_mean_s"))
+        row["tokens/step"] = _num(s.get("tokens_per_step_mean"))
+        row["preemptions"] = _num(s.get("preemptions"), "{:.0f}")
+        row["prefix hit %"] = _num(s["prefix_cache_hit_rate"] * 100, "{:.1f}") \
+            if s.get("prefix_cache_hit_rate") is not None else ""
         for source, d in lvl["device"].items():
             row[f"{source} util %"] = _num(d.get("util_pct"), "{:.1f}")
             row[f"{source} mem GiB"] = _num((d.get("mem_used_bytes") or 0) / 2**30) if d.get("mem_used_bytes") else ""
@@ -132,4 +136,38 @@ def predicted_table(summary: dict) -> pd.DataFrame:
                          "measured": _num(pair.get("measured"), "{:.4g}"),
                          "relative error": "" if rel is None else f"{rel:+.1%}",
                          "unit": pair.get("unit", "")})
+    return pd.DataFrame(rows)
+
+
+def _bucketed_ms(entry: dict, pct: str) -> str:
+    """`12.3 [10, 20]`: the interpolated percentile and the bucket it is known to lie in (ms)."""
+    value, bucket = entry.get(pct), entry.get(f"{pct}_bucket")
+    if value is None:
+        return ""
+    if not bucket:
+        return _ms(value)
+    hi = "inf" if bucket[1] is None or bucket[1] == float("inf") else f"{bucket[1] * 1000:g}"
+    return f"{_ms(value)} [{bucket[0] * 1000:g}, {hi}]"
+
+
+def client_server_table(summary: dict) -> pd.DataFrame:
+    """Per level: the client's TTFT/E2E p50 next to the server's (with its bucket), the difference
+    (client + network + front end), and the TTFT p50 split into that overhead, queue and prefill."""
+    rows = []
+    for lvl in summary["levels"]:
+        pairs, server = lvl.get("client_vs_server") or {}, lvl.get("server_latency") or {}
+        if not server:
+            continue
+        row = {"level": lvl["level"], "engine": (lvl.get("server") or {}).get("engine") or ""}
+        for metric, label in (("ttft_s", "TTFT"), ("e2e_s", "E2E")):
+            pair = pairs.get(metric) or {}
+            share = pair.get("overhead_share_p50")
+            row[f"client {label} p50 (ms)"] = _ms(pair.get("client_p50"))
+            row[f"server {label} p50 (ms) [bucket]"] = _bucketed_ms(server.get(metric) or {}, "p50")
+            row[f"{label} overhead p50 (ms)"] = (_ms(pair.get("overhead_p50"))
+                                                 + (f" ({share:.0%})" if share is not None else ""))
+        row["queue p50 (ms) [bucket]"] = _bucketed_ms(server.get("queue_s") or {}, "p50")
+        row["prefill p50 (ms) [bucket]"] = _bucketed_ms(server.get("prefill_s") or {}, "p50")
+        row["server TTFT mean (ms)"] = _ms((server.get("ttft_s") or {}).get("mean"))
+        rows.append(row)
     return pd.DataFrame(rows)

@@ -28,14 +28,18 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 @dataclass(frozen=True)
 class Metric:
     """One engine's metric for a field. `name` is the sample name (a counter's with its `_total`
-    as exposed), or a histogram's stem; values are multiplied by `scale` (e.g. percent -> fraction)."""
+    as exposed), or a histogram's stem; values are multiplied by `scale` (e.g. percent -> fraction).
+    `buckets`: a histogram whose percentiles are read (else only its mean: _sum and _count are kept)."""
 
     name: str
     kind: str
     scale: float = 1.0
+    buckets: bool = True
 
     def sample_names(self) -> tuple[str, ...]:
-        return tuple(self.name + s for s in HISTOGRAM_SUFFIXES) if self.kind == HISTOGRAM else (self.name,)
+        if self.kind != HISTOGRAM:
+            return (self.name,)
+        return tuple(self.name + s for s in (HISTOGRAM_SUFFIXES if self.buckets else HISTOGRAM_SUFFIXES[1:]))
 
 
 def _g(name: str, scale: float = 1.0) -> Metric:
@@ -50,12 +54,17 @@ def _h(name: str) -> Metric:
     return Metric(name, HISTOGRAM)
 
 
+def _mean(name: str) -> Metric:
+    return Metric(name, HISTOGRAM, buckets=False)
+
+
 # engine -> the prefix every one of its names carries (how the engine is detected)
 ENGINE_PREFIXES = {"servecap": "servecap_", "vllm": "vllm:", "sglang": "sglang:", "tgi": "tgi_",
                    "llamacpp": "llamacpp:"}
 
 # field -> {engine: Metric}. Gauges: window mean; counters: window delta; histograms: window
-# mean (from _sum/_count deltas) and, for the LATENCY_FIELDS, p50/p90/p99 from bucket deltas.
+# mean (from _sum/_count deltas) and, for the LATENCY_FIELDS, p50/p90/p99 from bucket deltas
+# (the others keep no buckets: under load every cumulative bucket changes every scrape).
 MAPPING: dict[str, dict[str, Metric]] = {
     "requests_running": {"servecap": _g("servecap_requests_running"), "vllm": _g("vllm:num_requests_running"),
                          "sglang": _g("sglang:num_running_reqs"), "tgi": _g("tgi_batch_current_size"),
@@ -77,9 +86,9 @@ MAPPING: dict[str, dict[str, Metric]] = {
     "generation_tokens": {"servecap": _c("servecap_generation_tokens_total"),
                           "vllm": _c("vllm:generation_tokens_total"), "sglang": _c("sglang:generation_tokens_total"),
                           "llamacpp": _c("llamacpp:tokens_predicted_total")},
-    "tokens_per_step": {"servecap": _h("servecap_iteration_tokens"), "vllm": _h("vllm:iteration_tokens_total")},
-    "batch_size": {"servecap": _h("servecap_batch_size"), "tgi": _h("tgi_batch_next_size")},
-    "step_time": {"servecap": _h("servecap_engine_step_seconds"), "tgi": _h("tgi_batch_inference_duration")},
+    "tokens_per_step": {"servecap": _mean("servecap_iteration_tokens"), "vllm": _mean("vllm:iteration_tokens_total")},
+    "batch_size": {"servecap": _mean("servecap_batch_size"), "tgi": _mean("tgi_batch_next_size")},
+    "step_time": {"servecap": _mean("servecap_engine_step_seconds"), "tgi": _mean("tgi_batch_inference_duration")},
     # per-request latencies (seconds), as each engine defines them (docs/server_metrics.md)
     "ttft_s": {"servecap": _h("servecap_time_to_first_token_seconds"), "vllm": _h("vllm:time_to_first_token_seconds"),
                "sglang": _h("sglang:time_to_first_token_seconds")},
@@ -132,6 +141,10 @@ def mapping_rows() -> list[dict[str, str]]:
         row = {"field": field}
         for engine in ENGINE_PREFIXES:
             metric = per_engine.get(engine)
-            row[engine] = f"`{metric.name}` ({metric.kind})" if metric else ""
+            if metric is None:
+                row[engine] = ""
+                continue
+            kind = metric.kind if metric.buckets else "histogram, mean only"
+            row[engine] = f"`{metric.name}` ({kind})"
         rows.append(row)
     return rows
