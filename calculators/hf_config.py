@@ -128,3 +128,19 @@ def load_hf_config(path: str | Path) -> ModelArchitecture:
     name = str((config.get("_name_or_path") if isinstance(config, dict) else None) or path.parent.name or "custom")
     name = name.rstrip("/").split("/")[-1].lower() or "custom"
     return architecture_from_hf_config(config, name=name, source=str(path))
+
+
+def load_hf_config_dtype(path: str | Path) -> str | None:
+    """The weights' dtype a config.json names (``dtype``, older ``torch_dtype``), e.g. "float32"; None if none."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    value = config.get("dtype") or config.get("torch_dtype") or text.get("dtype") or text.get("torch_dtype")
+    return value if isinstance(value, str) else None

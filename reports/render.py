@@ -20,11 +20,12 @@ from reports.summary import LATENESS_LIMIT_MS
 Block = str | pd.DataFrame | FigureFile
 
 CLIENT_SERVER_NOTE = (
-    "The server's percentiles come from its own Prometheus histograms (bucket counts at the level's start and end, "
-    "interpolated inside a bucket as Prometheus' histogram_quantile does): each is only known to lie in the "
-    "[bucket] shown, so a percentile that falls in a wide bucket (vLLM's request-time buckets start at 300 ms) "
-    "says little; the means have no such limit. Overhead = client - server: the client, the network and the "
-    "server's front end (HTTP, tokenization, SSE). Queue and prefill are the engine's own phases (docs/server_metrics.md).")
+    "The server's side comes from its own Prometheus histograms over the level's window (docs/server_metrics.md). "
+    "Its means (_sum / _count) are exact; its percentiles are interpolated inside a bucket, as Prometheus' "
+    "histogram_quantile does, so each is only known to lie in the [bucket] shown (vLLM's request-time buckets start "
+    "at 300 ms). Overhead = client - server: the client, the network and the server's front end outside its own "
+    "clock. The mean TTFT splits exactly into that overhead, the server's front end (HTTP, tokenization, hand-over), "
+    "the engine's queueing and its prefill; percentiles do not add up, so the split is of the means.")
 
 
 def _verdict_sentences(summary: dict) -> list[str]:

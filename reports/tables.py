@@ -151,8 +151,8 @@ def _bucketed_ms(entry: dict, pct: str) -> str:
 
 
 def client_server_table(summary: dict) -> pd.DataFrame:
-    """Per level: the client's TTFT/E2E p50 next to the server's (with its bucket), the difference
-    (client + network + front end), and the TTFT p50 split into that overhead, queue and prefill."""
+    """Per level: the client's TTFT and E2E next to the server's (p50 with its bucket, and the mean), the
+    difference (client + network + front end), and the mean TTFT split into overhead, front end, queue, prefill."""
     rows = []
     for lvl in summary["levels"]:
         pairs, server = lvl.get("client_vs_server") or {}, lvl.get("server_latency") or {}
@@ -161,13 +161,16 @@ def client_server_table(summary: dict) -> pd.DataFrame:
         row = {"level": lvl["level"], "engine": (lvl.get("server") or {}).get("engine") or ""}
         for metric, label in (("ttft_s", "TTFT"), ("e2e_s", "E2E")):
             pair = pairs.get(metric) or {}
-            share = pair.get("overhead_share_p50")
-            row[f"client {label} p50 (ms)"] = _ms(pair.get("client_p50"))
-            row[f"server {label} p50 (ms) [bucket]"] = _bucketed_ms(server.get(metric) or {}, "p50")
-            row[f"{label} overhead p50 (ms)"] = (_ms(pair.get("overhead_p50"))
-                                                 + (f" ({share:.0%})" if share is not None else ""))
-        row["queue p50 (ms) [bucket]"] = _bucketed_ms(server.get("queue_s") or {}, "p50")
-        row["prefill p50 (ms) [bucket]"] = _bucketed_ms(server.get("prefill_s") or {}, "p50")
-        row["server TTFT mean (ms)"] = _ms((server.get("ttft_s") or {}).get("mean"))
+            share = pair.get("overhead_share_mean")
+            row[f"{label} p50 client / server [bucket] (ms)"] = (
+                f"{_ms(pair.get('client_p50'))} / {_bucketed_ms(server.get(metric) or {}, 'p50')}" if pair else "")
+            row[f"{label} mean client / server (ms)"] = (
+                f"{_ms(pair.get('client_mean'))} / {_ms(pair.get('server_mean'))}" if pair else "")
+            row[f"{label} overhead, mean (ms)"] = (_ms(pair.get("overhead_mean"))
+                                                   + (f" ({share:.0%})" if share is not None else ""))
+        split = pairs.get("ttft_split_mean") or {}
+        row["mean TTFT = overhead + front end + queue + prefill (ms)"] = (
+            " + ".join(_ms(split.get(k)) or "?" for k in ("overhead_s", "front_end_s", "queue_s", "prefill_s"))
+            if split else "")
         rows.append(row)
     return pd.DataFrame(rows)

@@ -53,6 +53,12 @@ class Server(Section):
     kv_cache_bytes: int | None = None
     kv_blocks: int | None = None                   # the engine's num_kv_blocks
     gpu: str | None = None                         # hand-set catalog GPU id to predict with
+    serving_engine: str | None = None              # an external target's engine ("vllm", ...), told by its /metrics names
+    model_root: str | None = None                  # what the external engine loaded (vLLM's /v1/models `root`)
+    kv_cache_dtype: str | None = None              # as the engine says it ("auto": the model's dtype)
+    kv_cache_memory_bytes: int | None = None       # KV memory the engine states (vLLM cache_config_info)
+    kv_capacity_tokens: int | None = None          # tokens its KV cache holds, where it says
+    model_config: str | None = None                # --model-config: the HF config.json the predictions use
 
     def record_command(self, strategy: str, args: list[str]) -> None:
         self.commands = {**(self.commands or {}), strategy: list(args)}

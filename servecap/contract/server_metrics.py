@@ -102,13 +102,12 @@ MAPPING: dict[str, dict[str, Metric]] = {
                     "vllm": _h("vllm:request_inference_time_seconds"), "tgi": _h("tgi_request_inference_duration")},
     "e2e_s": {"servecap": _h("servecap_e2e_request_latency_seconds"), "vllm": _h("vllm:e2e_request_latency_seconds"),
               "sglang": _h("sglang:e2e_request_latency_seconds"), "tgi": _h("tgi_request_duration")},
-    "tpot_s": {"vllm": _h("vllm:request_time_per_output_token_seconds"),
-               "tgi": _h("tgi_request_mean_time_per_token_duration")},
-    "itl_s": {"vllm": _h("vllm:inter_token_latency_seconds"), "sglang": _h("sglang:inter_token_latency_seconds")},
     # the engine's own description (labels of a gauge set to 1): read once by the sweep
     "cache_config": {"vllm": Metric("vllm:cache_config_info", INFO)},
 }
-LATENCY_FIELDS = ("ttft_s", "queue_s", "prefill_s", "decode_s", "inference_s", "e2e_s", "tpot_s", "itl_s")
+LATENCY_FIELDS = ("ttft_s", "queue_s", "prefill_s", "decode_s", "inference_s", "e2e_s")
+# Not read (so not scraped): per-token histograms (vLLM's inter_token_latency, time_per_output_token):
+# the client measures those itself, and their buckets would double the file under load.
 
 
 def detect_engine(names: Iterable[str]) -> str | None:

