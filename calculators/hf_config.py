@@ -96,7 +96,8 @@ def architecture_from_hf_config(config: dict, name: str = "custom", source: str 
     values["max_position_embeddings"] = _positive_int(
         _first(config, ("max_position_embeddings", "n_positions", "max_sequence_length")) or 2048,
         "max_position_embeddings", source)
-    values["rope_theta"] = float(config.get("rope_theta") or 10000.0)
+    rope = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
+    values["rope_theta"] = float(config.get("rope_theta") or rope.get("rope_theta") or 10000.0)
     values["norm_eps"] = float(_first(config, ("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps")) or 1e-5)
     ungated = model_type in _UNGATED_TYPES or ("ffn_dim" in config and "intermediate_size" not in config)
     values["mlp_gated"] = not ungated

@@ -112,6 +112,20 @@ def test_first_chunk_arrives_while_the_generation_is_still_running(server):
     # leaving the block disconnects: the rest of the 1000 tokens is aborted, not generated
 
 
+def test_return_token_ids_gives_the_generated_and_prompt_ids_as_vllm_does(client):
+    prompt = [10, 20, 30, 40]
+    body = {"ignore_eos": True, "return_token_ids": True}
+    full = client.completions.create(model="tiny", prompt=prompt, max_tokens=6, temperature=0, extra_body=body)
+    choice = full.model_dump()["choices"][0]
+    assert choice["prompt_token_ids"] == prompt and len(choice["token_ids"]) == 6 == full.usage.completion_tokens
+    chunks = [c.model_dump() for c in client.completions.create(model="tiny", prompt=prompt, max_tokens=6,
+                                                                temperature=0, stream=True, extra_body=body)]
+    assert [t for c in chunks for t in c["choices"][0]["token_ids"]] == choice["token_ids"]
+    assert chunks[0]["choices"][0]["prompt_token_ids"] == prompt and "prompt_token_ids" not in chunks[1]["choices"][0]
+    plain = client.completions.create(model="tiny", prompt=prompt, max_tokens=2).model_dump()["choices"][0]
+    assert "token_ids" not in plain
+
+
 def test_response_ids_are_unique(client):
     ids = {client.completions.create(model="tiny", prompt="a", max_tokens=1).id for _ in range(5)}
     ids |= {client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "a"}],
