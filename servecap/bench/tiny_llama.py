@@ -1,6 +1,6 @@
 """Build the real-engine suite's checkpoint: a tiny random Llama and its own byte-level BPE tokenizer.
 
-    .venv-vllm/bin/python tests/engines/tiny_llama.py OUT_DIR
+    .venv-vllm/bin/python servecap/bench/tiny_llama.py OUT_DIR
 
 Run with `.venv-vllm`'s Python (it has transformers and tokenizers; servecap's .venv does not).
 Nothing is downloaded: the tokenizer is trained here on generated text, the weights are seeded
