@@ -37,6 +37,14 @@ LATENCY_BUCKETS = (
 )
 STEP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
+# a finished request's phases (RequestTimings fields `<phase>_s`), named after vLLM's request_<phase>_time_seconds
+REQUEST_PHASES = {
+    "queue": "Engine received the request -> first scheduled.",
+    "prefill": "First scheduled -> first token.",
+    "decode": "First token -> last token.",
+    "inference": "First scheduled -> last token.",
+}
+
 # reasons used with `requests_rejected` (one label value per reason)
 REJECT_QUEUE_FULL = "queue_full"      # 429: --max-waiting reached
 REJECT_DRAINING = "draining"          # 503: SIGTERM received, not admitting
@@ -88,19 +96,10 @@ class ServerMetrics:
         self.e2e_latency = Histogram(
             "servecap_e2e_request_latency_seconds", "Request arrival to last token.",
             buckets=LATENCY_BUCKETS, registry=r)
-        # a finished request's phases on the engine's clock (vLLM's request_*_time_seconds)
-        self.request_queue_time = Histogram(
-            "servecap_request_queue_time_seconds", "Engine received the request -> first scheduled.",
-            buckets=LATENCY_BUCKETS, registry=r)
-        self.request_prefill_time = Histogram(
-            "servecap_request_prefill_time_seconds", "First scheduled -> first token.",
-            buckets=LATENCY_BUCKETS, registry=r)
-        self.request_decode_time = Histogram(
-            "servecap_request_decode_time_seconds", "First token -> last token.",
-            buckets=LATENCY_BUCKETS, registry=r)
-        self.request_inference_time = Histogram(
-            "servecap_request_inference_time_seconds", "First scheduled -> last token.",
-            buckets=LATENCY_BUCKETS, registry=r)
+        # a finished request's phases on the engine's clock: servecap_request_{phase}_time_seconds
+        self.request_phase_seconds = {
+            phase: Histogram(f"servecap_request_{phase}_time_seconds", text, buckets=LATENCY_BUCKETS, registry=r)
+            for phase, text in REQUEST_PHASES.items()}
         self.requests_finished = Counter(
             "servecap_requests_finished", "Generations finished, by finish reason.",
             ["finish_reason"], registry=r)
@@ -160,10 +159,8 @@ class ServerMetrics:
         """A finished request's `RequestTimings` (None: it never reached a first token)."""
         if timings is None:
             return
-        self.request_queue_time.observe(timings.queue_s)
-        self.request_prefill_time.observe(timings.prefill_s)
-        self.request_decode_time.observe(timings.decode_s)
-        self.request_inference_time.observe(timings.inference_s)
+        for phase, histogram in self.request_phase_seconds.items():
+            histogram.observe(getattr(timings, f"{phase}_s"))
 
     def reject(self, reason: str) -> None:
         self.requests_rejected.labels(reason=reason).inc()
