@@ -33,3 +33,14 @@ def test_vllm_auto_cache_dtype_takes_the_models_and_predicts_vllms_block_count()
     assert out["kv_blocks_total"] == (8192.0, 8192.0, "blocks")
     assert kv_dtype_for(run, {**VLLM_SERVER, "kv_cache_dtype": "fp8_e4m3"}, None)[0] == "fp8"
     assert kv_dtype_for(run, {"kv_cache_dtype": "auto", "dtype": "unknown"}, None)[0] is None
+
+
+def test_a_bad_model_config_is_named_before_any_work(tmp_path):
+    from loadgen.sweep.config import SweepConfig
+    from reports.report import ReportOptions
+
+    with pytest.raises(ValueError, match="--model-config: model config .* does not exist"):
+        ReportOptions(model_config=str(tmp_path / "nope"))
+    (tmp_path / "config.json").write_text("{\"hidden_size\": 8}")
+    with pytest.raises(ValueError, match="--model-config: .*missing num_layers"):
+        SweepConfig(out_dir="x", url="http://127.0.0.1:1", concurrency=(1,), model_config=str(tmp_path))
