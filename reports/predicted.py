@@ -110,7 +110,7 @@ def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, 
     dtype, block_size = str(config.get("dtype") or "bf16"), int(config.get("block_size") or 16)
     measured = level["server"]
     comparisons, unavailable = {}, []
-    kv_dtype, kv_dtype_source = kv_dtype_for(run, config, model_config)
+    kv_dtype, kv_dtype_source = kv_dtype_for(config, model_config)
     if kv_dtype is None:
         unavailable.append(f"KV cache size: {kv_dtype_source}")
     else:

@@ -49,7 +49,7 @@ def served_architecture(run: RunInfo, model_config: str | None) -> tuple[ModelAr
         return None, str(exc)
 
 
-def kv_dtype_for(run: RunInfo, config: dict, model_config: str | None) -> tuple[str | None, str]:
+def kv_dtype_for(config: dict, model_config: str | None) -> tuple[str | None, str]:
     """(the KV cache's dtype name, how it is known) or (None, why it is not)."""
     stated = config.get("kv_cache_dtype")
     if stated not in _UNSTATED:

@@ -24,15 +24,15 @@ def test_an_external_target_is_never_matched_to_a_preset_by_its_served_name():
 
 def test_vllm_auto_cache_dtype_takes_the_models_and_predicts_vllms_block_count():
     run = RunInfo(server=Server(**VLLM_SERVER))
-    kv_dtype, source = kv_dtype_for(run, VLLM_SERVER, str(CONFIG))
+    kv_dtype, source = kv_dtype_for(VLLM_SERVER, str(CONFIG))
     assert kv_dtype == "float32" and "auto" in source
     arch, _ = served_architecture(run, str(CONFIG))
     out = kv_comparisons(arch, VLLM_SERVER, kv_dtype)
     # 2 (K, V) x 2 layers x 1 KV head x 64 x 4 bytes = 1024 bytes per token; 1 GiB / (128 x 1024) = 8192 blocks
     assert out["kv_bytes_per_token"] == (1024.0, pytest.approx(1024.0), "bytes")
     assert out["kv_blocks_total"] == (8192.0, 8192.0, "blocks")
-    assert kv_dtype_for(run, {**VLLM_SERVER, "kv_cache_dtype": "fp8_e4m3"}, None)[0] == "fp8"
-    assert kv_dtype_for(run, {"kv_cache_dtype": "auto", "dtype": "unknown"}, None)[0] is None
+    assert kv_dtype_for({**VLLM_SERVER, "kv_cache_dtype": "fp8_e4m3"}, None)[0] == "fp8"
+    assert kv_dtype_for({"kv_cache_dtype": "auto", "dtype": "unknown"}, None)[0] is None
 
 
 def test_a_bad_model_config_is_named_before_any_work(tmp_path):
