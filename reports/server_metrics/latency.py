@@ -4,14 +4,17 @@
                 "p50_bucket": [lo, hi], "p90_bucket": [..], "p99_bucket": [..], "source": "vllm:time_to_first_token_seconds"},
      "queue_s": {...}, "prefill_s": {...}, "decode_s": {...}, "inference_s": {...}, "e2e_s": {...}, ...}
 
-Each histogram's buckets are read as of the last scrape at or before the window's start and the
-last at or before its end; their difference counts the requests the server finished in between,
+Each histogram's buckets are read as of the first scrape at or after the window's start and the
+last at or before its end; their difference counts what the server observed in between (a TTFT
+when the first token came, the other phases when the request finished),
 and its quantiles are interpolated inside a bucket as Prometheus' histogram_quantile does
 (reports.server_metrics.histogram). Caveat: a percentile is only known to lie in its bucket
 (`pXX_bucket`); with vLLM's coarse request-time buckets (0.3 s, 0.5 s, ...) a short queue time
 cannot be told apart from zero. The mean (from _sum and _count) has no such limit.
 
 `server_latency(frame, start, end)` is the pure entry point for any caller (frame = server_metrics.csv).
+The summary starts a level's window once its warm-up requests have all finished
+(`observation_start`), so the server's side holds (nearly) the client's measured requests only.
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ def server_latency(metrics: pd.DataFrame | ServerSeries | None, start: float, en
     return out
 
 
+def observation_start(start: float, warmup_ends: "np.ndarray") -> float:
+    """When the server's view of a level may start: at its first measured send, or once the last of
+    its warm-up requests finished, whichever is later (their first tokens and ends would count)."""
+    return max([start, *warmup_ends.tolist()])
+
+
 def histogram_window(window: Window, metric: Metric) -> dict | None:
     """Count, mean and bucket-interpolated percentiles of one histogram's observations in the window."""
     if window.closed is None:
@@ -52,7 +61,7 @@ def histogram_window(window: Window, metric: Metric) -> dict | None:
     if end is None:
         return None
     bounds, counts = end
-    begin = series.buckets_at(metric, window.opened) if window.opened is not None else None
+    begin = series.buckets_at(metric, window.opened)
     if begin is not None:
         before = dict(zip(*begin))
         counts = counts - np.array([before.get(bound, 0.0) for bound in bounds])

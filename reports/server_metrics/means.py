@@ -7,8 +7,9 @@ over the level's window, whatever engine it is (the fields of servecap.contract.
      "batch_size_mean", "step_time_mean_s", "scrapes"}
 
 Only what the engine exports appears. Gauges: mean (and max) over the scrapes in [start, end].
-Counters and histogram means: the change between the last scrape at or before `start` and the
-last at or before `end` (histogram mean = delta(_sum) / delta(_count)).
+Counters and histogram means: the change between the first scrape at or after `start` and the
+last at or before `end` (histogram mean = delta(_sum) / delta(_count)), so everything counted
+happened inside [start, end], never before or after it.
 """
 
 from __future__ import annotations
@@ -27,19 +28,21 @@ HISTOGRAM_MEANS = {"tokens_per_step": "tokens_per_step_mean", "batch_size": "bat
 
 
 class Window:
-    """One level's window on the series: the scrape that opens it and the one that closes it."""
+    """One level's window on the series: the first scrape in it opens it, the last closes it
+    (both None when fewer than two scrapes fall inside)."""
 
     def __init__(self, series: ServerSeries, start: float, end: float) -> None:
         self.series, self.start, self.end = series, start, end
-        self.opened = series.last_scrape_at_or_before(start)
+        self.opened = series.first_scrape_at_or_after(start)
         self.closed = series.last_scrape_at_or_before(end)
+        if self.opened is None or self.closed is None or self.closed <= self.opened:
+            self.opened = self.closed = None
 
     def delta(self, metric: Metric) -> float | None:
         """A counter's (or a histogram _sum/_count sample's) change over the window."""
         if self.closed is None or metric.name not in self.series.samples:
             return None
-        before = self.series.value_at(metric, self.opened) if self.opened is not None else 0.0
-        return self.series.value_at(metric, self.closed) - before
+        return self.series.value_at(metric, self.closed) - self.series.value_at(metric, self.opened)
 
     def histogram_mean(self, metric: Metric) -> tuple[float | None, float]:
         """(mean of the observations in the window, how many there were)."""
@@ -81,7 +84,7 @@ def server_means(series: ServerSeries, start: float, end: float) -> dict:
     if hits is not None and queries:
         out["prefix_cache_hit_rate"] = hits / queries
     tokens = _delta(window, "generation_tokens")
-    if tokens is not None and window.closed is not None and window.opened is not None and window.closed > window.opened:
+    if tokens is not None:
         out["generation_tokens_per_s"] = tokens / (window.closed - window.opened)
     out["scrapes"] = int(scrapes.size)
     return out

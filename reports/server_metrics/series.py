@@ -77,6 +77,10 @@ class ServerSeries:
     def scrapes_in(self, start: float, end: float) -> np.ndarray:
         return self.scrape_times[(self.scrape_times >= start) & (self.scrape_times <= end)]
 
+    def first_scrape_at_or_after(self, t: float) -> float | None:
+        index = int(np.searchsorted(self.scrape_times, t, side="left"))
+        return float(self.scrape_times[index]) if index < len(self.scrape_times) else None
+
     def last_scrape_at_or_before(self, t: float) -> float | None:
         index = int(np.searchsorted(self.scrape_times, t, side="right")) - 1
         return float(self.scrape_times[index]) if index >= 0 else None

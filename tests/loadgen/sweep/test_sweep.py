@@ -163,7 +163,10 @@ def test_the_server_side_view_sits_beside_the_client_one(swept):
         server, pairs = level["server_latency"], level["client_vs_server"]
         assert level["server"]["engine"] == "servecap"
         assert {"ttft_s", "queue_s", "prefill_s", "decode_s", "inference_s", "e2e_s"} <= set(server)
-        assert server["ttft_s"]["count"] > 0 and server["ttft_s"]["mean"] < level["metrics"]["ttft_s"]["mean"]
+        client = level["metrics"]["ttft_s"]
+        # the server's window opens once the warm-up requests are done: (nearly) the measured requests only
+        assert 0.7 * client["count"] <= server["ttft_s"]["count"] <= client["count"] + level["offered"]["concurrency"]
+        assert server["ttft_s"]["p50"] <= client["p50"]
         lo, hi = server["ttft_s"]["p50_bucket"]
         assert lo <= server["ttft_s"]["p50"] <= hi
         assert pairs["ttft_s"]["overhead_p50"] == pytest.approx(pairs["ttft_s"]["client_p50"] - pairs["ttft_s"]["server_p50"])

@@ -5,7 +5,9 @@ import math
 import pandas as pd
 import pytest
 
-from reports.server_metrics.latency import server_latency
+import numpy as np
+
+from reports.server_metrics.latency import observation_start, server_latency
 from reports.server_metrics.means import server_means
 from reports.server_metrics.series import ServerSeries
 from servecap.contract.server_metrics import SCRAPE_MARKER
@@ -61,3 +63,11 @@ def test_files_without_scrape_markers_read_each_row_time_as_a_scrape():
     means = server_means(ServerSeries.from_frame(_frame(rows)), 1.5, 3.0)
     assert means["engine"] == "servecap" and means["requests_running_mean"] == 2.5 and means["scrapes"] == 2
     assert server_means(ServerSeries.from_frame(None), 0, 1) == {}
+
+
+def test_the_servers_view_opens_after_the_warm_up_requests_and_counts_only_inside_the_window():
+    assert observation_start(2.0, np.array([1.0, 3.5, 2.5])) == 3.5 and observation_start(2.0, np.empty(0)) == 2.0
+    # scrapes at 0..10, buckets change at t=1 and t=6: a window from 1.5 opens at the scrape at t=2,
+    # so the observations counted at t=1 stay outside it
+    assert server_latency(_vllm_run(), 1.5, 8.0)["ttft_s"]["count"] == 10
+    assert server_latency(_vllm_run(), 0.0, 8.0)["ttft_s"]["count"] == 20
