@@ -7,9 +7,10 @@ reads every field through it; the engine is told by the names /metrics exposes.
 File format (t, name, labels, value): `name` is the sample name as exposed (a histogram gives
 `_bucket`/`_sum`/`_count` rows), `labels` is `k="v",...` sorted by key. A scrape writes only the
 samples whose value changed since the previous scrape of the same server, plus one `SCRAPE_MARKER`
-row (value: samples seen), so a reader reconstructs any series at a scrape time as its last row at
-or before that time (carry forward), restarting at each marker-less file start. Files written
-before this format (every sample every scrape, no marker) read the same way: each row is a change.
+row (value: samples seen); each server's scraper starts with a full snapshot (a sweep over several
+strategies appends one scraper per server). A reader reconstructs any series at a scrape time as its
+last row at or before that time (carry forward; 0 before its first row). Files written before this
+format (every sample every scrape, no marker) read the same way: each row is a change.
 
 Pure: no pandas, no I/O.
 """

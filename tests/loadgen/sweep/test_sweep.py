@@ -178,7 +178,8 @@ def test_the_server_side_view_sits_beside_the_client_one(swept):
     scraped = pd.read_csv(swept / "server_metrics.csv", keep_default_na=False)
     assert set(scraped.name) <= kept_sample_names() | {SCRAPE_MARKER}   # only the families the report reads
     series = scraped[scraped.name != SCRAPE_MARKER].groupby(["name", "labels"])["value"]
-    assert (series.diff().dropna() != 0).all()   # a row only when its series changed
+    # a row only when its series changed; each server's scraper (two strategies here) starts with a full snapshot
+    assert 0 < (series.diff() == 0).sum() <= series.ngroups
 
 
 @pytest.mark.slow
