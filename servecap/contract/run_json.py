@@ -196,6 +196,7 @@ class ArmInfo(Section):
     command: list[str] | None = None     # command arm: the command as started ({port} filled in)
     pid: int | None = None               # the serving process (its tree's CPU time is measured per slice)
     engine: dict | None = None           # GET /v1/engine of a reference server, kept whole
+    serving_engine: str | None = None    # "servecap" | "vllm" | ..., told by its /metrics names (None: unknown)
 
     def label(self) -> str:
         """What served the arm, in a few words (tables and headings)."""
@@ -203,6 +204,8 @@ class ArmInfo(Section):
             return " ".join(["reference server", *(self.args or [])])
         if self.kind == "command":
             return " ".join(self.command or []) or "command"
+        if self.serving_engine and self.url:
+            return f"{self.serving_engine} at {self.url}"
         return self.url or self.kind or "?"
 
 

@@ -103,3 +103,26 @@ def test_greedy_outputs_for_token_id_prompts_match_vllms(vllm_server, reference_
                              json={**body, "return_token_ids": True}).json()["choices"][0]
             assert ours["prompt_token_ids"] == prompt
             assert ours["token_ids"] == vllm_ids, f"prompt of {len(prompt)} tokens"
+
+
+def test_compare_vllm_against_the_reference_server_on_one_checkpoint(vllm_server, reference_server, tmp_path):
+    """`servecap compare --a-url VLLM --b-url REFERENCE`: both arms take the same slices of the same
+    workload, each described by its own /metrics names; the verdict itself is whatever the two engines
+    do on this machine, so only its shape is checked (exit 0, 1 or 3: a decision or undecided, never unusable)."""
+    out = tmp_path / "compare"
+    done = servecap("compare", "--out", str(out), "--a-url", vllm_server.base_url, "--b-url", reference_server.base_url,
+                    "--ready-path", "/v1/models", "--concurrency", "2", "--warmup", "2s", "--slice", "2s",
+                    "--pilot-pairs", "3", "--max-pairs", "4", "--prompt-tokens", "uniform:16:64",
+                    "--output-tokens", "16", "--no-pin-cpus", timeout=300)
+    assert done.returncode in (0, 1, 3), done.stdout[-2000:] + done.stderr[-3000:]
+    print(done.stdout)   # the paired table: `make test-engines` shows it (-rP)
+    arms = json.loads((out / "run.json").read_text())["compare"]["arms"]
+    assert (arms["a"]["serving_engine"], arms["b"]["serving_engine"]) == ("vllm", "servecap")
+    assert arms["a"]["model"] == arms["b"]["model"] == "tiny" and arms["b"]["engine"]["strategy"] == "continuous"
+    records = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    measured = [r for r in records if r["phase"] == "measure" and r["status"] == "ok"]
+    assert {r["arm"] for r in measured} == {"a", "b"} and all(r["output_tokens"] == 16 for r in measured)
+    result = json.loads((out / "compare.json").read_text())
+    ratio = next(m for m in result["metrics"] if m["metric"] == "output_tokens_per_s")["ratio"]
+    assert ratio > 0
+    assert "vllm at " + vllm_server.base_url in (out / "compare.md").read_text()
