@@ -86,6 +86,9 @@ def test_server_metrics_csv_keeps_only_changed_values_of_the_mapped_families(vll
     assert any(name.startswith("vllm:") for name in scraped.name)
     series = scraped[scraped.name != SCRAPE_MARKER].groupby(["name", "labels"])["value"]
     assert (series.diff().dropna() != 0).all()
+    span_s = scraped.t.max() - scraped.t.min()
+    print(f"server_metrics.csv against vLLM: {len(scraped)} rows in {span_s:.0f} s ({len(scraped) / span_s:.1f} rows/s,"
+          f" {(scraped.name == SCRAPE_MARKER).sum()} scrapes)")
 
 
 def test_greedy_outputs_for_token_id_prompts_match_vllms(vllm_server, reference_server):
