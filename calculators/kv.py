@@ -60,6 +60,14 @@ def kv_block_bytes(arch: ModelArchitecture, kv_dtype: str | DType = "bf16", bloc
     return block_size * kv_bytes_per_token(arch, kv_dtype, tp)
 
 
+def kv_blocks_for_memory(arch: ModelArchitecture, memory_bytes: int, kv_dtype: str | DType = "bf16",
+                        block_size: int = 16, tp: int = 1) -> int:
+    """Whole KV blocks that `memory_bytes` of cache holds: floor(memory / kv_block_bytes), as vLLM sizes
+    its paged cache (num_gpu_blocks = KV memory // bytes of one block across all layers)."""
+    memory_bytes = _check_positive_int(memory_bytes, "memory_bytes")
+    return memory_bytes // kv_block_bytes(arch, kv_dtype, block_size, tp)
+
+
 def blocks_for_tokens(arch: ModelArchitecture, tokens: int, block_size: int = 16) -> tuple[int, int]:
     """(blocks in each full-attention layer, blocks in each sliding-window layer) for one sequence."""
     _check_positive_int(tokens, "tokens", allow_zero=True)

@@ -22,6 +22,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-hourly", type=float, help="USD per GPU-hour for the cost verdict")
     parser.add_argument("--gpu", help="GPU catalog id to price with when run.json names none (e.g. h100-sxm)")
     parser.add_argument("--no-figures", action="store_true", help="tables only (no PNGs)")
+    parser.add_argument("--model-config", metavar="PATH",
+                        help="the served model's HF config.json (or its directory): predict KV bytes per token and "
+                             "the KV block count for it (default: the one the sweep recorded)")
     return parser
 
 
@@ -30,7 +33,7 @@ def main(argv: list[str]) -> int:
     try:
         options = ReportOptions(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
                                 slo_e2e_ms=args.slo_e2e_ms, gpu_hourly=args.gpu_hourly, gpu=args.gpu,
-                                figures=not args.no_figures)
+                                figures=not args.no_figures, model_config=args.model_config)
     except ValueError as exc:
         return _error(Console(stderr=True, soft_wrap=True), exc)
     return report(args.run_dir, options)

@@ -23,11 +23,11 @@ import math
 from calculators.calibrate import fit_step_time
 from calculators.gpus import get_gpu
 from calculators.kv import kv_block_bytes
-from calculators.models import get_model
 from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from reference_server.scheduling.strategies import get_strategy, limits_from_flags  # the pure registry
 from reports.cost import catalog_gpu_for
+from reports.served_model import kv_comparisons, kv_dtype_for, served_architecture
 from servecap.contract.run_json import RunInfo
 
 SIM_REQUESTS_PER_STREAM = 40   # simulated requests per concurrent stream (or per req/s), at least 400
@@ -103,15 +103,22 @@ def _running_capacity(config: dict, level: dict) -> tuple[int | None, str]:
     return (min(int(cap), int(offered)) if offered else int(cap)), ""
 
 
-def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, model_source: str) -> dict:
+def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, model_source: str,
+                  model_config: str | None = None) -> dict:
     """summary.json's `predicted` for one level: {"model", "comparisons", "unavailable", ...}."""
     config = run.server.engine_config(level["strategy"])
     dtype, block_size = str(config.get("dtype") or "bf16"), int(config.get("block_size") or 16)
     measured = level["server"]
     comparisons, unavailable = {}, []
-    block_bytes = kv_block_bytes(arch, str(config.get("kv_dtype") or dtype), block_size)
-    comparisons["kv_block_bytes"] = _pair(float(block_bytes), measured.get("kv_block_bytes")
-                                          or config.get("kv_block_bytes"), "bytes")
+    kv_dtype, kv_dtype_source = kv_dtype_for(config, model_config)
+    if kv_dtype is None:
+        unavailable.append(f"KV cache size: {kv_dtype_source}")
+    else:
+        block_bytes = kv_block_bytes(arch, kv_dtype, block_size)
+        comparisons["kv_block_bytes"] = _pair(float(block_bytes), measured.get("kv_block_bytes")
+                                              or config.get("kv_block_bytes"), "bytes")
+        for quantity, (predicted, engine_own, unit) in kv_comparisons(arch, config, kv_dtype).items():
+            comparisons[quantity] = _pair(predicted, engine_own, unit)
     capacity, why = _running_capacity(config, level)
     if capacity is None:
         unavailable.append(f"running sequences: {why}")
@@ -134,20 +141,18 @@ def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, 
                     for pct in ("p50", "p99"):
                         comparisons[f"{metric} {pct}"] = _pair(sim[metric][pct], level["metrics"][metric][pct], "s")
     return {"model": arch.name, "dtype": dtype, "block_size": block_size, "step_model": model_source,
+            "kv_dtype": kv_dtype, "kv_dtype_source": kv_dtype_source,
             "comparisons": comparisons, "unavailable": unavailable}
 
 
-def add_predictions(run: RunInfo, levels: list[dict]) -> None:
-    """Fill each level's `predicted` in place (one step model for the whole run)."""
-    if not run.server.model:
+def add_predictions(run: RunInfo, levels: list[dict], model_config: str | None = None) -> None:
+    """Fill each level's `predicted` in place (one step model for the whole run); `model_config`
+    (--model-config, else the one the sweep recorded) names the served model's architecture."""
+    model_config = model_config or run.server.model_config
+    arch, arch_source = served_architecture(run, model_config)
+    if arch is None:
         for level in levels:
-            level["predicted"] = {"unavailable": ["run.json has no server.model: nothing to predict from"]}
-        return
-    try:
-        arch = get_model(str(run.server.model))
-    except ValueError as exc:
-        for level in levels:
-            level["predicted"] = {"unavailable": [str(exc)]}
+            level["predicted"] = {"unavailable": [arch_source]}
         return
     try:
         model, source = _step_model(run, arch, levels)
@@ -155,6 +160,7 @@ def add_predictions(run: RunInfo, levels: list[dict]) -> None:
         model, source = None, str(exc)
     for level in levels:
         try:
-            level["predicted"] = predict_level(run, level, arch, model, source)
+            level["predicted"] = predict_level(run, level, arch, model, source, model_config)
+            level["predicted"]["model_source"] = arch_source
         except ValueError as exc:
             level["predicted"] = {"model": arch.name, "unavailable": [str(exc)]}

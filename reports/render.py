@@ -19,6 +19,14 @@ from reports.summary import LATENESS_LIMIT_MS
 
 Block = str | pd.DataFrame | FigureFile
 
+CLIENT_SERVER_NOTE = (
+    "The server's side comes from its own Prometheus histograms over the level's window (docs/server_metrics.md). "
+    "Its means (_sum / _count) are exact; its percentiles are interpolated inside a bucket, as Prometheus' "
+    "histogram_quantile does, so each is only known to lie in the [bucket] shown (vLLM's request-time buckets start "
+    "at 300 ms). Overhead = client - server: the client, the network and the server's front end outside its own "
+    "clock. The mean TTFT splits exactly into that overhead, the server's front end (HTTP, tokenization, hand-over), "
+    "the engine's queueing and its prefill; percentiles do not add up, so the split is of the means.")
+
 
 def _verdict_sentences(summary: dict) -> list[str]:
     verdict = summary["verdict"]
@@ -50,6 +58,8 @@ def sections(summary: dict, figures: list[FigureFile]) -> list[tuple[str, list[B
     out.append(("Verdict", verdict))
     notes: list[Block] = [f"- {note}" for note in summary["missing"]] + \
         [f"- load generator / run notes: {w}" for w in summary["loadgen_warnings"]]
+    notes += [f"- {lvl['level']}: {w}" for lvl in summary["levels"]
+              for w in (lvl.get("client_vs_server") or {}).get("warnings", [])]
     late = [lvl["level"] for lvl in summary["levels"] if lvl["loadgen"].get("late")]
     if late:
         notes.append(f"- load generator sent late (p99 lateness > {LATENESS_LIMIT_MS:g} ms) at: {', '.join(late)}; "
@@ -57,6 +67,9 @@ def sections(summary: dict, figures: list[FigureFile]) -> list[tuple[str, list[B
     if notes:
         out.append(("What is missing or suspect", ["\n".join(notes)]))
     out.append(("Levels", [tables.levels_table(summary)]))
+    client_server = tables.client_server_table(summary)
+    if not client_server.empty:
+        out.append(("Client versus server", [CLIENT_SERVER_NOTE, client_server]))
     predicted = tables.predicted_table(summary)
     if not predicted.empty:
         out.append(("Predicted vs measured", [predicted]))

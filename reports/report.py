@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from calculators.hf_config import load_hf_config
 from reports.figures import latency as figures_latency
 from reports.figures import resources as figures_resources
 from reports.cost import cost_per_million, resolve_price
@@ -32,6 +33,8 @@ class ReportOptions:
         gpu_hourly: USD per GPU-hour for the cost verdict; None uses the catalog price.
         gpu: GPU catalog id to price with when run.json names no (known) GPU.
         figures: write the PNGs (and embed them); False for table-only reports.
+        model_config: the served model's HF config.json (or its directory) for the predictions;
+            None uses the one run.json recorded (`servecap sweep --model-config`).
     """
 
     slo_ttft_ms: float | None = None
@@ -40,12 +43,18 @@ class ReportOptions:
     gpu_hourly: float | None = None
     gpu: str | None = None
     figures: bool = True
+    model_config: str | None = None
 
     def __post_init__(self) -> None:
         if self.gpu_hourly is not None and not (self.gpu_hourly >= 0 and math.isfinite(self.gpu_hourly)):
             raise ValueError(f"gpu_hourly must be a non-negative number of USD, got {self.gpu_hourly!r}")
         # SLO validates its own fields; build one now so bad values fail before any work
         SLO(self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms)
+        if self.model_config is not None:
+            try:
+                load_hf_config(self.model_config)
+            except ValueError as exc:
+                raise ValueError(f"--model-config: {exc}") from None
 
     def slo_for(self, run: RunInfo) -> SLO:
         """run.json's SLO, with the limits given here (not None) taking precedence."""
@@ -66,7 +75,7 @@ def build_summary(data: RunData, options: ReportOptions,
     """summary.json's dict (../shared/DESIGN.md): run, levels, verdict, plus `missing` and warnings."""
     slo = options.slo_for(data.run)
     levels = build_levels(data, slo, progress=progress)
-    add_predictions(data.run, levels)
+    add_predictions(data.run, levels, options.model_config)
     price = resolve_price(data.run, options.gpu_hourly, options.gpu)
     verdict = build_verdict(levels, slo, cost=lambda point: cost_per_million(point, price))
     return {"run": data.run_json, "levels": levels, "verdict": verdict, "missing": list(data.missing),

@@ -1,4 +1,5 @@
-"""summary.json: per-level latency statistics, rates, goodput, health, server and device means.
+"""summary.json: per-level latency statistics, rates, goodput, health, server and device means,
+the server's own latency percentiles (`server_latency`) and the client-versus-server split.
 
 The shape is the contract with the gate (../shared/DESIGN.md); fields are only
 ever added. Every number is a function of `RunData`.
@@ -12,8 +13,12 @@ import numpy as np
 import pandas as pd
 
 from reports.level_ids import parse_level_id
-from reports.resources import device_means, energy_per_token_j, metric_series, server_means
+from reports.resources import device_means, energy_per_token_j
 from reports.run_data import RunData
+from reports.server_metrics.latency import observation_start, server_latency
+from reports.server_metrics.means import server_means
+from reports.server_metrics.overhead import client_vs_server
+from reports.server_metrics.series import ServerSeries
 from reports.slo import goodput_rps, request_meets_slo
 from reports.stats import summarize
 from servecap.contract.loadgen_meta import LATENESS_P99_LIMIT_S
@@ -44,7 +49,9 @@ def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None
     gaps_by_level = _itl_by_level(data, ok_measure)
     default_strategy = data.run.server.strategy
     grouped = dict(tuple(records[measure].groupby("level", sort=False, observed=True)))
-    series = metric_series(data.server_metrics)
+    series = ServerSeries.from_frame(data.server_metrics)
+    warmup = records[records["phase"] == "warmup"]
+    warmup_ends = {level: group["t_end"].to_numpy() for level, group in warmup.groupby("level", observed=True)}
     levels = []
     for seed, level in enumerate(level_order(data)):
         if level not in grouped:
@@ -53,7 +60,7 @@ def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None
             progress(level)
         frame = grouped[level]
         entry = _level_entry(level, frame, gaps_by_level.get(level, np.empty(0)), slo, seed,
-                             default_strategy, data, series)
+                             default_strategy, data, series, warmup_ends.get(level, np.empty(0)))
         levels.append(entry)
     return levels
 
@@ -85,7 +92,8 @@ def _itl_by_level(data: RunData, ok_measure: np.ndarray) -> dict[str, np.ndarray
 
 
 def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO, seed: int,
-                 default_strategy: str | None, data: RunData, series: dict) -> dict:
+                 default_strategy: str | None, data: RunData, series: ServerSeries,
+                 warmup_ends: np.ndarray) -> dict:
     parsed = parse_level_id(level, default_strategy)
     ok = frame[frame["status"] == "ok"]
     start, end = float(frame["t_start"].min()), float(frame["t_end"].max())
@@ -123,8 +131,10 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
         },
         "loadgen": loadgen_health(frame, (data.loadgen_meta.get("levels") or {}).get(level)),
         "server": server_means(series, start, end),
+        "server_latency": server_latency(series, observation_start(start, warmup_ends), end),
         "device": device_means(data.samples, start, end),
     }
+    entry["client_vs_server"] = client_vs_server(entry)
     entry["energy_per_output_token_j"] = energy_per_token_j(entry["device"], duration, output_tokens)
     return entry
 

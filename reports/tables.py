@@ -111,6 +111,10 @@ def resources_table(summary: dict) -> pd.DataFrame:
         row["batch size"] = _num(s.get("batch_size_mean"))
         row["KV used %"] = _num(s["kv_usage_mean"] * 100, "{:.1f}") if s.get("kv_usage_mean") is not None else ""
         row["step (ms)"] = _ms(s.get("step_time_mean_s"))
+        row["tokens/step"] = _num(s.get("tokens_per_step_mean"))
+        row["preemptions"] = _num(s.get("preemptions"), "{:.0f}")
+        row["prefix hit %"] = _num(s["prefix_cache_hit_rate"] * 100, "{:.1f}") \
+            if s.get("prefix_cache_hit_rate") is not None else ""
         for source, d in lvl["device"].items():
             row[f"{source} util %"] = _num(d.get("util_pct"), "{:.1f}")
             row[f"{source} mem GiB"] = _num((d.get("mem_used_bytes") or 0) / 2**30) if d.get("mem_used_bytes") else ""
@@ -132,4 +136,41 @@ def predicted_table(summary: dict) -> pd.DataFrame:
                          "measured": _num(pair.get("measured"), "{:.4g}"),
                          "relative error": "" if rel is None else f"{rel:+.1%}",
                          "unit": pair.get("unit", "")})
+    return pd.DataFrame(rows)
+
+
+def _bucketed_ms(entry: dict, pct: str) -> str:
+    """`12.3 [10, 20]`: the interpolated percentile and the bucket it is known to lie in (ms)."""
+    value, bucket = entry.get(pct), entry.get(f"{pct}_bucket")
+    if value is None:
+        return ""
+    if not bucket:
+        return _ms(value)
+    hi = "inf" if bucket[1] is None or bucket[1] == float("inf") else f"{bucket[1] * 1000:g}"
+    return f"{_ms(value)} [{bucket[0] * 1000:g}, {hi}]"
+
+
+def client_server_table(summary: dict) -> pd.DataFrame:
+    """Per level: the client's TTFT and E2E next to the server's (p50 with its bucket, and the mean), the
+    difference (client + network + front end), and the mean TTFT split into overhead, front end, queue, prefill."""
+    rows = []
+    for lvl in summary["levels"]:
+        pairs, server = lvl.get("client_vs_server") or {}, lvl.get("server_latency") or {}
+        if not server:
+            continue
+        row = {"level": lvl["level"], "engine": (lvl.get("server") or {}).get("engine") or ""}
+        for metric, label in (("ttft_s", "TTFT"), ("e2e_s", "E2E")):
+            pair = pairs.get(metric) or {}
+            share = pair.get("overhead_share_mean")
+            row[f"{label} p50 client / server [bucket] (ms)"] = (
+                f"{_ms(pair.get('client_p50'))} / {_bucketed_ms(server.get(metric) or {}, 'p50')}" if pair else "")
+            row[f"{label} mean client / server (ms)"] = (
+                f"{_ms(pair.get('client_mean'))} / {_ms(pair.get('server_mean'))}" if pair else "")
+            row[f"{label} overhead, mean (ms)"] = (_ms(pair.get("overhead_mean"))
+                                                   + (f" ({share:.0%})" if share is not None else ""))
+        split = pairs.get("ttft_split_mean") or {}
+        row["mean TTFT = overhead + front end + queue + prefill (ms)"] = (
+            " + ".join(_ms(split.get(k)) or "?" for k in ("overhead_s", "front_end_s", "queue_s", "prefill_s"))
+            if split else "")
+        rows.append(row)
     return pd.DataFrame(rows)

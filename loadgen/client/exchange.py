@@ -38,6 +38,7 @@ class Outcome:
     prompt_tokens: int | None
     output_tokens: int | None
     usage_from: str  # "server" | "counted" | "none"
+    ttft_any_s: float | None = None  # first chunk of any kind (streams only)
 
 
 def _gaps(times: list[float]) -> list[float]:
@@ -64,11 +65,12 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
     if stream:
         parsed = parse_stream(exchange.lines, pause)
         ttft = parsed.content_times[0] - t0 if (parsed.content_times and t0 is not None) else None
+        ttft_any = parsed.first_chunk_time - t0 if (parsed.first_chunk_time is not None and t0 is not None) else None
         itl = _gaps(parsed.content_times)
         response_id, usage, error = parsed.response_id, parsed.usage, parsed.error
         counted_output = len(parsed.content_times)
     else:
-        ttft, itl, counted_output, error = None, [], None, None
+        ttft, ttft_any, itl, counted_output, error = None, None, [], None, None
         obj: Any = None
         if exchange.complete:
             try:
@@ -98,4 +100,4 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
         status, message = "error", error
     else:
         status, message = "ok", None
-    return Outcome(status, message, ttft, e2e, itl, response_id, prompt_tokens, output_tokens, usage_from)
+    return Outcome(status, message, ttft, e2e, itl, response_id, prompt_tokens, output_tokens, usage_from, ttft_any)

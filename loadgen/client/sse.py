@@ -7,6 +7,8 @@ receive loop does no JSON work while tokens are still arriving.
 A content chunk is one whose choices carry non-empty `delta.content` (chat),
 `delta.reasoning_content`/`delta.reasoning` (reasoning models) or `text` (completions).
 Role-only and usage-only chunks are not content: TTFT is the first *content* chunk.
+`first_chunk_time` is the first chunk with any choice at all (a role-only delta, or a token
+whose text is held back, e.g. a partial UTF-8 character): the record's `ttft_any_s`.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ def error_message(obj: Any) -> str | None:
 @dataclass
 class StreamParse:
     content_times: list[float] = field(default_factory=list)  # arrival time of each content chunk
+    first_chunk_time: float | None = None                     # arrival of the first chunk with a choice
     response_id: str | None = None
     usage: dict | None = None
     saw_done: bool = False
@@ -105,6 +108,8 @@ def parse_stream(timed_lines: Iterable[tuple[float, bytes]], pause: Callable[[],
             continue
         if isinstance(event.get("usage"), dict):
             result.usage = event["usage"]
+        if result.first_chunk_time is None and event.get("choices"):
+            result.first_chunk_time = t
         text = chunk_text(event)
         if text:
             result.content_times.append(t)

@@ -18,6 +18,7 @@ from pathlib import Path
 import requests
 
 from loadgen.compare.config import ArmSpec, CompareConfig
+from loadgen.sweep.external import describe_external
 from loadgen.sweep.cpu_pinning import CpuPlan
 from servecap.contract.run_json import ArmInfo
 from servecap.launch.command import CommandSpec
@@ -107,8 +108,9 @@ class Arms(contextlib.AbstractContextManager):
         if arm.kind == "url":
             check_url(arm, config.ready_path)
             url = arm.url.rstrip("/")
-            return LiveArm(arm, url, self._model(url), None,
-                           ArmInfo(kind="url", url=url, engine=_engine(url)))
+            model = self._model(url)
+            return LiveArm(arm, url, model, None, ArmInfo(kind="url", url=url, model=model, engine=_engine(url),
+                                                          serving_engine=describe_external(url).engine))
         spec = self._specs[arm.name]
         info = (ArmInfo(kind="reference_server", args=spec.serve_args()) if arm.kind == "args"
                 else ArmInfo(kind="command"))
@@ -117,7 +119,8 @@ class Arms(contextlib.AbstractContextManager):
         if arm.kind == "cmd":
             info = replace(info, command=process.command)
         model = self._model(url)
-        info = replace(info, url=url, model=model, pid=process.pid, engine=_engine(url))
+        info = replace(info, url=url, model=model, pid=process.pid, engine=_engine(url),
+                       serving_engine=describe_external(url).engine)
         return LiveArm(arm, url, model, process.pid, info, process)
 
     def _model(self, url: str) -> str:

@@ -113,7 +113,8 @@ class Compare:
                 self.compare.arms = {name: live.info for name, live in arms.live.items()}
                 self._write()
                 for name, live in arms.live.items():
-                    self.console.print(f"arm {name.upper()}: {live.info.label()} at {live.url} (model {live.model})")
+                    where = "" if live.info.kind == "url" else f" at {live.url}"   # a url arm's label is its url
+                    self.console.print(f"arm {name.upper()}: {live.info.label()}{where} (model {live.model})")
                 self._run_pairs()
             status = "complete"
         except (CompareInterrupted, KeyboardInterrupt):

@@ -26,6 +26,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--pid", type=int, default=None, help="server process to sample on the host fallback")
     parser.add_argument("--metrics-url", default=None, help="Prometheus endpoint to scrape, e.g. http://h:8000/metrics")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    parser.add_argument("--all-metrics", action="store_true",
+                        help="keep every family /metrics exposes (default: those servecap's report reads)")
     args = parser.parse_args(argv)
     if args.interval <= 0:
         parser.error("--interval must be > 0")
@@ -34,7 +36,8 @@ def main(argv: list[str]) -> int:
     out = Path(args.out)
     try:
         sampler = start_sampler(out / "samples.csv", args.interval, args.pid)
-        scraper = start_scraper(args.metrics_url, out / "server_metrics.csv", args.interval) if args.metrics_url else None
+        scraper = (start_scraper(args.metrics_url, out / "server_metrics.csv", args.interval, keep_all=args.all_metrics)
+                   if args.metrics_url else None)
     except ValueError as exc:
         print(f"servecap sample: error: {exc}", file=sys.stderr)
         return 2

@@ -259,6 +259,7 @@ class LoadRun:
             error=outcome.error,
             worker=self.worker,
             response_id=outcome.response_id,
+            ttft_any_s=outcome.ttft_any_s,
             request_id=f"{self.worker}#{index}",
             api=scenario.api,
             prompt_tokens_asked=prepared.prompt_tokens_asked,

@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("--model", default="tiny", help="reference-server preset (default tiny)")
     target.add_argument("--strategies", default="continuous", help=f"comma list of {','.join(strategy_names())}")
     target.add_argument("--server-args", default="", help='extra `servecap serve` flags, e.g. "--max-num-seqs 16"')
+    target.add_argument("--model-config", metavar="PATH",
+                        help="the served model's HF config.json (or its directory): the report predicts KV bytes "
+                             "per token and the KV block count from it (needed for a --url target)")
     plan = p.add_argument_group("load plan (choose one)")
     plan.add_argument("--concurrency", help="closed-loop levels, e.g. 1,2,4,8,16,32")
     plan.add_argument("--rates", help="open-loop arrival rates in requests/s, e.g. 1,2,4,8")
@@ -70,7 +73,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, seed=args.seed,
         slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
         sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
-        pin_cpus=not args.no_pin_cpus,
+        pin_cpus=not args.no_pin_cpus, model_config=args.model_config,
     )
 
 
@@ -81,7 +84,7 @@ def main(argv: list[str]) -> int:
         config = config_from_args(args)
         # built before the sweep: a bad value fails before any load
         report_options = ReportOptions(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
-                                       slo_e2e_ms=args.slo_e2e_ms)
+                                       slo_e2e_ms=args.slo_e2e_ms, model_config=args.model_config)
         out = Sweep(config, console).run()
     except (ValueError, ServerStartError) as exc:
         print(f"servecap sweep: error: {exc}", file=sys.stderr)  # plain: never wrapped mid-message

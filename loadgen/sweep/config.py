@@ -9,6 +9,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from calculators.hf_config import load_hf_config
 from reference_server.scheduling.strategies import STRATEGIES  # the pure registry: no torch
 from servecap.contract.slo import SLO
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|m|h)?\s*$")
@@ -70,6 +71,7 @@ class SweepConfig:
         startup_timeout_s: how long to wait for a server's GET /ready.
         auto_max_concurrency: where --auto stops ramping.
         pin_cpus: Locust, the server's front end and its engine on their own cores (see loadgen.sweep.cpu_pinning).
+        model_config: an HF config.json (or its directory) of the served model, for the report's predictions.
     """
 
     out_dir: str
@@ -93,6 +95,7 @@ class SweepConfig:
     startup_timeout_s: float = 180.0
     auto_max_concurrency: int = 256
     pin_cpus: bool = True
+    model_config: str | None = None
 
     def __post_init__(self) -> None:
         if not self.out_dir:
@@ -122,6 +125,11 @@ class SweepConfig:
             shlex.split(self.server_args)
         except ValueError as exc:
             raise ValueError(f"--server-args is not valid shell quoting: {exc}") from None
+        if self.model_config is not None:
+            try:
+                load_hf_config(self.model_config)
+            except ValueError as exc:
+                raise ValueError(f"--model-config: {exc}") from None
 
     @property
     def open_loop(self) -> bool:

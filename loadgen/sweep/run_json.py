@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from loadgen.observe.run_metadata import git_commit, host_info, versions
+from loadgen.sweep.external import UNKNOWN, ExternalEngine
 from loadgen.sweep.config import SweepConfig
 from loadgen.sweep.level_stats import LevelStats
 from servecap.contract.run_json import (AutoResult, CpuPinning, LevelEntry, LoadPlan, ObserverInfo, RunInfo,
@@ -17,11 +18,17 @@ from servecap.contract.run_json import (AutoResult, CpuPinning, LevelEntry, Load
 
 
 def run_info_for(name: str, config: SweepConfig) -> RunInfo:
-    """What a sweep with this config is about to run."""
+    """What a sweep with this config is about to run. An external --url's model, strategy and dtype are
+    "unknown" until it tells (`record_external`): nothing of the reference server's is assumed for it."""
+    if config.url:
+        server = Server(model=UNKNOWN, strategy=UNKNOWN, dtype=UNKNOWN, model_config=config.model_config)
+    else:
+        server = Server(model=config.model, strategies=list(config.strategies), args=config.server_args,
+                        model_config=config.model_config)
     return RunInfo(
         name=name, status="running", started_at=time.time(),
         target=Target(kind="url", url=config.url) if config.url else Target(kind="reference_server"),
-        server=Server(model=config.model, strategies=list(config.strategies), args=config.server_args),
+        server=server,
         load_plan=LoadPlan(kind="auto" if config.auto else ("open" if config.open_loop else "closed"),
                            concurrency=list(config.concurrency), rates=list(config.rates),
                            arrival=config.arrival if config.open_loop else "closed",
@@ -54,6 +61,19 @@ class RunJson:
 
     def record_engine(self, strategy: str, description: dict) -> None:
         self.info.server.record_engine(strategy, description)
+        self.write()
+
+    def record_external(self, described: ExternalEngine) -> None:
+        """What an external target told about itself; the rest stays "unknown" or null."""
+        server = self.info.server
+        server.serving_engine, server.model_root = described.engine, described.model_root
+        server.model = described.model or UNKNOWN
+        server.dtype = described.dtype or UNKNOWN
+        server.max_model_len, server.block_size, server.kv_blocks = (described.max_model_len, described.block_size,
+                                                                     described.kv_blocks)
+        server.kv_cache_dtype, server.kv_cache_memory_bytes = described.kv_cache_dtype, described.kv_cache_memory_bytes
+        server.kv_capacity_tokens = described.kv_capacity_tokens
+        self.info.notes.extend(described.notes)
         self.write()
 
     def record_observers(self, key: str, observers: ObserverInfo) -> None:

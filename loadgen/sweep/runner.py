@@ -19,6 +19,7 @@ import requests
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from loadgen.sweep.external import describe_external
 from loadgen.sweep.knee_search import search_knee
 from loadgen.sweep.level_stats import LevelStats, level_stats
 from loadgen.sweep.locust_level import STOP_TIMEOUT_S, LevelPlan, locust_command, run_level
@@ -94,7 +95,13 @@ class Sweep:
     def _run_target(self, strategy: str | None) -> None:
         config = self.config
         if strategy is None:
-            self._observe(config.url, server_pid=None, strategy=None)
+            described = describe_external(config.url)
+            self.run_json.record_external(described)
+            self.console.print(f"target {config.url}: engine {described.engine or 'unknown'}, model "
+                               f"{described.model or 'unknown'}" + (f", {described.kv_blocks} KV blocks of "
+                                                                    f"{described.block_size} tokens"
+                                                                    if described.kv_blocks else ""))
+            self._observe(config.url, server_pid=None, strategy=None, model=described.model or config.model)
             return
         spec = self.cpus.place(replace(self.server_spec, strategy=strategy))
         self.run_json.record_command(strategy, spec.serve_args())
@@ -118,7 +125,7 @@ class Sweep:
             return
         self.run_json.record_engine(strategy, engine)
 
-    def _observe(self, url: str, server_pid: int | None, strategy: str | None) -> None:
+    def _observe(self, url: str, server_pid: int | None, strategy: str | None, model: str | None = None) -> None:
         observers = Observers(self.out, self.config.sample_interval_s, server_pid, url + "/metrics")
         key = strategy or "url"
         described = observers.start()
@@ -126,7 +133,6 @@ class Sweep:
         if described.sampler_note:
             self.console.print(f"[yellow]{described.sampler_note}[/]")
         try:
-            model = None if strategy else self._external_model(url)
             if self.config.auto:
                 self._auto(url, strategy, model)
             else:
@@ -134,12 +140,6 @@ class Sweep:
                     self._level(url, strategy, load, model)
         finally:
             self.run_json.record_observers(key, observers.stop())
-
-    def _external_model(self, url: str) -> str | None:
-        try:
-            return requests.get(url + "/v1/models", timeout=10).json()["data"][0]["id"]
-        except (requests.RequestException, ValueError, KeyError, IndexError):
-            return self.config.model
 
     # -- one level ------------------------------------------------------------------------
     def _level(self, url: str, strategy: str | None, load: float, model: str | None) -> LevelStats:

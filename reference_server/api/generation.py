@@ -32,6 +32,7 @@ class Delta:
     prompt_tokens: int
     completion_tokens: int
     cached_prompt_tokens: int
+    token_ids: tuple[int, ...] = ()   # the ids generated since the previous delta
 
 
 class Generation:
@@ -104,8 +105,9 @@ class Generation:
                     self._finished = True
                     metrics.requests_finished.labels(finish_reason=finish_reason).inc()
                     metrics.e2e_latency.observe(time.monotonic() - self._arrival_s)
+                    metrics.observe_request(item.timings)
                 yield Delta(text, len(item.new_token_ids), finish_reason, self.prompt_tokens,
-                            self.completion_tokens, self.cached_prompt_tokens)
+                            self.completion_tokens, self.cached_prompt_tokens, tuple(item.new_token_ids))
                 if finish_reason is not None:
                     return
         finally:

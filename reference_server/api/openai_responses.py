@@ -32,16 +32,22 @@ class ResponseShape:
     """Builds the bodies of one response; `chat` picks chat.completion vs text_completion."""
 
     def __init__(self, *, chat: bool, model: str, include_usage: bool = False,
-                 continuous_usage: bool = False) -> None:
+                 continuous_usage: bool = False, prompt_token_ids: list[int] | None = None) -> None:
+        """`prompt_token_ids`: given when the request asked `return_token_ids` (vLLM's extension): every
+        choice then carries its `token_ids`, and the prompt's ids go where vLLM puts them (completions:
+        in the choice; chat: beside the choices)."""
         self.chat = chat
+        self.prompt_token_ids = prompt_token_ids
         self.model = model
         self.include_usage = include_usage
         self.continuous_usage = continuous_usage and include_usage
         self.id = new_response_id("chatcmpl" if chat else "cmpl")
         self.created = int(time.time())
         self._sent_role = False
+        self._sent_prompt_ids = False
 
-    def full(self, text: str, finish_reason: str | None, last: Delta | None, prompt_tokens: int) -> dict:
+    def full(self, text: str, finish_reason: str | None, last: Delta | None, prompt_tokens: int,
+             token_ids: list[int] | None = None) -> dict:
         """The non-streaming body."""
         if self.chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": text},
@@ -50,9 +56,17 @@ class ResponseShape:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
         counts = (last.prompt_tokens, last.completion_tokens, last.cached_prompt_tokens) if last \
             else (prompt_tokens, 0, 0)
-        return {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
+        body = {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
                 "created": self.created, "model": self.model, "choices": [choice],
                 "usage": usage(*counts)}
+        self._add_token_ids(body, choice, list(token_ids or []))
+        return body
+
+    def _add_token_ids(self, body: dict, choice: dict, token_ids: list[int]) -> None:
+        if self.prompt_token_ids is None:
+            return
+        choice["token_ids"] = token_ids
+        (body if self.chat else choice)["prompt_token_ids"] = self.prompt_token_ids
 
     def chunk(self, delta: Delta) -> dict:
         """One streamed choice chunk."""
@@ -65,6 +79,11 @@ class ResponseShape:
         else:
             choice = {"index": 0, "text": delta.text, "logprobs": None, "finish_reason": delta.finish_reason}
         body = self._chunk_envelope([choice])
+        if self.prompt_token_ids is not None:
+            choice["token_ids"] = list(delta.token_ids)
+            if not self._sent_prompt_ids:   # the prompt's ids once, in the first chunk
+                (body if self.chat else choice)["prompt_token_ids"] = self.prompt_token_ids
+                self._sent_prompt_ids = True
         if self.include_usage:
             body["usage"] = usage(delta.prompt_tokens, delta.completion_tokens, delta.cached_prompt_tokens) \
                 if self.continuous_usage else None

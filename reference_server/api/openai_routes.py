@@ -57,13 +57,14 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
         prompt_ids = runtime.tokenizer.encode(prompt, add_bos=True)
     else:
         prompt_ids = list(prompt)
-        bad = [t for t in prompt_ids if not 0 <= t < runtime.tokenizer.vocab_size]
+        bad = [t for t in prompt_ids if not 0 <= t < runtime.token_space.vocab_size]
         if bad:
-            raise APIError(400, f"prompt: token ids must be in [0, {runtime.tokenizer.vocab_size}), "
+            raise APIError(400, f"prompt: token ids must be in [0, {runtime.token_space.vocab_size}), "
                                 f"got {bad[:5]}", param="prompt")
     max_tokens = body.max_tokens if body.max_tokens is not None else DEFAULT_COMPLETION_MAX_TOKENS
     shape = ResponseShape(chat=False, model=runtime.served_model_name, include_usage=body.include_usage(),
-                          continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats))
+                          continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats),
+                          prompt_token_ids=prompt_ids if body.return_token_ids else None)
     return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens),
                           body.stop_strings(), bool(body.stream), arrival_s)
 
@@ -81,7 +82,8 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
             raise APIError(400, f"messages: the prompt is {len(prompt_ids)} tokens, which leaves no room "
                                 f"in the model's context of {runtime.max_model_len} tokens", param="messages")
     shape = ResponseShape(chat=True, model=runtime.served_model_name, include_usage=body.include_usage(),
-                          continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats))
+                          continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats),
+                          prompt_token_ids=prompt_ids if body.return_token_ids else None)
     return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens),
                           body.stop_strings(), bool(body.stream), arrival_s)
 
@@ -119,8 +121,8 @@ async def _respond(request: Request, runtime, shape: ResponseShape, prompt_ids: 
         generation.close()
     if collected is None:   # the client left; nobody reads this
         return Response(status_code=499)
-    text, last = collected
-    return JSONResponse(shape.full(text, last.finish_reason if last else None, last, len(prompt_ids)))
+    text, last, token_ids = collected
+    return JSONResponse(shape.full(text, last.finish_reason if last else None, last, len(prompt_ids), token_ids))
 
 
 async def _sse(generation: Generation, shape: ResponseShape):
@@ -139,14 +141,15 @@ async def _sse(generation: Generation, shape: ResponseShape):
 
 
 async def _collect_unless_disconnected(request: Request, generation: Generation):
-    """(text, last delta), or None if the client disconnected first (the sequence is aborted)."""
+    """(text, last delta, generated ids), or None if the client disconnected first (the sequence is aborted)."""
 
     async def collect():
-        parts, last = [], None
+        parts, last, token_ids = [], None, []
         async for delta in generation.deltas():
             parts.append(delta.text)
+            token_ids.extend(delta.token_ids)
             last = delta
-        return "".join(parts), last
+        return "".join(parts), last, token_ids
 
     async def disconnected():
         while (await request.receive())["type"] != "http.disconnect":

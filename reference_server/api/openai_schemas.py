@@ -41,6 +41,8 @@ class _SamplingRequest(_Strict):
     ignore_eos: bool | None = Field(False, description="vLLM: keep generating past end-of-sequence")
     min_tokens: int | None = Field(None, ge=0, description="vLLM: no end-of-sequence before this many tokens")
     stop_token_ids: list[int] | None = Field(None, description="vLLM: token ids that end generation")
+    return_token_ids: bool | None = Field(False, description="vLLM: add the generated ids (choices[].token_ids) "
+                                                             "and the prompt's (prompt_token_ids)")
     # accepted OpenAI parameters at their no-op value only
     n: int | None = Field(1, description="only 1 is supported")
     user: str | None = None

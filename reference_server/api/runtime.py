@@ -21,6 +21,7 @@ from reference_server.classifier.batcher import DynamicBatcher
 from reference_server.engine.config import EngineConfig
 from reference_server.runtime.engine_process import EngineProcess
 from reference_server.runtime.metrics import ServerMetrics
+from reference_server.engine.token_space import token_space
 from reference_server.engine.tokenizer import ByteTokenizer
 
 
@@ -51,6 +52,7 @@ class ServingRuntime:
             max_waiting=server_config.max_waiting, retry_after_s=server_config.retry_after_s,
             on_waiting_change=self.metrics.requests_admission_waiting.set)
         self.tokenizer = ByteTokenizer()
+        self.token_space = token_space(engine_config.model, self.tokenizer)   # the ids a prompt may use
         self.engine = _engine_client(engine_config, server_config, build_engine, self.metrics)
         self.classifier: ClassifierService | None = None
         self.live: dict = {}   # request id -> Generation, for the drain's final abort

@@ -38,6 +38,12 @@ def read_architecture(path: str | Path) -> ModelArchitecture:
     for hf_key, field in CONFIG_FIELDS.items():
         if hf_key in raw:
             fields[field] = raw[hf_key]
+    rope = raw.get("rope_parameters")   # transformers 5 nests rope_theta here
+    if "rope_theta" not in fields and isinstance(rope, dict) and "rope_theta" in rope:
+        if rope.get("rope_type", "default") != "default":
+            raise ValueError(f"checkpoint config {config_path}: rope_type {rope['rope_type']!r} is not supported "
+                             "(the reference model implements plain rotary embeddings)")
+        fields["rope_theta"] = rope["rope_theta"]
     if "num_kv_heads" not in fields and "num_heads" in fields:
         fields["num_kv_heads"] = fields["num_heads"]
     if "head_dim" not in fields and "num_heads" in fields and "hidden_size" in fields:

@@ -16,11 +16,12 @@ from reference_server.engine.checkpoint import is_checkpoint_dir, load_checkpoin
 from reference_server.engine.config import DTYPE_BYTES, EngineConfig
 from reference_server.engine.model_runner import ModelRunner, kv_block_bytes
 from reference_server.engine.sampler import Sampler
+from reference_server.engine.token_space import token_space
 from reference_server.engine.tokenizer import ByteTokenizer
 from reference_server.scheduling.block_manager import BlockManager, cdiv
 from reference_server.scheduling.postprocess import StopRule, postprocess
 from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.sequence import Sequence
+from reference_server.scheduling.sequence import RequestTimings, Sequence
 from reference_server.scheduling.strategies import make_scheduler
 from reference_server.scheduling.strategies.base import ScheduledBatch
 
@@ -47,6 +48,7 @@ class StepOutput:
     num_prompt_tokens: int
     num_output_tokens: int
     num_cached_prompt_tokens: int      # prefix-cache hit tokens for this request
+    timings: RequestTimings | None = None   # set on the finishing output: queue, prefill, decode, inference
 
 
 @dataclass
@@ -80,10 +82,11 @@ class Engine:
         self.config = config
         self.clock = clock
         self.tokenizer = ByteTokenizer()
+        self.token_space = token_space(config.model, self.tokenizer)   # ids prompts use and sampling covers
         arch, state_dict = resolve_model(config.model)
-        if arch.vocab_size < self.tokenizer.vocab_size:
-            raise ValueError(f"model: vocab_size {arch.vocab_size} is smaller than the byte tokenizer's "
-                             f"{self.tokenizer.vocab_size}")
+        if arch.vocab_size < self.token_space.vocab_size:
+            raise ValueError(f"model: vocab_size {arch.vocab_size} is smaller than the {self.token_space.source}'s "
+                             f"{self.token_space.vocab_size}")
         self.arch = arch
         self.max_model_len = config.max_model_len or arch.max_position_embeddings
         if self.max_model_len > arch.max_position_embeddings:
@@ -93,11 +96,11 @@ class Engine:
         self.num_kv_blocks = self._num_kv_blocks()
         self.block_manager = BlockManager(self.num_kv_blocks, config.block_size)
         self.scheduler = make_scheduler(config.limits, self.block_manager)
-        self.stop_rule = StopRule(eos_id=self.tokenizer.eos_id, max_model_len=self.max_model_len)
-        self.sampler = Sampler(config.seed, self.tokenizer.eos_id)
+        self.stop_rule = StopRule(eos_id=self.token_space.eos_id, max_model_len=self.max_model_len)
+        self.sampler = Sampler(config.seed, self.token_space.eos_id)
         self.runner = ModelRunner(arch, config, num_blocks=self.num_kv_blocks, max_model_len=self.max_model_len,
                                   sampler=self.sampler, state_dict=state_dict,
-                                  usable_vocab=self.tokenizer.vocab_size)
+                                  usable_vocab=self.token_space.vocab_size)
         self._seqs: dict[str, Sequence] = {}
         self._last_batch_size = 0
         self._last_num_tokens = 0
@@ -126,9 +129,9 @@ class Engine:
         if not ids:
             raise RequestRejected("prompt is empty: at least one token is needed")
         bad = [t for t in ids if isinstance(t, bool) or not isinstance(t, int)
-               or not 0 <= t < self.tokenizer.vocab_size]
+               or not 0 <= t < self.token_space.vocab_size]
         if bad:
-            raise RequestRejected(f"prompt token ids must be integers in [0, {self.tokenizer.vocab_size}), "
+            raise RequestRejected(f"prompt token ids must be integers in [0, {self.token_space.vocab_size}), "
                                   f"got {bad[0]!r}")
         total = len(ids) + params.max_tokens
         if total > self.max_model_len:
@@ -157,9 +160,12 @@ class Engine:
     # -- the loop --------------------------------------------------------------------------
     def step(self) -> list[StepOutput]:
         start = time.perf_counter()
-        batch = self.scheduler.schedule(self.clock())
+        now = self.clock()
+        batch = self.scheduler.schedule(now)
         if batch is None:
             return []
+        for seq in batch.seqs:
+            seq.mark_scheduled(now)
         if self.config.inject_step_delay_ms:
             busy_wait(self.config.inject_step_delay_ms / 1e3)
         tokens = self.runner.run(batch)
@@ -172,7 +178,9 @@ class Engine:
 
     def _postprocess(self, batch: ScheduledBatch, tokens: list[int | None]) -> list[StepOutput]:
         outputs = []
+        now = self.clock()
         for seq, token, reason in postprocess(self.scheduler, batch, tokens, self.stop_rule):
+            seq.mark_token(now)
             if reason is not None:
                 self._seqs.pop(seq.request_id, None)
                 self.sampler.forget(seq.request_id)
@@ -181,6 +189,7 @@ class Engine:
                 finish_reason=reason, num_prompt_tokens=seq.num_prompt_tokens,
                 num_output_tokens=seq.num_output_tokens,
                 num_cached_prompt_tokens=min(seq.num_cached_tokens, seq.num_prompt_tokens),
+                timings=seq.timings() if reason is not None else None,
             ))
         return outputs
 
@@ -219,4 +228,5 @@ class Engine:
             "kv_block_bytes": self.kv_block_bytes, "kv_cache_bytes": self.runner.kv_cache_bytes,
             "max_model_len": self.max_model_len, "inject_step_delay_ms": cfg.inject_step_delay_ms,
             "seed": cfg.seed, "tokenizer": {"kind": "byte", "vocab_size": self.tokenizer.vocab_size},
+            "token_space": self.token_space.describe(),
         }

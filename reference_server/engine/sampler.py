@@ -14,7 +14,7 @@ from reference_server.scheduling.sequence import Sequence
 
 
 class Sampler:
-    def __init__(self, seed: int, eos_id: int) -> None:
+    def __init__(self, seed: int, eos_id: int | None) -> None:
         self.eos_id = eos_id
         self.generator = torch.Generator().manual_seed(seed)
         self._request_generators: dict[str, torch.Generator] = {}
@@ -55,5 +55,5 @@ class Sampler:
         """Before min_tokens are out, EOS and stop ids cannot be chosen."""
         for row, seq in enumerate(seqs):
             if seq.num_output_tokens < seq.params.min_tokens:
-                banned = [i for i in (self.eos_id, *seq.params.stop_token_ids) if i < logits.shape[1]]
+                banned = [i for i in (self.eos_id, *seq.params.stop_token_ids) if i is not None and i < logits.shape[1]]
                 logits[row, banned] = float("-inf")

@@ -6,10 +6,12 @@ prefixed `servecap_` (see DESIGN.md); counters get prometheus-client's `_total` 
 
 Who writes what:
 - the engine side (`observe_step`, on the engine thread or on the reader thread of the
-  engine process's pipe): running/waiting gauges, KV blocks, batch size, step time,
-  generated tokens, prefix-cache hits, preemptions;
+  engine process's pipe): running/waiting gauges, KV blocks, batch size, tokens per step,
+  step time, generated tokens, prefix-cache hits, preemptions;
 - the event loop: prompt tokens, time to first token, end-to-end latency, finish
-  reasons, rejections (by reason), and the classifier's batches.
+  reasons, rejections (by reason), and the classifier's batches; and, from a finished
+  request's engine-side timings (`observe_request`), its queue, prefill, decode and
+  inference times, named after vLLM's (docs/server_metrics.md defines each).
 prometheus-client metrics are thread-safe, so both sides write directly.
 """
 
@@ -27,12 +29,21 @@ from prometheus_client import (
 
 # batch sizes are small integers: power-of-two edges keep `le` labels readable
 BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+ITERATION_TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 # latencies from sub-millisecond (tiny model, CPU) to a minute (long generations under load)
 LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75,
     1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0,
 )
 STEP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+# a finished request's phases (RequestTimings fields `<phase>_s`), named after vLLM's request_<phase>_time_seconds
+REQUEST_PHASES = {
+    "queue": "Engine received the request -> first scheduled.",
+    "prefill": "First scheduled -> first token.",
+    "decode": "First token -> last token.",
+    "inference": "First scheduled -> last token.",
+}
 
 # reasons used with `requests_rejected` (one label value per reason)
 REJECT_QUEUE_FULL = "queue_full"      # 429: --max-waiting reached
@@ -62,6 +73,9 @@ class ServerMetrics:
         self.batch_size = Histogram(
             "servecap_batch_size", "Sequences per engine step that did work.",
             buckets=BATCH_SIZE_BUCKETS, registry=r)
+        self.iteration_tokens = Histogram(
+            "servecap_iteration_tokens", "Tokens computed per engine step that did work (prefill and decode).",
+            buckets=ITERATION_TOKEN_BUCKETS, registry=r)
         self.step_seconds = Histogram(
             "servecap_engine_step_seconds", "Wall time of one engine step (schedule, forward, postprocess).",
             buckets=STEP_BUCKETS, registry=r)
@@ -82,6 +96,10 @@ class ServerMetrics:
         self.e2e_latency = Histogram(
             "servecap_e2e_request_latency_seconds", "Request arrival to last token.",
             buckets=LATENCY_BUCKETS, registry=r)
+        # a finished request's phases on the engine's clock: servecap_request_{phase}_time_seconds
+        self.request_phase_seconds = {
+            phase: Histogram(f"servecap_request_{phase}_time_seconds", text, buckets=LATENCY_BUCKETS, registry=r)
+            for phase, text in REQUEST_PHASES.items()}
         self.requests_finished = Counter(
             "servecap_requests_finished", "Generations finished, by finish reason.",
             ["finish_reason"], registry=r)
@@ -126,6 +144,7 @@ class ServerMetrics:
         self.kv_blocks_total.set(stats.kv_blocks_total)
         if did_work:
             self.batch_size.observe(stats.last_batch_size)
+            self.iteration_tokens.observe(stats.last_num_tokens)
             self.step_seconds.observe(stats.last_step_s)
         if num_new_tokens:
             self.generation_tokens.inc(num_new_tokens)
@@ -135,6 +154,13 @@ class ServerMetrics:
             self.prefix_cache_queries, stats.total_prefix_cache_queries, self._last_prefix_queries)
         self._last_preemptions = _add_delta(
             self.preemptions, stats.total_preemptions, self._last_preemptions)
+
+    def observe_request(self, timings) -> None:
+        """A finished request's `RequestTimings` (None: it never reached a first token)."""
+        if timings is None:
+            return
+        for phase, histogram in self.request_phase_seconds.items():
+            histogram.observe(getattr(timings, f"{phase}_s"))
 
     def reject(self, reason: str) -> None:
         self.requests_rejected.labels(reason=reason).inc()

@@ -8,6 +8,18 @@ from enum import Enum, auto
 from reference_server.scheduling.sampling import SamplingParams
 
 
+@dataclass(frozen=True, slots=True)
+class RequestTimings:
+    """A finished request's phases on the engine's clock (seconds), as vLLM defines them:
+    queue = arrival -> first scheduled (a later preemption does not restart it), prefill = first
+    scheduled -> first token, decode = first token -> last token, inference = first scheduled -> last token."""
+
+    queue_s: float
+    prefill_s: float
+    decode_s: float
+    inference_s: float
+
+
 class SequenceStatus(Enum):
     WAITING = auto()   # queued, or preempted and waiting to be recomputed
     RUNNING = auto()   # holds KV blocks
@@ -35,6 +47,9 @@ class Sequence:
     num_cached_tokens: int = 0       # prompt tokens served from the prefix cache (latest admission)
     num_preemptions: int = 0
     finish_reason: str | None = None
+    first_scheduled_time: float | None = None   # engine clock, the first step that scheduled it
+    first_token_time: float | None = None
+    last_token_time: float | None = None
 
     def __post_init__(self) -> None:
         self.token_ids = list(self.token_ids)
@@ -65,3 +80,21 @@ class Sequence:
     @property
     def is_finished(self) -> bool:
         return self.status is SequenceStatus.FINISHED
+
+    def mark_scheduled(self, now: float) -> None:
+        if self.first_scheduled_time is None:
+            self.first_scheduled_time = now
+
+    def mark_token(self, now: float) -> None:
+        if self.first_token_time is None:
+            self.first_token_time = now
+        self.last_token_time = now
+
+    def timings(self) -> RequestTimings | None:
+        """The phases so far; None before the first token."""
+        if self.first_scheduled_time is None or self.first_token_time is None:
+            return None
+        return RequestTimings(queue_s=self.first_scheduled_time - self.arrival_time,
+                              prefill_s=self.first_token_time - self.first_scheduled_time,
+                              decode_s=self.last_token_time - self.first_token_time,
+                              inference_s=self.last_token_time - self.first_scheduled_time)

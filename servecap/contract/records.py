@@ -49,6 +49,7 @@ class Record:
     error: str | None = None          # short message or None
     worker: str | None = None         # which Locust process sent it
     response_id: str | None = None    # the server's response `id` (joins with server-side logs)
+    ttft_any_s: float | None = None   # first chunk of any kind (even one without text) - t_start, None if none
     arm: str | None = field(default=None, metadata=SOMETIMES)      # compare runs: "a" | "b"
     slice: int | None = field(default=None, metadata=SOMETIMES)    # compare runs: the slice it was sent in
     switch: str | None = field(default=None, metadata=SOMETIMES)   # compare runs: "drained" (finished after its

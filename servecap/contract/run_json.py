@@ -54,6 +54,12 @@ class Server(Section):
     kv_cache_bytes: int | None = None
     kv_blocks: int | None = None                   # the engine's num_kv_blocks
     gpu: str | None = None                         # hand-set catalog GPU id to predict with
+    serving_engine: str | None = None              # an external target's engine ("vllm", ...), told by its /metrics names
+    model_root: str | None = None                  # what the external engine loaded (vLLM's /v1/models `root`)
+    kv_cache_dtype: str | None = None              # as the engine says it ("auto": the model's dtype)
+    kv_cache_memory_bytes: int | None = None       # KV memory the engine states (vLLM cache_config_info)
+    kv_capacity_tokens: int | None = None          # tokens its KV cache holds, where it says
+    model_config: str | None = None                # --model-config: the HF config.json the predictions use
 
     def record_command(self, strategy: str, args: list[str]) -> None:
         self.commands = {**(self.commands or {}), strategy: list(args)}
@@ -190,6 +196,7 @@ class ArmInfo(Section):
     command: list[str] | None = None     # command arm: the command as started ({port} filled in)
     pid: int | None = None               # the serving process (its tree's CPU time is measured per slice)
     engine: dict | None = None           # GET /v1/engine of a reference server, kept whole
+    serving_engine: str | None = None    # "servecap" | "vllm" | ..., told by its /metrics names (None: unknown)
 
     def label(self) -> str:
         """What served the arm, in a few words (tables and headings)."""
@@ -197,6 +204,8 @@ class ArmInfo(Section):
             return " ".join(["reference server", *(self.args or [])])
         if self.kind == "command":
             return " ".join(self.command or []) or "command"
+        if self.serving_engine and self.url:
+            return f"{self.serving_engine} at {self.url}"
         return self.url or self.kind or "?"
 
 

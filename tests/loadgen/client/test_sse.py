@@ -91,3 +91,20 @@ def test_summarize_non_streamed():
 def test_parse_stream_keeps_first_id():
     parsed = parse_stream(_chat_stream([0, 1], rid="first"))
     assert parsed.response_id == "first" and parsed.saw_done and len(parsed.content_times) == 1
+
+
+def test_ttft_any_is_the_first_chunk_even_without_text():
+    """vLLM holds back a partial UTF-8 character as an empty delta: ttft_s waits for text, ttft_any_s does not;
+    a usage-only chunk (no choices) is not a first chunk."""
+    lines = [(10.5, _line({"id": "r", "choices": [], "usage": None})),
+             (11.0, _line({"id": "r", "choices": [{"text": ""}]})),
+             (11.5, _line({"id": "r", "choices": [{"text": "é"}]})),
+             (12.0, b"data: [DONE]\n")]
+    out = summarize(Exchange(t_start=10.0, status_code=200, lines=lines, t_last=12.0, complete=True),
+                    stream=True, prompt_tokens_asked=3)
+    assert out.ttft_any_s == 1.0 and out.ttft_s == 1.5
+    chat = summarize(Exchange(t_start=0.0, status_code=200, lines=_chat_stream([0.2, 0.3, 0.4]), t_last=0.4,
+                              complete=True), stream=True, prompt_tokens_asked=3)
+    assert chat.ttft_any_s == 0.2 and abs(chat.ttft_s - 0.3) < 1e-12   # the role-only chunk counts as a chunk
+    assert summarize(Exchange(t_start=0.0, status_code=200, body=bytearray(b"{}"), t_last=0.1, complete=True),
+                     stream=False, prompt_tokens_asked=3).ttft_any_s is None

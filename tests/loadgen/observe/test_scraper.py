@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from loadgen.observe.scraper import METRIC_COLUMNS, Scraper, parse_metrics, start_scraper
+from loadgen.observe.scraper import METRIC_COLUMNS, ChangedOnly, Scraper, parse_metrics, start_scraper
 from loadgen_helpers import REPO, _env, scripted_server
+from servecap.contract.server_metrics import SCRAPE_MARKER
 from waiting import wait_until
 
 
@@ -29,11 +30,25 @@ def test_parse_metrics_rows_with_sorted_labels():
     assert (12.5, "x_seconds_count", 'a="1",b="2"', 5.0) in rows
 
 
+def test_parse_metrics_keeps_only_the_names_asked_for():
+    text = "# TYPE a gauge\na 1\n# TYPE b gauge\nb 2\n"
+    assert [row[1] for row in parse_metrics(text, 0.0, frozenset({"b"}))] == ["b"]
+
+
+def test_changed_only_passes_a_sample_once_per_value():
+    changed = ChangedOnly()
+    assert changed([(1, "a", "", 1.0), (1, "b", "", 2.0)]) == [(1, "a", "", 1.0), (1, "b", "", 2.0)]
+    assert changed([(2, "a", "", 1.0), (2, "b", 'x="1"', 2.0)]) == [(2, "b", 'x="1"', 2.0)]   # labels: another series
+    assert changed([(3, "a", "", 4.0), (3, "b", "", 2.0)]) == [(3, "a", "", 4.0)]
+
+
 def test_scraper_writes_server_metrics_csv_from_a_live_endpoint(tmp_path):
     registry = CollectorRegistry()
     running = Gauge("servecap_requests_running", "running", registry=registry)
-    ttft = Histogram("servecap_ttft_seconds", "ttft", ["strategy"], buckets=(0.05, 0.1), registry=registry)
-    done = Counter("servecap_requests", "finished", registry=registry)
+    ttft = Histogram("servecap_time_to_first_token_seconds", "ttft", ["strategy"], buckets=(0.05, 0.1),
+                     registry=registry)
+    done = Counter("servecap_preemptions", "preempted", registry=registry)
+    Gauge("python_unrelated", "not read by servecap", registry=registry).set(1)
     port = _free_port()
     server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
     try:
@@ -50,11 +65,13 @@ def test_scraper_writes_server_metrics_csv_from_a_live_endpoint(tmp_path):
         server.shutdown()
     frame = pd.read_csv(tmp_path / "server_metrics.csv", keep_default_na=False)
     assert tuple(frame.columns) == METRIC_COLUMNS and scraper.scrapes >= 4 and scraper.failures == 0
-    series = frame[frame.name == "servecap_requests_running"].value.tolist()
-    assert series[0] == 2 and series[-1] == 5 and len(series) == scraper.scrapes
-    bucket = frame[(frame.name == "servecap_ttft_seconds_bucket") & (frame.labels == 'le="0.1",strategy="continuous"')]
-    assert set(bucket.value) == {1.0}
-    assert frame[frame.name == "servecap_requests_total"].value.iloc[-1] == 3
+    assert (frame.name == SCRAPE_MARKER).sum() == scraper.scrapes          # one marker row per scrape
+    assert frame[frame.name == "servecap_requests_running"].value.tolist() == [2, 5]   # changes only
+    bucket = frame[(frame.name == "servecap_time_to_first_token_seconds_bucket")
+                   & (frame.labels == 'le="0.1",strategy="continuous"')]
+    assert bucket.value.tolist() == [1.0]
+    assert frame[frame.name == "servecap_preemptions_total"].value.tolist() == [0.0, 3.0]
+    assert "python_unrelated" not in set(frame.name)
 
 
 def test_scraper_survives_an_unreachable_server(tmp_path, caplog):
@@ -71,7 +88,7 @@ def test_scraper_survives_an_unreachable_server(tmp_path, caplog):
 def test_servecap_sample_command(tmp_path):
     with scripted_server(tmp_path) as (url, _):
         proc = subprocess.run([sys.executable, "-m", "servecap", "sample", "--out", str(tmp_path / "run"),
-                               "--interval", "0.2", "--duration", "1", "--metrics-url", f"{url}/metrics"],
+                               "--interval", "0.2", "--duration", "1", "--metrics-url", f"{url}/metrics", "--all-metrics"],
                               capture_output=True, text=True, timeout=30, env=_env(), cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     samples = pd.read_csv(tmp_path / "run" / "samples.csv")

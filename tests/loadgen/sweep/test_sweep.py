@@ -11,12 +11,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from loadgen.sweep.level_stats import level_stats
 from loadgen.sweep.config import SweepConfig, parse_duration, parse_number_list
 from servecap.contract.records import Record
 from servecap.contract.run_json import RunInfo
+from servecap.contract.server_metrics import SCRAPE_MARKER, kept_sample_names
 from servecap.contract.slo import SLO
 from waiting import wait_until
 
@@ -148,6 +150,36 @@ def test_summary_matches_an_independent_recomputation(swept):
     assert by_level["continuous/c=4"]["output_tokens_per_s"] > by_level["none/c=4"]["output_tokens_per_s"]
     # server-side means came from /metrics scraped during each level
     assert by_level["continuous/c=4"]["server"]["requests_running_mean"] > by_level["none/c=4"]["server"]["requests_running_mean"]
+
+
+@pytest.mark.slow
+def test_the_server_side_view_sits_beside_the_client_one(swept):
+    """The reference server's own histograms give each level server-side percentiles; the engine's TTFT
+    (route entry to first token) never exceeds what the client saw, and its queue and prefill phases fit in it."""
+    summary = json.loads((swept / "summary.json").read_text())
+    records = [json.loads(line) for line in (swept / "requests.jsonl").read_text().splitlines()]
+    assert all(r["ttft_any_s"] is not None and r["ttft_any_s"] <= r["ttft_s"] for r in records if r["status"] == "ok")
+    for level in summary["levels"]:
+        server, pairs = level["server_latency"], level["client_vs_server"]
+        assert level["server"]["engine"] == "servecap"
+        assert {"ttft_s", "queue_s", "prefill_s", "decode_s", "inference_s", "e2e_s"} <= set(server)
+        client = level["metrics"]["ttft_s"]
+        # the server's window opens once the warm-up requests are done: (nearly) the measured requests only
+        assert 0.7 * client["count"] <= server["ttft_s"]["count"] <= client["count"] + level["offered"]["concurrency"]
+        assert server["ttft_s"]["p50"] <= client["p50"]
+        lo, hi = server["ttft_s"]["p50_bucket"]
+        assert lo <= server["ttft_s"]["p50"] <= hi
+        assert pairs["ttft_s"]["overhead_p50"] == pytest.approx(pairs["ttft_s"]["client_p50"] - pairs["ttft_s"]["server_p50"])
+        split = pairs["ttft_split_mean"]
+        assert split["overhead_s"] + split["front_end_s"] + split["queue_s"] + split["prefill_s"] == pytest.approx(split["client_s"])
+        assert split["front_end_s"] >= 0 and split["overhead_s"] > 0
+        assert server["queue_s"]["mean"] + server["prefill_s"]["mean"] <= server["ttft_s"]["mean"]
+    assert "Client versus server" in (swept / "report.md").read_text()
+    scraped = pd.read_csv(swept / "server_metrics.csv", keep_default_na=False)
+    assert set(scraped.name) <= kept_sample_names() | {SCRAPE_MARKER}   # only the families the report reads
+    series = scraped[scraped.name != SCRAPE_MARKER].groupby(["name", "labels"])["value"]
+    # a row only when its series changed; each server's scraper (two strategies here) starts with a full snapshot
+    assert 0 < (series.diff() == 0).sum() <= series.ngroups
 
 
 @pytest.mark.slow

@@ -112,6 +112,20 @@ def test_first_chunk_arrives_while_the_generation_is_still_running(server):
     # leaving the block disconnects: the rest of the 1000 tokens is aborted, not generated
 
 
+def test_return_token_ids_gives_the_generated_and_prompt_ids_as_vllm_does(client):
+    prompt = [10, 20, 30, 40]
+    body = {"ignore_eos": True, "return_token_ids": True}
+    full = client.completions.create(model="tiny", prompt=prompt, max_tokens=6, temperature=0, extra_body=body)
+    choice = full.model_dump()["choices"][0]
+    assert choice["prompt_token_ids"] == prompt and len(choice["token_ids"]) == 6 == full.usage.completion_tokens
+    chunks = [c.model_dump() for c in client.completions.create(model="tiny", prompt=prompt, max_tokens=6,
+                                                                temperature=0, stream=True, extra_body=body)]
+    assert [t for c in chunks for t in c["choices"][0]["token_ids"]] == choice["token_ids"]
+    assert chunks[0]["choices"][0]["prompt_token_ids"] == prompt and "prompt_token_ids" not in chunks[1]["choices"][0]
+    plain = client.completions.create(model="tiny", prompt=prompt, max_tokens=2).model_dump()["choices"][0]
+    assert "token_ids" not in plain
+
+
 def test_response_ids_are_unique(client):
     ids = {client.completions.create(model="tiny", prompt="a", max_tokens=1).id for _ in range(5)}
     ids |= {client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "a"}],
@@ -166,6 +180,15 @@ def test_metrics_expose_the_servecap_names_and_count_tokens(client, server):
     assert value(after, "servecap_time_to_first_token_seconds_count") \
         == value(before, "servecap_time_to_first_token_seconds_count") + 1
     assert value(after, "servecap_kv_blocks_used") == 0
+    for phase in ("queue", "prefill", "decode", "inference"):   # the engine-side phases, named as vLLM's
+        name = f"servecap_request_{phase}_time_seconds_count"
+        assert value(after, name) == value(before, name) + 1, name
+    seconds = {phase: value(after, f"servecap_request_{phase}_time_seconds_sum")
+               - value(before, f"servecap_request_{phase}_time_seconds_sum") for phase in ("prefill", "decode", "inference")}
+    assert seconds["inference"] == pytest.approx(seconds["prefill"] + seconds["decode"], abs=1e-6)
+    e2e = value(after, "servecap_e2e_request_latency_seconds_sum") - value(before, "servecap_e2e_request_latency_seconds_sum")
+    assert 0 < seconds["inference"] <= e2e
+    assert value(after, "servecap_iteration_tokens_count") > value(before, "servecap_iteration_tokens_count")
 
 
 def test_health_and_ready(server):

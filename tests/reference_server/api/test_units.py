@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+from reference_server.scheduling.sequence import RequestTimings
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -152,7 +154,7 @@ def test_chat_request_token_limit_prefers_max_completion_tokens():
 def stats(**overrides):
     fields = dict(num_running=1, num_waiting=2, kv_blocks_used=3, kv_blocks_total=10, last_batch_size=4,
                   last_step_s=0.01, last_forward_s=0.008, total_prefix_cache_hit_tokens=0,
-                  total_prefix_cache_queries=0, total_preemptions=0, total_steps=1)
+                  total_prefix_cache_queries=0, total_preemptions=0, total_steps=1, last_num_tokens=6)
     return SimpleNamespace(**{**fields, **overrides})
 
 
@@ -173,3 +175,15 @@ def test_observe_step_mirrors_gauges_and_adds_counter_deltas():
     assert value("servecap_kv_blocks_used") == 0 and value("servecap_requests_waiting") == 2
     assert value("servecap_batch_size_count") == 2 and value("servecap_batch_size_sum") == 8
     assert value("servecap_generation_tokens_total") == 8
+    assert value("servecap_iteration_tokens_count") == 2 and value("servecap_iteration_tokens_sum") == 12
+
+
+def test_observe_request_fills_the_phase_histograms_and_skips_requests_without_a_token():
+    m = ServerMetrics()
+    m.observe_request(RequestTimings(queue_s=0.5, prefill_s=0.02, decode_s=0.3, inference_s=0.32))
+    m.observe_request(None)
+    value = m.registry.get_sample_value
+    assert value("servecap_request_queue_time_seconds_count") == 1
+    assert value("servecap_request_queue_time_seconds_bucket", {"le": "0.5"}) == 1
+    assert value("servecap_request_queue_time_seconds_bucket", {"le": "0.25"}) == 0
+    assert value("servecap_request_inference_time_seconds_sum") == 0.32

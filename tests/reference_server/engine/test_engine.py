@@ -298,3 +298,21 @@ def test_bad_sampling_params_name_the_field(field, value):
         SamplingParams(**{field: value})
     with pytest.raises(ValueError, match="min_tokens"):
         SamplingParams(max_tokens=2, min_tokens=3)
+
+
+def test_finished_outputs_carry_the_request_phases_on_the_engine_clock():
+    """A clock that advances one second per reading: arrival, schedule, each token are distinct instants."""
+    ticks = iter(range(100, 10_000))
+    engine = Engine(EngineConfig(model="tiny", strategy="none"), clock=lambda: float(next(ticks)))
+    engine.add_request("a", [1, 2, 3], SamplingParams(max_tokens=3, ignore_eos=True))
+    engine.add_request("b", [4, 5], SamplingParams(max_tokens=2, ignore_eos=True))   # waits for "a" (strategy none)
+    finished = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            assert (out.timings is None) != out.finished
+            if out.finished:
+                finished[out.request_id] = out.timings
+    a, b = finished["a"], finished["b"]
+    assert a.prefill_s > 0 and a.decode_s > 0 and a.inference_s == a.prefill_s + a.decode_s
+    assert b.queue_s > a.inference_s   # b was scheduled only after a had finished
+    assert min(value for t in (a, b) for value in (t.queue_s, t.prefill_s, t.decode_s)) >= 0

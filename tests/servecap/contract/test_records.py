@@ -14,7 +14,7 @@ from servecap.contract.records import (EXTRA_FIELDS, FIELDS, SOMETIMES_FIELDS, R
 def _record(**over):
     base = {"level": "c=1", "phase": "measure", "t_sched": None, "t_start": 1.5, "ttft_s": 0.1, "e2e_s": 0.5,
             "itl_s": [0.01, 0.02], "prompt_tokens": 10, "output_tokens": 3, "status": "ok", "error": None,
-            "worker": "local@h:1", "response_id": "r1"}
+            "worker": "local@h:1", "response_id": "r1", "ttft_any_s": None}
     base.update(over)
     return base
 
@@ -60,7 +60,7 @@ def test_check_record_names_problems():
     assert any("status" in p for p in check_record(_record(status="weird")))
     assert any("phase" in p for p in check_record(_record(phase="x")))
     assert any("itl_s" in p for p in check_record(_record(itl_s=None)))
-    assert len(FIELDS) == 13
+    assert len(FIELDS) == 14
 
 
 def test_record_writes_every_field_in_design_order_and_reads_back():
@@ -78,8 +78,8 @@ def test_record_writes_every_field_in_design_order_and_reads_back():
 
 def test_from_dict_tolerates_absent_and_unknown_fields_but_names_missing_required_ones():
     record = Record.from_dict({"level": "c=2", "phase": "warmup", "t_start": 3.0, "status": "timeout",
-                               "ttft_any_s": 0.2, "arm": "a"})  # fields of a later version
-    assert (record.ttft_s, record.itl_s, record.worker, record.api) == (None, [], None, None)
+                               "ttft_any_s": 0.2, "shard": "a"})  # a field of a later version
+    assert record.ttft_any_s == 0.2 and (record.ttft_s, record.itl_s, record.worker, record.api) == (None, [], None, None)
     with pytest.raises(ValueError, match="phase, status"):
         Record.from_dict({"level": "c=2", "t_start": 3.0})
 

@@ -1,0 +1,70 @@
+"""The real-engine suite (`make test-engines`): vLLM's CPU build and the reference server on one checkpoint.
+
+Tests here are marked `engine` (and `slow`: they start processes). They run only when asked for
+with `-m engine`; any other run deselects them, so `make test` needs no vLLM. vLLM runs from
+`.venv-vllm` (what `make test-engines` installs; SERVECAP_VLLM_PYTHON names another interpreter),
+the servecap side from the interpreter running pytest. Session fixtures: the tiny checkpoint
+(built by servecap/bench/tiny_llama.py with .venv-vllm's transformers), one vLLM server and one
+reference server serving it, both on 127.0.0.1 ports of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+VLLM_PYTHON = Path(os.environ.get("SERVECAP_VLLM_PYTHON", REPO / ".venv-vllm" / "bin" / "python"))
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+VLLM_ARGS = ("--served-model-name", "tiny", "--dtype", "float32", "--max-model-len", "1024", "--enforce-eager",
+             "--max-num-seqs", "8")
+VLLM_KV_GIB = "1"   # VLLM_CPU_KVCACHE_SPACE: the KV memory vLLM's CPU build allocates
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselect the engine tests unless the run selects them by marker (`-m engine`)."""
+    if "engine" in (config.getoption("markexpr") or ""):
+        return
+    deselected = [item for item in items if item.get_closest_marker("engine")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("engine")]
+
+
+@pytest.fixture(scope="session")
+def checkpoint(tmp_path_factory) -> Path:
+    if not VLLM_PYTHON.exists():
+        pytest.fail(f"{VLLM_PYTHON} is missing: `make test-engines` creates .venv-vllm (vLLM's CPU build)")
+    out = tmp_path_factory.mktemp("tiny-llama")
+    result = subprocess.run([str(VLLM_PYTHON), str(REPO / "servecap" / "bench" / "tiny_llama.py"), str(out)],
+                            capture_output=True, text=True, timeout=300, env={**os.environ, **OFFLINE})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def vllm_server(checkpoint, tmp_path_factory):
+    from servecap.launch.command import CommandSpec
+    from servecap.launch.process import ServerProcess
+
+    spec = CommandSpec((str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint),
+                        "--host", "127.0.0.1", "--port", "{port}", *VLLM_ARGS), ready_path="/v1/models")
+    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
+    with ServerProcess(spec, log_path=log, startup_timeout_s=420,
+                       env={**OFFLINE, "VLLM_CPU_KVCACHE_SPACE": VLLM_KV_GIB}) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def reference_server(checkpoint):
+    from servecap.launch.process import ServerProcess
+    from servecap.launch.spec import ReferenceServerSpec
+
+    spec = ReferenceServerSpec.from_flags(["--model", str(checkpoint), "--dtype", "float32",
+                                           "--served-model-name", "tiny", "--strategy", "continuous"])
+    with ServerProcess(spec, startup_timeout_s=300) as server:
+        yield server
+

@@ -1,0 +1,58 @@
+"""The mapping table against a real vLLM 0.32 (CPU build) /metrics, captured from the tiny checkpoint."""
+
+from pathlib import Path
+
+from loadgen.observe.scraper import parse_metrics
+from reports.server_metrics.latency import server_latency
+from reports.server_metrics.means import server_means
+from reports.server_metrics.series import ServerSeries
+from servecap.contract.server_metrics import (ENGINE_PREFIXES, LATENCY_FIELDS, MAPPING, SCRAPE_MARKER, detect_engine,
+                                              kept_sample_names, mapping_rows)
+import pandas as pd
+
+VLLM_TEXT = (Path(__file__).parents[2] / "fixtures" / "vllm_cpu_0.32" / "metrics.txt").read_text()
+
+
+def test_every_vllm_name_in_the_mapping_is_exposed_by_vllm():
+    exposed = {row[1] for row in parse_metrics(VLLM_TEXT, 0.0)}
+    mapped = {name for per_engine in MAPPING.values() if "vllm" in per_engine
+              for name in per_engine["vllm"].sample_names()}
+    assert mapped <= exposed, sorted(mapped - exposed)
+    assert detect_engine(exposed) == "vllm"
+
+
+def test_the_scraper_keeps_a_small_share_of_vllm_samples():
+    rows = parse_metrics(VLLM_TEXT, 0.0)
+    kept = parse_metrics(VLLM_TEXT, 0.0, kept_sample_names())
+    assert 0 < len(kept) < len(rows) / 2
+    assert not any(name.endswith("_created") or name.startswith(("http_", "python_")) for _, name, _, _ in kept)
+
+
+def test_a_vllm_scrape_pair_gives_server_fields_and_latencies():
+    """The same scrape at t=0 (as the window's start: nothing before it) and t=1: all of it in the window."""
+    kept = parse_metrics(VLLM_TEXT, 1.0, kept_sample_names())
+    frame = pd.DataFrame([(0.0, SCRAPE_MARKER, "", 0), *kept, (1.0, SCRAPE_MARKER, "", len(kept))],
+                         columns=["t", "name", "labels", "value"])
+    series = ServerSeries.from_frame(frame)
+    means = server_means(series, 0.0, 1.0)
+    assert means["engine"] == "vllm" and means["requests_running_mean"] == 0 and "tokens_per_step_mean" in means
+    latency = server_latency(series, 0.0, 1.0)
+    assert {"ttft_s", "queue_s", "prefill_s", "decode_s", "inference_s", "e2e_s"} <= set(latency)
+    assert latency["ttft_s"]["count"] == 8 and latency["ttft_s"]["p50"] <= latency["e2e_s"]["p50"]
+
+
+def test_detection_by_the_running_gauge_and_by_the_names():
+    assert detect_engine(["sglang:num_running_reqs", "servecap_x"]) == "sglang"
+    assert detect_engine(["tgi_queue_size", "tgi_request_duration_count"]) == "tgi"
+    assert detect_engine(["llamacpp:prompt_tokens_total"]) == "llamacpp"
+    assert detect_engine(["python_info"]) is None
+
+
+def test_every_field_reads_a_name_of_its_engine_and_the_docs_print_the_table():
+    for field, per_engine in MAPPING.items():
+        for engine, metric in per_engine.items():
+            assert metric.name.startswith(ENGINE_PREFIXES[engine]), (field, engine)
+    docs = (Path(__file__).parents[3] / "docs" / "server_metrics.md").read_text()
+    for row in mapping_rows():
+        assert f"| {row['field']} |" in docs and all(cell in docs for cell in row.values())
+    assert set(LATENCY_FIELDS) <= set(MAPPING)
