@@ -10,6 +10,10 @@ forward pass alone: decoding at batch 1 and at the batch limit at the workload's
 context (uniform, and mixed contexts of the same mean), and prefilling whole prompts: the
 ceiling of the batching gain on this machine, which continuous batching is measured against.
 
+Memory bandwidth, as gpt-fast reports it: the bytes a decode step must read at least (every
+weight the step uses once, plus each sequence's cached K/V) times forward passes per second,
+beside the GPU catalog's datasheet figure on a GPU (`--gpu`, else found from the device name).
+
 `bound` turns those into the best any scheduler could do on this workload here: every
 prompt prefilled at the forward pass's prefill rate, every other token decoded at the
 batch limit's rate, nothing else (no tail, no partial batches). A strategy's `share_of_ideal`
@@ -30,6 +34,7 @@ import torch
 from rich.console import Console
 from rich.progress import Progress
 
+from calculators.gpus import catalog_gpu_for, get_gpu, gpu_names
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
 from reference_server.scheduling.sampling import SamplingParams
@@ -168,6 +173,42 @@ def prefill_only(engine: Engine, prompt_len: int, max_tokens: int, max_prompts: 
     return count * prompt_len / timed_forward(engine, prompts, [0] * count, iters)
 
 
+def decode_step_bytes(engine: Engine, batch: int, context: int) -> int:
+    """Least bytes one decode step reads: the weights once (a step reads `batch` rows of an untied
+    embedding table, not all of it) plus `batch` x `context` cached tokens' K and V."""
+    model = engine.runner.model
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    if not engine.arch.tie_embeddings:
+        weights -= model.embed_tokens.weight.numel() * model.embed_tokens.weight.element_size()
+    return weights + batch * context * engine.kv_block_bytes // engine.config.block_size
+
+
+def datasheet(device: str, gpu: str | None) -> dict | None:
+    """The catalog GPU (`gpu`, else matched from the CUDA device's name) and its memory bandwidth."""
+    if not device.startswith("cuda"):
+        return None
+    name = torch.cuda.get_device_name(torch.device(device))
+    catalog_id = gpu or catalog_gpu_for(name)
+    if catalog_id is None:
+        return {"device_name": name, "gpu": None, "bandwidth_gb_s": None}
+    return {"device_name": name, "gpu": catalog_id, "bandwidth_gb_s": get_gpu(catalog_id).bandwidth_bytes_per_s / 1e9}
+
+
+def bandwidth(forward: dict, engine: Engine, max_batch: int, sheet: dict | None) -> dict:
+    """Achieved GB/s of the bare decode passes at batch 1 and `max_batch`, and their share of the datasheet."""
+    context = forward["context"]
+    achieved = {
+        "b1": decode_step_bytes(engine, 1, context) * forward["tokens_per_s_b1"] / 1e9,
+        f"b{max_batch}": decode_step_bytes(engine, max_batch, context) * forward[f"tokens_per_s_b{max_batch}"]
+        / max_batch / 1e9,
+    }
+    out = {"decode_step_bytes_b1": decode_step_bytes(engine, 1, context),
+           **{f"achieved_gb_s_{key}": value for key, value in achieved.items()}}
+    if sheet and sheet["bandwidth_gb_s"]:
+        out.update({f"share_of_datasheet_{key}": value / sheet["bandwidth_gb_s"] for key, value in achieved.items()})
+    return out
+
+
 def mixed_contexts(mean: int, count: int) -> list[int]:
     """`count` contexts spread evenly from mean/4 to 7*mean/4 (same mean): a continuous batch."""
     if count == 1:
@@ -201,6 +242,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="servecap bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="small", help="model preset or local checkpoint dir (default small)")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--gpu", default=None, choices=gpu_names(), metavar="GPU",
+                   help="catalog GPU for the datasheet bandwidth (default: matched from the CUDA device name)")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated (default: all)")
     p.add_argument("--num-requests", type=int, default=64)
@@ -218,6 +261,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--forward-iters", type=int, default=5)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--forward-only", action="store_true",
+                   help="only the bare forward passes and bandwidth, no strategy runs (a big model's weights "
+                        "are drawn once instead of once per strategy)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     args = p.parse_args(argv)
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -264,10 +310,12 @@ def _bench(args: argparse.Namespace) -> int:
                               f"tokens_per_s_b{args.max_batch}_mixed": bmax_mixed,
                               "gain": bmax / b1, "gain_mixed": bmax_mixed / b1, "context": context,
                               "prefill_tokens_per_s": prefill, "prefill_prompt_len": mean_prompt}
+    result["datasheet"] = datasheet(args.device, args.gpu)
+    result["forward_only"].update(bandwidth(result["forward_only"], engine, args.max_batch, result["datasheet"]))
     result["bound"] = ideal_bound(workload, result["forward_only"], args.max_batch)
     del engine
     with Progress(console=STDERR, transient=False) as progress:
-        for strategy in args.strategies:
+        for strategy in [] if args.forward_only else args.strategies:
             engine = Engine(engine_config(args, strategy, kv_blocks))
             engine.warmup()
             subset = workload
@@ -300,7 +348,7 @@ def print_table(result: dict) -> None:
 
     fwd, bound = result["forward_only"], result["bound"]
     batch = result["workload"]["max_batch"]
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)   # a log or pipe gets the whole table
     console.print(f"{result['preset']} on {result['device']} ({result['dtype']}, {result['threads']} threads); "
                   f"forward pass alone: {fwd['tokens_per_s_b1']:.1f} tok/s at batch 1, gain x{fwd['gain']:.2f} "
                   f"at batch {batch} (x{fwd['gain_mixed']:.2f} with mixed contexts; mean context {fwd['context']}), "
@@ -316,6 +364,15 @@ def print_table(result: dict) -> None:
                       f"{s['mean_batch_size']:.1f}", gain, ceiling, f"{s['prefill_share']:.1%}",
                       f"{step['p50']:.0f}/{step['p99']:.0f}" if step else "-", f"{s['wall_s']:.1f}")
     console.print(table)
+    sheet = result.get("datasheet")
+    line = (f"memory bandwidth achieved by the bare decode pass: {fwd['achieved_gb_s_b1']:.1f} GB/s at batch 1, "
+            f"{fwd[f'achieved_gb_s_b{batch}']:.1f} GB/s at batch {batch}")
+    if sheet and sheet["bandwidth_gb_s"]:
+        line += (f" ({fwd['share_of_datasheet_b1']:.1%} and {fwd[f'share_of_datasheet_b{batch}']:.1%} of the "
+                 f"{sheet['device_name']}'s {sheet['bandwidth_gb_s']:.0f} GB/s datasheet figure, catalog {sheet['gpu']})")
+    elif sheet:
+        line += f" ({sheet['device_name']} is not in the GPU catalog: give --gpu for its datasheet figure)"
+    console.print(line)
 
 
 if __name__ == "__main__":
