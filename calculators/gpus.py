@@ -160,6 +160,27 @@ def get_gpu(
     return GpuSpec(**fields)
 
 
+# NVML device-name fragments -> GPU catalog id, most specific first
+_NVML_NAMES = (
+    (("h200",), "h200"), (("h100", "pcie"), "h100-pcie"), (("h100",), "h100-sxm"),
+    (("a100", "80"), "a100-80gb"), (("a100",), "a100-40gb"), (("b200",), "b200"),
+    (("a10g",), "a10g"), (("l4",), "l4"), (("t4",), "t4"), (("mi300x",), "mi300x"),
+)
+
+
+def catalog_gpu_for(device_name: str) -> str | None:
+    """Catalog id for an NVML device name (`NVIDIA H100 80GB HBM3` -> `h100-sxm`), None if unknown."""
+    words = device_name.lower().replace("-", " ").replace("_", " ").split()
+
+    def has(fragment: str) -> bool:  # a whole word, or a number prefixing one ("80" in "80gb")
+        return any(w == fragment or (fragment.isdigit() and w.startswith(fragment)) for w in words)
+
+    for fragments, catalog_id in _NVML_NAMES:
+        if all(has(f) for f in fragments):
+            return catalog_id
+    return None
+
+
 def with_price(gpu: GpuSpec, hourly_usd: float) -> GpuSpec:
     """``gpu`` at another hourly price."""
     return replace(gpu, hourly_usd=hourly_usd)

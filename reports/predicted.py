@@ -21,12 +21,11 @@ from __future__ import annotations
 import math
 
 from calculators.calibrate import fit_step_time
-from calculators.gpus import get_gpu
+from calculators.gpus import catalog_gpu_for, get_gpu
 from calculators.kv import kv_block_bytes
 from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from reference_server.scheduling.strategies import get_strategy, limits_from_flags  # the pure registry
-from reports.cost import catalog_gpu_for
 from reports.served_model import kv_comparisons, kv_dtype_for, served_architecture
 from servecap.contract.run_json import RunInfo
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.bench.accuracy import Comparison, compare
+from loadgen.sweep.locust_level import locust_executable
 from servecap.contract.loadgen_meta import read_meta
 from servecap.contract.records import read_records
 
@@ -66,7 +67,7 @@ def run_once(streams: int, duration_s: float, ttft_s: float, itl_s: float, outpu
         if not line.startswith("listening on "):
             raise RuntimeError(f"scripted server did not start: {line!r}")
         url = line.split()[-1]
-        cmd = [str(Path(sys.executable).with_name("locust")), "-f", str(STOCK if client == "stock" else CHAT),
+        cmd = [*locust_executable(), "-f", str(STOCK if client == "stock" else CHAT),
                "--headless", "--only-summary", "--host", url, "-u", str(streams), "-r", str(streams),
                "-t", f"{duration_s:g}s", "--output-tokens", str(output_tokens), "--records", str(records),
                "--warmup", "1", "--level", f"c={streams}", "--stop-timeout", "0"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import os
 import signal
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from loadgen.compare.arms import Arms
 from loadgen.compare.config import CompareConfig
 from loadgen.observe.run_metadata import git_commit, host_info, versions
 from loadgen.sweep.cpu_pinning import plan_cpus
-from loadgen.sweep.locust_level import CHAT_LOCUSTFILE, run_level
+from loadgen.sweep.locust_level import CHAT_LOCUSTFILE, locust_executable, run_level
 from loadgen.workload.slice_plan import ArmRoute, Slice, SlicePlan, pair_slices, slice_length, warmup_slices
 from reports.paired.analysis import SLICES_FILE, CompareAnalysis, analyse, read_slice_log
 from reports.paired.decision import EXIT_UNUSABLE, thresholds_for
@@ -233,7 +232,7 @@ class Compare:
         config = self.config
         users = 1 if config.open_loop else config.concurrency
         run_time = math.ceil(planned_s * 1.5 + LOCUST_MARGIN_S)
-        command = [*self.cpus.prefix(self.cpus.loadgen), str(Path(sys.executable).with_name("locust")),
+        command = [*self.cpus.prefix(self.cpus.loadgen), *locust_executable(),
                    "-f", str(CHAT_LOCUSTFILE), "--headless", "--only-summary",
                    "--host", self.arms["a"].url, "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
                    "--stop-timeout", "5", "--exit-code-on-error", "0", "--records", str(self.records),

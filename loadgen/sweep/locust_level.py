@@ -31,12 +31,19 @@ class LevelPlan:
     duration_s: float
 
 
+def locust_executable() -> list[str]:
+    """The `locust` script beside this interpreter, else `python -m locust` (a venv that sees
+    locust through another environment's site-packages has no script of its own)."""
+    script = Path(sys.executable).with_name("locust")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "locust"]
+
+
 def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path, model: str | None,
                    prefix: list[str] = ()) -> list[str]:
     run_time = max(1, round(plan.warmup_s + plan.duration_s))
     users = 1 if config.open_loop else int(plan.load)
     command = [
-        *prefix, str(Path(sys.executable).with_name("locust")), "-f", str(CHAT_LOCUSTFILE), "--headless", "--only-summary",
+        *prefix, *locust_executable(), "-f", str(CHAT_LOCUSTFILE), "--headless", "--only-summary",
         "--host", url, "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
         "--stop-timeout", str(STOP_TIMEOUT_S), "--exit-code-on-error", "0",
         "--records", str(records), "--level", plan.level, "--warmup", str(plan.warmup_s),

@@ -1,11 +1,14 @@
 """The FastAPI app factory: `create_app(engine_config, server_config, classifier_config)`.
 
 Routes: OpenAI (/v1), KServe V2 (/v2), ops (/health, /ready, /metrics). The engine
-thread and the classifier batcher start in the app's lifespan and stop with it.
+thread and the classifier batcher start in the app's lifespan and stop with it; the
+lifespan also sends the app its warm-up request (`api.warmup`) once the engine is ready.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 
@@ -17,6 +20,7 @@ from reference_server.api.body_limit import BodyLimitMiddleware
 from reference_server.api.errors import install_error_handlers
 from reference_server.api.runtime import ServingRuntime
 from reference_server.api.settings import ServerConfig
+from reference_server.api.warmup import warm_http_path
 from reference_server.classifier.model import ClassifierConfig
 from reference_server.engine.config import EngineConfig
 
@@ -31,11 +35,15 @@ def create_app(engine_config: EngineConfig | None = None, server_config: ServerC
     runtime = ServingRuntime(engine_config, server_config, classifier_config, build_engine=build_engine)
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI):
+    async def lifespan(app: FastAPI):
         await runtime.start()
+        warmup = asyncio.create_task(warm_http_path(app, runtime))
         try:
             yield
         finally:
+            warmup.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await warmup
             await runtime.stop()
 
     app = FastAPI(

@@ -59,6 +59,8 @@ class ServingRuntime:
         self.created = int(time.time())
         self.draining = False
         self.listening: tuple[str, int] | None = None   # the bound (host, port), once known
+        self.http_warm = False                 # set by api.warmup once a streamed request went through
+        self.warmup_error: str | None = None   # why that warm-up request failed, if it did
         self.served_model_name = server_config.served_model_name or _default_model_name(engine_config.model)
 
     # --- lifecycle -------------------------------------------------------------------
@@ -94,11 +96,12 @@ class ServingRuntime:
     # --- state -----------------------------------------------------------------------
     @property
     def ready(self) -> bool:
-        return self.engine.ready.is_set() and not self.draining
+        """The engine is warm and so is the HTTP path (`api.warmup`), and not draining."""
+        return self.engine.ready.is_set() and self.http_warm and not self.draining
 
     @property
     def failed(self) -> str | None:
-        return self.engine.failed
+        return self.engine.failed or self.warmup_error
 
     @property
     def max_model_len(self) -> int:

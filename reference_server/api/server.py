@@ -4,7 +4,8 @@ SIGTERM (or Ctrl-C) drains instead of stopping at once: new requests get 503, in
 ones finish for up to `drain_grace_s`, the rest are aborted, then uvicorn shuts down and
 the process exits 0. A second signal exits without waiting.
 
-Once the engine is warm and the socket listens, one line goes to stdout (servecap.launch.ready_line
+Once the engine is warm, the socket listens and a streamed warm-up request went through
+(`api.warmup`), one line goes to stdout (servecap.launch.ready_line
 owns its format, for this server and the launcher that waits for it):
     servecap serve: ready on http://127.0.0.1:8000 (strategy=continuous, model=tiny, device=cpu)
 so a parent can wait for it (and learn the port when it asked for `--port 0`). If the
@@ -89,7 +90,7 @@ def run_server(app, server_config, sock: socket.socket) -> int:
 
 async def _announce_when_ready(server: DrainingServer, sock: socket.socket, poll_s: float = 0.02) -> None:
     runtime = server.runtime
-    while not (server.started and runtime.engine.ready.is_set()):
+    while not (server.started and runtime.ready):   # engine warm, then the HTTP path (api.warmup)
         if runtime.failed:
             print(f"servecap serve: error: {runtime.failed}", file=sys.stderr, flush=True)
             server.should_exit = True

@@ -3,10 +3,21 @@
     python -m reference_server.bench.engine --json            # small preset, cpu, all four strategies
     servecap bench --preset tiny --num-requests 8 --json
 
-Per strategy: output tokens/s, mean batch size (sequences per step) and the share of engine
-step time spent inside the model's forward pass. Beside them, the forward pass alone at
-batch 1 and batch 32 decoding at the workload's mean context: the ceiling of the batching
-gain on this machine, which continuous batching is measured against.
+Per strategy: output tokens/s, mean batch size (sequences per step), the share of engine
+step time spent inside the model's forward pass, and how long the steps that carry decodes
+took (each is an inter-token gap for every sequence decoding in it). Beside them, the
+forward pass alone: decoding at batch 1 and at the batch limit at the workload's mean
+context (uniform, and mixed contexts of the same mean), and prefilling whole prompts: the
+ceiling of the batching gain on this machine, which continuous batching is measured against.
+
+Memory bandwidth, as gpt-fast reports it: the bytes a decode step must read at least (every
+weight the step uses once, plus each sequence's cached K/V) times forward passes per second,
+beside the GPU catalog's datasheet figure on a GPU (`--gpu`, else found from the device name).
+
+`bound` turns those into the best any scheduler could do on this workload here: every
+prompt prefilled at the forward pass's prefill rate, every other token decoded at the
+batch limit's rate, nothing else (no tail, no partial batches). A strategy's `share_of_ideal`
+is its throughput against that; `ideal_gain_vs_*` are the ratios no strategy can pass.
 """
 
 from __future__ import annotations
@@ -18,15 +29,18 @@ import sys
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from rich.console import Console
 from rich.progress import Progress
 
+from calculators.gpus import catalog_gpu_for, get_gpu, gpu_names
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
 from reference_server.scheduling.sampling import SamplingParams
 from reference_server.scheduling.strategies import STRATEGIES
 from reference_server.scheduling.strategies.base import ScheduledBatch
+from reference_server.scheduling.strategies.continuous import ContinuousLimits
 from reference_server.scheduling.sequence import Sequence
 
 STDERR = Console(stderr=True)
@@ -59,6 +73,7 @@ def engine_config(args: argparse.Namespace, strategy: str, kv_blocks: int) -> En
         model=args.preset, device=args.device, dtype=args.dtype, strategy=strategy, seed=args.seed,
         block_size=BLOCK_SIZE, kv_blocks=kv_blocks, max_num_seqs=args.max_batch,
         max_num_batched_tokens=args.max_num_batched_tokens,
+        max_prefill_tokens_with_decodes=args.max_prefill_tokens_with_decodes,
         batch_size=args.max_batch, batch_timeout_ms=0.0, max_batch_size=args.max_batch, max_queue_delay_us=0,
         num_threads=args.threads,
     )
@@ -75,6 +90,8 @@ def run_strategy(engine: Engine, workload: Workload, progress: Progress, label: 
 
     Steps that compute only decode tokens are also timed apart ("decode_*"), because prompt
     prefill is compute-bound on a CPU and dilutes the batching gain that decode shows.
+    `decode_step_ms`: the steps that carried at least one decode (a sequence's second or
+    later token), which is what a streaming client sees between its tokens.
     """
     task = progress.add_task(label, total=sum(workload.output_lens))
     for i, (prompt, out_len) in enumerate(zip(workload.prompts, workload.output_lens)):
@@ -82,6 +99,7 @@ def run_strategy(engine: Engine, workload: Workload, progress: Progress, label: 
                                                                 ignore_eos=True))
     step_s = forward_s = decode_s = 0.0
     steps = seqs_in_steps = produced = decode_tokens = decode_steps = 0
+    decode_step_s: list[float] = []
     start = time.perf_counter()
     while engine.has_unfinished_requests():
         outputs = engine.step()
@@ -96,6 +114,8 @@ def run_strategy(engine: Engine, workload: Workload, progress: Progress, label: 
                 decode_s += stats.last_step_s
                 decode_tokens += new_tokens
                 decode_steps += 1
+            if any(o.num_output_tokens > 1 for o in outputs):
+                decode_step_s.append(stats.last_step_s)
         produced += new_tokens
         progress.update(task, completed=produced)
     wall_s = time.perf_counter() - start
@@ -106,28 +126,106 @@ def run_strategy(engine: Engine, workload: Workload, progress: Progress, label: 
             "prefill_share": 1.0 - decode_s / step_s if step_s else 0.0,
             "decode_tokens_per_s": decode_tokens / decode_s if decode_s else 0.0,
             "decode_mean_batch_size": decode_tokens / decode_steps if decode_steps else 0.0,
+            "decode_step_ms": percentiles_ms(decode_step_s),
             "preemptions": engine.stats().total_preemptions}
 
 
-def forward_only(engine: Engine, batch_size: int, context: int, iters: int) -> float:
-    """Decode tokens/s of the bare forward pass: `batch_size` sequences at `context` cached tokens."""
+def percentiles_ms(seconds: list[float]) -> dict:
+    """{p50, p99, max} in milliseconds (numpy's default interpolation), {} when empty."""
+    if not seconds:
+        return {}
+    p50, p99 = np.percentile(seconds, [50, 99])
+    return {"p50": p50 * 1e3, "p99": p99 * 1e3, "max": max(seconds) * 1e3, "count": len(seconds)}
+
+
+def timed_forward(engine: Engine, prompts: list[list[int]], cached: list[int], iters: int) -> float:
+    """Seconds per bare forward pass computing, for each prompt, its tokens after the first `cached`."""
     bm, runner = engine.block_manager, engine.runner
     seqs = []
-    for i in range(batch_size):
-        seq = Sequence(f"fwd-{i}", [(i + j) % 256 for j in range(context + 1)], SamplingParams(max_tokens=1),
-                       arrival_time=0.0)
+    for i, (prompt, done) in enumerate(zip(prompts, cached)):
+        seq = Sequence(f"fwd-{i}", prompt, SamplingParams(max_tokens=1), arrival_time=0.0)
         bm.allocate(seq)
-        seq.num_computed_tokens = context     # decode the last token over `context` cached ones
+        seq.num_computed_tokens = done
         seqs.append(seq)
-    batch = ScheduledBatch(seqs=seqs, num_new_tokens=[1] * batch_size)
-    runner.forward(batch)                     # warm up
-    start = time.perf_counter()
-    for _ in range(iters):
-        runner.forward(batch)
-    elapsed = time.perf_counter() - start
-    for seq in seqs:
-        bm.deallocate(seq)
-    return batch_size * iters / elapsed
+    batch = ScheduledBatch(seqs=seqs, num_new_tokens=[len(p) - done for p, done in zip(prompts, cached)])
+    try:
+        runner.forward(batch)                 # warm up
+        start = time.perf_counter()
+        for _ in range(iters):
+            runner.forward(batch)
+        return (time.perf_counter() - start) / iters
+    finally:
+        for seq in seqs:
+            bm.deallocate(seq)
+
+
+def forward_only(engine: Engine, contexts: list[int], iters: int) -> float:
+    """Decode tokens/s of the bare forward pass: one sequence per context, decoding its next token."""
+    prompts = [[(i + j) % 256 for j in range(context + 1)] for i, context in enumerate(contexts)]
+    return len(contexts) / timed_forward(engine, prompts, contexts, iters)
+
+
+def prefill_only(engine: Engine, prompt_len: int, max_tokens: int, max_prompts: int, iters: int) -> float:
+    """Prefill tokens/s of the bare forward pass: fresh prompts of `prompt_len` filling one step's
+    token budget (at most `max_prompts` of them)."""
+    count = max(1, min(max_tokens // prompt_len, max_prompts))
+    prompts = [[(i * 7 + j) % 256 for j in range(prompt_len)] for i in range(count)]
+    return count * prompt_len / timed_forward(engine, prompts, [0] * count, iters)
+
+
+def decode_step_bytes(engine: Engine, batch: int, context: int) -> int:
+    """Least bytes one decode step reads: the weights once (a step reads `batch` rows of an untied
+    embedding table, not all of it) plus `batch` x `context` cached tokens' K and V."""
+    model = engine.runner.model
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    if not engine.arch.tie_embeddings:
+        weights -= model.embed_tokens.weight.numel() * model.embed_tokens.weight.element_size()
+    return weights + batch * context * engine.kv_block_bytes // engine.config.block_size
+
+
+def datasheet(device: str, gpu: str | None) -> dict | None:
+    """The catalog GPU (`gpu`, else matched from the CUDA device's name) and its memory bandwidth."""
+    if not device.startswith("cuda"):
+        return None
+    name = torch.cuda.get_device_name(torch.device(device))
+    catalog_id = gpu or catalog_gpu_for(name)
+    if catalog_id is None:
+        return {"device_name": name, "gpu": None, "bandwidth_gb_s": None}
+    return {"device_name": name, "gpu": catalog_id, "bandwidth_gb_s": get_gpu(catalog_id).bandwidth_bytes_per_s / 1e9}
+
+
+def bandwidth(forward: dict, engine: Engine, max_batch: int, sheet: dict | None) -> dict:
+    """Achieved GB/s of the bare decode passes at batch 1 and `max_batch`, and their share of the datasheet."""
+    context = forward["context"]
+    achieved = {
+        "b1": decode_step_bytes(engine, 1, context) * forward["tokens_per_s_b1"] / 1e9,
+        f"b{max_batch}": decode_step_bytes(engine, max_batch, context) * forward[f"tokens_per_s_b{max_batch}"]
+        / max_batch / 1e9,
+    }
+    out = {"decode_step_bytes_b1": decode_step_bytes(engine, 1, context),
+           **{f"achieved_gb_s_{key}": value for key, value in achieved.items()}}
+    if sheet and sheet["bandwidth_gb_s"]:
+        out.update({f"share_of_datasheet_{key}": value / sheet["bandwidth_gb_s"] for key, value in achieved.items()})
+    return out
+
+
+def mixed_contexts(mean: int, count: int) -> list[int]:
+    """`count` contexts spread evenly from mean/4 to 7*mean/4 (same mean): a continuous batch."""
+    if count == 1:
+        return [mean]
+    lo, hi = max(1, mean // 4), 2 * mean - max(1, mean // 4)
+    return [round(lo + (hi - lo) * i / (count - 1)) for i in range(count)]
+
+
+def ideal_bound(workload: Workload, forward: dict, max_batch: int) -> dict:
+    """The fastest this workload can run here: prompts at the prefill rate, the other output
+    tokens at the batch limit's decode rate (mixed contexts), nothing else."""
+    prompt_tokens = sum(len(p) for p in workload.prompts)
+    output_tokens = sum(workload.output_lens)
+    decode_tokens = output_tokens - len(workload.prompts)      # each prompt's step samples its first token
+    ideal_s = prompt_tokens / forward["prefill_tokens_per_s"] + decode_tokens / forward[f"tokens_per_s_b{max_batch}_mixed"]
+    return {"ideal_tokens_per_s": output_tokens / ideal_s, "prefill_share_of_ideal":
+            prompt_tokens / forward["prefill_tokens_per_s"] / ideal_s}
 
 
 def parse_range(text: str) -> tuple[int, int]:
@@ -144,6 +242,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="servecap bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="small", help="model preset or local checkpoint dir (default small)")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--gpu", default=None, choices=gpu_names(), metavar="GPU",
+                   help="catalog GPU for the datasheet bandwidth (default: matched from the CUDA device name)")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated (default: all)")
     p.add_argument("--num-requests", type=int, default=64)
@@ -153,10 +253,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="`none` runs only the first N requests (one at a time it is slow and its rate does "
                         "not depend on N); 0 = all (default 16)")
     p.add_argument("--max-batch", type=int, default=32, help="batch limit of every strategy (default 32)")
-    p.add_argument("--max-num-batched-tokens", type=int, default=2048)
+    p.add_argument("--max-num-batched-tokens", type=int, default=ContinuousLimits.max_num_batched_tokens)
+    p.add_argument("--max-prefill-tokens-with-decodes", type=int,
+                   default=ContinuousLimits.max_prefill_tokens_with_decodes,
+                   help="continuous: prompt tokens per step while sequences decode (0 = no cap; "
+                        f"default {ContinuousLimits.max_prefill_tokens_with_decodes})")
     p.add_argument("--forward-iters", type=int, default=5)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--forward-only", action="store_true",
+                   help="only the bare forward passes and bandwidth, no strategy runs (a big model's weights "
+                        "are drawn once instead of once per strategy)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     args = p.parse_args(argv)
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -194,13 +301,21 @@ def _bench(args: argparse.Namespace) -> int:
                   "mean_context": context},
               "forward_only": {}, "strategies": {}}
     with STDERR.status(f"forward pass alone at batch 1 and {args.max_batch}, context {context}"):
-        b1 = forward_only(engine, 1, context, args.forward_iters * 4)
-        bmax = forward_only(engine, args.max_batch, context, args.forward_iters)
+        b1 = forward_only(engine, [context], args.forward_iters * 4)
+        bmax = forward_only(engine, [context] * args.max_batch, args.forward_iters)
+        bmax_mixed = forward_only(engine, mixed_contexts(context, args.max_batch), args.forward_iters)
+        mean_prompt = round(sum(map(len, workload.prompts)) / len(workload.prompts))
+        prefill = prefill_only(engine, mean_prompt, args.max_num_batched_tokens, args.max_batch, args.forward_iters)
     result["forward_only"] = {"tokens_per_s_b1": b1, f"tokens_per_s_b{args.max_batch}": bmax,
-                              "gain": bmax / b1, "context": context}
+                              f"tokens_per_s_b{args.max_batch}_mixed": bmax_mixed,
+                              "gain": bmax / b1, "gain_mixed": bmax_mixed / b1, "context": context,
+                              "prefill_tokens_per_s": prefill, "prefill_prompt_len": mean_prompt}
+    result["datasheet"] = datasheet(args.device, args.gpu)
+    result["forward_only"].update(bandwidth(result["forward_only"], engine, args.max_batch, result["datasheet"]))
+    result["bound"] = ideal_bound(workload, result["forward_only"], args.max_batch)
     del engine
     with Progress(console=STDERR, transient=False) as progress:
-        for strategy in args.strategies:
+        for strategy in [] if args.forward_only else args.strategies:
             engine = Engine(engine_config(args, strategy, kv_blocks))
             engine.warmup()
             subset = workload
@@ -209,10 +324,16 @@ def _bench(args: argparse.Namespace) -> int:
             result["strategies"][strategy] = run_strategy(engine, subset, progress, strategy)
             del engine
     strategies = result["strategies"]
+    bound = result["bound"]
+    for name, stats in strategies.items():
+        stats["share_of_ideal"] = stats["output_tokens_per_s"] / bound["ideal_tokens_per_s"]
+        bound[f"ideal_gain_vs_{name}"] = bound["ideal_tokens_per_s"] / stats["output_tokens_per_s"]
     if "none" in strategies:
         none = strategies["none"]
+        bound["ideal_share_of_ceiling"] = bound["ideal_gain_vs_none"] / result["forward_only"]["gain_mixed"]
         for stats in strategies.values():
             stats["gain_vs_none"] = stats["output_tokens_per_s"] / none["output_tokens_per_s"]
+            stats["share_of_ceiling"] = stats["gain_vs_none"] / result["forward_only"]["gain_mixed"]
             if none["decode_tokens_per_s"]:
                 stats["decode_gain_vs_none"] = stats["decode_tokens_per_s"] / none["decode_tokens_per_s"]
     if args.json:
@@ -225,21 +346,33 @@ def _bench(args: argparse.Namespace) -> int:
 def print_table(result: dict) -> None:
     from rich.table import Table
 
-    fwd = result["forward_only"]
-    console = Console()
+    fwd, bound = result["forward_only"], result["bound"]
+    batch = result["workload"]["max_batch"]
+    console = Console(width=None if sys.stdout.isatty() else 160)   # a log or pipe gets the whole table
     console.print(f"{result['preset']} on {result['device']} ({result['dtype']}, {result['threads']} threads); "
                   f"forward pass alone: {fwd['tokens_per_s_b1']:.1f} tok/s at batch 1, gain x{fwd['gain']:.2f} "
-                  f"at batch {result['workload']['max_batch']} (context {fwd['context']})")
-    table = Table("strategy", "requests", "output tok/s", "mean batch", "forward share", "gain vs none",
-                  "prefill share", "decode tok/s", "decode gain", "wall s")
+                  f"at batch {batch} (x{fwd['gain_mixed']:.2f} with mixed contexts; mean context {fwd['context']}), "
+                  f"prefill {fwd['prefill_tokens_per_s']:.0f} tok/s; ideal for this workload "
+                  f"{bound['ideal_tokens_per_s']:.1f} tok/s ({bound['prefill_share_of_ideal']:.0%} of it prefill)")
+    table = Table("strategy", "requests", "output tok/s", "of ideal", "mean batch", "gain vs none",
+                  "of ceiling", "prefill share", "decode step p50/p99 ms", "wall s")
     for name, s in result["strategies"].items():
         gain = f"x{s['gain_vs_none']:.2f}" if "gain_vs_none" in s else "-"
-        decode_gain = f"x{s['decode_gain_vs_none']:.2f}" if "decode_gain_vs_none" in s else "-"
-        table.add_row(name, str(s["num_requests"]), f"{s['output_tokens_per_s']:.1f}",
-                      f"{s['mean_batch_size']:.1f}", f"{s['forward_share']:.1%}", gain,
-                      f"{s['prefill_share']:.1%}", f"{s['decode_tokens_per_s']:.1f}", decode_gain,
-                      f"{s['wall_s']:.1f}")
+        ceiling = f"{s['share_of_ceiling']:.0%}" if "share_of_ceiling" in s else "-"
+        step = s["decode_step_ms"]
+        table.add_row(name, str(s["num_requests"]), f"{s['output_tokens_per_s']:.1f}", f"{s['share_of_ideal']:.0%}",
+                      f"{s['mean_batch_size']:.1f}", gain, ceiling, f"{s['prefill_share']:.1%}",
+                      f"{step['p50']:.0f}/{step['p99']:.0f}" if step else "-", f"{s['wall_s']:.1f}")
     console.print(table)
+    sheet = result.get("datasheet")
+    line = (f"memory bandwidth achieved by the bare decode pass: {fwd['achieved_gb_s_b1']:.1f} GB/s at batch 1, "
+            f"{fwd[f'achieved_gb_s_b{batch}']:.1f} GB/s at batch {batch}")
+    if sheet and sheet["bandwidth_gb_s"]:
+        line += (f" ({fwd['share_of_datasheet_b1']:.1%} and {fwd[f'share_of_datasheet_b{batch}']:.1%} of the "
+                 f"{sheet['device_name']}'s {sheet['bandwidth_gb_s']:.0f} GB/s datasheet figure, catalog {sheet['gpu']})")
+    elif sheet:
+        line += f" ({sheet['device_name']} is not in the GPU catalog: give --gpu for its datasheet figure)"
+    console.print(line)
 
 
 if __name__ == "__main__":

@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from calculators.architecture import ModelArchitecture
 from calculators.models import get_model
 from reference_server.engine.checkpoint import is_checkpoint_dir, load_checkpoint
 from reference_server.engine.config import DTYPE_BYTES, EngineConfig
 from reference_server.engine.model_runner import ModelRunner, kv_block_bytes
+from reference_server.engine.outputs import EngineStats, RequestRejected, StepOutput
 from reference_server.engine.sampler import Sampler
 from reference_server.engine.token_space import token_space
 from reference_server.engine.tokenizer import ByteTokenizer
 from reference_server.scheduling.block_manager import BlockManager, cdiv
 from reference_server.scheduling.postprocess import StopRule, postprocess
 from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.sequence import RequestTimings, Sequence
+from reference_server.scheduling.sequence import Sequence
 from reference_server.scheduling.strategies import make_scheduler
 from reference_server.scheduling.strategies.base import ScheduledBatch
 
@@ -33,38 +34,6 @@ def busy_wait(seconds: float) -> None:
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
         pass
-
-
-class RequestRejected(ValueError):
-    """The request can never be served as asked (too long, bad ids, duplicate id)."""
-
-
-@dataclass
-class StepOutput:
-    request_id: str
-    new_token_ids: list[int]
-    finished: bool
-    finish_reason: str | None          # "stop" | "length" | None
-    num_prompt_tokens: int
-    num_output_tokens: int
-    num_cached_prompt_tokens: int      # prefix-cache hit tokens for this request
-    timings: RequestTimings | None = None   # set on the finishing output: queue, prefill, decode, inference
-
-
-@dataclass
-class EngineStats:
-    num_running: int
-    num_waiting: int
-    kv_blocks_used: int
-    kv_blocks_total: int
-    last_batch_size: int
-    last_step_s: float
-    last_forward_s: float
-    total_prefix_cache_hit_tokens: int
-    total_prefix_cache_queries: int
-    total_preemptions: int
-    total_steps: int
-    last_num_tokens: int = 0           # tokens computed in the last step (== last_batch_size: all decodes)
 
 
 def resolve_model(model: str) -> tuple[ModelArchitecture, dict | None]:

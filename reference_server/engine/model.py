@@ -4,47 +4,19 @@ Shapes: T = tokens in this step (all sequences flattened), D = hidden_size, H = 
 K = num_kv_heads, G = H // K (query heads per KV head), d = head_dim, S = cache slots
 (num_blocks * block_size). The KV cache of one layer is `[2, K, S, d]` (keys, values).
 
-Attention runs per group of sequences (decodes: 1 query each; prefills: Q queries each):
-the group's cached keys/values are gathered once per layer into a padded `[K, B, L, d]`
-view by precomputed slot indices, and each KV head's G query heads attend in one batched
-matmul, so no key/value is repeated for GQA. The linear layers see all T tokens at once.
+Each layer writes its new keys/values into their cache slots, then attends through the
+step's plan (`reference_server.engine.attention`: length-bucketed decodes, one call per
+prefill chunk, each at its real length). The linear layers see all T tokens at once.
 """
 
 from __future__ import annotations
-
-import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from calculators.architecture import ModelArchitecture
-
-
-@dataclass
-class AttentionGroup:
-    """Sequences that share a query length, padded to a rectangle (built once per step).
-
-    token_index: [B, Q] row of each query in the step's T tokens (padding repeats a valid row).
-    key_slots:   [B * L] cache slots of each sequence's keys 0..L-1 (padding: any valid slot).
-    bias:        [B, 1, Q, L] 0 where query i may see key j (j <= its position), -inf elsewhere.
-    out_index:   [n_valid] positions in the flattened [B * Q] output that are real queries,
-                 in the order of the step's tokens (None when all B * Q are, in order).
-    covers_step: the group's queries are exactly the step's T tokens in order (no gather).
-    """
-
-    token_index: torch.Tensor
-    key_slots: torch.Tensor
-    bias: torch.Tensor
-    out_index: torch.Tensor | None
-    covers_step: bool
-
-
-@dataclass
-class AttentionMetadata:
-    slot_mapping: torch.Tensor            # [T] cache slot each new token's K/V is written to
-    groups: list[AttentionGroup]          # in step order: their tokens concatenate to T
+from reference_server.engine.attention import StepAttention
 
 
 def unsupported_features(arch: ModelArchitecture) -> list[str]:
@@ -86,27 +58,6 @@ def rope_tables(head_dim: int, max_len: int, theta: float) -> tuple[torch.Tensor
     return emb.cos().float(), emb.sin().float()
 
 
-def paged_attention(q: torch.Tensor, kv_layer: torch.Tensor, group: AttentionGroup) -> torch.Tensor:
-    """q: [T, H, d] (all step tokens), kv_layer: [2, K, S, d] -> [B * Q, H * d] for the group."""
-    num_kv_heads, head_dim = kv_layer.shape[1], kv_layer.shape[3]
-    batch, q_len = group.token_index.shape
-    key_len = group.key_slots.numel() // batch
-    num_heads = q.shape[1]
-    groups = num_heads // num_kv_heads
-    # [B, Q, H, d] -> [K, B, G * Q, d]
-    qg = q if group.covers_step else q[group.token_index.flatten()]
-    qg = qg.view(batch, q_len, num_kv_heads, groups, head_dim).permute(2, 0, 3, 1, 4)
-    qg = qg.reshape(num_kv_heads, batch, groups * q_len, head_dim) * (1.0 / math.sqrt(head_dim))
-    # gather this group's keys and values: [2, K, B * L, d] -> 2 x [K, B, L, d]
-    k, v = kv_layer.index_select(2, group.key_slots).view(2, num_kv_heads, batch, key_len, head_dim).unbind(0)
-    scores = torch.matmul(qg, k.transpose(-1, -2))                        # [K, B, G * Q, L]
-    scores = scores.view(num_kv_heads, batch, groups, q_len, key_len) + group.bias
-    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
-    out = torch.matmul(probs.view(num_kv_heads, batch, groups * q_len, key_len), v)  # [K, B, G * Q, d]
-    out = out.view(num_kv_heads, batch, groups, q_len, head_dim).permute(1, 3, 0, 2, 4)
-    return out.reshape(batch * q_len, num_heads * head_dim)                # [B * Q, H * d]
-
-
 class Attention(nn.Module):
     def __init__(self, arch: ModelArchitecture) -> None:
         super().__init__()
@@ -118,7 +69,7 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.q_size, arch.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                kv_layer: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
+                kv_layer: torch.Tensor, meta: StepAttention) -> torch.Tensor:
         num_tokens = x.shape[0]
         q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = q.view(num_tokens, self.num_heads, self.head_dim)                 # [T, H, d]
@@ -128,12 +79,7 @@ class Attention(nn.Module):
         # write the new K/V into their slots first, so every query reads keys from one place
         new_kv = torch.stack((k, v.view(num_tokens, self.num_kv_heads, self.head_dim))).transpose(1, 2)
         kv_layer.index_copy_(2, meta.slot_mapping, new_kv)                    # [2, K, T, d] -> slots
-        outs = []
-        for group in meta.groups:
-            out = paged_attention(q, kv_layer, group)
-            outs.append(out if group.out_index is None else out[group.out_index])
-        attn = outs[0] if len(outs) == 1 else torch.cat(outs)                 # [T, H * d]
-        return self.o_proj(attn)
+        return self.o_proj(meta.attend(q, kv_layer))                           # [T, H * d] -> [T, D]
 
 
 class MLP(nn.Module):
@@ -182,7 +128,7 @@ class Transformer(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
-                meta: AttentionMetadata) -> torch.Tensor:
+                meta: StepAttention) -> torch.Tensor:
         """input_ids, positions: [T]; kv_cache: [layers, 2, K, S, d] -> hidden [T, D]."""
         x = self.embed_tokens(input_ids)
         cos = self.rope_cos[positions].to(x.dtype).unsqueeze(1)               # [T, 1, d]

@@ -1,8 +1,9 @@
 """The only place that builds tensors: the model, the KV cache, and each step's inputs.
 
-`run(batch)` turns a scheduled batch into input ids, positions, cache slots and attention
-groups (decodes first, then prefill chunks), runs one forward pass over all of the step's
-tokens, and samples one token for every sequence whose step reaches its last token.
+`run(batch)` turns a scheduled batch into input ids, positions, cache slots and an attention
+plan (decodes first, by context length, then prefill chunks: `engine.attention`), runs one
+forward pass over all of the step's tokens, and samples one token for every sequence whose
+step reaches its last token.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import torch
 
 from calculators.architecture import ModelArchitecture
 from reference_server.engine.config import DTYPE_BYTES, EngineConfig
-from reference_server.engine.model import (AttentionGroup, AttentionMetadata, Transformer, init_random_weights,
-                                    rope_tables)
+from reference_server.engine.attention import AttentionPlanner, overhead_tokens_for
+from reference_server.engine.model import Transformer, init_random_weights, rope_tables
 from reference_server.engine.sampler import Sampler
 from reference_server.scheduling.postprocess import samples_token
 from reference_server.scheduling.sequence import Sequence
@@ -56,6 +57,10 @@ class ModelRunner:
         self.kv_cache = torch.zeros(arch.num_layers, 2, arch.num_kv_heads, num_blocks * config.block_size,
                                     arch.head_dim, dtype=self.dtype, device=self.device)
         self.num_blocks = num_blocks
+        self.attention_planner = AttentionPlanner(
+            config.block_size, self.device, self.dtype,
+            overhead_tokens_for(arch.num_kv_heads, arch.head_dim, DTYPE_BYTES[config.dtype]),
+            kv_token_elements=2 * arch.num_kv_heads * arch.head_dim)
         self.last_forward_s = 0.0
 
     @property
@@ -72,75 +77,40 @@ class ModelRunner:
 
     @torch.inference_mode()
     def forward(self, batch: ScheduledBatch) -> tuple[torch.Tensor, list[Sequence]]:
-        """Logits [N, usable vocab] of the N sequences whose step reaches their last token."""
-        order = sorted(range(len(batch.seqs)), key=lambda i: batch.num_new_tokens[i] > 1)  # decodes first
+        """Logits [N, usable vocab] of the N sequences whose step reaches their last token (batch order)."""
+        order = self.step_order(batch)
         seqs = [batch.seqs[i] for i in order]
         counts = [batch.num_new_tokens[i] for i in order]
-        input_ids, positions, meta = self._prepare(seqs, counts)
-        sample_rows, sample_seqs, end = [], [], 0
-        for seq, n in zip(seqs, counts):
+        starts = [seq.num_computed_tokens for seq in seqs]
+        ids: list[int] = []
+        for seq, start, n in zip(seqs, starts, counts):
+            ids.extend(seq.token_ids[start:start + n])
+        positions = [p for start, n in zip(starts, counts) for p in range(start, start + n)]
+        num_decodes = next((i for i, n in enumerate(counts) if n != 1), len(counts))   # decodes lead
+        meta = self.attention_planner.plan([seq.block_table for seq in seqs], starts, counts, num_decodes)
+        last_row = {}
+        end = 0
+        for i, n in zip(order, counts):
             end += n
+            last_row[i] = end - 1
+        sample_rows, sample_seqs = [], []
+        for i, (seq, n) in enumerate(zip(batch.seqs, batch.num_new_tokens)):
             if samples_token(seq, n):
-                sample_rows.append(end - 1)
+                sample_rows.append(last_row[i])
                 sample_seqs.append(seq)
+        to = dict(device=self.device, dtype=torch.long)
         start = time.perf_counter()
-        hidden = self.model(input_ids, positions, self.kv_cache, meta)
-        rows = torch.tensor(sample_rows, dtype=torch.long, device=self.device)
-        logits = self.model.compute_logits(hidden[rows])[:, : self.usable_vocab]
+        hidden = self.model(torch.tensor(ids, **to), torch.tensor(positions, **to), self.kv_cache, meta)
+        logits = self.model.compute_logits(hidden[torch.tensor(sample_rows, **to)])[:, : self.usable_vocab]
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.last_forward_s = time.perf_counter() - start
         return logits, sample_seqs
 
-    def _prepare(self, seqs: list[Sequence], counts: list[int]):
-        """Flattened step inputs plus one attention group per query length class."""
-        bs = self.block_size
-        ids: list[int] = []
-        positions: list[int] = []
-        slots: list[int] = []
-        for seq, n in zip(seqs, counts):
-            start = seq.num_computed_tokens
-            ids.extend(seq.token_ids[start:start + n])
-            positions.extend(range(start, start + n))
-            table = seq.block_table
-            slots.extend(table[p // bs] * bs + p % bs for p in range(start, start + n))
-        num_decodes = sum(1 for n in counts if n == 1)
-        groups = []
-        if num_decodes:
-            groups.append(self._group(seqs[:num_decodes], counts[:num_decodes], 0,
-                                      covers_step=num_decodes == len(seqs)))
-        if num_decodes < len(seqs):
-            groups.append(self._group(seqs[num_decodes:], counts[num_decodes:], num_decodes,
-                                      covers_step=False))
-        to = dict(device=self.device, dtype=torch.long)
-        meta = AttentionMetadata(slot_mapping=torch.tensor(slots, **to), groups=groups)
-        return torch.tensor(ids, **to), torch.tensor(positions, **to), meta
-
-    def _group(self, seqs: list[Sequence], counts: list[int], first_token: int, *,
-               covers_step: bool) -> AttentionGroup:
-        bs = self.block_size
-        batch, q_len = len(seqs), max(counts)
-        context = [seq.num_computed_tokens + n for seq, n in zip(seqs, counts)]
-        key_len = max(context)
-        max_blocks = -(-key_len // bs)
-        # [B, max_blocks] block tables (padding: block 0, masked) -> [B, L] slots
-        tables = torch.tensor([seq.block_table[:max_blocks] + [0] * (max_blocks - len(seq.block_table[:max_blocks]))
-                               for seq in seqs], dtype=torch.long)
-        key_slots = (tables.unsqueeze(2) * bs + torch.arange(bs)).view(batch, -1)[:, :key_len]
-        # query i of sequence b sits at position first_pos[b] + i and sees keys 0..that position
-        first_pos = torch.tensor([seq.num_computed_tokens for seq in seqs]).view(batch, 1, 1)
-        key_pos = torch.arange(key_len).view(1, 1, key_len)
-        query_pos = first_pos + torch.arange(q_len).view(1, q_len, 1)              # [B, Q, 1]
-        visible = key_pos <= query_pos                                               # [B, Q, L]
-        bias = torch.zeros(batch, q_len, key_len).masked_fill_(~visible, float("-inf"))
-        count_t = torch.tensor(counts)
-        valid = torch.arange(q_len).unsqueeze(0) < count_t.unsqueeze(1)               # [B, Q]
-        offsets = torch.cumsum(count_t, 0) - count_t + first_token
-        token_index = torch.where(valid, offsets.unsqueeze(1) + torch.arange(q_len), first_token)
-        out_index = None if bool(valid.all()) else valid.flatten().nonzero().squeeze(1)
-        to = dict(device=self.device)
-        return AttentionGroup(
-            token_index=token_index.to(**to), key_slots=key_slots.flatten().to(**to),
-            bias=bias.unsqueeze(1).to(device=self.device, dtype=self.dtype),
-            out_index=None if out_index is None else out_index.to(**to), covers_step=covers_step,
-        )
+    @staticmethod
+    def step_order(batch: ScheduledBatch) -> list[int]:
+        """Indices of `batch.seqs` in step order: decodes (one new token) by ascending context,
+        so that length buckets are runs of rows, then prefill chunks in batch order."""
+        decodes = sorted((i for i, n in enumerate(batch.num_new_tokens) if n == 1),
+                         key=lambda i: batch.seqs[i].num_computed_tokens)
+        return decodes + [i for i, n in enumerate(batch.num_new_tokens) if n != 1]

@@ -2,8 +2,8 @@
 
 import pytest
 
-from calculators.gpus import get_gpu
-from reports.cost import catalog_gpu_for, cost_per_million, resolve_price
+from calculators.gpus import catalog_gpu_for, get_gpu
+from reports.cost import cost_per_million, resolve_price
 from reports.level_ids import parse_level_id
 from reports.verdict import build_verdict, knee, max_sustainable
 from servecap.contract.run_json import RunInfo

@@ -9,6 +9,9 @@ import sys
 
 import pytest
 
+from calculators.kv import kv_bytes_for_tokens
+from calculators.models import get_model
+from calculators.weights import weights
 from reference_server.bench import drift
 from reference_server.bench import engine as bench
 from reference_server.scheduling.strategies import STRATEGIES
@@ -51,6 +54,43 @@ def test_mean_batch_size_reflects_the_strategy(result):
     assert s["none"]["gain_vs_none"] == 1.0
 
 
+def test_decode_step_bytes_are_the_calculators_weights_read_plus_the_kv_cache():
+    """What the bench divides by time is what calculators.weights and calculators.kv count:
+    every weight once except an untied embedding table (a step reads only its batch's rows)."""
+    engine = bench.Engine(bench.engine_config(bench.parse_args(TINY), "continuous", 16))
+    arch, w = get_model("tiny"), weights(get_model("tiny"), "fp32")
+    read_once = w.weight_bytes - w.embedding_bytes + w.lm_head_bytes
+    per_token = kv_bytes_for_tokens(arch, 100, "fp32", block_size=1) // 100
+    assert not arch.tie_embeddings
+    assert bench.decode_step_bytes(engine, 1, 50) == read_once + 50 * per_token
+    assert bench.decode_step_bytes(engine, 3, 50) - bench.decode_step_bytes(engine, 1, 50) == 2 * 50 * per_token
+
+
+def test_bandwidth_is_step_bytes_times_steps_per_second(result):
+    fwd = result["forward_only"]
+    assert fwd["decode_step_bytes_b1"] > 0
+    assert fwd["achieved_gb_s_b1"] == pytest.approx(fwd["decode_step_bytes_b1"] * fwd["tokens_per_s_b1"] / 1e9)
+    assert fwd["achieved_gb_s_b3"] > 0
+    assert result["datasheet"] is None and "share_of_datasheet_b1" not in fwd      # a CPU has no datasheet figure
+
+
+def test_share_of_the_datasheet_when_the_gpu_is_known():
+    fwd = {"context": 10, "tokens_per_s_b1": 100.0, "tokens_per_s_b2": 150.0}
+    engine = bench.Engine(bench.engine_config(bench.parse_args(TINY), "continuous", 16))
+    sheet = {"device_name": "NVIDIA H100 80GB HBM3", "gpu": "h100-sxm", "bandwidth_gb_s": 3350.0}
+    out = bench.bandwidth(fwd, engine, 2, sheet)
+    assert out["share_of_datasheet_b1"] == pytest.approx(out["achieved_gb_s_b1"] / 3350.0)
+    assert out["achieved_gb_s_b2"] == pytest.approx(bench.decode_step_bytes(engine, 2, 10) * 75.0 / 1e9)
+
+
+def test_forward_only_runs_no_strategy():
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert bench.main([*TINY, "--forward-only"]) == 0
+    result = json.loads(buffer.getvalue())
+    assert result["strategies"] == {} and result["forward_only"]["tokens_per_s_b1"] > 0
+
+
 def test_workload_is_seeded_and_in_range():
     a = bench.make_workload(20, (64, 256), (16, 256), seed=3)
     assert a == bench.make_workload(20, (64, 256), (16, 256), seed=3)
@@ -62,6 +102,7 @@ def test_workload_is_seeded_and_in_range():
     (["--strategies", "none,bogus"], "unknown strategy 'bogus'"),
     (["--prompt-len", "9"], "expected LO,HI"),
     (["--output-len", "5,2"], "expected 0 < LO <= HI"),
+    (["--gpu", "no-such-gpu"], "invalid choice: 'no-such-gpu'"),
 ])
 def test_bad_arguments_are_named(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:

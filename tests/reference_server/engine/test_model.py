@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from calculators.models import get_model
 from reference_server.scheduling.block_manager import BlockManager
 from reference_server.engine.checkpoint import load_checkpoint, read_architecture, save_checkpoint
+from reference_server.engine.attention import bucket_bounds
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.model import Transformer, rotate_half, unsupported_features
 from reference_server.engine.model_runner import ModelRunner
@@ -110,6 +111,30 @@ def test_scattered_blocks_and_mixed_batch_match_dense_reference():
     for row, seq in enumerate(sampled):
         expected = dense_logits(runner.model, seq.token_ids)[-1]
         torch.testing.assert_close(logits[row], expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("overhead_tokens", "buckets"), [(0.0, 5), (4.0, 3), (float("inf"), 1)])
+@torch.inference_mode()
+def test_decodes_in_length_buckets_or_one_rectangle_match_dense_reference(overhead_tokens, buckets):
+    """Decodes of five lengths beside a prefill chunk: each its own SDPA call (0), three buckets,
+    two of them padded and masked (4: contexts 3,4 | 9,12 | 17), or one padded rectangle (inf)."""
+    assert len(bucket_bounds([3, 4, 9, 12, 17], overhead_tokens)) == buckets
+    runner, bm = make_runner(num_blocks=64), BlockManager(64, 4)
+    runner.attention_planner.overhead_tokens = overhead_tokens
+    prompts = {f"d{n}": [(7 * n + j) % 250 for j in range(n)] for n in (3, 9, 4, 17, 12)}
+    prompts["p"] = list(range(60, 80))
+    seqs = {rid: Sequence(rid, ids, SamplingParams(), arrival_time=0.0) for rid, ids in prompts.items()}
+    for rid, seq in seqs.items():
+        bm.allocate(seq)
+        if rid != "p":   # prefill all but the last token, so the step decodes it
+            runner.forward(ScheduledBatch([seq], [seq.num_tokens - 1]))
+            seq.num_computed_tokens = seq.num_tokens - 1
+    order = ["d9", "p", "d3", "d17", "d4", "d12"]            # batch order: decodes and a prefill mixed
+    batch = ScheduledBatch([seqs[r] for r in order], [1, 7, 1, 1, 1, 1])
+    logits, sampled = runner.forward(batch)
+    assert [s.request_id for s in sampled] == ["d9", "d3", "d17", "d4", "d12"]   # p is mid-prompt
+    for row, seq in enumerate(sampled):
+        torch.testing.assert_close(logits[row], dense_logits(runner.model, seq.token_ids)[-1], rtol=1e-4, atol=1e-5)
 
 
 def test_kv_cache_is_one_tensor_of_the_predicted_size():

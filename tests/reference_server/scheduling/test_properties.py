@@ -34,7 +34,8 @@ LIMITS = {   # small limits so batches fill, time out, chunk and preempt
     "static": st.fixed_dictionaries({"batch_size": st.integers(1, 4), "batch_timeout_ms": st.sampled_from([0.0, 2.0])}),
     "dynamic": st.fixed_dictionaries({"max_batch_size": st.integers(2, 4), "preferred_batch_sizes": st.sampled_from([(), (2,)]),
                                       "max_queue_delay_us": st.sampled_from([0, 2000])}),
-    "continuous": st.fixed_dictionaries({"max_num_seqs": st.integers(1, 4), "max_num_batched_tokens": st.integers(1, 12)}),
+    "continuous": st.fixed_dictionaries({"max_num_seqs": st.integers(1, 4), "max_num_batched_tokens": st.integers(1, 12),
+                                         "max_prefill_tokens_with_decodes": st.sampled_from([0, 1, 3])}),
 }
 
 

@@ -183,6 +183,34 @@ def test_continuous_decodes_are_scheduled_before_new_prefills():
     assert batch.num_new_tokens == [1, 7]
 
 
+def own_prompt(rid, prompt_len, max_tokens=4):
+    """A request whose prompt shares no prefix-cache block with another's."""
+    return Sequence(rid, [ord(rid)] * prompt_len, SamplingParams(max_tokens=max_tokens), arrival_time=0.0)
+
+
+def test_continuous_caps_prompt_tokens_while_sequences_decode():
+    sched, _ = make("continuous", max_num_batched_tokens=32, max_prefill_tokens_with_decodes=5)
+    sched.add(own_prompt("a", 12, max_tokens=9))
+    first = sched.schedule(0.0)
+    assert first.num_new_tokens == [12]      # nothing decodes yet: the whole budget
+    advance(sched, first)
+    sched.add(own_prompt("b", 8))
+    sched.add(own_prompt("c", 8))
+    second = sched.schedule(0.0)
+    assert [s.request_id for s in second.seqs] == ["a", "b"] and second.num_new_tokens == [1, 5]
+    advance(sched, second)
+    third = sched.schedule(0.0)               # b's rest (3) and c's first 2 share the cap
+    assert [s.request_id for s in third.seqs] == ["a", "b", "c"] and third.num_new_tokens == [1, 3, 2]
+
+
+def test_continuous_prefill_cap_zero_lets_prompts_take_the_whole_budget():
+    sched, _ = make("continuous", max_num_batched_tokens=32, max_prefill_tokens_with_decodes=0)
+    sched.add(own_prompt("a", 4, max_tokens=9))
+    advance(sched, sched.schedule(0.0))
+    sched.add(own_prompt("b", 20))
+    assert sched.schedule(0.0).num_new_tokens == [1, 20]
+
+
 def test_continuous_respects_max_num_seqs():
     sched, _ = make("continuous", max_num_seqs=2)
     for rid in "abcd":

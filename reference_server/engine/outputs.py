@@ -1,0 +1,46 @@
+"""What the engine hands its callers: each step's outputs, its stats, and the rejection error.
+
+Torch-free on purpose: these cross the engine process's pipe (`runtime.engine_process`), and
+unpickling one imports its defining module in the serving process. When they lived in
+`engine.engine`, the first step's message made the serving process import the model code on
+the pipe's reader thread after /ready: about 110 ms of imports that the first request's
+first token waited for (measured on tiny, issue 17).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reference_server.scheduling.sequence import RequestTimings
+
+
+class RequestRejected(ValueError):
+    """The request can never be served as asked (too long, bad ids, duplicate id)."""
+
+
+@dataclass
+class StepOutput:
+    request_id: str
+    new_token_ids: list[int]
+    finished: bool
+    finish_reason: str | None          # "stop" | "length" | None
+    num_prompt_tokens: int
+    num_output_tokens: int
+    num_cached_prompt_tokens: int      # prefix-cache hit tokens for this request
+    timings: RequestTimings | None = None   # set on the finishing output: queue, prefill, decode, inference
+
+
+@dataclass
+class EngineStats:
+    num_running: int
+    num_waiting: int
+    kv_blocks_used: int
+    kv_blocks_total: int
+    last_batch_size: int
+    last_step_s: float
+    last_forward_s: float
+    total_prefix_cache_hit_tokens: int
+    total_prefix_cache_queries: int
+    total_preemptions: int
+    total_steps: int
+    last_num_tokens: int = 0           # tokens computed in the last step (== last_batch_size: all decodes)

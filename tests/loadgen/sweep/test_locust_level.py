@@ -1,0 +1,16 @@
+"""How the sweep, compare and the loadgen bench start Locust: its script, else `python -m locust`."""
+
+import sys
+
+from loadgen.sweep import locust_level
+
+
+def test_the_script_beside_the_interpreter_when_there_is_one(tmp_path, monkeypatch):
+    (tmp_path / "locust").write_text("#!/bin/sh\n")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    assert locust_level.locust_executable() == [str(tmp_path / "locust")]
+
+
+def test_python_dash_m_locust_when_the_interpreter_has_no_script(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    assert locust_level.locust_executable() == [str(tmp_path / "python"), "-m", "locust"]
