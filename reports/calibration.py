@@ -289,11 +289,14 @@ def calibrated_levels(run: RunInfo, samples: dict[str, list[LevelSample]]) -> di
 
 # -- predicting -----------------------------------------------------------------------------------
 def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, duration_s: float, *,
-            replications: int = 8, seed: int = 0) -> Replicated:
+            replications: int = 8, seed: int = 0, requests: int | None = None) -> Replicated:
     """One level of `load` users (kind "concurrency") or requests/s ("rate_rps"), measured as the sweep
-    measures: requests sent in [warmup_s, warmup_s + duration_s) that finished by its end."""
-    guess = _requests_guess(calibration, kind, load, warmup_s + duration_s)
-    workload = Workload(lengths=calibration.lengths, requests=guess, warmup_s=warmup_s, duration_s=duration_s,
+    measures: requests sent in [warmup_s, warmup_s + duration_s) that finished by its end; or, given
+    `requests`, that many per run, the first 10% and a closed loop's last `load` left out (a machine
+    far faster than the calibration's would need millions of requests to fill the same window)."""
+    window = {} if requests else {"warmup_s": warmup_s, "duration_s": duration_s}
+    workload = Workload(lengths=calibration.lengths, **window,
+                        requests=requests or _requests_guess(calibration, kind, load, warmup_s + duration_s),
                         concurrency=int(load) if kind == "concurrency" else None,
                         rate_rps=float(load) if kind == "rate_rps" else None,
                         arrival_cv2=calibration.arrival_cv2, seed=seed)

@@ -91,7 +91,7 @@ def _ms(entry: dict) -> str:
     if entry["value"] is None:
         return ""
     lo, hi = entry["interval"]
-    return f"{entry['value'] * 1e3:.1f} [{lo * 1e3:.1f}-{hi * 1e3:.1f}]"
+    return f"{entry['value'] * 1e3:.3g} ({lo * 1e3:.3g}-{hi * 1e3:.3g})"
 
 
 def _print(console: Console, answer: dict) -> None:
@@ -99,21 +99,22 @@ def _print(console: Console, answer: dict) -> None:
         console.print(f"[bold yellow]{answer['extrapolation']}[/]")
     for note in answer["calibration"]["unavailable"]:
         console.print(f"[yellow]not available:[/] {note}")
-    table = Table(title=f"predicted {answer['strategy']} ({answer['arrival']}; ms, value [95% spread over "
-                        f"{answer['replications']} runs])")
-    for column in ("offered", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "E2E p50", "E2E p99", "out tok/s", "SLO"):
+    table = Table(title=f"predicted {answer['strategy']}, {answer['arrival']} (ms: median of "
+                        f"{answer['replications']} runs, their 95% spread)")
+    for column in ("offered", "metric", "p50", "p95", "p99", "out tok/s", "SLO"):
         table.add_column(column)
     for row in answer["loads"]:
         (kind, load), = row["offered"].items()
-        m = row["metrics"]
+        offered = f"c={load}" if kind == "concurrency" else f"{load:g} req/s"
         slo = "" if row["meets_slo"] is None else ("meets" if row["meets_slo"] else f"misses: {row['why_not']}")
-        table.add_row(f"c={load}" if kind == "concurrency" else f"{load:g} req/s",
-                      _ms(m["ttft_s"]["p50"]), _ms(m["ttft_s"]["p99"]), _ms(m["tpot_s"]["p50"]),
-                      _ms(m["tpot_s"]["p99"]), _ms(m["e2e_s"]["p50"]), _ms(m["e2e_s"]["p99"]),
-                      f"{row['output_tokens_per_s']:.0f}", slo)
+        for i, metric in enumerate(("ttft_s", "tpot_s", "e2e_s")):
+            m = row["metrics"][metric]
+            table.add_row(offered if i == 0 else "", metric.removesuffix("_s").upper(), _ms(m["p50"]), _ms(m["p95"]),
+                          _ms(m["p99"]), f"{row['output_tokens_per_s']:.0f}" if i == 0 else "", slo if i == 0 else "",
+                          end_section=i == 2)
     console.print(table)
     best = answer["max_load_under_slo"]
-    if answer["slo"] and any(v is not None for v in answer["slo"].values()):
+    if any(v is not None for v in answer["slo"].values()):
         if best:
             (kind, load), = best["offered"].items()
             console.print(f"max load under the SLO: [bold]{'c=' if kind == 'concurrency' else ''}{load}"

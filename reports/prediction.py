@@ -34,6 +34,7 @@ from reports.summary import build_levels
 from servecap.contract.slo import SLO, check_level
 
 SAMPLED_LENGTHS = 4096   # (prompt, output) pairs drawn when the lengths are given as distributions
+EXTRAPOLATED_REQUESTS = 2000   # per run on another GPU: measured by count (its window would hold millions)
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,9 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
     kind = "concurrency" if plan.concurrency else "rate_rps"
     rows = []
     for load in plan.concurrency or plan.rates:
+        count = max(EXTRAPOLATED_REQUESTS, 50 * int(load)) if extrapolation else None
         result = predict(calibration, kind, float(load), warmup, duration, replications=plan.replications,
-                         seed=plan.seed)
+                         seed=plan.seed, requests=count)
         check = check_level(plan.slo, 0.0, {m: result.value(m, "p99") for m in ("ttft_s", "tpot_s", "e2e_s")})
         rows.append({"offered": {kind: load}, "metrics": result.metrics, "request_rate_rps": result.request_rate_rps,
                      "output_tokens_per_s": result.output_tokens_per_s, "mean_batch_size": result.mean_batch_size,
@@ -95,7 +97,9 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
                          "output_tokens": plan.output_tokens or "measured",
                          "prompt_tokens_mean": float(np.mean([p for p, _ in calibration.lengths])),
                          "output_tokens_mean": float(np.mean([o for _, o in calibration.lengths]))},
-            "window": {"warmup_s": warmup, "duration_s": duration}, "replications": plan.replications,
+            "window": ({"requests_per_run": "max(2000, 50 x load)", "left_out": "first 10%, closed loop's last"}
+                       if extrapolation else {"warmup_s": warmup, "duration_s": duration}),
+            "replications": plan.replications,
             "slo": plan.slo.as_dict(), "extrapolation": extrapolation, "loads": rows,
             "max_load_under_slo": _max_load(rows, kind) if plan.slo.is_set else None}
 
