@@ -18,7 +18,7 @@ from calculators.sim.step_model import StepTimeModel
 from reports.report import ReportOptions, build_summary, write_report
 from reports.run_data import load_run
 from reports.validation import KEYS, METHOD
-from simulated_run import write_simulated_run
+from reports.simulated_run import write_simulated_run
 
 NOISE = tuple(np.random.default_rng(0).lognormal(0.0, 0.1, 4000))
 MODEL = StepTimeModel(base_s=0.001, per_seq_s=0.00008, per_prefill_token_s=1e-5, per_context_token_s=1e-7,

@@ -4,7 +4,9 @@
 closed-loop level with `model` (a StepTimeModel, its jitter included) and the front-end delays,
 then writes what a sweep of the reference server would have: run.json, requests.jsonl (the
 client's view), engine_steps.csv and engine_requests.csv (the engine's). Levels follow each other
-in time. The leave-one-level-out validation on such a run must find (almost) no error.
+in time. The leave-one-level-out validation on such a run must find (almost) no error (tests),
+and a notebook without a measured run can calibrate on one (`sample_run`: a model and delays
+like the tiny preset's on a 2-core CPU, labelled as simulated).
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd
     engine = {"strategy": strategy, "strategy_limits": server.limits.describe(), "block_size": 16,
               "model": "tiny", "dtype": "float32"}
     run = {"name": run_dir.name, "status": "complete", "target": {"kind": "reference_server"},
+           "notes": ["simulated: the servecap simulator played the server (reports.simulated_run)"],
            "server": {"model": "tiny", "strategies": [strategy], "engines": {strategy: engine}, "block_size": 16},
            "load_plan": {"kind": "closed", "concurrency": list(concurrencies), "warmup_s": warmup_s,
                          "duration_s": duration_s, "arrival": "closed"},
@@ -76,6 +79,18 @@ def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd
                       for c in concurrencies]}
     (run_dir / "run.json").write_text(json.dumps(run))
     return run_dir
+
+
+def sample_run(run_dir: Path, *, concurrencies: tuple[int, ...] = (1, 2, 4, 8), duration_s: float = 6.0) -> Path:
+    """A small simulated run of continuous batching with numbers like the tiny preset's on this VM."""
+    rng = np.random.default_rng(13)
+    model = StepTimeModel(base_s=0.00095, per_seq_s=0.00009, per_prefill_token_s=1.1e-5, per_context_token_s=1.5e-7,
+                          batch_table=(0.00095, 0.00108, 0.00125, 0.00133), jitter=tuple(rng.lognormal(0, 0.12, 4000)),
+                          jitter_block=16)
+    front = FrontEnd(tuple(rng.gamma(3, 0.0005, 500)), tuple(rng.gamma(3, 0.0004, 500)),
+                     tuple(rng.gamma(3, 0.0003, 500)), think_s=0.0005)
+    return write_simulated_run(run_dir, model, front, limits={"max_num_seqs": 32}, concurrencies=concurrencies,
+                               duration_s=duration_s)
 
 
 def _append_steps(rows: list, log: list, t0: float, source: str) -> None:
