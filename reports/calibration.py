@@ -37,6 +37,7 @@ from servecap.contract.run_json import RunInfo
 
 JITTER_BLOCK = 64          # residuals drawn in runs of this many steps: about one request's decode
 MIN_STEPS = 50             # fewer recorded steps than this: fit from the fallbacks instead
+MAX_BUSY_GAP_S = 0.25      # between two steps of a busy engine (a slow one is noise: kept; longer is a level's end)
 QUANTILES = ("p50", "p95", "p99")
 METRICS = ("ttft_s", "tpot_s", "e2e_s")
 
@@ -182,7 +183,8 @@ def _effective_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
         own = frame["step_s"].to_numpy(float)
         idle = frame["idle_after"].astype(str).str.lower().isin(("true", "1")).to_numpy()
         to_next = np.append(np.diff(start), np.nan)
-        busy = ~idle & np.isfinite(to_next) & (to_next >= own)
+        # an engine still busy goes straight on; a gap this long is a level's end (its last requests aborted)
+        busy = ~idle & np.isfinite(to_next) & (to_next >= own) & (to_next - own < MAX_BUSY_GAP_S)
         gap = float(np.median(to_next[busy] - own[busy])) if busy.any() else 0.0
         duration = np.where(busy, to_next, own + gap)
         parts.append(pd.DataFrame({"source": frame["source"].to_numpy(), "t_start": start,

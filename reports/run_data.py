@@ -101,14 +101,21 @@ def load_run(run_dir: str | Path) -> RunData:
                    steps, engine_requests)
 
 
+def _parse_csv(path: Path, missing: list[str], left_out: str) -> pd.DataFrame | None:
+    """The CSV (bad lines skipped), or None with "<name> is unreadable (...); <left_out>" in `missing`."""
+    try:
+        return pd.read_csv(path, on_bad_lines="skip")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        missing.append(f"{path.name} is unreadable ({exc}); {left_out}")
+        return None
+
+
 def _read_optional_csv(path: Path, columns: tuple[str, ...], missing: list[str]) -> pd.DataFrame | None:
     """A file only some servers give: None when absent or empty; a damaged one is said in `missing`."""
     if not path.exists() or path.stat().st_size == 0:
         return None
-    try:
-        frame = pd.read_csv(path, on_bad_lines="skip")
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        missing.append(f"{path.name} is unreadable ({exc}); predictions run without it")
+    frame = _parse_csv(path, missing, "predictions run without it")
+    if frame is None:
         return None
     absent = [name for name in columns if name not in frame.columns]
     if absent:
@@ -157,10 +164,8 @@ def _read_csv(path: Path, columns: tuple[str, ...], missing: list[str]) -> pd.Da
     if not path.exists():
         missing.append(f"{path.name} is missing: its figures and per-level means are left out")
         return None
-    try:
-        frame = pd.read_csv(path, on_bad_lines="skip")
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        missing.append(f"{path.name} is unreadable ({exc}); left out")
+    frame = _parse_csv(path, missing, "left out")
+    if frame is None:
         return None
     absent = [name for name in columns if name not in frame.columns]
     if "t" in absent:

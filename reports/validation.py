@@ -10,7 +10,7 @@ summary.json's `validation` (the shape issue 13 fixes, plus the extras after it)
                    the prediction itself: median over replications and their 95% spread
      "by_strategy": {STRATEGY: {"median_abs_error": {...}, "levels_in_median": [...],
                                 "max_output_tokens_per_s": x, "calibration": {...}}},
-     "replications": R, "unavailable": [sentences]}
+     "replications": R (at most; a level of n requests gets max(3, min(R, 8000 / n))), "unavailable": [...]}
 
 relative_error = predicted / measured - 1. The medians are of |relative_error| over the levels
 whose output tokens/s is at most MEDIAN_LOAD_FRACTION of their strategy's highest (past the knee
@@ -32,7 +32,15 @@ METHOD = "leave-one-level-out"
 KEYS = tuple(f"{metric}.{q}" for metric in METRICS for q in ("p50", "p99"))
 MEDIAN_LOAD_FRACTION = 0.8
 MIN_LEVELS = 3
-REPLICATIONS = 8
+REPLICATIONS = 8               # at most, per level; fewer for long levels (REQUEST_BUDGET)
+MIN_REPLICATIONS = 3
+REQUEST_BUDGET = 8000          # simulated requests per held-out level: a long level's own count already
+                               # pins its percentiles, and the report stays quick
+
+
+def replications_for(requests: int, most: int) -> int:
+    """Runs to simulate for a level that measured `requests` (each run as long as the measurement)."""
+    return max(min(MIN_REPLICATIONS, most), min(most, -(-REQUEST_BUDGET // max(requests, 1))))
 
 
 def _pair(predicted: float | None, measured: float | None) -> dict:
@@ -71,7 +79,7 @@ def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replication
             try:
                 calibration = calibrate([s for s in group if s is not held], server, cv2)
                 predicted = predict(calibration, held.kind, held.load, held.warmup_s, held.duration_s,
-                                    replications=replications)
+                                    replications=replications_for(held.requests, replications))
             except (ValueError, RuntimeError) as exc:
                 unavailable.append(f"{held.level}: {exc}")
                 continue

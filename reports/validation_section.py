@@ -63,7 +63,7 @@ def section(summary: dict, figures: list[FigureFile]) -> tuple[str, list[Block]]
         return None
     blocks: list[Block] = [
         f"Each level was predicted by the simulator calibrated on its strategy's other levels only "
-        f"({validation.get('replications')} replications of the measured window each). The medians of "
+        f"(up to {validation.get('replications')} simulated runs as long as the measured window). The medians of "
         f"|predicted / measured - 1| are over the levels at most {MEDIAN_LOAD_FRACTION:.0%} of their "
         f"strategy's highest output tokens/s."]
     table = median_error_table(validation)

@@ -12,8 +12,9 @@ something is added or aborted, or a sequence finishes or needs a block the free 
     step j: may_append(seq, 1) for each sequence at a block boundary, in running order  (schedule)
             each sequence computes one token and appends `token`; full blocks committed  (postprocess)
     and after the last step, the sequences it finished leave the scheduler, in running order.
-Tests (tests/reference_server/scheduling/test_steady_decode.py) check the contract for every
-built-in strategy and compare `advance_decodes` with stepping, state for state. Pure: ints only.
+The property tests (tests/reference_server/scheduling/test_properties.py, `fast_forward`) check the
+contract for every built-in strategy and compare `advance_decodes` with stepping, state for state;
+tests/calculators/sim/test_fast_path.py compares whole simulated runs. Pure: ints only.
 """
 
 from __future__ import annotations
