@@ -7,8 +7,9 @@ Fits, from the simplest to the ones the simulator uses:
                                    + per_context_token_s x context tokens (non-negative least squares,
                           scipy.optimize.nnls), the ``StepTimeModel`` the simulator runs on
   ``fit_front_end``:      per-request front-end delays, client minus engine times (``calculators.sim.front_end``)
-  ``calibrate_roofline``: the roofline's bandwidth and compute efficiencies and a fixed overhead,
-                          least squares on relative error (scipy.optimize.least_squares)
+  ``calibrate_roofline``: the roofline's bandwidth and compute efficiencies and a fixed overhead
+                          (least squares on log relative error, ``calculators.calibrate_profile``;
+                          ``calibrate_profile`` there fits every efficiency and cost, per TP degree)
 Inputs are plain sequences (one entry per engine step or request); the caller measures or reads them.
 """
 
@@ -21,10 +22,14 @@ import numpy as np
 from scipy import optimize, stats
 
 from calculators.architecture import ModelArchitecture
+from calculators.calibrate_profile import MeasuredStep, fit_efficiencies
+from calculators.efficiency import Efficiencies
 from calculators.gpus import GpuSpec
-from calculators.roofline import roofline
 from calculators.sim.front_end import FrontEnd
 from calculators.sim.step_model import StepTimeModel
+
+# where calibrate_roofline starts: the roofline's defaults before the fit on published points
+PREVIOUS_DEFAULTS = Efficiencies(weight_bandwidth=0.8, kv_bandwidth=0.8, prefill_compute=0.5, decode_compute=0.5)
 
 
 @dataclass(frozen=True)
@@ -209,23 +214,16 @@ class RooflineCalibration:
 
 def calibrate_roofline(arch: ModelArchitecture, gpu: GpuSpec, batch_sizes: Sequence[int], contexts: Sequence[int],
                        step_seconds: Sequence[float], *, dtype: str = "bf16", tp: int = 1) -> RooflineCalibration:
-    """Efficiencies (in (0, 1]) and per-step overhead that make ``roofline`` match measured decode steps."""
+    """One bandwidth efficiency (weights and KV), one compute efficiency and a fixed per-step overhead that
+    make the roofline match measured decode steps at one TP degree (``calibrate_profile.fit_efficiencies``
+    with those three free; for every parameter, per TP degree, use ``calibrate_profile.calibrate_profile``)."""
     a = _arrays({"batch_sizes": batch_sizes, "contexts": contexts, "step_seconds": step_seconds})
     if len(a["step_seconds"]) < 3 or np.any(a["step_seconds"] <= 0):
         raise ValueError("step_seconds needs at least 3 positive measured steps")
-    ideal = [roofline(arch, gpu, dtype=dtype, batch=int(b), context=int(s), tp=tp,
-                      bandwidth_efficiency=1.0, compute_efficiency=1.0)
-             for b, s in zip(a["batch_sizes"], a["contexts"])]
-    memory = np.array([r.memory_time_s for r in ideal])
-    compute = np.array([r.compute_time_s for r in ideal])
-    measured = a["step_seconds"]
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        inv_bw, inv_c, overhead = x
-        return (overhead + np.maximum(memory * inv_bw, compute * inv_c)) / measured - 1
-
-    start = np.array([1 / 0.8, 1 / 0.5, 0.0])
-    result = optimize.least_squares(residuals, start, bounds=([1.0, 1.0, 0.0], [1e6, 1e6, float(measured.max())]))
-    inv_bw, inv_c, overhead = result.x
-    return RooflineCalibration(float(1 / inv_bw), float(1 / inv_c), float(overhead),
-                               float(np.sqrt(np.mean(result.fun ** 2))), len(measured))
+    steps = [MeasuredStep(step_s=float(s), batch=int(b), context=float(c), tp=tp)
+             for b, c, s in zip(a["batch_sizes"], a["contexts"], a["step_seconds"])]
+    fit = fit_efficiencies(arch, gpu, steps, start=PREVIOUS_DEFAULTS, dtype=dtype, tie_kv=True,
+                           free=("weight_bandwidth", "decode_compute", "decode_overhead_s"))
+    eff = fit.efficiencies
+    return RooflineCalibration(eff.weight_bandwidth, eff.decode_compute, eff.decode_overhead_s,
+                               fit.rms_relative_error, fit.samples)

@@ -40,6 +40,7 @@ class Deployment:
     decode_step_ms: float | None         # at full batch
     prefill_ms: float | None             # one prompt
     replica_tokens_per_s: float | None   # output tokens/s of one saturated replica
+    speed_band_pct: float | None         # the replica speed's published-point error band, percent
     replicas: int | None
     gpus: int | None
     utilization: float | None
@@ -86,7 +87,7 @@ def compare_deployments(arch: ModelArchitecture, gpus: Sequence[GpuSpec], dtypes
             tp, budget = _smallest_tp(arch, gpu, dtype, tp_choices, max_model_len, prompt_tokens, output_tokens,
                                       gpu_memory_utilization)
             if tp is None:
-                rows.append(Deployment(arch.name, gpu.name, dtype, None, False, *([None] * 12), reason=budget))
+                rows.append(Deployment(arch.name, gpu.name, dtype, None, False, *([None] * 13), reason=budget))
                 continue
             rep = replica_from_roofline(arch, gpu, dtype=dtype, tp=tp, prompt_tokens=prompt_tokens,
                                         output_tokens=output_tokens, max_num_seqs=max_num_seqs,
@@ -97,7 +98,8 @@ def compare_deployments(arch: ModelArchitecture, gpus: Sequence[GpuSpec], dtypes
                           weights_gib_per_gpu=budget.weight_bytes / GIB,
                           kv_cache_gib_per_gpu=budget.kv_cache_bytes / GIB, max_concurrency=rep.slots,
                           decode_step_ms=step.decode_step_s * 1e3, prefill_ms=step.prefill_s * 1e3,
-                          replica_tokens_per_s=rep.tokens_per_s)
+                          replica_tokens_per_s=rep.tokens_per_s,
+                          speed_band_pct=None if rep.error_band is None else 100 * rep.error_band.relative)
             try:
                 plan = fleet(rate_rps, slo_p99_s, rep, arrival_cv2=arrival_cv2, service_cv2=service_cv2)
             except ValueError as exc:  # the SLO is shorter than one request on an idle replica

@@ -3,13 +3,17 @@
     usd_per_million_tokens   = 1e6 x hourly price x GPUs / (3600 x tokens per second)
     usd_per_million_requests = 1e6 x hourly price x GPUs / (3600 x requests per second)
 Price the throughput you can sell: the SLO operating point (the highest load whose p99 still
-meets the SLO, ``slo_operating_point``), not the peak a saturated server reaches.
+meets the SLO, ``slo_operating_point``), not the peak a saturated server reaches. A predicted
+throughput (``calculators.fleet.replica_from_roofline``) brings its error band: the cost per million
+tokens then also comes as the range that band spans.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
+
+from calculators.efficiency import ErrorBand
 
 
 def _positive(value: float, field: str, *, allow_zero: bool = False) -> float:
@@ -74,11 +78,18 @@ class Cost:
     usd_per_million_tokens_at_slo: float | None
     requests_per_s: float | None
     usd_per_million_requests: float | None
+    error_band: str | None = None                               # of a predicted tokens_per_s
+    usd_per_million_tokens_range: tuple[float, float] | None = None
 
 
 def cost(hourly_usd: float, gpus: int, tokens_per_s: float, *, slo_tokens_per_s: float | None = None,
-         requests_per_s: float | None = None) -> Cost:
-    """Peak-throughput cost, cost at the SLO operating point and per request, where given."""
+         requests_per_s: float | None = None, tokens_per_s_band: ErrorBand | None = None) -> Cost:
+    """Peak-throughput cost, cost at the SLO operating point and per request, where given; with the
+    range of cost per million tokens that ``tokens_per_s_band`` spans when the throughput is predicted."""
+    spread = None
+    if tokens_per_s_band is not None:
+        slow, fast = tokens_per_s / (1 + tokens_per_s_band.relative), tokens_per_s * (1 + tokens_per_s_band.relative)
+        spread = (usd_per_million_tokens(hourly_usd, gpus, fast), usd_per_million_tokens(hourly_usd, gpus, slow))
     return Cost(
         hourly_usd=hourly_usd, gpus=gpus, tokens_per_s=tokens_per_s, usd_per_hour=hourly_usd * gpus,
         usd_per_million_tokens=usd_per_million_tokens(hourly_usd, gpus, tokens_per_s),
@@ -88,4 +99,6 @@ def cost(hourly_usd: float, gpus: int, tokens_per_s: float, *, slo_tokens_per_s:
         requests_per_s=requests_per_s,
         usd_per_million_requests=(None if requests_per_s is None
                                   else usd_per_million_requests(hourly_usd, gpus, requests_per_s)),
+        error_band=None if tokens_per_s_band is None else tokens_per_s_band.describe(),
+        usd_per_million_tokens_range=spread,
     )

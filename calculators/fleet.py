@@ -11,6 +11,8 @@ SLO, with the utilization it implies.
     cycle_s      = output_tokens x decode_step_s(batch = slots, context = prompt + output / 2)
                    + slots x prefill_s(prompt)      (each request is prefilled once per cycle)
     capacity_rps = slots / cycle_s, service time = cycle_s
+Its error band is the decode and prefill bands weighted by their shares of the cycle; ``fleet`` then
+also gives the replicas needed at both ends of that band (``replicas_range``).
 """
 
 from __future__ import annotations
@@ -18,11 +20,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from dataclasses import replace
+
 from calculators.architecture import ModelArchitecture
+from calculators.efficiency import Efficiencies, ErrorBand
+from calculators.efficiency_profile import EfficiencyProfile
 from calculators.fit import fit
 from calculators.gpus import GpuSpec
 from calculators.queueing import ggc, response_quantile
 from calculators.roofline import roofline
+from calculators.whatif import mixed_band
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,7 @@ class Replica:
     service_time_s: float
     tokens_per_s: float | None = None
     gpus: int = 1
+    error_band: ErrorBand | None = None   # of service time and capacity, when predicted
 
     def __post_init__(self) -> None:
         if not self.capacity_rps > 0:
@@ -51,8 +59,11 @@ def replica(capacity_rps: float, slots: int = 1, *, gpus: int = 1, tokens_per_s:
 
 def replica_from_roofline(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", tp: int = 1,
                           prompt_tokens: int = 512, output_tokens: int = 256, max_num_seqs: int = 256,
-                          gpu_memory_utilization: float = 0.9, max_model_len: int | None = None) -> Replica:
-    """A replica as predicted by ``fit`` and ``roofline`` (module docstring)."""
+                          gpu_memory_utilization: float = 0.9, max_model_len: int | None = None,
+                          profile: EfficiencyProfile | None = None, engine: str | None = None,
+                          efficiency: Efficiencies | None = None) -> Replica:
+    """A replica as predicted by ``fit`` and ``roofline`` (module docstring; ``profile``/``engine``/
+    ``efficiency`` as in ``roofline``)."""
     if isinstance(output_tokens, bool) or not isinstance(output_tokens, int) or output_tokens <= 0:
         raise ValueError(f"output_tokens must be a positive integer, got {output_tokens!r}")
     budget = fit(arch, gpu, dtype=dtype, gpus=tp, tp=tp, gpu_memory_utilization=gpu_memory_utilization,
@@ -62,9 +73,11 @@ def replica_from_roofline(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str =
         raise ValueError(f"model {arch.name} on {gpu.name}: {budget.reason}")
     slots = min(max_num_seqs, budget.max_concurrency_at_mean)
     step = roofline(arch, gpu, dtype=dtype, tp=tp, batch=slots, context=prompt_tokens + output_tokens // 2,
-                    prompt_tokens=prompt_tokens)
-    cycle = output_tokens * step.decode_step_s + slots * step.prefill_s
-    return Replica(slots / cycle, slots, cycle, slots * output_tokens / cycle, tp)
+                    prompt_tokens=prompt_tokens, profile=profile, engine=engine, efficiency=efficiency)
+    decode, prefill = output_tokens * step.decode_step_s, slots * step.prefill_s
+    cycle = decode + prefill
+    band = mixed_band([(decode, step.decode_step_band), (prefill, step.prefill_band)])
+    return Replica(slots / cycle, slots, cycle, slots * output_tokens / cycle, tp, band)
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,8 @@ class FleetPlan:
     p_wait: float
     rate_per_replica_at_slo: float   # the SLO operating point of one replica
     tokens_per_s: float | None
+    error_band: str | None = None                # the replica's predicted-speed band, as text
+    replicas_range: tuple[int, int] | None = None  # replicas needed at the fast and the slow end of it
 
 
 def _p99(rate: float, rep: Replica, replicas: int, arrival_cv2: float, service_cv2: float) -> float:
@@ -125,7 +140,26 @@ def fleet(rate_rps: float, slo_p99_s: float, rep: Replica, *, arrival_cv2: float
         mean_response_s=result.mean_response_s, p_wait=result.p_wait,
         rate_per_replica_at_slo=max_rate_under_slo(rep, slo_p99_s, arrival_cv2=arrival_cv2, service_cv2=service_cv2),
         tokens_per_s=None if rep.tokens_per_s is None else rep.tokens_per_s * rate_rps / rep.capacity_rps,
+        error_band=None if rep.error_band is None else rep.error_band.describe(),
+        replicas_range=_replicas_range(rate_rps, slo_p99_s, rep, arrival_cv2, service_cv2, max_replicas),
     )
+
+
+def _replicas_range(rate_rps: float, slo_p99_s: float, rep: Replica, arrival_cv2: float, service_cv2: float,
+                    max_replicas: int) -> tuple[int, int] | None:
+    """Replicas ``fleet`` needs if the replica is as fast / as slow as the ends of its error band."""
+    if rep.error_band is None:
+        return None
+    ends = []
+    for factor in (1 / (1 + rep.error_band.relative), 1 + rep.error_band.relative):
+        end = replace(rep, capacity_rps=rep.capacity_rps / factor, service_time_s=rep.service_time_s * factor,
+                      error_band=None)
+        try:
+            ends.append(fleet(rate_rps, slo_p99_s, end, arrival_cv2=arrival_cv2, service_cv2=service_cv2,
+                              max_replicas=max_replicas).replicas)
+        except ValueError:  # the slow end cannot meet the SLO at all
+            ends.append(max_replicas)
+    return ends[0], ends[1]
 
 
 def max_rate_under_slo(rep: Replica, slo_p99_s: float, *, arrival_cv2: float = 1.0, service_cv2: float = 1.0) -> float:

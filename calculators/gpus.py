@@ -1,9 +1,12 @@
-"""GPU catalog: memory, bandwidth, peak compute and an assumed hourly price per accelerator.
+"""GPU catalog: memory, bandwidth, peak compute, interconnect and an assumed hourly price per accelerator.
 
 Figures come from vendor datasheets (dense peaks, no 2:4 sparsity) and live in
 ``catalog/gpus.json``; ``usable_bytes`` is the total the driver reports, which is
-what vLLM multiplies by ``--gpu-memory-utilization``. Hourly prices are
-assumptions (typical on-demand cloud prices), meant to be overridden.
+what vLLM multiplies by ``--gpu-memory-utilization``. ``interconnect_bytes_per_s`` is
+GPU-to-GPU bandwidth in one direction (NVLink, or PCIe where a card has no NVLink), what
+the tensor-parallel all-reduce term of ``calculators.roofline`` divides by; the JSON's
+``_interconnect_sources`` names the datasheet of each. Hourly prices are assumptions
+(typical on-demand cloud prices), meant to be overridden.
 The ``cpu`` entry has no numbers: the caller supplies them as overrides.
 """
 
@@ -31,6 +34,9 @@ class GpuSpec:
         bandwidth_bytes_per_s: peak memory bandwidth.
         flops_fp32, flops_16bit, flops_fp8, ops_int8: dense peaks per second; None = no hardware support.
         hourly_usd: assumed price per GPU-hour, None when unknown.
+        family: architecture generation whose kernels reach similar efficiencies (``hopper``), None if unknown.
+        interconnect: ``nvlink``, ``pcie`` or ``infinity-fabric``; None for a lone device.
+        interconnect_bytes_per_s: GPU-to-GPU bandwidth, one direction; None when unknown.
     """
 
     name: str
@@ -43,6 +49,9 @@ class GpuSpec:
     ops_int8: float | None = None
     hourly_usd: float | None = None
     description: str = ""
+    family: str | None = None
+    interconnect: str | None = None
+    interconnect_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
         for field_name in ("marketed_bytes", "usable_bytes", "bandwidth_bytes_per_s", "flops_fp32", "flops_16bit"):
@@ -53,6 +62,9 @@ class GpuSpec:
             value = getattr(self, field_name)
             if value is not None and not value > 0:
                 raise ValueError(f"gpu {self.name!r}: {field_name} must be positive or None, got {value!r}")
+        if self.interconnect_bytes_per_s is not None and not self.interconnect_bytes_per_s > 0:
+            raise ValueError(f"gpu {self.name!r}: interconnect_bytes_per_s must be positive or None, "
+                             f"got {self.interconnect_bytes_per_s!r}")
         if self.hourly_usd is not None and self.hourly_usd < 0:
             raise ValueError(f"gpu {self.name!r}: hourly_usd must be >= 0, got {self.hourly_usd!r}")
 
@@ -88,6 +100,9 @@ def _from_json(name: str, raw: dict) -> dict:
         "ops_int8": scaled("tops_int8", 1e12),
         "hourly_usd": raw.get("hourly_usd"),
         "description": raw.get("description", ""),
+        "family": raw.get("family"),
+        "interconnect": raw.get("interconnect"),
+        "interconnect_bytes_per_s": scaled("interconnect_gbs", 1e9),
     }
 
 
@@ -108,11 +123,13 @@ def get_gpu(
     bandwidth_gbs: float | None = None,
     tflops: float | None = None,
     hourly_usd: float | None = None,
+    interconnect_gbs: float | None = None,
 ) -> GpuSpec:
     """The catalog GPU ``name`` (case-insensitive), with optional overrides.
 
     ``memory_gib`` sets usable (and marketed) memory, ``bandwidth_gbs`` the memory
-    bandwidth in GB/s, ``tflops`` every compute peak, ``hourly_usd`` the price.
+    bandwidth in GB/s, ``tflops`` every compute peak, ``hourly_usd`` the price,
+    ``interconnect_gbs`` the GPU-to-GPU bandwidth (one direction, GB/s).
     ``cpu`` needs memory, bandwidth and tflops. ValueError names the missing field.
     """
     if not isinstance(name, str):
@@ -121,7 +138,8 @@ def get_gpu(
     if key not in _catalog():
         raise ValueError(f"unknown gpu {name!r}; known gpus: {', '.join(gpu_names())}")
     fields = dict(_catalog()[key])
-    overrides = {"memory_gib": memory_gib, "bandwidth_gbs": bandwidth_gbs, "tflops": tflops, "hourly_usd": hourly_usd}
+    overrides = {"memory_gib": memory_gib, "bandwidth_gbs": bandwidth_gbs, "tflops": tflops, "hourly_usd": hourly_usd,
+                 "interconnect_gbs": interconnect_gbs}
     for flag, value in overrides.items():
         if value is not None and not value > 0 and not (flag == "hourly_usd" and value == 0):
             raise ValueError(f"{flag} must be positive, got {value!r}")
@@ -133,6 +151,8 @@ def get_gpu(
         fields.update(flops_fp32=tflops * 1e12, flops_16bit=tflops * 1e12, flops_fp8=None, ops_int8=None)
     if hourly_usd is not None:
         fields["hourly_usd"] = hourly_usd
+    if interconnect_gbs is not None:
+        fields["interconnect_bytes_per_s"] = interconnect_gbs * 1e9
     missing = [flag for flag, key_ in (("memory_gib", "usable_bytes"), ("bandwidth_gbs", "bandwidth_bytes_per_s"),
                                        ("tflops", "flops_16bit")) if fields[key_] is None]
     if missing:

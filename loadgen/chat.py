@@ -32,6 +32,7 @@ Never import torch here: Locust monkey-patches this process with gevent.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import random
@@ -61,6 +62,12 @@ class ChatScenario:
         self.stream = config.stream
         self.prompts = PromptBuilder(config.shared_prefix_tokens, seed)
         self._body = chat_body if config.api == "chat" else completions_body
+
+    def with_target(self, target: Target, model: str) -> "ChatScenario":
+        """The same workload sent to another server with its own model name (a compare run's arms)."""
+        other = copy.copy(self)
+        other.target, other.model = target, model
+        return other
 
     def prepare(self, rng: random.Random) -> Prepared:
         prompt_tokens = self.config.prompt_tokens.sample(rng)

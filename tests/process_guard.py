@@ -22,7 +22,9 @@ import pytest
 PROCESS_EVENTS = {"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn", "os.system"}
 
 _started: list[str] = []             # what started since the current test began (commands, shortened)
-_process_fixtures: dict[str, str] = {}  # fixture name -> the first command it started
+# (where the fixture is defined, its name) -> the first command it started: two modules may each
+# define a fixture `runs`, and only the one that starts processes makes its users slow
+_process_fixtures: dict[tuple[str, str], str] = {}
 _active = False                      # only count starts while a test runs, not pytest's own
 
 
@@ -72,7 +74,7 @@ def pytest_fixture_setup(fixturedef, request):
     before = len(_started)
     yield
     if len(_started) > before:
-        _process_fixtures.setdefault(fixturedef.argname, _started[before])
+        _process_fixtures.setdefault((fixturedef.baseid, fixturedef.argname), _started[before])
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -82,8 +84,10 @@ def pytest_runtest_makereport(item, call):
     if call.when != "call" or not report.passed or item.get_closest_marker("slow"):
         return
     reasons = [f"starts {command}" for command in dict.fromkeys(_started)]
+    used = {(fixturedef.baseid, name) for name, fixturedefs in item._fixtureinfo.name2fixturedefs.items()
+            for fixturedef in fixturedefs}
     reasons += [f"uses fixture {name!r}, which starts {command}"
-                for name, command in _process_fixtures.items() if name in item.fixturenames]
+                for (baseid, name), command in _process_fixtures.items() if (baseid, name) in used]
     if reasons:
         report.outcome = "failed"
         report.longrepr = (f"{item.nodeid} starts a process but is not marked slow "

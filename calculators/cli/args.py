@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from calculators.efficiency import ENGINES
 from reference_server.scheduling.strategies import DEFAULT_STRATEGY, strategy_names  # the pure registry
 from reference_server.scheduling.strategies.flags import add_limit_arguments
 
@@ -37,6 +38,13 @@ def _gpu(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--gpu-bandwidth-gbs", type=float, help="override memory bandwidth, GB/s (required for cpu)")
     p.add_argument("--gpu-tflops", type=float, help="override every compute peak, TFLOP/s (required for cpu)")
     p.add_argument("--gpu-hourly", type=float, help="override the assumed price per GPU-hour, USD")
+    p.add_argument("--gpu-interconnect-gbs", type=float, help="override GPU-to-GPU bandwidth, one direction, GB/s")
+
+
+def _efficiency(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--efficiency-profile", metavar="FILE",
+                   help="efficiencies from `servecap calc calibrate --roofline` (default: fitted on published points)")
+    p.add_argument("--engine", choices=ENGINES, help="apply this engine's fitted factors (default: none)")
 
 
 def _dtypes(p: argparse.ArgumentParser) -> None:
@@ -80,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-num-seqs", type=int, default=256)
     p.add_argument("--max-num-batched-tokens", type=int, default=8192)
     p.add_argument("--keep-embeddings-16bit", action="store_true")
+    _efficiency(p)
 
     p = command("roofline", "decode step time, tokens/s and bound; prefill time")
     _model(p), _gpu(p), _dtypes(p)
@@ -87,9 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context", type=int, default=1024)
     p.add_argument("--prompt-tokens", type=int, default=0)
     p.add_argument("--tp", type=int, default=1)
-    p.add_argument("--bandwidth-efficiency", type=float, default=0.8)
-    p.add_argument("--compute-efficiency", type=float, default=0.5)
-    p.add_argument("--overhead-ms", type=float, default=0.0)
+    p.add_argument("--bandwidth-efficiency", type=float, help="override the profile's memory-bandwidth efficiency")
+    p.add_argument("--compute-efficiency", type=float, help="override the profile's compute efficiencies")
+    p.add_argument("--overhead-ms", type=float, help="override the profile's fixed costs per step and prefill")
+    _efficiency(p)
 
     p = command("queue", "queueing models: mmc, md1, mg1, ggc, batch")
     p.add_argument("--queue", required=True, choices=("mmc", "md1", "mg1", "ggc", "batch"))
@@ -115,12 +125,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-num-seqs", type=int, default=256)
     p.add_argument("--service-cv2", type=float, default=1.0)
     p.add_argument("--arrival-cv2", type=float, default=1.0)
+    _efficiency(p)
 
-    p = command("cost", "USD per million tokens (and requests)")
+    p = command("cost", "USD per million tokens (and requests), measured or predicted throughput")
     p.add_argument("--gpu-hourly", type=float, help="USD per GPU-hour (default: the --gpu catalog price)")
     p.add_argument("--gpu", help="take the hourly price from the GPU catalog")
     p.add_argument("--gpus", type=int, default=1)
-    p.add_argument("--tokens-per-s", type=float, required=True, help="peak output tokens/s of those GPUs")
+    p.add_argument("--tokens-per-s", type=float, help="peak output tokens/s of those GPUs (or give --model)")
+    p.add_argument("--model", help="predict tokens/s of a full replica of this model on --gpu instead")
+    p.add_argument("--dtype", default="bf16")
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--prompt-tokens", type=int, default=512)
+    p.add_argument("--output-tokens", type=int, default=256)
+    p.add_argument("--max-num-seqs", type=int, default=256)
+    _efficiency(p)
     p.add_argument("--slo-tokens-per-s", type=float, help="tokens/s at the SLO operating point")
     p.add_argument("--requests-per-s", type=float)
 
@@ -144,9 +162,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_limit_arguments(p.add_argument_group("batching limits", "as `servecap serve` takes them"))
     p.add_argument("--kv-blocks", type=int)
     p.add_argument("--block-size", type=int, default=16)
+    _efficiency(p)
 
-    p = command("calibrate", "fit step time = a + b x batch (+ prefill tokens) from measured steps")
-    p.add_argument("--steps", required=True, help="CSV with columns batch_size, step_s[, prefill_tokens]")
+    p = command("calibrate", "fit step time = a + b x batch (+ prefill tokens), or --roofline efficiencies")
+    p.add_argument("--steps", required=True,
+                   help="CSV: batch_size, step_s[, prefill_tokens]; with --roofline also [context_tokens, tp]")
+    p.add_argument("--roofline", action="store_true",
+                   help="fit the roofline's efficiencies and costs per TP degree; write them with --out")
+    p.add_argument("--out", metavar="FILE", help="--roofline: write the efficiency profile here (JSON)")
+    _model(p, required=False), _gpu(p, required=False)
+    p.add_argument("--dtype", default="bf16")
+    p.add_argument("--kv-dtype")
+    p.add_argument("--tp", type=int, default=1, help="TP degree of rows without a tp column")
+    p.add_argument("--engine", choices=ENGINES, help="start from this engine's fitted factors")
 
     command("gpus", "list the GPU catalog")
     command("models", "list the model catalog")

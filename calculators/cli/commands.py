@@ -7,20 +7,18 @@ from dataclasses import asdict
 
 from calculators import batch_queue, cost, fleet, queueing
 from calculators.cli.args import build_parser
+from calculators.cli.calibrate_command import cmd_calibrate
+from calculators.cli.inputs import gpu_from_args, profile_from_args
 from calculators.cli.output import GIB, emit, print_json, print_rows
 from calculators.dtypes import default_kv_dtype
 from calculators.fit import fit
-from calculators.gpus import GpuSpec, _catalog as gpu_catalog, get_gpu, gpu_names
+from calculators.gpus import _catalog as gpu_catalog, get_gpu, gpu_names
 from calculators.kv import kv
 from calculators.models import get_model, model_names, resolve_model
 from calculators.roofline import roofline
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from calculators.weights import weights
-
-
-def _gpu(args) -> GpuSpec:
-    return get_gpu(args.gpu, memory_gib=args.gpu_memory_gib, bandwidth_gbs=args.gpu_bandwidth_gbs,
-                   tflops=args.gpu_tflops, hourly_usd=args.gpu_hourly)
+from calculators.whatif import what_if
 
 
 def cmd_kv(args) -> None:
@@ -36,22 +34,36 @@ def cmd_weights(args) -> None:
 
 
 def cmd_fit(args) -> None:
-    result = fit(resolve_model(args.model), _gpu(args), dtype=args.dtype, kv_dtype=args.kv_dtype, gpus=args.gpus,
+    result = fit(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
+                 gpus=args.gpus,
                  tp=args.tp, gpu_memory_utilization=args.gpu_memory_utilization,
                  activation_gib=args.activation_gib, non_torch_gib=args.non_torch_gib, block_size=args.block_size,
                  max_model_len=args.max_model_len, prompt_tokens=args.prompt_tokens,
                  output_tokens=args.output_tokens, keep_embeddings_16bit=args.keep_embeddings_16bit,
                  max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs)
+    speed = None
+    if result.fits and result.max_concurrency_at_mean:
+        speed = what_if(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
+                        tp=args.tp,
+                        prompt_tokens=args.prompt_tokens or 1, output_tokens=args.output_tokens or 1,
+                        concurrency=min(args.max_num_seqs, result.max_concurrency_at_mean),
+                        profile=profile_from_args(args), engine=args.engine)
+    if args.json:
+        return print_json({**asdict(result), "predicted": None if speed is None else asdict(speed)})
     emit(args, "Fit (per GPU)", result)
-    if not args.json and not result.fits:
+    if speed is not None:
+        emit(args, f"Predicted at this fit: {speed.concurrency} requests of {speed.prompt_tokens} + "
+                   f"{speed.output_tokens} tokens", speed)
+    if not result.fits:
         print(result.reason, file=sys.stderr)
 
 
 def cmd_roofline(args) -> None:
-    result = roofline(resolve_model(args.model), _gpu(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
+    result = roofline(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
                       batch=args.batch, context=args.context, prompt_tokens=args.prompt_tokens, tp=args.tp,
+                      profile=profile_from_args(args), engine=args.engine,
                       bandwidth_efficiency=args.bandwidth_efficiency, compute_efficiency=args.compute_efficiency,
-                      overhead_s=args.overhead_ms / 1e3)
+                      overhead_s=None if args.overhead_ms is None else args.overhead_ms / 1e3)
     emit(args, "Roofline (per GPU)", result)
 
 
@@ -87,10 +99,11 @@ def cmd_fleet(args) -> None:
         replica = fleet.replica(args.replica_capacity, args.replica_slots)
         hourly = args.gpu_hourly
     else:
-        gpu = _gpu(args)
+        gpu = gpu_from_args(args)
         replica = fleet.replica_from_roofline(resolve_model(args.model), gpu, dtype=args.dtype, tp=args.tp,
                                               prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
-                                              max_num_seqs=args.max_num_seqs)
+                                              max_num_seqs=args.max_num_seqs, profile=profile_from_args(args),
+                                              engine=args.engine)
         hourly = gpu.hourly_usd
     plan = fleet.fleet(args.rate, args.slo_p99_ms / 1e3, replica, arrival_cv2=args.arrival_cv2,
                        service_cv2=args.service_cv2)
@@ -104,6 +117,8 @@ def cmd_fleet(args) -> None:
 
 
 def cmd_cost(args) -> None:
+    if (args.tokens_per_s is None) == (args.model is None):
+        raise ValueError("give either --tokens-per-s (measured) or --model with --gpu (predicted)")
     hourly = args.gpu_hourly
     if hourly is None:
         if args.gpu is None:
@@ -111,9 +126,18 @@ def cmd_cost(args) -> None:
         hourly = get_gpu(args.gpu).hourly_usd
         if hourly is None:
             raise ValueError(f"gpu {args.gpu!r} has no catalog price; give --gpu-hourly")
-    result = cost.cost(hourly, args.gpus, args.tokens_per_s, slo_tokens_per_s=args.slo_tokens_per_s,
-                       requests_per_s=args.requests_per_s)
-    emit(args, "Cost", result)
+    tokens_per_s, band = args.tokens_per_s, None
+    if args.model is not None:
+        if args.gpu is None or args.gpus % args.tp:
+            raise ValueError("--model needs --gpu, and --gpus must be a whole multiple of --tp")
+        replica = fleet.replica_from_roofline(resolve_model(args.model), get_gpu(args.gpu), dtype=args.dtype,
+                                              tp=args.tp, prompt_tokens=args.prompt_tokens,
+                                              output_tokens=args.output_tokens, max_num_seqs=args.max_num_seqs,
+                                              profile=profile_from_args(args), engine=args.engine)
+        tokens_per_s, band = replica.tokens_per_s * (args.gpus // args.tp), replica.error_band
+    result = cost.cost(hourly, args.gpus, tokens_per_s, slo_tokens_per_s=args.slo_tokens_per_s,
+                       requests_per_s=args.requests_per_s, tokens_per_s_band=band)
+    emit(args, "Cost" if band is None else "Cost (predicted throughput)", result)
 
 
 def _step_model(args) -> StepTimeModel:
@@ -122,7 +146,8 @@ def _step_model(args) -> StepTimeModel:
                              args.step_per_prefill_token_ms / 1e3, args.step_per_context_token_ms / 1e3)
     if args.model is None or args.gpu is None:
         raise ValueError("give a measured step model (--step-base-ms ...) or --model and --gpu for a roofline one")
-    return step_model_from_roofline(resolve_model(args.model), _gpu(args), dtype=args.dtype, tp=args.tp)
+    return step_model_from_roofline(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, tp=args.tp,
+                                    profile=profile_from_args(args), engine=args.engine)
 
 
 def cmd_simulate(args) -> None:
@@ -147,25 +172,6 @@ def cmd_simulate(args) -> None:
     print_rows(f"Simulated {args.strategy} batching", rows, list(rows[0]))
 
 
-def cmd_calibrate(args) -> None:
-    import pandas as pd
-
-    from calculators.calibrate import fit_step_model, fit_step_time
-
-    try:
-        frame = pd.read_csv(args.steps)
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as error:
-        raise ValueError(f"steps file {args.steps!r} cannot be read: {error}") from None
-    missing = {"batch_size", "step_s"} - set(frame.columns)
-    if missing:
-        raise ValueError(f"steps file {args.steps!r} lacks column(s) {', '.join(sorted(missing))}")
-    line = fit_step_time(frame["batch_size"], frame["step_s"])
-    model = fit_step_model(frame["batch_size"], frame["step_s"],
-                           prefill_tokens=frame["prefill_tokens"] if "prefill_tokens" in frame else None)
-    emit(args, "Step-time fit", {"base_s": line.base_s, "per_seq_s": line.per_seq_s, "r_squared": line.r_squared,
-                                 "samples": line.samples, "step_model": asdict(model)})
-
-
 def cmd_gpus(args) -> None:
     rows = []
     for name in gpu_names():
@@ -174,7 +180,10 @@ def cmd_gpus(args) -> None:
                      "bandwidth_gbs": raw["bandwidth_bytes_per_s"] and raw["bandwidth_bytes_per_s"] / 1e9,
                      "tflops_16bit": raw["flops_16bit"] and raw["flops_16bit"] / 1e12,
                      "tflops_fp8": raw["flops_fp8"] and raw["flops_fp8"] / 1e12,
-                     "ops_int8_t": raw["ops_int8"] and raw["ops_int8"] / 1e12, "hourly_usd": raw["hourly_usd"],
+                     "ops_int8_t": raw["ops_int8"] and raw["ops_int8"] / 1e12,
+                     "interconnect": raw["interconnect"],
+                     "interconnect_gbs": raw["interconnect_bytes_per_s"] and raw["interconnect_bytes_per_s"] / 1e9,
+                     "hourly_usd": raw["hourly_usd"],
                      "description": raw["description"]})
     if args.json:
         return print_json({"gpus": rows})

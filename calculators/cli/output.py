@@ -10,6 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from calculators.efficiency import ErrorBand
+
 GIB = 1 << 30
 
 
@@ -40,11 +42,22 @@ def print_json(obj: dict) -> None:
     print(json.dumps(_clean(obj), indent=2))
 
 
+_BAND_KEYS = {"relative", "median", "points", "sources", "scope"}
+_BANDED_KEYS = {"value", "low", "high", "band"}
+
+
 def _readable(key: str, value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, dict) and _BAND_KEYS <= set(value):   # an ErrorBand
+        return ErrorBand(**value).describe()
+    if isinstance(value, dict) and _BANDED_KEYS <= set(value):  # a value with its band (calculators.whatif)
+        return (f"{_readable(key, value['value'])} ({_readable(key, value['low'])} to {_readable(key, value['high'])}; "
+                f"{value['band']})")
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_readable(key, v) for v in value)
     if isinstance(value, int) and (key.endswith("bytes") or "bytes_" in key):
         return f"{value:,} ({value / GIB:.3f} GiB)" if value >= 1 << 20 else f"{value:,}"
     if isinstance(value, float) and key.endswith("_s") and not key.endswith("per_s"):
@@ -61,7 +74,7 @@ def print_key_values(title: str, obj: dict) -> None:
     table.add_column("field", style="bold")
     table.add_column("value", justify="right")
     for key, value in obj.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and not (_BAND_KEYS <= set(value) or _BANDED_KEYS <= set(value)):
             value = ", ".join(f"{k}={_readable(k, v)}" for k, v in value.items())
         table.add_row(key, _readable(key, value))
     _console().print(table)

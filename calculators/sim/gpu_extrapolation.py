@@ -4,11 +4,10 @@
 
 The step time comes from the roofline (``calculators.sim.step_model.step_model_from_roofline``)
 on the target's datasheet, at the efficiencies the run itself reached when it ran on a catalog
-GPU (``calculators.calibrate.calibrate_roofline`` on its decode steps), else at the roofline's
-defaults. Either way it is a different machine: batching rules and the workload carry over,
-this machine's step noise and front-end delays do not, and the note says so. One small
-function, so a fitted efficiency profile (issue 15) can replace the defaults without touching
-its callers.
+GPU (``calculators.calibrate.calibrate_roofline`` on its decode steps), else at the efficiency
+profile fitted on published measurements (issue 15). Either way it is a different machine:
+batching rules and the workload carry over, this machine's step noise and front-end delays do
+not, and the note says so.
 """
 
 from __future__ import annotations
@@ -17,8 +16,8 @@ from dataclasses import dataclass
 
 from calculators.architecture import ModelArchitecture
 from calculators.calibrate import RooflineCalibration
+from calculators.efficiency_profile import efficiencies_for
 from calculators.gpus import GpuSpec
-from calculators.roofline import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 
 
@@ -35,18 +34,20 @@ class GpuExtrapolation:
 def extrapolate_to_gpu(arch: ModelArchitecture, target: GpuSpec, *, dtype: str = "bf16", tp: int = 1,
                        measured: RooflineCalibration | None = None, measured_on: str | None = None) -> GpuExtrapolation:
     """`measured`: the efficiencies the run reached on `measured_on` (a catalog GPU), or None."""
+    fitted = efficiencies_for(target, dtype, tp)
     if measured is not None:
-        bandwidth, compute, overhead = measured.bandwidth_efficiency, measured.compute_efficiency, measured.overhead_s
-        basis = (f"efficiencies calibrated from this run on {measured_on} (bandwidth {bandwidth:.0%}, compute "
-                 f"{compute:.0%}, {overhead * 1e3:.2f} ms per step, {measured.rms_relative_error:.0%} rms fit error)")
+        eff = fitted.overridden(bandwidth=measured.bandwidth_efficiency, compute=measured.compute_efficiency,
+                                overhead_s=measured.overhead_s)
+        basis = (f"efficiencies calibrated from this run on {measured_on} (bandwidth {eff.weight_bandwidth:.0%}, "
+                 f"compute {eff.decode_compute:.0%}, {eff.decode_overhead_s * 1e3:.2f} ms per step, "
+                 f"{measured.rms_relative_error:.0%} rms fit error)")
     else:
-        bandwidth, compute, overhead = DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY, 0.0
-        basis = ("the roofline's default efficiencies (bandwidth "
-                 f"{bandwidth:.0%}, compute {compute:.0%}): the run's device is not a catalog GPU, so none "
-                 "could be calibrated from it")
-    model = step_model_from_roofline(arch, target, dtype=dtype, tp=tp, bandwidth_efficiency=bandwidth,
-                                     compute_efficiency=compute, overhead_s=overhead)
+        eff = fitted
+        basis = (f"the efficiency profile fitted on published measurements ({eff.source}; bandwidth "
+                 f"{eff.weight_bandwidth:.0%}, decode compute {eff.decode_compute:.0%}): the run's device is not "
+                 "a catalog GPU, so none could be calibrated from it")
+    model = step_model_from_roofline(arch, target, dtype=dtype, tp=tp, efficiency=eff)
     note = (f"EXTRAPOLATION to {target.name}, a GPU this run did not use: step times from the roofline with "
             f"{basis}; the batching limits and the measured workload carry over, this machine's step noise and "
             f"front-end delays do not (the step time is a mean and the client's clock is the engine's)")
-    return GpuExtrapolation(target.name, model, bandwidth, compute, overhead, note)
+    return GpuExtrapolation(target.name, model, eff.weight_bandwidth, eff.decode_compute, eff.decode_overhead_s, note)

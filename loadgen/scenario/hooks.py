@@ -70,15 +70,17 @@ def install(events, add_arguments: Callable[[Any], None], build: Build) -> None:
                             environment.runner.target_user_count, workers)
         try:
             settings, scenario = _settings_and_scenario(build, options, environment, role)
+            if settings.slice_plan is not None and role != "local":
+                raise ValueError("--slice-plan runs in one local Locust process, not with --master/--worker")
             run = LoadRun(environment, scenario, settings, state.sink)
+            state.sink.begin(run)
+            run.start()
         except ValueError as exc:
             log.error("cannot start the test: %s", exc)
             environment.process_exit_code = 2
             gevent.spawn(environment.runner.quit)
             return
-        state.sink.begin(run)
         state.run = run
-        run.start()
 
     @events.test_stop.add_listener
     def _on_test_stop(environment, **_) -> None:

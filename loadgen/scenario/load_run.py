@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
+from collections.abc import Callable
 from typing import Protocol
 
 import gevent
@@ -62,6 +63,25 @@ class Scenario(Protocol):
     def prepare(self, rng: random.Random) -> Prepared: ...
 
 
+@dataclass(frozen=True)
+class Route:
+    """Where one request goes and what its record says beyond the timing.
+
+    The default route is the test's `--host` with the scenario as built. A compare run's
+    slices route each request to its arm (`loadgen.scenario.slice_driver`): `arm` and
+    `slice` go into the record, `phase` is the slice's, and `switch()` is asked when the
+    record is written ("drained" when the request outlived its slice, "excluded" when the
+    switch cut it off).
+    """
+
+    pool: ConnectionPool
+    scenario: Scenario
+    arm: str | None = None
+    slice: int | None = None
+    phase: str | None = None                      # None: by --warmup
+    switch: Callable[[], str | None] | None = None
+
+
 class LoadRun:
     def __init__(self, environment, scenario: Scenario | None, settings: RunSettings, sink) -> None:
         self.environment = environment
@@ -85,8 +105,11 @@ class LoadRun:
                        else f"{self.role}@{host}:{os.getpid()}")
         self.health = GeneratorHealth(self.worker)
         self.pool = ConnectionPool(Target.from_url(environment.host)) if self.role != "master" else None
+        self.route = Route(self.pool, scenario) if self.pool is not None else None
+        self.slices = None   # a SliceDriver when --slice-plan is given (see start())
         self._seq = count()
         self._driver_claimed = False
+        self._warned_cap = False
         self._t0_unix = getattr(options, "servecap_t0", None)
         self._users_at_start = getattr(options, "servecap_users", None)
 
@@ -94,6 +117,11 @@ class LoadRun:
     def start(self) -> None:
         if self.role != "master":
             self.health.start()
+        if self.settings.slice_plan and self.role == "local":
+            from loadgen.scenario.slice_driver import SliceDriver   # gevent-side; only compare runs need it
+
+            self.slices = SliceDriver(self, self.settings.slice_plan)
+            self.slices.start()
 
     def stop(self) -> None:
         self.health.stop()
@@ -112,6 +140,9 @@ class LoadRun:
     # -- closed loop --------------------------------------------------------------------
     def user_step(self) -> None:
         """One Locust task iteration."""
+        if self.slices is not None:
+            self.slices.user_step()
+            return
         if self.settings.arrival.open_loop:
             if not self._driver_claimed:
                 self._driver_claimed = True
@@ -135,7 +166,6 @@ class LoadRun:
         t0_unix = self._t0_unix if self._t0_unix is not None else self.clock.now() + OPEN_LOOP_START_S
         t0 = self.clock.perf(t0_unix)
         inflight = gevent.pool.Pool(self.settings.max_inflight)
-        warned = False
         try:
             for index, offset in enumerate(iter_offsets(self.settings.arrival, self.settings.seed)):
                 if not my_share(index, self.process_index, self.process_count):
@@ -143,43 +173,51 @@ class LoadRun:
                 t_sched = t0 + offset
                 sleep_until(t_sched - PREPARE_LEAD_S)
                 prepared = self.scenario.prepare(random.Random(f"{self.settings.seed}/{index}"))
-                if inflight.full():
-                    self.health.inflight_cap_hits += 1
-                    if not warned:
-                        warned = True
-                        log.warning("open loop: %d requests in flight (--max-inflight); arrivals now wait",
-                                    self.settings.max_inflight)
-                    inflight.wait_available()
-                try:
-                    conn = self.pool.acquire()
-                except OSError as exc:
-                    self._record_failure(index, prepared, t_sched, f"connect: {exc}")
-                    continue
-                exchange = Exchange()
-                sleep_until(t_sched, spin_s=SPIN_S)
-                try:
-                    send_request(conn[0], prepared.request, exchange)
-                    sent = True
-                except OSError:
-                    sent = False  # a stale keep-alive socket: the request greenlet reconnects and resends
-                inflight.spawn(self.send, index, prepared, t_sched=t_sched, conn=conn, exchange=exchange, sent=sent)
+                self.send_at(t_sched, index, prepared, inflight, self.route)
         finally:
             inflight.kill(block=True)  # in-flight requests write "incomplete" records
 
+    def send_at(self, t_sched: float, index: int, prepared: Prepared, inflight: gevent.pool.Pool,
+                route: Route) -> gevent.Greenlet | None:
+        """Open loop: take a connection, wait for the slot, write the request, and leave reading
+        the response to a new greenlet in `inflight` (returned; None when the connect failed)."""
+        if inflight.full():
+            self.health.inflight_cap_hits += 1
+            if not self._warned_cap:
+                self._warned_cap = True
+                log.warning("open loop: %d requests in flight (--max-inflight); arrivals now wait",
+                            self.settings.max_inflight)
+            inflight.wait_available()
+        try:
+            conn = route.pool.acquire()
+        except OSError as exc:
+            self._record_failure(index, prepared, t_sched, f"connect: {exc}", route)
+            return None
+        exchange = Exchange()
+        sleep_until(t_sched, spin_s=SPIN_S)
+        try:
+            send_request(conn[0], prepared.request, exchange)
+            sent = True
+        except OSError:
+            sent = False  # a stale keep-alive socket: the request greenlet reconnects and resends
+        return inflight.spawn(self.send, index, prepared, t_sched=t_sched, conn=conn, exchange=exchange, sent=sent,
+                              route=route)
+
     # -- one request --------------------------------------------------------------------
     def send(self, index: int, prepared: Prepared, *, t_sched: float | None = None, conn=None,
-             exchange: Exchange | None = None, sent: bool = False) -> None:
+             exchange: Exchange | None = None, sent: bool = False, route: Route | None = None) -> None:
+        route = route or self.route
         if conn is None:
             try:
-                conn = self.pool.acquire()
+                conn = route.pool.acquire()
             except OSError as exc:
-                self._record_failure(index, prepared, t_sched, f"connect: {exc}")
+                self._record_failure(index, prepared, t_sched, f"connect: {exc}", route)
                 gevent.sleep(0.1)  # a refused connection must not spin the user
                 return
         exchange = exchange or Exchange()
         stopped = False
         try:
-            run_exchange(self.pool, prepared.request, exchange, stream=self.scenario.stream,
+            run_exchange(route.pool, prepared.request, exchange, stream=route.scenario.stream,
                          timeout_s=self.settings.request_timeout_s, conn=conn, sent=sent)
         except GreenletExit:
             stopped = True
@@ -187,26 +225,29 @@ class LoadRun:
             raise
         finally:
             if exchange.t_start is not None or not stopped:
-                self._finish(index, prepared, exchange, t_sched, stopped)
+                self._finish(index, prepared, exchange, t_sched, stopped, route)
 
-    def _finish(self, index, prepared: Prepared, exchange: Exchange, t_sched, stopped: bool) -> None:
+    def _finish(self, index, prepared: Prepared, exchange: Exchange, t_sched, stopped: bool,
+                route: Route | None = None) -> None:
+        route = route or self.route
+        scenario = route.scenario
         # Parsing a long stream pauses now and then so other streams keep being read; if the
         # test stops during a pause, the record is still written (unpaused) before dying.
         killed = False
         try:
-            outcome = summarize(exchange, stream=self.scenario.stream, prompt_tokens_asked=prepared.prompt_tokens_asked,
+            outcome = summarize(exchange, stream=scenario.stream, prompt_tokens_asked=prepared.prompt_tokens_asked,
                                 stopped=stopped, pause=None if stopped else yield_now)
         except GreenletExit:
             killed = True
-            outcome = summarize(exchange, stream=self.scenario.stream, prompt_tokens_asked=prepared.prompt_tokens_asked,
+            outcome = summarize(exchange, stream=scenario.stream, prompt_tokens_asked=prepared.prompt_tokens_asked,
                                 stopped=stopped)
         t_start = exchange.t_start if exchange.t_start is not None else time.perf_counter()
         if t_sched is not None:
             self.health.note_lateness(t_start - t_sched)
         self.health.requests_sent += 1
         record = Record(
-            level=self.level(),
-            phase="warmup" if t_start - self.test_start_perf < self.settings.warmup_s else "measure",
+            level=f"{route.arm}/{self.level()}" if route.arm else self.level(),
+            phase=route.phase or ("warmup" if t_start - self.test_start_perf < self.settings.warmup_s else "measure"),
             t_sched=self.clock.unix(t_sched) if t_sched is not None else None,
             t_start=self.clock.unix(t_start),
             ttft_s=outcome.ttft_s,
@@ -219,18 +260,21 @@ class LoadRun:
             worker=self.worker,
             response_id=outcome.response_id,
             request_id=f"{self.worker}#{index}",
-            api=self.scenario.api,
+            api=scenario.api,
             prompt_tokens_asked=prepared.prompt_tokens_asked,
             output_tokens_asked=prepared.output_tokens_asked,
             usage_from=outcome.usage_from,
+            arm=route.arm,
+            slice=route.slice,
+            switch=route.switch() if route.switch else None,
         )
         self.sink.put(record)
         if not stopped:  # Locust's stats count exactly the requests that finished
-            report_to_locust(self.environment.events.request, self.scenario.api, outcome,
+            report_to_locust(self.environment.events.request, scenario.api, outcome,
                              pause=None if killed else yield_now)
         if killed:
             raise GreenletExit
 
-    def _record_failure(self, index, prepared: Prepared, t_sched, message: str) -> None:
+    def _record_failure(self, index, prepared: Prepared, t_sched, message: str, route: Route | None = None) -> None:
         exchange = Exchange(t_start=time.perf_counter(), failure="error", failure_message=message[:200])
-        self._finish(index, prepared, exchange, t_sched, stopped=False)
+        self._finish(index, prepared, exchange, t_sched, stopped=False, route=route)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.workload.arrivals import ArrivalProcess, parse_arrival
+from loadgen.workload.slice_plan import SlicePlan
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class RunSettings:
     request_timeout_s: float = 600.0
     level: str | None = None         # record `level`; None = "c=<users>" or "rps=<rate>"
     warmup_s: float = 0.0            # records that start within this many seconds are phase "warmup"
+    slice_plan: SlicePlan | None = None   # compare runs: alternate the load between two arms in slices
 
     def __post_init__(self) -> None:
         if self.max_inflight < 1:
@@ -48,6 +50,7 @@ class RunSettings:
             request_timeout_s=parse_float(get("request_timeout", 600.0), "--request-timeout"),
             level=str(get("level")) if get("level") else None,
             warmup_s=parse_float(get("warmup", 0.0), "--warmup"),
+            slice_plan=SlicePlan.read(get("slice_plan")) if get("slice_plan") else None,
         )
 
 
@@ -90,3 +93,6 @@ def add_common_arguments(parser: Any) -> None:
     group.add_argument("--level", default="", help="level id written in records (default c=<users> or rps=<rate>)")
     group.add_argument("--warmup", default=0.0, type=float,
                        help="records of requests started in the first S seconds get phase 'warmup'")
+    group.add_argument("--slice-plan", default="",
+                       help="compare runs (written by `servecap compare`): alternate the load between two arms "
+                            "in the slices of this JSON plan, then quit")

@@ -1,6 +1,12 @@
-"""`servecap gate --baseline A --current B`: exit 0 pass, 1 regression, 2 unusable input.
+"""`servecap gate COMPARE_DIR` (paired) or `servecap gate --baseline A --current B` (two runs).
 
-A and B are run directories or summary.json files. Thresholds: defaults (10% on p50 and
+A compare directory (from `servecap compare`) is judged pair by pair (reports.paired):
+exit 0 no regression, 1 regression, 2 unusable input, 3 undecided. This is the verdict
+to trust on a machine whose speed drifts.
+
+Two runs: exit 0 pass, 1 regression, 2 unusable input. A and B are run directories or
+summary.json files; the two runs ran at different times, so machine drift between them
+is not cancelled (the output says so). Thresholds: defaults (10% on p50 and
 p99 of every latency metric, 10% on output tokens/s), then `--config gate.toml`, then
 `--max-regression`. The Markdown table is printed, written to `--markdown-out` (default:
 gate.md beside the current run) and appended to $GITHUB_STEP_SUMMARY when that is set.
@@ -32,10 +38,11 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="servecap gate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline", required=True, action="append",
+    parser.add_argument("compare_dir", nargs="?", help="a compare run directory (servecap compare --out DIR)")
+    parser.add_argument("--baseline", action="append",
                         help="baseline run directory or summary.json; repeat it with replicate runs of the same "
                              "setup and the gate also allows for the run-to-run noise they show")
-    parser.add_argument("--current", required=True, help="current run directory or summary.json")
+    parser.add_argument("--current", help="current run directory or summary.json")
     parser.add_argument("--max-regression", default="",
                         help="comma list of [LEVEL@]metric[.stat]=LIMIT, e.g. ttft_s.p99=10%%,output_tokens_per_s=5%%")
     parser.add_argument("--ratio", action="append", default=[],
@@ -74,8 +81,50 @@ def _markdown_path(args) -> Path:
     return (current if current.is_dir() else current.parent) / "gate.md"
 
 
+DRIFT_NOTE = ("two-run comparison: the runs ran at different times, so drift of the machine's own speed "
+              "between them is not cancelled (on a shared VM it moved p50 TPOT by up to 1.7x); for a verdict "
+              "that holds under drift, run `servecap compare` and gate its directory")
+
+
+def _paired(args) -> int:
+    """`servecap gate COMPARE_DIR`: the paired verdict (the same analysis `servecap compare` printed)."""
+    from reports.paired.analysis import analyse
+    from reports.paired.decision import EXIT_UNUSABLE as PAIRED_UNUSABLE
+    from reports.paired.render import to_json as paired_json, to_markdown as paired_markdown
+
+    if args.baseline or args.current or args.ratio:
+        print("servecap gate: error: give a compare directory or --baseline/--current, not both "
+              "(--ratio is for two runs)", file=sys.stderr)
+        return PAIRED_UNUSABLE
+    try:
+        thresholds = parse_max_regression(args.max_regression) if args.max_regression else []
+        if any(t.level for t in thresholds):
+            raise ValueError("--max-regression: a compare run has one load level; drop the LEVEL@ prefix")
+        gated = {t.key: t.limit for t in thresholds} or None
+        analysis = analyse(args.compare_dir, max_regression=gated, replace_defaults=args.no_defaults)
+    except ValueError as exc:
+        print(f"servecap gate: error: {exc}", file=sys.stderr)
+        return PAIRED_UNUSABLE
+    arms = analysis.run.run.compare.arms
+    labels = [arms[name].label() if name in arms else name for name in ("a", "b")]
+    markdown = paired_markdown(analysis.verdict, *labels, analysis.notes)
+    out = Path(args.markdown_out) if args.markdown_out else Path(args.compare_dir) / "gate.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(markdown)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as summary_file:
+            summary_file.write(markdown)
+    print(json.dumps(paired_json(analysis.verdict, *labels), indent=2) if args.json else markdown)
+    return analysis.verdict.exit_code
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.compare_dir:
+        return _paired(args)
+    if not args.baseline or not args.current:
+        print("servecap gate: error: give a compare directory, or both --baseline and --current", file=sys.stderr)
+        return EXIT_UNUSABLE
     summarize = lambda data: build_summary(data, ReportOptions(figures=False))  # noqa: E731
     try:
         thresholds, ratios = _thresholds(args)
@@ -95,6 +144,7 @@ def main(argv: list[str]) -> int:
         return EXIT_UNUSABLE
     if problems:
         result.notes.append("compared despite differences (--force): " + "; ".join(problems))
+    result.notes.append(DRIFT_NOTE)
     baseline_label = " + ".join(args.baseline)
     markdown = to_markdown(result, baseline_label, args.current)
     out = _markdown_path(args)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
 LATENCY_STATS = ("mean", "p50", "p90", "p95", "p99")
 THROUGHPUT_METRICS = ("output_tokens_per_s", "request_rate_rps")
+COST_METRICS = ("cpu_s_per_token",)   # server CPU seconds per output token (measured by servecap compare)
 DEFAULT_LIMIT = 0.10
 
 
@@ -40,11 +41,11 @@ class Threshold:
             if self.stat not in LATENCY_STATS:
                 raise ValueError(
                     f"{self.metric} needs a statistic ({', '.join(LATENCY_STATS)}), e.g. {self.metric}.p99")
-        elif self.metric in THROUGHPUT_METRICS:
+        elif self.metric in THROUGHPUT_METRICS or self.metric in COST_METRICS:
             if self.stat is not None:
                 raise ValueError(f"{self.metric} takes no statistic (got .{self.stat})")
         else:
-            known = ", ".join((*LATENCY_METRICS, *THROUGHPUT_METRICS))
+            known = ", ".join((*LATENCY_METRICS, *THROUGHPUT_METRICS, *COST_METRICS))
             raise ValueError(f"unknown metric {self.metric!r}; known: {known}")
         if not 0 < self.limit < 10:
             raise ValueError(f"threshold for {self.key} must be a positive fraction, got {self.limit!r}")
@@ -55,7 +56,7 @@ class Threshold:
 
     @property
     def higher_is_worse(self) -> bool:
-        return self.metric in LATENCY_METRICS
+        return self.metric in LATENCY_METRICS or self.metric in COST_METRICS
 
 
 @dataclass(frozen=True)

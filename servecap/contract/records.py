@@ -49,6 +49,10 @@ class Record:
     error: str | None = None          # short message or None
     worker: str | None = None         # which Locust process sent it
     response_id: str | None = None    # the server's response `id` (joins with server-side logs)
+    arm: str | None = field(default=None, metadata=SOMETIMES)      # compare runs: "a" | "b"
+    slice: int | None = field(default=None, metadata=SOMETIMES)    # compare runs: the slice it was sent in
+    switch: str | None = field(default=None, metadata=SOMETIMES)   # compare runs: "drained" (finished after its
+                                                                   # slice's switch) | "excluded" (cut off by it)
     request_id: str | None = field(default=None, metadata=LOADGEN)           # "<worker>#<seq>", unique in a run
     api: str | None = field(default=None, metadata=LOADGEN)                  # "chat" | "completions" | "classify"
     prompt_tokens_asked: int | None = field(default=None, metadata=LOADGEN)  # length the prompt was built for

@@ -9,7 +9,8 @@ keys the file has always had.
     {"name", "status", "started_at", "ended_at", "target": {...}, "server": {...},
      "load_plan": {...}, "levels": [{...}], "workload": {...}, "slo": {...}, "seeds": {...},
      "host": {...}, "versions": {package: version}, "git_commit", "observers": {key: {...}},
-     "notes": [str], "cpu_pinning": {...}, "auto": {strategy: {...}} (--auto only)}
+     "notes": [str], "cpu_pinning": {...}, "auto": {strategy: {...}} (--auto only),
+     "compare": {...} (servecap compare only: arms, slice plan, looks)}
 """
 
 from __future__ import annotations
@@ -183,6 +184,57 @@ class AutoResult(Section):
 
 
 @dataclass(kw_only=True)
+class ArmInfo(Section):
+    """One arm of a compare run (`servecap compare`): what served it and how it was started."""
+
+    kind: str | None = None              # "reference_server" | "command" | "url"
+    url: str | None = None               # where the load went
+    model: str | None = None             # the model name sent in requests
+    args: list[str] | None = None        # reference server: its `servecap serve` flags
+    command: list[str] | None = None     # command arm: the command as started ({port} filled in)
+    pid: int | None = None               # the serving process (its tree's CPU time is measured per slice)
+    engine: dict | None = None           # GET /v1/engine of a reference server, kept whole
+
+    def label(self) -> str:
+        """What served the arm, in a few words (tables and headings)."""
+        if self.kind == "reference_server":
+            return " ".join(["reference server", *(self.args or [])])
+        if self.kind == "command":
+            return " ".join(self.command or []) or "command"
+        return self.url or self.kind or "?"
+
+
+@dataclass(kw_only=True)
+class Look(Section):
+    """One look at the pairs so far (the sequential analysis adds pairs while a gated metric is UNKNOWN)."""
+
+    pairs: int | None = None
+    alpha: float | None = None           # the alpha this look spent (see reports.paired.stats.look_alpha)
+    undecided: list[str] | None = None   # gated metrics still UNKNOWN after it
+
+
+@dataclass(kw_only=True)
+class CompareInfo(Section):
+    """The plan and the course of a compare run; the records carry `arm` and `slice`."""
+
+    arms: dict[str, ArmInfo] = field(default_factory=dict)   # "a", "b"
+    concurrency: int | None = None       # closed loop: Locust users
+    rate_rps: float | None = None        # open loop: requests/s, with `arrival`
+    arrival: str | None = None
+    slice_s: float | None = None         # the length of every measured slice
+    warmup_s: float | None = None        # each arm's warm-up slice
+    at_switch: str | None = None         # "drain" | "exclude": what happens to requests in flight at a switch
+    pilot_pairs: int | None = None
+    planned_pairs: int | None = None     # from the power analysis
+    max_pairs: int | None = None         # what --max-duration affords (alpha spending's horizon)
+    min_effect: float | None = None
+    alpha: float | None = None
+    thresholds: dict[str, float] | None = None   # gated metric -> threshold (a fraction)
+    power: dict | None = None            # the pilot's power analysis (reports.paired.power.PowerPlan)
+    looks: list[Look] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
 class RunInfo(Section):
     name: str | None = None
     status: str | None = None            # running | complete | interrupted | failed
@@ -202,6 +254,7 @@ class RunInfo(Section):
     notes: list[str] = field(default_factory=list)
     cpu_pinning: CpuPinning | None = None
     auto: dict[str, AutoResult] | None = None                 # strategy (or "url") -> the knee --auto found
+    compare: CompareInfo | None = None                        # a `servecap compare` run
 
     def level(self, level: str) -> LevelEntry | None:
         return next((entry for entry in self.levels if entry.level == level), None)

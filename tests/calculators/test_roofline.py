@@ -1,4 +1,4 @@
-"""Roofline step times, calibration fits and cost arithmetic."""
+"""Roofline step times (terms, TP all-reduces, efficiencies and bands), calibration fits and cost arithmetic."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import pytest
 
 from calculators.calibrate import calibrate_roofline, fit_step_model, fit_step_time
 from calculators.cost import cost, slo_operating_point, usd_per_million_requests, usd_per_million_tokens
+from calculators.efficiency import IDEAL, Efficiencies
+from calculators.efficiency_profile import default_profile
 from calculators.gpus import get_gpu
 from calculators.models import get_model
 from calculators.roofline import roofline
@@ -17,12 +19,16 @@ LLAMA, H100 = get_model("llama-3.1-8b"), get_gpu("h100-sxm")
 
 
 def test_batch_one_decode_reads_the_weights_once_and_is_memory_bound():
-    result = roofline(LLAMA, H100, batch=1, context=0, bandwidth_efficiency=1.0)
+    result = roofline(LLAMA, H100, batch=1, context=0, efficiency=IDEAL)
     w = weights(LLAMA, "bf16")
     read = w.weight_bytes - (w.embedding_bytes - w.lm_head_bytes)   # the input table is only gathered
     assert result.weight_bytes_read == read
     assert result.decode_step_s == pytest.approx(read / 3.35e12)
     assert result.bound == "memory" and result.decode_tokens_per_s == pytest.approx(1 / result.decode_step_s)
+    fitted = roofline(LLAMA, H100, batch=1, context=0)   # the fitted profile: slower, with its fixed costs
+    eff = default_profile().resolve(H100, "bf16", 1)
+    assert fitted.decode_step_s == pytest.approx(read / (3.35e12 * eff.weight_bandwidth) + eff.decode_overhead_s
+                                                 + eff.per_sequence_s)
 
 
 def test_kv_reads_grow_with_batch_and_context():
@@ -36,10 +42,12 @@ def test_large_batches_turn_compute_bound_near_the_ridge_point():
     assert roofline(LLAMA, H100, batch=4096, context=0).bound == "compute"
     small = roofline(LLAMA, H100, batch=16, context=0)
     assert small.bound == "memory" and small.arithmetic_intensity < small.ridge_point
-    prefill = roofline(LLAMA, H100, prompt_tokens=4096)
+    prefill = roofline(LLAMA, H100, prompt_tokens=4096, compute_efficiency=0.5, overhead_s=0.0)
     assert prefill.prefill_bound == "compute"
+    # linear layers for every prompt token, the output layer (0.525e9) for the last one only, causal attention
+    linear = 8.03e9 - 2 * 0.525e9
     assert prefill.prefill_s == pytest.approx(
-        (2 * (8.03e9 - 0.525e9) * 4096 + 2 * 32 * 32 * 128 * 4096 ** 2) / (989e12 * 0.5), rel=0.01)
+        (2 * linear * 4096 + 2 * 0.525e9 + 2 * 32 * 32 * 128 * 4096 ** 2) / (989e12 * 0.5), rel=0.01)
 
 
 def test_moe_decode_touches_more_experts_as_the_batch_grows():
@@ -51,10 +59,12 @@ def test_moe_decode_touches_more_experts_as_the_batch_grows():
     assert many.weight_bytes_read == pytest.approx(w.weight_bytes - 32000 * 4096 * 2, rel=1e-3)
 
 
-def test_tensor_parallel_divides_the_bytes():
-    one = roofline(get_model("llama-3.1-70b"), H100, batch=1, context=1000)
-    four = roofline(get_model("llama-3.1-70b"), H100, batch=1, context=1000, tp=4)
-    assert four.decode_step_s == pytest.approx(one.decode_step_s / 4, rel=0.01)
+def test_tensor_parallel_divides_the_bytes_and_adds_all_reduces():
+    one = roofline(get_model("llama-3.1-70b"), H100, batch=1, context=1000, efficiency=IDEAL)
+    four = roofline(get_model("llama-3.1-70b"), H100, batch=1, context=1000, tp=4, efficiency=IDEAL)
+    assert four.memory_time_s == pytest.approx(one.memory_time_s / 4, rel=0.01)
+    assert one.tp_comm_s == 0 and four.tp_comm_s > 0
+    assert four.decode_step_s == pytest.approx(four.memory_time_s + four.tp_comm_s)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -92,8 +102,10 @@ def test_fit_step_model_recovers_prefill_cost():
 def test_calibrate_roofline_recovers_efficiencies_and_overhead():
     batches = [1, 4, 16, 64, 1024, 2048, 4096]
     contexts = [512, 512, 512, 512, 0, 0, 0]
-    measured = [roofline(LLAMA, H100, batch=b, context=s, bandwidth_efficiency=0.7, compute_efficiency=0.6,
-                         overhead_s=0.0005).decode_step_s for b, s in zip(batches, contexts)]
+    truth = Efficiencies(weight_bandwidth=0.7, kv_bandwidth=0.7, prefill_compute=0.6, decode_compute=0.6,
+                         decode_overhead_s=0.0005)
+    measured = [roofline(LLAMA, H100, batch=b, context=s, efficiency=truth).decode_step_s
+                for b, s in zip(batches, contexts)]
     result = calibrate_roofline(LLAMA, H100, batches, contexts, measured)
     assert result.bandwidth_efficiency == pytest.approx(0.7, rel=1e-3)
     assert result.compute_efficiency == pytest.approx(0.6, rel=1e-3)
@@ -115,7 +127,12 @@ def test_calibration_rejects_bad_measurements(call, message):
 def test_step_model_from_roofline_matches_the_roofline_at_batch_one():
     model = step_model_from_roofline(LLAMA, H100)
     assert model.step_s(1) == pytest.approx(roofline(LLAMA, H100, batch=1, context=0).decode_step_s)
-    assert model.per_context_token_s == pytest.approx(131_072 / (3.35e12 * 0.8))
+    eff = default_profile().resolve(H100, "bf16", 1)
+    assert model.per_context_token_s == pytest.approx(131_072 / (3.35e12 * eff.kv_bandwidth))
+    assert model.per_seq_s == eff.per_sequence_s > 0
+    # 64 sequences of 1000 tokens: the linear model and the roofline agree while memory bound
+    assert model.step_s(64, context_tokens=64_000) == pytest.approx(
+        roofline(LLAMA, H100, batch=64, context=1000).decode_step_s, rel=0.01)
 
 
 def test_cost_arithmetic():

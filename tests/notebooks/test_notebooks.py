@@ -86,6 +86,9 @@ def test_capacity_notebook_answers_with_the_calculators(tmp_path):
     assert f"**Fit**: {arch.name} in {p['DTYPE']} on {p['TP']} x {gpu.name}: fits" in answer
     assert f"**Fleet**: {plan.replicas} replicas ({plan.gpus} GPUs) carry {p['TARGET_RATE_RPS']:g} req/s" in answer
     assert "**Cost**: $" in answer and "**Cheapest compared**" in answer
+    # every speed carries its published-point error band, and the fleet the replicas that band spans
+    assert "ms (±" in answer and f"published points on {gpu.family}" in answer
+    assert f"{plan.replicas_range[0]} to {plan.replicas_range[1]} replicas within the speed band" in answer
 
     comparison = next(html for html in _outputs(nb, "text/html") if "usd_per_million_output_tokens" in html)
     for name in p["COMPARE_GPUS"] + p["COMPARE_DTYPES"]:

@@ -72,13 +72,37 @@ def test_weights_fit_roofline_queue_cost_json_keys(calc_json):
     assert fit["fits"] and fit["kv_tokens"] == 16 * fit["num_blocks"]
     roof = calc_json("roofline", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--dtype", "bf16", "--batch", "32",
                      "--context", "2048", "--prompt-tokens", "1000")
-    assert {"decode_step_s", "decode_tokens_per_s", "bound", "prefill_s"} <= set(roof)
+    assert {"decode_step_s", "decode_tokens_per_s", "bound", "prefill_s", "decode_step_band", "tp_comm_s"} <= set(roof)
     assert roof["bound"] == "memory" and roof["prefill_s"] > 0
+    assert roof["decode_step_band"]["points"] >= 8 and roof["prefill_band"]["relative"] > 0
     queue = calc_json("queue", "--queue", "mmc", "--arrival-rate", "8", "--service-rate", "1", "--servers", "10")
     assert queue["p_wait"] == pytest.approx(0.409180, rel=1e-5)
     assert {"mean_wait_s", "wait_p99_s"} <= set(queue)
     cost = calc_json("cost", "--gpu-hourly", "2", "--gpus", "1", "--tokens-per-s", "1000")
     assert cost["usd_per_million_tokens"] == pytest.approx(0.5555556, rel=1e-6)
+
+
+def test_gpu_predictions_carry_their_published_point_band(calc, calc_json):
+    code, out, _ = calc("roofline", "--model", "llama-3.1-70b", "--gpu", "h200", "--dtype", "fp8", "--tp", "2",
+                        "--batch", "32", "--context", "2048", "--prompt-tokens", "2000")
+    assert code == 0 and "published points on hopper fp8" in out and "ms (±" in out
+    fleet = calc_json("fleet", "--rate", "20", "--slo-p99-ms", "30000", "--model", "llama-3.1-70b", "--gpu", "h200",
+                      "--dtype", "fp8", "--prompt-tokens", "1000", "--output-tokens", "250", "--max-num-seqs", "64",
+                      "--service-cv2", "0")
+    low, high = fleet["replicas_range"]
+    assert low <= fleet["replicas"] <= high and "published points" in fleet["error_band"]
+    cost = calc_json("cost", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "2")
+    cheap, dear = cost["usd_per_million_tokens_range"]
+    assert cheap < cost["usd_per_million_tokens"] < dear and cost["error_band"]
+    fit = calc_json("fit", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--prompt-tokens", "1000",
+                    "--output-tokens", "200", "--max-model-len", "8192")
+    tpot = fit["predicted"]["tpot_s"]
+    assert tpot["low"] < tpot["value"] < tpot["high"] and "published points" in tpot["band"]
+    assert fit["predicted"]["concurrency"] == min(256, fit["max_concurrency_at_mean"])
+    explicit = calc_json("roofline", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--bandwidth-efficiency", "0.9")
+    assert explicit["decode_step_band"] is None and explicit["bandwidth_efficiency"] == 0.9
+    code, _, err = calc("cost", "--gpu", "h100-sxm", "--gpus", "1")
+    assert code == 2 and "give either --tokens-per-s" in err
 
 
 def test_fleet_simulate_and_catalog_listings(calc_json):
@@ -89,7 +113,8 @@ def test_fleet_simulate_and_catalog_listings(calc_json):
                     "--step-base-ms", "10", "--step-per-seq-ms", "1", "--output-tokens", "32", "--prompt-tokens", "16")
     assert [level["offered"] for level in sim["levels"]] == [{"concurrency": 1}, {"concurrency": 4}]
     assert sim["levels"][1]["metrics"]["tpot_s"]["p50"] == pytest.approx(0.014)
-    assert "h100-sxm" in [g["name"] for g in calc_json("gpus")["gpus"]]
+    gpus = {g["name"]: g for g in calc_json("gpus")["gpus"]}
+    assert gpus["h100-sxm"]["interconnect"] == "nvlink" and gpus["l40s"]["interconnect_gbs"] == 32
     assert "mixtral-8x7b" in [m["name"] for m in calc_json("models")["models"]]
 
 

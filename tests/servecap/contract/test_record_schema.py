@@ -5,7 +5,7 @@ import pytest
 
 from reports import records_reader
 from servecap.contract.record_schema import polars_schema
-from servecap.contract.records import FIELDS
+from servecap.contract.records import FIELDS, SOMETIMES_FIELDS
 
 
 def test_schema_maps_each_kind():
@@ -16,7 +16,8 @@ def test_schema_maps_each_kind():
 
 
 def test_the_report_reads_with_the_contract_schema():
-    assert records_reader.SCHEMA == polars_schema(name for name in FIELDS if name != "response_id")
-    assert set(records_reader.STRING_COLUMNS) == {"level", "phase", "status", "error", "worker"}
+    assert records_reader.SCHEMA == polars_schema(name for name in (*FIELDS, *SOMETIMES_FIELDS)
+                                                  if name != "response_id")
+    assert set(records_reader.STRING_COLUMNS) == {"level", "phase", "status", "error", "worker", "arm", "switch"}
     assert set(records_reader.NUMBER_COLUMNS) == {"t_sched", "t_start", "ttft_s", "e2e_s", "prompt_tokens",
-                                                  "output_tokens"}
+                                                  "output_tokens", "slice"}

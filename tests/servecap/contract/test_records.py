@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from servecap.contract.records import (EXTRA_FIELDS, FIELDS, Record, RecordWriter, check_record, field_kinds,
+from servecap.contract.records import (EXTRA_FIELDS, FIELDS, SOMETIMES_FIELDS, Record, RecordWriter, check_record, field_kinds,
                                        read_records, read_records_with_status, tpot_s)
 
 
@@ -68,8 +68,9 @@ def test_record_writes_every_field_in_design_order_and_reads_back():
                     prompt_tokens=10, output_tokens=3, status="ok", worker="local@h:1", response_id="r1",
                     request_id="local@h:1#0", api="chat", usage_from="server")
     line = json.loads(record.to_json_line())
-    assert list(line) == [*FIELDS, *EXTRA_FIELDS] and check_record(line) == []
-    assert line == {**_record(), "request_id": "local@h:1#0", "api": "chat", "prompt_tokens_asked": None,
+    assert list(line) == [*FIELDS, *SOMETIMES_FIELDS, *EXTRA_FIELDS] and check_record(line) == []
+    assert line == {**_record(), "arm": None, "slice": None, "switch": None,
+                    "request_id": "local@h:1#0", "api": "chat", "prompt_tokens_asked": None,
                     "output_tokens_asked": None, "usage_from": "server"}
     assert Record.from_dict(line) == record
     assert record.to_json_line().endswith(b"\n") and b" " not in record.to_json_line()
@@ -98,7 +99,8 @@ def test_field_kinds_come_from_the_annotations():
     assert kinds["level"] == kinds["error"] == kinds["api"] == "str"
     assert kinds["t_sched"] == kinds["output_tokens"] == kinds["prompt_tokens_asked"] == "number"
     assert kinds["itl_s"] == "list"
-    assert list(kinds) == [*FIELDS, *EXTRA_FIELDS]
+    assert list(kinds) == [*FIELDS, *SOMETIMES_FIELDS, *EXTRA_FIELDS]
+    assert (kinds["arm"], kinds["slice"], kinds["switch"]) == ("str", "number", "str")
 
 
 def test_tpot_is_one_formula_for_one_request_and_for_columns():

@@ -1,0 +1,190 @@
+"""Inside the Locust process: run a compare run's slice plan, one slice at a time.
+
+For each slice in order: its arm gets the load for `duration_s` (closed loop: the Locust
+users send request after request; open loop: the slice's own seeded arrival schedule),
+then the switch: no new request is sent; requests still in flight either finish
+("drain": the next slice waits for them, up to `drain_timeout_s`, and their records say
+switch "drained") or are cut off ("exclude", or a drain that timed out: status
+"incomplete", switch "excluded"). Then one line goes to the slices log and the next
+slice starts. After the last slice the runner quits.
+
+Request k of a slice is drawn from `random.Random(f"{slice.seed}/{k}")`, and both slices
+of a pair share the seed, so A and B are sent the same sequence. The server CPU time
+(its process tree) is read at the slice's start and after its drain.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+
+import gevent
+import gevent.event
+import gevent.pool
+
+from loadgen.client.http_stream import ConnectionPool
+from loadgen.client.request_bytes import Target
+from loadgen.observe.process_cpu import tree_cpu_seconds
+from loadgen.workload.arrivals import iter_offsets
+from loadgen.workload.slice_plan import Slice, SlicePlan
+from servecap.contract.records import json_line
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ActiveSlice:
+    """The slice being run: its requests' counter, who is in flight, and whether it has switched."""
+
+    slice: Slice
+    t_start: float                 # unix s
+    inflight: set = field(default_factory=set)
+    sent: int = 0
+    switched: bool = False         # the switch came: new requests go elsewhere, these are draining
+    cutting: bool = False          # the switch is cutting the rest off
+    drained: int = 0
+    excluded: int = 0
+    done: gevent.event.Event = field(default_factory=gevent.event.Event)
+
+    def take_index(self) -> int:
+        self.sent += 1
+        return self.sent - 1
+
+    def switch_state(self) -> str | None:
+        """What the record of a request of this slice, written now, says about the switch."""
+        if self.cutting:
+            self.excluded += 1
+            return "excluded"
+        if self.switched:
+            self.drained += 1
+            return "drained"
+        return None
+
+
+class SliceDriver:
+    def __init__(self, run, plan: SlicePlan) -> None:
+        from loadgen.scenario.load_run import Route   # (import cycle: load_run imports this lazily)
+
+        self.run = run
+        self.plan = plan
+        self.Route = Route
+        base = run.route.scenario
+        if not hasattr(base, "with_target"):
+            raise ValueError("--slice-plan needs a scenario that can be sent to two servers (loadgen/chat.py)")
+        self.arms = {arm: (ConnectionPool(Target.from_url(r.url)), base.with_target(Target.from_url(r.url), r.model))
+                     for arm, r in plan.arms.items()}
+        self.active: ActiveSlice | None = None
+        self.gate = gevent.event.Event()        # set while a slice takes new requests
+        self.ended = gevent.event.Event()       # set when the last slice is done
+        self.finished = False
+
+    def start(self) -> None:
+        gevent.spawn(self._drive)
+
+    # -- the users ----------------------------------------------------------------------
+    def user_step(self) -> None:
+        """Closed loop: one request to the current slice's arm (waits through a switch)."""
+        self.gate.wait()
+        if self.finished:
+            return   # the plan is done: returning lets Locust stop the user at once (it is quitting)
+        active = self.active
+        if self.run.settings.arrival.open_loop:
+            self.ended.wait()   # open loop: the driver sends; users idle until the plan is done
+            return
+        if active is None or active.switched:
+            return
+        index = active.take_index()
+        self._send(active, index, t_sched=None)
+
+    def _route(self, active: ActiveSlice):
+        pool, scenario = self.arms[active.slice.arm]
+        return self.Route(pool, scenario, arm=active.slice.arm, slice=active.slice.index, phase=active.slice.phase,
+                          switch=active.switch_state)
+
+    def _send(self, active: ActiveSlice, index: int, t_sched: float | None) -> None:
+        prepared = self._prepare(active, index)
+        me = gevent.getcurrent()
+        active.inflight.add(me)
+        try:
+            self.run.send(index, prepared, t_sched=t_sched, route=self._route(active))
+        finally:
+            active.inflight.discard(me)
+            if active.switched and not active.inflight:
+                active.done.set()
+
+    def _prepare(self, active: ActiveSlice, index: int):
+        _, scenario = self.arms[active.slice.arm]
+        return scenario.prepare(random.Random(f"{active.slice.seed}/{index}"))
+
+    # -- the driver ---------------------------------------------------------------------
+    def _drive(self) -> None:
+        try:
+            for planned in self.plan.slices:
+                self._run_slice(planned)
+        except gevent.GreenletExit:
+            raise
+        except Exception:   # a crash here must end the test, not hang it
+            log.exception("the slice driver failed")
+            self.run.environment.process_exit_code = 1
+        self.finished = True
+        self.gate.set()   # release the users waiting for a slice, so they stop now
+        self.ended.set()
+        self.run.runner.quit()
+
+    def _run_slice(self, planned: Slice) -> None:
+        pids = self.plan.arms[planned.arm].pids
+        cpu_start = tree_cpu_seconds(pids) if pids else None
+        active = ActiveSlice(planned, time.time())
+        self.active = active
+        self.gate.set()
+        if self.run.settings.arrival.open_loop:
+            self._open_loop(active)
+        else:
+            gevent.sleep(planned.duration_s)
+        t_end = time.time()
+        self.gate.clear()
+        active.switched = True
+        if active.inflight and self.plan.at_switch == "drain":
+            active.done.wait(self.plan.drain_timeout_s)
+        if active.inflight:            # excluded by choice, or a drain that timed out
+            active.cutting = True
+            gevent.killall(list(active.inflight), block=True)
+        t_drained = time.time()
+        cpu_end = tree_cpu_seconds(pids) if pids else None
+        self._log(active, t_end, t_drained, None if cpu_start is None or cpu_end is None else cpu_end - cpu_start)
+
+    def _open_loop(self, active: ActiveSlice) -> None:
+        """The slice's own seeded arrival schedule, for `duration_s` (one greenlet per request)."""
+        settings = self.run.settings
+        pool = gevent.pool.Pool(settings.max_inflight)
+        t0 = time.perf_counter() + 0.01
+        for index, offset in enumerate(iter_offsets(settings.arrival, active.slice.seed)):
+            if offset >= active.slice.duration_s:
+                break
+            t_sched = t0 + offset
+            gevent.sleep(max(0.0, t_sched - 0.002 - time.perf_counter()))
+            active.take_index()
+            greenlet = self.run.send_at(t_sched, index, self._prepare(active, index), pool, self._route(active))
+            if greenlet is not None:
+                active.inflight.add(greenlet)
+                greenlet.link(lambda g, a=active: self._left(a, g))
+        gevent.sleep(max(0.0, t0 + active.slice.duration_s - time.perf_counter()))
+
+    @staticmethod
+    def _left(active: ActiveSlice, greenlet) -> None:
+        active.inflight.discard(greenlet)
+        if active.switched and not active.inflight:
+            active.done.set()
+
+    def _log(self, active: ActiveSlice, t_end: float, t_drained: float, cpu_s: float | None) -> None:
+        if not self.plan.slices_log:
+            return
+        s = active.slice
+        line = {"slice": s.index, "pair": s.pair, "arm": s.arm, "phase": s.phase, "seed": s.seed,
+                "duration_s": s.duration_s, "t_start": active.t_start, "t_end": t_end, "t_drained": t_drained,
+                "sent": active.sent, "drained": active.drained, "excluded": active.excluded, "cpu_s": cpu_s}
+        with open(self.plan.slices_log, "ab") as handle:
+            handle.write(json_line(line))
