@@ -53,7 +53,7 @@ def test_a_gpu_what_if_is_labelled_an_extrapolation(run_dir, tmp_path, capsys):
                              "--replications", "1", "--out", str(out)]) == 0
     answer = json.loads(out.read_text())
     assert answer["extrapolation"].startswith("EXTRAPOLATION to h100-sxm")
-    assert "default efficiencies" in answer["extrapolation"]   # a CPU run: nothing to calibrate them on
+    assert "fitted on published measurements" in answer["extrapolation"]   # a CPU run: nothing to calibrate on
     assert "EXTRAPOLATION" in capsys.readouterr().out
 
 
