@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reference_server.engine.step_recorder import EngineRecords
 from reference_server.scheduling.sequence import RequestTimings
 
 
@@ -44,3 +45,4 @@ class EngineStats:
     total_preemptions: int
     total_steps: int
     last_num_tokens: int = 0           # tokens computed in the last step (== last_batch_size: all decodes)
+    records: EngineRecords = EngineRecords()   # step and request records since the previous stats()
