@@ -71,13 +71,18 @@ def test_the_routes_page_through_the_record_of_a_live_app():
     app = create_app(build_engine=lambda: Engine(EngineConfig(model="tiny", max_model_len=64)))
     with TestClient(app) as client:
         wait_until(lambda: client.get("/ready").status_code == 200, timeout=60, what="/ready")
+        # /ready waited for the app's own streamed warm-up request (api.warmup): a real request, recorded first
+        warm = client.get("/v1/engine/requests").json()
+        assert len(warm["rows"]) == 1 and warm["rows"][0][1].startswith("chatcmpl-")
+        warm_steps = client.get("/v1/engine/steps").json()["last"]
         for _ in range(2):
             assert client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 3, "ignore_eos": True}).status_code == 200
         body = client.get("/v1/engine/requests").json()
-        assert body["columns"] == ["seq", *REQUEST_FIELDS] and len(body["rows"]) == 2
+        assert body["columns"] == ["seq", *REQUEST_FIELDS] and len(body["rows"]) == 3
+        assert all(row[1].startswith("cmpl-") for row in body["rows"][1:])
         steps = client.get("/v1/engine/steps", params={"after": 0, "limit": 2}).json()
         assert [row[0] for row in steps["rows"]] == [1, 2] and steps["next"] == 2
         rest = client.get("/v1/engine/steps", params={"after": steps["next"]}).json()
-        assert rest["rows"] and rest["rows"][0][0] == 3 and rest["last"] == 6   # 3 steps per request
+        assert rest["rows"] and rest["rows"][0][0] == 3 and rest["last"] == warm_steps + 6   # 3 steps per request
         bad = client.get("/v1/engine/steps", params={"after": -1})
         assert bad.status_code == 400 and "after" in bad.json()["error"]["message"]   # the API maps 422 to 400
