@@ -10,6 +10,10 @@ Tails outside M/M/c use the standard exponential approximation of the waiting ti
 The response time is waiting + service; its p99 is solved numerically with service time
 exponential (cs^2 = 1), deterministic (cs^2 = 0) or gamma with that cv^2 otherwise.
 Little's law (L = lambda W) gives the mean numbers in queue and in system.
+M/D/1's waiting time has an exact distribution too (Erlang 1909; Crommelin 1932), with
+rho = lambda D:
+  P(Wq <= t) = (1 - rho) sum_{k=0}^{floor(t/D)} (lambda (k D - t))^k / k! e^{-lambda (k D - t)}
+(``md1_response_quantile``; an alternating sum, accurate in float64 while t/D stays below ~30).
 """
 
 from __future__ import annotations
@@ -144,6 +148,34 @@ def _result(model: str, lam: float, mu: float, c: int, p_wait: float, wq: float,
         response_p99_s=response_quantile(p_wait, wq, 1 / mu, cs2), mean_in_queue=lam * wq,
         mean_in_system=littles_law(arrival_rate=lam, mean_time_s=response), exact_tail=exact,
     )
+
+
+def md1_wait_cdf(arrival_rate: float, service_s: float, t: float) -> float:
+    """P(Wq <= t) in M/D/1, exactly (module docstring)."""
+    _validate(arrival_rate, 1 / service_s, 1)
+    if t < 0:
+        return 0.0
+    rho = arrival_rate * service_s
+    total = 0.0
+    for k in range(int(t // service_s) + 1):
+        x = arrival_rate * (k * service_s - t)
+        total += x ** k / math.factorial(k) * math.exp(-x)
+    return min(1.0, max(0.0, (1 - rho) * total))
+
+
+def md1_response_quantile(arrival_rate: float, service_s: float, q: float) -> float:
+    """q-quantile of M/D/1's response time (wait + D), from the exact waiting-time distribution."""
+    from scipy import optimize
+
+    if not 0 < q < 1:
+        raise ValueError(f"q must be in (0, 1), got {q!r}")
+    if md1_wait_cdf(arrival_rate, service_s, 0.0) >= q:
+        return service_s   # at least q of the requests do not wait
+    high = service_s
+    while md1_wait_cdf(arrival_rate, service_s, high) < q:
+        high *= 2
+    wait = optimize.brentq(lambda t: md1_wait_cdf(arrival_rate, service_s, t) - q, 0.0, high, xtol=1e-12)
+    return service_s + float(wait)
 
 
 def mmc(arrival_rate: float, service_rate: float, servers: int = 1) -> QueueResult:

@@ -8,7 +8,12 @@ description, with that strategy's own limits, under `engines`): see
 what cannot be predicted or was not measured is listed under `unavailable`.
 
 Step time, for the decode-step comparison and the simulator:
-- a known GPU (run.json host, or `server.gpu`): the roofline (calculators.roofline,
+- the run's own calibration when it has one (reports.calibration: the engine's step record,
+  the front end's delays, the measured lengths). The latency comparisons are then the
+  validation's leave-one-level-out predictions (the level left out of its own calibration)
+  where the strategy has enough levels, else a simulation calibrated on all of them
+  (in-sample); either carries the spread over replications as `interval`;
+- else a known GPU (run.json host, or `server.gpu`): the roofline (calculators.roofline,
   calculators.sim.step_model.step_model_from_roofline) - a prediction from datasheet numbers;
 - otherwise (a CPU run): step_s = base + per_seq x batch fitted by least squares
   (calculators.calibrate.fit_step_time) to the per-level mean step time and batch
@@ -26,7 +31,8 @@ from calculators.kv import kv_block_bytes
 from calculators.models import get_model
 from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
-from reference_server.scheduling.strategies import get_strategy, limits_from_flags  # the pure registry
+from reference_server.scheduling.strategies import get_strategy  # the pure registry
+from reports.calibration import Calibration, LevelSample, predict, strategy_limits
 from reports.cost import catalog_gpu_for
 from servecap.contract.run_json import RunInfo
 
@@ -58,16 +64,9 @@ def _step_model(run: RunInfo, arch, levels: list[dict]) -> tuple[StepTimeModel |
     return model, f"step time fitted to this run's levels (base {fit.base_s * 1e3:.2f} ms + {model.per_seq_s * 1e3:.3f} ms/seq)"
 
 
-def _limits(config: dict):
-    """The strategy's limits (the registry's Limits) from the merged config's flat fields; a field
-    the config lacks takes the strategy's default."""
-    spec = get_strategy(config["strategy"])
-    return limits_from_flags(spec.name, {k: config[k] for k in spec.limits.field_names() if config.get(k) is not None})
-
-
 def _simulator_config(config: dict) -> ServerConfig:
     blocks = config.get("num_kv_blocks") or config.get("kv_blocks")
-    return ServerConfig(limits=_limits(config), num_kv_blocks=int(blocks) if blocks else None,
+    return ServerConfig(limits=strategy_limits(config), num_kv_blocks=int(blocks) if blocks else None,
                         block_size=int(config.get("block_size") or 16))
 
 
@@ -94,7 +93,7 @@ def _running_capacity(config: dict, level: dict) -> tuple[int | None, str]:
     names = spec.limits.field_names()
     if names and all(config.get(name) is None for name in names):
         return None, f"run.json server config lacks the {strategy} limits ({', '.join(sorted(names))})"
-    cap = _limits(config).max_running
+    cap = strategy_limits(config).max_running
     blocks = config.get("num_kv_blocks") or config.get("kv_blocks") or level["server"].get("kv_blocks_total")
     tokens = (level.get("prompt_tokens_mean") or 0) + (level.get("output_tokens_mean") or 0)
     if blocks and tokens:
@@ -103,7 +102,13 @@ def _running_capacity(config: dict, level: dict) -> tuple[int | None, str]:
     return (min(int(cap), int(offered)) if offered else int(cap)), ""
 
 
-def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, model_source: str) -> dict:
+CALIBRATED_REPLICATIONS = 4   # in-sample runs, for strategies too few levels to leave one out
+
+
+def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, model_source: str,
+                  calibrated: tuple[Calibration, LevelSample] | None = None,
+                  replications: int = CALIBRATED_REPLICATIONS, held_out: dict | None = None) -> dict:
+    """`held_out`: this level's leave-one-level-out prediction (validation's `predictions[level]`)."""
     """summary.json's `predicted` for one level: {"model", "comparisons", "unavailable", ...}."""
     config = run.server.engine_config(level["strategy"])
     dtype, block_size = str(config.get("dtype") or "bf16"), int(config.get("block_size") or 16)
@@ -117,14 +122,25 @@ def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, 
         unavailable.append(f"running sequences: {why}")
     else:
         comparisons["running_sequences_peak"] = _pair(float(capacity), measured.get("requests_running_max"), "sequences")
+    if calibrated is not None:
+        calibration, sample = calibrated
+        model, model_source = calibration.step_model, (
+            "latencies: leave-one-level-out (validation)" if held_out else "latencies: in-sample") + \
+            "; this run's calibration: " + "; ".join(f"{k}: {v}" for k, v in calibration.sources.items())
+        unavailable += list(calibration.unavailable)
     if model is None:
         unavailable.append(f"step time and simulator: {model_source}")
     else:
         batch = max(1, round(measured.get("batch_size_mean") or 1))
         context = int((level.get("prompt_tokens_mean") or 0) + (level.get("output_tokens_mean") or 0) / 2)
-        step = model.step_s(batch, context_tokens=batch * context)
+        noise = float(sum(model.jitter) / len(model.jitter)) if model.jitter else 1.0
+        step = model.step_s(batch, context_tokens=batch * context) * noise
         comparisons["step_s"] = _pair(step, measured.get("step_time_mean_s"), "s")
-        if level["offered"] and config.get("strategy") and level.get("prompt_tokens_mean"):
+        if held_out:
+            _add_simulated(comparisons, held_out, level)
+        elif calibrated is not None:
+            _add_calibrated(comparisons, unavailable, calibrated, level, replications)
+        elif level["offered"] and config.get("strategy") and level.get("prompt_tokens_mean"):
             try:
                 sim = _simulated(level, config, model)
             except ValueError as exc:
@@ -137,8 +153,34 @@ def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, 
             "comparisons": comparisons, "unavailable": unavailable}
 
 
-def add_predictions(run: RunInfo, levels: list[dict]) -> None:
-    """Fill each level's `predicted` in place (one step model for the whole run)."""
+def _add_calibrated(comparisons: dict, unavailable: list, calibrated: tuple[Calibration, LevelSample],
+                    level: dict, replications: int) -> None:
+    calibration, sample = calibrated
+    try:
+        sim = predict(calibration, sample.kind, sample.load, sample.warmup_s, sample.duration_s,
+                      replications=replications)
+    except (ValueError, RuntimeError) as exc:
+        unavailable.append(f"simulator: {exc}")
+        return
+    _add_simulated(comparisons, sim.metrics, level)
+
+
+def _add_simulated(comparisons: dict, metrics: dict, level: dict) -> None:
+    """`metrics`: a Replicated's {metric: {q: {"value", "interval"}}}."""
+    for metric in ("ttft_s", "tpot_s", "e2e_s"):
+        for pct in ("p50", "p95", "p99"):
+            pair = _pair(metrics[metric][pct]["value"], level["metrics"][metric][pct], "s")
+            pair["interval"] = metrics[metric][pct]["interval"]
+            comparisons[f"{metric} {pct}"] = pair
+
+
+def add_predictions(run: RunInfo, levels: list[dict],
+                    calibrated: dict[str, tuple[Calibration, LevelSample]] | None = None, *,
+                    replications: int = CALIBRATED_REPLICATIONS, held_out: dict | None = None) -> None:
+    """Fill each level's `predicted` in place (one step model for the whole run, or, per level,
+    `calibrated[level id]`: its strategy's calibration and the level as measured; latencies from
+    `held_out[level id]` (the validation's predictions), else simulated `replications` times)."""
+    calibrated, held_out = calibrated or {}, held_out or {}
     if not run.server.model:
         for level in levels:
             level["predicted"] = {"unavailable": ["run.json has no server.model: nothing to predict from"]}
@@ -155,6 +197,7 @@ def add_predictions(run: RunInfo, levels: list[dict]) -> None:
         model, source = None, str(exc)
     for level in levels:
         try:
-            level["predicted"] = predict_level(run, level, arch, model, source)
+            level["predicted"] = predict_level(run, level, arch, model, source, calibrated.get(level["level"]),
+                                               replications, held_out.get(level["level"]))
         except ValueError as exc:
             level["predicted"] = {"model": arch.name, "unavailable": [str(exc)]}

@@ -23,6 +23,7 @@ from servecap.contract.records import FIELDS, SOMETIMES_FIELDS
 # DESIGN.md's fields but response_id (it only joins with server logs); loadgen's extras are not read
 COLUMNS = tuple(name for name in (*FIELDS, *SOMETIMES_FIELDS) if name != "response_id")
 SCHEMA = polars_schema(COLUMNS)
+JOIN_SCHEMA = polars_schema((*COLUMNS, "response_id"))   # when an engine record is there to join with
 STRING_COLUMNS = tuple(name for name, dtype in SCHEMA.items() if dtype == pl.Utf8)
 NUMBER_COLUMNS = tuple(name for name, dtype in SCHEMA.items() if dtype == pl.Float64)
 
@@ -31,12 +32,15 @@ class RecordsError(ValueError):
     """No request record can be read."""
 
 
-def read_records(path: Path, missing: list[str]) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+def read_records(path: Path, missing: list[str], *, response_id: bool = False
+                 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """(records frame [N rows], gaps [G], owning row of each gap [G]); notes go to `missing`.
 
     String columns come back as pandas categoricals (few distinct values: they
-    compare and group far faster than 1M Python strings).
+    compare and group far faster than 1M Python strings). `response_id` adds that
+    column (plain strings: one per request), for joining with the engine's request record.
     """
+    schema = JOIN_SCHEMA if response_id else SCHEMA
     if not path.exists():
         raise RecordsError(f"{path} is missing: a run without request records cannot be reported")
     size = path.stat().st_size
@@ -52,9 +56,9 @@ def read_records(path: Path, missing: list[str]) -> tuple[pd.DataFrame, np.ndarr
         raise RecordsError(f"{path} holds no complete request record")
     _note_absent_fields(head, missing)
     try:
-        table = pl.read_ndjson(source, schema=SCHEMA)
+        table = pl.read_ndjson(source, schema=schema)
     except pl.exceptions.PolarsError:
-        table = _read_line_by_line(source if isinstance(source, bytes) else path.read_bytes(), missing)
+        table = _read_line_by_line(source if isinstance(source, bytes) else path.read_bytes(), missing, schema)
     return _to_pandas(table, missing)
 
 
@@ -84,7 +88,7 @@ def _note_absent_fields(data: bytes, missing: list[str]) -> None:
         missing.append(f"requests.jsonl records lack field(s): {', '.join(absent)}")
 
 
-def _read_line_by_line(data: bytes, missing: list[str]) -> pl.DataFrame:
+def _read_line_by_line(data: bytes, missing: list[str], schema: dict) -> pl.DataFrame:
     """Slow path: keep the lines that are JSON objects, name the others, parse the kept ones fast."""
     good, bad = [], []
     for number, line in enumerate(data.splitlines(), start=1):
@@ -101,7 +105,7 @@ def _read_line_by_line(data: bytes, missing: list[str]) -> pl.DataFrame:
     if not good:
         raise RecordsError("requests.jsonl holds no readable request record")
     try:
-        return pl.read_ndjson(b"\n".join(good) + b"\n", schema=SCHEMA)
+        return pl.read_ndjson(b"\n".join(good) + b"\n", schema=schema)
     except pl.exceptions.PolarsError as exc:  # valid JSON of the wrong shape (e.g. itl_s a string)
         raise RecordsError(f"requests.jsonl records do not follow the schema: {exc}") from None
 
@@ -127,4 +131,6 @@ def _to_pandas(table: pl.DataFrame, missing: list[str]) -> tuple[pd.DataFrame, n
     rows = exploded["row"].to_numpy().astype(np.int64, copy=False)
     frame = {name: _categorical(table[name]) for name in STRING_COLUMNS}
     frame.update({name: table[name].to_numpy().astype(np.float64, copy=False) for name in NUMBER_COLUMNS})
+    if "response_id" in table.columns:
+        frame["response_id"] = table["response_id"].to_numpy()
     return pd.DataFrame(frame), gaps, rows

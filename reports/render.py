@@ -1,8 +1,9 @@
 """report.md and report.html from one list of sections (verdict and tables first, figures after).
 
 A section is (heading, blocks); a block is a paragraph (str), a table
-(DataFrame) or a figure (FigureFile). The HTML embeds each PNG as base64, so
-the file is self-contained; each <img> names its PNG in `alt` and `data-file`.
+(DataFrame), a figure (FigureFile) or a collapsed group of blocks (Details):
+see reports.blocks. The HTML embeds each PNG as base64, so the file is
+self-contained; each <img> names its PNG in `alt` and `data-file`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import tables
+from reports import tables, validation_section
+from reports.blocks import Block, Details
 from reports.figures.common import FigureFile
 from reports.summary import LATENESS_LIMIT_MS
-
-Block = str | pd.DataFrame | FigureFile
 
 
 def _verdict_sentences(summary: dict) -> list[str]:
@@ -41,7 +41,8 @@ def _verdict_sentences(summary: dict) -> list[str]:
     return lines
 
 
-def sections(summary: dict, figures: list[FigureFile]) -> list[tuple[str, list[Block]]]:
+def sections(summary: dict, figures: list[FigureFile],
+             validation_figures: list[FigureFile] = ()) -> list[tuple[str, list[Block]]]:
     out: list[tuple[str, list[Block]]] = []
     verdict: list[Block] = _verdict_sentences(summary)
     if summary["verdict"]["max_sustainable"]:
@@ -57,9 +58,13 @@ def sections(summary: dict, figures: list[FigureFile]) -> list[tuple[str, list[B
     if notes:
         out.append(("What is missing or suspect", ["\n".join(notes)]))
     out.append(("Levels", [tables.levels_table(summary)]))
+    validated = validation_section.section(summary, list(validation_figures))
+    if validated is not None:
+        out.append(validated)
     predicted = tables.predicted_table(summary)
     if not predicted.empty:
-        out.append(("Predicted vs measured", [predicted]))
+        out.append(("Predicted vs measured", [Details("Every predicted quantity per level (calibrated on all "
+                                                       "levels: in-sample)", [predicted])]))
     out.append(("Figures", list(figures)))
     for metric in tables.LATENCY_COLUMNS:
         out.append((f"Latency detail: {metric}", [tables.latency_table(summary, metric)]))
@@ -72,20 +77,31 @@ def to_markdown(title: str, parts: list[tuple[str, list[Block]]]) -> str:
     lines = [f"# {title}", ""]
     for heading, blocks in parts:
         lines += [f"## {heading}", ""]
-        for block in blocks:
-            if isinstance(block, pd.DataFrame):
-                lines.append(block.to_markdown(index=False) if not block.empty else "(no rows)")
-            elif isinstance(block, FigureFile):
-                lines.append(f"![{block.title}]({block.name})\n\n*{block.caption}*")
-            else:
-                lines.append(block)
-            lines.append("")
+        lines += _markdown_blocks(blocks)
     return "\n".join(lines)
+
+
+def _markdown_blocks(blocks: list[Block]) -> list[str]:
+    lines = []
+    for block in blocks:
+        if isinstance(block, Details):
+            lines += [f"<details><summary>{html.escape(block.summary)}</summary>", ""]
+            lines += _markdown_blocks(block.blocks)
+            lines.append("</details>")
+        elif isinstance(block, pd.DataFrame):
+            lines.append(block.to_markdown(index=False) if not block.empty else "(no rows)")
+        elif isinstance(block, FigureFile):
+            lines.append(f"![{block.title}]({block.name})\n\n*{block.caption}*")
+        else:
+            lines.append(block)
+        lines.append("")
+    return lines
 
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}
 table{border-collapse:collapse;font-size:13px;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 6px}
-th{background:#f2f2f2}img{max-width:100%}figure{margin:1em 0}figcaption{font-size:13px;color:#555}"""
+th{background:#f2f2f2}img{max-width:100%}figure{margin:1em 0}figcaption{font-size:13px;color:#555}
+details{margin:.5em 0}summary{cursor:pointer;color:#333}"""
 
 
 def _inline_markdown(text: str) -> str:
@@ -98,18 +114,27 @@ def to_html(title: str, parts: list[tuple[str, list[Block]]], figure_dir: Path) 
     body = [f"<h1>{html.escape(title)}</h1>"]
     for heading, blocks in parts:
         body.append(f"<h2>{html.escape(heading)}</h2>")
-        for block in blocks:
-            if isinstance(block, pd.DataFrame):
-                body.append(block.to_html(index=False, border=0) if not block.empty else "<p>(no rows)</p>")
-            elif isinstance(block, FigureFile):
-                data = base64.b64encode((figure_dir / block.name).read_bytes()).decode("ascii")
-                body.append(f'<figure><img alt="{block.name}" data-file="{block.name}" '
-                            f'src="data:image/png;base64,{data}"><figcaption>{html.escape(block.title)}: '
-                            f"{html.escape(block.caption)}</figcaption></figure>")
-            elif block.startswith("- "):
-                items = "".join(f"<li>{_inline_markdown(line[2:])}</li>" for line in block.splitlines())
-                body.append(f"<ul>{items}</ul>")
-            else:
-                body.append(f"<p>{_inline_markdown(block)}</p>")
+        body += _html_blocks(blocks, figure_dir)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
+
+
+def _html_blocks(blocks: list[Block], figure_dir: Path) -> list[str]:
+    body = []
+    for block in blocks:
+        if isinstance(block, Details):
+            body.append(f"<details><summary>{html.escape(block.summary)}</summary>"
+                        + "".join(_html_blocks(block.blocks, figure_dir)) + "</details>")
+        elif isinstance(block, pd.DataFrame):
+            body.append(block.to_html(index=False, border=0) if not block.empty else "<p>(no rows)</p>")
+        elif isinstance(block, FigureFile):
+            data = base64.b64encode((figure_dir / block.name).read_bytes()).decode("ascii")
+            body.append(f'<figure><img alt="{block.name}" data-file="{block.name}" '
+                        f'src="data:image/png;base64,{data}"><figcaption>{html.escape(block.title)}: '
+                        f"{html.escape(block.caption)}</figcaption></figure>")
+        elif block.startswith("- "):
+            items = "".join(f"<li>{_inline_markdown(line[2:])}</li>" for line in block.splitlines())
+            body.append(f"<ul>{items}</ul>")
+        else:
+            body.append(f"<p>{_inline_markdown(block)}</p>")
+    return body

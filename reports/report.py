@@ -12,12 +12,15 @@ import numpy as np
 
 from reports.figures import latency as figures_latency
 from reports.figures import resources as figures_resources
+from reports.figures import validation as figures_validation
 from reports.cost import cost_per_million, resolve_price
 from reports.figures.common import FigureFile
-from reports.predicted import add_predictions
+from reports.calibration import calibrated_levels, level_samples
+from reports.predicted import CALIBRATED_REPLICATIONS, add_predictions
 from reports.render import sections, to_html, to_markdown
 from reports.run_data import RunData, load_run
 from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings
+from reports.validation import REPLICATIONS, validate
 from reports.verdict import build_verdict
 from servecap.contract.run_json import RunInfo
 from servecap.contract.slo import SLO
@@ -32,6 +35,7 @@ class ReportOptions:
         gpu_hourly: USD per GPU-hour for the cost verdict; None uses the catalog price.
         gpu: GPU catalog id to price with when run.json names no (known) GPU.
         figures: write the PNGs (and embed them); False for table-only reports.
+        replications: simulator runs per level in the leave-one-level-out validation.
     """
 
     slo_ttft_ms: float | None = None
@@ -40,8 +44,11 @@ class ReportOptions:
     gpu_hourly: float | None = None
     gpu: str | None = None
     figures: bool = True
+    replications: int = REPLICATIONS
 
     def __post_init__(self) -> None:
+        if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
+            raise ValueError(f"replications must be a positive integer, got {self.replications!r}")
         if self.gpu_hourly is not None and not (self.gpu_hourly >= 0 and math.isfinite(self.gpu_hourly)):
             raise ValueError(f"gpu_hourly must be a non-negative number of USD, got {self.gpu_hourly!r}")
         # SLO validates its own fields; build one now so bad values fail before any work
@@ -66,11 +73,17 @@ def build_summary(data: RunData, options: ReportOptions,
     """summary.json's dict (../shared/DESIGN.md): run, levels, verdict, plus `missing` and warnings."""
     slo = options.slo_for(data.run)
     levels = build_levels(data, slo, progress=progress)
-    add_predictions(data.run, levels)
+    samples = level_samples(data, levels)
+    validation = validate(data.run, samples, replications=options.replications,
+                          progress=(lambda lvl: progress(f"validating {lvl}")) if progress else None)
+    add_predictions(data.run, levels, calibrated_levels(data.run, samples),
+                    replications=min(options.replications, CALIBRATED_REPLICATIONS),
+                    held_out=validation["predictions"])
     price = resolve_price(data.run, options.gpu_hourly, options.gpu)
     verdict = build_verdict(levels, slo, cost=lambda point: cost_per_million(point, price))
-    return {"run": data.run_json, "levels": levels, "verdict": verdict, "missing": list(data.missing),
-            "loadgen_warnings": loadgen_warnings(data.run, levels), "metrics": list(LATENCY_METRICS)}
+    return {"run": data.run_json, "levels": levels, "validation": validation, "verdict": verdict,
+            "missing": list(data.missing), "loadgen_warnings": loadgen_warnings(data.run, levels),
+            "metrics": list(LATENCY_METRICS)}
 
 
 def make_figures(data: RunData, summary: dict, out_dir: Path) -> list[FigureFile]:
@@ -83,6 +96,13 @@ def make_figures(data: RunData, summary: dict, out_dir: Path) -> list[FigureFile
         figures_resources.resources_timeseries(data, levels, out_dir),
         figures_latency.latency_cdfs(data, levels, out_dir),
     ]
+    return [fig for fig in made if fig is not None]
+
+
+def make_validation_figures(summary: dict, out_dir: Path) -> list[FigureFile]:
+    """Predicted vs measured per metric, from summary.json's `validation`."""
+    made = [figures_validation.predicted_vs_measured(summary["levels"], summary.get("validation") or {}, metric, out_dir)
+            for metric in ("ttft_s", "tpot_s", "e2e_s")]
     return [fig for fig in made if fig is not None]
 
 
@@ -111,13 +131,15 @@ def write_report(run_dir: str | Path, options: ReportOptions | None = None,
     summary_path = out_dir / "summary.json"
     summary_path.write_text(json.dumps(summary, indent=1, allow_nan=False))
     figures: list[FigureFile] = []
+    validation_figures: list[FigureFile] = []
     if options.figures:
         step("drawing figures")
         figures = make_figures(data, summary, out_dir)
+        validation_figures = make_validation_figures(summary, out_dir)
     step("writing report.md and report.html")
     title = f"servecap report: {out_dir.name}"
-    parts = sections(summary, figures)
+    parts = sections(summary, figures, validation_figures)
     markdown_path, html_path = out_dir / "report.md", out_dir / "report.html"
     markdown_path.write_text(to_markdown(title, parts))
     html_path.write_text(to_html(title, parts, out_dir))
-    return ReportResult(summary, summary_path, markdown_path, html_path, figures)
+    return ReportResult(summary, summary_path, markdown_path, html_path, figures + validation_figures)

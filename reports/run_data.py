@@ -1,8 +1,11 @@
 """Read a run directory into pandas once; every table and figure is a function of `RunData`.
 
 The run directory (../shared/DESIGN.md): run.json, requests.jsonl, samples.csv,
-server_metrics.csv. Anything absent or damaged is recorded in `RunData.missing`
-as a sentence for the report, never raised, so a killed run still reports.
+server_metrics.csv, and the engine's own record when the server keeps one
+(engine_steps.csv, engine_requests.csv: servecap.contract.engine_record). Anything absent
+or damaged is recorded in `RunData.missing` as a sentence for the report, never raised,
+so a killed run still reports (a server without an engine record is not "missing": the
+predictions say what they did without it).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import pandas as pd
 
 from reports.level_ids import parse_level_id
 from reports.records_reader import RecordsError, read_records
+from servecap.contract.engine_record import REQUEST_COLUMNS, REQUESTS_FILE, STEP_COLUMNS, STEPS_FILE
 from servecap.contract.records import tpot_s
 from servecap.contract.run_json import RunInfo
 
@@ -39,7 +43,7 @@ class RunData:
         run: run.json, typed (the contract's RunInfo; empty sections when absent).
         run_json: run.json as the file holds it ({} when absent): summary.json embeds it as is.
         records: one row per request record; the schema columns the report uses (all but
-            response_id, which only joins with server logs) plus derived
+            response_id, read only to join with an engine request record) plus derived
             `strategy`, `offered_kind`, `offered_value`, `t_end` (t_start + e2e_s) and
             `tpot_s` (the contract's tpot_s: NaN below 2 output tokens).
             `itl_s` itself is not a column: see itl_gaps.
@@ -49,6 +53,8 @@ class RunData:
         server_metrics: server_metrics.csv, or None when absent.
         missing: sentences naming what is missing, torn or unreadable.
         loadgen_meta: requests.meta.json (the load generator's own health per level), {} if absent.
+        engine_steps, engine_requests: the engine's step and request records, or None when the
+            run has none (an external server, an older run).
     """
 
     run_dir: Path
@@ -61,6 +67,8 @@ class RunData:
     server_metrics: pd.DataFrame | None
     missing: list[str] = field(default_factory=list)
     loadgen_meta: dict = field(default_factory=dict)
+    engine_steps: pd.DataFrame | None = None
+    engine_requests: pd.DataFrame | None = None
 
     def measured_ok(self) -> pd.Series:
         """Boolean mask of records that enter the latency summary: status ok, phase measure."""
@@ -77,8 +85,10 @@ def load_run(run_dir: str | Path) -> RunData:
     problems: list[str] = []
     run = RunInfo.from_dict(run_json, problems, "run.json")
     missing += problems
+    engine_requests = _read_optional_csv(run_dir / REQUESTS_FILE, REQUEST_COLUMNS, missing)
     try:
-        records, gaps, gap_rows = read_records(run_dir / "requests.jsonl", missing)
+        records, gaps, gap_rows = read_records(run_dir / "requests.jsonl", missing,
+                                               response_id=engine_requests is not None)
     except RecordsError as exc:
         raise RunDirError(str(exc)) from None
     _add_derived_columns(records, run)
@@ -86,7 +96,32 @@ def load_run(run_dir: str | Path) -> RunData:
     metrics = _read_csv(run_dir / "server_metrics.csv", METRIC_COLUMNS, missing)
     _note_missing_levels(run, records, missing)
     meta = _read_optional_json(run_dir / "requests.meta.json", missing)
-    return RunData(run_dir, run, run_json, records, gaps, gap_rows, samples, metrics, missing, meta)
+    steps = _read_optional_csv(run_dir / STEPS_FILE, STEP_COLUMNS, missing)
+    return RunData(run_dir, run, run_json, records, gaps, gap_rows, samples, metrics, missing, meta,
+                   steps, engine_requests)
+
+
+def _parse_csv(path: Path, missing: list[str], left_out: str) -> pd.DataFrame | None:
+    """The CSV (bad lines skipped), or None with "<name> is unreadable (...); <left_out>" in `missing`."""
+    try:
+        return pd.read_csv(path, on_bad_lines="skip")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        missing.append(f"{path.name} is unreadable ({exc}); {left_out}")
+        return None
+
+
+def _read_optional_csv(path: Path, columns: tuple[str, ...], missing: list[str]) -> pd.DataFrame | None:
+    """A file only some servers give: None when absent or empty; a damaged one is said in `missing`."""
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    frame = _parse_csv(path, missing, "predictions run without it")
+    if frame is None:
+        return None
+    absent = [name for name in columns if name not in frame.columns]
+    if absent:
+        missing.append(f"{path.name} lacks column(s) {', '.join(absent)}; predictions run without it")
+        return None
+    return frame if len(frame) else None
 
 
 def _read_optional_json(path: Path, missing: list[str]) -> dict:
@@ -129,10 +164,8 @@ def _read_csv(path: Path, columns: tuple[str, ...], missing: list[str]) -> pd.Da
     if not path.exists():
         missing.append(f"{path.name} is missing: its figures and per-level means are left out")
         return None
-    try:
-        frame = pd.read_csv(path, on_bad_lines="skip")
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        missing.append(f"{path.name} is unreadable ({exc}); left out")
+    frame = _parse_csv(path, missing, "left out")
+    if frame is None:
         return None
     absent = [name for name in columns if name not in frame.columns]
     if "t" in absent:

@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("loadgen.sweep.cli", "drive a server through load levels with Locust and samplers, then report"),
     "report": ("reports.cli", "turn a run directory into summary.json, report.html/.md and figures"),
     "compare": ("loadgen.compare.cli", "A/B: two servers under load interleaved in slices, a paired verdict (CI gate)"),
+    "predict": ("reports.predict_cli", "predicted latency curves and max load under an SLO from a run's calibration"),
 }
 
 

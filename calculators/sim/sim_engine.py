@@ -6,9 +6,16 @@ The scheduler is the class the engine runs for the strategy (from the registry i
 ``reference_server.scheduling.strategies``) over a real ``BlockManager``, and ``postprocess`` is
 the engine's own bookkeeping (tokens computed, one token appended, finish at max_tokens), so
 batching rules, KV-limited admission and preemption are the engine's by construction. Only
-time is modelled: a step lasts ``StepClock.step(sequences, prefill tokens, context tokens)``;
-when nothing may run, time jumps to the next arrival or to the moment a batch may launch.
-A request's first token comes at the end of the step that finishes its prompt.
+time is modelled: a step lasts ``StepClock.step(sequences, prefill tokens, context tokens)``
+(counted by ``batch_shape``, as the engine's step record counts them); when nothing may run,
+time jumps to the next arrival or to the moment a batch may launch. A request's first token
+comes at the end of the step that finishes its prompt.
+
+Fast path: after a steady step (``reference_server.scheduling.steady_decode``: the same batch of
+decodes will repeat until something arrives, finishes or runs out of blocks), the following
+steady steps run at once: their durations in one array, the scheduler advanced by
+``advance_decodes``, stopping before the next arrival and the horizon. Durations, token counts,
+block tables and the jitter draws come out the same as stepping (tests compare both, float for float).
 
 Prompts are distinct per request (request i's prompt is token i repeated), so requests never
 share prefix-cache blocks (like random prompts); a preempted request that is recomputed may
@@ -18,17 +25,24 @@ hit its own blocks still in the cache, as in the engine.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+
+import numpy as np
 
 from calculators.sim.state import Arrivals, StepClock, Trace
 from calculators.sim.workload import ServerConfig
+from reference_server.scheduling.batch_shape import BatchShape, batch_shape
 from reference_server.scheduling.block_manager import BlockManager, cdiv
-from reference_server.scheduling.postprocess import StopRule, postprocess, samples_token
+from reference_server.scheduling.postprocess import StopRule, postprocess
 from reference_server.scheduling.sampling import SamplingParams
 from reference_server.scheduling.sequence import Sequence
+from reference_server.scheduling.steady_decode import advance_decodes, is_steady, plan_steady_run
 from reference_server.scheduling.strategies import make_scheduler
 
 SIM_TOKEN = 1          # what every simulated step samples; with ignore_eos only max_tokens ends a request
 NO_STOP = StopRule()   # no end-of-sequence token, no context limit
+SHORT_RUN = 16         # steady stretches shorter than this take the per-step clock (an array costs more)
+MAX_FAST_STEPS = 1 << 14
 
 
 def num_kv_blocks(server: ServerConfig, trace: Trace) -> int:
@@ -43,8 +57,13 @@ def num_kv_blocks(server: ServerConfig, trace: Trace) -> int:
     return server.num_kv_blocks
 
 
-def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: Arrivals) -> None:
-    """Fill `trace` (first-token and end times, step counters) for every request of the run."""
+def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: Arrivals, *,
+               horizon_s: float = math.inf, fast_decodes: bool = True,
+               on_step: Callable[[float, float, BatchShape], None] | None = None) -> None:
+    """Fill `trace` (first-token and end times, step counters) for every request of the run, or for
+    those that finish before `horizon_s` (engine time; the run stops there). `on_step(start, duration,
+    shape)` hears of every step, as an engine's step record would (it turns the fast path off)."""
+    fast_decodes = fast_decodes and on_step is None
     scheduler = make_scheduler(server.limits, BlockManager(num_kv_blocks(server, trace), server.block_size))
     prompt, output, arrival = trace.prompt.tolist(), trace.output.tolist(), trace.arrival
     first_token, end = [math.nan] * len(prompt), [math.nan] * len(prompt)
@@ -52,7 +71,7 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
     now, done, n = 0.0, 0, len(prompt)
     steps = sequences = preemptions = 0
     busy = 0.0
-    while done < n:
+    while done < n and now < horizon_s:
         arrivals.pop_until(now, arrived)
         for i in arrived:
             scheduler.add(Sequence(str(i), [i] * prompt[i], SamplingParams(max_tokens=output[i], ignore_eos=True),
@@ -62,31 +81,67 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
         if batch is None:
             now = _next_event(now, scheduler.seconds_until_schedulable(now), arrivals.next_time(), server)
             continue
-        tokens: list[int | None] = []
-        prefill = context = 0
-        for seq, count in zip(batch.seqs, batch.num_new_tokens):
-            sampling = samples_token(seq, count)
-            tokens.append(SIM_TOKEN if sampling else None)
-            context += seq.num_computed_tokens + count            # keys attended after this step
-            if count > 1 or seq.num_computed_tokens < seq.num_prompt_tokens:   # all but decodes
-                prefill += count
-        size = len(batch.seqs)
-        duration = clock.step(size, prefill, context)
+        shape = batch_shape(batch)
+        tokens = [SIM_TOKEN if seq.num_computed_tokens + count == len(seq.token_ids) else None   # samples_token
+                  for seq, count in zip(batch.seqs, batch.num_new_tokens)]
+        duration = clock.step(shape.sequences, shape.prefill_tokens, shape.context_tokens)
+        if on_step is not None:
+            on_step(now, duration, shape)
         now += duration
-        steps, sequences, busy, preemptions = steps + 1, sequences + size, busy + duration, preemptions + len(batch.preempted)
+        steps, sequences, busy, preemptions = (steps + 1, sequences + shape.sequences, busy + duration,
+                                               preemptions + len(batch.preempted))
+        finished = 0
         for seq, _, reason in postprocess(scheduler, batch, tokens, NO_STOP):
-            produced = seq.num_output_tokens
+            produced = len(seq.token_ids) - seq.num_prompt_tokens
             if reason is None and produced > 1:
                 continue   # a decode: nothing to record
             i = int(seq.request_id)
             if produced == 1:
                 first_token[i] = now
             if reason is not None:
+                finished += 1
                 end[i] = now
-                arrivals.finished(now)
+                arrivals.finished(i, now)
+                done += 1
+        if fast_decodes and is_steady(scheduler, batch, finished):
+            size = shape.sequences - finished
+            # the last step's context less the finished ones' (their blocks are gone: count their tokens)
+            context = shape.context_tokens - sum(len(seq.token_ids) - 1 for seq in batch.seqs if seq.finish_reason) \
+                if finished else shape.context_tokens
+            ran, now, busy, ended = _steady_stretch(scheduler, clock, size, context, now, busy,
+                                                    min(arrivals.next_time() or math.inf, horizon_s))
+            steps, sequences = steps + ran, sequences + ran * size
+            for seq in ended:
+                i = int(seq.request_id)
+                end[i] = now
+                arrivals.finished(i, now)
                 done += 1
     trace.first_token[:], trace.end[:] = first_token, end
     trace.steps, trace.sequences_in_steps, trace.busy_s, trace.preemptions = steps, sequences, busy, preemptions
+
+
+def _steady_stretch(scheduler, clock: StepClock, size: int, context: int, now: float, busy: float,
+                    stop_at: float) -> tuple[int, float, float, list]:
+    """Run the steady steps that start before `stop_at` (`context`: what the last step attended);
+    (steps run, now, busy, the sequences the last of them finished)."""
+    run = plan_steady_run(scheduler, NO_STOP, SIM_TOKEN, MAX_FAST_STEPS)
+    if run.steps == 0 or not now < stop_at:
+        return 0, now, busy, []
+    if run.steps < SHORT_RUN:   # a few steps: the per-step clock, as stepping calls it
+        ran = 0
+        while ran < run.steps and now < stop_at:
+            ran += 1
+            duration = clock.step(size, 0, context + ran * size)
+            now += duration
+            busy += duration
+    else:   # step j (0-based) attends `context` + (j + 1) x size: each sequence one token further
+        durations = clock.decode_durations(size, context + size, run.steps)
+        ends = np.add.accumulate(np.concatenate(([now], durations)))   # ends[j] = start of step j, as stepping adds
+        ran = int(np.searchsorted(ends[:-1], stop_at, side="left"))    # steps starting strictly before stop_at
+        clock.consume(ran)
+        now = float(ends[ran])
+        busy = float(np.add.accumulate(np.concatenate(([busy], durations[:ran])))[-1])
+    return ran, now, busy, advance_decodes(scheduler, run, ran, SIM_TOKEN, NO_STOP)
 
 
 def _next_event(now: float, wait_s: float | None, next_arrival: float | None, server: ServerConfig) -> float:

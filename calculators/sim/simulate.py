@@ -1,9 +1,10 @@
 """Discrete-event simulation of a serving engine: TTFT, TPOT and E2E percentiles per load level.
 
-``simulate(server, workload, step_model)`` draws the workload (seeded), runs the engine's own
-scheduler for the strategy on a step-time clock (``calculators.sim.sim_engine``) and
-summarises the measured window:
-    ttft_s = first token - arrival;  e2e_s = last token - arrival;
+``simulate(server, workload, step_model, front_end)`` draws the workload (seeded), runs the
+engine's own scheduler for the strategy on a step-time clock (``calculators.sim.sim_engine``),
+adds each request's front-end delays (``calculators.sim.front_end``) and summarises the
+measured window as the client sees it:
+    ttft_s = in + (engine first token - engine arrival) + first_out;  e2e_s likewise with last_out;
     tpot_s = (e2e - ttft) / (output tokens - 1)  (requests with one output token have none)
 Percentiles are numpy's default (linear interpolation), as in the reports' summary.json.
 The step-time model comes from ``calculators.calibrate.fit_step_model`` (measured) or
@@ -12,24 +13,28 @@ The step-time model comes from ``calculators.calibrate.fit_step_model`` (measure
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from calculators.sim.front_end import FrontEnd
 from calculators.sim.sim_engine import run_engine
 from calculators.sim.state import Arrivals, StepClock, Trace
 from calculators.sim.workload import LengthDist, ServerConfig, Workload
 from calculators.sim.step_model import StepTimeModel
+from servecap.contract.records import tpot_s
 
 PERCENTILES = (50, 90, 95, 99)
 
-__all__ = ["LengthDist", "ServerConfig", "Workload", "SimResult", "Trace", "simulate", "simulate_levels", "simulate_trace"]
+__all__ = ["FrontEnd", "LengthDist", "ServerConfig", "Workload", "SimResult", "Trace", "measured_window", "simulate",
+           "simulate_levels", "simulate_trace"]
 
 
 @dataclass(frozen=True)
 class SimResult:
-    """One load level. ``metrics[name]`` = {count, mean, p50, p90, p95, p99} for ttft_s, tpot_s, e2e_s;
-    ``steps`` and ``preemptions`` count the whole run (warm-up and tail included)."""
+    """One load level. ``metrics[name]`` = {count, mean, p50, p90, p95, p99} for ttft_s, tpot_s, e2e_s
+    as the client sees them (the engine's own clock without a front end: then ``engine_metrics``
+    is the same); ``steps`` and ``preemptions`` count the whole run (warm-up and tail included)."""
 
     strategy: str
     offered: dict
@@ -42,6 +47,7 @@ class SimResult:
     metrics: dict
     steps: int = 0
     preemptions: int = 0
+    engine_metrics: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -59,48 +65,83 @@ def _summary(values: np.ndarray) -> dict:
             **{f"p{p}": float(v) for p, v in zip(PERCENTILES, points)}}
 
 
-def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTimeModel) -> Trace:
-    """Per-request arrival, first-token and end times of one run (the raw data behind ``simulate``)."""
-    rng = np.random.default_rng(workload.seed)
-    n = workload.requests
-    trace = Trace(prompt=workload.prompt_tokens.sample(rng, n), output=workload.output_tokens.sample(rng, n),
-                  arrival=np.zeros(n), first_token=np.full(n, np.nan), end=np.full(n, np.nan))
-    schedule = None if workload.rate_rps is None else workload.open_loop_arrivals(rng)
-    arrivals = Arrivals(trace, schedule=schedule, concurrency=workload.concurrency)
-    run_engine(server, StepClock(step_model, rng), trace, arrivals)
-    return trace
+MAX_REGROWTHS = 8   # a time window that outlasts the requests drawn doubles them, at most this often
 
 
-def simulate(server: ServerConfig, workload: Workload, step_model: StepTimeModel) -> SimResult:
-    """Run one load level; deterministic for a given ``workload.seed``."""
-    trace = simulate_trace(server, workload, step_model)
-    n = workload.requests
+def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTimeModel,
+                   front_end: FrontEnd | None = None, *, fast_decodes: bool = True, on_step=None) -> Trace:
+    """Per-request arrival, first-token and end times of one run (the raw data behind ``simulate``).
+    With a time window, enough requests are drawn to keep the load on until its end. `on_step`: see
+    ``sim_engine.run_engine`` (called again from the start if the window needs more requests)."""
+    for _ in range(MAX_REGROWTHS):
+        rng = np.random.default_rng(workload.seed)
+        n = workload.request_count
+        prompt, output = workload.sample_lengths(rng, n)
+        trace = Trace(prompt=prompt, output=output, arrival=np.zeros(n), first_token=np.full(n, np.nan),
+                      end=np.full(n, np.nan))
+        schedule = None if workload.concurrency else workload.open_loop_arrivals(rng)
+        arrivals = Arrivals(trace, schedule=schedule, concurrency=workload.concurrency, front_end=front_end,
+                            rng=np.random.default_rng([workload.seed, 1]))
+        run_engine(server, StepClock(step_model, rng), trace, arrivals, horizon_s=workload.horizon_s,
+                   fast_decodes=fast_decodes, on_step=on_step)
+        if workload.arrival_times or not _ran_dry(trace, workload, arrivals):
+            return trace
+        workload = replace(workload, requests=2 * workload.requests)
+    raise RuntimeError(f"the time window needs more than {workload.requests} requests")
+
+
+def _ran_dry(trace: Trace, workload: Workload, arrivals: Arrivals) -> bool:
+    """Did the load stop before the window's end for want of requests (every one sent, the last before it)?"""
+    if workload.duration_s is None:
+        return False
+    return arrivals.sent >= len(trace.prompt) and float(trace.client_send.max()) < workload.horizon_s
+
+
+def measured_window(trace: Trace, workload: Workload) -> np.ndarray:
+    """Indices of the requests a load test would have measured (``Workload``'s window)."""
+    n = len(trace.prompt)
+    if workload.duration_s is not None:
+        ends = trace.client_e2e() + trace.client_send
+        keep = (trace.client_send >= workload.warmup_s) & (ends <= workload.horizon_s)
+        return np.flatnonzero(keep & np.isfinite(ends))
     first = int(n * workload.warmup_fraction)
-    last = n - (workload.concurrency or 0) if workload.concurrency and n - workload.concurrency > first else n
-    window = slice(first, last)
-    ttft = trace.first_token[window] - trace.arrival[window]
-    e2e = trace.end[window] - trace.arrival[window]
+    c = workload.concurrency
+    last = n - c if c and n - c > first else n
+    return np.arange(first, last)
+
+
+def _metrics(ttft: np.ndarray, e2e: np.ndarray, outputs: np.ndarray) -> dict:
+    return {"ttft_s": _summary(ttft), "tpot_s": _summary(tpot_s(e2e, ttft, outputs)), "e2e_s": _summary(e2e)}
+
+
+def simulate(server: ServerConfig, workload: Workload, step_model: StepTimeModel,
+             front_end: FrontEnd | None = None, *, fast_decodes: bool = True) -> SimResult:
+    """Run one load level; deterministic for a given ``workload.seed``."""
+    trace = simulate_trace(server, workload, step_model, front_end, fast_decodes=fast_decodes)
+    window = measured_window(trace, workload)
+    if not len(window):
+        raise ValueError("no simulated request falls in the measure window (too short a window or too slow a step)")
     outputs = trace.output[window]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(outputs > 1, (e2e - ttft) / (outputs - 1), np.nan)
-    start, stop = float(trace.arrival[window].min()), float(trace.end[window].max())
-    duration = max(stop - start, 1e-12)
-    offered = {"concurrency": workload.concurrency} if workload.concurrency else {"rate_rps": workload.rate_rps}
+    sends, ends = trace.client_send[window], (trace.client_send + trace.client_e2e())[window]
+    duration = max(float(ends.max() - sends.min()), 1e-12)
+    if workload.duration_s is not None:
+        duration = workload.duration_s
+    offered = ({"concurrency": workload.concurrency} if workload.concurrency else
+               {"rate_rps": workload.rate_rps} if workload.rate_rps else {"trace_requests": len(workload.arrival_times)})
+    metrics = _metrics(trace.client_ttft()[window], trace.client_e2e()[window], outputs)
+    engine = _metrics((trace.first_token - trace.arrival)[window], (trace.end - trace.arrival)[window], outputs)
     return SimResult(
-        strategy=server.strategy, offered=offered, requests=last - first, duration_s=duration,
-        request_rate_rps=(last - first) / duration, output_tokens_per_s=float(outputs.sum()) / duration,
+        strategy=server.strategy, offered=offered, requests=len(window), duration_s=duration,
+        request_rate_rps=len(window) / duration, output_tokens_per_s=float(outputs.sum()) / duration,
         mean_batch_size=trace.sequences_in_steps / max(trace.steps, 1),
         utilization=min(1.0, trace.busy_s / float(np.nanmax(trace.end))),
-        metrics={"ttft_s": _summary(ttft), "tpot_s": _summary(tpot), "e2e_s": _summary(e2e)},
-        steps=trace.steps, preemptions=trace.preemptions,
+        metrics=metrics, steps=trace.steps, preemptions=trace.preemptions, engine_metrics=engine,
     )
 
 
 def simulate_levels(server: ServerConfig, workload: Workload, step_model: StepTimeModel, *,
                     concurrencies: list[int] | None = None, rates: list[float] | None = None) -> list[SimResult]:
     """``simulate`` at each closed-loop concurrency or open-loop rate (same seed, same lengths)."""
-    from dataclasses import replace
-
     if (concurrencies is None) == (rates is None):
         raise ValueError("give exactly one of concurrencies and rates")
     if concurrencies is not None:

@@ -1,4 +1,4 @@
-"""The simulator's bookkeeping: per-request trace, the arrival process and the step clock."""
+"""The simulator's bookkeeping: per-request trace, the arrival process (with front-end delays), the step clock."""
 
 from __future__ import annotations
 
@@ -7,67 +7,119 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calculators.sim.front_end import FrontEnd
 from calculators.sim.step_model import StepTimeModel
 
 
 @dataclass
 class Trace:
-    """Per-request times (s) filled in by a run; arrays of length = requests."""
+    """Per-request times (s) filled in by a run; arrays of length = requests, in engine-arrival order.
+
+    `arrival`, `first_token`, `end` are the engine's (its queue, its first and last token); the
+    client's are `client_send`, `first_token + first_out` and `end + last_out` (all zero delays
+    without a front end). Unfinished requests keep NaN.
+    """
 
     prompt: np.ndarray
     output: np.ndarray
     arrival: np.ndarray
     first_token: np.ndarray
     end: np.ndarray
+    client_send: np.ndarray | None = None
+    first_out: np.ndarray | None = None
+    last_out: np.ndarray | None = None
     steps: int = 0
     sequences_in_steps: int = 0   # sum over steps of sequences in the step
     busy_s: float = 0.0
     preemptions: int = 0          # running sequences sent back to the queue when KV blocks ran out
 
+    def __post_init__(self) -> None:
+        n = len(self.prompt)
+        for name in ("client_send", "first_out", "last_out"):
+            if getattr(self, name) is None:
+                setattr(self, name, np.zeros(n))
+
+    def client_ttft(self) -> np.ndarray:
+        return self.first_token + self.first_out - self.client_send
+
+    def client_e2e(self) -> np.ndarray:
+        return self.end + self.last_out - self.client_send
+
 
 class Arrivals:
-    """Open loop: a fixed sorted schedule. Closed loop: users send again when a request finishes."""
+    """When requests reach the engine. Open loop: the client's sorted send schedule plus each request's
+    in-delay. Closed loop: `concurrency` users send at 0, then each again `last_out + think` after the
+    engine finished its request (plus the next request's in-delay). Each request carries one measured
+    request's front-end delays (`FrontEnd.draw`)."""
 
-    def __init__(self, trace: Trace, *, schedule: np.ndarray | None, concurrency: int | None) -> None:
+    def __init__(self, trace: Trace, *, schedule: np.ndarray | None, concurrency: int | None,
+                 front_end: FrontEnd | None = None, rng: np.random.Generator | None = None) -> None:
         self.trace = trace
         self.n = len(trace.prompt)
         self.sent = 0
         self.closed = concurrency is not None
-        self.heap: list[float] = []
+        self.heap: list[tuple[float, float, int]] = []   # closed loop: (engine arrival, client send, draw)
+        front = front_end or FrontEnd.none()
+        self.think_s = front.think_s
+        self.delays = front.draw(rng if rng is not None else np.random.default_rng(0), self.n)
         if self.closed:
-            self.heap = [0.0] * min(concurrency, self.n)
+            self.pushes = 0
+            for _ in range(min(concurrency, self.n)):
+                self._push(0.0)
         else:
-            trace.arrival[:] = schedule
+            in_s, first_out, last_out = self.delays
+            reach = np.asarray(schedule, dtype=float) + in_s
+            order = np.argsort(reach, kind="stable")
+            trace.arrival[:], trace.client_send[:] = reach[order], np.asarray(schedule, dtype=float)[order]
+            trace.first_out[:], trace.last_out[:] = first_out[order], last_out[order]
+
+    def _push(self, client_send: float) -> None:
+        draw = self.pushes
+        self.pushes += 1
+        heapq.heappush(self.heap, (client_send + float(self.delays[0][draw]), client_send, draw))
 
     def next_time(self) -> float | None:
         if self.sent >= self.n or (self.closed and not self.heap):
             return None   # closed loop with every user waiting on the server
-        return self.heap[0] if self.closed else float(self.trace.arrival[self.sent])
+        return self.heap[0][0] if self.closed else float(self.trace.arrival[self.sent])
 
     def pop_until(self, now: float, arrived: list[int]) -> None:
         """Append the requests (trace indices) that have arrived by `now` to `arrived`."""
+        trace = self.trace
         while self.sent < self.n:
             if self.closed:
-                if not self.heap or self.heap[0] > now:
+                if not self.heap or self.heap[0][0] > now:
                     return
-                self.trace.arrival[self.sent] = heapq.heappop(self.heap)
-            elif self.trace.arrival[self.sent] > now:
+                reach, send, draw = heapq.heappop(self.heap)
+                i = self.sent
+                trace.arrival[i], trace.client_send[i] = reach, send
+                trace.first_out[i], trace.last_out[i] = self.delays[1][draw], self.delays[2][draw]
+            elif trace.arrival[self.sent] > now:
                 return
             arrived.append(self.sent)
             self.sent += 1
 
-    def finished(self, when: float) -> None:
-        if self.closed:
-            heapq.heappush(self.heap, when)
+    def finished(self, i: int, when: float) -> None:
+        """Request `i` left the engine at `when`: its closed-loop user sends again."""
+        if self.closed and self.pushes < self.n:
+            self._push(when + float(self.trace.last_out[i]) + self.think_s)
 
 
 class StepClock:
-    """Step durations: the model's mean, times a jitter factor drawn per step when the model has jitter
-    (a seeded draw of 65,536 factors, cycled: cheap per step, and the run stays reproducible)."""
+    """Step durations: the model's mean, times a jitter factor drawn per step when the model has jitter.
+
+    The factors are one seeded stream of 65,536, cycled (cheap per step, and the run reproducible):
+    independent draws, or with ``jitter_block`` > 1 runs of that many consecutive measured factors
+    from random places (a block bootstrap, which keeps slow steps together as they came).
+    """
+
+    STREAM = 1 << 16
 
     def __init__(self, model: StepTimeModel, rng: np.random.Generator) -> None:
         self.model = model
-        self.factors = rng.choice(np.asarray(model.jitter), size=1 << 16).tolist() if model.jitter else None
+        stream = _factor_stream(model, rng, self.STREAM) if model.jitter else None
+        self.factors = None if stream is None else stream.tolist()   # a list: the per-step read is cheapest
+        self._stream = stream                                         # the same, for runs of steps at once
         self.next = 0
 
     def step(self, sequences: int, prefill_tokens: int = 0, context_tokens: int = 0) -> float:
@@ -77,3 +129,27 @@ class StepClock:
         factor = self.factors[self.next]
         self.next = (self.next + 1) % len(self.factors)
         return mean * factor
+
+    def decode_durations(self, sequences: int, first_context: int, steps: int) -> np.ndarray:
+        """What the next `steps` calls step(sequences, 0, first_context + j x sequences) (j = 0, 1, ...)
+        would return, float for float, without using up their factors (``consume`` does)."""
+        m = self.model
+        context = first_context + sequences * np.arange(steps, dtype=np.int64)
+        durations = (m.batch_s(sequences) + m.per_prefill_token_s * 0) + m.per_context_token_s * context
+        if self.factors is not None:
+            index = (self.next + np.arange(steps)) % len(self.factors)
+            durations = durations * self._stream[index]
+        return durations
+
+    def consume(self, steps: int) -> None:
+        if self.factors is not None:
+            self.next = (self.next + steps) % len(self.factors)
+
+
+def _factor_stream(model: StepTimeModel, rng: np.random.Generator, size: int) -> np.ndarray:
+    measured = np.asarray(model.jitter)
+    block = min(model.jitter_block, len(measured))
+    if block == 1:
+        return rng.choice(measured, size=size)
+    starts = rng.integers(0, len(measured) - block + 1, size=-(-size // block))
+    return measured[(starts[:, None] + np.arange(block)).ravel()[:size]]

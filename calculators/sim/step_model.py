@@ -1,12 +1,19 @@
 """The engine step-time model the simulator runs on.
 
-    step_s = base_s + per_seq_s x sequences in the batch
+    step_s = batch_s(sequences)
              + per_prefill_token_s x prompt tokens processed this step
              + per_context_token_s x context tokens attended this step
+    batch_s(b) = base_s + per_seq_s x b, or, where given, ``batch_table[b - 1]`` (a measured cost
+                 per batch size: a CPU's step is not linear in small batches), continued past
+                 the table's end with per_seq_s per sequence
 
 ``jitter`` (optional) is the measured spread around that mean: factors measured / modelled step
 time, from which the simulator draws one per step (a shared CPU or a throttling GPU is not
 deterministic; p50 TTFT sees single steps, TPOT averages many, so both need the spread).
+With ``jitter_block`` > 1 the factors are the residuals in the order they were measured and the
+simulator draws runs of that many consecutive ones (a block bootstrap): slow steps come in
+bursts (another process holding the core, a GC pause), and a burst inside one request's decode
+moves its TPOT, which independent draws would average away.
 
 Fit it to measured steps with ``calculators.calibrate.fit_step_model``, or derive it for a GPU
 with ``from_roofline`` (memory-bound decode: the weights are read once per step, each sequence
@@ -30,11 +37,18 @@ class StepTimeModel:
     per_prefill_token_s: float = 0.0
     per_context_token_s: float = 0.0
     jitter: tuple[float, ...] = ()
+    jitter_block: int = 1
+    batch_table: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
+        if any(not isinstance(v, (int, float)) or not v > 0 for v in self.batch_table):
+            raise ValueError("batch_table entries must be positive seconds")
+        object.__setattr__(self, "batch_table", tuple(float(v) for v in self.batch_table))
         if any(not isinstance(f, (int, float)) or not f > 0 for f in self.jitter):
             raise ValueError("jitter factors must be positive numbers")
         object.__setattr__(self, "jitter", tuple(float(f) for f in self.jitter))
+        if isinstance(self.jitter_block, bool) or not isinstance(self.jitter_block, int) or self.jitter_block < 1:
+            raise ValueError(f"jitter_block must be a positive integer, got {self.jitter_block!r}")
         for name in ("base_s", "per_seq_s", "per_prefill_token_s", "per_context_token_s"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value >= 0:
@@ -42,8 +56,16 @@ class StepTimeModel:
         if self.base_s + self.per_seq_s + self.per_prefill_token_s <= 0:
             raise ValueError("base_s, per_seq_s and per_prefill_token_s cannot all be zero")
 
+    def batch_s(self, sequences: int) -> float:
+        table = self.batch_table
+        if not table:
+            return self.base_s + self.per_seq_s * sequences
+        if sequences <= len(table):
+            return table[sequences - 1]
+        return table[-1] + self.per_seq_s * (sequences - len(table))
+
     def step_s(self, sequences: int, prefill_tokens: int = 0, context_tokens: int = 0) -> float:
-        return (self.base_s + self.per_seq_s * sequences + self.per_prefill_token_s * prefill_tokens
+        return (self.batch_s(sequences) + self.per_prefill_token_s * prefill_tokens
                 + self.per_context_token_s * context_tokens)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,11 +54,19 @@ class LengthDist:
 
 @dataclass(frozen=True)
 class Workload:
-    """Requests and how they arrive: closed loop (``concurrency`` users, no think time) or open loop
-    (``rate_rps``; Poisson when ``arrival_cv2`` = 1, gamma inter-arrival times otherwise).
+    """Requests and how they arrive: closed loop (``concurrency`` users, no think time), open loop
+    (``rate_rps``; Poisson when ``arrival_cv2`` = 1, gamma inter-arrival times otherwise, near-constant
+    gaps as it goes to 0) or a trace (``arrival_times``: send offsets in s, replayed; the run has
+    that many requests).
 
-    ``warmup_fraction`` of the first requests are left out of the statistics, and in closed loop so are
-    the last ``concurrency`` (the tail where fewer users remain), like a load test's measure window.
+    Lengths: ``prompt_tokens`` and ``output_tokens`` drawn apart, or ``lengths``: measured
+    (prompt, output) pairs drawn together with replacement (a run's own workload).
+
+    The measure window: by count, ``warmup_fraction`` of the first requests are left out, and in
+    closed loop so are the last ``concurrency`` (the tail where fewer users remain); or by time,
+    as a load test has it, with ``warmup_s`` and ``duration_s``: requests sent in
+    [warmup_s, warmup_s + duration_s) that finished by its end (the run stops there, and
+    ``requests`` is only the first guess of how many that takes).
     """
 
     prompt_tokens: LengthDist = field(default_factory=LengthDist)
@@ -68,12 +77,16 @@ class Workload:
     arrival_cv2: float = 1.0
     warmup_fraction: float = 0.1
     seed: int = 0
+    lengths: tuple[tuple[int, int], ...] = ()
+    arrival_times: tuple[float, ...] = ()
+    warmup_s: float | None = None
+    duration_s: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.requests, bool) or not isinstance(self.requests, int) or self.requests <= 0:
             raise ValueError(f"requests must be a positive integer, got {self.requests!r}")
-        if (self.concurrency is None) == (self.rate_rps is None):
-            raise ValueError("give exactly one of concurrency (closed loop) and rate_rps (open loop)")
+        if sum((self.concurrency is not None, self.rate_rps is not None, bool(self.arrival_times))) != 1:
+            raise ValueError("give exactly one of concurrency (closed loop), rate_rps (open loop) and arrival_times")
         if self.concurrency is not None and (isinstance(self.concurrency, bool)
                                              or not isinstance(self.concurrency, int) or self.concurrency <= 0):
             raise ValueError(f"concurrency must be a positive integer, got {self.concurrency!r}")
@@ -85,9 +98,41 @@ class Workload:
             raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if self.lengths:
+            pairs = tuple((int(p), int(o)) for p, o in self.lengths)
+            if any(p <= 0 or o <= 0 for p, o in pairs):
+                raise ValueError("lengths must be (prompt, output) pairs of positive integers")
+            object.__setattr__(self, "lengths", pairs)
+        if self.arrival_times:
+            times = np.asarray(self.arrival_times, dtype=float)
+            if not np.all(np.isfinite(times)) or np.any(times < 0) or np.any(np.diff(times) < 0):
+                raise ValueError("arrival_times must be non-negative, finite and sorted")
+            object.__setattr__(self, "arrival_times", tuple(float(t) for t in times))
+        if (self.warmup_s is None) != (self.duration_s is None):
+            raise ValueError("give warmup_s and duration_s together (a time window) or neither")
+        if self.duration_s is not None and not (self.warmup_s >= 0 and self.duration_s > 0):
+            raise ValueError(f"the window needs warmup_s >= 0 and duration_s > 0, got {self.warmup_s}, {self.duration_s}")
+
+    @property
+    def request_count(self) -> int:
+        return len(self.arrival_times) if self.arrival_times else self.requests
+
+    @property
+    def horizon_s(self) -> float:
+        """End of the time window (the run stops there), or infinity when measuring by count."""
+        return math.inf if self.duration_s is None else self.warmup_s + self.duration_s
+
+    def sample_lengths(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(prompt, output) token counts [n] each."""
+        if self.lengths:
+            pairs = np.asarray(self.lengths, dtype=np.int64)[rng.integers(0, len(self.lengths), size=n)]
+            return pairs[:, 0].copy(), pairs[:, 1].copy()
+        return self.prompt_tokens.sample(rng, n), self.output_tokens.sample(rng, n)
 
     def open_loop_arrivals(self, rng: np.random.Generator) -> np.ndarray:
-        """Arrival times [requests] (s): gamma inter-arrivals with mean 1/rate and cv^2 = arrival_cv2."""
+        """Send times [requests] (s): the trace, or gamma inter-arrivals with mean 1/rate and cv^2 = arrival_cv2."""
+        if self.arrival_times:
+            return np.asarray(self.arrival_times)
         shape = 1 / self.arrival_cv2
         gaps = rng.gamma(shape, 1 / (self.rate_rps * shape), size=self.requests)
         return np.cumsum(gaps)

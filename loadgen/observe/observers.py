@@ -1,7 +1,9 @@
-"""The sweep's observers of one server: the device sampler (NVML, else host) and the /metrics scraper.
+"""The sweep's observers of one server: the device sampler (NVML, else host), the /metrics scraper
+and the poller of the engine's step record.
 
-Both append to the run directory's samples.csv and server_metrics.csv, so a sweep over
-several strategies (one server each) yields one timeline per file.
+They append to the run directory's samples.csv, server_metrics.csv, engine_steps.csv and
+engine_requests.csv, so a sweep over several strategies (one server each) yields one timeline
+per file (the engine files name the server in their `source` column).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from loadgen.observe.engine_record import EngineRecordPoller
 from loadgen.observe.samplers import Sampler, start_sampler
 from loadgen.observe.scraper import Scraper, start_scraper
 from servecap.contract.run_json import ObserverInfo
@@ -17,24 +20,33 @@ from servecap.contract.run_json import ObserverInfo
 class Observers:
     """Start with `start()`, end with `stop()`; each returns what run.json says about them."""
 
-    def __init__(self, out_dir: Path, interval_s: float, server_pid: int | None, metrics_url: str) -> None:
+    def __init__(self, out_dir: Path, interval_s: float, server_pid: int | None, base_url: str,
+                 source: str = "url") -> None:
+        """`base_url`: the server (its /metrics and /v1/engine/steps); `source`: its key in the engine files."""
         self.out_dir = out_dir
         self.interval_s = interval_s
         self.server_pid = server_pid
-        self.metrics_url = metrics_url
+        self.base_url = base_url.rstrip("/")
+        self.metrics_url = self.base_url + "/metrics"
+        self.source = source
         self.sampler: Sampler | None = None
         self.scraper: Scraper | None = None
-        self.described = ObserverInfo(interval_s=interval_s, metrics_url=metrics_url)
+        self.engine_record: EngineRecordPoller | None = None
+        self.described = ObserverInfo(interval_s=interval_s, metrics_url=self.metrics_url)
 
     def start(self) -> ObserverInfo:
         self.sampler = start_sampler(self.out_dir / "samples.csv", self.interval_s, self.server_pid)
         self.scraper = start_scraper(self.metrics_url, self.out_dir / "server_metrics.csv", self.interval_s)
+        self.engine_record = EngineRecordPoller(self.base_url, self.out_dir, self.interval_s, self.source).start()
         self.described = replace(self.described, sampler=self.sampler.kind, sampler_note=self.sampler.note or None)
         return self.described
 
     def stop(self) -> ObserverInfo:
         """Stop both; the description now carries their counters."""
         counters = {}
+        if self.engine_record is not None:
+            self.engine_record.stop()
+            counters.update(self.engine_record.describe())
         if self.scraper is not None:
             self.scraper.stop()
             counters.update(scrapes=self.scraper.scrapes, scrape_failures=self.scraper.failures)

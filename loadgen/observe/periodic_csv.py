@@ -18,10 +18,12 @@ class PeriodicCsv:
     """Calls `tick()` every `interval_s` and appends the rows it returns to `path`."""
 
     def __init__(self, path: Path, columns: tuple[str, ...], interval_s: float,
-                 tick: Callable[[], Iterable[tuple]], name: str) -> None:
+                 tick: Callable[[], Iterable[tuple]], name: str, *, tick_on_stop: bool = False) -> None:
+        """`tick_on_stop`: tick once more when stopped (a poller that must not lose the last rows)."""
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
         self.path, self.columns, self.interval_s, self.tick = Path(path), columns, interval_s, tick
+        self.tick_on_stop = tick_on_stop
         self.rows_written = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
@@ -38,12 +40,17 @@ class PeriodicCsv:
                 writer.writerow(self.columns)
             next_tick = time.monotonic()
             while not self._stop.is_set():
-                rows = [["" if value is None else value for value in row] for row in self.tick()]
-                writer.writerows(rows)
-                fh.flush()
-                self.rows_written += len(rows)
+                self._write(writer, fh)
                 next_tick += self.interval_s
                 self._stop.wait(max(0.0, next_tick - time.monotonic()))
+            if self.tick_on_stop:
+                self._write(writer, fh)
+
+    def _write(self, writer, fh) -> None:
+        rows = [["" if value is None else value for value in row] for row in self.tick()]
+        writer.writerows(rows)
+        fh.flush()
+        self.rows_written += len(rows)
 
     def stop(self) -> None:
         self._stop.set()

@@ -80,8 +80,9 @@ class Sweep:
                 for strategy in targets:
                     for load in self.config.concurrency or self.config.rates:
                         self.run_json.plan_level(self.config.level_id(strategy, load), strategy, load)
-            for strategy in targets:
-                self._run_target(strategy)
+            with self.cpus.orchestrator_on_loadgen_cores():
+                for strategy in targets:
+                    self._run_target(strategy)
             status = "complete"
         except (SweepInterrupted, KeyboardInterrupt):
             status = "interrupted"
@@ -119,8 +120,8 @@ class Sweep:
         self.run_json.record_engine(strategy, engine)
 
     def _observe(self, url: str, server_pid: int | None, strategy: str | None) -> None:
-        observers = Observers(self.out, self.config.sample_interval_s, server_pid, url + "/metrics")
         key = strategy or "url"
+        observers = Observers(self.out, self.config.sample_interval_s, server_pid, url, source=key)
         described = observers.start()
         self.run_json.record_observers(key, described)
         if described.sampler_note:

@@ -1,7 +1,8 @@
 """The FastAPI app factory: `create_app(engine_config, server_config, classifier_config)`.
 
-Routes: OpenAI (/v1), KServe V2 (/v2), ops (/health, /ready, /metrics). The engine
-thread and the classifier batcher start in the app's lifespan and stop with it.
+Routes: OpenAI (/v1), the engine's step record (/v1/engine/steps, /requests), KServe V2 (/v2),
+ops (/health, /ready, /metrics). The engine thread and the classifier batcher start in the
+app's lifespan and stop with it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from reference_server.api import kserve_routes, openai_routes, ops_routes
+from reference_server.api import engine_record_routes, kserve_routes, openai_routes, ops_routes
 from reference_server.api.auth import ApiKeyMiddleware
 from reference_server.api.body_limit import BodyLimitMiddleware
 from reference_server.api.errors import install_error_handlers
@@ -52,5 +53,6 @@ def create_app(engine_config: EngineConfig | None = None, server_config: ServerC
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=server_config.max_body_bytes)
     app.include_router(ops_routes.router)
     app.include_router(openai_routes.router)
+    app.include_router(engine_record_routes.router)
     app.include_router(kserve_routes.router)
     return app

@@ -20,6 +20,7 @@ from reference_server.classifier.model import ClassifierConfig, TabularClassifie
 from reference_server.classifier.batcher import DynamicBatcher
 from reference_server.engine.config import EngineConfig
 from reference_server.runtime.engine_process import EngineProcess
+from reference_server.runtime.engine_record_log import EngineRecordLog
 from reference_server.runtime.metrics import ServerMetrics
 from reference_server.engine.tokenizer import ByteTokenizer
 
@@ -51,7 +52,8 @@ class ServingRuntime:
             max_waiting=server_config.max_waiting, retry_after_s=server_config.retry_after_s,
             on_waiting_change=self.metrics.requests_admission_waiting.set)
         self.tokenizer = ByteTokenizer()
-        self.engine = _engine_client(engine_config, server_config, build_engine, self.metrics)
+        self.record_log = EngineRecordLog()   # the engine's step and request records (GET /v1/engine/steps)
+        self.engine = _engine_client(engine_config, server_config, build_engine, self.metrics, self.record_log)
         self.classifier: ClassifierService | None = None
         self.live: dict = {}   # request id -> Generation, for the drain's final abort
         self.created = int(time.time())
@@ -127,12 +129,13 @@ class ServingRuntime:
 
 
 def _engine_client(engine_config: EngineConfig, server_config: ServerConfig,
-                   build_engine: Callable[[], object] | None, metrics):
+                   build_engine: Callable[[], object] | None, metrics, record_log: EngineRecordLog):
     """The engine in its own process, or on a thread (always, for a custom `build_engine`:
     a factory closure cannot cross a process boundary)."""
     if build_engine is None and server_config.engine_mode == "process":
-        return EngineProcess(engine_config, metrics=metrics, cpus=server_config.engine_cpus)
-    return AsyncEngine(build_engine or _default_engine_builder(engine_config), metrics=metrics)
+        return EngineProcess(engine_config, metrics=metrics, cpus=server_config.engine_cpus, record_log=record_log)
+    return AsyncEngine(build_engine or _default_engine_builder(engine_config), metrics=metrics,
+                       record_log=record_log)
 
 
 def _default_engine_builder(engine_config: EngineConfig) -> Callable[[], object]:

@@ -16,7 +16,9 @@ from reference_server.engine.checkpoint import is_checkpoint_dir, load_checkpoin
 from reference_server.engine.config import DTYPE_BYTES, EngineConfig
 from reference_server.engine.model_runner import ModelRunner, kv_block_bytes
 from reference_server.engine.sampler import Sampler
+from reference_server.engine.step_recorder import EngineRecords, StepRecorder
 from reference_server.engine.tokenizer import ByteTokenizer
+from reference_server.scheduling.batch_shape import batch_shape
 from reference_server.scheduling.block_manager import BlockManager, cdiv
 from reference_server.scheduling.postprocess import StopRule, postprocess
 from reference_server.scheduling.sampling import SamplingParams
@@ -63,6 +65,7 @@ class EngineStats:
     total_preemptions: int
     total_steps: int
     last_num_tokens: int = 0           # tokens computed in the last step (== last_batch_size: all decodes)
+    records: EngineRecords = EngineRecords()   # step and request records since the previous stats()
 
 
 def resolve_model(model: str) -> tuple[ModelArchitecture, dict | None]:
@@ -103,6 +106,7 @@ class Engine:
         self._last_num_tokens = 0
         self._last_step_s = 0.0
         self._total_steps = 0
+        self.recorder = StepRecorder()
 
     def _num_kv_blocks(self) -> int:
         cfg = self.config
@@ -118,8 +122,10 @@ class Engine:
         return max(cfg.limits.max_running * per_seq, cdiv(self.max_model_len, cfg.block_size))
 
     # -- requests --------------------------------------------------------------------------
-    def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
-        """Queue a request; RequestRejected says why one can never be served."""
+    def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams, *,
+                    submitted_at: float | None = None) -> None:
+        """Queue a request; RequestRejected says why one can never be served. `submitted_at` (unix s):
+        when the serving process handed it over, the arrival in the engine's record (default: now)."""
         if request_id in self._seqs:
             raise RequestRejected(f"request id {request_id!r} is already in use")
         ids = list(prompt_token_ids)
@@ -141,12 +147,14 @@ class Engine:
         seq = Sequence(request_id, ids, params, arrival_time=self.clock())
         self._seqs[request_id] = seq
         self.scheduler.add(seq)
+        self.recorder.request_added(request_id, time.time() if submitted_at is None else submitted_at)
 
     def abort_request(self, request_id: str) -> None:
         """Forget the request and free its KV blocks now; unknown or finished ids are ignored."""
         if self._seqs.pop(request_id, None) is not None:
             self.scheduler.abort(request_id)
             self.sampler.forget(request_id)
+            self.recorder.request_dropped(request_id)
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished()
@@ -156,10 +164,11 @@ class Engine:
 
     # -- the loop --------------------------------------------------------------------------
     def step(self) -> list[StepOutput]:
-        start = time.perf_counter()
+        t_start, start = time.time(), time.perf_counter()
         batch = self.scheduler.schedule(self.clock())
         if batch is None:
             return []
+        shape = batch_shape(batch)   # before postprocess advances the batch
         if self.config.inject_step_delay_ms:
             busy_wait(self.config.inject_step_delay_ms / 1e3)
         tokens = self.runner.run(batch)
@@ -168,6 +177,10 @@ class Engine:
         self._last_num_tokens = batch.num_tokens
         self._last_step_s = time.perf_counter() - start
         self._total_steps += 1
+        scheduler = self.scheduler
+        self.recorder.stepped(t_start, self._last_step_s, shape, batch, outputs, running=len(scheduler.running),
+                              waiting=len(scheduler.waiting), kv_blocks_used=self.block_manager.num_used_blocks,
+                              idle_after=scheduler.seconds_until_schedulable(self.clock()) != 0.0)
         return outputs
 
     def _postprocess(self, batch: ScheduledBatch, tokens: list[int | None]) -> list[StepOutput]:
@@ -193,6 +206,7 @@ class Engine:
             if not self.step():
                 time.sleep(self.seconds_until_schedulable() or 0.0)
         self._total_steps = 0   # counters describe user traffic only
+        self.recorder.reset()
         self.block_manager.prefix_cache_query_tokens = self.block_manager.prefix_cache_hit_tokens = 0
 
     # -- introspection ------------------------------------------------------------------------
@@ -206,7 +220,7 @@ class Engine:
             total_prefix_cache_hit_tokens=bm.prefix_cache_hit_tokens,
             total_prefix_cache_queries=bm.prefix_cache_query_tokens,
             total_preemptions=self.scheduler.num_preemptions, total_steps=self._total_steps,
-            last_num_tokens=self._last_num_tokens,
+            last_num_tokens=self._last_num_tokens, records=self.recorder.take(),
         )
 
     def describe(self) -> dict:

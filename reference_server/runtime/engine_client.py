@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 from reference_server.runtime.engine_loop import AbortRequest, AddRequest, Items
 
@@ -26,8 +27,9 @@ class EngineClient:
     the event loop), and call `_deliver(items)` from any thread, `_set_ready(description)`
     once the engine is warm, `_set_failed(message)` when it cannot serve."""
 
-    def __init__(self, metrics=None) -> None:
+    def __init__(self, metrics=None, record_log=None) -> None:
         self._metrics = metrics
+        self._record_log = record_log   # an EngineRecordLog: each step's records go there
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queues: dict[str, asyncio.Queue] = {}   # live requests; touched on the event loop only
         self.ready = threading.Event()     # set after build + warm-up
@@ -39,7 +41,7 @@ class EngineClient:
         """Queue a request for the engine; returns the queue its outputs will arrive on."""
         queue: asyncio.Queue = asyncio.Queue()
         self._queues[request_id] = queue
-        self._submit(AddRequest(request_id, list(prompt_token_ids), params))
+        self._submit(AddRequest(request_id, list(prompt_token_ids), params, submitted_at=time.time()))
         return queue
 
     def abort(self, request_id: str, queue: asyncio.Queue | None = None) -> None:
@@ -76,6 +78,8 @@ class EngineClient:
         """One step's items and the engine's stats after it: metrics here, queues on the loop."""
         if self._metrics is not None and stats is not None:
             self._metrics.observe_step(stats, new_tokens, did_work=did_work)
+        if self._record_log is not None and stats is not None:
+            self._record_log.add(getattr(stats, "records", None))
         if items:
             self._call_on_loop(self._dispatch, items)
 

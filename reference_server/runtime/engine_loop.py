@@ -33,6 +33,7 @@ class AddRequest:
     request_id: str
     prompt_token_ids: list[int]
     params: object   # SamplingParams
+    submitted_at: float | None = None   # unix s the serving process handed it over (the engine record's arrival)
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,8 @@ class EngineLoop:
             self._live.discard(command.request_id)
             return
         try:
-            self.engine.add_request(command.request_id, command.prompt_token_ids, command.params)
+            self.engine.add_request(command.request_id, command.prompt_token_ids, command.params,
+                                    submitted_at=command.submitted_at)
         except Exception as exc:   # RequestRejected (a ValueError) or a bad argument
             items.append((command.request_id, exc))
             return

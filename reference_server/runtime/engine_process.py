@@ -43,10 +43,12 @@ class EngineProcess(EngineClient):
         engine_config: the `EngineConfig` the child builds `Engine` from (it must pickle).
         cpus: cores the engine process runs on (`--engine-cpus`); () = those of this process.
         metrics: a `ServerMetrics`, updated by the reader thread after every step (optional).
+        record_log: an `EngineRecordLog`, fed each step's records by the reader thread (optional).
     """
 
-    def __init__(self, engine_config, *, metrics=None, idle_poll_s: float = 0.005, cpus: tuple[int, ...] = ()) -> None:
-        super().__init__(metrics)
+    def __init__(self, engine_config, *, metrics=None, idle_poll_s: float = 0.005, cpus: tuple[int, ...] = (),
+                 record_log=None) -> None:
+        super().__init__(metrics, record_log)
         self._engine_config = engine_config
         self._cpus = tuple(cpus)
         self._idle_poll_s = idle_poll_s

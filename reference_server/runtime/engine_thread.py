@@ -36,10 +36,12 @@ class AsyncEngine(EngineClient):
         build_engine: returns a ready-to-warm `Engine` (called on the engine thread).
         metrics: a `ServerMetrics`, updated after every step (optional).
         idle_poll_s: see `EngineLoop`.
+        record_log: an `EngineRecordLog`, fed each step's records (optional).
     """
 
-    def __init__(self, build_engine: Callable[[], object], *, metrics=None, idle_poll_s: float = 0.005) -> None:
-        super().__init__(metrics)
+    def __init__(self, build_engine: Callable[[], object], *, metrics=None, idle_poll_s: float = 0.005,
+                 record_log=None) -> None:
+        super().__init__(metrics, record_log)
         self._build_engine = build_engine
         self._idle_poll_s = idle_poll_s
         self._cond = threading.Condition()

@@ -32,9 +32,9 @@ class StopRule:
         """"stop" (end-of-sequence or a stop token, once min_tokens were produced), "length"
         (max_tokens or the context limit reached), or None to go on. `token` is already appended."""
         params = seq.params
-        produced = seq.num_output_tokens
-        if produced >= params.min_tokens and (
-                (token == self.eos_id and not params.ignore_eos) or token in params.stop_token_ids):
+        produced = len(seq.token_ids) - seq.num_prompt_tokens   # seq.num_output_tokens, once per token: inlined
+        if ((token == self.eos_id and not params.ignore_eos) or token in params.stop_token_ids) \
+                and produced >= params.min_tokens:
             return "stop"
         if produced >= params.max_tokens or (self.max_model_len is not None and seq.num_tokens >= self.max_model_len):
             return "length"

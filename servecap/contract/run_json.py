@@ -164,6 +164,10 @@ class ObserverInfo(Section):
     scrapes: int | None = None
     scrape_failures: int | None = None
     sample_rows: int | None = None
+    engine_steps: int | None = None      # rows polled into engine_steps.csv / engine_requests.csv
+    engine_requests: int | None = None
+    engine_rows_dropped: int | None = None   # rows the server's ring dropped before they were polled
+    engine_record_unavailable: str | None = None   # why the server has no engine record (e.g. not ours)
 
 
 @dataclass(kw_only=True)

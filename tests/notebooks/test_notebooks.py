@@ -94,6 +94,11 @@ def test_capacity_notebook_answers_with_the_calculators(tmp_path):
     for name in p["COMPARE_GPUS"] + p["COMPARE_DTYPES"]:
         assert name in comparison
     assert len(_outputs(nb, "image/png")) == 2  # concurrency vs context, cost vs utilization
+    text = "\n".join(_outputs(nb, "text/plain"))   # section 9: servecap predict on the simulated sample run
+    assert "calibrated on" in text and "max load under the SLO:" in text
+    assert f"EXTRAPOLATION to {p['GPU']}" in text
+    predicted = next(html for html in _outputs(nb, "text/html") if "ttft_s p99 (ms)" in html)
+    assert all(f"c={c}" in predicted for c in p["PREDICT_CONCURRENCY"])
 
 
 @pytest.mark.slow

@@ -38,7 +38,17 @@ class ScheduledBatch:
 
 
 class Scheduler(ABC):
-    """Waiting queue (FIFO, preempted sequences go back to the front) and running list (admission order)."""
+    """Waiting queue (FIFO, preempted sequences go back to the front) and running list (admission order).
+
+    `steady_decodes` (a strategy opts in; see `reference_server.scheduling.steady_decode`): when a
+    batch was exactly `running`, every sequence computing one token, nothing preempted, then until a
+    request is added, aborted or finishes, and while the free blocks cover every sequence's growth,
+    each `schedule(now)` returns that batch again (whatever `now`), admitting nothing, preempting
+    nothing, and doing only `may_append` for the sequences at a block boundary, in running order.
+    The simulator then runs such stretches at once instead of step by step.
+    """
+
+    steady_decodes = False
 
     def __init__(self, limits: Limits, block_manager: BlockManager) -> None:
         self.limits = limits

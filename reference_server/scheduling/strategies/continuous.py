@@ -34,26 +34,31 @@ class ContinuousLimits(Limits):
 
 class ContinuousBatchScheduler(Scheduler):
     limits: ContinuousLimits
+    steady_decodes = True   # running decodes first; admission fails again with no more free blocks
 
     def schedule(self, now: float) -> ScheduledBatch | None:
         batch = ScheduledBatch()
+        seqs, counts = batch.seqs, batch.num_new_tokens   # appended in place of batch.add: once per sequence
         budget = self.limits.max_num_batched_tokens
+        bm = self.block_manager
+        room = bm.block_size
         for seq in list(self.running):
             if budget == 0:
                 break
             if seq.status is not SequenceStatus.RUNNING:   # preempted earlier in this loop
                 continue
-            n = min(seq.num_uncomputed_tokens, budget)
-            if self.block_manager.blocks_needed(seq, n) > 0:   # most decode steps fill a block they hold
-                while not self.block_manager.can_append(seq, n):
+            n = min(len(seq.token_ids) - seq.num_computed_tokens, budget)
+            if seq.num_computed_tokens + n > len(seq.block_table) * room:   # bm.blocks_needed > 0: rare in decode
+                while not bm.can_append(seq, n):
                     victim = self.running[-1]
                     self._preempt(victim, batch)
                     if victim is seq:
                         break
                 if seq.status is not SequenceStatus.RUNNING:
                     continue
-                self.block_manager.may_append(seq, n)
-            batch.add(seq, n)
+                bm.may_append(seq, n)
+            seqs.append(seq)
+            counts.append(n)
             budget -= n
         while (self.waiting and not batch.preempted and budget > 0
                and len(self.running) < self.limits.max_num_seqs

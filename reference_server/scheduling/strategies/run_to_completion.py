@@ -16,6 +16,7 @@ CLOCK_EPSILON_S = 1e-9   # `now - arrival` loses bits: waking exactly at a deadl
 
 
 class RunToCompletionScheduler(Scheduler):
+    steady_decodes = True   # while a batch runs, every step is that batch; nothing is admitted
     @abstractmethod
     def launch_size(self, now: float) -> int | None:
         """How many waiting requests to launch as a batch now, or None to keep waiting."""

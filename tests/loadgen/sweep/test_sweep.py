@@ -121,6 +121,30 @@ def test_sweep_writes_every_file(swept):
 
 
 @pytest.mark.slow
+def test_the_engine_record_is_polled_and_joins_the_clients_records(swept):
+    import pandas as pd
+
+    run = json.loads((swept / "run.json").read_text())
+    for strategy in ("none", "continuous"):
+        observed = run["observers"][strategy]
+        assert observed["engine_steps"] > 0 and observed["engine_requests"] > 0
+        assert observed["engine_rows_dropped"] == 0 and "engine_record_unavailable" not in observed
+    steps, engine = pd.read_csv(swept / "engine_steps.csv"), pd.read_csv(swept / "engine_requests.csv")
+    assert set(steps["source"]) == set(engine["source"]) == {"none", "continuous"}
+    assert steps.groupby("source")["seq"].apply(lambda s: list(s) == list(range(1, len(s) + 1))).all()
+    assert steps.loc[steps["source"] == "none", "batch"].max() == 1
+    records = pd.DataFrame([json.loads(line) for line in (swept / "requests.jsonl").read_text().splitlines()])
+    ok = records[records["status"] == "ok"].merge(engine, on="response_id", suffixes=("", "_engine"))
+    assert len(ok) == (records["status"] == "ok").sum()   # every answered request is in the engine's record
+    # one clock: the engine has a request after the client sent it, and its tokens before the client does
+    assert (ok["t_arrival"] >= ok["t_start"]).all() and (ok["t_first_token"] <= ok["t_start"] + ok["ttft_s"]).all()
+    assert (ok["t_finish"] <= ok["t_start"] + ok["e2e_s"]).all() and (ok["output_tokens"] == ok["output_tokens_engine"]).all()
+    validation = json.loads((swept / "summary.json").read_text())["validation"]
+    assert validation["method"] == "leave-one-level-out"   # two levels a strategy: too few to leave one out
+    assert all("needs at least 3" in note for note in validation["unavailable"])
+
+
+@pytest.mark.slow
 def test_the_sweep_reports_in_its_own_process_and_never_imports_torch(swept):
     modules = json.loads((swept.parent / "modules.json").read_text())
     assert "reports.report" in modules and "servecap.launch.process" in modules   # reported and launched here

@@ -8,10 +8,20 @@ Invariants checked after every action, for the block manager alone and for each 
   - no strategy runs more than its limits' `max_running`;
 and at the end, with no more arrivals, every admitted request that was not aborted finishes
 (and the cache is empty again) within a bounded number of steps.
+
+The simulator's fast path (reference_server.scheduling.steady_decode) is checked in the same
+machine: whenever a step is steady, `fast_forward` copies the scheduler and its sequences, runs
+k of the planned steps through `advance_decodes` on the copy and through the real
+schedule/postprocess on the original, and requires (a) every stepped batch to be the running
+list decoding one token each, nothing preempted or admitted, whatever time passed before (the
+strategy's `steady_decodes` contract), and (b) both to end equal: every sequence's tokens,
+computed tokens, block table, hashes, status and finish reason, the queues in order, and the
+block manager's free-list order, ref counts, hashes and prefix-cache map.
 """
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 
 from hypothesis import HealthCheck, settings
@@ -22,9 +32,11 @@ from reference_server.scheduling.block_manager import BlockManager
 from reference_server.scheduling.postprocess import StopRule, postprocess, samples_token
 from reference_server.scheduling.sampling import SamplingParams
 from reference_server.scheduling.sequence import Sequence, SequenceStatus
+from reference_server.scheduling.steady_decode import advance_decodes, is_steady, plan_steady_run
 from reference_server.scheduling.strategies import BUILT_IN, limits_from_flags, make_scheduler
 
 EOS = 3
+STEADY_TOKEN = 0   # what fast-forwarded steps sample: neither EOS nor a stop token
 TOKENS = st.lists(st.integers(0, 3), min_size=1, max_size=12)   # a small vocabulary: prefixes repeat
 SETTINGS = settings(max_examples=60, stateful_step_count=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -36,6 +48,18 @@ LIMITS = {   # small limits so batches fill, time out, chunk and preempt
                                       "max_queue_delay_us": st.sampled_from([0, 2000])}),
     "continuous": st.fixed_dictionaries({"max_num_seqs": st.integers(1, 4), "max_num_batched_tokens": st.integers(1, 12)}),
 }
+
+
+def snapshot(scheduler, sequences) -> dict:
+    """Everything a step may touch, by value (sequences by request id)."""
+    bm = scheduler.block_manager
+    return {
+        "running": [s.request_id for s in scheduler.running], "waiting": [s.request_id for s in scheduler.waiting],
+        "seqs": {s.request_id: (list(s.token_ids), s.num_computed_tokens, list(s.block_table), list(s.block_hashes),
+                                s.status, s.finish_reason, s.num_cached_tokens) for s in sequences},
+        "free": list(bm.free_block_ids), "map": dict(bm.hash_to_block_id),
+        "blocks": [(b.ref_count, b.hash, b.token_ids) for b in bm.blocks], "preemptions": scheduler.num_preemptions,
+    }
 
 
 def check_blocks(bm: BlockManager, holders: list[Sequence]) -> None:
@@ -101,8 +125,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.now = 0.0
         self.admitted: dict[str, Sequence] = {}
         self.aborted: set[str] = set()
+        self.steady = False   # the last step was steady and nothing was added or aborted since
 
-    @rule(tokens=TOKENS, max_tokens=st.integers(1, 6), ignore_eos=st.booleans())
+    @rule(tokens=TOKENS, max_tokens=st.integers(1, 12), ignore_eos=st.booleans())
     def arrive(self, tokens, max_tokens, ignore_eos):
         if self.bm.blocks_for(len(tokens) + max_tokens) > self.bm.num_blocks:
             return   # the engine rejects what the whole cache cannot hold
@@ -110,6 +135,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                        arrival_time=self.now)
         self.admitted[seq.request_id] = seq
         self.scheduler.add(seq)
+        self.steady = False
 
     @precondition(lambda self: self.scheduler.has_unfinished())
     @rule(pick=st.integers(0, 99))
@@ -118,6 +144,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         seq = pending[pick % len(pending)]
         assert self.scheduler.abort(seq.request_id) is seq
         self.aborted.add(seq.request_id)
+        self.steady = False
 
     @rule(data=st.data())
     def step(self, data):
@@ -130,11 +157,34 @@ class SchedulerMachine(RuleBasedStateMachine):
     def _step(self, draw_token) -> bool:
         batch = self.scheduler.schedule(self.now)
         if batch is None:
+            self.steady = False
             return False
         assert len(batch.num_new_tokens) == len(batch.seqs) and all(n >= 1 for n in batch.num_new_tokens)
         tokens = [draw_token() if samples_token(seq, n) else None for seq, n in zip(batch.seqs, batch.num_new_tokens)]
-        postprocess(self.scheduler, batch, tokens, StopRule(eos_id=EOS))
+        sampled = postprocess(self.scheduler, batch, tokens, StopRule(eos_id=EOS))
+        self.steady = is_steady(self.scheduler, batch, sum(1 for *_, reason in sampled if reason))
         return True
+
+    @precondition(lambda self: self.steady)
+    @rule(fraction=st.floats(0, 1))
+    def fast_forward(self, fraction):
+        """k steady steps through advance_decodes (on a copy) and through stepping (here): equal after."""
+        stop = StopRule(eos_id=EOS)
+        fast, fast_seqs = copy.deepcopy((self.scheduler, list(self.admitted.values())))
+        run = plan_steady_run(fast, stop, STEADY_TOKEN, limit=64)
+        steps = round(fraction * run.steps)
+        ended = advance_decodes(fast, run, steps, STEADY_TOKEN, stop)
+        finished_before = {rid for rid, s in self.admitted.items() if s.finish_reason}
+        for j in range(steps):
+            expected = list(self.scheduler.running)
+            batch = self.scheduler.schedule(self.now)
+            assert batch is not None and batch.seqs == expected, f"steady step {j}: not the running list"
+            assert batch.num_new_tokens == [1] * len(expected) and not batch.preempted
+            postprocess(self.scheduler, batch, [STEADY_TOKEN] * len(expected), stop)
+        assert snapshot(fast, fast_seqs) == snapshot(self.scheduler, self.admitted.values())
+        assert {s.request_id for s in ended} == {rid for rid, s in self.admitted.items()
+                                                 if s.finish_reason and rid not in finished_before}
+        self.steady = False
 
     @invariant()
     def queues_and_blocks_are_consistent(self):
@@ -167,4 +217,4 @@ class SchedulerMachine(RuleBasedStateMachine):
 TestBlockManagerProperties = BlockManagerMachine.TestCase
 TestBlockManagerProperties.settings = SETTINGS
 TestSchedulerProperties = SchedulerMachine.TestCase
-TestSchedulerProperties.settings = settings(SETTINGS, max_examples=200)
+TestSchedulerProperties.settings = settings(SETTINGS, max_examples=300)

@@ -1,0 +1,35 @@
+"""What a scheduled batch costs to run, in the terms a step-time model uses. Pure: ints only.
+
+    prefill_tokens = tokens of the sequences that are not plain decodes (a prompt, a prefill
+                     chunk, a preempted sequence being recomputed)
+    decode_seqs    = sequences computing exactly their next token
+    context_tokens = sum over the batch of the tokens each attends once the step is done
+
+Read before `postprocess` advances the batch. The engine's step record and the simulator's step
+clock both count with this, so a model fitted on the one replays on the other.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from reference_server.scheduling.strategies.base import ScheduledBatch
+
+
+class BatchShape(NamedTuple):
+    sequences: int
+    prefill_tokens: int
+    decode_seqs: int
+    context_tokens: int
+
+
+def batch_shape(batch: ScheduledBatch) -> BatchShape:
+    prefill = context = decodes = 0
+    for seq, count in zip(batch.seqs, batch.num_new_tokens):
+        computed = seq.num_computed_tokens
+        context += computed + count
+        if count > 1 or computed < seq.num_prompt_tokens:
+            prefill += count
+        else:
+            decodes += 1
+    return BatchShape(len(batch.seqs), prefill, decodes, context)

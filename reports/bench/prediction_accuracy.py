@@ -1,0 +1,86 @@
+"""Leave-one-level-out accuracy of the calibrated simulator on measured runs, and where its error comes from.
+
+    python -m reports.bench.prediction_accuracy runs/t13-continuous [runs/t13-static ...]
+        [--rerun runs/t13-continuous-rerun ...] [--sources] [--replications 8] [--json]
+
+Per strategy and metric: the median |predicted / measured - 1| over the levels at most 80% of the
+strategy's top output tokens/s (summary.json's `validation`, issue 13's targets: 10% at p50, 15% at
+p99). --sources adds the decomposition of reports.error_sources (the error with the step model or
+the front end taken from the held-out level itself, and one run's noise floor); --rerun gives a run
+that measured one level again, for the machine's drift between two measurements of the same level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from reports.calibration import level_samples
+from reports.error_sources import VARIANTS, drift, error_sources
+from reports.run_data import load_run
+from reports.summary import build_levels
+from reports.validation import KEYS, validate
+
+TARGETS = {"p50": 0.10, "p99": 0.15}
+
+
+def _pct(value) -> str:
+    return "   -  " if value is None else f"{value:6.1%}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="run directories (each with the engine's step record)")
+    parser.add_argument("--rerun", nargs="*", default=[], help="runs that measured one of the levels again")
+    parser.add_argument("--sources", action="store_true", help="decompose the error (3 more predictions a level)")
+    parser.add_argument("--replications", type=int, default=8)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    out: dict = {"targets": TARGETS, "strategies": {}}
+    measured_levels: dict[str, dict] = {}
+    for run_dir in args.runs:
+        data = load_run(run_dir)
+        levels = build_levels(data, data.run.slo)
+        measured_levels.update({lvl["level"]: lvl["metrics"] for lvl in levels})
+        samples = level_samples(data, levels)
+        validation = validate(data.run, samples, replications=args.replications)
+        sources = error_sources(data.run, samples, replications=args.replications) if args.sources else {}
+        for strategy, entry in validation["by_strategy"].items():
+            out["strategies"][strategy] = {
+                "run": str(run_dir), "median_abs_error": entry["median_abs_error"],
+                "levels_in_median": entry["levels_in_median"],
+                "levels": {name: {k: v["relative_error"] for k, v in pairs.items()}
+                           for name, pairs in validation["levels"].items() if name.startswith(f"{strategy}/")},
+                "sources": sources.get(strategy, {}).get("median_abs"),
+                "source_levels": sources.get(strategy, {}).get("levels")}
+    for run_dir in args.rerun:
+        data = load_run(run_dir)
+        for lvl in build_levels(data, data.run.slo):
+            if lvl["level"] in measured_levels:
+                out.setdefault("drift", {})[lvl["level"]] = drift(measured_levels[lvl["level"]], lvl["metrics"])
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        _print(out)
+    return 0
+
+
+def _print(out: dict) -> None:
+    print("leave-one-level-out median |predicted / measured - 1| (levels <= 80% of the strategy's top tok/s)")
+    print(f"{'strategy':>11} {'levels':>6}  " + " ".join(f"{k:>12}" for k in KEYS))
+    print(f"{'target':>11} {'':>6}  " + " ".join(f"{TARGETS[k.split('.')[1]]:>12.0%}" for k in KEYS))
+    for strategy, entry in out["strategies"].items():
+        print(f"{strategy:>11} {len(entry['levels_in_median']):>6}  "
+              + " ".join(f"{_pct(entry['median_abs_error'][k]):>12}" for k in KEYS))
+    for strategy, entry in out["strategies"].items():
+        if entry["sources"]:
+            print(f"\n{strategy}: error by source (median |error| over the same levels)")
+            for variant in VARIANTS:
+                print(f"  {variant:>14}  " + " ".join(f"{_pct(entry['sources'][variant][k]):>12}" for k in KEYS))
+    for level, errors in (out.get("drift") or {}).items():
+        print(f"\ndrift, {level} measured again: " + " ".join(f"{k} {_pct(errors[k])}" for k in KEYS))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

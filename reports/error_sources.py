@@ -1,0 +1,98 @@
+"""Where a leave-one-level-out error comes from: the same held-out prediction with one input made exact.
+
+For each held-out level (the validation's: calibrated on its strategy's other levels):
+    loo             the validation's prediction
+    own_steps       the step model and its residuals fitted on the held-out level's own steps:
+                    what is left is not the step time's (what removing it saves is machine drift
+                    between levels plus the step model's carrying over from other batch sizes)
+    own_front_end   the held-out level's own front-end delays: what removing it saves is the
+                    front-end model's error
+    noise_floor     no model error at all: the median |one run / median - 1| over the
+                    prediction's own replications, i.e. how far one measured run of this length
+                    wanders from its expectation (step-time noise, arrivals, the front end's spread)
+Each is a relative error per metric and quantile; `drift(measured, rerun)` compares a level with
+the same level measured again later (the machine's own drift, independent of any model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from calculators.sim.front_end import FrontEndByLoad
+from reports.calibration import LevelSample, arrival_cv2, calibrate, predict, server_config
+from reports.validation import KEYS, MEDIAN_LOAD_FRACTION
+from servecap.contract.run_json import RunInfo
+
+VARIANTS = ("loo", "own_steps", "own_front_end", "noise_floor")
+
+
+def _errors(predicted, held: LevelSample) -> dict:
+    out = {}
+    for key in KEYS:
+        metric, q = key.split(".")
+        value, measured = predicted.value(metric, q), held.measured[metric][q]
+        out[key] = value / measured - 1 if value is not None and measured else None
+    return out
+
+
+def _noise_floor(predicted) -> dict:
+    out = {}
+    for key in KEYS:
+        metric, q = key.split(".")
+        center = predicted.value(metric, q)
+        values = [run.metrics[metric][q] for run in predicted.runs if run.metrics[metric][q] is not None]
+        out[key] = float(np.median([abs(v / center - 1) for v in values])) if center and values else None
+    return out
+
+
+def level_error_sources(run: RunInfo, group: list[LevelSample], held: LevelSample, *, replications: int = 8) -> dict:
+    """{variant: {key: relative error}} for one held-out level of one strategy's `group`."""
+    server = server_config(run, held.strategy if held.strategy != "url" else "continuous")
+    cv2 = arrival_cv2(run)
+    others = [s for s in group if s is not held]
+    loo = calibrate(others, server, cv2)
+
+    def run_with(calibration) -> object:
+        return predict(calibration, held.kind, held.load, held.warmup_s, held.duration_s, replications=replications)
+
+    base = run_with(loo)
+    own = calibrate([held], server, cv2)   # the held-out level's own steps (its front end, lengths unused)
+    out = {"loo": _errors(base, held), "noise_floor": _noise_floor(base),
+           "own_steps": _errors(run_with(replace(loo, step_model=own.step_model)), held)}
+    if loo.front_end is not None and held.front_end is not None:
+        exact = FrontEndByLoad((held.load,), (held.front_end,), (held.output_tokens_per_s or 1.0,))
+        out["own_front_end"] = _errors(run_with(replace(loo, front_end=exact)), held)
+    return out
+
+
+def error_sources(run: RunInfo, samples: dict[str, list[LevelSample]], *, replications: int = 8) -> dict:
+    """{strategy: {"levels": {level: {variant: {key: err}}}, "median_abs": {variant: {key: x}}}}, the
+    medians over the levels at most MEDIAN_LOAD_FRACTION of the strategy's top throughput."""
+    out = {}
+    for strategy, group in samples.items():
+        if len(group) < 3:
+            continue
+        top = max(s.output_tokens_per_s or 0.0 for s in group)
+        levels = {held.level: level_error_sources(run, group, held, replications=replications) for held in group}
+        eligible = [s.level for s in group if (s.output_tokens_per_s or 0.0) <= MEDIAN_LOAD_FRACTION * top]
+        medians = {}
+        for variant in VARIANTS:
+            medians[variant] = {}
+            for key in KEYS:
+                values = [abs(levels[name][variant][key]) for name in eligible
+                          if variant in levels[name] and levels[name][variant][key] is not None]
+                medians[variant][key] = float(np.median(values)) if values else None
+        out[strategy] = {"levels": levels, "median_abs": medians, "levels_in_median": eligible}
+    return out
+
+
+def drift(measured: dict, rerun: dict) -> dict:
+    """{key: rerun / measured - 1} for one level measured twice (each a summary level's `metrics`)."""
+    out = {}
+    for key in KEYS:
+        metric, q = key.split(".")
+        a, b = measured[metric][q], rerun[metric][q]
+        out[key] = b / a - 1 if a and b is not None else None
+    return out

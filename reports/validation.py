@@ -1,0 +1,100 @@
+"""Leave-one-level-out: each level predicted by a calibration on its strategy's other levels.
+
+summary.json's `validation` (the shape issue 13 fixes, plus the extras after it):
+
+    {"method": "leave-one-level-out",
+     "levels": {LEVEL: {"ttft_s.p50": {"predicted", "measured", "relative_error"}, ...}},
+     "median_abs_error": {"ttft_s.p50": x, "ttft_s.p99": x, "tpot_s.p50": x, "tpot_s.p99": x,
+                          "e2e_s.p50": x, "e2e_s.p99": x},
+     "predictions": {LEVEL: {"ttft_s": {"p50": {"value", "interval": [lo, hi]}, "p95": ..., "p99": ...}, ...}},
+                   the prediction itself: median over replications and their 95% spread
+     "by_strategy": {STRATEGY: {"median_abs_error": {...}, "levels_in_median": [...],
+                                "max_output_tokens_per_s": x, "calibration": {...}}},
+     "replications": R (at most; a level of n requests gets max(3, min(R, 8000 / n))), "unavailable": [...]}
+
+relative_error = predicted / measured - 1. The medians are of |relative_error| over the levels
+whose output tokens/s is at most MEDIAN_LOAD_FRACTION of their strategy's highest (past the knee
+a closed loop's latency is the queue the load generator builds, not the server); the top-level
+median pools every strategy's such levels. A strategy with fewer than MIN_LEVELS levels is not
+validated (two calibration levels cannot pin down a load curve).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from reports.calibration import METRICS, LevelSample, arrival_cv2, calibrate, predict, server_config
+from servecap.contract.run_json import RunInfo
+
+METHOD = "leave-one-level-out"
+KEYS = tuple(f"{metric}.{q}" for metric in METRICS for q in ("p50", "p99"))
+MEDIAN_LOAD_FRACTION = 0.8
+MIN_LEVELS = 3
+REPLICATIONS = 8               # at most, per level; fewer for long levels (REQUEST_BUDGET)
+MIN_REPLICATIONS = 3
+REQUEST_BUDGET = 8000          # simulated requests per held-out level: a long level's own count already
+                               # pins its percentiles, and the report stays quick
+
+
+def replications_for(requests: int, most: int) -> int:
+    """Runs to simulate for a level that measured `requests` (each run as long as the measurement)."""
+    return max(min(MIN_REPLICATIONS, most), min(most, -(-REQUEST_BUDGET // max(requests, 1))))
+
+
+def _pair(predicted: float | None, measured: float | None) -> dict:
+    rel = predicted / measured - 1.0 if predicted is not None and measured else None
+    return {"predicted": predicted, "measured": measured, "relative_error": rel}
+
+
+def _median_abs(levels: dict, names: list[str]) -> dict:
+    out = {}
+    for key in KEYS:
+        errors = [abs(levels[name][key]["relative_error"]) for name in names
+                  if levels[name][key]["relative_error"] is not None]
+        out[key] = float(np.median(errors)) if errors else None
+    return out
+
+
+def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replications: int = REPLICATIONS,
+             progress: Callable[[str], None] | None = None) -> dict:
+    """summary.json's `validation` from each strategy's level samples (``reports.calibration``)."""
+    levels, predictions, by_strategy, unavailable = {}, {}, {}, []
+    eligible_all: list[str] = []
+    for strategy, group in samples.items():
+        if len(group) < MIN_LEVELS:
+            unavailable.append(f"{strategy}: {len(group)} level(s); leave-one-out needs at least {MIN_LEVELS}")
+            continue
+        try:
+            server = server_config(run, strategy if strategy != "url" else "continuous")
+        except ValueError as exc:
+            unavailable.append(f"{strategy}: {exc}")
+            continue
+        cv2 = arrival_cv2(run)
+        done = []
+        for held in group:
+            if progress:
+                progress(held.level)
+            try:
+                calibration = calibrate([s for s in group if s is not held], server, cv2)
+                predicted = predict(calibration, held.kind, held.load, held.warmup_s, held.duration_s,
+                                    replications=replications_for(held.requests, replications))
+            except (ValueError, RuntimeError) as exc:
+                unavailable.append(f"{held.level}: {exc}")
+                continue
+            levels[held.level] = {f"{m}.{q}": _pair(predicted.value(m, q), held.measured[m][q])
+                                  for m in METRICS for q in ("p50", "p99")}
+            predictions[held.level] = predicted.metrics
+            done.append(held)
+        if not done:
+            continue
+        top = max(s.output_tokens_per_s or 0.0 for s in group)
+        eligible = [s.level for s in done if (s.output_tokens_per_s or 0.0) <= MEDIAN_LOAD_FRACTION * top]
+        eligible_all += eligible
+        full = calibrate(group, server, cv2)
+        by_strategy[strategy] = {"median_abs_error": _median_abs(levels, eligible), "levels_in_median": eligible,
+                                 "max_output_tokens_per_s": top, "calibration": full.describe()}
+    return {"method": METHOD, "levels": levels, "median_abs_error": _median_abs(levels, eligible_all),
+            "predictions": predictions, "by_strategy": by_strategy, "replications": replications,
+            "unavailable": unavailable}

@@ -1,0 +1,80 @@
+"""The report's validation section: how well the simulator predicts levels it was not calibrated on.
+
+    section(summary, figures) -> (heading, blocks)     for reports.render (self-contained)
+
+Blocks: what was done (a sentence), the median |error| per strategy and metric, what was not
+available, the predicted-vs-measured figures, and the per-level table, collapsed.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from reports.blocks import Block, Details
+from reports.figures.common import FigureFile
+from reports.validation import KEYS, MEDIAN_LOAD_FRACTION
+
+HEADING = "Predictions validated on levels they did not see"
+
+
+def _pct(value: float | None) -> str:
+    return "" if value is None else f"{value:.0%}"
+
+
+def _signed(value: float | None) -> str:
+    return "" if value is None else f"{value:+.0%}"
+
+
+def median_error_table(validation: dict) -> pd.DataFrame:
+    """Median |relative error| per strategy (and over all) for p50 and p99 of TTFT, TPOT, E2E."""
+    rows = []
+    for strategy, entry in validation.get("by_strategy", {}).items():
+        rows.append({"strategy": strategy, "levels in median": len(entry["levels_in_median"]),
+                     **{key: _pct(entry["median_abs_error"][key]) for key in KEYS}})
+    if len(rows) > 1:
+        rows.append({"strategy": "all", "levels in median": sum(r["levels in median"] for r in rows),
+                     **{key: _pct(validation["median_abs_error"][key]) for key in KEYS}})
+    return pd.DataFrame(rows)
+
+
+def levels_table(validation: dict) -> pd.DataFrame:
+    """Every held-out level: predicted (its 95% spread) vs measured, ms, and the relative error."""
+    rows = []
+    predictions = validation.get("predictions", {})
+    for level, pairs in validation.get("levels", {}).items():
+        row = {"level": level}
+        for key in KEYS:
+            metric, q = key.split(".")
+            pair = pairs[key]
+            spread = predictions.get(level, {}).get(metric, {}).get(q, {}).get("interval")
+            predicted = "" if pair["predicted"] is None else f"{pair['predicted'] * 1e3:.1f}"
+            if spread:
+                predicted += f" [{spread[0] * 1e3:.1f}, {spread[1] * 1e3:.1f}]"
+            measured = "" if pair["measured"] is None else f"{pair['measured'] * 1e3:.1f}"
+            row[f"{key} ms predicted / measured"] = f"{predicted} / {measured}"
+            row[f"{key} error"] = _signed(pair["relative_error"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def section(summary: dict, figures: list[FigureFile]) -> tuple[str, list[Block]] | None:
+    validation = summary.get("validation") or {}
+    if not validation.get("levels") and not validation.get("unavailable"):
+        return None
+    blocks: list[Block] = [
+        f"Each level was predicted by the simulator calibrated on its strategy's other levels only "
+        f"(up to {validation.get('replications')} simulated runs as long as the measured window). The medians of "
+        f"|predicted / measured - 1| are over the levels at most {MEDIAN_LOAD_FRACTION:.0%} of their "
+        f"strategy's highest output tokens/s."]
+    table = median_error_table(validation)
+    if not table.empty:
+        blocks.append(table)
+    notes = list(validation.get("unavailable", []))
+    for strategy, entry in validation.get("by_strategy", {}).items():
+        notes += [f"{strategy}: {text}" for text in entry.get("calibration", {}).get("unavailable", [])]
+    if notes:
+        blocks.append("\n".join(f"- {note}" for note in notes))
+    blocks += figures
+    if validation.get("levels"):
+        blocks.append(Details("Per-level predictions (leave-one-level-out)", [levels_table(validation)]))
+    return HEADING, blocks

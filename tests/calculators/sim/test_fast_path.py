@@ -1,0 +1,46 @@
+"""The simulator's fast path for steady decode stretches gives the same run as stepping, float for float.
+
+Every strategy; open and closed loop; with and without a KV cache small enough to preempt; with
+block-bootstrapped step jitter, front-end delays and a time window. Compared: every request's engine
+arrival, first token and end, the client-side times, and the run's step, sequence, busy-time and
+preemption counters (the fast path must use the same jitter draws in the same order).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from calculators.sim.front_end import FrontEnd
+from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate_trace
+from calculators.sim.step_model import StepTimeModel
+from reference_server.scheduling.strategies import BUILT_IN
+
+MODEL = StepTimeModel(base_s=0.002, per_seq_s=0.0002, per_prefill_token_s=1e-5, per_context_token_s=1e-7,
+                      jitter=tuple(np.linspace(0.6, 1.8, 97)), jitter_block=8, batch_table=(0.0021, 0.0024, 0.0026))
+FRONT = FrontEnd((0.001, 0.0004, 0.003), (0.0005, 0.0002, 0.002), (0.0003, 0.0001, 0.001), think_s=0.0002)
+LENGTHS = dict(prompt_tokens=LengthDist(8, 64), output_tokens=LengthDist(4, 80))
+FIELDS = ("arrival", "first_token", "end", "client_send", "first_out", "last_out")
+
+
+def both(server: ServerConfig, workload: Workload, front: FrontEnd | None):
+    return (simulate_trace(server, workload, MODEL, front, fast_decodes=True),
+            simulate_trace(server, workload, MODEL, front, fast_decodes=False))
+
+
+@pytest.mark.parametrize("strategy", BUILT_IN)
+@pytest.mark.parametrize("kv_blocks", [None, 14])
+@pytest.mark.parametrize("load", ["closed", "open", "window"])
+def test_fast_path_replays_stepping_exactly(strategy, kv_blocks, load):
+    server = ServerConfig.from_flags(strategy, num_kv_blocks=kv_blocks, max_num_seqs=6, batch_size=4,
+                                     max_batch_size=4, batch_timeout_ms=1.0)
+    workload = {"closed": Workload(**LENGTHS, requests=300, concurrency=6, seed=3),
+                "open": Workload(**LENGTHS, requests=300, rate_rps=150.0, seed=4),
+                "window": Workload(**LENGTHS, requests=100, concurrency=5, warmup_s=0.2, duration_s=2.0, seed=5)}[load]
+    fast, stepped = both(server, workload, FRONT if load != "open" else None)
+    for name in FIELDS:
+        np.testing.assert_array_equal(getattr(fast, name), getattr(stepped, name), err_msg=name)
+    assert (fast.steps, fast.sequences_in_steps, fast.busy_s, fast.preemptions) == \
+        (stepped.steps, stepped.sequences_in_steps, stepped.busy_s, stepped.preemptions)
+    if kv_blocks and strategy == "continuous" and load == "closed":
+        assert fast.preemptions > 0   # the small cache did make it preempt

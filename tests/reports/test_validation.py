@@ -1,0 +1,90 @@
+"""Leave-one-level-out on runs the simulator made with a known model: (almost) no error.
+
+The "measurement" is the simulator itself with a known step model (a batch table, prompt and
+context costs, bursty noise) and front-end delays that grow with the load; the validation must
+recover both from the run's files alone and predict each held-out level within sampling noise.
+Also: summary.json's `validation` shape, and a run without the engine's record falling back.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from calculators.sim.front_end import FrontEnd
+from calculators.sim.step_model import StepTimeModel
+from reports.report import ReportOptions, build_summary, write_report
+from reports.run_data import load_run
+from reports.validation import KEYS, METHOD
+from reports.simulated_run import write_simulated_run
+
+NOISE = tuple(np.random.default_rng(0).lognormal(0.0, 0.1, 4000))
+MODEL = StepTimeModel(base_s=0.001, per_seq_s=0.00008, per_prefill_token_s=1e-5, per_context_token_s=1e-7,
+                      batch_table=(0.0010, 0.00115, 0.00125, 0.00133), jitter=NOISE, jitter_block=16)
+FRONT = FrontEnd(tuple(np.random.default_rng(1).gamma(4, 0.0004, 500)),
+                 tuple(np.random.default_rng(2).gamma(4, 0.0003, 500)),
+                 tuple(np.random.default_rng(3).gamma(4, 0.0002, 500)), think_s=0.0003)
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory):
+    """Five levels of 40 s: enough requests that one run's p99 is within a few percent of its model's."""
+    return write_simulated_run(tmp_path_factory.mktemp("sim") / "run", MODEL, FRONT,
+                               limits={"max_num_seqs": 32}, concurrencies=(1, 2, 4, 8, 16), duration_s=40.0)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """Three short levels: the shapes and the fallbacks, quickly."""
+    return write_simulated_run(tmp_path_factory.mktemp("small") / "run", MODEL, FRONT,
+                               limits={"max_num_seqs": 32}, concurrencies=(1, 2, 4), duration_s=4.0)
+
+
+@pytest.mark.slow   # ~40 s of simulation: not a process, but not the fast suite's either
+def test_leave_one_level_out_on_a_known_model_finds_almost_no_error(simulated):
+    summary = build_summary(load_run(simulated), ReportOptions(figures=False, replications=6))
+    validation = summary["validation"]
+    errors = validation["median_abs_error"]
+    for key in KEYS:
+        assert errors[key] < (0.03 if key.endswith("p50") else 0.06), (key, errors[key])
+    calibration = validation["by_strategy"]["continuous"]["calibration"]
+    assert calibration["step_model"]["per_prefill_token_us"] == pytest.approx(10.0, rel=0.1)
+    assert not calibration["unavailable"]
+
+
+def test_a_run_without_the_engine_record_falls_back_and_says_so(small, tmp_path):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("run.json", "requests.jsonl"):
+        (bare / name).write_bytes((small / name).read_bytes())
+    summary = build_summary(load_run(bare), ReportOptions(figures=False, replications=2))
+    validation = summary["validation"]
+    notes = " ".join(validation["by_strategy"]["continuous"]["calibration"]["unavailable"])
+    assert "front-end delays" in notes and "step-time noise" in notes
+    assert set(validation["median_abs_error"]) == set(KEYS)   # still predicted, from the client's gaps
+
+
+def test_the_report_draws_the_validation_and_collapses_the_long_table(small):
+    """One report of the small run: summary.json's `validation` shape, its figures and its section."""
+    result = write_report(small, ReportOptions(replications=2))
+    validation = json.loads(result.summary_path.read_text())["validation"]
+    assert validation["method"] == METHOD and validation["replications"] == 2
+    assert set(validation["median_abs_error"]) == set(KEYS)
+    assert set(validation["levels"]) == {f"continuous/c={c}" for c in (1, 2, 4)}
+    for level, pairs in validation["levels"].items():
+        assert set(pairs) == set(KEYS)
+        for key, pair in pairs.items():
+            assert set(pair) == {"predicted", "measured", "relative_error"}
+            assert pair["relative_error"] == pytest.approx(pair["predicted"] / pair["measured"] - 1)
+            metric, q = key.split(".")
+            low, high = validation["predictions"][level][metric][q]["interval"]
+            assert low <= pair["predicted"] <= high
+    strategy = validation["by_strategy"]["continuous"]
+    assert strategy["levels_in_median"] and set(strategy["levels_in_median"]) <= set(validation["levels"])
+    names = {fig.name for fig in result.figures}
+    assert {"validation_ttft_s.png", "validation_tpot_s.png", "validation_e2e_s.png"} <= names
+    html = result.html_path.read_text()
+    assert "Predictions validated on levels they did not see" in html
+    assert "<details><summary>Per-level predictions" in html and "<details><summary>Every predicted quantity" in html
