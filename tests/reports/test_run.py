@@ -187,7 +187,12 @@ def test_html_is_self_contained_and_references_each_figure(full_run):
     srcs = re.findall(r'src="([^"]*)"', html)
     assert len(srcs) == len(names) and all(s.startswith("data:image/png;base64,") for s in srcs)
     markdown = result.markdown_path.read_text()
-    assert markdown.index("## Verdict") < markdown.index("## Levels") < markdown.index("## Figures")
+    # the answer first: its sentence, then the throughput-vs-latency figure, then one row per strategy
+    assert markdown.index("## Answer") < markdown.index(" sustains **") < markdown.index("](throughput_vs_latency.png)") \
+        < markdown.index("| strategy ") < markdown.index("## Levels") < markdown.index("## Figures")
+    assert markdown.split("\n")[2] == "## Answer"
+    # the per-level and per-SLO tables are collapsed
+    assert markdown.index("<details><summary>One row per level") < markdown.index("| none/c=1 ")
 
 
 def test_truncated_run_still_reports_and_names_what_is_missing(tmp_path):
