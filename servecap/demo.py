@@ -13,7 +13,7 @@ from loadgen.sweep import cli as sweep_cli
 
 DEMO_ARGS = [
     "--model", "tiny", "--strategies", "none,static,dynamic,continuous",
-    "--concurrency", "1,8,16", "--warmup", "2s", "--duration", "8s",
+    "--concurrency", "1,8,16", "--warmup", "3s", "--duration", "10s",
     "--prompt-tokens", "uniform:32:128", "--output-tokens", "uniform:16:64",
     "--slo-ttft-ms", "500", "--slo-tpot-ms", "50",
 ]
