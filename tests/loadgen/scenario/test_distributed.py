@@ -2,7 +2,6 @@
 
 import json
 import signal
-import socket
 
 import numpy as np
 import pytest
@@ -10,15 +9,10 @@ import pytest
 from servecap.contract.loadgen_meta import read_meta
 from servecap.contract.records import check_record, read_records
 from loadgen_helpers import read_truth, scripted_server, start_locust
+from servecap.launch.process import free_port
 from waiting import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _workers_recorded(records) -> set[str]:
@@ -26,7 +20,7 @@ def _workers_recorded(records) -> set[str]:
 
 
 def _run_distributed(url: str, records, *extra: str, run_time: str = "2s", stop_one_worker: bool = False) -> str:
-    port = _free_port()
+    port = free_port()
     workers = [start_locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), headless=False)
                for _ in range(2)]
     master = start_locust("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),

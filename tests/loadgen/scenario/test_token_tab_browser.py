@@ -1,0 +1,60 @@
+"""Locust's own web UI in headless Chromium: a swarm started through Locust's web API, the header's
+RPS against the records' request rate, the "Token latency" tab and its charts page (skips, saying
+why, where Chromium is not installed)."""
+
+import re
+import time
+
+import pytest
+
+from browser import chromium, console_errors
+from servecap.contract.records import read_records
+from loadgen_helpers import http_post_form, locust_web_ui, scripted_server
+from waiting import wait_until
+
+pytestmark = pytest.mark.slow
+
+OUTPUT_TOKENS = 8   # 7 gaps per request: counting each as a request made the header's RPS 8x too high
+
+
+def _header_rps(driver) -> float | None:
+    """The number under "RPS" in Locust's header."""
+    match = re.search(r"\bRPS\s*\n\s*([\d.]+)", driver.find_element("tag name", "body").text)
+    return float(match.group(1)) if match else None
+
+
+def _records_rate(records, since: float, until: float) -> float:
+    """Requests/s that finished in [since, until) by the records' own clock."""
+    ends = [r["t_start"] + r["e2e_s"] for r in read_records(records) if r["status"] == "ok"]
+    return sum(since <= end < until for end in ends) / (until - since)
+
+
+def test_header_rps_counts_real_requests_and_token_metrics_are_on_the_page(tmp_path):
+    records = tmp_path / "requests.jsonl"
+    with scripted_server(tmp_path, "--ttft", "0.02", "--itl", "0.004") as (url, _), \
+            locust_web_ui(url, records, "--output-tokens", str(OUTPUT_TOKENS)) as ui, chromium(1400, 900) as driver:
+        driver.get(ui + "/")
+        assert http_post_form(ui + "/swarm", {"user_count": 4, "spawn_rate": 4, "host": url})["success"]
+        # Locust's header RPS averages the ten whole seconds ending two seconds ago: wait for 14 s of load
+        started = time.time()
+        wait_until(lambda: time.time() - started > 14 and _header_rps(driver), timeout=40, interval=0.5,
+                   what="the header's RPS after 14 s of load")
+        now = time.time()
+        header = _header_rps(driver)
+        measured = _records_rate(records, int(now) - 12, int(now) - 2)
+        assert measured > 20
+        assert 0.75 * measured < header < 1.25 * measured, (header, measured)
+        driver.find_element("xpath", "//button[normalize-space()='Token latency']").click()
+        table = wait_until(lambda: _token_table(driver), timeout=10, interval=0.2, what="the Token latency table")
+        assert [row[0] for row in table] == ["chat"] * 4 and [row[1] for row in table] == ["TTFT", "TPOT", "ITL", "E2E"]
+        assert int(table[2][2]) == (OUTPUT_TOKENS - 1) * int(table[0][2])   # every gap counted, per request
+        driver.get(ui + "/servecap/tokens")
+        charts = driver.find_elements("css selector", "svg.token-chart polyline")
+        assert len(charts) == 8   # p50 and p95 for each of the four metrics
+        assert console_errors(driver) == []
+
+
+def _token_table(driver) -> list[list[str]]:
+    rows = driver.find_elements("css selector", "table tbody tr")
+    cells = [[cell.text for cell in row.find_elements("tag name", "td")] for row in rows]
+    return cells if len(cells) == 4 and cells[0][1:2] == ["TTFT"] else []
