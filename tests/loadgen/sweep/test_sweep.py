@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -89,6 +90,11 @@ def test_stability_counts_tokens_when_they_arrived():
     # a real stall: nothing arrives in the last 3 s of the span
     stalled = steady[:3] + [_stream(4.8, 3.2, 2)]
     assert not level_stats(stalled, "c=1").is_stable(0.10)
+    # a warm-up request still streaming when the window opens counts for the tokens it sent in it:
+    # without it the first window of this c=2 level would hold a sixth fewer tokens than the others
+    warm = dataclasses.replace(_stream(-0.8, 1.6, 33), phase="warmup")
+    assert level_stats([*steady, warm, *[_stream(1.6 * i + 0.8, 1.6, 33) for i in range(4)],
+                        _stream(7.2, 0.8, 17)], "c=1").is_stable(0.10)
 
 
 # --- end to end ------------------------------------------------------------------------------
