@@ -39,6 +39,11 @@ def _load(row: dict) -> str:
     return f"{_rps(row['request_rate_rps'])} req/s ({row['output_tokens_per_s']:.0f} output tokens/s)"
 
 
+def _name(strategy: str) -> str:
+    """How the answer names a curve: its strategy, or "the endpoint" for a --url run (strategy "-")."""
+    return "the endpoint" if strategy == "-" else strategy
+
+
 def _offered(level: str) -> str:
     return level.rpartition("/")[2]
 
@@ -93,10 +98,10 @@ def _ratios(best: str, rows: dict[str, dict]) -> str:
         if strategy == best:
             continue
         if not row["level"] or not row["request_rate_rps"]:
-            nothing.append(strategy)
+            nothing.append(_name(strategy))
         else:
             ratio = top / row["request_rate_rps"]
-            parts.append(f"{ratio:.2f}x {strategy}" if ratio < 1.1 else f"{ratio:.1f}x {strategy}")
+            parts.append(f"{ratio:.2f}x {_name(strategy)}" if ratio < 1.1 else f"{ratio:.1f}x {_name(strategy)}")
     if parts:
         parts[0] = parts[0].replace("x ", "x what ", 1) + " sustains"
     if nothing:
@@ -106,13 +111,13 @@ def _ratios(best: str, rows: dict[str, dict]) -> str:
 
 def _strategy_sentence(strategy: str, row: dict, knee: dict | None, cost: dict | None) -> str:
     if row["level"]:
-        text = f"**{strategy}**: up to {_offered(row['level'])}, {_load(row)}, {row['confidence']} confidence"
+        text = f"**{_name(strategy)}**: up to {_offered(row['level'])}, {_load(row)}, {row['confidence']} confidence"
         if row["first_failing_level"]:
             text += f"; {_offered(row['first_failing_level'])} breaks it ({_reason(row['failing_reason'])})"
         else:
             text += "; every level measured meets the SLOs, so the limit lies beyond the highest one"
     else:
-        text = (f"**{strategy}**: no level meets the SLOs; already at {_offered(row['first_failing_level'])}: "
+        text = (f"**{_name(strategy)}**: no level meets the SLOs; already at {_offered(row['first_failing_level'])}: "
                 f"{_reason(row['failing_reason'])}")
     if knee:
         text += f". Knee at {_offered(knee['level'])} ({knee['output_tokens_per_s']:.0f} output tokens/s)"
@@ -132,7 +137,7 @@ def sentences(summary: dict) -> list[str]:
                  "--slo-ttft-ms MS --slo-tpot-ms MS` (or the sweep with them) for one."]
         if knees:
             best = max(knees, key=lambda s: knees[s]["output_tokens_per_s"])
-            lines.append(f"Highest knee of the throughput-latency curve: **{best}** at "
+            lines.append(f"Highest knee of the throughput-latency curve: **{_name(best)}** at "
                          f"{_offered(knees[best]['level'])}, {knees[best]['output_tokens_per_s']:.0f} output tokens/s.")
         return lines
     phrase = slo_phrase(verdict["slo"])
@@ -141,11 +146,15 @@ def sentences(summary: dict) -> list[str]:
     if meeting:
         best = max(meeting, key=lambda s: meeting[s]["request_rate_rps"])
         row = meeting[best]
-        lead = f"**{best}**" + (" batching" if best in ("continuous", "static", "dynamic") else "")
+        lead = "**The endpoint**" if best == "-" else \
+            f"**{best}**" + (" batching" if best in ("continuous", "static", "dynamic") else "")
         text = f"{lead} sustains **{_load(row)}** at {phrase}{' ' + setup if setup else ''}, " \
                f"with {row['confidence']} confidence"
         if len(rows) > 1:
             text += ": " + _ratios(best, rows)
+        elif row["first_failing_level"]:
+            text += f" (up to {_offered(row['level'])}; {_offered(row['first_failing_level'])} breaks it: " \
+                    f"{_reason(row['failing_reason'])})"
         cost_text = _cost_text(verdict.get("cost_by_strategy", {}).get(best))
         lines.append(text + "." + (f" That costs **{cost_text}**." if cost_text else ""))
     else:
@@ -171,7 +180,7 @@ def strategy_rows(summary: dict) -> pd.DataFrame:
     for strategy in dict.fromkeys([*rows, *verdict["knee"]]):
         row, knee = rows.get(strategy), verdict["knee"].get(strategy)
         out.append({
-            "strategy": strategy,
+            "strategy": _name(strategy),
             "max sustainable": (_offered(row["level"]) if row["level"] else "none") if row else "(no SLO)",
             "req/s": _rps(row["request_rate_rps"]) if row and row["level"] else "",
             "output tok/s": f"{row['output_tokens_per_s']:.0f}" if row and row["level"] else "",

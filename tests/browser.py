@@ -6,11 +6,13 @@ Debian's packages (`apt-get install chromium chromium-driver`; `make test` insta
 runs as root with apt-get) put the browser and its driver on PATH; Selenium is given both paths,
 so it never looks for (or downloads) a driver of its own. The viewport is set through the
 DevTools protocol to exactly width x height CSS pixels, so "the first screen" is that size.
+With SERVECAP_SCREENSHOTS=DIR the tests also save what they looked at there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from pathlib import Path
 
@@ -70,3 +72,11 @@ def on_first_screen(driver, element) -> bool:
         "const r = arguments[0].getBoundingClientRect();"
         "return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight && r.right <= window.innerWidth;",
         element)
+
+
+def save_screenshot(driver, name: str) -> None:
+    """The viewport as DIR/name when SERVECAP_SCREENSHOTS=DIR is set (for people to look at)."""
+    folder = os.environ.get("SERVECAP_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(folder) / name))

@@ -73,12 +73,12 @@ def page_html(tokens: TokenStats) -> str:
     series = [key for key in tokens.series() if key in charted]
     charts = "".join(chart_svg(tokens.history, key) for key in series) or "<p>Charts appear once a test runs.</p>"
     return f"""<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="5">
-<title>Token latency - Locust</title><style>
+<title>Token latency - Locust</title><link rel="icon" href="data:,"><style>
 body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}} svg{{margin:6px;border:1px solid #eee}}
 </style></head><body><h1>Token latency</h1>
 <p>Per-token metrics, outside Locust's request counts: TTFT, TPOT and E2E once per ok request,
-ITL once per gap between streamed chunks (ms, rounded as Locust rounds). <a href="./">Back to Locust</a></p>
+ITL once per gap between streamed chunks (ms, rounded as Locust rounds). <a href="../">Back to Locust</a></p>
 <table id="token-table"><tr>{head}</tr>{body}</table>
 <h2>Over time (last ~10 s percentiles)</h2><div id="token-charts">{charts}</div></body></html>"""
 

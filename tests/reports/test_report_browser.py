@@ -3,7 +3,7 @@ loaded, no console errors (skips, saying why, where Chromium is not installed)."
 
 import pytest
 
-from browser import chromium, console_errors, on_first_screen
+from browser import chromium, console_errors, on_first_screen, save_screenshot
 from reports.report import ReportOptions, write_report
 from reports.synthetic import write_synthetic_run
 
@@ -36,3 +36,4 @@ def test_the_answer_is_on_the_first_screen_and_every_figure_loads(report):
         closed = driver.execute_script("return Array.from(document.querySelectorAll('details'), d => d.open)")
         assert closed and not any(closed)
         assert console_errors(driver) == []
+        save_screenshot(driver, "report-synthetic-first-screen.png")

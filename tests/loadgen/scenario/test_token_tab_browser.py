@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from browser import chromium, console_errors
+from browser import chromium, console_errors, save_screenshot
 from servecap.contract.records import read_records
 from loadgen_helpers import http_post_form, locust_web_ui, scripted_server
 from waiting import wait_until
@@ -33,8 +33,8 @@ def test_header_rps_counts_real_requests_and_token_metrics_are_on_the_page(tmp_p
     records = tmp_path / "requests.jsonl"
     with scripted_server(tmp_path, "--ttft", "0.02", "--itl", "0.004") as (url, _), \
             locust_web_ui(url, records, "--output-tokens", str(OUTPUT_TOKENS)) as ui, chromium(1400, 900) as driver:
-        driver.get(ui + "/")
         assert http_post_form(ui + "/swarm", {"user_count": 4, "spawn_rate": 4, "host": url})["success"]
+        driver.get(ui + "/")   # a page opened before the swarm keeps showing the start form
         # Locust's header RPS averages the ten whole seconds ending two seconds ago: wait for 14 s of load
         started = time.time()
         wait_until(lambda: time.time() - started > 14 and _header_rps(driver), timeout=40, interval=0.5,
@@ -44,13 +44,16 @@ def test_header_rps_counts_real_requests_and_token_metrics_are_on_the_page(tmp_p
         measured = _records_rate(records, int(now) - 12, int(now) - 2)
         assert measured > 20
         assert 0.75 * measured < header < 1.25 * measured, (header, measured)
+        save_screenshot(driver, "locust-header.png")
         driver.find_element("xpath", "//button[normalize-space()='Token latency']").click()
         table = wait_until(lambda: _token_table(driver), timeout=10, interval=0.2, what="the Token latency table")
         assert [row[0] for row in table] == ["chat"] * 4 and [row[1] for row in table] == ["TTFT", "TPOT", "ITL", "E2E"]
         assert int(table[2][2]) == (OUTPUT_TOKENS - 1) * int(table[0][2])   # every gap counted, per request
+        save_screenshot(driver, "locust-token-tab.png")
         driver.get(ui + "/servecap/tokens")
         charts = driver.find_elements("css selector", "svg.token-chart polyline")
         assert len(charts) == 8   # p50 and p95 for each of the four metrics
+        save_screenshot(driver, "locust-token-charts.png")
         assert console_errors(driver) == []
 
 
