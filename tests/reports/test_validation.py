@@ -88,3 +88,22 @@ def test_the_report_draws_the_validation_and_collapses_the_long_table(small):
     html = result.html_path.read_text()
     assert "Predictions validated on levels they did not see" in html
     assert "<details><summary>Per-level predictions" in html and "<details><summary>Every predicted quantity" in html
+
+
+def test_error_sources_on_a_known_model_have_a_noise_floor_and_take_each_input_from_the_held_out_level(small):
+    """The decomposition's variants on a run whose model is known: every variant predicts each level;
+    with the held-out level's own step model and front end the error can only be the noise floor's."""
+    from reports.calibration import level_samples
+    from reports.error_sources import VARIANTS, error_sources
+    from reports.summary import build_levels
+
+    data = load_run(small)
+    samples = level_samples(data, build_levels(data, data.run.slo))
+    sources = error_sources(data.run, samples, replications=3)["continuous"]
+    assert set(sources["levels"]) == {f"continuous/c={c}" for c in (1, 2, 4)}
+    medians = sources["median_abs"]
+    assert set(medians) == set(VARIANTS) and all(set(medians[v]) == set(KEYS) for v in VARIANTS)
+    floor = medians["noise_floor"]
+    assert all(0 < floor[key] < 0.2 for key in KEYS), floor   # a 4 s level wanders, but not by 20%
+    for key in KEYS:   # the known model: taking inputs from the held-out level cannot leave much more
+        assert medians["own_steps"][key] < 0.2 and medians["own_front_end"][key] < 0.2, key
