@@ -41,7 +41,8 @@ def _unstable(summary: dict) -> Notice | None:
     return Notice(
         "throughput not stable",
         "These levels' output tokens/s differed by more than 10% between the thirds of their measure "
-        "window: the server had not settled (queues still filling, batches still forming) or the window "
+        "window: the server had not settled (queues still filling, batches still forming), something else "
+        "on the machine took its CPU for a while, or the window "
         "holds too few requests, so their rates and percentiles are rougher than the others'.",
         f"measure longer: rerun with `servecap sweep ... --duration {longer:g}s`{now}",
         [f"{row['level']} (spread {row['spread']:.0%})" if isinstance(row.get("spread"), (int, float))
