@@ -114,13 +114,10 @@ def fit_step_model(batch_sizes: Sequence[float], step_seconds: Sequence[float],
         table, coef[2] = _batch_table(a["batch_sizes"], measured, design[:, 2], design[:, 3], coef)
     model = StepTimeModel(base_s=float(coef[0]), per_seq_s=float(coef[1]), per_prefill_token_s=float(coef[2]),
                           per_context_token_s=float(coef[3]), batch_table=table)
-    modelled = np.array([model.step_s(int(b), p, c) for b, p, c in zip(a["batch_sizes"], design[:, 2], design[:, 3])]) \
-        if table else design @ coef
+    ratios = step_residuals(model, a["batch_sizes"], measured, design[:, 2], design[:, 3])
     jitter: tuple[float, ...] = ()
-    ratios = measured / np.where(modelled > 0, modelled, np.nan)
     if jitter_block > 0:
-        ordered = ratios[np.isfinite(ratios) & (ratios > 0)]
-        jitter = tuple(float(r) for r in _evenly_spaced_runs(ordered, MAX_JITTER, jitter_block))
+        jitter = residual_runs(ratios, jitter_block)
     elif jitter_points > 0:
         ratios = ratios[np.isfinite(ratios) & (ratios > 0)]
         if len(ratios):
@@ -160,6 +157,20 @@ def _batch_table(batch: np.ndarray, measured: np.ndarray, prefill: np.ndarray, c
                         table[-1] + coef[1] * (batch[prompt] - len(table)))
         per_prefill = max(float(np.median((own[prompt] - cost) / prefill[prompt])), 0.0)
     return tuple(float(v) for v in table), per_prefill
+
+
+def step_residuals(model: StepTimeModel, batch_sizes: Sequence[float], step_seconds: Sequence[float],
+                   prefill_tokens: Sequence[float], context_tokens: Sequence[float]) -> np.ndarray:
+    """Factors measured / modelled step time, [S] (nan where the model gives no time)."""
+    modelled = model.steps_s(np.asarray(batch_sizes), prefill_tokens, context_tokens)
+    return np.asarray(step_seconds, dtype=float) / np.where(modelled > 0, modelled, np.nan)
+
+
+def residual_runs(ratios: np.ndarray, block: int) -> tuple[float, ...]:
+    """The usable factors in the order measured, at most MAX_JITTER of them as evenly spaced runs of
+    `block` (what a model's ``jitter`` keeps for the simulator's block bootstrap)."""
+    ordered = ratios[np.isfinite(ratios) & (ratios > 0)]
+    return tuple(float(r) for r in _evenly_spaced_runs(ordered, MAX_JITTER, block))
 
 
 def _evenly_spaced_runs(values: np.ndarray, keep: int, run: int) -> np.ndarray:

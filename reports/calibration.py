@@ -7,8 +7,11 @@
 Sources, best first (``Calibration.sources`` says which were used, ``unavailable`` what was not):
 - step time and its noise: the engine's step record (engine_steps.csv): each step's effective
   duration (to the next step's start when the engine went straight on, so the loop's own work
-  between steps counts) against its batch, prefill tokens and context, fitted robustly, and the
-  residuals kept in order for the simulator's block bootstrap; else the per-level means of the
+  between steps counts) against its batch, prefill tokens and context, fitted robustly on every
+  calibration level, and each level's residuals kept in order for the simulator's block
+  bootstrap: a prediction draws those of the levels around its own output tokens/s (the noise is
+  not one spread: at low load a slow step is several times a short one, at high load a fraction
+  of a long one; pooled, the quiet levels' tails would land on the busy ones); else the per-level means of the
   /metrics step-time and batch-size histograms (no noise); else the client's median inter-token
   gap against the running sequences the strategy allows (no noise);
 - front-end delays: the client's records joined with the engine's request record by response id,
@@ -21,12 +24,13 @@ Sources, best first (``Calibration.sources`` says which were used, ``unavailable
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from calculators.calibrate import closed_loop_think_s, fit_front_end, fit_step_model, fit_step_time
+from calculators.calibrate import (closed_loop_think_s, fit_front_end, fit_step_model, fit_step_time, residual_runs,
+                                   step_residuals)
 from calculators.sim.front_end import FrontEnd, FrontEndByLoad
 from calculators.sim.replicate import Replicated, simulate_replicated
 from calculators.sim.simulate import ServerConfig, Workload
@@ -87,6 +91,22 @@ class Calibration:
     sources: dict = field(default_factory=dict)      # what each input came from
     unavailable: tuple[str, ...] = ()
     counts: tuple[tuple[float, int], ...] = ()       # (load, measured requests per second of window)
+    residuals: tuple[tuple[float, tuple[float, ...]], ...] = ()   # (level's output tokens/s, its residual runs)
+
+    def step_model_at(self, tokens_per_s: float | None) -> StepTimeModel:
+        """The step model with the residuals of the calibration levels around `tokens_per_s` (the two
+        that bracket it in log throughput, pooled; past either end the nearest one); all of them
+        pooled when there is no throughput or only one level's."""
+        if tokens_per_s is None or not tokens_per_s > 0 or len(self.residuals) < 2:
+            return self.step_model
+        x = np.log([rate for rate, _ in self.residuals])
+        target = math.log(tokens_per_s)
+        above = int(np.searchsorted(x, target))
+        picked = [above - 1, above] if 0 < above < len(x) else [min(above, len(x) - 1)]
+        if 0 < above < len(x) and x[above] == target:
+            picked = [above]
+        jitter = tuple(f for i in picked for f in self.residuals[i][1])
+        return replace(self.step_model, jitter=jitter) if jitter else self.step_model
 
     def describe(self) -> dict:
         m = self.step_model
@@ -232,6 +252,10 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
         raise ValueError("no levels to calibrate on")
     sources, unavailable = {}, []
     model = _fit_steps(samples, server, sources, unavailable)
+    residuals = _level_residuals(samples, model)
+    if residuals:
+        sources["step_noise"] = (f"each level's residuals ({len(residuals)} levels); a prediction draws those of "
+                                 "the levels around its output tokens/s")
     fronts = [s for s in samples if s.front_end is not None]
     front = None
     if len(fronts) == len(samples):
@@ -246,7 +270,24 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
     sources["workload"] = f"{len(lengths)} measured (prompt, output) lengths"
     counts = tuple((s.load, s.requests / s.duration_s) for s in samples)
     return Calibration(samples[0].strategy, server, model, lengths, cv2, front, tuple(s.level for s in samples),
-                       sources, tuple(unavailable), counts)
+                       sources, tuple(unavailable), counts, residuals)
+
+
+def _level_residuals(samples: list[LevelSample], model: StepTimeModel) -> tuple:
+    """(output tokens/s, residual runs) per level with recorded steps and a throughput, by throughput;
+    empty when the model has no residuals (no step record) or fewer than two such levels."""
+    if not model.jitter:
+        return ()
+    out = []
+    for s in samples:
+        if s.steps is None or not s.output_tokens_per_s:
+            continue
+        ratios = step_residuals(model, s.steps.batch, s.steps.duration_s, s.steps.prefill_tokens,
+                                s.steps.context_tokens)
+        runs = residual_runs(ratios, model.jitter_block)
+        if runs:
+            out.append((float(s.output_tokens_per_s), runs))
+    return tuple(sorted(out)) if len(out) >= 2 else ()
 
 
 def _fit_steps(samples: list[LevelSample], server: ServerConfig, sources: dict, unavailable: list) -> StepTimeModel:
@@ -303,14 +344,14 @@ def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, d
                         rate_rps=float(load) if kind == "rate_rps" else None,
                         arrival_cv2=calibration.arrival_cv2, seed=seed)
     front = calibration.front_end
-    if front is None:
-        return simulate_replicated(calibration.server, workload, calibration.step_model, None, replications=replications)
-    if front.curve is not None:   # the front end's delays follow the chunk rate: first find it, with one run
-        first = simulate_replicated(calibration.server, workload, calibration.step_model, front.at(load),
-                                    replications=1)
-        return simulate_replicated(calibration.server, workload, calibration.step_model,
-                                   front.at(load, first.output_tokens_per_s), replications=replications)
-    return simulate_replicated(calibration.server, workload, calibration.step_model, front.at(load),
+    tokens_per_s = None
+    if calibration.residuals or (front is not None and front.curve is not None):
+        # the step noise and the front end's delays follow the output rate: first find it, with one run
+        first = simulate_replicated(calibration.server, workload, calibration.step_model,
+                                    front.at(load) if front is not None else None, replications=1)
+        tokens_per_s = first.output_tokens_per_s
+    delays = None if front is None else front.at(load, tokens_per_s) if front.curve is not None else front.at(load)
+    return simulate_replicated(calibration.server, workload, calibration.step_model_at(tokens_per_s), delays,
                                replications=replications)
 
 

@@ -60,7 +60,7 @@ def level_error_sources(run: RunInfo, group: list[LevelSample], held: LevelSampl
     base = run_with(loo)
     own = calibrate([held], server, cv2)   # the held-out level's own steps (its front end, lengths unused)
     out = {"loo": _errors(base, held), "noise_floor": _noise_floor(base),
-           "own_steps": _errors(run_with(replace(loo, step_model=own.step_model)), held)}
+           "own_steps": _errors(run_with(replace(loo, step_model=own.step_model, residuals=own.residuals)), held)}
     if loo.front_end is not None and held.front_end is not None:
         exact = FrontEndByLoad((held.load,), (held.front_end,), (held.output_tokens_per_s or 1.0,))
         out["own_front_end"] = _errors(run_with(replace(loo, front_end=exact)), held)

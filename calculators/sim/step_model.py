@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from calculators.architecture import ModelArchitecture
 from calculators.efficiency import Efficiencies
 from calculators.efficiency_profile import EfficiencyProfile
@@ -67,6 +69,18 @@ class StepTimeModel:
     def step_s(self, sequences: int, prefill_tokens: int = 0, context_tokens: int = 0) -> float:
         return (self.batch_s(sequences) + self.per_prefill_token_s * prefill_tokens
                 + self.per_context_token_s * context_tokens)
+
+    def steps_s(self, sequences: np.ndarray, prefill_tokens: np.ndarray, context_tokens: np.ndarray) -> np.ndarray:
+        """``step_s`` of many steps at once: [S] each -> [S] seconds."""
+        b = np.asarray(sequences, dtype=np.int64)
+        if self.batch_table:
+            table = np.asarray(self.batch_table)
+            inside = np.clip(b, 1, len(table)) - 1
+            batch = np.where(b <= len(table), table[inside], table[-1] + self.per_seq_s * (b - len(table)))
+        else:
+            batch = self.base_s + self.per_seq_s * b
+        return (batch + self.per_prefill_token_s * np.asarray(prefill_tokens, dtype=float)
+                + self.per_context_token_s * np.asarray(context_tokens, dtype=float))
 
 
 def step_model_from_roofline(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", tp: int = 1,
