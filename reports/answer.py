@@ -45,7 +45,8 @@ def _name(strategy: str) -> str:
 
 
 def _offered(level: str) -> str:
-    return level.rpartition("/")[2]
+    """"continuous/c=8" -> "c=8"; a side-by-side --url run's "B: c=8" -> "c=8"."""
+    return level.rpartition("/")[2].rpartition(": ")[2]
 
 
 def _reason(text: str | None) -> str:
