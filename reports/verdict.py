@@ -132,8 +132,7 @@ def operating_point(levels: list[dict], sustainable: list[dict], knees: dict[str
     """The level to price: the highest-throughput max-sustainable level under every SLO;
     without SLOs the highest-throughput knee; without knees the highest-throughput level."""
     by_id = {lvl["level"]: lvl for lvl in levels}
-    slo_names = {row["slo"] for row in sustainable}
-    wanted = "all" if "all" in slo_names else next(iter(slo_names), None)
+    wanted = answer_slo(sustainable)
     candidates = [(row["level"], f"max sustainable load under SLO ({wanted})")
                   for row in sustainable if row["slo"] == wanted and row["level"]]
     if not candidates and not sustainable:
@@ -144,11 +143,33 @@ def operating_point(levels: list[dict], sustainable: list[dict], knees: dict[str
     if not candidates:
         return None
     level_id, basis = max(candidates, key=lambda c: by_id[c[0]]["output_tokens_per_s"])
-    level = by_id[level_id]
-    return {"level": level_id, "strategy": level["strategy"], "offered": level["offered"], "basis": basis,
+    return _point(by_id[level_id], basis)
+
+
+def _point(level: dict, basis: str) -> dict:
+    """A level as a point to price: its throughputs and why it was chosen."""
+    return {"level": level["level"], "strategy": level["strategy"], "offered": level["offered"], "basis": basis,
             "output_tokens_per_s": level["output_tokens_per_s"],
             "request_rate_rps": level["request_rate_rps"],
             "total_tokens_per_s": level["output_tokens_per_s"] + (level["prompt_tokens_per_s"] or 0.0)}
+
+
+def answer_slo(sustainable: list[dict]) -> str | None:
+    """The SLO row the answer quotes: `all` when several limits are set, else the one set."""
+    names = [row["slo"] for row in sustainable]
+    return "all" if "all" in names else next(iter(names), None)
+
+
+def cost_by_strategy(levels: list[dict], sustainable: list[dict], cost: callable) -> dict[str, dict]:
+    """Each strategy's max sustainable level under the answer's SLO, priced; strategies whose
+    every level fails are left out (nothing to price)."""
+    by_id = {lvl["level"]: lvl for lvl in levels}
+    wanted = answer_slo(sustainable)
+    out = {}
+    for row in sustainable:
+        if row["slo"] == wanted and row["level"] and by_id[row["level"]]["output_tokens_per_s"]:
+            out[row["strategy"]] = cost(_point(by_id[row["level"]], f"max sustainable load under SLO ({wanted})"))
+    return out
 
 
 def build_verdict(levels: list[dict], slo: SLO, cost: callable) -> dict:
@@ -163,4 +184,5 @@ def build_verdict(levels: list[dict], slo: SLO, cost: callable) -> dict:
         "operating_point": point,
         "cost": cost(point) if point else {"unavailable": "no level meets the SLOs" if sustainable
                                            else "no level with a measured throughput"},
+        "cost_by_strategy": cost_by_strategy(levels, sustainable, cost),
     }

@@ -13,7 +13,11 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
+
+from servecap.launch.process import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -72,3 +76,35 @@ def read_truth(path: Path) -> dict[str, dict]:
         row = json.loads(line)
         out[row["id"]] = row
     return out
+
+
+def http_get(url: str) -> str:
+    """The body, or "" while nothing answers (for wait_until)."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.read().decode()
+    except OSError:
+        return ""
+
+
+def http_post_form(url: str, form: dict) -> dict:
+    data = urllib.parse.urlencode(form).encode()
+    with urllib.request.urlopen(urllib.request.Request(url, data=data), timeout=5) as response:
+        return json.loads(response.read())
+
+
+@contextlib.contextmanager
+def locust_web_ui(url: str, records: Path, *args: str):
+    """`locust -f loadgen/chat.py` with its web UI on a free loopback port against `url`; yields the UI's base URL."""
+    from waiting import wait_until
+
+    port = free_port()
+    ui = f"http://127.0.0.1:{port}"
+    proc = start_locust("--host", url, "--web-host", "127.0.0.1", "--web-port", str(port), "--records", str(records),
+                        *args, headless=False)
+    try:
+        wait_until(lambda: http_get(ui + "/"), timeout=30, interval=0.1, what="Locust's web UI")
+        yield ui
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -23,6 +23,9 @@ from locust import User, constant, task
 from loadgen.scenario.load_run import DISTRIBUTED_START_S, LoadRun, Scenario
 from loadgen.scenario.record_sink import RecordSink
 from loadgen.scenario.run_settings import RunSettings
+from loadgen.scenario.token_stats import install_token_stats
+from loadgen.scenario.token_summary import write_summary
+from loadgen.scenario.token_tab import install_token_tab
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,12 @@ def install(events, add_arguments: Callable[[Any], None], build: Build) -> None:
         # stale "now" makes a 2 s test stop after 0.7 s.
         gevent.get_hub().loop.update_now()
         sink = RecordSink(environment)
-        environment.servecap = SimpleNamespace(sink=sink, run=None)
+        tokens = install_token_stats(environment, sink.role)
+        environment.servecap = SimpleNamespace(sink=sink, run=None, tokens=tokens)
+        if environment.web_ui is not None:
+            install_token_tab(environment.web_ui, tokens)
+        if sink.role != "worker":
+            environment.events.quit.add_listener(lambda **_: write_summary(tokens, environment.parsed_options))
         if environment.parsed_options is not None and sink.role != "worker":
             try:
                 _settings_and_scenario(build, environment.parsed_options, environment, "check")

@@ -59,6 +59,7 @@ class Prepared:
 class Scenario(Protocol):
     api: str
     stream: bool
+    path: str          # the request's URL path: Locust's stats entry is named by it
 
     def prepare(self, rng: random.Random) -> Prepared: ...
 
@@ -271,8 +272,8 @@ class LoadRun:
         )
         self.sink.put(record)
         if not stopped:  # Locust's stats count exactly the requests that finished
-            report_to_locust(self.environment.events.request, scenario.api, outcome,
-                             pause=None if killed else yield_now)
+            report_to_locust(self.environment.events.request, self.environment.servecap.tokens, scenario.api,
+                             scenario.path, outcome, arm=route.arm, pause=None if killed else yield_now)
         if killed:
             raise GreenletExit
 

@@ -29,7 +29,8 @@ class LevelStats:
         incomplete: still in flight when the level stopped (neither ok nor an error).
         p99_ttft_s, p99_tpot_s, p99_e2e_s: over ok records (None when there are no values).
         output_tokens_per_s: ok output tokens over the measure span.
-        window_throughputs: output tokens/s in STABILITY_WINDOWS equal slices of the span.
+        window_throughputs: output tokens/s in STABILITY_WINDOWS equal slices of the span, each token
+            counted when it arrived, from any record of the level (`_token_times`).
     """
 
     requests: int
@@ -65,6 +66,28 @@ def _p99(values: list[float]) -> float | None:
     return float(np.percentile(values, 99)) if values else None
 
 
+def _token_times(records: list[Record]) -> tuple[np.ndarray, np.ndarray]:
+    """When each output token arrived, for the stability windows: a streamed request's chunks at
+    t_start + TTFT + the running sum of its gaps (its tokens shared among them; one each when the
+    count is unknown), else all its tokens at its end. Every record of the level counts, whatever
+    its phase or status: the window measures what the server produced in it, including the
+    warm-up requests still streaming when it opens and those cut off when it closes. Counting
+    tokens when they arrived, not when their request ended, keeps a short level's windows from
+    swinging by whole requests (at c=1 a window holds only a few)."""
+    times, weights = [], []
+    for r in records:
+        if r.ttft_s is not None:
+            chunks = r.t_start + r.ttft_s + np.concatenate(([0.0], np.cumsum(r.itl_s or [])))
+            times.append(chunks)
+            weights.append(np.full(len(chunks), (r.output_tokens or len(chunks)) / len(chunks)))
+        elif r.e2e_s is not None and r.status == "ok":
+            times.append(np.array([r.t_start + r.e2e_s]))
+            weights.append(np.array([float(r.output_tokens or 0)]))
+    if not times:
+        return np.empty(0), np.empty(0)
+    return np.concatenate(times), np.concatenate(weights)
+
+
 def level_stats(records: list[Record], level: str) -> LevelStats:
     mine = [r for r in records if r.level == level and r.phase == "measure"]
     finished = [r for r in mine if r.status != "incomplete"]
@@ -80,7 +103,8 @@ def level_stats(records: list[Record], level: str) -> LevelStats:
         if end > start:
             tokens = np.array([r.output_tokens or 0 for r in ok if r.e2e_s is not None], dtype=float)
             throughput = float(tokens.sum() / (end - start))
-            counts, edges = np.histogram(ends, bins=STABILITY_WINDOWS, range=(start, end), weights=tokens)
+            times, weights = _token_times([r for r in records if r.level == level])
+            counts, edges = np.histogram(times, bins=STABILITY_WINDOWS, range=(start, end), weights=weights)
             windows = tuple(float(x) for x in counts / np.diff(edges))
     return LevelStats(len(finished), len(finished) - len(ok), len(mine) - len(finished),
                       _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows)

@@ -172,8 +172,8 @@ class Sweep:
             self.console.print(f"[red]{level}: locust exited {code}; see {self.out / 'locust.log'}[/]")
         elif not stable:
             spread = f"{stats.spread:.0%}" if stats.spread is not None else "unknown"
-            self.console.print(f"[yellow]{level}: throughput not stable across sub-windows (spread {spread}); "
-                               "flagged in run.json, consider a longer --duration[/]")
+            self.console.print(f"[yellow]warning: {level}: throughput not stable across sub-windows (spread {spread}); "
+                               "flagged in run.json; a longer --duration fixes it[/]")
         return stats
 
     def _print_loadgen_warnings(self, level: str) -> None:
@@ -184,7 +184,7 @@ class Sweep:
         except (OSError, ValueError):
             return
         for text in meta.get("warnings") or []:
-            self.console.print(f"[yellow]load generator: {level}: {text}[/]")
+            self.console.print(f"[yellow]warning: load generator: {level}: {text}[/]")
 
     # -- --auto: ramp until the SLO breaks, then bisect ------------------------------------
     def _auto(self, url: str, strategy: str | None, model: str | None) -> None:

@@ -62,14 +62,15 @@ def throughput_vs_latency(levels: list[dict], knees: dict, out_dir: Path) -> Fig
         group = [lvl for lvl in group if lvl["output_tokens_per_s"] and lvl["metrics"][KNEE_METRIC]["p99"]]
         x = [lvl["output_tokens_per_s"] for lvl in group]
         y = [lvl["metrics"][KNEE_METRIC]["p99"] * 1000 for lvl in group]
-        ax.plot(x, y, "-o", color=colours[strategy], label=strategy)
+        name = "endpoint" if strategy == "-" else strategy   # a --url run has no strategy
+        ax.plot(x, y, "-o", color=colours[strategy], label=name)
         for lvl, xi, yi in zip(group, x, y):
             ax.annotate(lvl["level"].rpartition("/")[2], (xi, yi), fontsize=7,
                         textcoords="offset points", xytext=(4, 4))
         k = knees.get(strategy)
         if k:
             ax.plot(k["output_tokens_per_s"], k["p99_s"] * 1000, "*", ms=14, color=colours[strategy],
-                    markeredgecolor="black", label=f"{strategy} knee")
+                    markeredgecolor="black", label=f"{name} knee")
     ax.set_xlabel("throughput (output tokens/s)")
     ax.set_ylabel(f"p99 {METRIC_TITLES[KNEE_METRIC]} (ms)")
     ax.set_title("throughput vs latency per strategy (right and low is better)")

@@ -4,7 +4,9 @@ The scripted server logs when it read each request and wrote each token, so reco
 values are compared with its truth request by request (joined on response_id).
 """
 
+import csv
 import json
+import re
 import time
 
 import pytest
@@ -59,12 +61,13 @@ def test_headless_closed_loop_records_match_server_truth(tmp_path):
     assert phases == {"warmup", "measure"}
     first = min(r["t_start"] for r in rows)
     assert all((r["phase"] == "warmup") == (r["t_start"] - first < 0.5) for r in rows if r["t_start"] - first < 0.45 or r["t_start"] - first > 0.6)
-    # Locust's own stats show the separate entries
-    stats = json.loads((tmp_path / "stats.json").read_text())
-    names = {entry["name"]: entry["num_requests"] for entry in stats}
+    # Locust's own stats count each finished request once; the token metrics have their own file
     ok = [r for r in rows if r["status"] == "ok"]
-    assert names["TTFT"] == names["E2E"] == names["TPOT"] == len(ok)
-    assert names["ITL"] == sum(len(r["itl_s"]) for r in ok)
+    (entry,) = json.loads((tmp_path / "stats.json").read_text())
+    assert (entry["method"], entry["name"], entry["num_requests"]) == ("chat", "/v1/chat/completions", len(ok))
+    assert entry["total_content_length"] == sum(r["output_tokens"] for r in ok)
+    tokens = {e["name"]: e["num_requests"] for e in json.loads((tmp_path / "stats.tokens.json").read_text())}
+    assert tokens == {"TTFT": len(ok), "TPOT": len(ok), "E2E": len(ok), "ITL": sum(len(r["itl_s"]) for r in ok)}
     meta = json.loads(meta_path(records).read_text())["levels"]["c=4"]
     (process,) = meta["processes"].values()
     assert process["requests_sent"] == len(rows) and process["cpu_max_pct"] is not None
@@ -75,7 +78,7 @@ def test_http_errors_completions_api_and_counted_tokens(tmp_path):
     with scripted_server(tmp_path, "--ttft", "0.01", "--itl", "0.002", "--error-every", "3", "--no-usage") as (url, _):
         proc = run_locust("--host", url, "-u", "2", "-r", "2", "-t", "2s", "--api", "completions",
                           "--model", "scripted", "--output-tokens", "5", "--records", str(records),
-                          "--level", "custom")
+                          "--level", "custom", "--csv", str(tmp_path / "out"))
     assert proc.returncode == 1  # Locust exits 1 when requests failed
     assert "http_503: scripted overload" in proc.stdout + proc.stderr
     rows = read_records(records)
@@ -84,6 +87,17 @@ def test_http_errors_completions_api_and_counted_tokens(tmp_path):
     assert failed and ok and all(r["level"] == "custom" and r["api"] == "completions" for r in rows)
     assert all(r["error"] == "scripted overload" and r["ttft_s"] is None for r in failed)
     assert all(r["usage_from"] == "counted" and r["output_tokens"] == 5 for r in ok)
+    # one Locust request per record: failures counted once (the console's exact final table;
+    # Locust rewrites its own CSV once a second), the token tables only over ok requests
+    console = proc.stdout + proc.stderr
+    counts = re.findall(r"^completions\s+/v1/completions\s+(\d+)\s+(\d+)\(", console, re.MULTILINE)
+    assert counts == [(str(len(failed) + len(ok)), str(len(failed)))]
+    assert re.search(rf"^\s+Aggregated\s+{len(failed) + len(ok)}\s+{len(failed)}\(", console, re.MULTILINE)
+    (entry, total) = list(csv.DictReader((tmp_path / "out_stats.csv").open()))
+    assert entry["Name"] == "/v1/completions" and total["Name"] == "Aggregated"
+    tokens = {row["Name"]: int(row["Request Count"]) for row in csv.DictReader((tmp_path / "out_tokens.csv").open())}
+    assert tokens == {"TTFT": len(ok), "TPOT": len(ok), "E2E": len(ok), "ITL": 4 * len(ok)}
+    assert "Token latency (ms)" in console and console.count("Aggregated") == 2   # Locust's two tables only
 
 
 def test_environment_api_in_subprocess_non_streaming(tmp_path):
@@ -100,16 +114,17 @@ env = Environment(user_classes=[chat.LoadUser], events=locust.events, host={url!
 runner = env.create_local_runner()
 env.events.init.fire(environment=env, runner=runner, web_ui=None)
 runner.start(3, spawn_rate=3)
-wait_until(lambda: runner.stats.get("E2E", "chat").num_requests >= 10, timeout=30, what="ten finished requests")
+wait_until(lambda: runner.stats.get("/v1/chat/completions", "chat").num_requests >= 10, timeout=30, what="ten finished requests")
 runner.quit()
 env.events.quitting.fire(environment=env, reverse=True)
-print("E2E", runner.stats.get("E2E", "chat").num_requests)
+print("requests", runner.stats.get("/v1/chat/completions", "chat").num_requests,
+      "E2E", env.servecap.tokens.stats.get("E2E", "chat").num_requests)
 """
         proc = run_python(script)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_records(records)
     ok = [r for r in rows if r["status"] == "ok"]
-    assert f"E2E {len(ok)}" in proc.stdout and len(ok) >= 10
+    assert f"requests {len(ok)} E2E {len(ok)}" in proc.stdout and len(ok) >= 10
     truth = read_truth(truth_path)
     for row in ok:
         assert row["ttft_s"] is None and row["itl_s"] == [] and row["output_tokens"] == 6

@@ -74,13 +74,14 @@ env = Environment(user_classes=[chat.LoadUser], events=locust.events, host={serv
 runner = env.create_local_runner()
 env.events.init.fire(environment=env, runner=runner, web_ui=None)
 runner.start(2, spawn_rate=2)
-wait_until(lambda: runner.stats.get("E2E", "completions").num_requests >= 2, timeout=60, what="two finished requests")
+wait_until(lambda: runner.stats.get("/v1/completions", "completions").num_requests >= 2, timeout=60, what="two finished requests")
 env.stop_timeout = 20  # let in-flight requests finish
 runner.quit()
-print("TTFT", runner.stats.get("TTFT", "completions").num_requests)
+print("requests", runner.stats.get("/v1/completions", "completions").num_requests,
+      "TTFT", env.servecap.tokens.stats.get("TTFT", "completions").num_requests)
 """
     proc = run_python(script)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ok = [r for r in read_records(records) if r["status"] == "ok"]
-    assert ok and f"TTFT {len(ok)}" in proc.stdout
+    assert ok and f"requests {len(ok)} TTFT {len(ok)}" in proc.stdout
     assert all(r["api"] == "completions" and r["output_tokens"] == 4 and r["ttft_s"] > 0 for r in ok)

@@ -187,7 +187,13 @@ def test_html_is_self_contained_and_references_each_figure(full_run):
     srcs = re.findall(r'src="([^"]*)"', html)
     assert len(srcs) == len(names) and all(s.startswith("data:image/png;base64,") for s in srcs)
     markdown = result.markdown_path.read_text()
-    assert markdown.index("## Verdict") < markdown.index("## Levels") < markdown.index("## Figures")
+    # the answer first: its sentence, then the throughput-vs-latency figure, then one row per strategy
+    assert markdown.index("## Answer") < markdown.index(" sustains **") < markdown.index("](throughput_vs_latency.png)") \
+        < markdown.index("| strategy ") < markdown.index("## Levels") < markdown.index("## Figures")
+    assert markdown.split("\n")[2] == "## Answer"
+    # the per-level and per-SLO tables are collapsed
+    levels = markdown[markdown.index("## Levels"):]
+    assert levels.index("<details><summary>One row per level") < levels.index("| none/c=1 ")
 
 
 def test_truncated_run_still_reports_and_names_what_is_missing(tmp_path):
@@ -295,5 +301,7 @@ def test_load_generator_warnings_come_from_requests_meta_json(tmp_path):
     [level] = result.summary["levels"]
     assert level["loadgen"]["cpu_max_pct"] == 97.0 and level["loadgen"]["limited_by_loadgen"] is True
     markdown = result.markdown_path.read_text()
-    assert "load generator / run notes: none/c=1: worker0@h:1: load generator CPU reached 97%" in markdown
+    warnings = markdown[markdown.index("## Warnings"):]
+    assert warnings.index("**Load generator limits**: ") < warnings.index(
+        "- none/c=1: worker0@h:1: load generator CPU reached 97% (> 90%)") < warnings.index("## ", 3)
     assert "LIMITED BY LOAD GENERATOR" in markdown

@@ -1,7 +1,7 @@
 """Distributed Locust (a master and two workers on loopback) -> one records file, each request once."""
 
+import json
 import signal
-import socket
 
 import numpy as np
 import pytest
@@ -9,15 +9,10 @@ import pytest
 from servecap.contract.loadgen_meta import read_meta
 from servecap.contract.records import check_record, read_records
 from loadgen_helpers import read_truth, scripted_server, start_locust
+from servecap.launch.process import free_port
 from waiting import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _workers_recorded(records) -> set[str]:
@@ -25,7 +20,7 @@ def _workers_recorded(records) -> set[str]:
 
 
 def _run_distributed(url: str, records, *extra: str, run_time: str = "2s", stop_one_worker: bool = False) -> str:
-    port = _free_port()
+    port = free_port()
     workers = [start_locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), headless=False)
                for _ in range(2)]
     master = start_locust("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
@@ -51,7 +46,8 @@ def _run_distributed(url: str, records, *extra: str, run_time: str = "2s", stop_
 def test_master_and_two_workers_write_every_request_exactly_once(tmp_path):
     records = tmp_path / "requests.jsonl"
     with scripted_server(tmp_path, "--ttft", "0.02", "--itl", "0.005") as (url, truth_path):
-        _run_distributed(url, records, "-u", "4", "-r", "4", "--output-tokens", "uniform:3:30")
+        _run_distributed(url, records, "-u", "4", "-r", "4", "--output-tokens", "uniform:3:30",
+                         "--json-file", str(tmp_path / "stats"))
     rows = read_records(records)
     truth = read_truth(truth_path)
     ids = [r["response_id"] for r in rows if r["response_id"] is not None]
@@ -68,6 +64,12 @@ def test_master_and_two_workers_write_every_request_exactly_once(tmp_path):
     meta = read_meta(records)["levels"]["c=4"]
     assert set(meta["processes"]) == workers
     assert sum(p["requests_sent"] for p in meta["processes"].values()) == len(rows)
+    # the master's Locust stats count each finished request once; the workers' token stats merge
+    ok = [r for r in rows if r["status"] == "ok"]
+    (entry,) = json.loads((tmp_path / "stats.json").read_text())
+    assert entry["num_requests"] == len(ok)
+    tokens = {e["name"]: e["num_requests"] for e in json.loads((tmp_path / "stats.tokens.json").read_text())}
+    assert tokens == {"TTFT": len(ok), "TPOT": len(ok), "E2E": len(ok), "ITL": sum(len(r["itl_s"]) for r in ok)}
     for row in rows:  # an in-flight request at stop is kept as incomplete, with what had arrived
         if row["status"] == "incomplete" and row["response_id"] is not None:
             assert truth[row["response_id"]]["aborted"] or len(row["itl_s"]) < truth[row["response_id"]]["max_tokens"]

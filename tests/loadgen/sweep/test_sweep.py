@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -73,6 +74,29 @@ def test_level_stats_and_slo_checks_by_hand():
     clean = level_stats(records[:2], "c=2")
     assert clean.check(SLO(ttft_ms=300)).meets and not clean.check(SLO(ttft_ms=150)).meets
     assert not level_stats([], "c=2").check(SLO(ttft_ms=300)).meets  # nothing measured: nothing meets
+
+
+def _stream(t, seconds, tokens):
+    """A streamed ok request whose tokens arrive evenly over `seconds` (its first one at 0.1 s)."""
+    gap = (seconds - 0.1) / (tokens - 1)
+    return Record(level="c=1", phase="measure", t_start=t, ttft_s=0.1, e2e_s=seconds, itl_s=[gap] * (tokens - 1),
+                  output_tokens=tokens, status="ok")
+
+
+def test_stability_counts_tokens_when_they_arrived():
+    # c=1, 1.6 s requests back to back for 8 s: the three windows end 1, 2 and 2 requests (spread
+    # 60% counted at request ends), but tokens arrived at one steady rate
+    steady = [_stream(1.6 * i, 1.6, 33) for i in range(5)]
+    stats = level_stats(steady, "c=1")
+    assert stats.spread == pytest.approx(0, abs=0.05) and stats.is_stable(0.10)
+    # a real stall: nothing arrives in the last 3 s of the span
+    stalled = steady[:3] + [_stream(4.8, 3.2, 2)]
+    assert not level_stats(stalled, "c=1").is_stable(0.10)
+    # a warm-up request still streaming when the window opens counts for the tokens it sent in it:
+    # without it the first window of this c=2 level would hold a sixth fewer tokens than the others
+    warm = dataclasses.replace(_stream(-0.8, 1.6, 33), phase="warmup")
+    assert level_stats([*steady, warm, *[_stream(1.6 * i + 0.8, 1.6, 33) for i in range(4)],
+                        _stream(7.2, 0.8, 17)], "c=1").is_stable(0.10)
 
 
 # --- end to end ------------------------------------------------------------------------------

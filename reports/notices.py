@@ -1,0 +1,95 @@
+"""The report's warnings, grouped: each kind said once, with what it means and the command that fixes it.
+
+    notices(summary) -> [Notice]     pure: summary.json's dict in (report.html/.md and the console)
+
+Kinds, in this order: levels whose throughput was not stable (run.json's `stable: false`, the
+sweep's flag), a load generator that sent late or ran out of CPU (requests.meta.json, run.json's
+notes), levels where much of the client's latency lay outside the server's clock (`client_vs_server`
+warnings), and parts of the run directory that are missing or damaged (`missing`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reports.summary import LATENESS_LIMIT_MS
+from servecap.contract.run_json import RunInfo
+
+LONGER_DURATION_S = 30   # the window the fix suggests at least (three sub-windows of 10 s)
+
+
+@dataclass(frozen=True)
+class Notice:
+    title: str                       # what happened, in a few words
+    meaning: str                     # what it means for the numbers
+    fix: str | None                  # the command (or change) that fixes it, if there is one
+    items: list[str] = field(default_factory=list)   # the levels or files it concerns
+
+
+def unstable_levels(run: RunInfo) -> list[dict]:
+    """[{"level", "spread"}] for the levels the sweep flagged (throughput spread over its tolerance)."""
+    return [{"level": entry.level, "spread": entry.throughput_spread}
+            for entry in run.levels if isinstance(entry.level, str) and entry.stable is False]
+
+
+def _unstable(summary: dict) -> Notice | None:
+    levels = summary.get("unstable_levels") or []
+    if not levels:
+        return None
+    duration = (summary["run"].get("load_plan") or {}).get("duration_s")
+    longer = max(LONGER_DURATION_S, 3 * duration) if duration else LONGER_DURATION_S
+    now = f" (this run measured {duration:g} s per level)" if duration else ""
+    return Notice(
+        "throughput not stable",
+        "These levels' output tokens/s differed by more than 10% between the thirds of their measure "
+        "window: the server had not settled (queues still filling, batches still forming), something else "
+        "on the machine took its CPU for a while, or the window "
+        "holds too few requests, so their rates and percentiles are rougher than the others'.",
+        f"measure longer: rerun with `servecap sweep ... --duration {longer:g}s`{now}",
+        [f"{row['level']} (spread {row['spread']:.0%})" if isinstance(row.get("spread"), (int, float))
+         else row["level"] for row in levels])
+
+
+def _loadgen(summary: dict) -> Notice | None:
+    items = list(summary.get("loadgen_warnings") or [])
+    late = [lvl["level"] for lvl in summary["levels"] if lvl.get("loadgen", {}).get("late")]
+    if late:
+        items.append(f"sent late (p99 lateness > {LATENESS_LIMIT_MS:g} ms) at: {', '.join(late)}")
+    if not items:
+        return None
+    return Notice(
+        "load generator limits",
+        "The load generator sent requests late or ran short of CPU: those levels measure the generator "
+        "as much as the server.",
+        "give Locust more CPU: fewer users per process, or distributed Locust "
+        "(`locust -f loadgen/chat.py --master` with `--worker`s); details in requests.meta.json",
+        items)
+
+
+def _client_server(summary: dict) -> Notice | None:
+    items = [f"{lvl['level']}: {w}" for lvl in summary["levels"]
+             for w in (lvl.get("client_vs_server") or {}).get("warnings", [])]
+    if not items:
+        return None
+    return Notice(
+        "time outside the server's own clock",
+        "At these levels a large share of the client's latency was spent outside the server's histograms "
+        "(the client, the network, the server's front end): the server's own numbers look better than what "
+        "users saw.",
+        "see the 'Client versus server' table; give the load generator and the server's front end cores of "
+        "their own (the sweep pins them by default)",
+        items)
+
+
+def _missing(summary: dict) -> Notice | None:
+    items = list(summary.get("missing") or [])
+    if not items:
+        return None
+    return Notice("missing or damaged data",
+                  "Parts of the run directory are absent or damaged; the report uses what is there.",
+                  None, items)
+
+
+def notices(summary: dict) -> list[Notice]:
+    return [n for n in (_unstable(summary), _loadgen(summary), _client_server(summary), _missing(summary))
+            if n is not None]

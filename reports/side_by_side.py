@@ -1,0 +1,158 @@
+"""Two runs on the same axes: `servecap report RUN_A RUN_B --out DIR`, and a compare directory's two arms.
+
+Each run's levels join one summary with their strategy prefixed by the run's label
+("A: continuous", "B: continuous"), so every figure, the answer and its table treat a run's
+strategy as one more curve: the answer's ratios become the ratios between the runs. A compare
+directory (`servecap compare`, one load level per arm, level ids `a/c=8`) is its arms relabelled
+"A"/"B". The SLO is the first run's (run.json), with the limits given on the command line first;
+each run is priced with its own GPU.
+
+    side_by_side(run_dirs, out_dir, options) -> ReportResult      summary.json, report.md/.html, *.png in out_dir
+    is_compare_dir(run_dir) -> bool
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from reports import answer
+from reports.blocks import Block
+from reports.cost import cost_per_million, resolve_price
+from reports.figures import latency as figures_latency
+from reports.figures.common import FigureFile
+from reports.notices import unstable_levels
+from reports.render import answer_sections, levels_section, to_html, to_markdown
+from reports.report import ReportOptions, ReportResult, jsonable
+from reports.run_data import RunData, load_run
+from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings
+from reports.verdict import build_verdict
+from servecap.contract.slo import SLO
+
+LABELS = "ABCDEFGH"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One curve family: a run (or a compare run's arm) under its label."""
+
+    label: str                  # "A", "B"
+    name: str                   # what it is: the run directory, or what served the arm
+    setup: str                  # answer.setup_detail of its run.json: "tiny on ..."
+    levels: list[dict]          # summary levels, strategy and level id already prefixed
+    price: dict                 # reports.cost.resolve_price
+    notes: list[str]            # missing data and load-generator warnings, prefixed
+    unstable: list[dict]        # reports.notices.unstable_levels, prefixed
+
+
+def is_compare_dir(run_dir: str | Path) -> bool:
+    path = Path(run_dir) / "run.json"
+    try:
+        return bool(json.loads(path.read_text()).get("compare"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _prefixed(level: dict, label: str, strategy: str | None) -> dict:
+    out = dict(level)
+    out["strategy"] = f"{label}: {strategy}" if strategy else label
+    out["level"] = f"{label}: {level['level']}"
+    return out
+
+
+def _notes(data: RunData, levels: list[dict], label: str) -> list[str]:
+    return [f"{label}: {note}" for note in [*data.missing, *loadgen_warnings(data.run, levels)]]
+
+
+def run_side(run_dir: str | Path, label: str, options: ReportOptions, slo: SLO | None = None) -> tuple[Side, SLO]:
+    data = load_run(run_dir)
+    slo = slo or options.slo_for(data.run)
+    levels = build_levels(data, slo)
+    unstable = [{**row, "level": f"{label}: {row['level']}"} for row in unstable_levels(data.run)]
+    return Side(label, data.run_dir.name, answer.setup_detail(data.run_json),
+                [_prefixed(lvl, label, lvl["strategy"]) for lvl in levels],
+                resolve_price(data.run, options.gpu_hourly, options.gpu), _notes(data, levels, label),
+                unstable), slo
+
+
+def arm_sides(run_dir: str | Path, options: ReportOptions) -> tuple[list[Side], SLO]:
+    """A compare directory's arms "a" and "b" as sides A and B (its levels' strategy is the arm)."""
+    data = load_run(run_dir)
+    slo = options.slo_for(data.run)
+    levels = build_levels(data, slo)
+    price = resolve_price(data.run, options.gpu_hourly, options.gpu)
+    notes = [*data.missing, *loadgen_warnings(data.run, levels)]   # one run: said once, on the first side
+    sides = []
+    for arm, info in sorted(data.run.compare.arms.items()):
+        label = arm.upper()
+        sides.append(Side(label, info.label(), answer.setup_detail(data.run_json),
+                          [_prefixed(lvl, label, None) for lvl in levels if lvl["strategy"] == arm], price,
+                          notes if not sides else [], []))
+    return sides, slo
+
+
+def combined_summary(sides: list[Side], slo: SLO) -> dict:
+    """One summary.json over every side's levels (the contract's shape; `run` names the sides)."""
+    prices = {side.label: side.price for side in sides}
+    levels = [lvl for side in sides for lvl in side.levels]
+
+    def cost(point: dict) -> dict:
+        return cost_per_million(point, prices[point["level"].split(":", 1)[0]])
+
+    verdict = build_verdict(levels, slo, cost)
+    return {"run": {"side_by_side": [{"label": s.label, "name": s.name, "setup": s.setup} for s in sides]},
+            "levels": levels, "verdict": verdict, "metrics": list(LATENCY_METRICS),
+            "missing": [note for side in sides for note in side.notes], "loadgen_warnings": [],
+            "unstable_levels": [row for side in sides for row in side.unstable]}
+
+
+def side_by_side(run_dirs: list[str | Path], out_dir: str | Path, options: ReportOptions | None = None,
+                 progress: Callable[[str], None] | None = None) -> ReportResult:
+    options = options or ReportOptions()
+    step = progress or (lambda _msg: None)
+    if len(run_dirs) == 1 and is_compare_dir(run_dirs[0]):
+        sides, slo = arm_sides(run_dirs[0], options)
+        title = f"servecap report: {Path(run_dirs[0]).name}, arm A vs arm B"
+    else:
+        if not 2 <= len(run_dirs) <= len(LABELS):
+            raise ValueError(f"side by side needs 2 to {len(LABELS)} run directories, got {len(run_dirs)}")
+        sides, slo = [], None
+        for label, run_dir in zip(LABELS, run_dirs):
+            step(f"reading {run_dir}")
+            side, slo = run_side(run_dir, label, options, slo)
+            sides.append(side)
+        title = "servecap report: " + " vs ".join(side.name for side in sides)
+    summary = jsonable(combined_summary(sides, slo))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary_path = out_dir / "summary.json"
+    summary_path.write_text(json.dumps(summary, indent=1, allow_nan=False))
+    figures: list[FigureFile] = []
+    if options.figures:
+        step("drawing figures")
+        figures = _figures(summary, out_dir)
+    parts = sections(summary, figures)
+    markdown_path, html_path = out_dir / "report.md", out_dir / "report.html"
+    markdown_path.write_text(to_markdown(title, parts))
+    html_path.write_text(to_html(title, parts, out_dir))
+    return ReportResult(summary, summary_path, markdown_path, html_path, figures)
+
+
+def _figures(summary: dict, out_dir: Path) -> list[FigureFile]:
+    levels, slo = summary["levels"], SLO(**summary["verdict"]["slo"])
+    made = [figures_latency.throughput_vs_latency(levels, summary["verdict"]["knee"], out_dir)]
+    made += [figures_latency.latency_vs_load(levels, metric, slo, out_dir) for metric in LATENCY_METRICS]
+    made.append(figures_latency.goodput_vs_load(levels, slo, out_dir))
+    return [fig for fig in made if fig is not None]
+
+
+def sections(summary: dict, figures: list[FigureFile]) -> list[tuple[str, list[Block]]]:
+    sides = summary["run"]["side_by_side"]
+    preface = ["Runs compared: " + "; ".join(
+        f"**{s['label']}** = `{s['name']}`" + (f" ({s['setup']})" if s["setup"] else "") for s in sides) + "."]
+    out = answer_sections(summary, figures, preface)
+    out.append(("Figures", [fig for fig in figures if fig.name != "throughput_vs_latency.png"]))
+    out.append(levels_section(summary))
+    return out
