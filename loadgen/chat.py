@@ -7,7 +7,11 @@ Flags (also in the web UI):
   --model NAME               model in requests (default: first id of GET /v1/models)
   --api chat|completions     /v1/chat/completions (default) or /v1/completions
   --prompt-tokens SPEC       N | uniform:LO:HI | normal:MEAN:SD | lognormal:MEAN:SIGMA | file:PATH
-  --output-tokens SPEC       max_tokens per request, same forms
+  --output-tokens SPEC       max_tokens per request, same forms (default 128; with --dataset the data's lengths)
+  --dataset PATH             prompts from a local file: ShareGPT JSON, OpenAI chat JSONL, prompt JSONL
+                             (loadgen/workload/datasets.py); output lengths from the data's replies
+  --dataset-sampling with-replacement|without-replacement   seeded either way
+  --chars-per-token X        dataset lengths are estimated as UTF-8 bytes / X (default 4; 1 = byte tokenizer)
   --shared-prefix-tokens N   a common system prompt on top of each prompt (prefix caching)
   --ignore-eos/--no-ignore-eos   send ignore_eos (fixed output lengths; default on)
   --stream/--no-stream       SSE streaming (default on; TTFT/ITL need it)
@@ -42,10 +46,11 @@ from locust import events
 from loadgen.scenario.chat_config import ChatConfig, add_chat_arguments
 from loadgen.client.exchange import Exchange
 from loadgen.client.http_stream import ConnectionPool, run_exchange
-from loadgen.scenario.load_run import Prepared
+from loadgen.scenario.load_run import Prepared, process_share
 from loadgen.scenario.run_settings import RunSettings
-from loadgen.workload.prompts import PromptBuilder
-from loadgen.client.request_bytes import Target, chat_body, completions_body, http_request
+from loadgen.workload.datasets import DatasetSampler, first_turn_request, load_dataset
+from loadgen.workload.prompts import Prompt, PromptBuilder
+from loadgen.client.request_bytes import Target, chat_body, chat_messages_body, completions_body, http_request
 from loadgen.scenario.hooks import LoadUser, install  # noqa: F401 - LoadUser: the user class Locust runs
 
 log = logging.getLogger(__name__)
@@ -54,13 +59,15 @@ log = logging.getLogger(__name__)
 class ChatScenario:
     """Renders one chat/completions request to bytes from a seeded RNG."""
 
-    def __init__(self, config: ChatConfig, target: Target, model: str, seed: int) -> None:
+    def __init__(self, config: ChatConfig, target: Target, model: str, seed: int,
+                 dataset: DatasetSampler | None = None) -> None:
         self.config = config
         self.target = target
         self.model = model
         self.api = config.api
         self.stream = config.stream
         self.prompts = PromptBuilder(config.shared_prefix_tokens, seed)
+        self.dataset = dataset
         self._body = chat_body if config.api == "chat" else completions_body
 
     def with_target(self, target: Target, model: str) -> "ChatScenario":
@@ -70,14 +77,29 @@ class ChatScenario:
         return other
 
     def prepare(self, rng: random.Random) -> Prepared:
+        if self.dataset is not None:
+            return self._prepare_from_dataset(rng)
         prompt_tokens = self.config.prompt_tokens.sample(rng)
         output_tokens = self.config.output_tokens.sample(rng)
         prompt = self.prompts.build(prompt_tokens, rng)
         body = self._body(self.model, prompt, output_tokens, stream=self.config.stream,
                           ignore_eos=self.config.ignore_eos)
-        request = http_request("POST", self.target, self.config.path, body, api_key=self.config.api_key,
-                               accept="text/event-stream" if self.config.stream else "application/json")
-        return Prepared(request, prompt_tokens + self.config.shared_prefix_tokens, output_tokens)
+        return Prepared(self._http(body), prompt_tokens + self.config.shared_prefix_tokens, output_tokens)
+
+    def _prepare_from_dataset(self, rng: random.Random) -> Prepared:
+        config = self.config
+        turn = first_turn_request(self.dataset.pick(rng), config.chars_per_token, self.prompts.shared_prefix)
+        # --output-tokens given: it wins; else the data's own length, else the default
+        output_tokens = (turn.output_tokens if turn.output_tokens is not None and not config.output_tokens_given
+                         else config.output_tokens.sample(rng))
+        options = dict(stream=config.stream, ignore_eos=config.ignore_eos)
+        body = (chat_messages_body(self.model, list(turn.messages), output_tokens, **options) if self.api == "chat"
+                else completions_body(self.model, Prompt(None, turn.completion_text), output_tokens, **options))
+        return Prepared(self._http(body), turn.prompt_tokens, output_tokens)
+
+    def _http(self, body: dict) -> bytes:
+        return http_request("POST", self.target, self.config.path, body, api_key=self.config.api_key,
+                            accept="text/event-stream" if self.config.stream else "application/json")
 
 
 def discover_model(target: Target, api_key: str | None) -> str:
@@ -100,11 +122,19 @@ def discover_model(target: Target, api_key: str | None) -> str:
 
 def build(options, environment, role: str, settings: RunSettings) -> ChatScenario | None:
     config = ChatConfig.from_options(options)
+    dataset = load_dataset(config.dataset) if config.dataset else None   # a bad file fails at init, naming the line
     if role in ("check", "master"):
         return None
     target = Target.from_url(environment.host or "")
     model = config.model or discover_model(target, config.api_key)
-    return ChatScenario(config, target, model, settings.seed)
+    sampler = None
+    if dataset is not None:
+        index, processes = process_share(environment, role)
+        sampler = DatasetSampler(dataset, seed=settings.seed, sampling=config.dataset_sampling,
+                                 process_index=index, process_count=processes)
+        log.info("dataset %s: %d conversations (%s), %d skipped without a user turn", dataset.path,
+                 len(dataset.conversations), dataset.format, dataset.skipped)
+    return ChatScenario(config, target, model, settings.seed, sampler)
 
 
 install(events, add_chat_arguments, build)

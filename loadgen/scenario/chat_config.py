@@ -12,10 +12,12 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.scenario.run_settings import add_common_arguments, parse_bool, parse_int
+from loadgen.scenario.run_settings import add_common_arguments, parse_bool, parse_float, parse_int
+from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS
 from loadgen.workload.distributions import LengthDistribution, parse_length_distribution
 
 APIS = ("chat", "completions")
+DEFAULT_OUTPUT_TOKENS = "128"
 
 
 @dataclass(frozen=True)
@@ -31,10 +33,18 @@ class ChatConfig:
     ignore_eos: bool = True          # send `ignore_eos: true` so outputs have the asked length
     stream: bool = True
     api_key: str | None = None
+    dataset: str | None = None       # --dataset PATH: prompts (and output lengths) from a local file
+    dataset_sampling: str = "with-replacement"
+    chars_per_token: float = DEFAULT_CHARS_PER_TOKEN   # dataset lengths are estimated, no tokenizer
+    output_tokens_given: bool = True  # False: --output-tokens left at its default, so a dataset's own lengths win
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
             raise ValueError(f"--api must be one of {APIS}, got {self.api!r}")
+        if self.dataset_sampling not in SAMPLINGS:
+            raise ValueError(f"--dataset-sampling must be one of {', '.join(SAMPLINGS)}, got {self.dataset_sampling!r}")
+        if not self.chars_per_token > 0:
+            raise ValueError(f"--chars-per-token must be > 0, got {self.chars_per_token}")
         if self.shared_prefix_tokens < 0:
             raise ValueError(f"--shared-prefix-tokens must be >= 0, got {self.shared_prefix_tokens}")
 
@@ -48,11 +58,16 @@ class ChatConfig:
         if options is None:
             return cls()
         get = lambda name, default=None: getattr(options, name, default)  # noqa: E731
+        output_spec = str(get("output_tokens", "") or "")
         return cls(
             model=str(get("model", "") or ""),
             api=str(get("api", "chat")),
             prompt_tokens=parse_length_distribution(str(get("prompt_tokens", "128")), "--prompt-tokens"),
-            output_tokens=parse_length_distribution(str(get("output_tokens", "128")), "--output-tokens"),
+            output_tokens=parse_length_distribution(output_spec or DEFAULT_OUTPUT_TOKENS, "--output-tokens"),
+            output_tokens_given=bool(output_spec),
+            dataset=str(get("dataset")) if get("dataset") else None,
+            dataset_sampling=str(get("dataset_sampling", "with-replacement")),
+            chars_per_token=parse_float(get("chars_per_token", DEFAULT_CHARS_PER_TOKEN), "--chars-per-token"),
             shared_prefix_tokens=parse_int(get("shared_prefix_tokens", 0), "--shared-prefix-tokens"),
             ignore_eos=parse_bool(get("ignore_eos", True)),
             stream=parse_bool(get("stream", True)),
@@ -67,7 +82,17 @@ def add_chat_arguments(parser: Any) -> None:
     group.add_argument("--api", default="chat", choices=list(APIS), help="chat -> /v1/chat/completions, completions -> /v1/completions")
     group.add_argument("--prompt-tokens", default="128",
                        help="prompt length: N | uniform:LO:HI | normal:MEAN:SD | lognormal:MEAN:SIGMA | file:PATH")
-    group.add_argument("--output-tokens", default="128", help="max_tokens per request, same forms as --prompt-tokens")
+    group.add_argument("--output-tokens", default="",
+                       help=f"max_tokens per request, same forms as --prompt-tokens (default {DEFAULT_OUTPUT_TOKENS}; "
+                            "with --dataset: the data's own lengths)")
+    group.add_argument("--dataset", default="",
+                       help="prompts from a local file: ShareGPT JSON, OpenAI chat JSONL ({\"messages\"}) or "
+                            "prompt JSONL ({\"prompt\", \"output_tokens\"}); replaces --prompt-tokens")
+    group.add_argument("--dataset-sampling", default="with-replacement", choices=list(SAMPLINGS),
+                       help="draw dataset entries with replacement, or each once per pass (seeded either way)")
+    group.add_argument("--chars-per-token", default=DEFAULT_CHARS_PER_TOKEN, type=float,
+                       help="dataset lengths are estimated as UTF-8 bytes / this (4: BPE tokenizers; "
+                            "1: the reference server's byte tokenizer)")
     group.add_argument("--shared-prefix-tokens", default=0, type=int,
                        help="a common system prompt of this many tokens on every request (prefix caching)")
     group.add_argument("--ignore-eos", default=True, action=argparse.BooleanOptionalAction,

@@ -56,6 +56,15 @@ class Prepared:
     output_tokens_asked: int | None
 
 
+def process_share(environment, role: str) -> tuple[int, int]:
+    """(this process's index, how many processes share the test): a worker's index among --expect-workers,
+    else (0, 1). Open-loop slots and a dataset's deck are split by it."""
+    if role != "worker":
+        return 0, 1
+    count = max(int(getattr(environment.parsed_options, "expect_workers", 1) or 1), 1)
+    return max(getattr(environment.runner, "worker_index", 0), 0) % count, count
+
+
 class Scenario(Protocol):
     api: str
     stream: bool
@@ -94,12 +103,10 @@ class LoadRun:
         self.test_start_perf = time.perf_counter()
         self.role = sink.role
         index = max(getattr(self.runner, "worker_index", 0), 0)
-        self.process_index = index
-        options = environment.parsed_options
-        self.process_count = max(int(getattr(options, "expect_workers", 1) or 1), 1) if self.role == "worker" else 1
-        if self.process_index >= self.process_count:
+        self.process_index, self.process_count = process_share(environment, self.role)
+        if self.process_index != index:
             log.error("worker index %d >= --expect-workers %d: open-loop slots will overlap", index, self.process_count)
-            self.process_index %= self.process_count
+        options = environment.parsed_options
         host = socket.gethostname()
         self.worker = (f"worker{index}@{host}:{os.getpid()}" if self.role == "worker"
                        else f"{self.role}@{host}:{os.getpid()}")

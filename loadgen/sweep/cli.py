@@ -14,6 +14,7 @@ from rich.console import Console
 
 from loadgen.sweep.runner import Sweep
 from loadgen.sweep.config import SweepConfig, parse_duration, parse_number_list
+from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS
 from reference_server.scheduling.strategies import strategy_names
 from reports import cli as report_cli
 from reports.report import ReportOptions
@@ -44,7 +45,15 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--duration", default="20s", help="measurement window per level (10, 30s, 2m)")
     work = p.add_argument_group("workload")
     work.add_argument("--prompt-tokens", default="uniform:32:128", help="N | uniform:LO:HI | normal:M:SD | lognormal:M:S | file:PATH")
-    work.add_argument("--output-tokens", default="uniform:16:64", help="same forms as --prompt-tokens")
+    work.add_argument("--output-tokens", default=None,
+                      help="same forms as --prompt-tokens (default uniform:16:64; with --dataset the data's lengths)")
+    work.add_argument("--dataset", metavar="PATH",
+                      help="prompts from a local file: ShareGPT JSON, OpenAI chat JSONL or prompt JSONL "
+                           "(replaces --prompt-tokens)")
+    work.add_argument("--dataset-sampling", default="with-replacement", choices=list(SAMPLINGS),
+                      help="draw entries with replacement, or each once per pass (seeded either way)")
+    work.add_argument("--chars-per-token", type=float, default=DEFAULT_CHARS_PER_TOKEN,
+                      help="dataset lengths are estimated as UTF-8 bytes / this (1 for the reference server)")
     work.add_argument("--seed", type=int, default=0)
     slo = p.add_argument_group("SLOs (p99, milliseconds)")
     slo.add_argument("--slo-ttft-ms", type=float)
@@ -67,7 +76,9 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         rates=parse_number_list(args.rates, "--rates") if args.rates else (),
         auto=args.auto, arrival=args.arrival,
         warmup_s=parse_duration(args.warmup, "--warmup"), duration_s=parse_duration(args.duration, "--duration"),
-        prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, seed=args.seed,
+        prompt_tokens=args.prompt_tokens, seed=args.seed,
+        output_tokens=args.output_tokens if args.output_tokens or args.dataset else "uniform:16:64",
+        dataset=args.dataset, dataset_sampling=args.dataset_sampling, chars_per_token=args.chars_per_token,
         slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
         sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
         pin_cpus=not args.no_pin_cpus,

@@ -10,6 +10,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from reference_server.scheduling.strategies import STRATEGIES  # the pure registry: no torch
+from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS, load_dataset
 from servecap.contract.slo import SLO
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -61,7 +62,11 @@ class SweepConfig:
         auto: find the knee instead of a fixed plan (ramp, then bisect).
         arrival: poisson | constant | gamma:CV for open loop.
         warmup_s, duration_s: per level, records before warm-up end get phase "warmup".
-        prompt_tokens, output_tokens: length distributions in loadgen/chat.py's syntax.
+        prompt_tokens, output_tokens: length distributions in loadgen/chat.py's syntax; with a dataset,
+            output_tokens None means the data's own lengths.
+        dataset: a local dataset file (loadgen.workload.datasets), validated here; replaces prompt_tokens.
+        dataset_sampling: with-replacement | without-replacement.
+        chars_per_token: dataset lengths are estimated as UTF-8 bytes / this.
         seed: workload and arrival seed (the same for every level and strategy).
         slo: p99 objectives used by --auto and written into run.json for the report.
         sample_interval_s: sampler and /metrics scrape interval.
@@ -84,7 +89,10 @@ class SweepConfig:
     warmup_s: float = 5.0
     duration_s: float = 20.0
     prompt_tokens: str = "uniform:32:128"
-    output_tokens: str = "uniform:16:64"
+    output_tokens: str | None = "uniform:16:64"
+    dataset: str | None = None
+    dataset_sampling: str = "with-replacement"
+    chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
     seed: int = 0
     slo: SLO = field(default_factory=SLO)
     sample_interval_s: float = 0.5
@@ -118,6 +126,14 @@ class SweepConfig:
             raise ValueError("--stability-tolerance must be a fraction in (0, 1)")
         if self.sample_interval_s <= 0:
             raise ValueError("--sample-interval must be positive")
+        if self.output_tokens is None and self.dataset is None:
+            raise ValueError("--output-tokens is needed without --dataset")
+        if self.dataset is not None:
+            load_dataset(self.dataset)   # a bad file fails before any server starts, naming the line
+        if self.dataset_sampling not in SAMPLINGS:
+            raise ValueError(f"--dataset-sampling must be one of {', '.join(SAMPLINGS)}")
+        if not self.chars_per_token > 0:
+            raise ValueError("--chars-per-token must be > 0")
         try:
             shlex.split(self.server_args)
         except ValueError as exc:

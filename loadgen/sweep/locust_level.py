@@ -40,9 +40,13 @@ def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path
         "--host", url, "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
         "--stop-timeout", str(STOP_TIMEOUT_S), "--exit-code-on-error", "0",
         "--records", str(records), "--level", plan.level, "--warmup", str(plan.warmup_s),
-        "--prompt-tokens", config.prompt_tokens, "--output-tokens", config.output_tokens,
-        "--seed", str(config.seed),
+        "--prompt-tokens", config.prompt_tokens, "--seed", str(config.seed),
     ]
+    if config.output_tokens:
+        command += ["--output-tokens", config.output_tokens]
+    if config.dataset:
+        command += ["--dataset", str(Path(config.dataset).resolve()), "--dataset-sampling", config.dataset_sampling,
+                    "--chars-per-token", str(config.chars_per_token)]
     if model:
         command += ["--model", model]
     if config.open_loop:

@@ -26,11 +26,19 @@ def run_info_for(name: str, config: SweepConfig) -> RunInfo:
                            concurrency=list(config.concurrency), rates=list(config.rates),
                            arrival=config.arrival if config.open_loop else "closed",
                            warmup_s=config.warmup_s, duration_s=config.duration_s),
-        workload=Workload(api="chat", stream=True, ignore_eos=True,
-                          prompt_tokens=config.prompt_tokens, output_tokens=config.output_tokens),
+        workload=workload_for(config),
         slo=config.slo, seeds=Seeds(workload=config.seed),
         host=host_info(), versions=versions(), git_commit=git_commit(),
     )
+
+
+def workload_for(config: SweepConfig) -> Workload:
+    """run.json's `workload`: what each request is made of."""
+    return Workload(api="chat", stream=True, ignore_eos=True,
+                    prompt_tokens=None if config.dataset else config.prompt_tokens,
+                    output_tokens=config.output_tokens,   # None with a dataset: the data's own lengths
+                    dataset=str(Path(config.dataset).resolve()) if config.dataset else None,
+                    dataset_sampling=config.dataset_sampling if config.dataset else None)
 
 
 class RunJson:

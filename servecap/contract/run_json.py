@@ -130,7 +130,9 @@ class Workload(Section):
     stream: bool | None = None
     ignore_eos: bool | None = None
     prompt_tokens: str | None = None     # length distributions in loadgen/chat.py's syntax
-    output_tokens: str | None = None
+    output_tokens: str | None = None     # None with `dataset`: the data's own lengths
+    dataset: str | None = None           # --dataset: the file prompts came from (absolute path)
+    dataset_sampling: str | None = None  # with-replacement | without-replacement
 
 
 @dataclass(kw_only=True)

@@ -1,0 +1,74 @@
+"""`servecap sweep` with workloads users bring: the dataset flags reach Locust and run.json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from loadgen.sweep.cli import _parser, config_from_args
+from loadgen.sweep.locust_level import LevelPlan, locust_command
+from loadgen.sweep.run_json import workload_for
+from servecap.contract.records import read_records
+from loadgen_helpers import _env, read_truth, scripted_server
+
+
+def _config(*args):
+    return config_from_args(_parser().parse_args(["--out", "runs/x", "--concurrency", "2", *args]))
+
+
+def _dataset(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"question {i}"},
+                                                     {"role": "assistant", "content": "y" * (8 * (i + 1))}]}) + "\n"
+                            for i in range(4)))
+    return path
+
+
+def _flag(command, name):
+    return command[command.index(name) + 1] if name in command else None
+
+
+def test_dataset_flags_reach_locust_and_run_json(tmp_path):
+    path = _dataset(tmp_path)
+    config = _config("--dataset", str(path), "--dataset-sampling", "without-replacement", "--chars-per-token", "1")
+    command = locust_command(config, LevelPlan("c=2", 2, 1, 2), "http://127.0.0.1:1", tmp_path / "r.jsonl", None)
+    assert _flag(command, "--dataset") == str(path.resolve())
+    assert _flag(command, "--dataset-sampling") == "without-replacement" and _flag(command, "--chars-per-token") == "1.0"
+    assert "--output-tokens" not in command                    # the data's own lengths
+    workload = workload_for(config)
+    assert workload.dataset == str(path.resolve()) and workload.dataset_sampling == "without-replacement"
+    assert workload.prompt_tokens is None and workload.output_tokens is None
+    given = _config("--dataset", str(path), "--output-tokens", "5")
+    assert _flag(locust_command(given, LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None),
+                 "--output-tokens") == "5"
+    plain = _config()
+    assert _flag(locust_command(plain, LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None),
+                 "--output-tokens") == "uniform:16:64" and workload_for(plain).dataset is None
+
+
+def test_a_bad_dataset_fails_before_anything_starts(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"prompt": "ok"}\n{"prompt": "no end"\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl: line 2: not valid JSON"):
+        _config("--dataset", str(path))
+
+
+@pytest.mark.slow
+def test_sweep_with_a_dataset_against_a_url(tmp_path):
+    dataset = _dataset(tmp_path)
+    out = tmp_path / "run"
+    with scripted_server(tmp_path, "--ttft", "0.005", "--itl", "0.001") as (url, truth_path):
+        result = subprocess.run([sys.executable, "-m", "servecap", "sweep", "--url", url, "--out", str(out),
+                                 "--concurrency", "2", "--warmup", "0.5s", "--duration", "2s",
+                                 "--dataset", str(dataset), "--chars-per-token", "1", "--no-pin-cpus"],
+                                capture_output=True, text=True, timeout=180, env=_env())
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    truth = read_truth(truth_path)
+    ok = [r for r in read_records(out / "requests.jsonl") if r["status"] == "ok"]
+    assert ok and {truth[r["response_id"]]["max_tokens"] for r in ok} <= {8, 16, 24, 32}
+    run = json.loads((out / "run.json").read_text())
+    assert run["workload"]["dataset"] == str(dataset.resolve())
+    assert (out / "summary.json").exists()
