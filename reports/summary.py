@@ -21,6 +21,9 @@ from servecap.contract.run_json import RunInfo
 from servecap.contract.slo import SLO
 
 LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+# Coordinated omission: a request a cap or a busy user held back waited `queue_s` before it was sent;
+# E2E counted from the intended send time adds it (what a user arriving on schedule would have seen).
+QUEUE_METRICS = ("queue_s", "e2e_with_queue_s")
 LATENESS_LIMIT_MS = LATENESS_P99_LIMIT_S * 1000.0  # an open-loop sender later than this at p99 skews the load
 
 
@@ -120,6 +123,8 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
             "tpot_s": summarize(ok["tpot_s"].to_numpy(), seed),
             "itl_s": summarize(itl_gaps, seed),
             "e2e_s": summarize(ok["e2e_s"].to_numpy(), seed),
+            "queue_s": summarize(ok["queue_s"].to_numpy(), seed),
+            "e2e_with_queue_s": summarize((ok["e2e_s"] + ok["queue_s"]).to_numpy(), seed),   # NaN without queue_s
         },
         "loadgen": loadgen_health(frame, (data.loadgen_meta.get("levels") or {}).get(level)),
         "server": server_means(series, start, end),

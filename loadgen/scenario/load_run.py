@@ -158,9 +158,10 @@ class LoadRun:
                 log.info("open loop: one user per process drives the schedule; this extra user idles")
                 gevent.sleep(1e9)
             return
+        t_ready = time.perf_counter()   # the intended send time: the user's last request just ended
         index = next(self._seq)
         rng = random.Random(f"{self.settings.seed}/{self.process_index}/{index}")
-        self.send(index, self.scenario.prepare(rng))
+        self.send(index, self.scenario.prepare(rng), t_ready=t_ready)
 
     # -- open loop ----------------------------------------------------------------------
     def drive_open_loop(self) -> None:
@@ -212,13 +213,16 @@ class LoadRun:
 
     # -- one request --------------------------------------------------------------------
     def send(self, index: int, prepared: Prepared, *, t_sched: float | None = None, conn=None,
-             exchange: Exchange | None = None, sent: bool = False, route: Route | None = None) -> None:
+             exchange: Exchange | None = None, sent: bool = False, route: Route | None = None,
+             t_ready: float | None = None) -> None:
+        """One request to its end and its record. t_sched: the open-loop slot; t_ready: a closed-loop
+        user's intended send time (perf_counter s). Either makes the record's queue_s."""
         route = route or self.route
         if conn is None:
             try:
                 conn = route.pool.acquire()
             except OSError as exc:
-                self._record_failure(index, prepared, t_sched, f"connect: {exc}", route)
+                self._record_failure(index, prepared, t_sched, f"connect: {exc}", route, t_ready)
                 gevent.sleep(0.1)  # a refused connection must not spin the user
                 return
         exchange = exchange or Exchange()
@@ -232,10 +236,10 @@ class LoadRun:
             raise
         finally:
             if exchange.t_start is not None or not stopped:
-                self._finish(index, prepared, exchange, t_sched, stopped, route)
+                self._finish(index, prepared, exchange, t_sched, stopped, route, t_ready)
 
     def _finish(self, index, prepared: Prepared, exchange: Exchange, t_sched, stopped: bool,
-                route: Route | None = None) -> None:
+                route: Route | None = None, t_ready: float | None = None) -> None:
         route = route or self.route
         scenario = route.scenario
         # Parsing a long stream pauses now and then so other streams keep being read; if the
@@ -251,12 +255,14 @@ class LoadRun:
         t_start = exchange.t_start if exchange.t_start is not None else time.perf_counter()
         if t_sched is not None:
             self.health.note_lateness(t_start - t_sched)
+        intended = t_sched if t_sched is not None else t_ready
         self.health.requests_sent += 1
         record = Record(
             level=f"{route.arm}/{self.level()}" if route.arm else self.level(),
             phase=route.phase or ("warmup" if t_start - self.test_start_perf < self.settings.warmup_s else "measure"),
             t_sched=self.clock.unix(t_sched) if t_sched is not None else None,
             t_start=self.clock.unix(t_start),
+            queue_s=max(0.0, t_start - intended) if intended is not None else None,
             ttft_s=outcome.ttft_s,
             e2e_s=outcome.e2e_s,
             itl_s=outcome.itl_s,
@@ -282,6 +288,7 @@ class LoadRun:
         if killed:
             raise GreenletExit
 
-    def _record_failure(self, index, prepared: Prepared, t_sched, message: str, route: Route | None = None) -> None:
+    def _record_failure(self, index, prepared: Prepared, t_sched, message: str, route: Route | None = None,
+                        t_ready: float | None = None) -> None:
         exchange = Exchange(t_start=time.perf_counter(), failure="error", failure_message=message[:200])
-        self._finish(index, prepared, exchange, t_sched, stopped=False, route=route)
+        self._finish(index, prepared, exchange, t_sched, stopped=False, route=route, t_ready=t_ready)
