@@ -54,6 +54,14 @@ def sections(summary: dict, figures: list[FigureFile]) -> list[tuple[str, list[B
     if late:
         notes.append(f"- load generator sent late (p99 lateness > {LATENESS_LIMIT_MS:g} ms) at: {', '.join(late)}; "
                      "those levels measure the generator as much as the server")
+    limited = [lvl for lvl in summary["levels"] if lvl["loadgen"].get("limited_by_loadgen")]
+    if limited:
+        lags = [f"{lvl['level']} ({lvl['loadgen']['loop_lag_p99_ms']:.2f} ms)" for lvl in limited
+                if lvl["loadgen"].get("loop_lag_p99_ms") is not None]
+        notes.append(f"- WARNING: the load generator, not the server, was a limit at: "
+                     f"{', '.join(lvl['level'] for lvl in limited)} (see Load-generator health)"
+                     + (f"; its event-loop lag p99 bounds the timing error there: {', '.join(lags)}" if lags else "")
+                     + "; give the generator more CPU or lower the load")
     if notes:
         out.append(("What is missing or suspect", ["\n".join(notes)]))
     out.append(("Levels", [tables.levels_table(summary)]))

@@ -154,6 +154,10 @@ def loadgen_health(frame: pd.DataFrame, meta: dict | None = None) -> dict:
         if cpu:
             out["cpu_max_pct"] = float(max(cpu))
         out["limited_by_loadgen"] = bool(meta.get("limited_by_loadgen"))
+        for name in ("p50", "p99", "max"):   # the worst process's event-loop lag: the timings' own error bar
+            value = meta.get(f"loop_lag_{name}_s")
+            if isinstance(value, (int, float)):
+                out[f"loop_lag_{name}_ms"] = float(value) * 1000.0
         out["warnings"] = [str(w) for w in meta.get("warnings") or []]
     return out
 

@@ -72,6 +72,7 @@ def levels_table(summary: dict) -> pd.DataFrame:
             "ITL p99 (ms)": _ms(m["itl_s"]["p99"]),
             "E2E p50/p99 (ms)": f"{_ms(m['e2e_s']['p50'])} / {_ms(m['e2e_s']['p99'])}",
             **_with_queue(m),
+            "loop lag p99 (ms)": _num(lvl["loadgen"].get("loop_lag_p99_ms"), "{:.2f}"),
         })
     return pd.DataFrame(rows)
 
@@ -106,6 +107,9 @@ def health_table(summary: dict) -> pd.DataFrame:
                      "lateness p50 (ms)": _num(h.get("lateness_p50_ms"), "{:.3f}"),
                      "lateness p99 (ms)": _num(h.get("lateness_p99_ms"), "{:.3f}"),
                      "lateness max (ms)": _num(h.get("lateness_max_ms"), "{:.3f}"),
+                     "loop lag p50/p99/max (ms)": " / ".join(_num(h.get(f"loop_lag_{q}_ms"), "{:.2f}")
+                                                            for q in ("p50", "p99", "max"))
+                     if h.get("loop_lag_p99_ms") is not None else "",
                      "generator CPU max %": _num(h.get("cpu_max_pct"), "{:.0f}"),
                      "verdict": "LIMITED BY LOAD GENERATOR" if late or h.get("limited_by_loadgen")
                      else ("ok" if late is not None or "limited_by_loadgen" in h else "")})

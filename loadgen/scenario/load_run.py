@@ -123,7 +123,7 @@ class LoadRun:
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
         if self.role != "master":
-            self.health.start()
+            self.health.start(measure_from=self.test_start_perf + self.settings.warmup_s)
         if self.settings.slice_plan and self.role == "local":
             from loadgen.scenario.slice_driver import SliceDriver   # gevent-side; only compare runs need it
 

@@ -86,10 +86,16 @@ class RunJson:
         entry.status = "running"
         self.write()
 
-    def level_finished(self, entry: LevelEntry, exit_code: int, stats: LevelStats, stable: bool) -> None:
+    def level_finished(self, entry: LevelEntry, exit_code: int, stats: LevelStats, stable: bool,
+                       loadgen: dict | None = None) -> None:
+        """loadgen: the level's entry of requests.meta.json (the generator's own health), when written."""
         entry.status = "ok" if exit_code == 0 else "failed"
         entry.exit_code, entry.requests, entry.errors = exit_code, stats.requests, stats.errors
         entry.throughput_spread, entry.stable = stats.spread, stable
+        if loadgen:
+            entry.loop_lag_p50_s, entry.loop_lag_p99_s, entry.loop_lag_max_s = (
+                loadgen.get("loop_lag_p50_s"), loadgen.get("loop_lag_p99_s"), loadgen.get("loop_lag_max_s"))
+            entry.limited_by_loadgen = loadgen.get("limited_by_loadgen")
         self.write()
 
     def record_auto(self, key: str, max_concurrency_meeting_slo: int | None, first_failing: int | None) -> None:

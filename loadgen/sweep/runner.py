@@ -164,9 +164,11 @@ class Sweep:
             code, records = run_level(command, self.records, self.out / "locust.log", timeout, on_progress)
             progress.update(task, completed=planned_s)
         stats = level_stats(records, level)
-        self._print_loadgen_warnings(level)
+        loadgen = self._loadgen_meta(level)
+        for text in loadgen.get("warnings") or []:   # the report reads them from requests.meta.json itself
+            self.console.print(f"[yellow]load generator: {level}: {text}[/]")
         stable = stats.is_stable(config.stability_tolerance)
-        self.run_json.level_finished(entry, code, stats, stable)
+        self.run_json.level_finished(entry, code, stats, stable, loadgen)
         if code != 0:
             self.console.print(f"[red]{level}: locust exited {code}; see {self.out / 'locust.log'}[/]")
         elif not stable:
@@ -175,15 +177,12 @@ class Sweep:
                                "flagged in run.json, consider a longer --duration[/]")
         return stats
 
-    def _print_loadgen_warnings(self, level: str) -> None:
-        """The generator's own health warnings (CPU, late sends) on the console; the report reads
-        them from requests.meta.json itself."""
+    def _loadgen_meta(self, level: str) -> dict:
+        """The generator's own health for this level (requests.meta.json; {} when it wrote none)."""
         try:
-            meta = (read_meta(self.records).get("levels") or {}).get(level) or {}
+            return (read_meta(self.records).get("levels") or {}).get(level) or {}
         except (OSError, ValueError):
-            return
-        for text in meta.get("warnings") or []:
-            self.console.print(f"[yellow]load generator: {level}: {text}[/]")
+            return {}
 
     # -- --auto: ramp until the SLO breaks, then bisect ------------------------------------
     def _auto(self, url: str, strategy: str | None, model: str | None) -> None:

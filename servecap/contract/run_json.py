@@ -108,6 +108,10 @@ class LevelEntry(Section):
     errors: int | None = None
     throughput_spread: float | None = None
     stable: bool | None = None
+    loop_lag_p50_s: float | None = None  # the load generator's event-loop lag (requests.meta.json), worst process
+    loop_lag_p99_s: float | None = None
+    loop_lag_max_s: float | None = None
+    limited_by_loadgen: bool | None = None
 
     RESULT_FIELDS = ("exit_code", "requests", "errors", "throughput_spread", "stable")
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from servecap.contract.loadgen_meta import read_meta
 from servecap.contract.records import read_records
 from loadgen_helpers import run_locust, scripted_server
 
@@ -26,3 +27,19 @@ def test_an_inflight_cap_shows_as_queue_s_and_closed_loop_users_barely_queue(tmp
     assert waits[-1] > 0.5      # the later arrivals waited behind the cap for most of the test
     closed_rows = read_records(closed)
     assert closed_rows and all(r["t_sched"] is None and 0 <= r["queue_s"] < 0.05 for r in closed_rows)
+
+
+def test_each_process_probes_its_loop_lag_after_the_warmup(tmp_path):
+    records = tmp_path / "r.jsonl"
+    with scripted_server(tmp_path, "--ttft", "0.01", "--itl", "0.002") as (url, _):
+        proc = run_locust("--host", url, "-u", "2", "-r", "2", "-t", "3s", "--warmup", "1", "--output-tokens", "8",
+                          "--records", str(records), "--level", "lag")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    meta = read_meta(records)["levels"]["lag"]
+    (process,) = meta["processes"].values()
+    # ~1 kHz for the 2 s after the warm-up (fewer when the box is busy: each late wake-up is one sample)
+    assert 300 < process["loop_lag_samples"] < 2100
+    assert 0 <= process["loop_lag_p50_s"] <= process["loop_lag_p99_s"] <= process["loop_lag_max_s"]
+    assert meta["loop_lag_p99_s"] == process["loop_lag_p99_s"]
+    assert process["limited_by_loadgen"] == (process["loop_lag_p99_s"] > 1e-3 or process["cpu_over_90"]
+                                             or bool(process["warnings"]))

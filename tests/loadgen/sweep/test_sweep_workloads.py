@@ -71,4 +71,9 @@ def test_sweep_with_a_dataset_against_a_url(tmp_path):
     assert ok and {truth[r["response_id"]]["max_tokens"] for r in ok} <= {8, 16, 24, 32}
     run = json.loads((out / "run.json").read_text())
     assert run["workload"]["dataset"] == str(dataset.resolve())
+    [level] = run["levels"]
+    assert 0 <= level["loop_lag_p50_s"] <= level["loop_lag_p99_s"] <= level["loop_lag_max_s"]
+    assert isinstance(level["limited_by_loadgen"], bool)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["levels"][0]["loadgen"]["loop_lag_p99_ms"] == pytest.approx(level["loop_lag_p99_s"] * 1e3)
     assert (out / "summary.json").exists()
