@@ -17,6 +17,7 @@ import gevent
 import numpy as np
 import psutil
 
+from loadgen.scenario.gc_pauses import GcPauses
 from loadgen.scenario.loop_lag import LoopLagProbe
 from servecap.contract.loadgen_meta import CPU_LIMIT_PCT, LATENESS_P99_LIMIT_S, LOOP_LAG_P99_LIMIT_S
 
@@ -33,6 +34,7 @@ class GeneratorHealth:
         self.requests_sent = 0
         self.cpu_warned = False
         self.loop_lag = LoopLagProbe()
+        self.gc_pauses = GcPauses()
         self._process = psutil.Process()
         self._greenlet: gevent.Greenlet | None = None
 
@@ -42,9 +44,11 @@ class GeneratorHealth:
         self._greenlet = gevent.spawn(self._sample_forever)
         self.loop_lag.measure_from = measure_from
         self.loop_lag.start()
+        self.gc_pauses.start()
 
     def stop(self) -> None:
         self.loop_lag.stop()
+        self.gc_pauses.stop()
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
@@ -90,6 +94,7 @@ class GeneratorHealth:
             "lateness_max_s": float(late.max()) if late is not None else None,
             "inflight_cap_hits": self.inflight_cap_hits,
             **lag,
+            **self.gc_pauses.summary(),
             "limited_by_loadgen": bool(warnings),
             "warnings": warnings,
         }

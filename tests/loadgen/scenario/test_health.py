@@ -42,3 +42,20 @@ def test_loop_lag_over_a_millisecond_at_p99_flags_the_level():
     merged = merge_summaries([q, s])
     assert merged["loop_lag_p99_s"] == pytest.approx(0.004) and merged["loop_lag_p50_s"] == pytest.approx(0.0001)
     assert GeneratorHealth("x").summary()["loop_lag_p99_s"] is None and merge_summaries([])["loop_lag_p99_s"] is None
+
+
+def test_gc_pauses_are_counted_per_generation():
+    import gc
+
+    health = GeneratorHealth("x")
+    health.gc_pauses.start()
+    try:
+        gc.collect(0)
+        gc.collect(2)
+    finally:
+        health.gc_pauses.stop()
+    summary = health.summary()
+    assert summary["gc_collections"][0] >= 1 and summary["gc_collections"][2] >= 1
+    assert summary["gc_pause_max_s"][2] > 0 and summary["gc_pause_total_s"] >= summary["gc_pause_max_s"][2]
+    gc.collect(2)   # stopped: no longer counted
+    assert health.summary()["gc_collections"][2] == summary["gc_collections"][2]
