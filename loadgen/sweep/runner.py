@@ -22,7 +22,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from loadgen.sweep.knee_search import search_knee
 from loadgen.sweep.level_stats import LevelStats, level_stats
 from loadgen.sweep.locust_level import STOP_TIMEOUT_S, LevelPlan, locust_command, run_level
-from loadgen.sweep.cpu_pinning import plan_cpus
+from loadgen.sweep.cpu_pinning import loadgen_nice, nice_prefix, plan_cpus
 from loadgen.observe.observers import Observers
 from servecap.contract.loadgen_meta import read_meta
 from servecap.contract.records import Record
@@ -62,6 +62,7 @@ class Sweep:
         self.records = self.out / "requests.jsonl"
         self.run_json: RunJson | None = None
         self.server_spec = reference_server_spec(config)
+        self.loadgen_nice = loadgen_nice()
         self.cpus = plan_cpus(config.pin_cpus, external_server=config.url is not None,
                               engine_process=self.server_spec.engine_process)
 
@@ -71,7 +72,7 @@ class Sweep:
             raise ValueError(f"{self.out} already holds a run (requests.jsonl); choose another --out")
         self.out.mkdir(parents=True, exist_ok=True)
         self.run_json = RunJson(self.out, self.config)
-        self.run_json.record_cpu_pinning(CpuPinning.from_dict(self.cpus.describe()))
+        self.run_json.record_cpu_pinning(CpuPinning.from_dict({**self.cpus.describe(), "loadgen_nice": self.loadgen_nice}))
         previous = signal.signal(signal.SIGTERM, _raise_interrupted)
         status = "failed"
         try:
@@ -147,7 +148,8 @@ class Sweep:
         level = config.level_id(strategy, load)
         entry = self.run_json.level_entry(level) or self.run_json.plan_level(level, strategy, load)
         plan = LevelPlan(level, load, config.warmup_s, config.duration_s)
-        command = locust_command(config, plan, url, self.records, model, self.cpus.prefix(self.cpus.loadgen))
+        prefix = [*nice_prefix(self.loadgen_nice), *self.cpus.prefix(self.cpus.loadgen)]
+        command = locust_command(config, plan, url, self.records, model, prefix)
         planned_s = plan.warmup_s + plan.duration_s
         timeout = planned_s + STOP_TIMEOUT_S + 120
         self.run_json.level_running(entry)

@@ -177,6 +177,7 @@ class CpuPinning(Section):
     loadgen_cpus: list[int] | None = keep_null()
     server_cpus: list[int] | None = keep_null()
     engine_cpus: list[int] | None = keep_null()
+    loadgen_nice: int | None = None      # Locust's niceness where the sweep raised its priority (root)
 
 
 @dataclass(kw_only=True)
