@@ -12,6 +12,10 @@ Flags (also in the web UI):
                              (loadgen/workload/datasets.py); output lengths from the data's replies
   --dataset-sampling with-replacement|without-replacement   seeded either way
   --chars-per-token X        dataset lengths are estimated as UTF-8 bytes / X (default 4; 1 = byte tokenizer)
+  --turns N|all              multi-turn conversations (closed loop): each turn sends the whole history with
+                             the server's own answers; with --dataset, N caps each conversation's turns
+                             ('all': every turn it has); records carry conversation_id and turn
+  --think-time S             multi-turn: pause between an answer and the next turn
   --shared-prefix-tokens N   a common system prompt on top of each prompt (prefix caching)
   --ignore-eos/--no-ignore-eos   send ignore_eos (fixed output lengths; default on)
   --stream/--no-stream       SSE streaming (default on; TTFT/ITL need it)
@@ -48,8 +52,9 @@ from loadgen.client.exchange import Exchange
 from loadgen.client.http_stream import ConnectionPool, run_exchange
 from loadgen.scenario.load_run import Prepared, process_share
 from loadgen.scenario.run_settings import RunSettings
-from loadgen.workload.datasets import DatasetSampler, first_turn_request, load_dataset
-from loadgen.workload.prompts import Prompt, PromptBuilder
+from loadgen.workload.conversations import ConversationHistory, ConversationPlan
+from loadgen.workload.datasets import DatasetSampler, conversation_plan, estimate_tokens, load_dataset
+from loadgen.workload.prompts import Prompt, PromptBuilder, ascii_text
 from loadgen.client.request_bytes import Target, chat_body, chat_messages_body, completions_body, http_request
 from loadgen.scenario.hooks import LoadUser, install  # noqa: F401 - LoadUser: the user class Locust runs
 
@@ -76,9 +81,13 @@ class ChatScenario:
         other.target, other.model = target, model
         return other
 
+    @property
+    def multi_turn(self) -> bool:
+        return self.config.multi_turn
+
     def prepare(self, rng: random.Random) -> Prepared:
         if self.dataset is not None:
-            return self._prepare_from_dataset(rng)
+            return self.conversation(rng).prepare(0)
         prompt_tokens = self.config.prompt_tokens.sample(rng)
         output_tokens = self.config.output_tokens.sample(rng)
         prompt = self.prompts.build(prompt_tokens, rng)
@@ -86,20 +95,53 @@ class ChatScenario:
                           ignore_eos=self.config.ignore_eos)
         return Prepared(self._http(body), prompt_tokens + self.config.shared_prefix_tokens, output_tokens)
 
-    def _prepare_from_dataset(self, rng: random.Random) -> Prepared:
+    def conversation(self, rng: random.Random, conversation_id: str | None = None) -> "ChatConversation":
+        """The next conversation: a dataset entry's turns, or --turns synthetic user turns of --prompt-tokens."""
         config = self.config
-        turn = first_turn_request(self.dataset.pick(rng), config.chars_per_token, self.prompts.shared_prefix)
-        # --output-tokens given: it wins; else the data's own length, else the default
-        output_tokens = (turn.output_tokens if turn.output_tokens is not None and not config.output_tokens_given
-                         else config.output_tokens.sample(rng))
-        options = dict(stream=config.stream, ignore_eos=config.ignore_eos)
-        body = (chat_messages_body(self.model, list(turn.messages), output_tokens, **options) if self.api == "chat"
-                else completions_body(self.model, Prompt(None, turn.completion_text), output_tokens, **options))
-        return Prepared(self._http(body), turn.prompt_tokens, output_tokens)
+        if self.dataset is not None:
+            plan = conversation_plan(self.dataset.pick(rng), config.turns, config.chars_per_token,
+                                     self.prompts.shared_prefix)
+            return ChatConversation(self, plan, rng, config.chars_per_token, conversation_id)
+        users = tuple(ascii_text(config.prompt_tokens.sample(rng), rng) for _ in range(config.turns))
+        plan = ConversationPlan(users, (None,) * len(users), self.prompts.shared_prefix)
+        return ChatConversation(self, plan, rng, 1.0, conversation_id)   # synthetic text: one byte, one token
+
+    def render(self, messages: list[dict], output_tokens: int) -> bytes:
+        options = dict(stream=self.config.stream, ignore_eos=self.config.ignore_eos)
+        if self.api == "chat":
+            return self._http(chat_messages_body(self.model, messages, output_tokens, **options))
+        text = "\n".join(message["content"] for message in messages)
+        return self._http(completions_body(self.model, Prompt(None, text), output_tokens, **options))
 
     def _http(self, body: dict) -> bytes:
         return http_request("POST", self.target, self.config.path, body, api_key=self.config.api_key,
                             accept="text/event-stream" if self.config.stream else "application/json")
+
+
+class ChatConversation:
+    """One conversation's turns, in order: each `prepare(turn)` sends the history so far, `answered(text)`
+    adds the server's answer to it."""
+
+    def __init__(self, scenario: ChatScenario, plan: ConversationPlan, rng: random.Random, chars_per_token: float,
+                 conversation_id: str | None) -> None:
+        self.scenario, self.rng, self.chars_per_token = scenario, rng, chars_per_token
+        self.history = ConversationHistory(plan)
+        self.conversation_id = conversation_id
+        self.turns = plan.turns
+
+    def prepare(self, turn: int) -> Prepared:
+        config = self.scenario.config
+        data_length = self.history.plan.output_tokens[turn]
+        # --output-tokens given: it wins; else the data's own length, else the default
+        output_tokens = (data_length if data_length is not None and not config.output_tokens_given
+                         else config.output_tokens.sample(self.rng))
+        messages = self.history.messages(turn)
+        prompt_tokens = sum(estimate_tokens(m["content"], self.chars_per_token) for m in messages)
+        return Prepared(self.scenario.render(messages, output_tokens), prompt_tokens, output_tokens,
+                        conversation_id=self.conversation_id, turn=turn + 1 if self.conversation_id else None)
+
+    def answered(self, text: str) -> None:
+        self.history.answered(text)
 
 
 def discover_model(target: Target, api_key: str | None) -> str:
@@ -122,6 +164,10 @@ def discover_model(target: Target, api_key: str | None) -> str:
 
 def build(options, environment, role: str, settings: RunSettings) -> ChatScenario | None:
     config = ChatConfig.from_options(options)
+    if config.multi_turn and (settings.arrival.open_loop or settings.slice_plan is not None):
+        raise ValueError("--turns: multi-turn conversations run closed loop (--arrival closed), outside compare runs")
+    if config.think_time_s and not config.multi_turn:
+        raise ValueError("--think-time is the pause between turns: it needs --turns N (N > 1) or --turns all")
     dataset = load_dataset(config.dataset) if config.dataset else None   # a bad file fails at init, naming the line
     if role in ("check", "master"):
         return None

@@ -65,6 +65,9 @@ def sections(summary: dict, figures: list[FigureFile]) -> list[tuple[str, list[B
     if notes:
         out.append(("What is missing or suspect", ["\n".join(notes)]))
     out.append(("Levels", [tables.levels_table(summary)]))
+    turns = tables.turn_table(summary)
+    if not turns.empty:
+        out.append(("Latency by turn", [turns]))
     predicted = tables.predicted_table(summary)
     if not predicted.empty:
         out.append(("Predicted vs measured", [predicted]))

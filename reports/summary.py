@@ -127,11 +127,29 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
             "e2e_with_queue_s": summarize((ok["e2e_s"] + ok["queue_s"]).to_numpy(), seed),   # NaN without queue_s
         },
         "loadgen": loadgen_health(frame, (data.loadgen_meta.get("levels") or {}).get(level)),
+        "by_turn": by_turn(ok),
         "server": server_means(series, start, end),
         "device": device_means(data.samples, start, end),
     }
     entry["energy_per_output_token_j"] = energy_per_token_j(entry["device"], duration, output_tokens)
     return entry
+
+
+def by_turn(ok: pd.DataFrame) -> dict | None:
+    """Multi-turn runs: {turn: {"requests", "prompt_tokens_mean", metric: {"p50", "p99"}}} over a level's ok
+    measure records (later turns carry longer histories); None when no record has a turn."""
+    turns = ok["turn"].dropna()
+    if turns.empty:
+        return None
+    out = {}
+    for turn, group in ok.loc[turns.index].groupby(turns.astype(int), sort=True):
+        entry: dict = {"requests": len(group), "prompt_tokens_mean": float(group["prompt_tokens"].mean())}
+        for metric in ("ttft_s", "tpot_s", "e2e_s"):
+            values = group[metric].dropna().to_numpy()
+            p50, p99 = np.percentile(values, [50, 99]) if len(values) else (None, None)
+            entry[metric] = {"p50": None if p50 is None else float(p50), "p99": None if p99 is None else float(p99)}
+        out[str(turn)] = entry
+    return out
 
 
 def loadgen_health(frame: pd.DataFrame, meta: dict | None = None) -> dict:

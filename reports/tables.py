@@ -85,6 +85,18 @@ def _with_queue(metrics: dict) -> dict:
     return {"E2E incl. queue p50/p99 (ms)": f"{_ms(queued['p50'])} / {_ms(queued['p99'])}"}
 
 
+def turn_table(summary: dict) -> pd.DataFrame:
+    """Multi-turn runs: latency per level and turn (each turn sends the whole history so far)."""
+    rows = []
+    for lvl in summary["levels"]:
+        for turn, t in (lvl.get("by_turn") or {}).items():
+            rows.append({"level": lvl["level"], "turn": turn, "requests": t["requests"],
+                         "prompt tokens mean": _num(t["prompt_tokens_mean"], "{:.0f}"),
+                         **{f"{name} p50/p99 (ms)": f"{_ms(t[metric]['p50'])} / {_ms(t[metric]['p99'])}"
+                            for name, metric in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s"))}})
+    return pd.DataFrame(rows)
+
+
 def latency_table(summary: dict, metric: str) -> pd.DataFrame:
     rows = []
     for lvl in summary["levels"]:

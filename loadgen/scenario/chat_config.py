@@ -9,10 +9,12 @@ so unit tests use it directly.
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.scenario.run_settings import add_common_arguments, parse_bool, parse_float, parse_int
+from loadgen.workload.conversations import parse_turns
 from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS
 from loadgen.workload.distributions import LengthDistribution, parse_length_distribution
 
@@ -37,6 +39,8 @@ class ChatConfig:
     dataset_sampling: str = "with-replacement"
     chars_per_token: float = DEFAULT_CHARS_PER_TOKEN   # dataset lengths are estimated, no tokenizer
     output_tokens_given: bool = True  # False: --output-tokens left at its default, so a dataset's own lengths win
+    turns: int | None = 1            # turns per conversation; None ("all"): each dataset conversation's own
+    think_time_s: float = 0.0        # multi-turn: pause between an answer and the next turn
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
@@ -45,8 +49,16 @@ class ChatConfig:
             raise ValueError(f"--dataset-sampling must be one of {', '.join(SAMPLINGS)}, got {self.dataset_sampling!r}")
         if not self.chars_per_token > 0:
             raise ValueError(f"--chars-per-token must be > 0, got {self.chars_per_token}")
+        if self.turns is None and self.dataset is None:
+            raise ValueError("--turns all takes each dataset conversation's turns: it needs --dataset")
+        if not (math.isfinite(self.think_time_s) and self.think_time_s >= 0):
+            raise ValueError(f"--think-time must be >= 0, got {self.think_time_s}")
         if self.shared_prefix_tokens < 0:
             raise ValueError(f"--shared-prefix-tokens must be >= 0, got {self.shared_prefix_tokens}")
+
+    @property
+    def multi_turn(self) -> bool:
+        return self.turns != 1
 
     @property
     def path(self) -> str:
@@ -68,6 +80,8 @@ class ChatConfig:
             dataset=str(get("dataset")) if get("dataset") else None,
             dataset_sampling=str(get("dataset_sampling", "with-replacement")),
             chars_per_token=parse_float(get("chars_per_token", DEFAULT_CHARS_PER_TOKEN), "--chars-per-token"),
+            turns=parse_turns(get("turns", 1)),
+            think_time_s=parse_float(get("think_time", 0.0), "--think-time"),
             shared_prefix_tokens=parse_int(get("shared_prefix_tokens", 0), "--shared-prefix-tokens"),
             ignore_eos=parse_bool(get("ignore_eos", True)),
             stream=parse_bool(get("stream", True)),
@@ -90,6 +104,11 @@ def add_chat_arguments(parser: Any) -> None:
                             "prompt JSONL ({\"prompt\", \"output_tokens\"}); replaces --prompt-tokens")
     group.add_argument("--dataset-sampling", default="with-replacement", choices=list(SAMPLINGS),
                        help="draw dataset entries with replacement, or each once per pass (seeded either way)")
+    group.add_argument("--turns", default="1",
+                       help="turns per conversation, each sending the whole history with the server's answers "
+                            "(closed loop); 'all': each dataset conversation's own turns")
+    group.add_argument("--think-time", default=0.0, type=float,
+                       help="multi-turn: seconds between an answer and the next turn")
     group.add_argument("--chars-per-token", default=DEFAULT_CHARS_PER_TOKEN, type=float,
                        help="dataset lengths are estimated as UTF-8 bytes / this (4: BPE tokenizers; "
                             "1: the reference server's byte tokenizer)")

@@ -32,7 +32,8 @@ from gevent import GreenletExit
 
 from loadgen.workload.arrivals import iter_offsets, my_share
 from loadgen.client.clock import Clock
-from loadgen.client.exchange import Exchange, summarize
+from loadgen.client.exchange import Exchange, Outcome, summarize
+from loadgen.client.sse import answer_text
 from loadgen.scenario.generator_health import GeneratorHealth
 from loadgen.client.greenlet_time import sleep_until, yield_now
 from loadgen.client.http_stream import ConnectionPool, run_exchange, send_request
@@ -54,6 +55,8 @@ class Prepared:
     request: bytes
     prompt_tokens_asked: int | None
     output_tokens_asked: int | None
+    conversation_id: str | None = None   # multi-turn: the record's conversation_id and turn (1-based)
+    turn: int | None = None
 
 
 def process_share(environment, role: str) -> tuple[int, int]:
@@ -115,6 +118,8 @@ class LoadRun:
         self.route = Route(self.pool, scenario) if self.pool is not None else None
         self.slices = None   # a SliceDriver when --slice-plan is given (see start())
         self._seq = count()
+        self._conversations = count()
+        self.think_time_s = getattr(getattr(scenario, "config", None), "think_time_s", 0.0)
         self._driver_claimed = False
         self._warned_cap = False
         self._t0_unix = getattr(options, "servecap_t0", None)
@@ -158,10 +163,30 @@ class LoadRun:
                 log.info("open loop: one user per process drives the schedule; this extra user idles")
                 gevent.sleep(1e9)
             return
+        if getattr(self.scenario, "multi_turn", False):
+            self.converse()
+            return
         t_ready = time.perf_counter()   # the intended send time: the user's last request just ended
         index = next(self._seq)
         rng = random.Random(f"{self.settings.seed}/{self.process_index}/{index}")
         self.send(index, self.scenario.prepare(rng), t_ready=t_ready)
+
+    def converse(self) -> None:
+        """Closed loop, multi-turn: one whole conversation, a turn after each answer (plus the think time).
+        A turn that fails ends the conversation: its history would lack the answer."""
+        number = next(self._conversations)
+        conversation = self.scenario.conversation(random.Random(f"{self.settings.seed}/{self.process_index}/c{number}"),
+                                                  f"{self.worker}/c{number}")
+        t_ready = time.perf_counter()
+        for turn in range(conversation.turns):
+            exchange = Exchange()
+            outcome = self.send(next(self._seq), conversation.prepare(turn), exchange=exchange, t_ready=t_ready)
+            if outcome is None or outcome.status != "ok":
+                return
+            conversation.answered(answer_text(exchange.lines, bytes(exchange.body), stream=self.scenario.stream))
+            if turn + 1 < conversation.turns and self.think_time_s:
+                gevent.sleep(self.think_time_s)
+            t_ready = time.perf_counter()
 
     # -- open loop ----------------------------------------------------------------------
     def drive_open_loop(self) -> None:
@@ -214,9 +239,10 @@ class LoadRun:
     # -- one request --------------------------------------------------------------------
     def send(self, index: int, prepared: Prepared, *, t_sched: float | None = None, conn=None,
              exchange: Exchange | None = None, sent: bool = False, route: Route | None = None,
-             t_ready: float | None = None) -> None:
-        """One request to its end and its record. t_sched: the open-loop slot; t_ready: a closed-loop
-        user's intended send time (perf_counter s). Either makes the record's queue_s."""
+             t_ready: float | None = None) -> Outcome | None:
+        """One request to its end and its record (its outcome returned; None when it could not connect).
+        t_sched: the open-loop slot; t_ready: a closed-loop user's intended send time (perf_counter s).
+        Either makes the record's queue_s."""
         route = route or self.route
         if conn is None:
             try:
@@ -224,9 +250,10 @@ class LoadRun:
             except OSError as exc:
                 self._record_failure(index, prepared, t_sched, f"connect: {exc}", route, t_ready)
                 gevent.sleep(0.1)  # a refused connection must not spin the user
-                return
+                return None
         exchange = exchange or Exchange()
         stopped = False
+        outcome = None
         try:
             run_exchange(route.pool, prepared.request, exchange, stream=route.scenario.stream,
                          timeout_s=self.settings.request_timeout_s, conn=conn, sent=sent)
@@ -236,10 +263,11 @@ class LoadRun:
             raise
         finally:
             if exchange.t_start is not None or not stopped:
-                self._finish(index, prepared, exchange, t_sched, stopped, route, t_ready)
+                outcome = self._finish(index, prepared, exchange, t_sched, stopped, route, t_ready)
+        return outcome
 
     def _finish(self, index, prepared: Prepared, exchange: Exchange, t_sched, stopped: bool,
-                route: Route | None = None, t_ready: float | None = None) -> None:
+                route: Route | None = None, t_ready: float | None = None) -> Outcome:
         route = route or self.route
         scenario = route.scenario
         # Parsing a long stream pauses now and then so other streams keep being read; if the
@@ -280,6 +308,8 @@ class LoadRun:
             arm=route.arm,
             slice=route.slice,
             switch=route.switch() if route.switch else None,
+            conversation_id=prepared.conversation_id,
+            turn=prepared.turn,
         )
         self.sink.put(record)
         if not stopped:  # Locust's stats count exactly the requests that finished
@@ -287,6 +317,7 @@ class LoadRun:
                              pause=None if killed else yield_now)
         if killed:
             raise GreenletExit
+        return outcome
 
     def _record_failure(self, index, prepared: Prepared, t_sched, message: str, route: Route | None = None,
                         t_ready: float | None = None) -> None:

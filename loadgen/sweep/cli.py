@@ -14,6 +14,7 @@ from rich.console import Console
 
 from loadgen.sweep.runner import Sweep
 from loadgen.sweep.config import SweepConfig, parse_duration, parse_number_list
+from loadgen.workload.conversations import parse_turns
 from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS
 from reference_server.scheduling.strategies import strategy_names
 from reports import cli as report_cli
@@ -52,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
                            "(replaces --prompt-tokens)")
     work.add_argument("--dataset-sampling", default="with-replacement", choices=list(SAMPLINGS),
                       help="draw entries with replacement, or each once per pass (seeded either way)")
+    work.add_argument("--turns", default="1",
+                      help="turns per conversation, each sending the whole history (closed loop); "
+                           "'all': each dataset conversation's own turns")
+    work.add_argument("--think-time", default="0", help="multi-turn: pause between an answer and the next turn")
     work.add_argument("--chars-per-token", type=float, default=DEFAULT_CHARS_PER_TOKEN,
                       help="dataset lengths are estimated as UTF-8 bytes / this (1 for the reference server)")
     work.add_argument("--seed", type=int, default=0)
@@ -79,6 +84,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         prompt_tokens=args.prompt_tokens, seed=args.seed,
         output_tokens=args.output_tokens if args.output_tokens or args.dataset else "uniform:16:64",
         dataset=args.dataset, dataset_sampling=args.dataset_sampling, chars_per_token=args.chars_per_token,
+        turns=parse_turns(args.turns), think_time_s=parse_duration(args.think_time, "--think-time"),
         slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
         sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
         pin_cpus=not args.no_pin_cpus,

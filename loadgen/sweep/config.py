@@ -67,6 +67,8 @@ class SweepConfig:
         dataset: a local dataset file (loadgen.workload.datasets), validated here; replaces prompt_tokens.
         dataset_sampling: with-replacement | without-replacement.
         chars_per_token: dataset lengths are estimated as UTF-8 bytes / this.
+        turns: turns per conversation (None: each dataset conversation's own); closed loop only.
+        think_time_s: multi-turn: the pause between an answer and the next turn.
         seed: workload and arrival seed (the same for every level and strategy).
         slo: p99 objectives used by --auto and written into run.json for the report.
         sample_interval_s: sampler and /metrics scrape interval.
@@ -93,6 +95,8 @@ class SweepConfig:
     dataset: str | None = None
     dataset_sampling: str = "with-replacement"
     chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
+    turns: int | None = 1
+    think_time_s: float = 0.0
     seed: int = 0
     slo: SLO = field(default_factory=SLO)
     sample_interval_s: float = 0.5
@@ -134,6 +138,12 @@ class SweepConfig:
             raise ValueError(f"--dataset-sampling must be one of {', '.join(SAMPLINGS)}")
         if not self.chars_per_token > 0:
             raise ValueError("--chars-per-token must be > 0")
+        if self.turns != 1 and self.open_loop:
+            raise ValueError("--turns: multi-turn conversations run closed loop (--concurrency or --auto)")
+        if self.turns is None and self.dataset is None:
+            raise ValueError("--turns all takes each dataset conversation's turns: it needs --dataset")
+        if self.think_time_s and self.turns == 1:
+            raise ValueError("--think-time is the pause between turns: it needs --turns")
         try:
             shlex.split(self.server_args)
         except ValueError as exc:

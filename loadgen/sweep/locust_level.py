@@ -44,6 +44,8 @@ def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path
     ]
     if config.output_tokens:
         command += ["--output-tokens", config.output_tokens]
+    if config.turns != 1:
+        command += ["--turns", str(config.turns or "all"), "--think-time", str(config.think_time_s)]
     if config.dataset:
         command += ["--dataset", str(Path(config.dataset).resolve()), "--dataset-sampling", config.dataset_sampling,
                     "--chars-per-token", str(config.chars_per_token)]

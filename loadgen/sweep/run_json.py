@@ -38,7 +38,9 @@ def workload_for(config: SweepConfig) -> Workload:
                     prompt_tokens=None if config.dataset else config.prompt_tokens,
                     output_tokens=config.output_tokens,   # None with a dataset: the data's own lengths
                     dataset=str(Path(config.dataset).resolve()) if config.dataset else None,
-                    dataset_sampling=config.dataset_sampling if config.dataset else None)
+                    dataset_sampling=config.dataset_sampling if config.dataset else None,
+                    turns="all" if config.turns is None else config.turns,
+                    think_time_s=config.think_time_s if config.turns != 1 else None)
 
 
 class RunJson:

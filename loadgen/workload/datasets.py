@@ -7,10 +7,12 @@ Formats (told apart by the file's first character and each line's keys):
     OpenAI chat JSONL    {"messages": [{"role": "system"|"user"|"assistant", "content": str | [{"type": "text", ...}]}]}
     prompt JSONL         {"prompt": "...", "output_tokens": N}      (output_tokens optional)
 
-Each entry becomes a `Conversation`: an optional system text and its (user, reply) turns. A
-single-turn request sends the system text and the first user turn; its output length is the
-entry's `output_tokens`, else its first reply's length in estimated tokens, else the run's
+Each entry becomes a `Conversation`: an optional system text and its (user, reply) turns;
+`conversation_plan` turns it into what is sent (loadgen.workload.conversations). A single-turn
+request sends the system text and the first user turn; a turn's output length is the entry's
+`output_tokens`, else that turn's reply length in estimated tokens, else the run's
 `--output-tokens`. Entries without a user turn are skipped and counted (`Dataset.skipped`).
+A turn of a multi-turn run sends the whole history, with the server's own earlier answers.
 
 Lengths are estimated without a tokenizer: ceil(UTF-8 bytes / chars_per_token). The default 4
 is typical of English BPE tokenizers (vLLM, TGI); the reference server's tokenizer is
@@ -32,6 +34,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from loadgen.workload.conversations import ConversationPlan
 
 DEFAULT_CHARS_PER_TOKEN = 4.0
 SAMPLINGS = ("with-replacement", "without-replacement")
@@ -237,27 +241,13 @@ class DatasetSampler:
         return self._decks[epoch]
 
 
-@dataclass(frozen=True)
-class DatasetRequest:
-    """What one request of a conversation sends: its messages so far and the lengths to ask and record."""
-
-    messages: tuple[dict, ...]          # [{"role", "content"}], system first when there is one
-    prompt_tokens: int                  # estimated (chars_per_token)
-    output_tokens: int | None           # the data's own length for this answer; None: it has none
-
-    @property
-    def completion_text(self) -> str:
-        """The messages as one prompt for /v1/completions."""
-        return "\n".join(message["content"] for message in self.messages)
-
-
-def first_turn_request(conversation: Conversation, chars_per_token: float, shared_prefix: str | None = None) -> DatasetRequest:
-    """The conversation's first user turn (with its system text, after any shared prefix)."""
+def conversation_plan(conversation: Conversation, turns: int | None, chars_per_token: float,
+                      shared_prefix: str | None = None) -> ConversationPlan:
+    """The first `turns` turns (None: all) of a dataset conversation, with its system text after any shared
+    prefix; each turn's output length is the data's (stated, else its reply's estimated length) or None."""
     system = "\n".join(text for text in (shared_prefix, conversation.system) if text) or None
-    turn = conversation.turns[0]
-    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": turn.user}]
-    output = conversation.output_tokens
-    if output is None and turn.reply:
-        output = estimate_tokens(turn.reply, chars_per_token)
-    prompt = sum(estimate_tokens(m["content"], chars_per_token) for m in messages)
-    return DatasetRequest(tuple(messages), prompt, output)
+    chosen = conversation.turns if turns is None else conversation.turns[:turns]
+    outputs = [estimate_tokens(turn.reply, chars_per_token) if turn.reply else None for turn in chosen]
+    if conversation.output_tokens is not None:   # prompt JSONL states it
+        outputs[0] = conversation.output_tokens
+    return ConversationPlan(tuple(turn.user for turn in chosen), tuple(outputs), system)

@@ -137,6 +137,8 @@ class Workload(Section):
     output_tokens: str | None = None     # None with `dataset`: the data's own lengths
     dataset: str | None = None           # --dataset: the file prompts came from (absolute path)
     dataset_sampling: str | None = None  # with-replacement | without-replacement
+    turns: int | str | None = None       # turns per conversation (1: single-turn), or "all" (the dataset's own)
+    think_time_s: float | None = None    # multi-turn: pause between an answer and the next turn
 
 
 @dataclass(kw_only=True)

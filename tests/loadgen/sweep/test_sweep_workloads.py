@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from loadgen.sweep.cli import _parser, config_from_args
+from loadgen.sweep.config import SweepConfig
 from loadgen.sweep.locust_level import LevelPlan, locust_command
 from loadgen.sweep.run_json import workload_for
 from servecap.contract.records import read_records
@@ -77,3 +78,22 @@ def test_sweep_with_a_dataset_against_a_url(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["levels"][0]["loadgen"]["loop_lag_p99_ms"] == pytest.approx(level["loop_lag_p99_s"] * 1e3)
     assert (out / "summary.json").exists()
+
+
+def test_multi_turn_flags_reach_locust_and_run_json(tmp_path):
+    path = _dataset(tmp_path)
+    config = _config("--dataset", str(path), "--turns", "all", "--think-time", "500ms")
+    command = locust_command(config, LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None)
+    assert _flag(command, "--turns") == "all" and _flag(command, "--think-time") == "0.5"
+    workload = workload_for(config)
+    assert workload.turns == "all" and workload.think_time_s == 0.5
+    assert _flag(locust_command(_config("--turns", "3"), LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r",
+                                None), "--turns") == "3"
+    assert "--turns" not in locust_command(_config(), LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None)
+    assert workload_for(_config()).turns == 1 and workload_for(_config()).think_time_s is None
+    with pytest.raises(ValueError, match="run closed loop"):
+        SweepConfig(out_dir="x", rates=(1.0,), turns=2)
+    for args, message in ((["--think-time", "1"], "needs --turns"), (["--turns", "all"], "needs --dataset"),
+                          (["--turns", "0"], "--turns must be")):
+        with pytest.raises(ValueError, match=message):
+            _config(*args)

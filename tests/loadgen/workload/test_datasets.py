@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from loadgen.workload.datasets import (Conversation, DatasetSampler, Turn, estimate_tokens, first_turn_request,
+from loadgen.workload.datasets import (Conversation, DatasetSampler, Turn, conversation_plan, estimate_tokens,
                                        load_dataset)
 
 
@@ -51,18 +51,16 @@ def test_openai_chat_and_prompt_jsonl(tmp_path):
     assert data.format == "openai-chat+prompt" and len(data.conversations) == 3
     chat, fixed, free = data.conversations
     assert chat.turns == (Turn("parts", "a" * 40),)
-    assert first_turn_request(chat, 4.0).output_tokens == 10          # 40 bytes / 4 chars per token
-    assert first_turn_request(chat, 1.0).output_tokens == 40
-    assert first_turn_request(fixed, 4.0).output_tokens == 7          # stated by the data
-    assert first_turn_request(free, 4.0).output_tokens is None        # the run's --output-tokens then
+    assert conversation_plan(chat, 1, 4.0).output_tokens == (10,)     # 40 bytes / 4 chars per token
+    assert conversation_plan(chat, 1, 1.0).output_tokens == (40,)
+    assert conversation_plan(fixed, 1, 4.0).output_tokens == (7,)     # stated by the data
+    assert conversation_plan(free, 1, 4.0).output_tokens == (None,)   # the run's --output-tokens then
 
 
-def test_first_turn_request_messages_and_estimated_prompt():
+def test_plan_puts_the_shared_prefix_before_the_system_text_and_estimates_lengths():
     conversation = Conversation((Turn("question?", "answer"), Turn("next", "again")), system="sys")
-    request = first_turn_request(conversation, 1.0, shared_prefix="prefix")
-    assert request.messages == ({"role": "system", "content": "prefix\nsys"}, {"role": "user", "content": "question?"})
-    assert request.prompt_tokens == len("prefix\nsys") + len("question?")
-    assert request.completion_text == "prefix\nsys\nquestion?"
+    plan = conversation_plan(conversation, 1, 1.0, shared_prefix="prefix")
+    assert plan.system == "prefix\nsys" and plan.users == ("question?",) and plan.output_tokens == (6,)
     assert estimate_tokens("é", 1.0) == 2 and estimate_tokens("abcde", 4.0) == 2 and estimate_tokens("", 4) == 1
 
 
