@@ -16,6 +16,12 @@ Flags (also in the web UI):
                              the server's own answers; with --dataset, N caps each conversation's turns
                              ('all': every turn it has); records carry conversation_id and turn
   --think-time S             multi-turn: pause between an answer and the next turn
+  --trace PATH               replay a trace open loop at its times, with its lengths: Azure CSV (TIMESTAMP,
+                             ContextTokens, GeneratedTokens) or Mooncake JSONL (timestamp in ms, input_length,
+                             output_length, hash_ids: shared ids give shared prompt prefixes); the test ends
+                             when the trace does (or at -t); level id "trace"
+  --trace-speedup X          divide the trace's times by X
+  --trace-block-tokens N     tokens per Mooncake hash id (default 512)
   --shared-prefix-tokens N   a common system prompt on top of each prompt (prefix caching)
   --ignore-eos/--no-ignore-eos   send ignore_eos (fixed output lengths; default on)
   --stream/--no-stream       SSE streaming (default on; TTFT/ITL need it)
@@ -55,6 +61,7 @@ from loadgen.scenario.run_settings import RunSettings
 from loadgen.workload.conversations import ConversationHistory, ConversationPlan
 from loadgen.workload.datasets import DatasetSampler, conversation_plan, estimate_tokens, load_dataset
 from loadgen.workload.prompts import Prompt, PromptBuilder, ascii_text
+from loadgen.workload.traces import Trace, TracePrompts, load_trace
 from loadgen.client.request_bytes import Target, chat_body, chat_messages_body, completions_body, http_request
 from loadgen.scenario.hooks import LoadUser, install  # noqa: F401 - LoadUser: the user class Locust runs
 
@@ -65,7 +72,7 @@ class ChatScenario:
     """Renders one chat/completions request to bytes from a seeded RNG."""
 
     def __init__(self, config: ChatConfig, target: Target, model: str, seed: int,
-                 dataset: DatasetSampler | None = None) -> None:
+                 dataset: DatasetSampler | None = None, trace: Trace | None = None) -> None:
         self.config = config
         self.target = target
         self.model = model
@@ -73,6 +80,7 @@ class ChatScenario:
         self.stream = config.stream
         self.prompts = PromptBuilder(config.shared_prefix_tokens, seed)
         self.dataset = dataset
+        self.trace = TraceReplay(self, trace, seed) if trace is not None else None
         self._body = chat_body if config.api == "chat" else completions_body
 
     def with_target(self, target: Target, model: str) -> "ChatScenario":
@@ -116,6 +124,26 @@ class ChatScenario:
     def _http(self, body: dict) -> bytes:
         return http_request("POST", self.target, self.config.path, body, api_key=self.config.api_key,
                             accept="text/event-stream" if self.config.stream else "application/json")
+
+
+class TraceReplay:
+    """A trace's schedule and its rows as requests (LoadRun sends row i at offset i)."""
+
+    def __init__(self, scenario: ChatScenario, trace: Trace, seed: int) -> None:
+        self.scenario, self.trace = scenario, trace
+        self.prompts = TracePrompts(seed, scenario.config.trace_block_tokens)
+
+    def offsets(self) -> list[float]:
+        return self.trace.offsets(self.scenario.config.trace_speedup)
+
+    def prepare(self, index: int, rng: random.Random) -> Prepared:
+        config, row = self.scenario.config, self.trace.rows[index]
+        output_tokens = config.output_tokens.sample(rng) if config.output_tokens_given else row.output_tokens
+        shared = self.scenario.prompts.shared_prefix
+        messages = ([{"role": "system", "content": shared}] if shared else []) + [
+            {"role": "user", "content": self.prompts.text(index, row)}]
+        return Prepared(self.scenario.render(messages, output_tokens),
+                        row.input_tokens + config.shared_prefix_tokens, output_tokens)
 
 
 class ChatConversation:
@@ -169,6 +197,9 @@ def build(options, environment, role: str, settings: RunSettings) -> ChatScenari
     if config.think_time_s and not config.multi_turn:
         raise ValueError("--think-time is the pause between turns: it needs --turns N (N > 1) or --turns all")
     dataset = load_dataset(config.dataset) if config.dataset else None   # a bad file fails at init, naming the line
+    trace = load_trace(config.trace) if config.trace else None
+    if trace is not None and (settings.arrival.open_loop or settings.slice_plan is not None):
+        raise ValueError("--trace sets the send times itself: leave --arrival closed (the default), no compare run")
     if role in ("check", "master"):
         return None
     target = Target.from_url(environment.host or "")
@@ -180,7 +211,7 @@ def build(options, environment, role: str, settings: RunSettings) -> ChatScenari
                                  process_index=index, process_count=processes)
         log.info("dataset %s: %d conversations (%s), %d skipped without a user turn", dataset.path,
                  len(dataset.conversations), dataset.format, dataset.skipped)
-    return ChatScenario(config, target, model, settings.seed, sampler)
+    return ChatScenario(config, target, model, settings.seed, sampler, trace)
 
 
 install(events, add_chat_arguments, build)

@@ -17,6 +17,7 @@ from loadgen.scenario.run_settings import add_common_arguments, parse_bool, pars
 from loadgen.workload.conversations import parse_turns
 from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS
 from loadgen.workload.distributions import LengthDistribution, parse_length_distribution
+from loadgen.workload.traces import MOONCAKE_BLOCK_TOKENS
 
 APIS = ("chat", "completions")
 DEFAULT_OUTPUT_TOKENS = "128"
@@ -41,6 +42,9 @@ class ChatConfig:
     output_tokens_given: bool = True  # False: --output-tokens left at its default, so a dataset's own lengths win
     turns: int | None = 1            # turns per conversation; None ("all"): each dataset conversation's own
     think_time_s: float = 0.0        # multi-turn: pause between an answer and the next turn
+    trace: str | None = None         # --trace PATH: replay a trace's send times and lengths (open loop)
+    trace_speedup: float = 1.0       # trace offsets are divided by this
+    trace_block_tokens: int = MOONCAKE_BLOCK_TOKENS   # tokens per Mooncake hash id
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
@@ -55,6 +59,10 @@ class ChatConfig:
             raise ValueError(f"--think-time must be >= 0, got {self.think_time_s}")
         if self.shared_prefix_tokens < 0:
             raise ValueError(f"--shared-prefix-tokens must be >= 0, got {self.shared_prefix_tokens}")
+        if not (math.isfinite(self.trace_speedup) and self.trace_speedup > 0):
+            raise ValueError(f"--trace-speedup must be > 0, got {self.trace_speedup}")
+        if self.trace and (self.dataset or self.multi_turn):
+            raise ValueError("--trace gives each request's lengths and time: it does not combine with --dataset or --turns")
 
     @property
     def multi_turn(self) -> bool:
@@ -82,6 +90,9 @@ class ChatConfig:
             chars_per_token=parse_float(get("chars_per_token", DEFAULT_CHARS_PER_TOKEN), "--chars-per-token"),
             turns=parse_turns(get("turns", 1)),
             think_time_s=parse_float(get("think_time", 0.0), "--think-time"),
+            trace=str(get("trace")) if get("trace") else None,
+            trace_speedup=parse_float(get("trace_speedup", 1.0), "--trace-speedup"),
+            trace_block_tokens=parse_int(get("trace_block_tokens", MOONCAKE_BLOCK_TOKENS), "--trace-block-tokens"),
             shared_prefix_tokens=parse_int(get("shared_prefix_tokens", 0), "--shared-prefix-tokens"),
             ignore_eos=parse_bool(get("ignore_eos", True)),
             stream=parse_bool(get("stream", True)),
@@ -109,6 +120,12 @@ def add_chat_arguments(parser: Any) -> None:
                             "(closed loop); 'all': each dataset conversation's own turns")
     group.add_argument("--think-time", default=0.0, type=float,
                        help="multi-turn: seconds between an answer and the next turn")
+    group.add_argument("--trace", default="",
+                       help="replay a trace open loop at its times: Azure CSV (TIMESTAMP, ContextTokens, "
+                            "GeneratedTokens) or Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids)")
+    group.add_argument("--trace-speedup", default=1.0, type=float, help="divide the trace's times by this")
+    group.add_argument("--trace-block-tokens", default=MOONCAKE_BLOCK_TOKENS, type=int,
+                       help="tokens per Mooncake hash id (shared ids = shared prompt prefixes)")
     group.add_argument("--chars-per-token", default=DEFAULT_CHARS_PER_TOKEN, type=float,
                        help="dataset lengths are estimated as UTF-8 bytes / this (4: BPE tokenizers; "
                             "1: the reference server's byte tokenizer)")

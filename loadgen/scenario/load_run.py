@@ -11,6 +11,8 @@ process i % processes); every arrival gets its own greenlet, prepared 2 ms early
 sleeps until its slot and sends regardless of responses. At most `--max-inflight`
 requests are in flight per process; an arrival that finds the bound full waits (its
 lateness shows it) and the hit is counted in the meta file.
+A trace replay (`--trace`) is the same driver over the trace's offsets and rows; the test
+stops once the trace's last request has finished.
 """
 
 from __future__ import annotations
@@ -119,6 +121,7 @@ class LoadRun:
         self.slices = None   # a SliceDriver when --slice-plan is given (see start())
         self._seq = count()
         self._conversations = count()
+        self.trace = getattr(scenario, "trace", None)   # a trace replay: open loop at the trace's times
         self.think_time_s = getattr(getattr(scenario, "config", None), "think_time_s", 0.0)
         self._driver_claimed = False
         self._warned_cap = False
@@ -141,6 +144,8 @@ class LoadRun:
     def level(self) -> str:
         if self.settings.level:
             return self.settings.level
+        if self.trace is not None:
+            return "trace"
         if self.settings.arrival.open_loop:
             return f"rps={self.settings.arrival.rate_rps:g}"
         users = self.runner.target_user_count if self.role == "local" else self._users_at_start
@@ -155,7 +160,7 @@ class LoadRun:
         if self.slices is not None:
             self.slices.user_step()
             return
-        if self.settings.arrival.open_loop:
+        if self.settings.arrival.open_loop or self.trace is not None:
             if not self._driver_claimed:
                 self._driver_claimed = True
                 self.drive_open_loop()
@@ -199,14 +204,20 @@ class LoadRun:
         t0_unix = self._t0_unix if self._t0_unix is not None else self.clock.now() + OPEN_LOOP_START_S
         t0 = self.clock.perf(t0_unix)
         inflight = gevent.pool.Pool(self.settings.max_inflight)
+        trace = self.trace
+        schedule = trace.offsets() if trace is not None else iter_offsets(self.settings.arrival, self.settings.seed)
         try:
-            for index, offset in enumerate(iter_offsets(self.settings.arrival, self.settings.seed)):
+            for index, offset in enumerate(schedule):
                 if not my_share(index, self.process_index, self.process_count):
                     continue
                 t_sched = t0 + offset
                 sleep_until(t_sched - PREPARE_LEAD_S)
-                prepared = self.scenario.prepare(random.Random(f"{self.settings.seed}/{index}"))
+                rng = random.Random(f"{self.settings.seed}/{index}")
+                prepared = trace.prepare(index, rng) if trace is not None else self.scenario.prepare(rng)
                 self.send_at(t_sched, index, prepared, inflight, self.route)
+            inflight.join()   # a trace ends: its last answers, then the test
+            log.info("trace replayed: %d requests; stopping", len(trace.trace.rows))
+            gevent.spawn(self.runner.quit)
         finally:
             inflight.kill(block=True)  # in-flight requests write "incomplete" records
 
