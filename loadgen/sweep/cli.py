@@ -2,6 +2,7 @@
 
     servecap sweep --strategies none,static,dynamic,continuous --concurrency 1,4,8 --out runs/cmp
     servecap sweep --url http://127.0.0.1:8000 --rates 1,2,4 --arrival poisson --out runs/vllm
+    servecap sweep --url http://127.0.0.1:8000 --trace mooncake.jsonl --trace-speedup 2 --out runs/replay
     servecap sweep --auto --slo-tpot-ms 50 --strategies continuous --out runs/knee
 """
 
@@ -41,6 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--concurrency", help="closed-loop levels, e.g. 1,2,4,8,16,32")
     plan.add_argument("--rates", help="open-loop arrival rates in requests/s, e.g. 1,2,4,8")
     plan.add_argument("--auto", action="store_true", help="find the knee: ramp concurrency until a p99 SLO breaks, then bisect")
+    plan.add_argument("--trace", metavar="PATH",
+                      help="replay a trace open loop at its times and lengths: Azure CSV (TIMESTAMP, ContextTokens, "
+                           "GeneratedTokens) or Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids)")
+    plan.add_argument("--trace-speedup", type=float, default=1.0, help="divide the trace's times by this")
     plan.add_argument("--arrival", default="poisson", help="open-loop arrivals: poisson | constant | gamma:CV")
     plan.add_argument("--warmup", default="5s", help="warm-up per level (10, 30s, 2m)")
     plan.add_argument("--duration", default="20s", help="measurement window per level (10, 30s, 2m)")
@@ -85,6 +90,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         output_tokens=args.output_tokens if args.output_tokens or args.dataset else "uniform:16:64",
         dataset=args.dataset, dataset_sampling=args.dataset_sampling, chars_per_token=args.chars_per_token,
         turns=parse_turns(args.turns), think_time_s=parse_duration(args.think_time, "--think-time"),
+        trace=args.trace, trace_speedup=args.trace_speedup,
         slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
         sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
         pin_cpus=not args.no_pin_cpus,

@@ -51,7 +51,9 @@ def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path
                     "--chars-per-token", str(config.chars_per_token)]
     if model:
         command += ["--model", model]
-    if config.open_loop:
+    if config.trace is not None:
+        command += ["--trace", str(Path(config.trace).resolve()), "--trace-speedup", str(config.trace_speedup)]
+    elif config.open_loop:
         command += ["--arrival", config.arrival, "--rate", str(plan.load)]
     return command
 

@@ -79,7 +79,7 @@ class Sweep:
             targets = [None] if self.config.url else list(self.config.strategies)
             if not self.config.auto:  # the whole plan up front: a killed sweep names what it never ran
                 for strategy in targets:
-                    for load in self.config.concurrency or self.config.rates:
+                    for load in self.config.loads:
                         self.run_json.plan_level(self.config.level_id(strategy, load), strategy, load)
             for strategy in targets:
                 self._run_target(strategy)
@@ -131,7 +131,7 @@ class Sweep:
             if self.config.auto:
                 self._auto(url, strategy, model)
             else:
-                for load in self.config.concurrency or self.config.rates:
+                for load in self.config.loads:
                     self._level(url, strategy, load, model)
         finally:
             self.run_json.record_observers(key, observers.stop())
@@ -147,7 +147,7 @@ class Sweep:
         config = self.config
         level = config.level_id(strategy, load)
         entry = self.run_json.level_entry(level) or self.run_json.plan_level(level, strategy, load)
-        plan = LevelPlan(level, load, config.warmup_s, config.duration_s)
+        plan = LevelPlan(level, load, *config.window())
         prefix = [*nice_prefix(self.loadgen_nice), *self.cpus.prefix(self.cpus.loadgen)]
         command = locust_command(config, plan, url, self.records, model, prefix)
         planned_s = plan.warmup_s + plan.duration_s

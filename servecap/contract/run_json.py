@@ -86,13 +86,15 @@ class Server(Section):
 
 @dataclass(kw_only=True)
 class LoadPlan(Section):
-    kind: str | None = None              # "closed" | "open" | "auto"
+    kind: str | None = None              # "closed" | "open" | "auto" | "trace"
     concurrency: list[int] | None = None
     rates: list[float] | None = None
     arrival: str | None = None           # "closed", or poisson | constant | gamma:CV
     warmup_s: float | None = None
     duration_s: float | None = None
     levels: list[str] | None = None      # hand-written plans may list level ids here
+    trace: str | None = None             # kind "trace": the replayed trace file (absolute path)
+    trace_speedup: float | None = None   # its times were divided by this
 
 
 @dataclass(kw_only=True)

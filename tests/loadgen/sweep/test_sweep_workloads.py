@@ -97,3 +97,45 @@ def test_multi_turn_flags_reach_locust_and_run_json(tmp_path):
                           (["--turns", "0"], "--turns must be")):
         with pytest.raises(ValueError, match=message):
             _config(*args)
+
+
+def _trace(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps({"timestamp": 250 * i, "input_length": 16, "output_length": 4,
+                                        "hash_ids": [0, i]}) + "\n" for i in range(9)))
+    return path
+
+
+def test_a_trace_is_its_own_load_plan(tmp_path):
+    path = _trace(tmp_path)
+    config = config_from_args(_parser().parse_args(["--out", "x", "--trace", str(path), "--trace-speedup", "2",
+                                                    "--warmup", "0.5s"]))
+    assert config.loads == (pytest.approx(9 / 1.0),) and config.level_id("continuous", 9) == "continuous/trace"
+    warmup, duration = config.window()    # 2 s of trace at 2x: 1 s, plus the tail for its last answers
+    assert warmup == 0.5 and duration == pytest.approx(0.5 + 5.0)
+    command = locust_command(config, LevelPlan("trace", 9, warmup, duration), "http://x:1", tmp_path / "r", None)
+    assert _flag(command, "--trace") == str(path.resolve()) and _flag(command, "--trace-speedup") == "2.0"
+    assert "--arrival" not in command and _flag(command, "-u") == "1"
+    for args, message in ((["--concurrency", "2"], "exactly one load plan"), (["--turns", "2"], "does not combine"),
+                          (["--trace-speedup", "0"], "--trace-speedup must be > 0")):
+        with pytest.raises(ValueError, match=message):
+            config_from_args(_parser().parse_args(["--out", "x", "--trace", str(path), *args]))
+    (tmp_path / "bad.jsonl").write_text('{"timestamp": 0}\n')
+    with pytest.raises(ValueError, match="bad.jsonl: line 1"):
+        config_from_args(_parser().parse_args(["--out", "x", "--trace", str(tmp_path / "bad.jsonl")]))
+
+
+@pytest.mark.slow
+def test_sweep_replays_a_trace_against_a_url(tmp_path):
+    out = tmp_path / "run"
+    with scripted_server(tmp_path, "--ttft", "0.005", "--itl", "0.001") as (url, _):
+        result = subprocess.run([sys.executable, "-m", "servecap", "sweep", "--url", url, "--out", str(out),
+                                 "--trace", str(_trace(tmp_path)), "--trace-speedup", "4", "--warmup", "0",
+                                 "--no-pin-cpus"], capture_output=True, text=True, timeout=180, env=_env())
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    rows = read_records(out / "requests.jsonl")
+    assert len(rows) == 9 and {r["level"] for r in rows} == {"trace"} and all(r["status"] == "ok" for r in rows)
+    run = json.loads((out / "run.json").read_text())
+    assert run["load_plan"]["kind"] == "trace" and run["load_plan"]["trace_speedup"] == 4.0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["levels"][0]["level"] == "trace" and summary["levels"][0]["requests"] == 9
