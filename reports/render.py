@@ -61,7 +61,7 @@ def sections(summary: dict, figures: list[FigureFile]) -> list[tuple[str, list[B
         notes.append(f"- WARNING: the load generator, not the server, was a limit at: "
                      f"{', '.join(lvl['level'] for lvl in limited)} (see Load-generator health)"
                      + (f"; its event-loop lag p99 bounds the timing error there: {', '.join(lags)}" if lags else "")
-                     + "; give the generator more CPU or lower the load")
+                     + "; give it more processes and cores (servecap sweep --loadgen-processes N) or lower the load")
     if notes:
         out.append(("What is missing or suspect", ["\n".join(notes)]))
     out.append(("Levels", [tables.levels_table(summary)]))

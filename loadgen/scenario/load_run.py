@@ -130,6 +130,11 @@ class LoadRun:
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
+        cores = self.settings.worker_cpus
+        if self.role == "worker" and cores and hasattr(os, "sched_setaffinity"):
+            core = cores[self.process_index % len(cores)]
+            os.sched_setaffinity(0, {core})   # a core of its own: its loop lag is not its siblings'
+            log.info("%s pinned to core %d", self.worker, core)
         if self.role != "master":
             self.health.start(measure_from=self.test_start_perf + self.settings.warmup_s)
         if self.settings.slice_plan and self.role == "local":

@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-pin-cpus", action="store_true",
                    help="let the OS place Locust and the server (default: Locust on core 0, the engine process on "
                         "cores of its own; see loadgen.sweep.cpu_pinning)")
+    p.add_argument("--loadgen-processes", type=int, default=1,
+                   help="Locust processes per level (a master and N workers sharing the users or the arrival "
+                        "schedule); each gets a core of its own when there are N + 2 cores")
     p.add_argument("--no-report", action="store_true", help="skip the report (`servecap report`) at the end")
     return p
 
@@ -93,7 +96,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         trace=args.trace, trace_speedup=args.trace_speedup,
         slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
         sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
-        pin_cpus=not args.no_pin_cpus,
+        pin_cpus=not args.no_pin_cpus, loadgen_processes=args.loadgen_processes,
     )
 
 

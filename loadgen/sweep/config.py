@@ -82,6 +82,8 @@ class SweepConfig:
         startup_timeout_s: how long to wait for a server's GET /ready.
         auto_max_concurrency: where --auto stops ramping.
         pin_cpus: Locust, the server's front end and its engine on their own cores (see loadgen.sweep.cpu_pinning).
+        loadgen_processes: Locust processes per level (Locust's --processes: a master and this many workers,
+            each with its share of the users or of the arrival schedule; the master writes the records once).
     """
 
     out_dir: str
@@ -112,6 +114,7 @@ class SweepConfig:
     startup_timeout_s: float = 180.0
     auto_max_concurrency: int = 256
     pin_cpus: bool = True
+    loadgen_processes: int = 1
 
     def __post_init__(self) -> None:
         if not self.out_dir:
@@ -142,6 +145,8 @@ class SweepConfig:
             raise ValueError("--duration must be positive")
         if not 0 < self.stability_tolerance < 1:
             raise ValueError("--stability-tolerance must be a fraction in (0, 1)")
+        if self.loadgen_processes < 1:
+            raise ValueError(f"--loadgen-processes must be >= 1, got {self.loadgen_processes}")
         if self.sample_interval_s <= 0:
             raise ValueError("--sample-interval must be positive")
         if self.output_tokens is None and self.dataset is None:

@@ -11,6 +11,8 @@ the HTTP front end gets core 1, or shares core 0 with Locust on a 2-core machine
     2       0         0               1
     N >= 3  0         1               2..N-1
     thread mode (`--engine-mode thread` in the server args): loadgen 0, server 1..N-1
+    P Locust processes (`--loadgen-processes P`), N >= P + 2: loadgen 0..P-1 (one core each),
+            server P, engine P+1..N-1; fewer cores: the processes share the table's loadgen core
 
 Measured on 2 cores, tiny preset, 4 streams, 5 runs each: engine alone on core 1 gave
 1690-1780 us p50 TPOT and ~2000 tok/s; HTTP and engine sharing core 1 gave 2650-3140 us
@@ -78,12 +80,18 @@ class CpuPlan:
                 "engine_cpus": list(self.engine) if self.engine else None}
 
 
-def plan_cpus(enabled: bool, external_server: bool, engine_process: bool = True) -> CpuPlan:
+def plan_cpus(enabled: bool, external_server: bool, engine_process: bool = True,
+              loadgen_processes: int = 1) -> CpuPlan:
     """The table in the module docstring; nothing pinned when disabled, on one core, without
     taskset, or when the server is external (its placement is not ours)."""
     cores = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
     if not enabled or len(cores) < 2 or shutil.which("taskset") is None or external_server:
         return CpuPlan(None, None)
+    if loadgen_processes > 1 and len(cores) >= loadgen_processes + 2:
+        split = loadgen_processes
+        if not engine_process:
+            return CpuPlan(loadgen=cores[:split], server=cores[split:])
+        return CpuPlan(loadgen=cores[:split], server=cores[split:split + 1], engine=cores[split + 1:])
     if not engine_process:
         return CpuPlan(loadgen=cores[:1], server=cores[1:])
     if len(cores) == 2:

@@ -32,9 +32,11 @@ class LevelPlan:
 
 
 def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path, model: str | None,
-                   prefix: list[str] = ()) -> list[str]:
+                   prefix: list[str] = (), worker_cpus: tuple[int, ...] | None = None) -> list[str]:
+    """worker_cpus: with several Locust processes, each worker takes one of these cores (by its index)."""
     run_time = max(1, round(plan.warmup_s + plan.duration_s))
-    users = 1 if config.open_loop else int(plan.load)
+    processes = config.loadgen_processes
+    users = processes if config.open_loop else int(plan.load)   # open loop: one schedule driver per process
     command = [
         *prefix, str(Path(sys.executable).with_name("locust")), "-f", str(CHAT_LOCUSTFILE), "--headless", "--only-summary",
         "--host", url, "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
@@ -51,6 +53,10 @@ def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path
                     "--chars-per-token", str(config.chars_per_token)]
     if model:
         command += ["--model", model]
+    if processes > 1:
+        command += ["--processes", str(processes)]
+        if worker_cpus and len(worker_cpus) >= processes:
+            command += ["--worker-cpus", ",".join(str(core) for core in worker_cpus)]
     if config.trace is not None:
         command += ["--trace", str(Path(config.trace).resolve()), "--trace-speedup", str(config.trace_speedup)]
     elif config.open_loop:

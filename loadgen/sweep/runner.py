@@ -64,6 +64,7 @@ class Sweep:
         self.server_spec = reference_server_spec(config)
         self.loadgen_nice = loadgen_nice()
         self.cpus = plan_cpus(config.pin_cpus, external_server=config.url is not None,
+                              loadgen_processes=config.loadgen_processes,
                               engine_process=self.server_spec.engine_process)
 
     # -- the whole run ------------------------------------------------------------------
@@ -149,7 +150,7 @@ class Sweep:
         entry = self.run_json.level_entry(level) or self.run_json.plan_level(level, strategy, load)
         plan = LevelPlan(level, load, *config.window())
         prefix = [*nice_prefix(self.loadgen_nice), *self.cpus.prefix(self.cpus.loadgen)]
-        command = locust_command(config, plan, url, self.records, model, prefix)
+        command = locust_command(config, plan, url, self.records, model, prefix, self.cpus.loadgen)
         planned_s = plan.warmup_s + plan.duration_s
         timeout = planned_s + STOP_TIMEOUT_S + 120
         self.run_json.level_running(entry)

@@ -115,3 +115,10 @@ def test_bad_engine_cpus_exit_2_naming_the_flag(value, capsys):
 def test_engine_cpus_need_the_engine_process():
     with pytest.raises(ValueError, match="engine_cpus needs engine_mode 'process'"):
         parse("--engine-mode", "thread", "--engine-cpus", "1")
+
+
+def test_several_locust_processes_get_a_core_each_where_cores_allow(monkeypatch):
+    cpus = plan(monkeypatch, 6, loadgen_processes=2)
+    assert (cpus.loadgen, cpus.server, cpus.engine) == ((0, 1), (2,), (3, 4, 5))
+    assert plan(monkeypatch, 3, loadgen_processes=2) == plan(monkeypatch, 3)   # too few: they share core 0
+    assert plan(monkeypatch, 4, loadgen_processes=2, engine_process=False).server == (2, 3)

@@ -139,3 +139,15 @@ def test_sweep_replays_a_trace_against_a_url(tmp_path):
     assert run["load_plan"]["kind"] == "trace" and run["load_plan"]["trace_speedup"] == 4.0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["levels"][0]["level"] == "trace" and summary["levels"][0]["requests"] == 9
+
+
+def test_loadgen_processes_reach_locust_with_their_share(tmp_path):
+    closed = _config("--loadgen-processes", "2")
+    command = locust_command(closed, LevelPlan("c=2", 8, 1, 2), "http://x:1", tmp_path / "r", None, [], (0, 1))
+    assert _flag(command, "--processes") == "2" and _flag(command, "-u") == "8" and _flag(command, "--worker-cpus") == "0,1"
+    opened = config_from_args(_parser().parse_args(["--out", "x", "--rates", "4", "--loadgen-processes", "3"]))
+    command = locust_command(opened, LevelPlan("rps=4.0", 4, 1, 2), "http://x:1", tmp_path / "r", None, [], (0,))
+    assert _flag(command, "-u") == "3" and "--worker-cpus" not in command   # one driver each; one core: shared
+    assert "--processes" not in locust_command(_config(), LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None)
+    with pytest.raises(ValueError, match="--loadgen-processes must be >= 1"):
+        _config("--loadgen-processes", "0")
