@@ -86,6 +86,8 @@ def compare(out: Path, args: argparse.Namespace, inject_ms: float = 0.0) -> dict
                "--seed", str(args.seed + len(list(out.parent.glob("*"))))]
     if args.max_regression:
         command += ["--max-regression", args.max_regression]
+    if args.slice:
+        command += ["--slice", args.slice]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True)
     elapsed = time.monotonic() - started
@@ -169,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="--paired: SLOWDOWN:COUNT,... injected p50 TPOT slowdowns (default 0.1:10,0.2:5)")
     parser.add_argument("--max-duration", default="2m", help="--paired: each comparison's bound")
     parser.add_argument("--max-regression", default="", help="--paired: passed to servecap compare")
+    parser.add_argument("--slice", default="", help="--paired: passed to servecap compare (default: its own rule)")
     parser.add_argument("--server-args", default="", help="--paired: reference-server flags for both arms")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--command-prefix", default="", help="--paired: prefix for each comparison's command")
