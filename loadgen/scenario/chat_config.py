@@ -20,6 +20,15 @@ from loadgen.workload.distributions import LengthDistribution, parse_length_dist
 from loadgen.workload.traces import MOONCAKE_BLOCK_TOKENS
 
 APIS = ("chat", "completions")
+# Help shared with `servecap sweep`'s flags of the same names
+DATASET_HELP = ("prompts from a local file: ShareGPT JSON, OpenAI chat JSONL ({\"messages\"}) or prompt JSONL "
+                "({\"prompt\", \"output_tokens\"}); replaces --prompt-tokens")
+SAMPLING_HELP = "draw dataset entries with replacement, or each once per pass (seeded either way)"
+TURNS_HELP = ("turns per conversation, each sending the whole history with the server's answers (closed loop); "
+              "'all': each dataset conversation's own turns")
+CHARS_HELP = "dataset lengths are estimated as UTF-8 bytes / this (4: BPE tokenizers; 1: the reference server's)"
+TRACE_HELP = ("replay a trace open loop at its times and lengths: Azure CSV (TIMESTAMP, ContextTokens, "
+              "GeneratedTokens) or Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids)")
 DEFAULT_OUTPUT_TOKENS = "128"
 
 
@@ -110,25 +119,16 @@ def add_chat_arguments(parser: Any) -> None:
     group.add_argument("--output-tokens", default="",
                        help=f"max_tokens per request, same forms as --prompt-tokens (default {DEFAULT_OUTPUT_TOKENS}; "
                             "with --dataset: the data's own lengths)")
-    group.add_argument("--dataset", default="",
-                       help="prompts from a local file: ShareGPT JSON, OpenAI chat JSONL ({\"messages\"}) or "
-                            "prompt JSONL ({\"prompt\", \"output_tokens\"}); replaces --prompt-tokens")
-    group.add_argument("--dataset-sampling", default="with-replacement", choices=list(SAMPLINGS),
-                       help="draw dataset entries with replacement, or each once per pass (seeded either way)")
-    group.add_argument("--turns", default="1",
-                       help="turns per conversation, each sending the whole history with the server's answers "
-                            "(closed loop); 'all': each dataset conversation's own turns")
+    group.add_argument("--dataset", default="", help=DATASET_HELP)
+    group.add_argument("--dataset-sampling", default="with-replacement", choices=list(SAMPLINGS), help=SAMPLING_HELP)
+    group.add_argument("--turns", default="1", help=TURNS_HELP)
     group.add_argument("--think-time", default=0.0, type=float,
                        help="multi-turn: seconds between an answer and the next turn")
-    group.add_argument("--trace", default="",
-                       help="replay a trace open loop at its times: Azure CSV (TIMESTAMP, ContextTokens, "
-                            "GeneratedTokens) or Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids)")
+    group.add_argument("--trace", default="", help=TRACE_HELP)
     group.add_argument("--trace-speedup", default=1.0, type=float, help="divide the trace's times by this")
     group.add_argument("--trace-block-tokens", default=MOONCAKE_BLOCK_TOKENS, type=int,
                        help="tokens per Mooncake hash id (shared ids = shared prompt prefixes)")
-    group.add_argument("--chars-per-token", default=DEFAULT_CHARS_PER_TOKEN, type=float,
-                       help="dataset lengths are estimated as UTF-8 bytes / this (4: BPE tokenizers; "
-                            "1: the reference server's byte tokenizer)")
+    group.add_argument("--chars-per-token", default=DEFAULT_CHARS_PER_TOKEN, type=float, help=CHARS_HELP)
     group.add_argument("--shared-prefix-tokens", default=0, type=int,
                        help="a common system prompt of this many tokens on every request (prefix caching)")
     group.add_argument("--ignore-eos", default=True, action=argparse.BooleanOptionalAction,

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from loadgen.sweep.runner import Sweep
 from loadgen.sweep.config import SweepConfig, parse_duration, parse_number_list
+from loadgen.scenario.chat_config import CHARS_HELP, DATASET_HELP, SAMPLING_HELP, TRACE_HELP, TURNS_HELP
 from loadgen.workload.conversations import parse_turns
 from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS
 from reference_server.scheduling.strategies import strategy_names
@@ -42,9 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--concurrency", help="closed-loop levels, e.g. 1,2,4,8,16,32")
     plan.add_argument("--rates", help="open-loop arrival rates in requests/s, e.g. 1,2,4,8")
     plan.add_argument("--auto", action="store_true", help="find the knee: ramp concurrency until a p99 SLO breaks, then bisect")
-    plan.add_argument("--trace", metavar="PATH",
-                      help="replay a trace open loop at its times and lengths: Azure CSV (TIMESTAMP, ContextTokens, "
-                           "GeneratedTokens) or Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids)")
+    plan.add_argument("--trace", metavar="PATH", help=TRACE_HELP)
     plan.add_argument("--trace-speedup", type=float, default=1.0, help="divide the trace's times by this")
     plan.add_argument("--arrival", default="poisson", help="open-loop arrivals: poisson | constant | gamma:CV")
     plan.add_argument("--warmup", default="5s", help="warm-up per level (10, 30s, 2m)")
@@ -53,17 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     work.add_argument("--prompt-tokens", default="uniform:32:128", help="N | uniform:LO:HI | normal:M:SD | lognormal:M:S | file:PATH")
     work.add_argument("--output-tokens", default=None,
                       help="same forms as --prompt-tokens (default uniform:16:64; with --dataset the data's lengths)")
-    work.add_argument("--dataset", metavar="PATH",
-                      help="prompts from a local file: ShareGPT JSON, OpenAI chat JSONL or prompt JSONL "
-                           "(replaces --prompt-tokens)")
-    work.add_argument("--dataset-sampling", default="with-replacement", choices=list(SAMPLINGS),
-                      help="draw entries with replacement, or each once per pass (seeded either way)")
-    work.add_argument("--turns", default="1",
-                      help="turns per conversation, each sending the whole history (closed loop); "
-                           "'all': each dataset conversation's own turns")
+    work.add_argument("--dataset", metavar="PATH", help=DATASET_HELP)
+    work.add_argument("--dataset-sampling", default="with-replacement", choices=list(SAMPLINGS), help=SAMPLING_HELP)
+    work.add_argument("--turns", default="1", help=TURNS_HELP)
     work.add_argument("--think-time", default="0", help="multi-turn: pause between an answer and the next turn")
-    work.add_argument("--chars-per-token", type=float, default=DEFAULT_CHARS_PER_TOKEN,
-                      help="dataset lengths are estimated as UTF-8 bytes / this (1 for the reference server)")
+    work.add_argument("--chars-per-token", type=float, default=DEFAULT_CHARS_PER_TOKEN, help=CHARS_HELP)
     work.add_argument("--seed", type=int, default=0)
     slo = p.add_argument_group("SLOs (p99, milliseconds)")
     slo.add_argument("--slo-ttft-ms", type=float)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.workload.conversations import ConversationPlan
+from loadgen.workload.input_files import jsonl_objects, read_input_text
 
 DEFAULT_CHARS_PER_TOKEN = 4.0
 SAMPLINGS = ("with-replacement", "without-replacement")
@@ -72,12 +73,7 @@ def estimate_tokens(text: str, chars_per_token: float) -> int:
 def load_dataset(path: str | Path) -> Dataset:
     """Read and validate a dataset file; ValueError naming the file and line (or entry) when it is bad."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"--dataset: {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--dataset: cannot read {path} ({exc})") from None
+    text = read_input_text(path, "--dataset")
     stripped = text.lstrip()
     if not stripped:
         raise ValueError(f"--dataset: {path} is empty")
@@ -106,16 +102,7 @@ def _from_sharegpt_json(path: Path, text: str) -> Dataset:
 
 def _from_jsonl(path: Path, text: str) -> Dataset:
     conversations, skipped, formats = [], 0, set()
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}: line {number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--dataset: {where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"--dataset: {where}: not a JSON object")
+    for where, row in jsonl_objects(path, text, "--dataset"):
         if "messages" in row:
             formats.add("openai-chat")
             conversation = _chat_conversation(row["messages"], where)

@@ -20,13 +20,13 @@ Pure: no locust or gevent; a bad file raises ValueError naming the file and the 
 from __future__ import annotations
 
 import csv
-import json
 import math
 import random
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from loadgen.workload.input_files import jsonl_objects, read_input_text
 from loadgen.workload.prompts import ascii_text
 
 MOONCAKE_BLOCK_TOKENS = 512
@@ -57,12 +57,7 @@ class Trace:
 
 def load_trace(path: str | Path) -> Trace:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"--trace: {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--trace: cannot read {path} ({exc})") from None
+    text = read_input_text(path, "--trace")
     fmt, rows = ("azure", _azure_rows(path, text)) if path.suffix.lower() == ".csv" else ("mooncake", _mooncake_rows(path, text))
     if not rows:
         raise ValueError(f"--trace: {path} holds no request")
@@ -87,15 +82,8 @@ def _azure_rows(path: Path, text: str) -> list[tuple]:
 
 def _mooncake_rows(path: Path, text: str) -> list[tuple]:
     rows = []
-    for line, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        where = f"{path}: line {line}"
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--trace: {where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict) or not all(key in row for key in ("timestamp", "input_length", "output_length")):
+    for where, row in jsonl_objects(path, text, "--trace"):
+        if not all(key in row for key in ("timestamp", "input_length", "output_length")):
             raise ValueError(f"--trace: {where}: needs \"timestamp\" (ms), \"input_length\" and \"output_length\"")
         hash_ids = row.get("hash_ids") or []
         if not isinstance(hash_ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hash_ids):
