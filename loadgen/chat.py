@@ -156,6 +156,7 @@ class ChatConversation:
         self.history = ConversationHistory(plan)
         self.conversation_id = conversation_id
         self.turns = plan.turns
+        self.think_time_s = scenario.config.think_time_s
 
     def prepare(self, turn: int) -> Prepared:
         config = self.scenario.config

@@ -122,7 +122,6 @@ class LoadRun:
         self._seq = count()
         self._conversations = count()
         self.trace = getattr(scenario, "trace", None)   # a trace replay: open loop at the trace's times
-        self.think_time_s = getattr(getattr(scenario, "config", None), "think_time_s", 0.0)
         self._driver_claimed = False
         self._warned_cap = False
         self._t0_unix = getattr(options, "servecap_t0", None)
@@ -194,8 +193,8 @@ class LoadRun:
             if outcome is None or outcome.status != "ok":
                 return
             conversation.answered(answer_text(exchange.lines, bytes(exchange.body), stream=self.scenario.stream))
-            if turn + 1 < conversation.turns and self.think_time_s:
-                gevent.sleep(self.think_time_s)
+            if turn + 1 < conversation.turns and conversation.think_time_s:
+                gevent.sleep(conversation.think_time_s)
             t_ready = time.perf_counter()
 
     # -- open loop ----------------------------------------------------------------------
@@ -220,7 +219,7 @@ class LoadRun:
                 rng = random.Random(f"{self.settings.seed}/{index}")
                 prepared = trace.prepare(index, rng) if trace is not None else self.scenario.prepare(rng)
                 self.send_at(t_sched, index, prepared, inflight, self.route)
-            inflight.join()   # a trace ends: its last answers, then the test
+            inflight.join()   # a trace ends: its last answers, then this process (a worker: the master stops at -t)
             log.info("trace replayed: %d requests; stopping", len(trace.trace.rows))
             gevent.spawn(self.runner.quit)
         finally:
