@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--loadgen-processes", type=int, default=1,
                    help="Locust processes per level (a master and N workers sharing the users or the arrival "
                         "schedule); each gets a core of its own when there are N + 2 cores")
+    p.add_argument("--no-loadgen-priority", action="store_true",
+                   help="leave Locust at normal priority (default where allowed: nice -10, so its timestamps wait "
+                        "less for the core it shares with the server's front end, which then gets less of it)")
     p.add_argument("--no-report", action="store_true", help="skip the report (`servecap report`) at the end")
     return p
 
@@ -90,6 +93,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
         sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
         pin_cpus=not args.no_pin_cpus, loadgen_processes=args.loadgen_processes,
+        loadgen_priority=not args.no_loadgen_priority,
     )
 
 

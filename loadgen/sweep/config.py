@@ -115,6 +115,7 @@ class SweepConfig:
     auto_max_concurrency: int = 256
     pin_cpus: bool = True
     loadgen_processes: int = 1
+    loadgen_priority: bool = True    # Locust at nice -10 where allowed (root); see loadgen.sweep.cpu_pinning
 
     def __post_init__(self) -> None:
         if not self.out_dir:

@@ -62,7 +62,7 @@ class Sweep:
         self.records = self.out / "requests.jsonl"
         self.run_json: RunJson | None = None
         self.server_spec = reference_server_spec(config)
-        self.loadgen_nice = loadgen_nice()
+        self.loadgen_nice = loadgen_nice() if config.loadgen_priority else None
         self.cpus = plan_cpus(config.pin_cpus, external_server=config.url is not None,
                               loadgen_processes=config.loadgen_processes,
                               engine_process=self.server_spec.engine_process)
