@@ -5,7 +5,8 @@ A greenlet sleeps PROBE_INTERVAL_S again and again and records how much later th
 reading of a response chunk that arrived meanwhile: a busy loop (parsing, other greenlets, GC),
 a descheduled process (CPU contention), page faults. So the lag's distribution bounds the error
 the generator adds to TTFT and ITL. Samples before `measure_from` (perf_counter s: the end of the
-warm-up) are not kept, so start-up bursts do not count.
+warm-up) are not kept, so start-up bursts do not count, and the probe stops when the test starts
+stopping (Locust's `test_stopping`), so the teardown does not either.
 
 Costs one wake-up per interval (~1k/s): a few microseconds each.
 """
