@@ -1,7 +1,7 @@
 """A compare run directory -> its per-slice table and its verdict (what `servecap compare` and
 `servecap gate DIR` both report, so the two always agree).
 
-Reads run.json (the `compare` section: thresholds, alpha of the last look), requests.jsonl
+Reads run.json (the `compare` section: thresholds, the looks and their alpha), requests.jsonl
 (records with `arm` and `slice`) and slices.jsonl (one line per slice: its arm, pair,
 times and the server CPU seconds it cost).
 """
@@ -73,8 +73,9 @@ def read_slices(path: Path) -> pd.DataFrame:
 
 def analyse(run_dir: str | Path, *, max_regression: dict[str, float] | None = None, replace_defaults: bool = False,
             alpha: float | None = None, seed: int = 0) -> CompareAnalysis:
-    """The verdict of a compare run; thresholds default to what the run was judged with, alpha to
-    its last look's. CompareDirError when it is not a compare run or holds no measured pair."""
+    """The verdict of a compare run; thresholds default to what the run was judged with. Each metric
+    is judged look by look as the run judged it (reports.paired.decision.decide); `alpha` adds a new
+    look over every pair so far. CompareDirError when it is not a compare run or holds no measured pair."""
     run_dir = Path(run_dir)
     if not is_compare_dir(run_dir):
         raise CompareDirError(f"{run_dir} is not a compare run directory (no run.json 'compare' section "
@@ -91,12 +92,19 @@ def analyse(run_dir: str | Path, *, max_regression: dict[str, float] | None = No
         gated = dict(info.thresholds)
     else:
         gated = thresholds_for(max_regression, replace_defaults=replace_defaults)
-    if alpha is None:
-        alpha = info.looks[-1].alpha if info.looks and info.looks[-1].alpha else (info.alpha or ALPHA)
+    looks = [(look.pairs, look.alpha) for look in info.looks if look.pairs and look.alpha]
+    if alpha is not None:          # a new look over every pair so far, after the recorded ones
+        looks.append((None, alpha))
+    elif not looks:                # no look recorded (stopped before the first): one over every pair
+        looks = [(None, info.alpha or ALPHA)]
     table = slice_table(data.records, data.itl_gaps, data.itl_record, slices)
-    verdict = decide(table, gated, alpha=alpha, seed=seed, arm_values=_arm_values(data, slices))
+    verdict = decide(table, gated, looks=looks, seed=seed, arm_values=_arm_values(data, slices))
     # a compare run samples no device and scrapes no /metrics: the report's notes about those files do not apply
     notes = [note for note in data.missing if not note.startswith(("samples.csv", "server_metrics.csv"))]
+    last_look = info.looks[-1].pairs if info.looks else None
+    if alpha is None and last_look and slices["pair"].nunique() > last_look:
+        notes.append(f"{slices['pair'].nunique() - last_look} pair(s) after the last look (at {last_look} pairs) "
+                     "are shown in the figure but not judged")
     excluded = int(slices["excluded"].fillna(0).sum())
     drained = int(slices["drained"].fillna(0).sum())
     if excluded:

@@ -39,7 +39,7 @@ class CompareVerdict:
     results: list[PairedResult]
     gated: tuple[str, ...]
     arm_p99: list[ArmQuantile] = field(default_factory=list)
-    alpha: float = 0.05
+    alpha: float = 0.05      # the last look's (each result carries the alpha of the look that judged it)
 
     def gated_results(self) -> list[PairedResult]:
         return [r for r in self.results if r.metric in self.gated]
@@ -80,19 +80,37 @@ def thresholds_for(max_regression: dict[str, float] | None, *, replace_defaults:
     return gated
 
 
-def decide(table: pd.DataFrame, gated: dict[str, float], *, alpha: float, seed: int = 0,
+def decide(table: pd.DataFrame, gated: dict[str, float], *, alpha: float | None = None,
+           looks: list[tuple[int | None, float]] | None = None, seed: int = 0,
            arm_values: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] | None = None) -> CompareVerdict:
     """Judge every metric of the per-slice `table` (reports.paired.slices.slice_table).
 
+    `looks`: the sequential analysis's looks in order, [(pairs, alpha), ...] (pairs None = all).
+    Each metric is judged at each look on the pairs numbered below `pairs`, at that look's alpha,
+    until a look decides it (SAME, WORSE or BETTER); it keeps that look's verdict, as a group-
+    sequential test stops at the look whose boundary it crosses (a later, smaller alpha share
+    must not undo it). A metric no look decides keeps the last look's UNKNOWN. Without `looks`:
+    one look at `alpha` over every pair.
     Ungated metrics are judged at the default threshold, for information.
     `arm_values`: {metric: (per-pair raw values of arm A, of arm B)} for the whole-arm p99s."""
+    if looks is None:
+        if alpha is None:
+            raise ValueError("decide needs alpha or looks")
+        looks = [(None, alpha)]
+    if not looks:
+        raise ValueError("decide needs at least one look")
     results = []
     for key in METRIC_KEYS:
-        _, a, b = pair_arrays(table, key)
+        pairs, a, b = pair_arrays(table, key)
         if not (np.isfinite(a) & np.isfinite(b)).any():
             continue
-        results.append(judge(key, a, b, threshold=gated.get(key, DEFAULT_THRESHOLD),
-                             higher_is_worse=higher_is_worse(key), alpha=alpha))
+        for upto, look_alpha in looks:
+            seen = np.ones(len(pairs), dtype=bool) if upto is None else pairs < upto
+            result = judge(key, a[seen], b[seen], threshold=gated.get(key, DEFAULT_THRESHOLD),
+                           higher_is_worse=higher_is_worse(key), alpha=look_alpha)
+            if result.verdict != UNKNOWN:
+                break
+        results.append(result)
     arm_p99 = []
     for metric, (a_values, b_values) in (arm_values or {}).items():
         found = paired_bootstrap_ratio(a_values, b_values, lambda v: np.percentile(v, 99), seed=seed)
@@ -101,7 +119,7 @@ def decide(table: pd.DataFrame, gated: dict[str, float], *, alpha: float, seed: 
             a_all, b_all = np.concatenate(a_values), np.concatenate(b_values)
             arm_p99.append(ArmQuantile(f"{metric}.p99", float(np.percentile(a_all, 99)),
                                        float(np.percentile(b_all, 99)), ratio, ci))
-    return CompareVerdict(results, tuple(k for k in METRIC_KEYS if k in gated), arm_p99, alpha)
+    return CompareVerdict(results, tuple(k for k in METRIC_KEYS if k in gated), arm_p99, looks[-1][1])
 
 
 __all__ = ["SAME", "WORSE", "BETTER", "UNKNOWN", "CompareVerdict", "ArmQuantile", "decide", "thresholds_for",

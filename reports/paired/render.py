@@ -15,22 +15,21 @@ def _ci(result: PairedResult) -> str:
 
 
 def to_markdown(verdict: CompareVerdict, a_label: str, b_label: str, notes: list[str] = ()) -> str:
-    confidence = 100 * (1 - 2 * verdict.alpha)
     lines = [f"## servecap compare: {verdict.summary}", "",
              f"A = `{a_label}`, B = `{b_label}`. Load alternated between the arms in slices (AB or BA per "
              "pair, same requests within a pair); each row compares the arms pair by pair. "
-             f"change = B vs A (Hodges-Lehmann estimate over the per-pair ratios), interval = its "
-             f"{confidence:.0f}% distribution-free interval, p = Wilcoxon signed-rank (alpha {verdict.alpha:.3g} "
-             "at this look). "
+             "change = B vs A (Hodges-Lehmann estimate over the per-pair ratios), interval = its "
+             "(1 - 2 alpha) distribution-free interval, p = Wilcoxon signed-rank, all at the look that decided "
+             "the metric (its pairs and alpha; each look spends a share of the run's alpha). "
              "SAME: the interval lies within the threshold; WORSE/BETTER: significant and beyond it.", "",
-             "| metric | gated | pairs | change | interval | p | per-pair SD (robust) | threshold | verdict |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| metric | gated | pairs | change | interval | p | alpha | per-pair SD (robust) | threshold | verdict |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in verdict.results:
         p = "-" if r.p_value is None else f"{r.p_value:.3g}"
         sd = "-" if r.log_sd is None else f"{r.log_sd * 100:.1f}% ({r.log_sd_robust * 100:.1f}%)"
         cell = f"**{r.verdict}**" if r.verdict == WORSE and r.metric in verdict.gated else r.verdict
         lines.append(f"| {r.metric} | {'yes' if r.metric in verdict.gated else 'no'} | {r.pairs} | "
-                     f"{_percent(r.ratio)} | {_ci(r)} | {p} | {sd} | {r.threshold * 100:.0f}% | {cell} |")
+                     f"{_percent(r.ratio)} | {_ci(r)} | {p} | {r.alpha:.2g} | {sd} | {r.threshold * 100:.0f}% | {cell} |")
     if verdict.arm_p99:
         lines += ["", "Whole-arm p99 (every measured request of each arm; interval from a paired bootstrap "
                   "over pairs):", "", "| metric | A | B | change | 95% interval |", "| --- | --- | --- | --- | --- |"]
@@ -44,7 +43,7 @@ def to_markdown(verdict: CompareVerdict, a_label: str, b_label: str, notes: list
 
 def to_json(verdict: CompareVerdict, a_label: str, b_label: str, extra: dict | None = None) -> dict:
     rows = [{"metric": r.metric, "gated": r.metric in verdict.gated, "pairs": r.pairs, "ratio": r.ratio,
-             "interval": list(r.ci) if r.ci else None, "p_value": r.p_value, "log_sd": r.log_sd,
+             "interval": list(r.ci) if r.ci else None, "p_value": r.p_value, "alpha": r.alpha, "log_sd": r.log_sd,
              "log_sd_robust": r.log_sd_robust,
              "threshold": r.threshold, "higher_is_worse": r.higher_is_worse, "verdict": r.verdict}
             for r in verdict.results]
