@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ from servecap.contract.loadgen_meta import read_meta
 from servecap.contract.records import read_records
 
 READY_TIMEOUT_S = 10.0
+BUFFER_KIB = 65536   # the kernel's capture buffer: a burst on a busy box must not overflow it
 
 
 class Capture:
@@ -40,11 +42,12 @@ class Capture:
             raise RuntimeError("tcpdump is not installed (Debian: apt-get install -y tcpdump)")
         self.pcap, self.interface = pcap, interface
         self.process: subprocess.Popen | None = None
+        self.dropped: int | None = None   # packets the kernel dropped before tcpdump read them (a busy box)
 
     def __enter__(self) -> "Capture":
         self.pcap.parent.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            ["tcpdump", "-i", self.interface, "-n", "-U", "-s", "0", "--time-stamp-precision=nano",
+            ["tcpdump", "-i", self.interface, "-n", "-U", "-s", "0", "-B", str(BUFFER_KIB), "--time-stamp-precision=nano",
              "-w", str(self.pcap), "tcp"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         line = self.process.stderr.readline()   # "listening on lo, ..." once it captures
         if "listening on" not in line:
@@ -56,10 +59,12 @@ class Capture:
         time.sleep(0.2)   # the last packets reach the capture
         self.process.send_signal(signal.SIGINT)
         try:
-            self.process.wait(timeout=READY_TIMEOUT_S)
+            _, tail = self.process.communicate(timeout=READY_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            self.process.wait()
+            _, tail = self.process.communicate()
+        match = re.search(r"(\d+) packets? dropped by kernel", tail or "")
+        self.dropped = int(match.group(1)) if match else None
 
 
 def compare_with_capture(records: Path, pcap: Path) -> tuple[Comparison, dict]:
@@ -81,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         parser.error("give the command to capture after --")
     try:
-        with Capture(args.pcap):
+        with Capture(args.pcap) as capture:
             code = subprocess.run(command).returncode
     except RuntimeError as exc:
         print(f"capture_accuracy: {exc}", file=sys.stderr)
@@ -91,10 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     comparison, lags = compare_with_capture(args.records, args.pcap)
     if args.json:
-        print(json.dumps({"comparison": asdict(comparison), "loop_lag": lags}))
+        print(json.dumps({"comparison": asdict(comparison), "loop_lag": lags, "dropped": capture.dropped}))
         return 0
-    print(f"matched {comparison.matched} ok records to the capture ({comparison.unmatched} unmatched), "
-          f"{comparison.chunks} content chunks")
+    print(f"matched {comparison.matched} ok records to the capture ({comparison.unmatched} unmatched: a packet the "
+          f"kernel dropped loses the rest of its connection; dropped {capture.dropped}), {comparison.chunks} content chunks")
     for name, s in (("TTFT", comparison.ttft), ("ITL", comparison.itl), ("send", comparison.send_delay)):
         print(f"{name:>5} |error| ms: p50 {s.p50_abs_ms:.3f}  p99 {s.p99_abs_ms:.3f}  max {s.max_abs_ms:.2f}  "
               f"(mean signed {s.mean_ms:+.3f}, n={s.count})")

@@ -80,13 +80,15 @@ def _capture_unavailable() -> str | None:
 def test_a_loopback_capture_agrees_with_the_scripted_servers_log(tmp_path):
     records, pcap = tmp_path / "r.jsonl", tmp_path / "cap.pcap"
     with scripted_server(tmp_path, "--ttft", "0.03", "--itl", "0.005") as (url, truth_path):
-        with Capture(pcap):
+        with Capture(pcap) as capture:
             proc = subprocess.run([LOCUST, "-f", CHAT, "--headless", "--only-summary", "--host", url, "-u", "4",
                                    "-r", "4", "-t", "2s", "--output-tokens", "8", "--records", str(records)],
                                   capture_output=True, text=True, timeout=60, env=_env(), cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     captured, server = read_truth(pcap), scripted_truth(truth_path)
     ok = [r for r in read_records(records) if r["status"] == "ok"]
+    if capture.dropped:   # a busy box: the kernel dropped packets, and with them the rest of those connections
+        pytest.skip(f"tcpdump: {capture.dropped} packets dropped by the kernel; the capture is incomplete")
     assert ok and {r["response_id"] for r in ok} <= set(captured)
     # the kernel saw each chunk leave right after the server logged writing it
     lag = [c - s for rid in captured if rid in server
