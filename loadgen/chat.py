@@ -7,7 +7,21 @@ Flags (also in the web UI):
   --model NAME               model in requests (default: first id of GET /v1/models)
   --api chat|completions     /v1/chat/completions (default) or /v1/completions
   --prompt-tokens SPEC       N | uniform:LO:HI | normal:MEAN:SD | lognormal:MEAN:SIGMA | file:PATH
-  --output-tokens SPEC       max_tokens per request, same forms
+  --output-tokens SPEC       max_tokens per request, same forms (default 128; with --dataset the data's lengths)
+  --dataset PATH             prompts from a local file: ShareGPT JSON, OpenAI chat JSONL, prompt JSONL
+                             (loadgen/workload/datasets.py); output lengths from the data's replies
+  --dataset-sampling with-replacement|without-replacement   seeded either way
+  --chars-per-token X        dataset lengths are estimated as UTF-8 bytes / X (default 4; 1 = byte tokenizer)
+  --turns N|all              multi-turn conversations (closed loop): each turn sends the whole history with
+                             the server's own answers; with --dataset, N caps each conversation's turns
+                             ('all': every turn it has); records carry conversation_id and turn
+  --think-time S             multi-turn: pause between an answer and the next turn
+  --trace PATH               replay a trace open loop at its times, with its lengths: Azure CSV (TIMESTAMP,
+                             ContextTokens, GeneratedTokens) or Mooncake JSONL (timestamp in ms, input_length,
+                             output_length, hash_ids: shared ids give shared prompt prefixes); the test ends
+                             when the trace does (or at -t); level id "trace"
+  --trace-speedup X          divide the trace's times by X
+  --trace-block-tokens N     tokens per Mooncake hash id (default 512)
   --shared-prefix-tokens N   a common system prompt on top of each prompt (prefix caching)
   --ignore-eos/--no-ignore-eos   send ignore_eos (fixed output lengths; default on)
   --stream/--no-stream       SSE streaming (default on; TTFT/ITL need it)
@@ -45,10 +59,13 @@ from locust import events
 from loadgen.scenario.chat_config import ChatConfig, add_chat_arguments
 from loadgen.client.exchange import Exchange
 from loadgen.client.http_stream import ConnectionPool, run_exchange
-from loadgen.scenario.load_run import Prepared
+from loadgen.scenario.load_run import Prepared, process_share
 from loadgen.scenario.run_settings import RunSettings
-from loadgen.workload.prompts import PromptBuilder
-from loadgen.client.request_bytes import Target, chat_body, completions_body, http_request
+from loadgen.workload.conversations import ConversationHistory, ConversationPlan
+from loadgen.workload.datasets import DatasetSampler, conversation_plan, estimate_tokens, load_dataset
+from loadgen.workload.prompts import Prompt, PromptBuilder, ascii_text
+from loadgen.workload.traces import Trace, TracePrompts, load_trace
+from loadgen.client.request_bytes import Target, chat_body, chat_messages_body, completions_body, http_request
 from loadgen.scenario.hooks import LoadUser, install  # noqa: F401 - LoadUser: the user class Locust runs
 
 log = logging.getLogger(__name__)
@@ -57,7 +74,8 @@ log = logging.getLogger(__name__)
 class ChatScenario:
     """Renders one chat/completions request to bytes from a seeded RNG."""
 
-    def __init__(self, config: ChatConfig, target: Target, model: str, seed: int) -> None:
+    def __init__(self, config: ChatConfig, target: Target, model: str, seed: int,
+                 dataset: DatasetSampler | None = None, trace: Trace | None = None) -> None:
         self.config = config
         self.target = target
         self.model = model
@@ -65,6 +83,8 @@ class ChatScenario:
         self.stream = config.stream
         self.path = config.path
         self.prompts = PromptBuilder(config.shared_prefix_tokens, seed)
+        self.dataset = dataset
+        self.trace = TraceReplay(self, trace, seed) if trace is not None else None
         self._body = chat_body if config.api == "chat" else completions_body
 
     def with_target(self, target: Target, model: str) -> "ChatScenario":
@@ -73,15 +93,88 @@ class ChatScenario:
         other.target, other.model = target, model
         return other
 
+    @property
+    def multi_turn(self) -> bool:
+        return self.config.multi_turn
+
     def prepare(self, rng: random.Random) -> Prepared:
+        if self.dataset is not None:
+            return self.conversation(rng).prepare(0)
         prompt_tokens = self.config.prompt_tokens.sample(rng)
         output_tokens = self.config.output_tokens.sample(rng)
         prompt = self.prompts.build(prompt_tokens, rng)
         body = self._body(self.model, prompt, output_tokens, stream=self.config.stream,
                           ignore_eos=self.config.ignore_eos)
-        request = http_request("POST", self.target, self.config.path, body, api_key=self.config.api_key,
-                               accept="text/event-stream" if self.config.stream else "application/json")
-        return Prepared(request, prompt_tokens + self.config.shared_prefix_tokens, output_tokens)
+        return Prepared(self._http(body), prompt_tokens + self.config.shared_prefix_tokens, output_tokens)
+
+    def conversation(self, rng: random.Random, conversation_id: str | None = None) -> "ChatConversation":
+        """The next conversation: a dataset entry's turns, or --turns synthetic user turns of --prompt-tokens."""
+        config = self.config
+        if self.dataset is not None:
+            plan = conversation_plan(self.dataset.pick(rng), config.turns, config.chars_per_token,
+                                     self.prompts.shared_prefix)
+            return ChatConversation(self, plan, rng, config.chars_per_token, conversation_id)
+        users = tuple(ascii_text(config.prompt_tokens.sample(rng), rng) for _ in range(config.turns))
+        plan = ConversationPlan(users, (None,) * len(users), self.prompts.shared_prefix)
+        return ChatConversation(self, plan, rng, 1.0, conversation_id)   # synthetic text: one byte, one token
+
+    def render(self, messages: list[dict], output_tokens: int) -> bytes:
+        options = dict(stream=self.config.stream, ignore_eos=self.config.ignore_eos)
+        if self.api == "chat":
+            return self._http(chat_messages_body(self.model, messages, output_tokens, **options))
+        text = "\n".join(message["content"] for message in messages)
+        return self._http(completions_body(self.model, Prompt(None, text), output_tokens, **options))
+
+    def _http(self, body: dict) -> bytes:
+        return http_request("POST", self.target, self.config.path, body, api_key=self.config.api_key,
+                            accept="text/event-stream" if self.config.stream else "application/json")
+
+
+class TraceReplay:
+    """A trace's schedule and its rows as requests (LoadRun sends row i at offset i)."""
+
+    def __init__(self, scenario: ChatScenario, trace: Trace, seed: int) -> None:
+        self.scenario, self.trace = scenario, trace
+        self.prompts = TracePrompts(seed, scenario.config.trace_block_tokens)
+
+    def offsets(self) -> list[float]:
+        return self.trace.offsets(self.scenario.config.trace_speedup)
+
+    def prepare(self, index: int, rng: random.Random) -> Prepared:
+        config, row = self.scenario.config, self.trace.rows[index]
+        output_tokens = config.output_tokens.sample(rng) if config.output_tokens_given else row.output_tokens
+        shared = self.scenario.prompts.shared_prefix
+        messages = ([{"role": "system", "content": shared}] if shared else []) + [
+            {"role": "user", "content": self.prompts.text(index, row)}]
+        return Prepared(self.scenario.render(messages, output_tokens),
+                        row.input_tokens + config.shared_prefix_tokens, output_tokens)
+
+
+class ChatConversation:
+    """One conversation's turns, in order: each `prepare(turn)` sends the history so far, `answered(text)`
+    adds the server's answer to it."""
+
+    def __init__(self, scenario: ChatScenario, plan: ConversationPlan, rng: random.Random, chars_per_token: float,
+                 conversation_id: str | None) -> None:
+        self.scenario, self.rng, self.chars_per_token = scenario, rng, chars_per_token
+        self.history = ConversationHistory(plan)
+        self.conversation_id = conversation_id
+        self.turns = plan.turns
+        self.think_time_s = scenario.config.think_time_s
+
+    def prepare(self, turn: int) -> Prepared:
+        config = self.scenario.config
+        data_length = self.history.plan.output_tokens[turn]
+        # --output-tokens given: it wins; else the data's own length, else the default
+        output_tokens = (data_length if data_length is not None and not config.output_tokens_given
+                         else config.output_tokens.sample(self.rng))
+        messages = self.history.messages(turn)
+        prompt_tokens = sum(estimate_tokens(m["content"], self.chars_per_token) for m in messages)
+        return Prepared(self.scenario.render(messages, output_tokens), prompt_tokens, output_tokens,
+                        conversation_id=self.conversation_id, turn=turn + 1 if self.conversation_id else None)
+
+    def answered(self, text: str) -> None:
+        self.history.answered(text)
 
 
 def discover_model(target: Target, api_key: str | None) -> str:
@@ -104,11 +197,26 @@ def discover_model(target: Target, api_key: str | None) -> str:
 
 def build(options, environment, role: str, settings: RunSettings) -> ChatScenario | None:
     config = ChatConfig.from_options(options)
+    if config.multi_turn and (settings.arrival.open_loop or settings.slice_plan is not None):
+        raise ValueError("--turns: multi-turn conversations run closed loop (--arrival closed), outside compare runs")
+    if config.think_time_s and not config.multi_turn:
+        raise ValueError("--think-time is the pause between turns: it needs --turns N (N > 1) or --turns all")
+    dataset = load_dataset(config.dataset) if config.dataset else None   # a bad file fails at init, naming the line
+    trace = load_trace(config.trace) if config.trace else None
+    if trace is not None and (settings.arrival.open_loop or settings.slice_plan is not None):
+        raise ValueError("--trace sets the send times itself: leave --arrival closed (the default), no compare run")
     if role in ("check", "master"):
         return None
     target = Target.from_url(environment.host or "")
     model = config.model or discover_model(target, config.api_key)
-    return ChatScenario(config, target, model, settings.seed)
+    sampler = None
+    if dataset is not None:
+        index, processes = process_share(environment, role)
+        sampler = DatasetSampler(dataset, seed=settings.seed, sampling=config.dataset_sampling,
+                                 process_index=index, process_count=processes)
+        log.info("dataset %s: %d conversations (%s), %d skipped without a user turn", dataset.path,
+                 len(dataset.conversations), dataset.format, dataset.skipped)
+    return ChatScenario(config, target, model, settings.seed, sampler, trace)
 
 
 install(events, add_chat_arguments, build)

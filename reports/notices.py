@@ -55,14 +55,21 @@ def _loadgen(summary: dict) -> Notice | None:
     late = [lvl["level"] for lvl in summary["levels"] if lvl.get("loadgen", {}).get("late")]
     if late:
         items.append(f"sent late (p99 lateness > {LATENESS_LIMIT_MS:g} ms) at: {', '.join(late)}")
+    limited = [lvl for lvl in summary["levels"] if lvl.get("loadgen", {}).get("limited_by_loadgen")]
+    if limited:
+        lags = [f"{lvl['level']} ({lvl['loadgen']['loop_lag_p99_ms']:.2f} ms)" for lvl in limited
+                if lvl["loadgen"].get("loop_lag_p99_ms") is not None]
+        items.append(f"the load generator, not the server, was a limit at: {', '.join(lvl['level'] for lvl in limited)}"
+                     + (f"; its event-loop lag p99 bounds its timing error there: {', '.join(lags)}" if lags else ""))
     if not items:
         return None
     return Notice(
         "load generator limits",
         "The load generator sent requests late or ran short of CPU: those levels measure the generator "
         "as much as the server.",
-        "give Locust more CPU: fewer users per process, or distributed Locust "
-        "(`locust -f loadgen/chat.py --master` with `--worker`s); details in requests.meta.json",
+        "give Locust more CPU: more processes and cores (`servecap sweep ... --loadgen-processes N`), "
+        "distributed Locust (`locust -f loadgen/chat.py --master` with `--worker`s), or a lower load; "
+        "details in requests.meta.json and the report's load-generator health table",
         items)
 
 

@@ -114,6 +114,9 @@ def sections(summary: dict, figures: list[FigureFile],
         out.append(("Predicted vs measured", [Details("Every predicted quantity per level (calibrated on all "
                                                        "levels: in-sample)", [predicted])]))
     out.append(levels_section(summary))
+    turns = tables.turn_table(summary)
+    if not turns.empty:
+        out.append(("Latency by turn", [turns]))
     out.append(("Figures", [fig for fig in figures if fig.name != ANSWER_FIGURE]))
     out.append(("Detail", [
         *[Details(f"Latency detail: {metric}", [tables.latency_table(summary, metric)])

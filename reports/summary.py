@@ -26,6 +26,9 @@ from servecap.contract.run_json import RunInfo
 from servecap.contract.slo import SLO
 
 LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+# Coordinated omission: a request a cap or a busy user held back waited `queue_s` before it was sent;
+# E2E counted from the intended send time adds it (what a user arriving on schedule would have seen).
+QUEUE_METRICS = ("queue_s", "e2e_with_queue_s")
 LATENESS_LIMIT_MS = LATENESS_P99_LIMIT_S * 1000.0  # an open-loop sender later than this at p99 skews the load
 
 
@@ -128,8 +131,11 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
             "tpot_s": summarize(ok["tpot_s"].to_numpy(), seed),
             "itl_s": summarize(itl_gaps, seed),
             "e2e_s": summarize(ok["e2e_s"].to_numpy(), seed),
+            "queue_s": summarize(ok["queue_s"].to_numpy(), seed),
+            "e2e_with_queue_s": summarize((ok["e2e_s"] + ok["queue_s"]).to_numpy(), seed),   # NaN without queue_s
         },
         "loadgen": loadgen_health(frame, (data.loadgen_meta.get("levels") or {}).get(level)),
+        "by_turn": by_turn(ok),
         "server": server_means(series, start, end),
         "server_latency": server_latency(series, observation_start(start, warmup_ends), end),
         "device": device_means(data.samples, start, end),
@@ -137,6 +143,23 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
     entry["client_vs_server"] = client_vs_server(entry)
     entry["energy_per_output_token_j"] = energy_per_token_j(entry["device"], duration, output_tokens)
     return entry
+
+
+def by_turn(ok: pd.DataFrame) -> dict | None:
+    """Multi-turn runs: {turn: {"requests", "prompt_tokens_mean", metric: {"p50", "p99"}}} over a level's ok
+    measure records (later turns carry longer histories); None when no record has a turn."""
+    turns = ok["turn"].dropna()
+    if turns.empty:
+        return None
+    out = {}
+    for turn, group in ok.loc[turns.index].groupby(turns.astype(int), sort=True):
+        entry: dict = {"requests": len(group), "prompt_tokens_mean": float(group["prompt_tokens"].mean())}
+        for metric in ("ttft_s", "tpot_s", "e2e_s"):
+            values = group[metric].dropna().to_numpy()
+            p50, p99 = np.percentile(values, [50, 99]) if len(values) else (None, None)
+            entry[metric] = {"p50": None if p50 is None else float(p50), "p99": None if p99 is None else float(p99)}
+        out[str(turn)] = entry
+    return out
 
 
 def loadgen_health(frame: pd.DataFrame, meta: dict | None = None) -> dict:
@@ -159,6 +182,10 @@ def loadgen_health(frame: pd.DataFrame, meta: dict | None = None) -> dict:
         if cpu:
             out["cpu_max_pct"] = float(max(cpu))
         out["limited_by_loadgen"] = bool(meta.get("limited_by_loadgen"))
+        for name in ("p50", "p99", "max"):   # the worst process's event-loop lag: the timings' own error bar
+            value = meta.get(f"loop_lag_{name}_s")
+            if isinstance(value, (int, float)):
+                out[f"loop_lag_{name}_ms"] = float(value) * 1000.0
         out["warnings"] = [str(w) for w in meta.get("warnings") or []]
     return out
 

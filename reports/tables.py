@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-LATENCY_COLUMNS = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+LATENCY_COLUMNS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s", "e2e_with_queue_s")
 
 
 def _ms(value: float | None) -> str:
@@ -71,14 +71,38 @@ def levels_table(summary: dict) -> pd.DataFrame:
             "TPOT p50/p99 (ms)": f"{_ms(m['tpot_s']['p50'])} / {_ms(m['tpot_s']['p99'])}",
             "ITL p99 (ms)": _ms(m["itl_s"]["p99"]),
             "E2E p50/p99 (ms)": f"{_ms(m['e2e_s']['p50'])} / {_ms(m['e2e_s']['p99'])}",
+            **_with_queue(m),
+            "loop lag p99 (ms)": _num(lvl["loadgen"].get("loop_lag_p99_ms"), "{:.2f}"),
         })
+    return pd.DataFrame(rows)
+
+
+def _with_queue(metrics: dict) -> dict:
+    """E2E from the intended send time, next to E2E from the actual one (coordinated omission)."""
+    queued = metrics.get("e2e_with_queue_s") or {}
+    if not queued.get("count"):
+        return {"E2E incl. queue p50/p99 (ms)": ""}
+    return {"E2E incl. queue p50/p99 (ms)": f"{_ms(queued['p50'])} / {_ms(queued['p99'])}"}
+
+
+def turn_table(summary: dict) -> pd.DataFrame:
+    """Multi-turn runs: latency per level and turn (each turn sends the whole history so far)."""
+    rows = []
+    for lvl in summary["levels"]:
+        for turn, t in (lvl.get("by_turn") or {}).items():
+            rows.append({"level": lvl["level"], "turn": turn, "requests": t["requests"],
+                         "prompt tokens mean": _num(t["prompt_tokens_mean"], "{:.0f}"),
+                         **{f"{name} p50/p99 (ms)": f"{_ms(t[metric]['p50'])} / {_ms(t[metric]['p99'])}"
+                            for name, metric in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s"))}})
     return pd.DataFrame(rows)
 
 
 def latency_table(summary: dict, metric: str) -> pd.DataFrame:
     rows = []
     for lvl in summary["levels"]:
-        s = lvl["metrics"][metric]
+        s = lvl["metrics"].get(metric)
+        if s is None:   # a summary from before the metric existed
+            continue
         rows.append({"level": lvl["level"], "count": s["count"], "mean (ms)": _ms(s["mean"]),
                      "p50": _ms(s["p50"]), "p90": _ms(s["p90"]), "p95": _ms(s["p95"]), "p99": _ms(s["p99"]),
                      "p99 95% CI": _ci_ms(s["p99_ci95"]), "CI method": s["ci_method"] or ""})
@@ -95,6 +119,9 @@ def health_table(summary: dict) -> pd.DataFrame:
                      "lateness p50 (ms)": _num(h.get("lateness_p50_ms"), "{:.3f}"),
                      "lateness p99 (ms)": _num(h.get("lateness_p99_ms"), "{:.3f}"),
                      "lateness max (ms)": _num(h.get("lateness_max_ms"), "{:.3f}"),
+                     "loop lag p50/p99/max (ms)": " / ".join(_num(h.get(f"loop_lag_{q}_ms"), "{:.2f}")
+                                                            for q in ("p50", "p99", "max"))
+                     if h.get("loop_lag_p99_ms") is not None else "",
                      "generator CPU max %": _num(h.get("cpu_max_pct"), "{:.0f}"),
                      "verdict": "LIMITED BY LOAD GENERATOR" if late or h.get("limited_by_loadgen")
                      else ("ok" if late is not None or "limited_by_loadgen" in h else "")})

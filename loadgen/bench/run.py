@@ -31,8 +31,9 @@ class BenchResult:
     duration_s: float
     comparison: Comparison
     chunks_per_s: float
-    loadgen_cpu_mean_pct: float | None
+    loadgen_cpu_mean_pct: float | None   # the busiest Locust process's
     loadgen_cpu_max_pct: float | None
+    loop_lag_p99_ms: float | None = None  # the worst process's event-loop lag
 
 
 def _env() -> dict:
@@ -54,8 +55,9 @@ def _priority(nice: int, realtime: bool, rt_priority: int = 10):
 
 def run_once(streams: int, duration_s: float, ttft_s: float, itl_s: float, output_tokens: int,
              server_processes: int = 1, workdir: Path | None = None, nice: int = 0,
-             realtime: bool = False, client: str = "servecap") -> BenchResult:
-    """client: "servecap" (loadgen/chat.py) or "stock" (HttpUser + iter_lines baseline)."""
+             realtime: bool = False, client: str = "servecap", loadgen_processes: int = 1) -> BenchResult:
+    """client: "servecap" (loadgen/chat.py) or "stock" (HttpUser + iter_lines baseline);
+    loadgen_processes > 1: Locust's --processes (a master and that many workers)."""
     workdir = Path(workdir or tempfile.mkdtemp(prefix="servecap-bench-"))
     truth_path, records = workdir / f"truth-{streams}.jsonl", workdir / f"records-{streams}.jsonl"
     server = subprocess.Popen(
@@ -73,6 +75,8 @@ def run_once(streams: int, duration_s: float, ttft_s: float, itl_s: float, outpu
                "--warmup", "1", "--level", f"c={streams}", "--stop-timeout", "0"]
         if client != "stock":
             cmd += ["--prompt-tokens", "64", "--model", "scripted"]
+        if loadgen_processes > 1:
+            cmd += ["--processes", str(loadgen_processes)]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=duration_s + 120,
                               preexec_fn=_priority(nice, realtime, rt_priority=20))
         if proc.returncode != 0:
@@ -88,6 +92,9 @@ def run_once(streams: int, duration_s: float, ttft_s: float, itl_s: float, outpu
     comparison = compare(rows, truth)
     span = (max(r["t_start"] + (r["e2e_s"] or 0) for r in rows) - min(r["t_start"] for r in rows)) if rows else 0
     received = sum(len(r["itl_s"]) + 1 for r in rows if r["ttft_s"] is not None)
-    process = next(iter(read_meta(records).get("levels", {}).get(f"c={streams}", {}).get("processes", {}).values()), {})
+    level = read_meta(records).get("levels", {}).get(f"c={streams}", {})
+    processes = list(level.get("processes", {}).values()) or [{}]
+    busiest = max(processes, key=lambda p: p.get("cpu_mean_pct") or 0)
+    lag = level.get("loop_lag_p99_s")
     return BenchResult(streams, duration_s, comparison, received / span if span else 0.0,
-                       process.get("cpu_mean_pct"), process.get("cpu_max_pct"))
+                       busiest.get("cpu_mean_pct"), busiest.get("cpu_max_pct"), lag * 1e3 if lag is not None else None)

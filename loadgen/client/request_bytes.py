@@ -49,6 +49,11 @@ def chat_body(model: str, prompt: Prompt, max_tokens: int, *, stream: bool, igno
     if prompt.system:
         messages.append({"role": "system", "content": prompt.system})
     messages.append({"role": "user", "content": prompt.user})
+    return chat_messages_body(model, messages, max_tokens, stream=stream, ignore_eos=ignore_eos)
+
+
+def chat_messages_body(model: str, messages: list[dict], max_tokens: int, *, stream: bool, ignore_eos: bool) -> dict:
+    """A chat request of whole messages ([{"role", "content"}], e.g. a dataset's conversation so far)."""
     body: dict = {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": stream}
     return _finish_body(body, stream=stream, ignore_eos=ignore_eos)
 

@@ -58,6 +58,21 @@ def chunk_text(event: dict) -> str:
     return "".join(out)
 
 
+def answer_text(timed_lines: Iterable[tuple[float, bytes]], body: bytes, *, stream: bool) -> str:
+    """The whole generated text of a response (a multi-turn conversation's next history entry):
+    every chunk's text in order, or a non-streamed body's first choice."""
+    if stream:
+        events = (parse_data_line(line) for _, line in timed_lines)
+        return "".join(chunk_text(event) for event in events if isinstance(event, dict))
+    try:
+        choice = (json.loads(body or b"null") or {}).get("choices", [{}])[0]
+    except (ValueError, AttributeError, IndexError, TypeError):
+        return ""
+    message = choice.get("message") if isinstance(choice, dict) else None
+    text = message.get("content") if isinstance(message, dict) else (choice or {}).get("text")
+    return text if isinstance(text, str) else ""
+
+
 def error_message(obj: Any) -> str | None:
     """A short message from OpenAI's `{"error": {...}}`, FastAPI's `{"detail": ...}`, or text."""
     if isinstance(obj, dict):

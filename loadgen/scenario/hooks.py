@@ -11,6 +11,7 @@ again at each `test_start` (the web UI can change them).
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 import time
@@ -82,6 +83,7 @@ def install(events, add_arguments: Callable[[Any], None], build: Build) -> None:
                 raise ValueError("--slice-plan runs in one local Locust process, not with --master/--worker")
             run = LoadRun(environment, scenario, settings, state.sink)
             state.sink.begin(run)
+            freeze_startup_heap()
             run.start()
         except ValueError as exc:
             log.error("cannot start the test: %s", exc)
@@ -90,11 +92,27 @@ def install(events, add_arguments: Callable[[Any], None], build: Build) -> None:
             return
         state.run = run
 
+    @events.test_stopping.add_listener
+    def _on_test_stopping(environment, **_) -> None:
+        run = environment.servecap.run
+        if run is not None:   # the loop lag measures the test, not its teardown (killing users, last records)
+            run.health.loop_lag.stop()
+
     @events.test_stop.add_listener
     def _on_test_stop(environment, **_) -> None:
         run = environment.servecap.run
         if run is not None:
             run.stop()
+
+
+def freeze_startup_heap() -> None:
+    """Move every object alive now (imports, Locust, the scenario) out of the collector's reach, so a
+    full collection during the test walks only what the test made. Measured at 16 streams (tiny, 2
+    cores): no change in loop lag, because the collector hardly ran (3-5 young collections in 20 s,
+    none of the old generations; gc_pauses.py counts them); kept for long runs, where full
+    collections over a grown heap would otherwise pause the loop."""
+    gc.collect()
+    gc.freeze()
 
 
 def current_run(environment) -> LoadRun | None:

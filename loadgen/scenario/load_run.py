@@ -11,6 +11,8 @@ process i % processes); every arrival gets its own greenlet, prepared 2 ms early
 sleeps until its slot and sends regardless of responses. At most `--max-inflight`
 requests are in flight per process; an arrival that finds the bound full waits (its
 lateness shows it) and the hit is counted in the meta file.
+A trace replay (`--trace`) is the same driver over the trace's offsets and rows; the test
+stops once the trace's last request has finished.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from gevent import GreenletExit
 
 from loadgen.workload.arrivals import iter_offsets, my_share
 from loadgen.client.clock import Clock
-from loadgen.client.exchange import Exchange, summarize
+from loadgen.client.exchange import Exchange, Outcome, summarize
+from loadgen.client.sse import answer_text
 from loadgen.scenario.generator_health import GeneratorHealth
 from loadgen.client.greenlet_time import sleep_until, yield_now
 from loadgen.client.http_stream import ConnectionPool, run_exchange, send_request
@@ -54,6 +57,17 @@ class Prepared:
     request: bytes
     prompt_tokens_asked: int | None
     output_tokens_asked: int | None
+    conversation_id: str | None = None   # multi-turn: the record's conversation_id and turn (1-based)
+    turn: int | None = None
+
+
+def process_share(environment, role: str) -> tuple[int, int]:
+    """(this process's index, how many processes share the test): a worker's index among --expect-workers,
+    else (0, 1). Open-loop slots and a dataset's deck are split by it."""
+    if role != "worker":
+        return 0, 1
+    count = max(int(getattr(environment.parsed_options, "expect_workers", 1) or 1), 1)
+    return max(getattr(environment.runner, "worker_index", 0), 0) % count, count
 
 
 class Scenario(Protocol):
@@ -95,12 +109,10 @@ class LoadRun:
         self.test_start_perf = time.perf_counter()
         self.role = sink.role
         index = max(getattr(self.runner, "worker_index", 0), 0)
-        self.process_index = index
-        options = environment.parsed_options
-        self.process_count = max(int(getattr(options, "expect_workers", 1) or 1), 1) if self.role == "worker" else 1
-        if self.process_index >= self.process_count:
+        self.process_index, self.process_count = process_share(environment, self.role)
+        if self.process_index != index:
             log.error("worker index %d >= --expect-workers %d: open-loop slots will overlap", index, self.process_count)
-            self.process_index %= self.process_count
+        options = environment.parsed_options
         host = socket.gethostname()
         self.worker = (f"worker{index}@{host}:{os.getpid()}" if self.role == "worker"
                        else f"{self.role}@{host}:{os.getpid()}")
@@ -109,6 +121,8 @@ class LoadRun:
         self.route = Route(self.pool, scenario) if self.pool is not None else None
         self.slices = None   # a SliceDriver when --slice-plan is given (see start())
         self._seq = count()
+        self._conversations = count()
+        self.trace = getattr(scenario, "trace", None)   # a trace replay: open loop at the trace's times
         self._driver_claimed = False
         self._warned_cap = False
         self._t0_unix = getattr(options, "servecap_t0", None)
@@ -116,8 +130,13 @@ class LoadRun:
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
+        cores = self.settings.worker_cpus
+        if self.role == "worker" and cores and hasattr(os, "sched_setaffinity"):
+            core = cores[self.process_index % len(cores)]
+            os.sched_setaffinity(0, {core})   # a core of its own: its loop lag is not its siblings'
+            log.info("%s pinned to core %d", self.worker, core)
         if self.role != "master":
-            self.health.start()
+            self.health.start(measure_from=self.test_start_perf + self.settings.warmup_s)
         if self.settings.slice_plan and self.role == "local":
             from loadgen.scenario.slice_driver import SliceDriver   # gevent-side; only compare runs need it
 
@@ -130,6 +149,8 @@ class LoadRun:
     def level(self) -> str:
         if self.settings.level:
             return self.settings.level
+        if self.trace is not None:
+            return "trace"
         if self.settings.arrival.open_loop:
             return f"rps={self.settings.arrival.rate_rps:g}"
         users = self.runner.target_user_count if self.role == "local" else self._users_at_start
@@ -144,7 +165,7 @@ class LoadRun:
         if self.slices is not None:
             self.slices.user_step()
             return
-        if self.settings.arrival.open_loop:
+        if self.settings.arrival.open_loop or self.trace is not None:
             if not self._driver_claimed:
                 self._driver_claimed = True
                 self.drive_open_loop()
@@ -152,9 +173,30 @@ class LoadRun:
                 log.info("open loop: one user per process drives the schedule; this extra user idles")
                 gevent.sleep(1e9)
             return
+        if getattr(self.scenario, "multi_turn", False):
+            self.converse()
+            return
+        t_ready = time.perf_counter()   # the intended send time: the user's last request just ended
         index = next(self._seq)
         rng = random.Random(f"{self.settings.seed}/{self.process_index}/{index}")
-        self.send(index, self.scenario.prepare(rng))
+        self.send(index, self.scenario.prepare(rng), t_ready=t_ready)
+
+    def converse(self) -> None:
+        """Closed loop, multi-turn: one whole conversation, a turn after each answer (plus the think time).
+        A turn that fails ends the conversation: its history would lack the answer."""
+        number = next(self._conversations)
+        conversation = self.scenario.conversation(random.Random(f"{self.settings.seed}/{self.process_index}/c{number}"),
+                                                  f"{self.worker}/c{number}")
+        t_ready = time.perf_counter()
+        for turn in range(conversation.turns):
+            exchange = Exchange()
+            outcome = self.send(next(self._seq), conversation.prepare(turn), exchange=exchange, t_ready=t_ready)
+            if outcome is None or outcome.status != "ok":
+                return
+            conversation.answered(answer_text(exchange.lines, bytes(exchange.body), stream=self.scenario.stream))
+            if turn + 1 < conversation.turns and conversation.think_time_s:
+                gevent.sleep(conversation.think_time_s)
+            t_ready = time.perf_counter()
 
     # -- open loop ----------------------------------------------------------------------
     def drive_open_loop(self) -> None:
@@ -167,14 +209,20 @@ class LoadRun:
         t0_unix = self._t0_unix if self._t0_unix is not None else self.clock.now() + OPEN_LOOP_START_S
         t0 = self.clock.perf(t0_unix)
         inflight = gevent.pool.Pool(self.settings.max_inflight)
+        trace = self.trace
+        schedule = trace.offsets() if trace is not None else iter_offsets(self.settings.arrival, self.settings.seed)
         try:
-            for index, offset in enumerate(iter_offsets(self.settings.arrival, self.settings.seed)):
+            for index, offset in enumerate(schedule):
                 if not my_share(index, self.process_index, self.process_count):
                     continue
                 t_sched = t0 + offset
                 sleep_until(t_sched - PREPARE_LEAD_S)
-                prepared = self.scenario.prepare(random.Random(f"{self.settings.seed}/{index}"))
+                rng = random.Random(f"{self.settings.seed}/{index}")
+                prepared = trace.prepare(index, rng) if trace is not None else self.scenario.prepare(rng)
                 self.send_at(t_sched, index, prepared, inflight, self.route)
+            inflight.join()   # a trace ends: its last answers, then this process (a worker: the master stops at -t)
+            log.info("trace replayed: %d requests; stopping", len(trace.trace.rows))
+            gevent.spawn(self.runner.quit)
         finally:
             inflight.kill(block=True)  # in-flight requests write "incomplete" records
 
@@ -206,17 +254,22 @@ class LoadRun:
 
     # -- one request --------------------------------------------------------------------
     def send(self, index: int, prepared: Prepared, *, t_sched: float | None = None, conn=None,
-             exchange: Exchange | None = None, sent: bool = False, route: Route | None = None) -> None:
+             exchange: Exchange | None = None, sent: bool = False, route: Route | None = None,
+             t_ready: float | None = None) -> Outcome | None:
+        """One request to its end and its record (its outcome returned; None when it could not connect).
+        t_sched: the open-loop slot; t_ready: a closed-loop user's intended send time (perf_counter s).
+        Either makes the record's queue_s."""
         route = route or self.route
         if conn is None:
             try:
                 conn = route.pool.acquire()
             except OSError as exc:
-                self._record_failure(index, prepared, t_sched, f"connect: {exc}", route)
+                self._record_failure(index, prepared, t_sched, f"connect: {exc}", route, t_ready)
                 gevent.sleep(0.1)  # a refused connection must not spin the user
-                return
+                return None
         exchange = exchange or Exchange()
         stopped = False
+        outcome = None
         try:
             run_exchange(route.pool, prepared.request, exchange, stream=route.scenario.stream,
                          timeout_s=self.settings.request_timeout_s, conn=conn, sent=sent)
@@ -226,10 +279,11 @@ class LoadRun:
             raise
         finally:
             if exchange.t_start is not None or not stopped:
-                self._finish(index, prepared, exchange, t_sched, stopped, route)
+                outcome = self._finish(index, prepared, exchange, t_sched, stopped, route, t_ready)
+        return outcome
 
     def _finish(self, index, prepared: Prepared, exchange: Exchange, t_sched, stopped: bool,
-                route: Route | None = None) -> None:
+                route: Route | None = None, t_ready: float | None = None) -> Outcome:
         route = route or self.route
         scenario = route.scenario
         # Parsing a long stream pauses now and then so other streams keep being read; if the
@@ -245,12 +299,14 @@ class LoadRun:
         t_start = exchange.t_start if exchange.t_start is not None else time.perf_counter()
         if t_sched is not None:
             self.health.note_lateness(t_start - t_sched)
+        intended = t_sched if t_sched is not None else t_ready
         self.health.requests_sent += 1
         record = Record(
             level=f"{route.arm}/{self.level()}" if route.arm else self.level(),
             phase=route.phase or ("warmup" if t_start - self.test_start_perf < self.settings.warmup_s else "measure"),
             t_sched=self.clock.unix(t_sched) if t_sched is not None else None,
             t_start=self.clock.unix(t_start),
+            queue_s=max(0.0, t_start - intended) if intended is not None else None,
             ttft_s=outcome.ttft_s,
             e2e_s=outcome.e2e_s,
             itl_s=outcome.itl_s,
@@ -269,6 +325,8 @@ class LoadRun:
             arm=route.arm,
             slice=route.slice,
             switch=route.switch() if route.switch else None,
+            conversation_id=prepared.conversation_id,
+            turn=prepared.turn,
         )
         self.sink.put(record)
         if not stopped:  # Locust's stats count exactly the requests that finished
@@ -276,7 +334,9 @@ class LoadRun:
                              scenario.path, outcome, arm=route.arm, pause=None if killed else yield_now)
         if killed:
             raise GreenletExit
+        return outcome
 
-    def _record_failure(self, index, prepared: Prepared, t_sched, message: str, route: Route | None = None) -> None:
+    def _record_failure(self, index, prepared: Prepared, t_sched, message: str, route: Route | None = None,
+                        t_ready: float | None = None) -> None:
         exchange = Exchange(t_start=time.perf_counter(), failure="error", failure_message=message[:200])
-        self._finish(index, prepared, exchange, t_sched, stopped=False, route=route)
+        self._finish(index, prepared, exchange, t_sched, stopped=False, route=route, t_ready=t_ready)

@@ -26,6 +26,7 @@ class RunSettings:
     level: str | None = None         # record `level`; None = "c=<users>" or "rps=<rate>"
     warmup_s: float = 0.0            # records that start within this many seconds are phase "warmup"
     slice_plan: SlicePlan | None = None   # compare runs: alternate the load between two arms in slices
+    worker_cpus: tuple[int, ...] = ()     # --worker-cpus: worker i runs on core worker_cpus[i % len]
 
     def __post_init__(self) -> None:
         if self.max_inflight < 1:
@@ -51,6 +52,7 @@ class RunSettings:
             level=str(get("level")) if get("level") else None,
             warmup_s=parse_float(get("warmup", 0.0), "--warmup"),
             slice_plan=SlicePlan.read(get("slice_plan")) if get("slice_plan") else None,
+            worker_cpus=parse_cores(get("worker_cpus", "") or ""),
         )
 
 
@@ -73,6 +75,17 @@ def parse_int(value: Any, option: str) -> int:
     return int(number)
 
 
+def parse_cores(value: str) -> tuple[int, ...]:
+    """'0,2,3' -> (0, 2, 3); ValueError naming --worker-cpus."""
+    try:
+        cores = tuple(int(item) for item in str(value).split(",") if item.strip())
+    except ValueError:
+        raise ValueError(f"--worker-cpus: {value!r} is not a comma list of core numbers") from None
+    if any(core < 0 for core in cores):
+        raise ValueError(f"--worker-cpus: core numbers are >= 0, got {value!r}")
+    return cores
+
+
 def parse_bool(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
@@ -93,6 +106,8 @@ def add_common_arguments(parser: Any) -> None:
     group.add_argument("--level", default="", help="level id written in records (default c=<users> or rps=<rate>)")
     group.add_argument("--warmup", default=0.0, type=float,
                        help="records of requests started in the first S seconds get phase 'warmup'")
+    group.add_argument("--worker-cpus", default="",
+                       help="with --processes or --worker: worker i pins itself to core i of this comma list")
     group.add_argument("--slice-plan", default="",
                        help="compare runs (written by `servecap compare`): alternate the load between two arms "
                             "in the slices of this JSON plan, then quit")

@@ -96,20 +96,21 @@ class SliceDriver:
             return
         if active is None or active.switched:
             return
+        t_ready = time.perf_counter()   # after the gate: a switch's wait is the plan's, not a queue
         index = active.take_index()
-        self._send(active, index, t_sched=None)
+        self._send(active, index, t_sched=None, t_ready=t_ready)
 
     def _route(self, active: ActiveSlice):
         pool, scenario = self.arms[active.slice.arm]
         return self.Route(pool, scenario, arm=active.slice.arm, slice=active.slice.index, phase=active.slice.phase,
                           switch=active.switch_state)
 
-    def _send(self, active: ActiveSlice, index: int, t_sched: float | None) -> None:
+    def _send(self, active: ActiveSlice, index: int, t_sched: float | None, t_ready: float | None = None) -> None:
         prepared = self._prepare(active, index)
         me = gevent.getcurrent()
         active.inflight.add(me)
         try:
-            self.run.send(index, prepared, t_sched=t_sched, route=self._route(active))
+            self.run.send(index, prepared, t_sched=t_sched, route=self._route(active), t_ready=t_ready)
         finally:
             active.inflight.discard(me)
             if active.switched and not active.inflight:

@@ -2,6 +2,7 @@
 
     servecap sweep --strategies none,static,dynamic,continuous --concurrency 1,4,8 --out runs/cmp
     servecap sweep --url http://127.0.0.1:8000 --rates 1,2,4 --arrival poisson --out runs/vllm
+    servecap sweep --url http://127.0.0.1:8000 --trace mooncake.jsonl --trace-speedup 2 --out runs/replay
     servecap sweep --auto --slo-tpot-ms 50 --strategies continuous --out runs/knee
 """
 
@@ -14,6 +15,9 @@ from rich.console import Console
 
 from loadgen.sweep.runner import Sweep
 from loadgen.sweep.config import SweepConfig, parse_duration, parse_number_list
+from loadgen.scenario.chat_config import CHARS_HELP, DATASET_HELP, SAMPLING_HELP, TRACE_HELP, TURNS_HELP
+from loadgen.workload.conversations import parse_turns
+from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS
 from reference_server.scheduling.strategies import strategy_names
 from reports import cli as report_cli
 from reports.report import ReportOptions
@@ -42,12 +46,20 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--concurrency", help="closed-loop levels, e.g. 1,2,4,8,16,32")
     plan.add_argument("--rates", help="open-loop arrival rates in requests/s, e.g. 1,2,4,8")
     plan.add_argument("--auto", action="store_true", help="find the knee: ramp concurrency until a p99 SLO breaks, then bisect")
+    plan.add_argument("--trace", metavar="PATH", help=TRACE_HELP)
+    plan.add_argument("--trace-speedup", type=float, default=1.0, help="divide the trace's times by this")
     plan.add_argument("--arrival", default="poisson", help="open-loop arrivals: poisson | constant | gamma:CV")
     plan.add_argument("--warmup", default="5s", help="warm-up per level (10, 30s, 2m)")
     plan.add_argument("--duration", default="20s", help="measurement window per level (10, 30s, 2m)")
     work = p.add_argument_group("workload")
     work.add_argument("--prompt-tokens", default="uniform:32:128", help="N | uniform:LO:HI | normal:M:SD | lognormal:M:S | file:PATH")
-    work.add_argument("--output-tokens", default="uniform:16:64", help="same forms as --prompt-tokens")
+    work.add_argument("--output-tokens", default=None,
+                      help="same forms as --prompt-tokens (default uniform:16:64; with --dataset the data's lengths)")
+    work.add_argument("--dataset", metavar="PATH", help=DATASET_HELP)
+    work.add_argument("--dataset-sampling", default="with-replacement", choices=list(SAMPLINGS), help=SAMPLING_HELP)
+    work.add_argument("--turns", default="1", help=TURNS_HELP)
+    work.add_argument("--think-time", default="0", help="multi-turn: pause between an answer and the next turn")
+    work.add_argument("--chars-per-token", type=float, default=DEFAULT_CHARS_PER_TOKEN, help=CHARS_HELP)
     work.add_argument("--seed", type=int, default=0)
     slo = p.add_argument_group("SLOs (p99, milliseconds)")
     slo.add_argument("--slo-ttft-ms", type=float)
@@ -57,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-pin-cpus", action="store_true",
                    help="let the OS place Locust and the server (default: Locust on core 0, the engine process on "
                         "cores of its own; see loadgen.sweep.cpu_pinning)")
+    p.add_argument("--loadgen-processes", type=int, default=1,
+                   help="Locust processes per level (a master and N workers sharing the users or the arrival "
+                        "schedule); each gets a core of its own when there are N + 2 cores")
+    p.add_argument("--no-loadgen-priority", action="store_true",
+                   help="leave Locust at normal priority (default where allowed: nice -10, so its timestamps wait "
+                        "less for the core it shares with the server's front end, which then gets less of it)")
     p.add_argument("--no-report", action="store_true", help="skip the report (`servecap report`) at the end")
     return p
 
@@ -70,10 +88,15 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         rates=parse_number_list(args.rates, "--rates") if args.rates else (),
         auto=args.auto, arrival=args.arrival,
         warmup_s=parse_duration(args.warmup, "--warmup"), duration_s=parse_duration(args.duration, "--duration"),
-        prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, seed=args.seed,
+        prompt_tokens=args.prompt_tokens, seed=args.seed,
+        output_tokens=args.output_tokens if args.output_tokens or args.dataset else "uniform:16:64",
+        dataset=args.dataset, dataset_sampling=args.dataset_sampling, chars_per_token=args.chars_per_token,
+        turns=parse_turns(args.turns), think_time_s=parse_duration(args.think_time, "--think-time"),
+        trace=args.trace, trace_speedup=args.trace_speedup,
         slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
         sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
-        pin_cpus=not args.no_pin_cpus, model_config=args.model_config,
+        pin_cpus=not args.no_pin_cpus, model_config=args.model_config, loadgen_processes=args.loadgen_processes,
+        loadgen_priority=not args.no_loadgen_priority,
     )
 
 

@@ -8,12 +8,16 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from calculators.hf_config import load_hf_config
 from reference_server.scheduling.strategies import STRATEGIES  # the pure registry: no torch
+from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS, load_dataset
+from loadgen.workload.traces import Trace, load_trace
 from servecap.contract.slo import SLO
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+TRACE_TAIL_S = 5.0   # a trace level's -t beyond the replay: its last answers (Locust quits when they are in)
 
 
 def parse_duration(text: str | float, option: str) -> float:
@@ -62,7 +66,15 @@ class SweepConfig:
         auto: find the knee instead of a fixed plan (ramp, then bisect).
         arrival: poisson | constant | gamma:CV for open loop.
         warmup_s, duration_s: per level, records before warm-up end get phase "warmup".
-        prompt_tokens, output_tokens: length distributions in loadgen/chat.py's syntax.
+        prompt_tokens, output_tokens: length distributions in loadgen/chat.py's syntax; with a dataset,
+            output_tokens None means the data's own lengths.
+        dataset: a local dataset file (loadgen.workload.datasets), validated here; replaces prompt_tokens.
+        dataset_sampling: with-replacement | without-replacement.
+        chars_per_token: dataset lengths are estimated as UTF-8 bytes / this.
+        turns: turns per conversation (None: each dataset conversation's own); closed loop only.
+        think_time_s: multi-turn: the pause between an answer and the next turn.
+        trace: a trace to replay (loadgen.workload.traces) as the load plan: one level per strategy, "trace".
+        trace_speedup: the trace's times are divided by this.
         seed: workload and arrival seed (the same for every level and strategy).
         slo: p99 objectives used by --auto and written into run.json for the report.
         sample_interval_s: sampler and /metrics scrape interval.
@@ -72,6 +84,8 @@ class SweepConfig:
         auto_max_concurrency: where --auto stops ramping.
         pin_cpus: Locust, the server's front end and its engine on their own cores (see loadgen.sweep.cpu_pinning).
         model_config: an HF config.json (or its directory) of the served model, for the report's predictions.
+        loadgen_processes: Locust processes per level (Locust's --processes: a master and this many workers,
+            each with its share of the users or of the arrival schedule; the master writes the records once).
     """
 
     out_dir: str
@@ -86,7 +100,14 @@ class SweepConfig:
     warmup_s: float = 5.0
     duration_s: float = 20.0
     prompt_tokens: str = "uniform:32:128"
-    output_tokens: str = "uniform:16:64"
+    output_tokens: str | None = "uniform:16:64"
+    dataset: str | None = None
+    dataset_sampling: str = "with-replacement"
+    chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
+    turns: int | None = 1
+    think_time_s: float = 0.0
+    trace: str | None = None
+    trace_speedup: float = 1.0
     seed: int = 0
     slo: SLO = field(default_factory=SLO)
     sample_interval_s: float = 0.5
@@ -96,6 +117,8 @@ class SweepConfig:
     auto_max_concurrency: int = 256
     pin_cpus: bool = True
     model_config: str | None = None
+    loadgen_processes: int = 1
+    loadgen_priority: bool = True    # Locust at nice -10 where allowed (root); see loadgen.sweep.cpu_pinning
 
     def __post_init__(self) -> None:
         if not self.out_dir:
@@ -110,17 +133,40 @@ class SweepConfig:
                 raise ValueError(f"--url must start with http:// or https://, got {self.url!r}")
             if self.strategies != ("continuous",) and len(self.strategies) > 1:
                 raise ValueError("--strategies needs the reference server; with --url the sweep only observes")
-        plans = sum(bool(x) for x in (self.concurrency, self.rates, self.auto))
+        plans = sum(bool(x) for x in (self.concurrency, self.rates, self.auto, self.trace))
         if plans != 1:
-            raise ValueError("choose exactly one load plan: --concurrency, --rates or --auto")
+            raise ValueError("choose exactly one load plan: --concurrency, --rates, --auto or --trace")
+        if self.trace is not None:
+            if not self.trace_speedup > 0:
+                raise ValueError("--trace-speedup must be > 0")
+            if self.dataset or self.turns != 1:
+                raise ValueError("--trace gives each request's lengths and time: it does not combine with "
+                                 "--dataset or --turns")
+            self.replayed_trace   # a bad file fails before any server starts, naming the line
         if self.auto and not self.slo.is_set:
             raise ValueError("--auto needs at least one SLO (--slo-ttft-ms, --slo-tpot-ms or --slo-e2e-ms)")
         if self.duration_s <= 0:
             raise ValueError("--duration must be positive")
         if not 0 < self.stability_tolerance < 1:
             raise ValueError("--stability-tolerance must be a fraction in (0, 1)")
+        if self.loadgen_processes < 1:
+            raise ValueError(f"--loadgen-processes must be >= 1, got {self.loadgen_processes}")
         if self.sample_interval_s <= 0:
             raise ValueError("--sample-interval must be positive")
+        if self.output_tokens is None and self.dataset is None:
+            raise ValueError("--output-tokens is needed without --dataset")
+        if self.dataset is not None:
+            load_dataset(self.dataset)   # a bad file fails before any server starts, naming the line
+        if self.dataset_sampling not in SAMPLINGS:
+            raise ValueError(f"--dataset-sampling must be one of {', '.join(SAMPLINGS)}")
+        if not self.chars_per_token > 0:
+            raise ValueError("--chars-per-token must be > 0")
+        if self.turns != 1 and self.open_loop:
+            raise ValueError("--turns: multi-turn conversations run closed loop (--concurrency or --auto)")
+        if self.turns is None and self.dataset is None:
+            raise ValueError("--turns all takes each dataset conversation's turns: it needs --dataset")
+        if self.think_time_s and self.turns == 1:
+            raise ValueError("--think-time is the pause between turns: it needs --turns")
         try:
             shlex.split(self.server_args)
         except ValueError as exc:
@@ -133,9 +179,32 @@ class SweepConfig:
 
     @property
     def open_loop(self) -> bool:
-        return bool(self.rates)
+        return bool(self.rates) or self.trace is not None
+
+    @cached_property
+    def replayed_trace(self) -> Trace | None:
+        return load_trace(self.trace) if self.trace is not None else None
+
+    @property
+    def loads(self) -> tuple[float, ...]:
+        """The fixed plan's loads: users, requests/s, or a trace's mean rate (its one level)."""
+        if self.replayed_trace is not None:
+            trace = self.replayed_trace
+            return (len(trace.rows) / max(trace.span_s / self.trace_speedup, 1e-9),)
+        return self.concurrency or self.rates
+
+    def window(self) -> tuple[float, float]:
+        """(warm-up, measured) seconds per level; a trace's level lasts the replay, plus time for its last answers."""
+        if self.replayed_trace is None:
+            return self.warmup_s, self.duration_s
+        replay_s = self.replayed_trace.span_s / self.trace_speedup
+        warmup = min(self.warmup_s, replay_s)
+        return warmup, replay_s - warmup + TRACE_TAIL_S
 
     def level_id(self, strategy: str | None, load: float) -> str:
-        """`continuous/c=8` or `none/rps=2.0` (strategy prefix omitted for an external --url)."""
-        load_id = f"rps={float(load)}" if self.open_loop else f"c={int(load)}"
+        """`continuous/c=8`, `none/rps=2.0` or `continuous/trace` (strategy prefix omitted for an external --url)."""
+        if self.trace is not None:
+            load_id = "trace"
+        else:
+            load_id = f"rps={float(load)}" if self.rates else f"c={int(load)}"
         return f"{strategy}/{load_id}" if strategy else load_id

@@ -39,20 +39,34 @@ def locust_executable() -> list[str]:
 
 
 def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path, model: str | None,
-                   prefix: list[str] = ()) -> list[str]:
+                   prefix: list[str] = (), worker_cpus: tuple[int, ...] | None = None) -> list[str]:
+    """worker_cpus: with several Locust processes, each worker takes one of these cores (by its index)."""
     run_time = max(1, round(plan.warmup_s + plan.duration_s))
-    users = 1 if config.open_loop else int(plan.load)
+    processes = config.loadgen_processes
+    users = processes if config.open_loop else int(plan.load)   # open loop: one schedule driver per process
     command = [
         *prefix, *locust_executable(), "-f", str(CHAT_LOCUSTFILE), "--headless", "--only-summary",
         "--host", url, "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
         "--stop-timeout", str(STOP_TIMEOUT_S), "--exit-code-on-error", "0",
         "--records", str(records), "--level", plan.level, "--warmup", str(plan.warmup_s),
-        "--prompt-tokens", config.prompt_tokens, "--output-tokens", config.output_tokens,
-        "--seed", str(config.seed),
+        "--prompt-tokens", config.prompt_tokens, "--seed", str(config.seed),
     ]
+    if config.output_tokens:
+        command += ["--output-tokens", config.output_tokens]
+    if config.turns != 1:
+        command += ["--turns", str(config.turns or "all"), "--think-time", str(config.think_time_s)]
+    if config.dataset:
+        command += ["--dataset", str(Path(config.dataset).resolve()), "--dataset-sampling", config.dataset_sampling,
+                    "--chars-per-token", str(config.chars_per_token)]
     if model:
         command += ["--model", model]
-    if config.open_loop:
+    if processes > 1:
+        command += ["--processes", str(processes)]
+        if worker_cpus and len(worker_cpus) >= processes:
+            command += ["--worker-cpus", ",".join(str(core) for core in worker_cpus)]
+    if config.trace is not None:
+        command += ["--trace", str(Path(config.trace).resolve()), "--trace-speedup", str(config.trace_speedup)]
+    elif config.open_loop:
         command += ["--arrival", config.arrival, "--rate", str(plan.load)]
     return command
 

@@ -29,15 +29,27 @@ def run_info_for(name: str, config: SweepConfig) -> RunInfo:
         name=name, status="running", started_at=time.time(),
         target=Target(kind="url", url=config.url) if config.url else Target(kind="reference_server"),
         server=server,
-        load_plan=LoadPlan(kind="auto" if config.auto else ("open" if config.open_loop else "closed"),
+        load_plan=LoadPlan(kind="auto" if config.auto else "trace" if config.trace else ("open" if config.open_loop else "closed"),
                            concurrency=list(config.concurrency), rates=list(config.rates),
-                           arrival=config.arrival if config.open_loop else "closed",
+                           arrival="trace" if config.trace else config.arrival if config.open_loop else "closed",
+                           trace=str(Path(config.trace).resolve()) if config.trace else None,
+                           trace_speedup=config.trace_speedup if config.trace else None,
                            warmup_s=config.warmup_s, duration_s=config.duration_s),
-        workload=Workload(api="chat", stream=True, ignore_eos=True,
-                          prompt_tokens=config.prompt_tokens, output_tokens=config.output_tokens),
+        workload=workload_for(config),
         slo=config.slo, seeds=Seeds(workload=config.seed),
         host=host_info(), versions=versions(), git_commit=git_commit(),
     )
+
+
+def workload_for(config: SweepConfig) -> Workload:
+    """run.json's `workload`: what each request is made of."""
+    return Workload(api="chat", stream=True, ignore_eos=True,
+                    prompt_tokens=None if config.dataset else config.prompt_tokens,
+                    output_tokens=config.output_tokens,   # None with a dataset: the data's own lengths
+                    dataset=str(Path(config.dataset).resolve()) if config.dataset else None,
+                    dataset_sampling=config.dataset_sampling if config.dataset else None,
+                    turns="all" if config.turns is None else config.turns,
+                    think_time_s=config.think_time_s if config.turns != 1 else None)
 
 
 class RunJson:
@@ -98,10 +110,16 @@ class RunJson:
         entry.status = "running"
         self.write()
 
-    def level_finished(self, entry: LevelEntry, exit_code: int, stats: LevelStats, stable: bool) -> None:
+    def level_finished(self, entry: LevelEntry, exit_code: int, stats: LevelStats, stable: bool,
+                       loadgen: dict | None = None) -> None:
+        """loadgen: the level's entry of requests.meta.json (the generator's own health), when written."""
         entry.status = "ok" if exit_code == 0 else "failed"
         entry.exit_code, entry.requests, entry.errors = exit_code, stats.requests, stats.errors
         entry.throughput_spread, entry.stable = stats.spread, stable
+        if loadgen:
+            entry.loop_lag_p50_s, entry.loop_lag_p99_s, entry.loop_lag_max_s = (
+                loadgen.get("loop_lag_p50_s"), loadgen.get("loop_lag_p99_s"), loadgen.get("loop_lag_max_s"))
+            entry.limited_by_loadgen = loadgen.get("limited_by_loadgen")
         self.write()
 
     def record_auto(self, key: str, max_concurrency_meeting_slo: int | None, first_failing: int | None) -> None:

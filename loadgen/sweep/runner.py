@@ -23,7 +23,7 @@ from loadgen.sweep.external import describe_external
 from loadgen.sweep.knee_search import search_knee
 from loadgen.sweep.level_stats import LevelStats, level_stats
 from loadgen.sweep.locust_level import STOP_TIMEOUT_S, LevelPlan, locust_command, run_level
-from loadgen.sweep.cpu_pinning import plan_cpus
+from loadgen.sweep.cpu_pinning import loadgen_nice, nice_prefix, plan_cpus
 from loadgen.observe.observers import Observers
 from servecap.contract.loadgen_meta import read_meta
 from servecap.contract.records import Record
@@ -63,7 +63,9 @@ class Sweep:
         self.records = self.out / "requests.jsonl"
         self.run_json: RunJson | None = None
         self.server_spec = reference_server_spec(config)
+        self.loadgen_nice = loadgen_nice() if config.loadgen_priority else None
         self.cpus = plan_cpus(config.pin_cpus, external_server=config.url is not None,
+                              loadgen_processes=config.loadgen_processes,
                               engine_process=self.server_spec.engine_process)
 
     # -- the whole run ------------------------------------------------------------------
@@ -72,14 +74,14 @@ class Sweep:
             raise ValueError(f"{self.out} already holds a run (requests.jsonl); choose another --out")
         self.out.mkdir(parents=True, exist_ok=True)
         self.run_json = RunJson(self.out, self.config)
-        self.run_json.record_cpu_pinning(CpuPinning.from_dict(self.cpus.describe()))
+        self.run_json.record_cpu_pinning(CpuPinning.from_dict({**self.cpus.describe(), "loadgen_nice": self.loadgen_nice}))
         previous = signal.signal(signal.SIGTERM, _raise_interrupted)
         status = "failed"
         try:
             targets = [None] if self.config.url else list(self.config.strategies)
             if not self.config.auto:  # the whole plan up front: a killed sweep names what it never ran
                 for strategy in targets:
-                    for load in self.config.concurrency or self.config.rates:
+                    for load in self.config.loads:
                         self.run_json.plan_level(self.config.level_id(strategy, load), strategy, load)
             with self.cpus.orchestrator_on_loadgen_cores():
                 for strategy in targets:
@@ -137,7 +139,7 @@ class Sweep:
             if self.config.auto:
                 self._auto(url, strategy, model)
             else:
-                for load in self.config.concurrency or self.config.rates:
+                for load in self.config.loads:
                     self._level(url, strategy, load, model)
         finally:
             self.run_json.record_observers(key, observers.stop())
@@ -147,8 +149,9 @@ class Sweep:
         config = self.config
         level = config.level_id(strategy, load)
         entry = self.run_json.level_entry(level) or self.run_json.plan_level(level, strategy, load)
-        plan = LevelPlan(level, load, config.warmup_s, config.duration_s)
-        command = locust_command(config, plan, url, self.records, model, self.cpus.prefix(self.cpus.loadgen))
+        plan = LevelPlan(level, load, *config.window())
+        prefix = [*nice_prefix(self.loadgen_nice), *self.cpus.prefix(self.cpus.loadgen)]
+        command = locust_command(config, plan, url, self.records, model, prefix, self.cpus.loadgen)
         planned_s = plan.warmup_s + plan.duration_s
         timeout = planned_s + STOP_TIMEOUT_S + 120
         self.run_json.level_running(entry)
@@ -165,9 +168,11 @@ class Sweep:
             code, records = run_level(command, self.records, self.out / "locust.log", timeout, on_progress)
             progress.update(task, completed=planned_s)
         stats = level_stats(records, level)
-        self._print_loadgen_warnings(level)
+        loadgen = self._loadgen_meta(level)
+        for text in loadgen.get("warnings") or []:   # the report reads them from requests.meta.json itself
+            self.console.print(f"[yellow]warning: load generator: {level}: {text}[/]")
         stable = stats.is_stable(config.stability_tolerance)
-        self.run_json.level_finished(entry, code, stats, stable)
+        self.run_json.level_finished(entry, code, stats, stable, loadgen)
         if code != 0:
             self.console.print(f"[red]{level}: locust exited {code}; see {self.out / 'locust.log'}[/]")
         elif not stable:
@@ -176,15 +181,12 @@ class Sweep:
                                "flagged in run.json; a longer --duration fixes it[/]")
         return stats
 
-    def _print_loadgen_warnings(self, level: str) -> None:
-        """The generator's own health warnings (CPU, late sends) on the console; the report reads
-        them from requests.meta.json itself."""
+    def _loadgen_meta(self, level: str) -> dict:
+        """The generator's own health for this level (requests.meta.json; {} when it wrote none)."""
         try:
-            meta = (read_meta(self.records).get("levels") or {}).get(level) or {}
+            return (read_meta(self.records).get("levels") or {}).get(level) or {}
         except (OSError, ValueError):
-            return
-        for text in meta.get("warnings") or []:
-            self.console.print(f"[yellow]warning: load generator: {level}: {text}[/]")
+            return {}
 
     # -- --auto: ramp until the SLO breaks, then bisect ------------------------------------
     def _auto(self, url: str, strategy: str | None, model: str | None) -> None:

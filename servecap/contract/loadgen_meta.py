@@ -1,9 +1,10 @@
 """`requests.meta.json`: the load generator's own health per level, and the limits that judge it.
 
 Run metadata that belongs to the records (load-generator health per level: CPU,
-send lateness, in-flight cap hits) lives next to them in `<records stem>.meta.json`:
+send lateness, in-flight cap hits, event-loop lag) lives next to them in `<records stem>.meta.json`:
 
     {"levels": {"c=8": {"processes": {worker: {...one process's summary...}},
+                        "loop_lag_p50_s", "loop_lag_p99_s", "loop_lag_max_s": the worst process's,
                         "limited_by_loadgen": bool, "warnings": [str, ...]}}}
 
 The limits are the contract between the load generator (which warns) and the report
@@ -19,6 +20,7 @@ from typing import Any
 
 CPU_LIMIT_PCT = 90.0          # a generator process above this much CPU queues its own timings
 LATENESS_P99_LIMIT_S = 1e-3   # open loop: sends later than this at p99 skew the offered load
+LOOP_LAG_P99_LIMIT_S = 1e-3   # a 1 ms timer firing later than this at p99: timings carry that much error
 
 
 def meta_path(records_path: str | os.PathLike) -> Path:

@@ -54,6 +54,10 @@ class Record:
     slice: int | None = field(default=None, metadata=SOMETIMES)    # compare runs: the slice it was sent in
     switch: str | None = field(default=None, metadata=SOMETIMES)   # compare runs: "drained" (finished after its
                                                                    # slice's switch) | "excluded" (cut off by it)
+    queue_s: float | None = field(default=None, metadata=SOMETIMES)  # t_start - intended send time: t_sched (open
+                                                                   # loop), else when the user was ready (closed loop)
+    conversation_id: str | None = field(default=None, metadata=SOMETIMES)  # multi-turn: "<worker>/c<n>"
+    turn: int | None = field(default=None, metadata=SOMETIMES)             # multi-turn: 1, 2, ... in its conversation
     request_id: str | None = field(default=None, metadata=LOADGEN)           # "<worker>#<seq>", unique in a run
     api: str | None = field(default=None, metadata=LOADGEN)                  # "chat" | "completions" | "classify"
     prompt_tokens_asked: int | None = field(default=None, metadata=LOADGEN)  # length the prompt was built for

@@ -92,13 +92,15 @@ class Server(Section):
 
 @dataclass(kw_only=True)
 class LoadPlan(Section):
-    kind: str | None = None              # "closed" | "open" | "auto"
+    kind: str | None = None              # "closed" | "open" | "auto" | "trace"
     concurrency: list[int] | None = None
     rates: list[float] | None = None
     arrival: str | None = None           # "closed", or poisson | constant | gamma:CV
     warmup_s: float | None = None
     duration_s: float | None = None
     levels: list[str] | None = None      # hand-written plans may list level ids here
+    trace: str | None = None             # kind "trace": the replayed trace file (absolute path)
+    trace_speedup: float | None = None   # its times were divided by this
 
 
 @dataclass(kw_only=True)
@@ -114,6 +116,10 @@ class LevelEntry(Section):
     errors: int | None = None
     throughput_spread: float | None = None
     stable: bool | None = None
+    loop_lag_p50_s: float | None = None  # the load generator's event-loop lag (requests.meta.json), worst process
+    loop_lag_p99_s: float | None = None
+    loop_lag_max_s: float | None = None
+    limited_by_loadgen: bool | None = None
 
     RESULT_FIELDS = ("exit_code", "requests", "errors", "throughput_spread", "stable")
 
@@ -136,7 +142,11 @@ class Workload(Section):
     stream: bool | None = None
     ignore_eos: bool | None = None
     prompt_tokens: str | None = None     # length distributions in loadgen/chat.py's syntax
-    output_tokens: str | None = None
+    output_tokens: str | None = None     # None with `dataset`: the data's own lengths
+    dataset: str | None = None           # --dataset: the file prompts came from (absolute path)
+    dataset_sampling: str | None = None  # with-replacement | without-replacement
+    turns: int | str | None = None       # turns per conversation (1: single-turn), or "all" (the dataset's own)
+    think_time_s: float | None = None    # multi-turn: pause between an answer and the next turn
 
 
 @dataclass(kw_only=True)
@@ -181,6 +191,7 @@ class CpuPinning(Section):
     loadgen_cpus: list[int] | None = keep_null()
     server_cpus: list[int] | None = keep_null()
     engine_cpus: list[int] | None = keep_null()
+    loadgen_nice: int | None = None      # Locust's niceness where the sweep raised its priority (root)
 
 
 @dataclass(kw_only=True)

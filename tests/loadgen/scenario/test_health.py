@@ -28,3 +28,34 @@ def test_busy_or_late_generator_is_flagged_with_reasons():
     assert all(w.startswith("worker0@h:2: ") for w in merged["warnings"])
     empty = GeneratorHealth("x").summary()  # no samples yet: nulls, not errors
     assert empty["cpu_max_pct"] is None and empty["lateness_p99_s"] is None and not empty["limited_by_loadgen"]
+
+
+def test_loop_lag_over_a_millisecond_at_p99_flags_the_level():
+    quiet, late = GeneratorHealth("worker0@h:1"), GeneratorHealth("worker1@h:2")
+    quiet.loop_lag.lag_s.extend([0.0001] * 100)
+    late.loop_lag.lag_s.extend([0.0001] * 90 + [0.004] * 10)
+    q, s = quiet.summary(), late.summary()
+    assert q["loop_lag_p50_s"] == pytest.approx(0.0001) and q["loop_lag_samples"] == 100
+    assert not q["limited_by_loadgen"]
+    assert s["loop_lag_p99_s"] == pytest.approx(0.004) and s["loop_lag_max_s"] == 0.004 and s["limited_by_loadgen"]
+    assert "event-loop lag p99 4.00 ms > 1 ms" in s["warnings"][0]
+    merged = merge_summaries([q, s])
+    assert merged["loop_lag_p99_s"] == pytest.approx(0.004) and merged["loop_lag_p50_s"] == pytest.approx(0.0001)
+    assert GeneratorHealth("x").summary()["loop_lag_p99_s"] is None and merge_summaries([])["loop_lag_p99_s"] is None
+
+
+def test_gc_pauses_are_counted_per_generation():
+    import gc
+
+    health = GeneratorHealth("x")
+    health.gc_pauses.start()
+    try:
+        gc.collect(0)
+        gc.collect(2)
+    finally:
+        health.gc_pauses.stop()
+    summary = health.summary()
+    assert summary["gc_collections"][0] >= 1 and summary["gc_collections"][2] >= 1
+    assert summary["gc_pause_max_s"][2] > 0 and summary["gc_pause_total_s"] >= summary["gc_pause_max_s"][2]
+    gc.collect(2)   # stopped: no longer counted
+    assert health.summary()["gc_collections"][2] == summary["gc_collections"][2]

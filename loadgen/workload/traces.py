@@ -1,0 +1,142 @@
+"""Trace replay (`--trace PATH`): when each request of a recorded trace was sent, and its lengths.
+
+Formats (by the file's suffix: .csv, else JSONL):
+
+    Azure LLM inference trace (CSV)   TIMESTAMP,ContextTokens,GeneratedTokens
+                                      (TIMESTAMP a date-time such as 2023-11-16 18:15:46.6805900, or seconds)
+    Mooncake trace (JSONL)            {"timestamp": ms, "input_length": N, "output_length": M, "hash_ids": [...]}
+
+Offsets are seconds since the trace's first request (rows are sorted by time; equal times
+stay in file order) and are divided by `--trace-speedup`. Mooncake's `hash_ids` name the
+prompt's blocks of `block_tokens` tokens (512 in the published traces): two requests that
+share leading ids share that prefix, so the server's prefix cache sees the trace's reuse.
+Each id's block is the same seeded text wherever it appears; a request without ids gets
+text of its own. Text is ASCII pseudo-words of one byte per token (the reference server's
+tokenizer); other tokenizers see other counts, and the record keeps the server's usage.
+
+Pure: no locust or gevent; a bad file raises ValueError naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from loadgen.workload.input_files import jsonl_objects, read_input_text
+from loadgen.workload.prompts import ascii_text
+
+MOONCAKE_BLOCK_TOKENS = 512
+_AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    offset_s: float                  # since the trace's first request, before --trace-speedup
+    input_tokens: int
+    output_tokens: int
+    hash_ids: tuple[int, ...] = ()   # Mooncake: the prompt's blocks (shared ids = a shared prefix)
+
+
+@dataclass(frozen=True)
+class Trace:
+    path: str
+    format: str                      # "azure" | "mooncake"
+    rows: tuple[TraceRow, ...] = field(repr=False)
+
+    @property
+    def span_s(self) -> float:
+        return self.rows[-1].offset_s
+
+    def offsets(self, speedup: float = 1.0) -> list[float]:
+        return [row.offset_s / speedup for row in self.rows]
+
+
+def load_trace(path: str | Path) -> Trace:
+    path = Path(path)
+    text = read_input_text(path, "--trace")
+    fmt, rows = ("azure", _azure_rows(path, text)) if path.suffix.lower() == ".csv" else ("mooncake", _mooncake_rows(path, text))
+    if not rows:
+        raise ValueError(f"--trace: {path} holds no request")
+    rows.sort(key=lambda pair: pair[0])   # stable: equal times keep file order
+    first = rows[0][0]
+    return Trace(str(path), fmt, tuple(TraceRow(t - first, *rest) for t, *rest in rows))
+
+
+def _azure_rows(path: Path, text: str) -> list[tuple]:
+    reader = csv.DictReader(text.splitlines())
+    missing = [name for name in _AZURE if name not in (reader.fieldnames or [])]
+    if missing:
+        raise ValueError(f"--trace: {path}: line 1 lacks column(s) {', '.join(missing)} "
+                         f"(Azure trace columns: {', '.join(_AZURE)})")
+    rows = []
+    for line, row in enumerate(reader, start=2):
+        where = f"{path}: line {line}"
+        rows.append((_seconds(row["TIMESTAMP"], where), _count(row["ContextTokens"], "ContextTokens", where),
+                     _count(row["GeneratedTokens"], "GeneratedTokens", where), ()))
+    return rows
+
+
+def _mooncake_rows(path: Path, text: str) -> list[tuple]:
+    rows = []
+    for where, row in jsonl_objects(path, text, "--trace"):
+        if not all(key in row for key in ("timestamp", "input_length", "output_length")):
+            raise ValueError(f"--trace: {where}: needs \"timestamp\" (ms), \"input_length\" and \"output_length\"")
+        hash_ids = row.get("hash_ids") or []
+        if not isinstance(hash_ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hash_ids):
+            raise ValueError(f"--trace: {where}: \"hash_ids\" must be a list of integers")
+        timestamp = row["timestamp"]
+        if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)) or not math.isfinite(timestamp) or timestamp < 0:
+            raise ValueError(f"--trace: {where}: \"timestamp\" must be milliseconds >= 0, got {timestamp!r}")
+        rows.append((timestamp / 1000.0, _count(row["input_length"], "input_length", where),
+                     _count(row["output_length"], "output_length", where), tuple(hash_ids)))
+    return rows
+
+
+def _seconds(value: str, where: str) -> float:
+    text = (value or "").strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise ValueError(f"--trace: {where}: TIMESTAMP {value!r} is neither seconds nor a date-time") from None
+
+
+def _count(value, name: str, where: str) -> int:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not math.isfinite(number) or number != int(number) or number < 1:
+        raise ValueError(f"--trace: {where}: {name} must be a whole number >= 1, got {value!r}")
+    return int(number)
+
+
+class TracePrompts:
+    """Prompt text for trace rows: shared blocks for shared hash ids, fresh text otherwise."""
+
+    def __init__(self, seed: int, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -> None:
+        if block_tokens < 1:
+            raise ValueError(f"--trace-block-tokens must be >= 1, got {block_tokens}")
+        self.seed, self.block_tokens = seed, block_tokens
+        self._blocks: dict[int, str] = {}
+
+    def text(self, index: int, row: TraceRow) -> str:
+        """Exactly row.input_tokens ASCII bytes."""
+        if not row.hash_ids:
+            return ascii_text(row.input_tokens, random.Random(f"trace/{self.seed}/{index}"))
+        text = "".join(self._block(h) for h in row.hash_ids)
+        if len(text) < row.input_tokens:   # more tokens than the blocks cover: this request's own tail
+            text += ascii_text(row.input_tokens - len(text), random.Random(f"trace/{self.seed}/{index}"))
+        return text[:row.input_tokens]
+
+    def _block(self, hash_id: int) -> str:
+        if hash_id not in self._blocks:
+            self._blocks[hash_id] = ascii_text(self.block_tokens, random.Random(f"block/{self.seed}/{hash_id}"))
+        return self._blocks[hash_id]

@@ -1,0 +1,153 @@
+"""`servecap sweep` with workloads users bring: the dataset flags reach Locust and run.json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from loadgen.sweep.cli import _parser, config_from_args
+from loadgen.sweep.config import SweepConfig
+from loadgen.sweep.locust_level import LevelPlan, locust_command
+from loadgen.sweep.run_json import workload_for
+from servecap.contract.records import read_records
+from loadgen_helpers import _env, read_truth, scripted_server
+
+
+def _config(*args):
+    return config_from_args(_parser().parse_args(["--out", "runs/x", "--concurrency", "2", *args]))
+
+
+def _dataset(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"question {i}"},
+                                                     {"role": "assistant", "content": "y" * (8 * (i + 1))}]}) + "\n"
+                            for i in range(4)))
+    return path
+
+
+def _flag(command, name):
+    return command[command.index(name) + 1] if name in command else None
+
+
+def test_dataset_flags_reach_locust_and_run_json(tmp_path):
+    path = _dataset(tmp_path)
+    config = _config("--dataset", str(path), "--dataset-sampling", "without-replacement", "--chars-per-token", "1")
+    command = locust_command(config, LevelPlan("c=2", 2, 1, 2), "http://127.0.0.1:1", tmp_path / "r.jsonl", None)
+    assert _flag(command, "--dataset") == str(path.resolve())
+    assert _flag(command, "--dataset-sampling") == "without-replacement" and _flag(command, "--chars-per-token") == "1.0"
+    assert "--output-tokens" not in command                    # the data's own lengths
+    workload = workload_for(config)
+    assert workload.dataset == str(path.resolve()) and workload.dataset_sampling == "without-replacement"
+    assert workload.prompt_tokens is None and workload.output_tokens is None
+    given = _config("--dataset", str(path), "--output-tokens", "5")
+    assert _flag(locust_command(given, LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None),
+                 "--output-tokens") == "5"
+    plain = _config()
+    assert _flag(locust_command(plain, LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None),
+                 "--output-tokens") == "uniform:16:64" and workload_for(plain).dataset is None
+
+
+def test_a_bad_dataset_fails_before_anything_starts(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"prompt": "ok"}\n{"prompt": "no end"\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl: line 2: not valid JSON"):
+        _config("--dataset", str(path))
+
+
+@pytest.mark.slow
+def test_sweep_with_a_dataset_against_a_url(tmp_path):
+    dataset = _dataset(tmp_path)
+    out = tmp_path / "run"
+    with scripted_server(tmp_path, "--ttft", "0.005", "--itl", "0.001") as (url, truth_path):
+        result = subprocess.run([sys.executable, "-m", "servecap", "sweep", "--url", url, "--out", str(out),
+                                 "--concurrency", "2", "--warmup", "0.5s", "--duration", "2s",
+                                 "--dataset", str(dataset), "--chars-per-token", "1", "--no-pin-cpus"],
+                                capture_output=True, text=True, timeout=180, env=_env())
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    truth = read_truth(truth_path)
+    ok = [r for r in read_records(out / "requests.jsonl") if r["status"] == "ok"]
+    assert ok and {truth[r["response_id"]]["max_tokens"] for r in ok} <= {8, 16, 24, 32}
+    run = json.loads((out / "run.json").read_text())
+    assert run["workload"]["dataset"] == str(dataset.resolve())
+    [level] = run["levels"]
+    assert 0 <= level["loop_lag_p50_s"] <= level["loop_lag_p99_s"] <= level["loop_lag_max_s"]
+    assert isinstance(level["limited_by_loadgen"], bool)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["levels"][0]["loadgen"]["loop_lag_p99_ms"] == pytest.approx(level["loop_lag_p99_s"] * 1e3)
+    assert (out / "summary.json").exists()
+
+
+def test_multi_turn_flags_reach_locust_and_run_json(tmp_path):
+    path = _dataset(tmp_path)
+    config = _config("--dataset", str(path), "--turns", "all", "--think-time", "500ms")
+    command = locust_command(config, LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None)
+    assert _flag(command, "--turns") == "all" and _flag(command, "--think-time") == "0.5"
+    workload = workload_for(config)
+    assert workload.turns == "all" and workload.think_time_s == 0.5
+    assert _flag(locust_command(_config("--turns", "3"), LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r",
+                                None), "--turns") == "3"
+    assert "--turns" not in locust_command(_config(), LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None)
+    assert workload_for(_config()).turns == 1 and workload_for(_config()).think_time_s is None
+    with pytest.raises(ValueError, match="run closed loop"):
+        SweepConfig(out_dir="x", rates=(1.0,), turns=2)
+    for args, message in ((["--think-time", "1"], "needs --turns"), (["--turns", "all"], "needs --dataset"),
+                          (["--turns", "0"], "--turns must be")):
+        with pytest.raises(ValueError, match=message):
+            _config(*args)
+
+
+def _trace(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps({"timestamp": 250 * i, "input_length": 16, "output_length": 4,
+                                        "hash_ids": [0, i]}) + "\n" for i in range(9)))
+    return path
+
+
+def test_a_trace_is_its_own_load_plan(tmp_path):
+    path = _trace(tmp_path)
+    config = config_from_args(_parser().parse_args(["--out", "x", "--trace", str(path), "--trace-speedup", "2",
+                                                    "--warmup", "0.5s"]))
+    assert config.loads == (pytest.approx(9 / 1.0),) and config.level_id("continuous", 9) == "continuous/trace"
+    warmup, duration = config.window()    # 2 s of trace at 2x: 1 s, plus the tail for its last answers
+    assert warmup == 0.5 and duration == pytest.approx(0.5 + 5.0)
+    command = locust_command(config, LevelPlan("trace", 9, warmup, duration), "http://x:1", tmp_path / "r", None)
+    assert _flag(command, "--trace") == str(path.resolve()) and _flag(command, "--trace-speedup") == "2.0"
+    assert "--arrival" not in command and _flag(command, "-u") == "1"
+    for args, message in ((["--concurrency", "2"], "exactly one load plan"), (["--turns", "2"], "does not combine"),
+                          (["--trace-speedup", "0"], "--trace-speedup must be > 0")):
+        with pytest.raises(ValueError, match=message):
+            config_from_args(_parser().parse_args(["--out", "x", "--trace", str(path), *args]))
+    (tmp_path / "bad.jsonl").write_text('{"timestamp": 0}\n')
+    with pytest.raises(ValueError, match="bad.jsonl: line 1"):
+        config_from_args(_parser().parse_args(["--out", "x", "--trace", str(tmp_path / "bad.jsonl")]))
+
+
+@pytest.mark.slow
+def test_sweep_replays_a_trace_against_a_url(tmp_path):
+    out = tmp_path / "run"
+    with scripted_server(tmp_path, "--ttft", "0.005", "--itl", "0.001") as (url, _):
+        result = subprocess.run([sys.executable, "-m", "servecap", "sweep", "--url", url, "--out", str(out),
+                                 "--trace", str(_trace(tmp_path)), "--trace-speedup", "4", "--warmup", "0",
+                                 "--no-pin-cpus"], capture_output=True, text=True, timeout=180, env=_env())
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    rows = read_records(out / "requests.jsonl")
+    assert len(rows) == 9 and {r["level"] for r in rows} == {"trace"} and all(r["status"] == "ok" for r in rows)
+    run = json.loads((out / "run.json").read_text())
+    assert run["load_plan"]["kind"] == "trace" and run["load_plan"]["trace_speedup"] == 4.0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["levels"][0]["level"] == "trace" and summary["levels"][0]["requests"] == 9
+
+
+def test_loadgen_processes_reach_locust_with_their_share(tmp_path):
+    closed = _config("--loadgen-processes", "2")
+    command = locust_command(closed, LevelPlan("c=2", 8, 1, 2), "http://x:1", tmp_path / "r", None, [], (0, 1))
+    assert _flag(command, "--processes") == "2" and _flag(command, "-u") == "8" and _flag(command, "--worker-cpus") == "0,1"
+    opened = config_from_args(_parser().parse_args(["--out", "x", "--rates", "4", "--loadgen-processes", "3"]))
+    command = locust_command(opened, LevelPlan("rps=4.0", 4, 1, 2), "http://x:1", tmp_path / "r", None, [], (0,))
+    assert _flag(command, "-u") == "3" and "--worker-cpus" not in command   # one driver each; one core: shared
+    assert "--processes" not in locust_command(_config(), LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None)
+    with pytest.raises(ValueError, match="--loadgen-processes must be >= 1"):
+        _config("--loadgen-processes", "0")
