@@ -20,5 +20,7 @@ def test_loop_lag_is_shown_per_level_and_a_limited_level_is_warned_about(tmp_pat
     markdown = result.markdown_path.read_text()
     assert "| loop lag p99 (ms)" in markdown or "loop lag p99 (ms) |" in markdown
     assert "0.10 / 0.40 / 2.00" in markdown and "0.20 / 3.20 / 40.00" in markdown   # p50 / p99 / max
-    assert ("WARNING: the load generator, not the server, was a limit at: continuous/c=4 (see Load-generator health); "
-            "its event-loop lag p99 bounds the timing error there: continuous/c=4 (3.20 ms)") in markdown
+    warnings = markdown.split("## Warnings", 1)[1]   # grouped under the load generator's kind, with its fix
+    assert "**Load generator limits**" in warnings and "--loadgen-processes N" in warnings
+    assert ("- the load generator, not the server, was a limit at: continuous/c=4; "
+            "its event-loop lag p99 bounds its timing error there: continuous/c=4 (3.20 ms)") in warnings
