@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from reports.paired.stats import MIN_PAIRS
+
 WILCOXON_ARE = 3 / math.pi
 POWER = 0.90
 
@@ -75,7 +77,8 @@ def plan(pilot_log_ratios: dict[str, np.ndarray], *, min_effect: float, seconds_
             continue
         sd = float(sps.median_abs_deviation(r, scale="normal")) or float(r.std(ddof=1))
         planned = sigma_upper(sd, len(r))
-        pairs = max(min_pairs, pairs_needed(planned, min_effect, alpha=alpha, power=power))
+        # never below the fewest pairs the test judges at all (fewer is always UNKNOWN)
+        pairs = max(min_pairs, MIN_PAIRS, pairs_needed(planned, min_effect, alpha=alpha, power=power))
         candidate = PowerPlan(metric, sd, planned, min_effect, alpha, power, pairs, pairs * seconds_per_pair)
         if best is None or candidate.pairs > best.pairs:
             best = candidate

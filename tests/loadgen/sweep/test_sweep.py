@@ -214,9 +214,11 @@ def test_the_server_side_view_sits_beside_the_client_one(swept):
         client = level["metrics"]["ttft_s"]
         # the server's window opens once the warm-up requests are done: (nearly) the measured requests only
         assert 0.7 * client["count"] <= server["ttft_s"]["count"] <= client["count"] + level["offered"]["concurrency"]
-        assert server["ttft_s"]["p50"] <= client["p50"]
         lo, hi = server["ttft_s"]["p50_bucket"]
         assert lo <= server["ttft_s"]["p50"] <= hi
+        # the server's p50 is only known to its bucket (interpolated inside it, as histogram_quantile does):
+        # the bucket holding it starts at or below the client's p50, and its mean is below the client's
+        assert lo <= client["p50"] and server["ttft_s"]["mean"] <= client["mean"]
         assert pairs["ttft_s"]["overhead_p50"] == pytest.approx(pairs["ttft_s"]["client_p50"] - pairs["ttft_s"]["server_p50"])
         split = pairs["ttft_split_mean"]
         assert split["overhead_s"] + split["front_end_s"] + split["queue_s"] + split["prefill_s"] == pytest.approx(split["client_s"])

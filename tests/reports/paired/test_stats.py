@@ -111,6 +111,14 @@ def test_power_formula_and_plan_follow_the_noisiest_metric():
         plan({"x": np.array([0.1])}, min_effect=0.1, seconds_per_pair=1)
 
 
+def test_a_quiet_pilot_never_plans_fewer_pairs_than_the_test_judges():
+    # a 1% spread needs ~2 pairs by the formula, but fewer than MIN_PAIRS is always UNKNOWN: the plan says MIN_PAIRS
+    from reports.paired.stats import MIN_PAIRS
+    quiet = {"tpot_s.p50": np.random.default_rng(1).normal(0, 0.01, 3)}
+    assert pairs_needed(0.01, 0.10) < MIN_PAIRS
+    assert plan(quiet, min_effect=0.10, seconds_per_pair=2.0, min_pairs=3).pairs == MIN_PAIRS
+
+
 def test_paired_bootstrap_of_a_whole_arm_p99_covers_the_true_ratio():
     rng = np.random.default_rng(5)
     a = [rng.lognormal(0, 0.3, 80) for _ in range(30)]
