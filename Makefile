@@ -1,4 +1,5 @@
-# Entry points: `make demo`, `make test`, `make test-fast` (the tests that start no process) and
+# Entry points: `make demo`, `make test`, `make test-e2e` (the heaviest end-to-end checks), `make test-fast`
+# (the tests that start no process) and
 # `make test-engines` (the real-engine suite: vLLM's CPU build). All build their venvs from nothing but python3.
 PYTHON ?= python3
 VENV   := .venv
@@ -8,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
 
-.PHONY: demo test test-fast test-engines browsers
+.PHONY: demo test test-e2e test-fast test-engines browsers
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,8 +37,13 @@ browsers:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) || \
 	  echo "Chromium/chromedriver not installed: the browser tests will skip"; }
 
+# make test: everything but the heaviest end-to-end checks (-m e2e) and the real-engine suite;
+# .ci/run runs all three.
 test: $(STAMP) browsers
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not e2e"
+
+test-e2e: $(STAMP) browsers
+	$(PY) -m pytest -q -m e2e
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"

@@ -73,6 +73,7 @@ def test_committed_notebooks_are_stripped_with_parameters_first(path):
 
 
 @pytest.mark.slow  # a Jupyter kernel process
+@pytest.mark.e2e
 def test_capacity_notebook_answers_with_the_calculators(tmp_path):
     nb = _execute(CAPACITY, tmp_path)
     p = _parameters(nb)
@@ -102,6 +103,7 @@ def test_capacity_notebook_answers_with_the_calculators(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_load_test_notebook_generates_a_sample_run_and_reaches_the_verdict(tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     monkeypatch.setenv("SERVECAP_RUNS_DIR", str(runs))
@@ -137,6 +139,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_jupyter_lab_from_the_venv_serves_the_notebooks_with_the_venv_kernel(tmp_path):
     port, token = _free_port(), "servecap-test"
     lab = subprocess.Popen(

@@ -17,6 +17,7 @@ def report(tmp_path_factory):
     return write_report(run_dir, ReportOptions(slo_ttft_ms=100, slo_tpot_ms=10, replications=2))
 
 
+@pytest.mark.e2e
 def test_the_answer_is_on_the_first_screen_and_every_figure_loads(report):
     from selenium.webdriver.common.by import By
 

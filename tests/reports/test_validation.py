@@ -43,6 +43,7 @@ def small(tmp_path_factory):
 
 
 @pytest.mark.slow   # ~40 s of simulation: not a process, but not the fast suite's either
+@pytest.mark.e2e
 def test_leave_one_level_out_on_a_known_model_finds_almost_no_error(simulated):
     summary = build_summary(load_run(simulated), ReportOptions(figures=False, replications=6))
     validation = summary["validation"]

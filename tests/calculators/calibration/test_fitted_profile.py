@@ -48,6 +48,7 @@ def test_the_ideal_roofline_is_a_lower_bound_on_every_published_point():
         predicted_s(p, PROFILE.resolve(get_gpu(p.gpu), p.dtype, p.tp, p.engine)) / p.measured_s for p in POINTS)
 
 
+@pytest.mark.e2e
 def test_refitting_the_dataset_reproduces_the_committed_profile():
     refit = fit([p for p in POINTS if p.complete], FINAL)
     for entry in PROFILE.entries:
@@ -60,6 +61,7 @@ def test_refitting_the_dataset_reproduces_the_committed_profile():
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_leave_one_source_out_meets_the_targets():
     """About 30 s: each complete source is held out and predicted by a fit on the others."""
     targets = validate(POINTS).targets()

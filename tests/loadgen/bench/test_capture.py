@@ -77,6 +77,7 @@ def _capture_unavailable() -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(_capture_unavailable() is not None, reason=str(_capture_unavailable()))
+@pytest.mark.e2e
 def test_a_loopback_capture_agrees_with_the_scripted_servers_log(tmp_path):
     records, pcap = tmp_path / "r.jsonl", tmp_path / "cap.pcap"
     with scripted_server(tmp_path, "--ttft", "0.03", "--itl", "0.005") as (url, truth_path):

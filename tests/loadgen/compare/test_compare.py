@@ -19,6 +19,8 @@ import pytest
 from servecap.cli import main as servecap_main
 from servecap.contract.run_json import read_run_json
 
+pytestmark = pytest.mark.e2e   # real compares of two servers: make test-e2e
+
 SERVECAP = [sys.executable, "-m", "servecap"]
 LOOSE = ["--max-regression", "tpot_s.p50=60%,e2e_s.p50=60%", "--no-defaults"]
 SHORT = ["--concurrency", "2", "--warmup", "1s", "--slice", "1s", "--pilot-pairs", "3", "--max-pairs", "6",

@@ -29,6 +29,7 @@ def _records_rate(records, since: float, until: float) -> float:
     return sum(since <= end < until for end in ends) / (until - since)
 
 
+@pytest.mark.e2e
 def test_header_rps_counts_real_requests_and_token_metrics_are_on_the_page(tmp_path):
     records = tmp_path / "requests.jsonl"
     with scripted_server(tmp_path, "--ttft", "0.02", "--itl", "0.004") as (url, _), \

@@ -58,6 +58,7 @@ def test_a_bad_dataset_fails_before_anything_starts(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_sweep_with_a_dataset_against_a_url(tmp_path):
     dataset = _dataset(tmp_path)
     out = tmp_path / "run"
@@ -126,6 +127,7 @@ def test_a_trace_is_its_own_load_plan(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_sweep_replays_a_trace_against_a_url(tmp_path):
     out = tmp_path / "run"
     with scripted_server(tmp_path, "--ttft", "0.005", "--itl", "0.001") as (url, _):

@@ -84,6 +84,7 @@ def test_bad_budget_is_named(capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_the_script_runs_every_step_on_this_cpu(tmp_path):
     """scripts/gpu_check.sh with this interpreter as is, --device cpu --quick: every step finishes."""
     env = {**os.environ, "GPU_CHECK_PYTHON": sys.executable, "OUT": str(tmp_path / "out")}
