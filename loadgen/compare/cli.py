@@ -62,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     slices = p.add_argument_group("slices")
     slices.add_argument("--warmup", default="3s", help="each arm's warm-up slice")
     slices.add_argument("--slice", help="slice length (default from the warm-up: >= 5 x median E2E, >= 2 s)")
+    slices.add_argument("--schedule", choices=("interleaved", "duet"), default="interleaved",
+                        help="interleaved: a pair's two slices one after the other, in a random order; duet: at the "
+                             "same time, --concurrency users per arm, so even fast drift hits both arms alike "
+                             "(each arm's absolute figures then include the other's load)")
     slices.add_argument("--at-switch", choices=("drain", "exclude"), default="drain",
                         help="requests in flight at a switch: finish first (drain) or are cut off (exclude)")
     p.add_argument("--no-pin-cpus", action="store_true",
@@ -83,7 +87,7 @@ def config_from_args(args: argparse.Namespace) -> CompareConfig:
         max_regression=gated or None, no_defaults=args.no_defaults, alpha=args.alpha, pilot_pairs=args.pilot_pairs,
         warmup_s=parse_duration(args.warmup, "--warmup"),
         slice_s=parse_duration(args.slice, "--slice") if args.slice else None,
-        at_switch=args.at_switch, max_pairs=args.max_pairs, pin_cpus=not args.no_pin_cpus)
+        at_switch=args.at_switch, schedule=args.schedule, max_pairs=args.max_pairs, pin_cpus=not args.no_pin_cpus)
 
 
 def main(argv: list[str]) -> int:

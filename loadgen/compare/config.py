@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from loadgen.workload.slice_plan import AT_SWITCH
+from loadgen.workload.slice_plan import AT_SWITCH, SCHEDULES
 
 ARM_KINDS = ("args", "cmd", "url")
 
@@ -62,6 +62,8 @@ class CompareConfig:
         warmup_s: each arm's warm-up slice (records phase "warmup").
         slice_s: slice length; None = from the warm-up (>= 5 x median E2E, >= 2 s).
         at_switch: "drain" or "exclude" (see loadgen.workload.slice_plan.SlicePlan).
+        schedule: "interleaved" (a pair's slices one after the other, in a random order) or
+            "duet" (at the same time, `concurrency` users per arm); see loadgen.workload.slice_plan.
         max_pairs: hard bound on pairs (load tests stay bounded).
         pin_cpus: Locust on core 0, both arms' servers on the same other cores (loadgen.sweep.cpu_pinning).
         startup_timeout_s: how long an arm may take to become ready.
@@ -87,6 +89,7 @@ class CompareConfig:
     warmup_s: float = 3.0
     slice_s: float | None = None
     at_switch: str = "drain"
+    schedule: str = "interleaved"
     max_pairs: int = 400
     pin_cpus: bool = True
     startup_timeout_s: float = 180.0
@@ -115,6 +118,8 @@ class CompareConfig:
             raise ValueError("--warmup must be positive")
         if self.at_switch not in AT_SWITCH:
             raise ValueError(f"--at-switch must be one of {', '.join(AT_SWITCH)}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if self.max_pairs < self.pilot_pairs:
             raise ValueError("--max-pairs must be at least --pilot-pairs")
         if not self.ready_path.startswith("/"):

@@ -6,7 +6,7 @@
                                                   "about 24 pairs (2.1 min) to detect 10% at 90% power"
     pairs up to the planned number             -> look 1: every metric judged (reports.paired)
     while a gated metric is UNKNOWN and --max-duration allows: another batch of pairs, another look
-                                                  (each look spends its share of alpha)
+                                                  (each look tests at its group-sequential boundary)
     compare.json, compare.md, compare_ratios.png, the table on stdout and in $GITHUB_STEP_SUMMARY
 
 Each batch of slices is one run of the real `locust -f loadgen/chat.py --slice-plan PLAN`
@@ -38,7 +38,8 @@ from reports.paired.figure import ratios_figure
 from reports.paired.power import PowerPlan, plan as power_plan
 from reports.paired.render import to_json, to_markdown
 from reports.paired.slices import pair_arrays
-from reports.paired.stats import log_ratios, look_alpha
+from reports.paired.sequential import look_alpha
+from reports.paired.stats import log_ratios
 from servecap.contract.run_json import CompareInfo, CpuPinning, Look, RunInfo, Seeds, Target, Workload, write_run_json
 
 LOCUST_MARGIN_S = 60.0     # Locust's -t beyond the planned slices (the plan, not -t, ends the run)
@@ -85,7 +86,8 @@ class Compare:
             cpu_pinning=CpuPinning.from_dict(self.cpus.describe()),
             compare=CompareInfo(concurrency=config.concurrency, rate_rps=config.rate,
                                 arrival=config.arrival if config.open_loop else "closed", warmup_s=config.warmup_s,
-                                at_switch=config.at_switch, pilot_pairs=config.pilot_pairs,
+                                at_switch=config.at_switch, schedule=config.schedule,
+                                pilot_pairs=config.pilot_pairs,
                                 min_effect=config.min_effect, alpha=config.alpha, thresholds=dict(self.gated)))
 
     @property
@@ -130,19 +132,17 @@ class Compare:
         warm = self._batch(warmup_slices(self._take_slices(2), config.warmup_s, config.seed))
         self.compare.slice_s = slice_s = config.slice_s or slice_length(warm)
         self._write()
-        self.console.print(f"warm-up: {config.warmup_s:g} s per arm, median E2E "
+        self.console.print(f"warm-up: {config.warmup_s:g} s per arm{' (duet: both at once)' if config.schedule == 'duet' else ''}, median E2E "
                            f"{'-' if warm is None else f'{warm * 1000:.0f} ms'} -> slices of {slice_s:.1f} s")
         t0 = time.monotonic()
         self._pairs(config.pilot_pairs)
         seconds_per_pair = (time.monotonic() - t0) / config.pilot_pairs
         plan = self._plan(seconds_per_pair)
-        before = 0
         target = self.compare.planned_pairs
         while True:
             if self.next_pair < target:
                 self._pairs(target - self.next_pair)
-            verdict = self._look(before)
-            before = self.next_pair
+            verdict = self._look()
             if not verdict.undecided:
                 return
             batch = max(MIN_BATCH, math.ceil(BATCH_FRACTION * plan.pairs))
@@ -157,7 +157,7 @@ class Compare:
             target = self.next_pair + batch
 
     def _plan(self, seconds_per_pair: float) -> PowerPlan:
-        """Power analysis on the pilot pairs; sets planned_pairs and max_pairs (alpha spending's horizon)."""
+        """Power analysis on the pilot pairs; sets planned_pairs and max_pairs (the sequential looks' horizon)."""
         config = self.config
         analysis = analyse(self.out, max_regression=self.gated, replace_defaults=True, alpha=config.alpha)
         pilot = {key: log_ratios(*pair_arrays(analysis.table, key)[1:]) for key in self.gated}
@@ -186,8 +186,9 @@ class Compare:
                                "change may go undetected[/]")
         return plan
 
-    def _look(self, pairs_before: int):
-        alpha = look_alpha(self.config.alpha, self.next_pair, pairs_before, self.compare.max_pairs)
+    def _look(self):
+        looks = [look.pairs for look in self.compare.looks if look.pairs] + [self.next_pair]
+        alpha = look_alpha(self.config.alpha, looks, self.compare.max_pairs)
         verdict = analyse(self.out, max_regression=self.gated, replace_defaults=True, alpha=alpha).verdict
         self.compare.looks.append(Look(pairs=self.next_pair, alpha=alpha, undecided=verdict.undecided))
         self._write()
@@ -213,7 +214,8 @@ class Compare:
         self.batches += 1
         plan = SlicePlan(arms={name: ArmRoute(live.url, live.model, (live.pid,) if live.pid else ())
                                for name, live in self.arms.items()},
-                         slices=tuple(slices), at_switch=config.at_switch, slices_log=str(self.out / SLICES_FILE))
+                         slices=tuple(slices), at_switch=config.at_switch, schedule=config.schedule,
+                         slices_log=str(self.out / SLICES_FILE))
         plan_path = self.out / f"plan-{self.batches}.json"
         plan_path.write_text(plan.to_json())
         planned_s = sum(s.duration_s for s in slices)
@@ -230,7 +232,7 @@ class Compare:
 
     def _locust_command(self, plan_path: Path, planned_s: float) -> list[str]:
         config = self.config
-        users = 1 if config.open_loop else config.concurrency
+        users = 1 if config.open_loop else config.concurrency * (2 if config.schedule == "duet" else 1)
         run_time = math.ceil(planned_s * 1.5 + LOCUST_MARGIN_S)
         command = [*self.cpus.prefix(self.cpus.loadgen), *locust_executable(),
                    "-f", str(CHAT_LOCUSTFILE), "--headless", "--only-summary",
@@ -272,9 +274,10 @@ def write_outputs(analysis: CompareAnalysis, a_label: str, b_label: str, notes: 
     verdict = analysis.verdict
     info = analysis.run.run.compare
     extra = {"pairs": max((r.pairs for r in verdict.results), default=0), "slice_s": info.slice_s,
+             "schedule": info.schedule or "interleaved",
              "looks": [look.to_dict() for look in info.looks], "power": info.power, "elapsed_s": elapsed_s,
              "notes": notes}
-    markdown = to_markdown(verdict, a_label, b_label, notes)
+    markdown = to_markdown(verdict, a_label, b_label, notes, schedule=info.schedule)
     (out / "compare.md").write_text(markdown)
     (out / "compare.json").write_text(json.dumps(to_json(verdict, a_label, b_label, extra), indent=2) + "\n")
     figure = ratios_figure(analysis.table, verdict, analysis.pair_times(), out)

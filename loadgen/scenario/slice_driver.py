@@ -1,8 +1,10 @@
-"""Inside the Locust process: run a compare run's slice plan, one slice at a time.
+"""Inside the Locust process: run a compare run's slice plan, one group of slices at a time.
 
-For each slice in order: its arm gets the load for `duration_s` (closed loop: the Locust
-users send request after request; open loop: the slice's own seeded arrival schedule),
-then the switch: no new request is sent; requests still in flight either finish
+A group is one slice when the schedule is interleaved, and a pair's two slices (one per
+arm) when it is a duet (loadgen.workload.slice_plan.SlicePlan.groups). For each group in
+order: each slice's arm gets the load for `duration_s` (closed loop: the Locust users send
+request after request, in a duet each user always to the same arm, half the users to
+each; open loop: the slice's own seeded arrival schedule), then the switch: no new request is sent; requests still in flight either finish
 ("drain": the next slice waits for them, up to `drain_timeout_s`, and their records say
 switch "drained") or are cut off ("exclude", or a drain that timed out: status
 "incomplete", switch "excluded"). Then one line goes to the slices log and the next
@@ -29,7 +31,7 @@ from loadgen.client.http_stream import ConnectionPool
 from loadgen.client.request_bytes import Target
 from loadgen.observe.process_cpu import tree_cpu_seconds
 from loadgen.workload.arrivals import iter_offsets
-from loadgen.workload.slice_plan import Slice, SlicePlan
+from loadgen.workload.slice_plan import ARMS, Slice, SlicePlan
 from servecap.contract.records import json_line
 
 log = logging.getLogger(__name__)
@@ -76,7 +78,8 @@ class SliceDriver:
             raise ValueError("--slice-plan needs a scenario that can be sent to two servers (loadgen/chat.py)")
         self.arms = {arm: (ConnectionPool(Target.from_url(r.url)), base.with_target(Target.from_url(r.url), r.model))
                      for arm, r in plan.arms.items()}
-        self.active: ActiveSlice | None = None
+        self.active: dict[str, ActiveSlice] = {}   # arm -> its running slice (two in a duet)
+        self.user_arms: dict = {}                  # duet: user greenlet -> its arm, handed out in turn
         self.gate = gevent.event.Event()        # set while a slice takes new requests
         self.ended = gevent.event.Event()       # set when the last slice is done
         self.finished = False
@@ -90,15 +93,25 @@ class SliceDriver:
         self.gate.wait()
         if self.finished:
             return   # the plan is done: returning lets Locust stop the user at once (it is quitting)
-        active = self.active
         if self.run.settings.arrival.open_loop:
             self.ended.wait()   # open loop: the driver sends; users idle until the plan is done
             return
+        active = self._user_slice()
         if active is None or active.switched:
             return
         t_ready = time.perf_counter()   # after the gate: a switch's wait is the plan's, not a queue
         index = active.take_index()
         self._send(active, index, t_sched=None, t_ready=t_ready)
+
+    def _user_slice(self) -> ActiveSlice | None:
+        """The slice this user sends to: the only one running, or in a duet its own arm's."""
+        if self.plan.schedule != "duet":
+            return next(iter(self.active.values()), None)
+        me = gevent.getcurrent()
+        arm = self.user_arms.get(me)
+        if arm is None:
+            arm = self.user_arms[me] = ARMS[len(self.user_arms) % len(ARMS)]
+        return self.active.get(arm)
 
     def _route(self, active: ActiveSlice):
         pool, scenario = self.arms[active.slice.arm]
@@ -123,8 +136,8 @@ class SliceDriver:
     # -- the driver ---------------------------------------------------------------------
     def _drive(self) -> None:
         try:
-            for planned in self.plan.slices:
-                self._run_slice(planned)
+            for group in self.plan.groups():
+                self._run_group(group)
         except gevent.GreenletExit:
             raise
         except Exception:   # a crash here must end the test, not hang it
@@ -135,27 +148,37 @@ class SliceDriver:
         self.ended.set()
         self.run.runner.quit()
 
-    def _run_slice(self, planned: Slice) -> None:
-        pids = self.plan.arms[planned.arm].pids
-        cpu_start = tree_cpu_seconds(pids) if pids else None
-        active = ActiveSlice(planned, time.time())
-        self.active = active
+    def _run_group(self, group: tuple[Slice, ...]) -> None:
+        """Run the group's slices at once (one, or a duet's two): load, switch, drain or cut, log."""
+        cpu_start = {s.arm: self._cpu(s.arm) for s in group}
+        t_start = time.time()
+        self.active = {s.arm: ActiveSlice(s, t_start) for s in group}
         self.gate.set()
         if self.run.settings.arrival.open_loop:
-            self._open_loop(active)
+            gevent.joinall([gevent.spawn(self._open_loop, active) for active in self.active.values()])
         else:
-            gevent.sleep(planned.duration_s)
+            gevent.sleep(max(s.duration_s for s in group))
         t_end = time.time()
         self.gate.clear()
-        active.switched = True
-        if active.inflight and self.plan.at_switch == "drain":
-            active.done.wait(self.plan.drain_timeout_s)
-        if active.inflight:            # excluded by choice, or a drain that timed out
-            active.cutting = True
-            gevent.killall(list(active.inflight), block=True)
+        for active in self.active.values():
+            active.switched = True
+        deadline = time.monotonic() + self.plan.drain_timeout_s
+        for active in self.active.values():
+            if active.inflight and self.plan.at_switch == "drain":
+                active.done.wait(max(0.0, deadline - time.monotonic()))
+        for active in self.active.values():
+            if active.inflight:            # excluded by choice, or a drain that timed out
+                active.cutting = True
+                gevent.killall(list(active.inflight), block=True)
         t_drained = time.time()
-        cpu_end = tree_cpu_seconds(pids) if pids else None
-        self._log(active, t_end, t_drained, None if cpu_start is None or cpu_end is None else cpu_end - cpu_start)
+        for arm, active in self.active.items():
+            cpu_end = self._cpu(arm)
+            cpu_s = None if cpu_start[arm] is None or cpu_end is None else cpu_end - cpu_start[arm]
+            self._log(active, t_end, t_drained, cpu_s)
+
+    def _cpu(self, arm: str) -> float | None:
+        pids = self.plan.arms[arm].pids
+        return tree_cpu_seconds(pids) if pids else None
 
     def _open_loop(self, active: ActiveSlice) -> None:
         """The slice's own seeded arrival schedule, for `duration_s` (one greenlet per request)."""

@@ -32,9 +32,11 @@ DEFAULT_TOKENS_PER_SEQ = 512   # default cache: room for limits.max_running sequ
 
 
 def busy_wait(seconds: float) -> None:
-    """Spin for `seconds`: a fault that costs what extra compute would (the core stays busy)."""
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
+    """Spin until this thread has used `seconds` more CPU time: a fault that costs what extra compute
+    would. Counted in CPU time, not wall time, so that it stays the same fault when the core is shared
+    (a duet compare runs two engines on one core: a wall-clock spin would shrink to half its work there)."""
+    deadline = time.thread_time() + seconds
+    while time.thread_time() < deadline:
         pass
 
 

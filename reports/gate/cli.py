@@ -107,7 +107,7 @@ def _paired(args) -> int:
         return PAIRED_UNUSABLE
     arms = analysis.run.run.compare.arms
     labels = [arms[name].label() if name in arms else name for name in ("a", "b")]
-    markdown = paired_markdown(analysis.verdict, *labels, analysis.notes)
+    markdown = paired_markdown(analysis.verdict, *labels, analysis.notes, schedule=analysis.run.run.compare.schedule)
     out = Path(args.markdown_out) if args.markdown_out else Path(args.compare_dir) / "gate.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(markdown)

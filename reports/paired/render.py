@@ -14,13 +14,21 @@ def _ci(result: PairedResult) -> str:
     return "-" if result.ci is None else f"{_percent(result.ci[0])} .. {_percent(result.ci[1])}"
 
 
-def to_markdown(verdict: CompareVerdict, a_label: str, b_label: str, notes: list[str] = ()) -> str:
+SCHEDULE_WORDS = {
+    "interleaved": "Load alternated between the arms in slices (AB or BA per pair, same requests within a pair)",
+    "duet": ("Both arms were loaded at the same time, pair by pair (a duet: same requests, same cores, so drift hit "
+             "both at once; each arm's absolute figures include the other's load, the ratios are the measurement)"),
+}
+
+
+def to_markdown(verdict: CompareVerdict, a_label: str, b_label: str, notes: list[str] = (), *,
+                schedule: str | None = None) -> str:
     lines = [f"## servecap compare: {verdict.summary}", "",
-             f"A = `{a_label}`, B = `{b_label}`. Load alternated between the arms in slices (AB or BA per "
-             "pair, same requests within a pair); each row compares the arms pair by pair. "
+             f"A = `{a_label}`, B = `{b_label}`. {SCHEDULE_WORDS[schedule or 'interleaved']}; each row compares "
+             "the arms pair by pair. "
              "change = B vs A (Hodges-Lehmann estimate over the per-pair ratios), interval = its "
              "(1 - 2 alpha) distribution-free interval, p = Wilcoxon signed-rank, all at the look that decided "
-             "the metric (its pairs and alpha; each look spends a share of the run's alpha). "
+             "the metric (its pairs and alpha; each look tests at its group-sequential boundary, so that all looks together keep the run's alpha). "
              "SAME: the interval lies within the threshold; WORSE/BETTER: significant and beyond it.", "",
              "| metric | gated | pairs | change | interval | p | alpha | per-pair SD (robust) | threshold | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -20,9 +20,9 @@ left is the fast noise between adjacent slices plus the real effect.
     WORSE    p < alpha and the point estimate is beyond t on the worse side;
     BETTER   the same on the better side;
     UNKNOWN  anything else (more pairs would decide it).
-- Repeated looks (more pairs added while UNKNOWN): each look k gets the alpha that a
-  Pocock-type spending function releases between looks k-1 and k (Lan & DeMets 1983);
-  by Bonferroni's inequality the looks together keep the false-alarm rate under alpha.
+- Repeated looks (more pairs added while UNKNOWN): each look is judged at the nominal alpha
+  of a group-sequential boundary (reports.paired.sequential), so that the looks together
+  keep the false-alarm rate at alpha.
 """
 
 from __future__ import annotations
@@ -157,22 +157,6 @@ def judge(metric: str, a, b, *, threshold: float, higher_is_worse: bool, alpha: 
         verdict = UNKNOWN
     return PairedResult(metric, len(r), math.exp(mean), (math.exp(lo), math.exp(hi)), p,
                         float(r.std(ddof=1)), robust_sd(r), threshold, alpha, higher_is_worse, verdict)
-
-
-def pocock_spent(alpha: float, information: float) -> float:
-    """Alpha spent by information fraction t in [0, 1]: alpha x ln(1 + (e - 1) t) (Lan & DeMets, Pocock type)."""
-    t = min(max(information, 0.0), 1.0)
-    return alpha * math.log1p((math.e - 1) * t)
-
-
-def look_alpha(alpha: float, pairs_now: int, pairs_before: int, pairs_max: int) -> float:
-    """The alpha this look may use: what the spending function releases since the previous look.
-
-    A single look (pairs_now >= pairs_max and no previous look) gets all of alpha."""
-    if pairs_max <= 0:
-        raise ValueError("pairs_max must be positive")
-    spent = pocock_spent(alpha, pairs_now / pairs_max) - pocock_spent(alpha, pairs_before / pairs_max)
-    return max(spent, 1e-6)
 
 
 def paired_bootstrap_ratio(a_values: list[np.ndarray], b_values: list[np.ndarray], statistic, *,

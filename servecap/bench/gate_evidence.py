@@ -9,8 +9,10 @@
    on a reported metric (p50 TPOT, TTFT, E2E) is a miss of the quiet target (WORSE/BETTER
    a false alarm, UNKNOWN undecided);
 2. for each SLOWDOWN:COUNT in --slowdowns (default 0.1:10,0.2:5), a pilot (one more A/A
-   compare) measures p50 TPOT, then COUNT comparisons give arm B a busy-wait step delay of
-   SLOWDOWN x that TPOT: every WORSE on p50 TPOT is a detection.
+   compare, always interleaved: each arm alone) measures p50 TPOT, then COUNT comparisons
+   give arm B a busy-wait step delay of SLOWDOWN x that TPOT, in CPU time (extra compute,
+   the same fault whether or not the core is shared): every WORSE on p50 TPOT is a detection.
+`--schedule duet` runs the comparisons as duets (both arms at once; see servecap compare).
 Prints the false-alarm and detection rates, the time per comparison and the spread of the
 per-pair ratios, and writes evidence.json. `--command-prefix` prefixes each comparison
 (e.g. `flock -x LOCK` on a machine shared with other jobs).
@@ -76,14 +78,14 @@ def p50_tpot_s(run_dir: Path) -> float:
 REPORTED = ("tpot_s.p50", "ttft_s.p50", "e2e_s.p50")
 
 
-def compare(out: Path, args: argparse.Namespace, inject_ms: float = 0.0) -> dict:
-    """One `servecap compare` (arm B with `inject_ms` per step); its verdicts on the reported metrics."""
+def compare(out: Path, args: argparse.Namespace, inject_ms: float = 0.0, schedule: str | None = None) -> dict:
+    """One `servecap compare` (arm B with `inject_ms` of CPU per step); its verdicts on the reported metrics."""
     b_args = f"--inject-step-delay-ms {inject_ms:.4f}" if inject_ms else ""
     command = [*shlex.split(args.command_prefix), *SERVECAP, "compare", "--out", str(out), "--model", args.model,
                "--concurrency", args.concurrency, "--a-args", args.server_args,
                "--b-args", f"{args.server_args} {b_args}".strip(), "--max-duration", args.max_duration,
                "--prompt-tokens", args.prompt_tokens, "--output-tokens", args.output_tokens,
-               "--seed", str(args.seed + len(list(out.parent.glob("*"))))]
+               "--seed", str(args.seed + len(list(out.parent.glob("*")))), "--schedule", schedule or args.schedule]
     if args.max_regression:
         command += ["--max-regression", args.max_regression]
     if args.slice:
@@ -120,7 +122,9 @@ def paired_main(args: argparse.Namespace, console: Console) -> int:
         console.print(f"  {aa[-1]['verdicts']} in {aa[-1]['elapsed_s']:.0f} s, {aa[-1]['pairs']} pairs")
     regressed = {}
     for slowdown, count in args.slowdowns:
-        pilot = compare(out / f"pilot-{slowdown:.0%}", args)
+        # sized from an interleaved pilot: B's injected CPU per step is `slowdown` x the TPOT of an arm
+        # running alone (in a duet each arm runs beside the other, at about half speed on a shared core)
+        pilot = compare(out / f"pilot-{slowdown:.0%}", args, schedule="interleaved")
         tpot = arm_a_p50_tpot_s(out / f"pilot-{slowdown:.0%}")
         inject_ms = slowdown * tpot * 1000.0
         console.print(f"+{slowdown:.0%}: pilot p50 TPOT {tpot * 1000:.3f} ms -> {inject_ms:.3f} ms per step")
@@ -172,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-duration", default="2m", help="--paired: each comparison's bound")
     parser.add_argument("--max-regression", default="", help="--paired: passed to servecap compare")
     parser.add_argument("--slice", default="", help="--paired: passed to servecap compare (default: its own rule)")
+    parser.add_argument("--schedule", choices=("interleaved", "duet"), default="interleaved",
+                        help="--paired: servecap compare --schedule (the pilots that size the delay are interleaved)")
     parser.add_argument("--server-args", default="", help="--paired: reference-server flags for both arms")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--command-prefix", default="", help="--paired: prefix for each comparison's command")

@@ -229,7 +229,7 @@ class Look(Section):
     """One look at the pairs so far (the sequential analysis adds pairs while a gated metric is UNKNOWN)."""
 
     pairs: int | None = None
-    alpha: float | None = None           # the alpha this look spent (see reports.paired.stats.look_alpha)
+    alpha: float | None = None           # the alpha this look spent (reports.paired.sequential.look_alpha)
     undecided: list[str] | None = None   # gated metrics still UNKNOWN after it
 
 
@@ -244,9 +244,10 @@ class CompareInfo(Section):
     slice_s: float | None = None         # the length of every measured slice
     warmup_s: float | None = None        # each arm's warm-up slice
     at_switch: str | None = None         # "drain" | "exclude": what happens to requests in flight at a switch
+    schedule: str | None = None          # "interleaved" | "duet" (a pair's slices at the same time)
     pilot_pairs: int | None = None
     planned_pairs: int | None = None     # from the power analysis
-    max_pairs: int | None = None         # what --max-duration affords (alpha spending's horizon)
+    max_pairs: int | None = None         # what --max-duration affords (the sequential looks' horizon)
     min_effect: float | None = None
     alpha: float | None = None
     thresholds: dict[str, float] | None = None   # gated metric -> threshold (a fraction)
