@@ -15,7 +15,7 @@ from loadgen_helpers import read_truth, run_locust, scripted_server
 pytestmark = pytest.mark.slow
 
 
-def _run(tmp_path, at_switch: str, ttft_b: float = 0.02, **plan_args):
+def _run(tmp_path, at_switch: str, ttft_b: float = 0.02, users: int = 3, **plan_args):
     with scripted_server(tmp_path, "--ttft", "0.02", "--itl", "0.004") as (url_a, truth_a), \
             scripted_server(tmp_path, "--ttft", str(ttft_b), "--itl", "0.004") as (url_b, truth_b):
         slices = warmup_slices(0, 0.6, run_seed=3) + pair_slices(0, 3, 2, 0.8, run_seed=3)
@@ -24,7 +24,7 @@ def _run(tmp_path, at_switch: str, ttft_b: float = 0.02, **plan_args):
                          **plan_args)
         (tmp_path / "plan.json").write_text(plan.to_json())
         records = tmp_path / "r.jsonl"
-        done = run_locust("--host", url_a, "-u", "3", "-r", "3", "-t", "60s", "--records", str(records),
+        done = run_locust("--host", url_a, "-u", str(users), "-r", str(users), "-t", "60s", "--records", str(records),
                           "--slice-plan", str(tmp_path / "plan.json"), "--model", "scripted", "--level", "c=3",
                           "--prompt-tokens", "uniform:8:64", "--output-tokens", "uniform:4:30", timeout=90)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -74,3 +74,31 @@ def test_a_drain_that_times_out_cuts_the_rest_off(tmp_path):
     b_slices = {line["slice"] for line in log if line["arm"] == "b"}
     assert any(r["switch"] == "excluded" for r in records if r["slice"] in b_slices)
     assert all(line["t_drained"] - line["t_end"] < 1.0 for line in log)
+
+
+def test_a_duet_loads_both_arms_at_once_with_the_users_split_between_them(tmp_path):
+    records, log, truth_a, truth_b, slices = _run(tmp_path, "drain", users=6, schedule="duet")
+    by_pair = defaultdict(dict)
+    for line in log:
+        by_pair[line["pair"]][line["arm"]] = line
+    assert set(by_pair) == {None, 0, 1, 2} and all(set(arms) == {"a", "b"} for arms in by_pair.values())
+    for arms in by_pair.values():   # the two slices of a pair (and of the warm-up) start and switch together
+        assert arms["a"]["t_start"] == arms["b"]["t_start"] and arms["a"]["t_end"] == pytest.approx(arms["b"]["t_end"])
+    for arm, truth in (("a", truth_a), ("b", truth_b)):
+        mine = [r for r in records if r["arm"] == arm]
+        assert mine and all(r["response_id"] in truth and r["status"] == "ok" for r in mine)
+        # 3 users per arm: never more than 3 of an arm's requests in flight at once
+        events = sorted([(r["t_start"], 1) for r in mine] + [(r["t_start"] + r["e2e_s"], -1) for r in mine])
+        inflight = peak = 0
+        for _, step in events:
+            inflight += step
+            peak = max(peak, inflight)
+        assert peak == 3
+    by_slice = defaultdict(list)
+    for record in records:
+        by_slice[record["slice"]].append(record)
+    for pair in (0, 1, 2):   # both arms were sent the same sequence within a pair
+        a, b = (sorted(((int(r["request_id"].split("#")[1]), r["output_tokens_asked"]) for r in
+                        by_slice[by_pair[pair][arm]["slice"]])) for arm in ("a", "b"))
+        common = min(len(a), len(b))
+        assert common >= 5 and a[:common] == b[:common]

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from loadgen.workload.slice_plan import pair_order, pair_slices, slice_length, warmup_slices
+from loadgen.workload.slice_plan import ArmRoute, SlicePlan, pair_order, pair_slices, slice_length, warmup_slices
 
 
 def test_pairs_alternate_arms_in_a_seeded_random_order():
@@ -37,3 +37,17 @@ def test_warmup_is_one_slice_per_arm_and_slices_are_at_least_two_seconds():
     assert slice_length(0.05) == 2.0 and slice_length(1.0) == 5.0 and slice_length(None) == 2.0
     with pytest.raises(ValueError, match="positive"):
         pair_slices(0, 1, 0, 0.0, 1)
+
+
+def test_a_duet_groups_each_pair_and_the_warm_up_an_interleaved_plan_runs_one_slice_at_a_time():
+    slices = tuple(warmup_slices(0, 1.0, run_seed=2) + pair_slices(0, 3, 2, 1.0, run_seed=2))
+    arms = {"a": ArmRoute("http://127.0.0.1:1", "m"), "b": ArmRoute("http://127.0.0.1:2", "m")}
+    duet = SlicePlan(arms=arms, slices=slices, schedule="duet")
+    groups = duet.groups()
+    assert [[s.pair for s in g] for g in groups] == [[None, None], [0, 0], [1, 1], [2, 2]]
+    assert all({s.arm for s in g} == {"a", "b"} for g in groups)
+    assert SlicePlan.from_json(duet.to_json()) == duet
+    interleaved = SlicePlan(arms=arms, slices=slices)
+    assert interleaved.groups() == [(s,) for s in slices] and interleaved.schedule == "interleaved"
+    with pytest.raises(ValueError, match="schedule"):
+        SlicePlan(arms=arms, slices=slices, schedule="round-robin")

@@ -218,12 +218,13 @@ def test_static_wait_comes_from_the_injected_clock():
     assert [o.request_id for o in engine.step()] == ["a"]
 
 
-def test_step_delay_injection_slows_every_step():
+def test_step_delay_injection_slows_every_step_by_that_much_cpu_time():
     engine = make_engine(inject_step_delay_ms=30.0)
     engine.add_request("a", [1, 2, 3], SamplingParams(max_tokens=2, ignore_eos=True))
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     run(engine, {})
     assert time.perf_counter() - start >= 2 * 0.030
+    assert time.thread_time() - cpu_start >= 2 * 0.030    # compute, not sleep: the thread was busy
     assert engine.stats().last_step_s >= 0.030
 
 
