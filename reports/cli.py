@@ -77,7 +77,8 @@ def _run(make: Callable[[Callable[[str], None]], ReportResult]) -> int:
     elapsed = time.perf_counter() - started
     summary = result.summary
     for notice in notices(summary):
-        console.print(f"[yellow]warning:[/] {notice.title}: {'; '.join(notice.items)}")
+        label = "[yellow]warning:[/]" if notice.severity == "warning" else "note:"
+        console.print(f"{label} {notice.title}: {'; '.join(notice.items)}")
         console.print(f"  {notice.meaning}" + (f" Fix: {notice.fix}." if notice.fix else ""), highlight=False)
     console.print(answer.sentences(summary)[0].replace("**", ""), markup=False, highlight=False)
     point, cost = summary["verdict"]["operating_point"], summary["verdict"]["cost"]

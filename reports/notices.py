@@ -5,7 +5,9 @@
 Kinds, in this order: levels whose throughput was not stable (run.json's `stable: false`, the
 sweep's flag), a load generator that sent late or ran out of CPU (requests.meta.json, run.json's
 notes), levels where much of the client's latency lay outside the server's clock (`client_vs_server`
-warnings), and parts of the run directory that are missing or damaged (`missing`).
+warnings), parts of the run directory that are missing or damaged (`missing`), and, as a note
+rather than a warning, levels steady as a server while the machine's own speed drifted
+(run.json's `machine_drift`).
 """
 
 from __future__ import annotations
@@ -24,12 +26,26 @@ class Notice:
     meaning: str                     # what it means for the numbers
     fix: str | None                  # the command (or change) that fixes it, if there is one
     items: list[str] = field(default_factory=list)   # the levels or files it concerns
+    severity: str = "warning"        # "warning": the numbers are rougher than they look; "note": context
 
 
 def unstable_levels(run: RunInfo) -> list[dict]:
-    """[{"level", "spread"}] for the levels the sweep flagged (throughput spread over its tolerance)."""
-    return [{"level": entry.level, "spread": entry.throughput_spread}
+    """[{"level", "spread"}] for the levels the sweep flagged (throughput spread over its tolerance, at
+    constant machine speed when the engine's step record gave one)."""
+    return [{"level": entry.level, "spread": _first(entry.spread_at_constant_speed, entry.throughput_spread)}
             for entry in run.levels if isinstance(entry.level, str) and entry.stable is False]
+
+
+def machine_drift_levels(run: RunInfo) -> list[dict]:
+    """[{"level", "spread", "machine", "at_constant_speed"}] for the levels that were steady as a server
+    while the machine's own speed varied (loadgen.sweep.machine_speed)."""
+    return [{"level": entry.level, "spread": entry.throughput_spread, "machine": entry.machine_speed_spread,
+             "at_constant_speed": entry.spread_at_constant_speed}
+            for entry in run.levels if isinstance(entry.level, str) and entry.machine_drift]
+
+
+def _first(*values):
+    return next((v for v in values if v is not None), None)
 
 
 def _unstable(summary: dict) -> Notice | None:
@@ -48,6 +64,24 @@ def _unstable(summary: dict) -> Notice | None:
         f"measure longer: rerun with `servecap sweep ... --duration {longer:g}s`{now}",
         [f"{row['level']} (spread {row['spread']:.0%})" if isinstance(row.get("spread"), (int, float))
          else row["level"] for row in levels])
+
+
+def _machine_drift(summary: dict) -> Notice | None:
+    levels = summary.get("machine_drift_levels") or []
+    if not levels:
+        return None
+    return Notice(
+        "the machine's speed drifted",
+        "At these levels the raw throughput differed by more than 10% between the thirds of the window, "
+        "but the engine's own step record shows why: the same batch shapes took longer in one third than "
+        "another. Scaled to the machine's usual speed, the server's throughput was steady. The levels' "
+        "percentiles include that drift of the machine (on a shared VM, its host); they are not a server "
+        "that had not settled. `python -m reference_server.bench.drift` measures the machine alone.",
+        None,
+        [f"{row['level']} (machine {row['machine']:.0%}, throughput {row['spread']:.0%} raw, "
+         f"{row['at_constant_speed']:.0%} at constant speed)" for row in levels
+         if all(isinstance(row.get(k), (int, float)) for k in ("machine", "spread", "at_constant_speed"))],
+        severity="note")
 
 
 def _loadgen(summary: dict) -> Notice | None:
@@ -98,5 +132,6 @@ def _missing(summary: dict) -> Notice | None:
 
 
 def notices(summary: dict) -> list[Notice]:
-    return [n for n in (_unstable(summary), _loadgen(summary), _client_server(summary), _missing(summary))
-            if n is not None]
+    found = (_unstable(summary), _loadgen(summary), _client_server(summary), _missing(summary),
+             _machine_drift(summary))
+    return [n for n in found if n is not None]

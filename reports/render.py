@@ -63,9 +63,9 @@ def _join_bullets(lines: list[str]) -> list[str]:
     return out
 
 
-def _notice_blocks(summary: dict) -> list[Block]:
+def _notice_blocks(summary: dict, severity: str) -> list[Block]:
     blocks: list[Block] = []
-    for notice in notices(summary):
+    for notice in (n for n in notices(summary) if n.severity == severity):
         text = f"**{notice.title.capitalize()}**: {notice.meaning}"
         if notice.fix:
             text += f" Fix: {notice.fix}."
@@ -76,7 +76,7 @@ def _notice_blocks(summary: dict) -> list[Block]:
 
 def answer_sections(summary: dict, figures: list[FigureFile], preface: list[str] = ()) -> list[tuple[str, list[Block]]]:
     """"Answer" (the sentences, the throughput-vs-latency figure, one row per strategy, the per-SLO
-    detail collapsed) and, when there are any, "Warnings"."""
+    detail collapsed) and, when there are any, "Warnings" and "Notes"."""
     answer_figure = [fig for fig in figures if fig.name == ANSWER_FIGURE]
     first: list[Block] = [*preface, *_join_bullets(answer.sentences(summary)), *answer_figure,
                           answer.strategy_rows(summary)]
@@ -87,9 +87,10 @@ def answer_sections(summary: dict, figures: list[FigureFile], preface: list[str]
     first.append(Details("Per-SLO detail: max sustainable load per SLO with its p99 and interval, the knees, "
                          "the operating point", detail))
     out: list[tuple[str, list[Block]]] = [("Answer", first)]
-    warnings = _notice_blocks(summary)
-    if warnings:
-        out.append(("Warnings", warnings))
+    for title, severity in (("Warnings", "warning"), ("Notes", "note")):
+        blocks = _notice_blocks(summary, severity)
+        if blocks:
+            out.append((title, blocks))
     return out
 
 

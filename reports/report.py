@@ -17,7 +17,7 @@ from reports.figures import validation as figures_validation
 from reports.cost import cost_per_million, resolve_price
 from reports.figures.common import FigureFile
 from reports.calibration import calibrated_levels, level_samples
-from reports.notices import unstable_levels
+from reports.notices import machine_drift_levels, unstable_levels
 from reports.predicted import CALIBRATED_REPLICATIONS, add_predictions
 from reports.render import sections, to_html, to_markdown
 from reports.run_data import RunData, load_run
@@ -94,6 +94,7 @@ def build_summary(data: RunData, options: ReportOptions,
     return {"run": data.run_json, "levels": levels, "validation": validation, "verdict": verdict,
             "missing": list(data.missing), "loadgen_warnings": loadgen_warnings(data.run, levels),
             "unstable_levels": unstable_levels(data.run),
+            "machine_drift_levels": machine_drift_levels(data.run),
             "metrics": list(LATENCY_METRICS)}
 
 

@@ -23,7 +23,7 @@ from reports.blocks import Block
 from reports.cost import cost_per_million, resolve_price
 from reports.figures import latency as figures_latency
 from reports.figures.common import FigureFile
-from reports.notices import unstable_levels
+from reports.notices import machine_drift_levels, unstable_levels
 from reports.render import answer_sections, levels_section, to_html, to_markdown
 from reports.report import ReportOptions, ReportResult, jsonable
 from reports.run_data import RunData, load_run
@@ -45,6 +45,7 @@ class Side:
     price: dict                 # reports.cost.resolve_price
     notes: list[str]            # missing data and load-generator warnings, prefixed
     unstable: list[dict]        # reports.notices.unstable_levels, prefixed
+    drift: list[dict]           # reports.notices.machine_drift_levels, prefixed
 
 
 def is_compare_dir(run_dir: str | Path) -> bool:
@@ -71,10 +72,11 @@ def run_side(run_dir: str | Path, label: str, options: ReportOptions, slo: SLO |
     slo = slo or options.slo_for(data.run)
     levels = build_levels(data, slo)
     unstable = [{**row, "level": f"{label}: {row['level']}"} for row in unstable_levels(data.run)]
+    drift = [{**row, "level": f"{label}: {row['level']}"} for row in machine_drift_levels(data.run)]
     return Side(label, data.run_dir.name, answer.setup_detail(data.run_json),
                 [_prefixed(lvl, label, lvl["strategy"]) for lvl in levels],
                 resolve_price(data.run, options.gpu_hourly, options.gpu), _notes(data, levels, label),
-                unstable), slo
+                unstable, drift), slo
 
 
 def arm_sides(run_dir: str | Path, options: ReportOptions) -> tuple[list[Side], SLO]:
@@ -89,7 +91,7 @@ def arm_sides(run_dir: str | Path, options: ReportOptions) -> tuple[list[Side], 
         label = arm.upper()
         sides.append(Side(label, info.label(), answer.setup_detail(data.run_json),
                           [_prefixed(lvl, label, None) for lvl in levels if lvl["strategy"] == arm], price,
-                          notes if not sides else [], []))
+                          notes if not sides else [], [], []))
     return sides, slo
 
 
@@ -105,7 +107,8 @@ def combined_summary(sides: list[Side], slo: SLO) -> dict:
     return {"run": {"side_by_side": [{"label": s.label, "name": s.name, "setup": s.setup} for s in sides]},
             "levels": levels, "verdict": verdict, "metrics": list(LATENCY_METRICS),
             "missing": [note for side in sides for note in side.notes], "loadgen_warnings": [],
-            "unstable_levels": [row for side in sides for row in side.unstable]}
+            "unstable_levels": [row for side in sides for row in side.unstable],
+            "machine_drift_levels": [row for side in sides for row in side.drift]}
 
 
 def side_by_side(run_dirs: list[str | Path], out_dir: str | Path, options: ReportOptions | None = None,

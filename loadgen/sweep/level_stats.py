@@ -1,5 +1,9 @@
 """Quick per-level figures the sweep needs while it runs: progress, the SLO check, stability.
 
+Stability is judged at the machine's usual speed when the engine's step record is there
+(loadgen.sweep.machine_speed): a level whose throughput varied only because the machine did
+is steady as a server, and says so (`machine_drift`) rather than "not stable".
+
 Steering only (progress bar, --auto's ramp and bisection, flagging an unstable level);
 the report computes the published numbers. Whether a level meets the SLO is the
 contract's one rule (servecap.contract.slo.check_level) over the same inputs the
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loadgen.sweep.machine_speed import speed_index
 from servecap.contract.records import Record
 from servecap.contract.slo import SLO, LevelCheck, check_level
 
@@ -31,6 +36,8 @@ class LevelStats:
         output_tokens_per_s: ok output tokens over the measure span.
         window_throughputs: output tokens/s in STABILITY_WINDOWS equal slices of the span, each token
             counted when it arrived, from any record of the level (`_token_times`).
+        speed_index: per window, how much longer than usual the engine's steps took for the same
+            work (loadgen.sweep.machine_speed; None without the engine's step record).
     """
 
     requests: int
@@ -41,6 +48,7 @@ class LevelStats:
     p99_e2e_s: float | None
     output_tokens_per_s: float | None
     window_throughputs: tuple[float, ...]
+    speed_index: tuple[float, ...] | None = None
 
     @property
     def error_rate(self) -> float | None:
@@ -49,17 +57,40 @@ class LevelStats:
     @property
     def spread(self) -> float | None:
         """(max - min) / mean of the window throughputs: 0 = perfectly steady."""
-        values = np.asarray(self.window_throughputs)
-        if len(values) < 2 or values.mean() <= 0:
-            return None
-        return float((values.max() - values.min()) / values.mean())
+        return _spread(self.window_throughputs)
+
+    @property
+    def spread_at_constant_speed(self) -> float | None:
+        """The same spread with each window's throughput scaled back to the machine's usual speed
+        (throughput x speed index); the raw spread without a speed index."""
+        if self.speed_index is None or len(self.speed_index) != len(self.window_throughputs):
+            return self.spread
+        return _spread([t * s for t, s in zip(self.window_throughputs, self.speed_index)])
+
+    @property
+    def machine_speed_spread(self) -> float | None:
+        """(max - min) / mean of the speed index: how much the machine's own speed varied."""
+        return None if self.speed_index is None else _spread(self.speed_index)
 
     def is_stable(self, tolerance: float) -> bool:
-        return self.spread is not None and self.spread <= tolerance
+        """The server was steady: its throughput at constant machine speed varied within `tolerance`."""
+        spread = self.spread_at_constant_speed
+        return spread is not None and spread <= tolerance
+
+    def machine_drift(self, tolerance: float) -> bool:
+        """Steady as a server, but the raw throughput varied beyond `tolerance` because the machine did."""
+        return self.is_stable(tolerance) and self.spread is not None and self.spread > tolerance
 
     def check(self, slo: SLO) -> LevelCheck:
         p99_s = {"ttft_s": self.p99_ttft_s, "tpot_s": self.p99_tpot_s, "e2e_s": self.p99_e2e_s}
         return check_level(slo, self.error_rate, p99_s)
+
+
+def _spread(values) -> float | None:
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2 or values.mean() <= 0:
+        return None
+    return float((values.max() - values.min()) / values.mean())
 
 
 def _p99(values: list[float]) -> float | None:
@@ -88,14 +119,15 @@ def _token_times(records: list[Record]) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(times), np.concatenate(weights)
 
 
-def level_stats(records: list[Record], level: str) -> LevelStats:
+def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
+    """`steps`: the engine_steps.csv rows of this level's server (a DataFrame), for the speed index."""
     mine = [r for r in records if r.level == level and r.phase == "measure"]
     finished = [r for r in mine if r.status != "incomplete"]
     ok = [r for r in finished if r.status == "ok"]
     ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
     e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
     tpot = [value for value in (r.tpot_s for r in ok) if value is not None]
-    throughput, windows = None, ()
+    throughput, windows, speed = None, (), None
     if mine:
         start = min(r.t_start for r in mine)
         ends = [r.t_start + r.e2e_s for r in ok if r.e2e_s is not None]
@@ -106,5 +138,6 @@ def level_stats(records: list[Record], level: str) -> LevelStats:
             times, weights = _token_times([r for r in records if r.level == level])
             counts, edges = np.histogram(times, bins=STABILITY_WINDOWS, range=(start, end), weights=weights)
             windows = tuple(float(x) for x in counts / np.diff(edges))
+            speed = speed_index(steps, start, end, STABILITY_WINDOWS)
     return LevelStats(len(finished), len(finished) - len(ok), len(mine) - len(finished),
-                      _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows)
+                      _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows, speed)

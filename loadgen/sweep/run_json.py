@@ -111,11 +111,14 @@ class RunJson:
         self.write()
 
     def level_finished(self, entry: LevelEntry, exit_code: int, stats: LevelStats, stable: bool,
-                       loadgen: dict | None = None) -> None:
+                       loadgen: dict | None = None, machine_drift: bool | None = None) -> None:
         """loadgen: the level's entry of requests.meta.json (the generator's own health), when written."""
         entry.status = "ok" if exit_code == 0 else "failed"
         entry.exit_code, entry.requests, entry.errors = exit_code, stats.requests, stats.errors
         entry.throughput_spread, entry.stable = stats.spread, stable
+        entry.spread_at_constant_speed, entry.machine_speed_spread = (stats.spread_at_constant_speed,
+                                                                      stats.machine_speed_spread)
+        entry.machine_drift = machine_drift
         if loadgen:
             entry.loop_lag_p50_s, entry.loop_lag_p99_s, entry.loop_lag_max_s = (
                 loadgen.get("loop_lag_p50_s"), loadgen.get("loop_lag_p99_s"), loadgen.get("loop_lag_max_s"))

@@ -25,8 +25,9 @@ from loadgen.sweep.level_stats import LevelStats, level_stats
 from loadgen.sweep.locust_level import STOP_TIMEOUT_S, LevelPlan, locust_command, run_level
 from loadgen.sweep.cpu_pinning import loadgen_nice, nice_prefix, plan_cpus
 from loadgen.observe.observers import Observers
+from servecap.contract.engine_record import STEPS_FILE
 from servecap.contract.loadgen_meta import read_meta
-from servecap.contract.records import Record
+from servecap.contract.records import RECORDS_FILE, Record, refuse_existing_run
 from servecap.contract.run_json import CpuPinning
 from loadgen.sweep.run_json import RunJson
 from loadgen.sweep.config import SweepConfig
@@ -60,7 +61,7 @@ class Sweep:
         self.config = config
         self.console = console or Console(stderr=True)
         self.out = Path(config.out_dir)
-        self.records = self.out / "requests.jsonl"
+        self.records = self.out / RECORDS_FILE
         self.run_json: RunJson | None = None
         self.server_spec = reference_server_spec(config)
         self.loadgen_nice = loadgen_nice() if config.loadgen_priority else None
@@ -70,8 +71,7 @@ class Sweep:
 
     # -- the whole run ------------------------------------------------------------------
     def run(self) -> Path:
-        if self.records.exists() and self.records.stat().st_size:
-            raise ValueError(f"{self.out} already holds a run (requests.jsonl); choose another --out")
+        refuse_existing_run(self.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.run_json = RunJson(self.out, self.config)
         self.run_json.record_cpu_pinning(CpuPinning.from_dict({**self.cpus.describe(), "loadgen_nice": self.loadgen_nice}))
@@ -167,19 +167,39 @@ class Sweep:
 
             code, records = run_level(command, self.records, self.out / "locust.log", timeout, on_progress)
             progress.update(task, completed=planned_s)
-        stats = level_stats(records, level)
+        stats = level_stats(records, level, self._engine_steps(strategy or "url"))
         loadgen = self._loadgen_meta(level)
         for text in loadgen.get("warnings") or []:   # the report reads them from requests.meta.json itself
             self.console.print(f"[yellow]warning: load generator: {level}: {text}[/]")
         stable = stats.is_stable(config.stability_tolerance)
-        self.run_json.level_finished(entry, code, stats, stable, loadgen)
+        drift = stats.machine_drift(config.stability_tolerance)
+        self.run_json.level_finished(entry, code, stats, stable, loadgen, drift)
         if code != 0:
             self.console.print(f"[red]{level}: locust exited {code}; see {self.out / 'locust.log'}[/]")
         elif not stable:
-            spread = f"{stats.spread:.0%}" if stats.spread is not None else "unknown"
-            self.console.print(f"[yellow]warning: {level}: throughput not stable across sub-windows (spread {spread}); "
-                               "flagged in run.json; a longer --duration fixes it[/]")
+            spread = stats.spread_at_constant_speed
+            spread = f"{spread:.0%}" if spread is not None else "unknown"
+            at_speed = " at constant machine speed" if stats.speed_index is not None else ""
+            self.console.print(f"[yellow]warning: {level}: throughput not stable across sub-windows (spread {spread}"
+                               f"{at_speed}); flagged in run.json; a longer --duration fixes it[/]")
+        elif drift:
+            self.console.print(f"note: {level}: the machine's own speed varied {stats.machine_speed_spread:.0%} "
+                               f"across the window (the engine's steps, same batch shapes); at constant speed the "
+                               f"server was steady (spread {stats.spread_at_constant_speed:.0%}, raw {stats.spread:.0%})",
+                               highlight=False)
         return stats
+
+    def _engine_steps(self, source: str):
+        """This server's rows of engine_steps.csv so far (None when it keeps no engine record)."""
+        import pandas as pd
+
+        path = self.out / STEPS_FILE
+        try:
+            steps = pd.read_csv(path, usecols=["source", "t_start", "step_s", "batch", "prefill_tokens",
+                                               "context_tokens"])
+        except (OSError, ValueError, pd.errors.EmptyDataError):
+            return None
+        return steps[steps["source"].astype(str) == source]
 
     def _loadgen_meta(self, level: str) -> dict:
         """The generator's own health for this level (requests.meta.json; {} when it wrote none)."""

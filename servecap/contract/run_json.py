@@ -114,14 +114,17 @@ class LevelEntry(Section):
     exit_code: int | None = None
     requests: int | None = None          # finished measure-phase requests (not `incomplete`)
     errors: int | None = None
-    throughput_spread: float | None = None
-    stable: bool | None = None
+    throughput_spread: float | None = None      # (max - min) / mean of output tokens/s over the window's thirds
+    spread_at_constant_speed: float | None = None   # the same, each third scaled to the machine's usual speed
+    machine_speed_spread: float | None = None   # how much the engine's step time for the same work varied
+    stable: bool | None = None                  # spread_at_constant_speed within the sweep's tolerance
+    machine_drift: bool | None = None           # stable, but the raw spread was beyond it: the machine varied
     loop_lag_p50_s: float | None = None  # the load generator's event-loop lag (requests.meta.json), worst process
     loop_lag_p99_s: float | None = None
     loop_lag_max_s: float | None = None
     limited_by_loadgen: bool | None = None
 
-    RESULT_FIELDS = ("exit_code", "requests", "errors", "throughput_spread", "stable")
+    RESULT_FIELDS = ("exit_code", "requests", "errors", "throughput_spread", "stable")   # written even when null
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()

@@ -3,7 +3,7 @@
 import pytest
 
 from reports import answer
-from reports.notices import notices, unstable_levels
+from reports.notices import machine_drift_levels, notices, unstable_levels
 from reports.verdict import build_verdict
 from servecap.contract.run_json import LevelEntry, RunInfo
 from servecap.contract.slo import SLO
@@ -97,3 +97,19 @@ def test_warnings_are_grouped_once_with_their_fix():
     assert unstable.fix == "measure longer: rerun with `servecap sweep ... --duration 30s` (this run measured 10 s per level)"
     assert missing.items == ["samples.csv is missing"] and missing.fix is None
     assert notices(_summary(THREE)) == []
+
+
+def test_a_machine_that_drifted_is_a_note_and_an_unsteady_server_a_warning_at_constant_speed():
+    run = RunInfo(levels=[
+        LevelEntry(level="none/c=8", stable=True, machine_drift=True, throughput_spread=0.44,
+                   spread_at_constant_speed=0.01, machine_speed_spread=0.43, exit_code=0),
+        LevelEntry(level="static/c=8", stable=False, throughput_spread=0.30, spread_at_constant_speed=0.19,
+                   machine_speed_spread=0.08, exit_code=0),
+        LevelEntry(level="static/c=1", stable=True, machine_drift=False, throughput_spread=0.04, exit_code=0)])
+    summary = _summary(THREE)
+    summary["unstable_levels"] = unstable_levels(run)
+    summary["machine_drift_levels"] = machine_drift_levels(run)
+    unstable, drift = notices(summary)
+    assert (unstable.severity, unstable.items) == ("warning", ["static/c=8 (spread 19%)"])   # judged at constant speed
+    assert drift.severity == "note" and drift.title == "the machine's speed drifted"
+    assert drift.items == ["none/c=8 (machine 43%, throughput 44% raw, 1% at constant speed)"]

@@ -305,3 +305,20 @@ def test_load_generator_warnings_come_from_requests_meta_json(tmp_path):
     assert warnings.index("**Load generator limits**: ") < warnings.index(
         "- none/c=1: worker0@h:1: load generator CPU reached 97% (> 90%)") < warnings.index("## ", 3)
     assert "LIMITED BY LOAD GENERATOR" in markdown
+
+
+def test_a_machine_that_drifted_is_a_note_of_its_own_not_a_warning(tmp_path):
+    run_dir = tmp_path / "drifted"
+    write_run(run_dir, levels=("none/c=1",), planned=("none/c=1",))
+    run = json.loads((run_dir / "run.json").read_text())
+    run["levels"] = [{"level": "none/c=1", "status": "ok", "exit_code": 0, "stable": True, "machine_drift": True,
+                      "throughput_spread": 0.31, "spread_at_constant_speed": 0.02, "machine_speed_spread": 0.29}]
+    (run_dir / "run.json").write_text(json.dumps(run))
+    result = write_report(run_dir, ReportOptions(figures=False))
+    assert result.summary["unstable_levels"] == []
+    assert result.summary["machine_drift_levels"][0]["machine"] == 0.29
+    markdown = result.markdown_path.read_text()
+    notes = markdown[markdown.index("## Notes"):]
+    assert "**The machine's speed drifted**: " in notes
+    assert "- none/c=1 (machine 29%, throughput 31% raw, 2% at constant speed)" in notes
+    assert "throughput not stable" not in markdown.lower()

@@ -1,0 +1,55 @@
+"""How fast the machine itself ran in each sub-window of a level, from the engine's own step record.
+
+A level's throughput can vary between the thirds of its window for two reasons that mean
+different things: the server had not settled (queues filling, batches forming: the batch
+shapes change), or the machine ran at a different speed (the same batch shapes took longer:
+a host neighbour, a frequency step). This 2-core VM does the second with nothing else running:
+the engine's decode loop alone, timed over 1 s blocks, ranged 1.20-2.09 ms
+(`python -m reference_server.bench.drift --blocks 25 --block-s 1`).
+
+    speed_index(steps, start, end, windows) -> (s_1, ..., s_w) | None
+
+s_k = sum of step_s in window k / sum of the reference time of the same steps, where a step's
+reference time is the median step_s, over the whole level, of steps of its shape (batch size,
+prefill tokens in buckets of 32, context tokens in buckets of 256). s_k = 1.2: the machine took
+20% longer than usual for the same work in window k. Weighting by time (a ratio of sums, not a
+median of ratios) makes s_k the factor by which window k's engine time was stretched, so
+throughput_k x s_k is the throughput at the level's usual speed. On `make demo` (a quiet VM)
+the raw spreads between thirds of 6-44% came down to 0-9% once corrected so.
+
+Pure: a DataFrame of engine_steps.csv rows (servecap.contract.engine_record) in, numbers out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+PREFILL_BUCKET = 32
+CONTEXT_BUCKET = 256
+MIN_STEPS_PER_WINDOW = 20   # fewer: no index (a window with a handful of steps says little)
+
+
+def speed_index(steps: pd.DataFrame | None, start: float, end: float, windows: int) -> tuple[float, ...] | None:
+    """Per window of [start, end), the machine's time per unit of work relative to the level's usual;
+    None without enough steps (no engine record, an external server, a tiny level)."""
+    if steps is None or steps.empty or not end > start:
+        return None
+    inside = steps[(steps["t_start"] >= start) & (steps["t_start"] < end)]
+    if inside.empty:
+        return None
+    window = np.minimum(((inside["t_start"] - start) / (end - start) * windows).astype(int), windows - 1)
+    shape = pd.MultiIndex.from_arrays([inside["batch"], inside["prefill_tokens"] // PREFILL_BUCKET,
+                                       inside["context_tokens"] // CONTEXT_BUCKET])
+    step_s = pd.Series(inside["step_s"].to_numpy(dtype=float), index=shape)
+    reference = step_s.groupby(level=[0, 1, 2]).transform("median")
+    frame = pd.DataFrame({"window": window.to_numpy(), "step_s": step_s.to_numpy(),
+                          "reference_s": reference.to_numpy()})
+    grouped = frame.groupby("window")
+    counts = grouped.size().reindex(range(windows), fill_value=0)
+    if (counts < MIN_STEPS_PER_WINDOW).any():
+        return None
+    sums = grouped[["step_s", "reference_s"]].sum()
+    if (sums["reference_s"] <= 0).any():
+        return None
+    return tuple(float(x) for x in sums["step_s"] / sums["reference_s"])

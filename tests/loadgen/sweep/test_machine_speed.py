@@ -1,0 +1,65 @@
+"""The machine's speed per sub-window, from the engine's steps, and the stability judged at constant speed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from loadgen.sweep.level_stats import level_stats
+from loadgen.sweep.machine_speed import speed_index
+from servecap.contract.records import Record
+
+
+def _steps(pieces) -> pd.DataFrame:
+    """pieces: (start_s, end_s, step_s, batch, prefill_tokens): steps back to back over [start, end)."""
+    rows = []
+    for start, end, step_s, batch, prefill in pieces:
+        for t in np.arange(start, end, step_s):
+            rows.append({"source": "continuous", "t_start": float(t), "step_s": step_s, "batch": batch,
+                         "prefill_tokens": prefill, "context_tokens": 100})
+    return pd.DataFrame(rows)
+
+
+def test_the_index_is_the_stretch_of_the_same_work_and_ignores_a_change_of_shape():
+    slower_machine = _steps([(0, 6, 0.010, 4, 0), (6, 9, 0.013, 4, 0)])
+    assert speed_index(slower_machine, 0, 9, 3) == pytest.approx((1.0, 1.0, 1.3))
+    # bigger batches take longer per step, on a machine that did not change: no stretch
+    bigger_batches = _steps([(0, 6, 0.010, 4, 0), (6, 9, 0.013, 8, 0)])
+    assert speed_index(bigger_batches, 0, 9, 3) == pytest.approx((1.0, 1.0, 1.0))
+    # prefill steps and decode steps are different work: each is compared with its own kind
+    mixed = _steps([(0, 9, 0.010, 4, 0), (0.005, 9, 0.050, 4, 64)])
+    assert speed_index(mixed, 0, 9, 3) == pytest.approx((1.0, 1.0, 1.0))
+
+
+def test_no_index_without_enough_steps_in_every_window():
+    assert speed_index(None, 0, 9, 3) is None
+    assert speed_index(_steps([(0, 6, 0.010, 4, 0)]), 0, 9, 3) is None          # the last third has none
+    assert speed_index(_steps([(0, 9, 0.5, 4, 0)]), 0, 9, 3) is None            # 6 steps per third
+    assert speed_index(_steps([(0, 9, 0.010, 4, 0)]), 5, 5, 3) is None          # an empty span
+
+
+def _stream(t, seconds, tokens):
+    gap = (seconds - 0.1) / (tokens - 1)
+    return Record(level="continuous/c=1", phase="measure", t_start=t, ttft_s=0.1, e2e_s=seconds,
+                  itl_s=[gap] * (tokens - 1), output_tokens=tokens, status="ok")
+
+
+# c=1 for 9 s: 31 tokens per 1.5 s request in the first two thirds, 24 in the last (23% fewer tokens/s)
+RECORDS = [_stream(1.5 * i, 1.5, 31 if i < 4 else 24) for i in range(6)]
+
+
+def test_a_level_slowed_by_the_machine_is_steady_at_constant_speed():
+    stats = level_stats(RECORDS, "continuous/c=1", _steps([(0, 6, 0.010, 1, 0), (6, 9, 0.013, 1, 0)]))
+    assert stats.spread > 0.2 and stats.spread_at_constant_speed < 0.05
+    assert stats.machine_speed_spread == pytest.approx(0.3 / 1.1, rel=0.05)
+    assert stats.is_stable(0.10) and stats.machine_drift(0.10)
+
+
+def test_a_level_that_slowed_at_the_same_machine_speed_is_not_stable():
+    same_speed = level_stats(RECORDS, "continuous/c=1", _steps([(0, 9, 0.010, 1, 0)]))
+    assert same_speed.speed_index == pytest.approx((1.0, 1.0, 1.0))
+    assert not same_speed.is_stable(0.10) and not same_speed.machine_drift(0.10)
+    no_record = level_stats(RECORDS, "continuous/c=1")   # an external server: the raw spread decides
+    assert no_record.speed_index is None and no_record.spread_at_constant_speed == no_record.spread
+    assert not no_record.is_stable(0.10)
