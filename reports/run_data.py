@@ -20,7 +20,7 @@ import pandas as pd
 from reports.level_ids import parse_level_id
 from reports.records_reader import RecordsError, read_records
 from servecap.contract.engine_record import REQUEST_COLUMNS, REQUESTS_FILE, STEP_COLUMNS, STEPS_FILE
-from servecap.contract.records import tpot_s
+from servecap.contract.records import RECORDS_FILE, tpot_s
 from servecap.contract.run_json import RunInfo
 
 __all__ = ["RunData", "RunDirError", "load_run"]
@@ -87,7 +87,7 @@ def load_run(run_dir: str | Path) -> RunData:
     missing += problems
     engine_requests = _read_optional_csv(run_dir / REQUESTS_FILE, REQUEST_COLUMNS, missing)
     try:
-        records, gaps, gap_rows = read_records(run_dir / "requests.jsonl", missing,
+        records, gaps, gap_rows = read_records(run_dir / RECORDS_FILE, missing,
                                                response_id=engine_requests is not None)
     except RecordsError as exc:
         raise RunDirError(str(exc)) from None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-RECORDS_FILE = "requests.jsonl"
+from servecap.contract.records import RECORDS_FILE
 
 
 def list_runs(runs_dir: str | Path) -> list[Path]:

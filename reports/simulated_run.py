@@ -21,7 +21,7 @@ from calculators.sim.front_end import FrontEnd
 from calculators.sim.simulate import ServerConfig, Workload, simulate_trace
 from calculators.sim.step_model import StepTimeModel
 from servecap.contract.engine_record import REQUEST_COLUMNS, REQUESTS_FILE, STEP_COLUMNS, STEPS_FILE
-from servecap.contract.records import Record
+from servecap.contract.records import RECORDS_FILE, Record
 
 T0 = 1_700_000_000.0
 LEVEL_GAP_S = 5.0
@@ -65,7 +65,7 @@ def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd
                                         t0 + trace.arrival[i], t0 + trace.arrival[i], t0 + trace.first_token[i],
                                         t0 + trace.end[i], 0, 0, "length"])
         t0 += horizon + LEVEL_GAP_S
-    (run_dir / "requests.jsonl").write_bytes(b"".join(records))
+    (run_dir / RECORDS_FILE).write_bytes(b"".join(records))
     _write_csv(run_dir / STEPS_FILE, STEP_COLUMNS, steps)
     _write_csv(run_dir / REQUESTS_FILE, REQUEST_COLUMNS, engine_requests)
     engine = {"strategy": strategy, "strategy_limits": server.limits.describe(), "block_size": 16,

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from servecap.contract.records import Record
+from servecap.contract.records import RECORDS_FILE, Record
 from servecap.contract.run_json import Host, LevelEntry, RunInfo, Server, write_run_json
 
 SECOND_PER_LEVEL_GAP = 2.0
@@ -60,7 +60,7 @@ def write_synthetic_run(run_dir: str | Path, records: int = 20_000,
     per_level = [records // len(levels) + (i < records % len(levels)) for i in range(len(levels))]
     t = 1_700_000_000.0
     windows, samples, metrics = [], [], []
-    with open(run_dir / "requests.jsonl", "w") as f:
+    with open(run_dir / RECORDS_FILE, "w") as f:
         for (strategy, c), count in zip(levels, per_level):
             level = f"{strategy}/c={c}"
             speed = 1.0 if strategy == "none" else 3.0

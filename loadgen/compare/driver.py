@@ -40,6 +40,7 @@ from reports.paired.render import to_json, to_markdown
 from reports.paired.slices import pair_arrays
 from reports.paired.sequential import look_alpha
 from reports.paired.stats import log_ratios
+from servecap.contract.records import RECORDS_FILE, refuse_existing_run
 from servecap.contract.run_json import CompareInfo, CpuPinning, Look, RunInfo, Seeds, Target, Workload, write_run_json
 
 LOCUST_MARGIN_S = 60.0     # Locust's -t beyond the planned slices (the plan, not -t, ends the run)
@@ -68,7 +69,7 @@ class Compare:
         self.config = config
         self.console = console or Console(stderr=True)
         self.out = Path(config.out_dir)
-        self.records = self.out / "requests.jsonl"
+        self.records = self.out / RECORDS_FILE
         self.gated = thresholds_for(config.max_regression, replace_defaults=config.no_defaults)
         both_external = config.a.kind == "url" and config.b.kind == "url"
         self.cpus = plan_cpus(config.pin_cpus, external_server=both_external)
@@ -102,8 +103,7 @@ class Compare:
 
     # -- the whole run ------------------------------------------------------------------
     def run(self) -> CompareOutcome:
-        if self.records.exists() and self.records.stat().st_size:
-            raise ValueError(f"{self.out} already holds a run (requests.jsonl); choose another --out")
+        refuse_existing_run(self.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self._write()
         previous = signal.signal(signal.SIGTERM, _raise_interrupted)

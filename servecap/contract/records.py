@@ -25,6 +25,16 @@ from typing import Any, Iterable, Mapping, Union, get_args, get_origin, get_type
 
 import numpy as np
 
+RECORDS_FILE = "requests.jsonl"   # a run directory's records, one Record per line
+
+
+def refuse_existing_run(run_dir: Path) -> None:
+    """A sweep or compare writes a new run directory: ValueError when `run_dir` already holds records."""
+    records = Path(run_dir) / RECORDS_FILE
+    if records.exists() and records.stat().st_size:
+        raise ValueError(f"{run_dir} already holds a run ({RECORDS_FILE}); choose another --out")
+
+
 # Field metadata. Unmarked: a DESIGN.md field every record carries. SOMETIMES: a DESIGN.md field only
 # some runs write (e.g. a compare run's `arm`): readers fill null and do not call it missing.
 # LOADGEN: an extra of loadgen's, not in DESIGN.md's table, which the report does not read.
