@@ -5,6 +5,11 @@ For each held-out level (the validation's: calibrated on its strategy's other le
     own_steps       the step model and its residuals fitted on the held-out level's own steps:
                     what is left is not the step time's (what removing it saves is machine drift
                     between levels plus the step model's carrying over from other batch sizes)
+    machine_speed   the calibration's step model scaled by the machine's speed at the held-out
+                    level relative to the calibration levels, measured on the batch shapes they
+                    share (reports.machine_speed.relative_speed): what removing it saves is the
+                    machine's drift between levels alone; own_steps minus this is the step
+                    model's carrying over (and the level's own step noise)
     own_front_end   the held-out level's own front-end delays: what removing it saves is the
                     front-end model's error
     noise_floor     no model error at all: the median |one run / median - 1| over the
@@ -19,13 +24,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 
 from calculators.sim.front_end import FrontEndByLoad
-from reports.calibration import LevelSample, arrival_cv2, calibrate, predict, server_config
+
+from reports.calibration import LevelSample, StepRows, arrival_cv2, calibrate, predict, server_config
+from reports.machine_speed import relative_speed
 from reports.validation import KEYS, MEDIAN_LOAD_FRACTION
 from servecap.contract.run_json import RunInfo
 
-VARIANTS = ("loo", "own_steps", "own_front_end", "noise_floor")
+VARIANTS = ("loo", "machine_speed", "own_steps", "own_front_end", "noise_floor")
 
 
 def _errors(predicted, held: LevelSample) -> dict:
@@ -61,10 +69,24 @@ def level_error_sources(run: RunInfo, group: list[LevelSample], held: LevelSampl
     own = calibrate([held], server, cv2)   # the held-out level's own steps (its front end, lengths unused)
     out = {"loo": _errors(base, held), "noise_floor": _noise_floor(base),
            "own_steps": _errors(run_with(replace(loo, step_model=own.step_model, residuals=own.residuals)), held)}
+    speed = relative_speed(_frame(held.steps), _frame(*[s.steps for s in others]))
+    out["speed"] = speed
+    if speed is not None:
+        out["machine_speed"] = _errors(run_with(replace(loo, step_model=loo.step_model.scaled(speed))), held)
     if loo.front_end is not None and held.front_end is not None:
         exact = FrontEndByLoad((held.load,), (held.front_end,), (held.output_tokens_per_s or 1.0,))
         out["own_front_end"] = _errors(run_with(replace(loo, front_end=exact)), held)
     return out
+
+
+def _frame(*rows: StepRows | None) -> pd.DataFrame | None:
+    """StepRows (effective step durations) as the DataFrame reports.machine_speed reads."""
+    rows = [r for r in rows if r is not None]
+    if not rows:
+        return None
+    return pd.DataFrame({name: np.concatenate([getattr(r, name) for r in rows])
+                         for name in ("batch", "prefill_tokens", "context_tokens")}
+                        | {"step_s": np.concatenate([r.duration_s for r in rows])})
 
 
 def error_sources(run: RunInfo, samples: dict[str, list[LevelSample]], *, replications: int = 8) -> dict:

@@ -38,7 +38,7 @@ def unstable_levels(run: RunInfo) -> list[dict]:
 
 def machine_drift_levels(run: RunInfo) -> list[dict]:
     """[{"level", "spread", "machine", "at_constant_speed"}] for the levels that were steady as a server
-    while the machine's own speed varied (loadgen.sweep.machine_speed)."""
+    while the machine's own speed varied (reports.machine_speed)."""
     return [{"level": entry.level, "spread": entry.throughput_spread, "machine": entry.machine_speed_spread,
              "at_constant_speed": entry.spread_at_constant_speed}
             for entry in run.levels if isinstance(entry.level, str) and entry.machine_drift]

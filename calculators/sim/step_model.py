@@ -22,7 +22,7 @@ adds its KV read; prefill tokens cost their matmul FLOPs).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -57,6 +57,15 @@ class StepTimeModel:
                 raise ValueError(f"{name} must be >= 0, got {value!r}")
         if self.base_s + self.per_seq_s + self.per_prefill_token_s <= 0:
             raise ValueError("base_s, per_seq_s and per_prefill_token_s cannot all be zero")
+
+    def scaled(self, factor: float) -> "StepTimeModel":
+        """The same model on a machine `factor` times slower (every cost, not the noise's shape)."""
+        if not factor > 0:
+            raise ValueError(f"factor must be positive, got {factor!r}")
+        return replace(self, base_s=self.base_s * factor, per_seq_s=self.per_seq_s * factor,
+                       per_prefill_token_s=self.per_prefill_token_s * factor,
+                       per_context_token_s=self.per_context_token_s * factor,
+                       batch_table=tuple(t * factor for t in self.batch_table))
 
     def batch_s(self, sequences: int) -> float:
         table = self.batch_table

@@ -1,7 +1,7 @@
 """Quick per-level figures the sweep needs while it runs: progress, the SLO check, stability.
 
 Stability is judged at the machine's usual speed when the engine's step record is there
-(loadgen.sweep.machine_speed): a level whose throughput varied only because the machine did
+(reports.machine_speed): a level whose throughput varied only because the machine did
 is steady as a server, and says so (`machine_drift`) rather than "not stable".
 
 Steering only (progress bar, --auto's ramp and bisection, flagging an unstable level);
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loadgen.sweep.machine_speed import speed_index
+from reports.machine_speed import speed_index
 from servecap.contract.records import Record
 from servecap.contract.slo import SLO, LevelCheck, check_level
 
@@ -37,7 +37,7 @@ class LevelStats:
         window_throughputs: output tokens/s in STABILITY_WINDOWS equal slices of the span, each token
             counted when it arrived, from any record of the level (`_token_times`).
         speed_index: per window, how much longer than usual the engine's steps took for the same
-            work (loadgen.sweep.machine_speed; None without the engine's step record).
+            work (reports.machine_speed; None without the engine's step record).
     """
 
     requests: int

@@ -5,8 +5,9 @@
 
 Per strategy and metric: the median |predicted / measured - 1| over the levels at most 80% of the
 strategy's top output tokens/s (summary.json's `validation`, issue 13's targets: 10% at p50, 15% at
-p99). --sources adds the decomposition of reports.error_sources (the error with the step model or
-the front end taken from the held-out level itself, and one run's noise floor); --rerun gives a run
+p99). --sources adds the decomposition of reports.error_sources (the error with the machine's speed
+at the held-out level, or the step model, or the front end taken from the held-out level itself, and
+one run's noise floor); --rerun gives a run
 that measured one level again, for the machine's drift between two measurements of the same level.
 """
 
@@ -53,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
                 "levels": {name: {k: v["relative_error"] for k, v in pairs.items()}
                            for name, pairs in validation["levels"].items() if name.startswith(f"{strategy}/")},
                 "sources": sources.get(strategy, {}).get("median_abs"),
+                "machine_speed": {name: entry.get("speed") for name, entry in
+                                  (sources.get(strategy, {}).get("levels") or {}).items()},
                 "source_levels": sources.get(strategy, {}).get("levels")}
     for run_dir in args.rerun:
         data = load_run(run_dir)
@@ -78,6 +81,9 @@ def _print(out: dict) -> None:
             print(f"\n{strategy}: error by source (median |error| over the same levels)")
             for variant in VARIANTS:
                 print(f"  {variant:>14}  " + " ".join(f"{_pct(entry['sources'][variant][k]):>12}" for k in KEYS))
+            speeds = ", ".join(f"{name.split('/')[-1]} {'-' if v is None else f'{v:.2f}'}"
+                               for name, v in entry["machine_speed"].items())
+            print(f"  machine speed at each held-out level / the others' (same batch shapes): {speeds}")
     for level, errors in (out.get("drift") or {}).items():
         print(f"\ndrift, {level} measured again: " + " ".join(f"{k} {_pct(errors[k])}" for k in KEYS))
 

@@ -108,3 +108,6 @@ def test_error_sources_on_a_known_model_have_a_noise_floor_and_take_each_input_f
     assert all(0 < floor[key] < 0.2 for key in KEYS), floor   # a 4 s level wanders, but not by 20%
     for key in KEYS:   # the known model: taking inputs from the held-out level cannot leave much more
         assert medians["own_steps"][key] < 0.2 and medians["own_front_end"][key] < 0.2, key
+    # one simulated machine throughout: the held-out levels ran at the calibration levels' speed
+    speeds = [entry["speed"] for entry in sources["levels"].values()]
+    assert all(s is not None and abs(s - 1) < 0.1 for s in speeds), speeds

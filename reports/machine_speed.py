@@ -53,3 +53,25 @@ def speed_index(steps: pd.DataFrame | None, start: float, end: float, windows: i
     if (sums["reference_s"] <= 0).any():
         return None
     return tuple(float(x) for x in sums["step_s"] / sums["reference_s"])
+
+
+def relative_speed(steps: pd.DataFrame | None, reference: pd.DataFrame | None,
+                   min_steps: int = MIN_STEPS_PER_WINDOW) -> float | None:
+    """How much longer `steps` took than `reference` for the same work: over the shapes both hold,
+    sum of step_s / sum of the reference's median step_s of each step's shape. Between two levels of
+    a sweep this is the machine's drift between them, without a step model's misfit (only the
+    shapes both levels ran are compared). None with fewer than `min_steps` steps of shared shapes."""
+    if steps is None or reference is None or steps.empty or reference.empty:
+        return None
+    keys = ["batch", "prefill_bucket", "context_bucket"]
+
+    def shaped(frame: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame({"batch": frame["batch"].to_numpy(), "step_s": frame["step_s"].to_numpy(dtype=float),
+                             "prefill_bucket": frame["prefill_tokens"].to_numpy() // PREFILL_BUCKET,
+                             "context_bucket": frame["context_tokens"].to_numpy() // CONTEXT_BUCKET})
+
+    medians = shaped(reference).groupby(keys)["step_s"].median().rename("reference_s").reset_index()
+    joined = shaped(steps).merge(medians, on=keys, how="inner")
+    if len(joined) < min_steps or not joined["reference_s"].sum() > 0:
+        return None
+    return float(joined["step_s"].sum() / joined["reference_s"].sum())

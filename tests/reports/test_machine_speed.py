@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from loadgen.sweep.level_stats import level_stats
-from loadgen.sweep.machine_speed import speed_index
+from reports.machine_speed import speed_index
 from servecap.contract.records import Record
 
 
@@ -63,3 +63,17 @@ def test_a_level_that_slowed_at_the_same_machine_speed_is_not_stable():
     no_record = level_stats(RECORDS, "continuous/c=1")   # an external server: the raw spread decides
     assert no_record.speed_index is None and no_record.spread_at_constant_speed == no_record.spread
     assert not no_record.is_stable(0.10)
+
+
+def test_between_levels_only_the_shapes_both_ran_are_compared():
+    from calculators.sim.step_model import StepTimeModel
+    from reports.machine_speed import relative_speed
+
+    reference = _steps([(0, 5, 0.010, 4, 0), (5, 10, 0.020, 8, 0)])
+    # the held-out level ran batch 4 20% slower, and batch 16 (which the reference never ran)
+    held = _steps([(0, 3, 0.012, 4, 0), (3, 9, 0.040, 16, 0)])
+    assert relative_speed(held, reference) == pytest.approx(1.2)
+    assert relative_speed(_steps([(0, 3, 0.04, 16, 0)]), reference) is None     # nothing shared
+    assert relative_speed(None, reference) is None
+    model = StepTimeModel(base_s=0.002, per_seq_s=0.001, batch_table=(0.003, 0.004)).scaled(1.5)
+    assert model.step_s(1) == pytest.approx(0.0045) and model.step_s(4) == pytest.approx(1.5 * 0.006)
