@@ -14,8 +14,8 @@ Two schedules (`SCHEDULES`):
   the same cores, so even the fast drift (another tenant of the host, a frequency step)
   hits both arms at once (duet benchmarking, Bulej et al. 2020). Each arm then runs beside
   the other: its absolute figures include that contention; its ratio to the other is the
-  measurement. On this 2-core VM the log ratio of two identical decode loops over 1 s
-  blocks had an SD of 2.1% in duet against 10.7% between adjacent blocks of one loop.
+  measurement. On this 2-core VM, in `servecap compare` at 4 users per arm, the per-pair SD
+  of log(B/A) p50 TPOT was 1.1-2.9% in duet against 12.5-14.0% interleaved, minutes apart.
 
 The plan file (`--slice-plan PATH`, JSON) is what one Locust process runs: the arms'
 URLs, models and server PIDs, the schedule, the slices in order, what happens at a

@@ -13,7 +13,8 @@ is a floor under the run-to-run noise of any load test on this machine, and so u
 that start at the same instant, and compares the log ratio of their simultaneous blocks with
 that of adjacent blocks in the one process: the noise left in a pair by `servecap compare
 --schedule duet` against `--schedule interleaved`. On this 2-core VM, quiet, with 30 blocks of
-1 s on core 1: log-ratio SD 2.1% in the duet against 10.7% between adjacent blocks.
+1 s on core 1, two runs: log-ratio SD 2.1% and 3.8% in the duet against 10.7% and 7.8%
+between adjacent blocks (the blocks of two processes are aligned at the start only).
 """
 
 from __future__ import annotations

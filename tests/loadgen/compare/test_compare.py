@@ -36,7 +36,9 @@ def compare(out, *args) -> subprocess.CompletedProcess:
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
     return {"aa": (root / "aa", compare(root / "aa", "--a-args", "", "--b-args", "")),
-            "slow": (root / "slow", compare(root / "slow", "--a-args", "", "--b-args", "--inject-step-delay-ms 20"))}
+            "slow": (root / "slow", compare(root / "slow", "--a-args", "", "--b-args", "--inject-step-delay-ms 20")),
+            "duet": (root / "duet", compare(root / "duet", "--a-args", "", "--b-args", "--inject-step-delay-ms 20",
+                                            "--schedule", "duet"))}
 
 
 @pytest.mark.slow
@@ -86,6 +88,23 @@ def _compare_in_process(*args: str) -> tuple[int, str]:
     return code, err.getvalue()
 
 
+@pytest.mark.slow
+def test_a_duet_loads_both_arms_at_once_and_catches_the_same_regression(runs):
+    out, done = runs["duet"]
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "Both arms were loaded at the same time" in (out / "compare.md").read_text()
+    info = read_run_json(out / "run.json").compare
+    assert info.schedule == "duet"
+    slices = [json.loads(line) for line in (out / "slices.jsonl").read_text().splitlines()]
+    by_pair: dict = {}
+    for s in slices:
+        by_pair.setdefault((s["phase"], s["pair"]), []).append(s)
+    assert all(sorted(s["arm"] for s in group) == ["a", "b"] and group[0]["t_start"] == group[1]["t_start"]
+               for group in by_pair.values())   # each pair's two slices ran at once
+    result = json.loads((out / "compare.json").read_text())
+    assert result["schedule"] == "duet" and "tpot_s.p50" in result["worse"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--concurrency", "2", "--a-args", "", "--a-url", "http://x", "--b-args", ""], "exactly one of --a-args"),
     (["--a-args", "", "--b-args", ""], "--concurrency N"),
@@ -96,6 +115,7 @@ def _compare_in_process(*args: str) -> tuple[int, str]:
     (["--concurrency", "2", "--a-args", "", "--b-url", "ftp://x"], "http://"),
     (["--concurrency", "2", "--a-args", "", "--b-args", "", "--max-regression", "tpot_s.p99=5%"], "cannot gate"),
     (["--concurrency", "2", "--a-args", "", "--b-args", "", "--min-effect", "150%"], "--min-effect"),
+    (["--concurrency", "2", "--a-args", "", "--b-args", "", "--schedule", "trio"], "--schedule"),
 ])
 def test_bad_input_exits_2_with_a_message_before_anything_starts(tmp_path, args, message):
     code, err = _compare_in_process("--out", str(tmp_path / "x"), *args)
