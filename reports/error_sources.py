@@ -5,11 +5,15 @@ For each held-out level (the validation's: calibrated on its strategy's other le
     own_steps       the step model and its residuals fitted on the held-out level's own steps:
                     what is left is not the step time's (what removing it saves is machine drift
                     between levels plus the step model's carrying over from other batch sizes)
-    machine_speed   the calibration's step model scaled by the machine's speed at the held-out
-                    level relative to the calibration levels, measured on the batch shapes they
-                    share (reports.machine_speed.relative_speed): what removing it saves is the
-                    machine's drift between levels alone; own_steps minus this is the step
-                    model's carrying over (and the level's own step noise)
+    machine_speed   the calibration's step model scaled by the ratio of the held-out level's
+                    step times to the calibration levels' on the batch shapes both ran
+                    (reports.machine_speed.relative_speed). Meant to take out the machine's
+                    drift between levels alone; on the quiet sweeps of stop 21 it did not (the
+                    ratios ranged 0.80-1.25, and scaling by them raised continuous TPOT p50's
+                    error from 3.6% to 12.9%): the shapes two levels share are not the held-out
+                    level's typical steps (a batch of 2 at c=16 happens only while it fills), so
+                    the ratio mixes drift with where the shapes occur. The direct measure of
+                    drift is a level measured twice (`drift`)
     own_front_end   the held-out level's own front-end delays: what removing it saves is the
                     front-end model's error
     noise_floor     no model error at all: the median |one run / median - 1| over the
