@@ -4,11 +4,12 @@ A group is one slice when the schedule is interleaved, and a pair's two slices (
 arm) when it is a duet (loadgen.workload.slice_plan.SlicePlan.groups). For each group in
 order: each slice's arm gets the load for `duration_s` (closed loop: the Locust users send
 request after request, in a duet each user always to the same arm, half the users to
-each; open loop: the slice's own seeded arrival schedule), then the switch: no new request is sent; requests still in flight either finish
-("drain": the next slice waits for them, up to `drain_timeout_s`, and their records say
-switch "drained") or are cut off ("exclude", or a drain that timed out: status
-"incomplete", switch "excluded"). Then one line goes to the slices log and the next
-slice starts. After the last slice the runner quits.
+each; open loop: the slice's own seeded arrival schedule), then the switch: no new
+request is sent; requests still in flight either finish ("drain": the next group waits
+for them, up to `drain_timeout_s`, and their records say switch "drained") or are cut
+off ("exclude", or a drain that timed out: status "incomplete", switch "excluded"). Then
+one line per slice goes to the slices log and the next group starts. After the last
+group the runner quits.
 
 Request k of a slice is drawn from `random.Random(f"{slice.seed}/{k}")`, and both slices
 of a pair share the seed, so A and B are sent the same sequence. The server CPU time

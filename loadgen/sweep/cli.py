@@ -72,6 +72,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--loadgen-processes", type=int, default=1,
                    help="Locust processes per level (a master and N workers sharing the users or the arrival "
                         "schedule); each gets a core of its own when there are N + 2 cores")
+    p.add_argument("--loadgen-external-workers", type=int, default=0,
+                   help="Locust workers on other machines that join each level (run there, in a loop, as each "
+                        "level's master ends them: locust -f loadgen/chat.py --worker --master-host THIS_HOST "
+                        "--master-port PORT); the master waits for them and the local --loadgen-processes")
+    p.add_argument("--loadgen-master-bind", default="127.0.0.1",
+                   help="where each level's Locust master listens for workers (default 127.0.0.1; 0.0.0.0 or this "
+                        "host's address for workers on other machines)")
+    p.add_argument("--loadgen-master-port", type=int, default=5557, help="the master's port for workers (default 5557)")
+    p.add_argument("--loadgen-worker-wait", default="60s", help="how long a level waits for its workers to join")
     p.add_argument("--no-loadgen-priority", action="store_true",
                    help="leave Locust at normal priority (default where allowed: nice -10, so its timestamps wait "
                         "less for the core it shares with the server's front end, which then gets less of it)")
@@ -96,6 +105,9 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
         sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
         pin_cpus=not args.no_pin_cpus, model_config=args.model_config, loadgen_processes=args.loadgen_processes,
+        loadgen_external_workers=args.loadgen_external_workers, loadgen_master_bind=args.loadgen_master_bind,
+        loadgen_master_port=args.loadgen_master_port,
+        loadgen_worker_wait_s=parse_duration(args.loadgen_worker_wait, "--loadgen-worker-wait"),
         loadgen_priority=not args.no_loadgen_priority,
     )
 

@@ -86,6 +86,11 @@ class SweepConfig:
         model_config: an HF config.json (or its directory) of the served model, for the report's predictions.
         loadgen_processes: Locust processes per level (Locust's --processes: a master and this many workers,
             each with its share of the users or of the arrival schedule; the master writes the records once).
+        loadgen_external_workers: Locust workers from other machines that join each level's master
+            (`locust -f loadgen/chat.py --worker --master-host THIS_HOST --master-port PORT`), beside the
+            `loadgen_processes` local ones; the master waits for them all (loadgen_worker_wait_s).
+        loadgen_master_bind, loadgen_master_port: where each level's master listens for workers
+            (127.0.0.1 by default: a worker on another machine needs an address it can reach).
     """
 
     out_dir: str
@@ -118,6 +123,10 @@ class SweepConfig:
     pin_cpus: bool = True
     model_config: str | None = None
     loadgen_processes: int = 1
+    loadgen_external_workers: int = 0
+    loadgen_master_bind: str = "127.0.0.1"
+    loadgen_master_port: int = 5557
+    loadgen_worker_wait_s: float = 60.0
     loadgen_priority: bool = True    # Locust at nice -10 where allowed (root); see loadgen.sweep.cpu_pinning
 
     def __post_init__(self) -> None:
@@ -151,6 +160,12 @@ class SweepConfig:
             raise ValueError("--stability-tolerance must be a fraction in (0, 1)")
         if self.loadgen_processes < 1:
             raise ValueError(f"--loadgen-processes must be >= 1, got {self.loadgen_processes}")
+        if self.loadgen_external_workers < 0:
+            raise ValueError(f"--loadgen-external-workers must be >= 0, got {self.loadgen_external_workers}")
+        if not 0 < self.loadgen_master_port < 65536:
+            raise ValueError(f"--loadgen-master-port must be a TCP port (1-65535), got {self.loadgen_master_port}")
+        if not self.loadgen_worker_wait_s > 0:
+            raise ValueError("--loadgen-worker-wait must be positive")
         if self.sample_interval_s <= 0:
             raise ValueError("--sample-interval must be positive")
         if self.output_tokens is None and self.dataset is None:

@@ -60,7 +60,14 @@ def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path
                     "--chars-per-token", str(config.chars_per_token)]
     if model:
         command += ["--model", model]
-    if processes > 1:
+    if config.loadgen_external_workers:
+        # a master of its own, waiting for the local workers (worker_commands) and the external ones
+        command += ["--master", "--master-bind-host", config.loadgen_master_bind,
+                    "--master-bind-port", str(config.loadgen_master_port),
+                    "--expect-workers", str(processes + config.loadgen_external_workers),
+                    "--expect-workers-max-wait", str(round(config.loadgen_worker_wait_s))]
+        # no --worker-cpus: it would pin workers on other machines to this one's core numbers
+    elif processes > 1:
         command += ["--processes", str(processes)]
         if worker_cpus and len(worker_cpus) >= processes:
             command += ["--worker-cpus", ",".join(str(core) for core in worker_cpus)]
@@ -69,6 +76,20 @@ def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path
     elif config.open_loop:
         command += ["--arrival", config.arrival, "--rate", str(plan.load)]
     return command
+
+
+def worker_commands(config: SweepConfig, prefix: list[str] = ()) -> list[list[str]]:
+    """The local Locust workers of a level whose master also waits for external ones: one command
+    (Locust's --worker --processes N); none otherwise (Locust's --processes forks them itself).
+    Workers take their settings from the master's spawn message: only the locustfile and the master."""
+    if not config.loadgen_external_workers:
+        return []
+    command = [*prefix, *locust_executable(), "-f", str(CHAT_LOCUSTFILE), "--worker",
+               "--master-host", "127.0.0.1" if config.loadgen_master_bind in ("0.0.0.0", "*", "") else
+               config.loadgen_master_bind, "--master-port", str(config.loadgen_master_port)]
+    if config.loadgen_processes > 1:
+        command += ["--processes", str(config.loadgen_processes)]
+    return [command]
 
 
 class RecordsTail:
@@ -96,11 +117,16 @@ class RecordsTail:
 
 
 def run_level(command: list[str], records: Path, log_path: Path, timeout_s: float,
-              on_progress: Callable[[list[Record]], None]) -> tuple[int, list[Record]]:
-    """Run Locust to completion; returns (exit code, this level's records). Kills it past timeout_s."""
+              on_progress: Callable[[list[Record]], None],
+              workers: list[list[str]] = ()) -> tuple[int, list[Record]]:
+    """Run Locust to completion; returns (exit code, this level's records). Kills it past timeout_s.
+    `workers`: commands of local Locust workers for this master, started after it and ended with it
+    (they quit when the master does; any still running a few seconds later are killed)."""
     tail = RecordsTail(records)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        helpers = [subprocess.Popen(worker, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                   for worker in workers]
     deadline = time.monotonic() + timeout_s
     try:
         while process.poll() is None:
@@ -113,4 +139,10 @@ def run_level(command: list[str], records: Path, log_path: Path, timeout_s: floa
         if process.poll() is None:
             process.kill()
         process.wait()
+        for helper in helpers:
+            try:
+                helper.wait(timeout=STOP_TIMEOUT_S + 5)
+            except subprocess.TimeoutExpired:
+                helper.kill()
+                helper.wait()
     return process.returncode, tail.poll()

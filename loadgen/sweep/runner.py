@@ -22,7 +22,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from loadgen.sweep.external import describe_external
 from loadgen.sweep.knee_search import search_knee
 from loadgen.sweep.level_stats import LevelStats, level_stats
-from loadgen.sweep.locust_level import STOP_TIMEOUT_S, LevelPlan, locust_command, run_level
+from loadgen.sweep.locust_level import STOP_TIMEOUT_S, LevelPlan, locust_command, run_level, worker_commands
 from loadgen.sweep.cpu_pinning import loadgen_nice, nice_prefix, plan_cpus
 from loadgen.observe.observers import Observers
 from servecap.contract.engine_record import STEPS_FILE
@@ -154,6 +154,8 @@ class Sweep:
         command = locust_command(config, plan, url, self.records, model, prefix, self.cpus.loadgen)
         planned_s = plan.warmup_s + plan.duration_s
         timeout = planned_s + STOP_TIMEOUT_S + 120
+        if config.loadgen_external_workers:   # the master first waits for its workers to join
+            timeout += config.loadgen_worker_wait_s
         self.run_json.level_running(entry)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
                       TextColumn("{task.fields[stats]}"), console=self.console, transient=False) as progress:
@@ -165,7 +167,8 @@ class Sweep:
                 progress.update(task, completed=min(planned_s, progress.tasks[task].elapsed or 0),
                                 stats=f"{len(records)} req  p99 e2e {p99}  errors {stats.errors}")
 
-            code, records = run_level(command, self.records, self.out / "locust.log", timeout, on_progress)
+            code, records = run_level(command, self.records, self.out / "locust.log", timeout, on_progress,
+                                      worker_commands(config, prefix))
             progress.update(task, completed=planned_s)
         stats = level_stats(records, level, self._engine_steps(strategy or "url"))
         loadgen = self._loadgen_meta(level)

@@ -155,7 +155,8 @@ class SlicePlan:
         return [tuple(group) for group in groups]
 
     def to_json(self) -> str:
-        return json.dumps({"schedule": self.schedule, "at_switch": self.at_switch, "drain_timeout_s": self.drain_timeout_s,
+        return json.dumps({"schedule": self.schedule, "at_switch": self.at_switch,
+                           "drain_timeout_s": self.drain_timeout_s,
                            "slices_log": self.slices_log,
                            "arms": {arm: {"url": r.url, "model": r.model, "pids": list(r.pids)}
                                     for arm, r in self.arms.items()},

@@ -153,3 +153,60 @@ def test_loadgen_processes_reach_locust_with_their_share(tmp_path):
     assert "--processes" not in locust_command(_config(), LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None)
     with pytest.raises(ValueError, match="--loadgen-processes must be >= 1"):
         _config("--loadgen-processes", "0")
+
+
+def test_external_workers_get_a_master_of_their_own_and_the_local_ones_join_it(tmp_path):
+    from loadgen.sweep.locust_level import worker_commands
+
+    config = _config("--loadgen-processes", "2", "--loadgen-external-workers", "3", "--loadgen-master-bind",
+                     "0.0.0.0", "--loadgen-master-port", "6001", "--loadgen-worker-wait", "20s")
+    master = locust_command(config, LevelPlan("c=2", 8, 1, 2), "http://x:1", tmp_path / "r", None, [], (0, 1))
+    assert "--master" in master and "--processes" not in master and "--worker-cpus" not in master
+    assert (_flag(master, "--expect-workers"), _flag(master, "--master-bind-host"), _flag(master, "--master-bind-port"),
+            _flag(master, "--expect-workers-max-wait")) == ("5", "0.0.0.0", "6001", "20")
+    [local] = worker_commands(config, ["nice"])
+    assert local[0] == "nice" and "--worker" in local and _flag(local, "--processes") == "2"
+    assert (_flag(local, "--master-host"), _flag(local, "--master-port")) == ("127.0.0.1", "6001")
+    assert worker_commands(_config()) == []
+    with pytest.raises(ValueError, match="--loadgen-external-workers must be >= 0"):
+        _config("--loadgen-external-workers", "-1")
+    with pytest.raises(ValueError, match="--loadgen-master-port"):
+        _config("--loadgen-master-port", "70000")
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_worker_from_elsewhere_joins_each_level_and_its_records_are_merged_once(tmp_path):
+    # the "other machine" is a loop on loopback that starts a worker again whenever a level's master ends it
+    import socket
+
+    from loadgen.sweep.locust_level import CHAT_LOCUSTFILE
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = tmp_path / "run"
+    loop = (f"for i in 1 2 3 4 5 6; do {sys.executable} -m locust -f {CHAT_LOCUSTFILE} --worker "
+            f"--master-host 127.0.0.1 --master-port {port}; sleep 0.5; done")
+    with scripted_server(tmp_path, "--ttft", "0.005", "--itl", "0.001") as (url, truth_path):
+        elsewhere = subprocess.Popen(["bash", "-c", loop], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env=_env())
+        try:
+            result = subprocess.run([sys.executable, "-m", "servecap", "sweep", "--url", url, "--out", str(out),
+                                     "--concurrency", "2,4", "--warmup", "0.5s", "--duration", "2s",
+                                     "--loadgen-external-workers", "1", "--loadgen-master-port", str(port),
+                                     "--loadgen-worker-wait", "30s", "--no-pin-cpus", "--no-report"],
+                                    capture_output=True, text=True, timeout=240, env=_env())
+        finally:
+            elsewhere.kill()
+            elsewhere.wait()
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    records = read_records(out / "requests.jsonl")
+    truth = read_truth(truth_path)
+    for level in ("c=2", "c=4"):
+        mine = [r for r in records if r["level"] == level and r["status"] == "ok"]
+        # two workers shared the users: the local one and the one from "elsewhere", each in its own process
+        assert len({r["worker"] for r in mine}) == 2, {r["worker"] for r in mine}
+        assert all(r["response_id"] in truth for r in mine)
+    ids = [r["request_id"] for r in records]
+    assert len(ids) == len(set(ids))   # written once, by the master
