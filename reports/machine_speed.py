@@ -30,22 +30,28 @@ CONTEXT_BUCKET = 256
 MIN_STEPS_PER_WINDOW = 20   # fewer: no index (a window with a handful of steps says little)
 
 
+SHAPE = ["batch", "prefill_bucket", "context_bucket"]   # the columns _shaped adds: a step's kind of work
+
+
+def _shaped(steps: pd.DataFrame) -> pd.DataFrame:
+    """engine_steps rows as (t_start, step_s, the SHAPE columns): prefill and context in their buckets."""
+    return pd.DataFrame({"t_start": steps["t_start"].to_numpy(dtype=float),
+                         "step_s": steps["step_s"].to_numpy(dtype=float), "batch": steps["batch"].to_numpy(),
+                         "prefill_bucket": steps["prefill_tokens"].to_numpy() // PREFILL_BUCKET,
+                         "context_bucket": steps["context_tokens"].to_numpy() // CONTEXT_BUCKET})
+
+
 def speed_index(steps: pd.DataFrame | None, start: float, end: float, windows: int) -> tuple[float, ...] | None:
     """Per window of [start, end), the machine's time per unit of work relative to the level's usual;
     None without enough steps (no engine record, an external server, a tiny level)."""
     if steps is None or steps.empty or not end > start:
         return None
-    inside = steps[(steps["t_start"] >= start) & (steps["t_start"] < end)]
+    inside = _shaped(steps[(steps["t_start"] >= start) & (steps["t_start"] < end)])
     if inside.empty:
         return None
-    window = np.minimum(((inside["t_start"] - start) / (end - start) * windows).astype(int), windows - 1)
-    shape = pd.MultiIndex.from_arrays([inside["batch"], inside["prefill_tokens"] // PREFILL_BUCKET,
-                                       inside["context_tokens"] // CONTEXT_BUCKET])
-    step_s = pd.Series(inside["step_s"].to_numpy(dtype=float), index=shape)
-    reference = step_s.groupby(level=[0, 1, 2]).transform("median")
-    frame = pd.DataFrame({"window": window.to_numpy(), "step_s": step_s.to_numpy(),
-                          "reference_s": reference.to_numpy()})
-    grouped = frame.groupby("window")
+    inside["window"] = np.minimum(((inside["t_start"] - start) / (end - start) * windows).astype(int), windows - 1)
+    inside["reference_s"] = inside.groupby(SHAPE)["step_s"].transform("median")
+    grouped = inside.groupby("window")
     counts = grouped.size().reindex(range(windows), fill_value=0)
     if (counts < MIN_STEPS_PER_WINDOW).any():
         return None
@@ -59,19 +65,13 @@ def relative_speed(steps: pd.DataFrame | None, reference: pd.DataFrame | None,
                    min_steps: int = MIN_STEPS_PER_WINDOW) -> float | None:
     """How much longer `steps` took than `reference` for the same work: over the shapes both hold,
     sum of step_s / sum of the reference's median step_s of each step's shape. Between two levels of
-    a sweep this is the machine's drift between them, without a step model's misfit (only the
-    shapes both levels ran are compared). None with fewer than `min_steps` steps of shared shapes."""
+    a sweep it compares only the shapes both ran; those need not be either level's typical steps, so
+    it is not a clean measure of the machine's drift between them (reports.error_sources says what it
+    gave). None with fewer than `min_steps` steps of shared shapes."""
     if steps is None or reference is None or steps.empty or reference.empty:
         return None
-    keys = ["batch", "prefill_bucket", "context_bucket"]
-
-    def shaped(frame: pd.DataFrame) -> pd.DataFrame:
-        return pd.DataFrame({"batch": frame["batch"].to_numpy(), "step_s": frame["step_s"].to_numpy(dtype=float),
-                             "prefill_bucket": frame["prefill_tokens"].to_numpy() // PREFILL_BUCKET,
-                             "context_bucket": frame["context_tokens"].to_numpy() // CONTEXT_BUCKET})
-
-    medians = shaped(reference).groupby(keys)["step_s"].median().rename("reference_s").reset_index()
-    joined = shaped(steps).merge(medians, on=keys, how="inner")
+    medians = _shaped(reference).groupby(SHAPE)["step_s"].median().rename("reference_s").reset_index()
+    joined = _shaped(steps).merge(medians, on=SHAPE, how="inner")
     if len(joined) < min_steps or not joined["reference_s"].sum() > 0:
         return None
     return float(joined["step_s"].sum() / joined["reference_s"].sum())
