@@ -132,7 +132,8 @@ class Compare:
         warm = self._batch(warmup_slices(self._take_slices(2), config.warmup_s, config.seed))
         self.compare.slice_s = slice_s = config.slice_s or slice_length(warm)
         self._write()
-        self.console.print(f"warm-up: {config.warmup_s:g} s per arm{' (duet: both at once)' if config.schedule == 'duet' else ''}, median E2E "
+        together = " (duet: both at once)" if config.schedule == "duet" else ""
+        self.console.print(f"warm-up: {config.warmup_s:g} s per arm{together}, median E2E "
                            f"{'-' if warm is None else f'{warm * 1000:.0f} ms'} -> slices of {slice_s:.1f} s")
         t0 = time.monotonic()
         self._pairs(config.pilot_pairs)
