@@ -34,9 +34,8 @@ SHAPE = ["batch", "prefill_bucket", "context_bucket"]   # the columns _shaped ad
 
 
 def _shaped(steps: pd.DataFrame) -> pd.DataFrame:
-    """engine_steps rows as (t_start, step_s, the SHAPE columns): prefill and context in their buckets."""
-    return pd.DataFrame({"t_start": steps["t_start"].to_numpy(dtype=float),
-                         "step_s": steps["step_s"].to_numpy(dtype=float), "batch": steps["batch"].to_numpy(),
+    """engine_steps rows as (step_s, the SHAPE columns): prefill and context in their buckets."""
+    return pd.DataFrame({"step_s": steps["step_s"].to_numpy(dtype=float), "batch": steps["batch"].to_numpy(),
                          "prefill_bucket": steps["prefill_tokens"].to_numpy() // PREFILL_BUCKET,
                          "context_bucket": steps["context_tokens"].to_numpy() // CONTEXT_BUCKET})
 
@@ -46,10 +45,12 @@ def speed_index(steps: pd.DataFrame | None, start: float, end: float, windows: i
     None without enough steps (no engine record, an external server, a tiny level)."""
     if steps is None or steps.empty or not end > start:
         return None
-    inside = _shaped(steps[(steps["t_start"] >= start) & (steps["t_start"] < end)])
-    if inside.empty:
+    rows = steps[(steps["t_start"] >= start) & (steps["t_start"] < end)]
+    if rows.empty:
         return None
-    inside["window"] = np.minimum(((inside["t_start"] - start) / (end - start) * windows).astype(int), windows - 1)
+    inside = _shaped(rows)
+    t = rows["t_start"].to_numpy(dtype=float)
+    inside["window"] = np.minimum(((t - start) / (end - start) * windows).astype(int), windows - 1)
     inside["reference_s"] = inside.groupby(SHAPE)["step_s"].transform("median")
     grouped = inside.groupby("window")
     counts = grouped.size().reindex(range(windows), fill_value=0)
