@@ -15,6 +15,7 @@ from rich.console import Console
 
 from loadgen.sweep.runner import Sweep
 from loadgen.sweep.config import SweepConfig, parse_duration, parse_number_list
+from loadgen.sweep.loadgen_priority import PRIORITY_MODES
 from loadgen.scenario.chat_config import CHARS_HELP, DATASET_HELP, SAMPLING_HELP, TRACE_HELP, TURNS_HELP
 from loadgen.workload.conversations import parse_turns
 from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS
@@ -81,9 +82,12 @@ def _parser() -> argparse.ArgumentParser:
                         "host's address for workers on other machines)")
     p.add_argument("--loadgen-master-port", type=int, default=5557, help="the master's port for workers (default 5557)")
     p.add_argument("--loadgen-worker-wait", default="60s", help="how long a level waits for its workers to join")
-    p.add_argument("--no-loadgen-priority", action="store_true",
-                   help="leave Locust at normal priority (default where allowed: nice -10, so its timestamps wait "
-                        "less for the core it shares with the server's front end, which then gets less of it)")
+    p.add_argument("--loadgen-priority", choices=PRIORITY_MODES, default="realtime",
+                   help="Locust's scheduling priority where allowed (root): realtime (default; SCHED_FIFO 1, so a "
+                        "chunk's arrival wakes it at once on the core it shares with the server's front end, which "
+                        "then gets less of it), nice (nice -10) or normal; falls back to the next where not allowed")
+    p.add_argument("--no-loadgen-priority", action="store_const", dest="loadgen_priority", const="normal",
+                   help="the same as --loadgen-priority normal")
     p.add_argument("--no-report", action="store_true", help="skip the report (`servecap report`) at the end")
     return p
 
@@ -108,7 +112,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         loadgen_external_workers=args.loadgen_external_workers, loadgen_master_bind=args.loadgen_master_bind,
         loadgen_master_port=args.loadgen_master_port,
         loadgen_worker_wait_s=parse_duration(args.loadgen_worker_wait, "--loadgen-worker-wait"),
-        loadgen_priority=not args.no_loadgen_priority,
+        loadgen_priority=args.loadgen_priority,
     )
 
 

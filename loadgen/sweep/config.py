@@ -13,6 +13,7 @@ from functools import cached_property
 from calculators.hf_config import load_hf_config
 from reference_server.scheduling.strategies import STRATEGIES  # the pure registry: no torch
 from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS, load_dataset
+from loadgen.sweep.loadgen_priority import PRIORITY_MODES
 from loadgen.workload.traces import Trace, load_trace
 from servecap.contract.slo import SLO
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|m|h)?\s*$")
@@ -127,11 +128,14 @@ class SweepConfig:
     loadgen_master_bind: str = "127.0.0.1"
     loadgen_master_port: int = 5557
     loadgen_worker_wait_s: float = 60.0
-    loadgen_priority: bool = True    # Locust at nice -10 where allowed (root); see loadgen.sweep.cpu_pinning
+    loadgen_priority: str = "realtime"   # realtime | nice | normal, where allowed; see loadgen.sweep.loadgen_priority
 
     def __post_init__(self) -> None:
         if not self.out_dir:
             raise ValueError("--out is required (e.g. runs/cmp)")
+        if self.loadgen_priority not in PRIORITY_MODES:
+            raise ValueError(f"--loadgen-priority must be one of {', '.join(PRIORITY_MODES)}, "
+                             f"not {self.loadgen_priority!r}")
         unknown = [s for s in self.strategies if s not in STRATEGIES]
         if unknown or not self.strategies:
             raise ValueError(f"--strategies: unknown {', '.join(unknown) or '(empty)'}; choose from {', '.join(STRATEGIES)}")

@@ -18,12 +18,7 @@ Measured on 2 cores, tiny preset, 4 streams, 5 runs each: engine alone on core 1
 1690-1780 us p50 TPOT and ~2000 tok/s; HTTP and engine sharing core 1 gave 2650-3140 us
 (processes) or 2180-2320 us (one process, engine thread).
 
-Priority: where this process may raise a child's priority (root, or CAP_SYS_NICE), Locust runs
-at nice LOADGEN_NICE, so on a core it shares with the server's front end the generator reads
-each arrived chunk first and its timestamps wait less (`nice_prefix`; recorded in run.json).
-Measured (tiny, continuous, 16 streams, 2 cores, 3 runs each): loop lag p99 4.1-5.3 ms -> 1.8-1.9 ms,
-max 75-85 ms -> 37-47 ms; the front end sharing core 0 then gets less CPU: 1.6-1.9k instead of
-2.0-2.3k requests in 20 s. `servecap sweep --no-loadgen-priority` keeps the old balance.
+Priority: `loadgen_priority` owns how soon Locust gets the core it shares.
 
 Uses `taskset` (util-linux) as a command prefix, so the affinity applies before the
 child starts any thread, and the server's `--engine-cpus` for the engine process; without
@@ -39,18 +34,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from servecap.launch.spec import ReferenceServerSpec, taskset_prefix
-
-
-LOADGEN_NICE = -10
-
-
-def loadgen_nice() -> int | None:
-    """The niceness Locust gets: LOADGEN_NICE where a higher priority is allowed (root), else None (unchanged)."""
-    return LOADGEN_NICE if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("nice") else None
-
-
-def nice_prefix(niceness: int | None) -> list[str]:
-    return ["nice", "-n", str(niceness)] if niceness is not None else []
 
 
 def server_threads() -> int:

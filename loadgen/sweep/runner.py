@@ -13,6 +13,7 @@ from __future__ import annotations
 import shlex
 import signal
 from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
 
 import requests
@@ -23,7 +24,8 @@ from loadgen.sweep.external import describe_external
 from loadgen.sweep.knee_search import search_knee
 from loadgen.sweep.level_stats import LevelStats, level_stats
 from loadgen.sweep.locust_level import STOP_TIMEOUT_S, LevelPlan, locust_command, run_level, worker_commands
-from loadgen.sweep.cpu_pinning import loadgen_nice, nice_prefix, plan_cpus
+from loadgen.sweep.cpu_pinning import plan_cpus
+from loadgen.sweep.loadgen_priority import LoadgenPriority, choose_priority
 from loadgen.observe.observers import Observers
 from servecap.contract.engine_record import STEPS_FILE
 from servecap.contract.loadgen_meta import read_meta
@@ -64,17 +66,23 @@ class Sweep:
         self.records = self.out / RECORDS_FILE
         self.run_json: RunJson | None = None
         self.server_spec = reference_server_spec(config)
-        self.loadgen_nice = loadgen_nice() if config.loadgen_priority else None
         self.cpus = plan_cpus(config.pin_cpus, external_server=config.url is not None,
                               loadgen_processes=config.loadgen_processes,
                               engine_process=self.server_spec.engine_process)
+
+    @cached_property
+    def loadgen_priority(self) -> LoadgenPriority:
+        """Chosen when the run starts (it starts `chrt` once to see whether real time is allowed)."""
+        return choose_priority(self.config.loadgen_priority)
 
     # -- the whole run ------------------------------------------------------------------
     def run(self) -> Path:
         refuse_existing_run(self.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.run_json = RunJson(self.out, self.config)
-        self.run_json.record_cpu_pinning(CpuPinning.from_dict({**self.cpus.describe(), "loadgen_nice": self.loadgen_nice}))
+        self.run_json.record_cpu_pinning(CpuPinning.from_dict({
+            **self.cpus.describe(), "loadgen_nice": self.loadgen_priority.niceness,
+            "loadgen_priority": self.loadgen_priority.describe()}))
         previous = signal.signal(signal.SIGTERM, _raise_interrupted)
         status = "failed"
         try:
@@ -150,7 +158,7 @@ class Sweep:
         level = config.level_id(strategy, load)
         entry = self.run_json.level_entry(level) or self.run_json.plan_level(level, strategy, load)
         plan = LevelPlan(level, load, *config.window())
-        prefix = [*nice_prefix(self.loadgen_nice), *self.cpus.prefix(self.cpus.loadgen)]
+        prefix = [*self.loadgen_priority.prefix, *self.cpus.prefix(self.cpus.loadgen)]
         command = locust_command(config, plan, url, self.records, model, prefix, self.cpus.loadgen)
         planned_s = plan.warmup_s + plan.duration_s
         timeout = planned_s + STOP_TIMEOUT_S + 120

@@ -194,7 +194,8 @@ class CpuPinning(Section):
     loadgen_cpus: list[int] | None = keep_null()
     server_cpus: list[int] | None = keep_null()
     engine_cpus: list[int] | None = keep_null()
-    loadgen_nice: int | None = None      # Locust's niceness where the sweep raised its priority (root)
+    loadgen_nice: int | None = None      # Locust's niceness where the sweep set one (--loadgen-priority nice)
+    loadgen_priority: str | None = None  # what Locust ran at: "SCHED_FIFO 1", "nice -10"; null: normal
 
 
 @dataclass(kw_only=True)

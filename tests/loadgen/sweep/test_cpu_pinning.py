@@ -122,12 +122,3 @@ def test_several_locust_processes_get_a_core_each_where_cores_allow(monkeypatch)
     assert (cpus.loadgen, cpus.server, cpus.engine) == ((0, 1), (2,), (3, 4, 5))
     assert plan(monkeypatch, 3, loadgen_processes=2) == plan(monkeypatch, 3)   # too few: they share core 0
     assert plan(monkeypatch, 4, loadgen_processes=2, engine_process=False).server == (2, 3)
-
-
-def test_locust_gets_a_higher_priority_only_where_allowed(monkeypatch):
-    monkeypatch.setattr(cpu_pinning.shutil, "which", lambda name: "/usr/bin/nice")
-    monkeypatch.setattr(cpu_pinning.os, "geteuid", lambda: 0)
-    assert cpu_pinning.loadgen_nice() == cpu_pinning.LOADGEN_NICE
-    assert cpu_pinning.nice_prefix(cpu_pinning.loadgen_nice()) == ["nice", "-n", str(cpu_pinning.LOADGEN_NICE)]
-    monkeypatch.setattr(cpu_pinning.os, "geteuid", lambda: 1000)
-    assert cpu_pinning.loadgen_nice() is None and cpu_pinning.nice_prefix(None) == []
