@@ -37,6 +37,7 @@ from calculators.sim.simulate import ServerConfig, Workload
 from calculators.sim.step_model import StepTimeModel
 from reference_server.scheduling.strategies import get_strategy, limits_from_flags  # the pure registry
 from reports.run_data import RunData
+from servecap.contract.level_windows import inside
 from servecap.contract.run_json import RunInfo
 
 JITTER_BLOCK = 64          # residuals drawn in runs of this many steps: about one request's decode
@@ -153,7 +154,7 @@ def arrival_cv2(run: RunInfo) -> float:
 def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSample]]:
     """Each strategy's levels (those with an offered load and ok requests), ordered by load."""
     records = data.records
-    spans = records.groupby("level", observed=True).agg(start=("t_start", "min"), end=("t_end", "max"))
+    windows = data.level_windows()
     ok = records[data.measured_ok()]
     by_level = dict(tuple(ok.groupby("level", sort=False, observed=True)))
     steps = _effective_steps(data.engine_steps)
@@ -165,7 +166,7 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
         if not lvl["offered"] or frame is None or lvl["strategy"] is None and data.run.target.kind != "url":
             continue
         (kind, load), = lvl["offered"].items()
-        span = spans.loc[lvl["level"]]
+        its_windows = windows.get(lvl["level"], [])
         warmup = float(plan.warmup_s) if plan.warmup_s is not None else 0.0
         duration = float(plan.duration_s) if plan.duration_s is not None else float(lvl["duration_s"] or 0.0)
         if duration <= 0:
@@ -181,8 +182,8 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
             lengths=tuple(map(tuple, pairs.to_numpy().tolist())),
             measured={m: {q: lvl["metrics"][m][q] for q in QUANTILES} for m in METRICS},
             output_tokens_per_s=lvl["output_tokens_per_s"],
-            steps=_level_steps(steps, source, float(span["start"]), float(span["end"])),
-            front_end=_level_front_end(joined.get(lvl["level"]), kind, load, duration, lvl),
+            steps=_level_steps(steps, source, its_windows),
+            front_end=_level_front_end(joined.get(lvl["level"]), kind, load, duration, lvl, max(len(its_windows), 1)),
             server_means=means, itl_p50_s=lvl["metrics"]["itl_s"]["p50"])
         if sample.lengths:
             out.setdefault(source, []).append(sample)
@@ -215,10 +216,11 @@ def _effective_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
     return pd.concat(parts, ignore_index=True)
 
 
-def _level_steps(steps: pd.DataFrame | None, source: str, start: float, end: float) -> StepRows | None:
+def _level_steps(steps: pd.DataFrame | None, source: str, windows: list[tuple[float, float]]) -> StepRows | None:
+    """The level's engine steps: its server's, inside its windows (one per round)."""
     if steps is None:
         return None
-    rows = steps[(steps["source"].astype(str) == source) & (steps["t_start"] >= start) & (steps["t_start"] <= end)]
+    rows = steps[(steps["source"].astype(str) == source) & inside(steps["t_start"].to_numpy(dtype=float), windows)]
     if rows.empty:
         return None
     return StepRows(rows["batch"].to_numpy(), rows["prefill_tokens"].to_numpy(), rows["context_tokens"].to_numpy(),
@@ -235,12 +237,15 @@ def _join_engine_requests(ok: pd.DataFrame, engine: pd.DataFrame | None) -> dict
     return dict(tuple(merged.groupby("level", sort=False, observed=True)))
 
 
-def _level_front_end(joined: pd.DataFrame | None, kind: str, load: float, duration: float, lvl: dict) -> FrontEnd | None:
+def _level_front_end(joined: pd.DataFrame | None, kind: str, load: float, duration: float, lvl: dict,
+                     rounds: int = 1) -> FrontEnd | None:
+    """rounds: the windows the level was measured in; each user loses about one cycle to each one's edges."""
     if joined is None or joined.empty:
         return None
     think = 0.0
     if kind == "concurrency" and lvl["ok"]:
-        think = closed_loop_think_s(int(load), duration, int(lvl["ok"]), float(lvl["metrics"]["e2e_s"]["mean"]))
+        think = closed_loop_think_s(int(load) * rounds, duration / rounds, int(lvl["ok"]),
+                                    float(lvl["metrics"]["e2e_s"]["mean"]))
     return fit_front_end(joined["t_start"], joined["ttft_s"], joined["e2e_s"], joined["t_arrival"],
                          joined["t_first_token"], joined["t_finish"], think_s=think)
 

@@ -7,7 +7,8 @@ a host neighbour, a frequency step). This 2-core VM does the second with nothing
 the engine's decode loop alone, timed over 1 s blocks, ranged 1.20-2.09 ms
 (`python -m reference_server.bench.drift --blocks 25 --block-s 1`).
 
-    speed_index(steps, start, end, windows) -> (s_1, ..., s_w) | None
+    speed_index(steps, start, end, windows) -> (s_1, ..., s_w) | None     (w equal sub-windows)
+    speed_index_over(steps, spans) -> (s_1, ..., s_w) | None              (any spans: a level's rounds)
 
 s_k = sum of step_s in window k / sum of the reference time of the same steps, where a step's
 reference time is the median step_s, over the whole level, of steps of its shape (batch size,
@@ -43,17 +44,28 @@ def _shaped(steps: pd.DataFrame) -> pd.DataFrame:
 def speed_index(steps: pd.DataFrame | None, start: float, end: float, windows: int) -> tuple[float, ...] | None:
     """Per window of [start, end), the machine's time per unit of work relative to the level's usual;
     None without enough steps (no engine record, an external server, a tiny level)."""
-    if steps is None or steps.empty or not end > start:
+    if not end > start:
         return None
-    rows = steps[(steps["t_start"] >= start) & (steps["t_start"] < end)]
+    edges = np.linspace(start, end, windows + 1)
+    return speed_index_over(steps, list(zip(edges[:-1], edges[1:])))
+
+
+def speed_index_over(steps: pd.DataFrame | None, spans: list[tuple[float, float]]) -> tuple[float, ...] | None:
+    """The same per span [start, end) of `spans` (disjoint), the level's usual being over all of them."""
+    if steps is None or steps.empty or not spans:
+        return None
+    t_all = steps["t_start"].to_numpy(dtype=float)
+    which = np.full(len(t_all), -1)
+    for k, (start, end) in enumerate(spans):
+        which[(t_all >= start) & (t_all < end)] = k
+    rows = steps[which >= 0]
     if rows.empty:
         return None
     inside = _shaped(rows)
-    t = rows["t_start"].to_numpy(dtype=float)
-    inside["window"] = np.minimum(((t - start) / (end - start) * windows).astype(int), windows - 1)
+    inside["window"] = which[which >= 0]
     inside["reference_s"] = inside.groupby(SHAPE)["step_s"].transform("median")
     grouped = inside.groupby("window")
-    counts = grouped.size().reindex(range(windows), fill_value=0)
+    counts = grouped.size().reindex(range(len(spans)), fill_value=0)
     if (counts < MIN_STEPS_PER_WINDOW).any():
         return None
     sums = grouped[["step_s", "reference_s"]].sum()

@@ -12,6 +12,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from servecap.contract.level_windows import inside
+
 DEVICE_COLUMNS = ("util_pct", "mem_used_bytes", "mem_total_bytes", "sm_clock_mhz", "temp_c")
 
 
@@ -19,8 +21,8 @@ def _clean(value: float) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
-def _in_window(frame: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
-    return frame[(frame["t"] >= start) & (frame["t"] <= end)]  # samples.csv is small: a scan is fine
+def _in_windows(frame: pd.DataFrame, spans) -> pd.DataFrame:
+    return frame[inside(frame["t"].to_numpy(dtype=float), spans)]  # samples.csv is small: a scan is fine
 
 
 def _sample_group(samples: pd.DataFrame) -> pd.Series:
@@ -31,8 +33,9 @@ def _sample_group(samples: pd.DataFrame) -> pd.Series:
     return source.where((source == "nvml") | (device == ""), source + " " + device)
 
 
-def device_means(samples: pd.DataFrame | None, start: float, end: float) -> dict:
-    """Per sample group (`nvml`, `host`, `host pid:N`): means of util, memory, clock, temperature, power.
+def device_means(samples: pd.DataFrame | None, spans) -> dict:
+    """Per sample group (`nvml`, `host`, `host pid:N`): means of util, memory, clock, temperature, power,
+    over the samples inside the level's windows (spans [(start, end), ...]: one, or one per round).
 
     Shape: {"nvml": {"util_pct": .., "mem_used_bytes": .., ..., "power_w": .., "samples": n}}.
     Memory and power are summed across devices per tick (the machine's total),
@@ -40,7 +43,7 @@ def device_means(samples: pd.DataFrame | None, start: float, end: float) -> dict
     """
     if samples is None or samples.empty:
         return {}
-    window = _in_window(samples, start, end)
+    window = _in_windows(samples, spans)
     out: dict = {}
     for source, rows in window.groupby(_sample_group(window), sort=True):
         per_tick = rows.groupby("t")

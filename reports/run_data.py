@@ -20,6 +20,7 @@ import pandas as pd
 from reports.level_ids import parse_level_id
 from reports.records_reader import RecordsError, read_records
 from servecap.contract.engine_record import REQUEST_COLUMNS, REQUESTS_FILE, STEP_COLUMNS, STEPS_FILE
+from servecap.contract.level_windows import level_windows
 from servecap.contract.records import RECORDS_FILE, tpot_s
 from servecap.contract.run_json import RunInfo
 
@@ -73,6 +74,18 @@ class RunData:
     def measured_ok(self) -> pd.Series:
         """Boolean mask of records that enter the latency summary: status ok, phase measure."""
         return (self.records["status"] == "ok") & (self.records["phase"] == "measure")
+
+    def level_windows(self) -> dict[str, list[tuple[float, float]]]:
+        """{level: its measured windows}: one per round over its measure-phase records
+        (servecap.contract.level_windows)."""
+        measure = self.records[self.records["phase"] == "measure"]
+        return {str(level): frame_windows(frame) for level, frame in measure.groupby("level", observed=True)}
+
+
+def frame_windows(frame: pd.DataFrame) -> list[tuple[float, float]]:
+    """One level's measured windows from its records' rows (`t_start`, `t_end`, `round` when present)."""
+    rounds = frame["round"].to_numpy(dtype=float) if "round" in frame.columns else None
+    return level_windows(frame["t_start"].to_numpy(dtype=float), frame["t_end"].to_numpy(dtype=float), rounds)
 
 
 def load_run(run_dir: str | Path) -> RunData:

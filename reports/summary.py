@@ -14,13 +14,14 @@ import pandas as pd
 
 from reports.level_ids import parse_level_id
 from reports.resources import device_means, energy_per_token_j
-from reports.run_data import RunData
+from reports.run_data import RunData, frame_windows
 from reports.server_metrics.latency import observation_start, server_latency
 from reports.server_metrics.means import server_means
 from reports.server_metrics.overhead import client_vs_server
 from reports.server_metrics.series import ServerSeries
 from reports.slo import goodput_rps, request_meets_slo
 from reports.stats import summarize
+from servecap.contract.level_windows import span, total_s
 from servecap.contract.loadgen_meta import LATENESS_P99_LIMIT_S
 from servecap.contract.run_json import RunInfo
 from servecap.contract.slo import SLO
@@ -99,8 +100,9 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
                  warmup_ends: np.ndarray) -> dict:
     parsed = parse_level_id(level, default_strategy)
     ok = frame[frame["status"] == "ok"]
-    start, end = float(frame["t_start"].min()), float(frame["t_end"].max())
-    duration = end - start if end > start else None
+    windows = frame_windows(frame)                      # one, or one per round (sweep --rounds)
+    start, end = span(windows)
+    duration = total_s(windows) or None
     output_tokens = float(ok["output_tokens"].sum())
     # `incomplete` = still in flight when the level stopped: neither a success nor an error
     in_flight = frame["status"] == "incomplete"
@@ -117,6 +119,7 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
         "error_rate": (requests - n_ok) / requests if requests else None,
         "statuses": {str(k): int(v) for k, v in frame["status"].value_counts().items() if v},
         "window": [start, end],
+        "windows": [list(w) for w in windows],
         "duration_s": duration,
         "request_rate_rps": n_ok / duration if duration else None,
         "output_tokens_per_s": output_tokens / duration if duration else None,
@@ -136,13 +139,25 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
         },
         "loadgen": loadgen_health(frame, (data.loadgen_meta.get("levels") or {}).get(level)),
         "by_turn": by_turn(ok),
-        "server": server_means(series, start, end),
-        "server_latency": server_latency(series, observation_start(start, warmup_ends), end),
-        "device": device_means(data.samples, start, end),
+        "server": server_means(series, windows),
+        "server_latency": server_latency(series, _observed_windows(windows, warmup_ends)),
+        "device": device_means(data.samples, windows),
     }
     entry["client_vs_server"] = client_vs_server(entry)
     entry["energy_per_output_token_j"] = energy_per_token_j(entry["device"], duration, output_tokens)
     return entry
+
+
+def _observed_windows(windows: list[tuple[float, float]], warmup_ends: np.ndarray) -> list[tuple[float, float]]:
+    """The server's view of each window opens once the warm-up requests sent before it have finished
+    (`observation_start`): a round's own warm-up, never a later round's."""
+    edges = [-np.inf, *(start for start, _ in windows[1:]), np.inf]   # round k's warm-up ends before round k+1
+    observed = []
+    for k, (start, end) in enumerate(windows):
+        previous_end = windows[k - 1][1] if k else -np.inf
+        own = warmup_ends[(warmup_ends > previous_end) & (warmup_ends < edges[k + 1])]
+        observed.append((observation_start(start, own), end))
+    return observed
 
 
 def by_turn(ok: pd.DataFrame) -> dict | None:

@@ -40,11 +40,12 @@ def resources_timeseries(data: RunData, levels: list[dict], out_dir: Path) -> Fi
         ax_mem.plot(t, mem_gib, lw=1, label=label)
     shade = plt.get_cmap("Pastel1")
     for i, lvl in enumerate(levels):
-        start, end = lvl["window"][0] - t0, lvl["window"][1] - t0
-        for ax in (ax_util, ax_mem):
-            ax.axvspan(start, end, color=shade(i % 9), alpha=0.5, lw=0)
-        ax_util.text((start + end) / 2, 1.0, lvl["level"], transform=ax_util.get_xaxis_transform(),
-                     rotation=90, fontsize=6, ha="center", va="top")
+        for start, end in lvl.get("windows") or [lvl["window"]]:   # one per round of a level measured in rounds
+            start, end = start - t0, end - t0
+            for ax in (ax_util, ax_mem):
+                ax.axvspan(start, end, color=shade(i % 9), alpha=0.5, lw=0)
+            ax_util.text((start + end) / 2, 1.0, lvl["level"], transform=ax_util.get_xaxis_transform(),
+                         rotation=90, fontsize=6, ha="center", va="top")
     ax_util.set_ylabel("utilization (%)")
     ax_mem.set_ylabel("memory used (GiB)")
     ax_mem.set_xlabel("time since start of run (s)")

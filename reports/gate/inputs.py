@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from reports.gate.stats import time_blocks
-from reports.run_data import RunData, RunDirError, load_run
+from reports.run_data import RunData, RunDirError, frame_windows, load_run
 from reports.summary import LATENCY_METRICS
+from servecap.contract.level_windows import inside
 from servecap.contract.run_json import RunInfo
 
 THROUGHPUT_WINDOWS = 10  # a level's measurement window is cut in this many slices for throughput noise
@@ -69,7 +70,8 @@ class GateSide:
         """`metric` (output_tokens_per_s or request_rate_rps) in each of THROUGHPUT_WINDOWS slices of the level.
 
         Each ok request counts at its completion time (t_start + e2e_s); the span is the
-        level's measurement window as the summary defines it (first send to last completion).
+        level's measurement window as the summary defines it (first send to last completion);
+        a level measured in rounds gives one value per round instead.
         """
         if self.data is None:
             return None
@@ -77,13 +79,21 @@ class GateSide:
         frame = records[(records["level"] == level) & (records["phase"] == "measure")]
         if frame.empty:
             return None
-        start, end = float(frame["t_start"].min()), float(frame["t_end"].max())
-        if not end > start:
-            return None
+        windows = frame_windows(frame)
         ok = frame[frame["status"] == "ok"]
         weights = ok["output_tokens"].to_numpy(dtype=np.float64) if metric == "output_tokens_per_s" else None
-        counts, edges = np.histogram(ok["t_end"].to_numpy(dtype=np.float64), bins=THROUGHPUT_WINDOWS,
-                                     range=(start, end), weights=weights)
+        done = ok["t_end"].to_numpy(dtype=np.float64)
+        if len(windows) > 1:   # measured in rounds (sweep --rounds): one value per round
+            values = []
+            for start, end in windows:
+                if end > start:
+                    mask = inside(done, [(start, end)])
+                    values.append((weights[mask].sum() if weights is not None else mask.sum()) / (end - start))
+            return np.array(values) if len(values) > 1 else None
+        (start, end), = windows
+        if not end > start:
+            return None
+        counts, edges = np.histogram(done, bins=THROUGHPUT_WINDOWS, range=(start, end), weights=weights)
         return counts / np.diff(edges)
 
 

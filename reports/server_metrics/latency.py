@@ -12,29 +12,32 @@ and its quantiles are interpolated inside a bucket as Prometheus' histogram_quan
 (`pXX_bucket`); with vLLM's coarse request-time buckets (0.3 s, 0.5 s, ...) a short queue time
 cannot be told apart from zero. The mean (from _sum and _count) has no such limit.
 
-`server_latency(frame, start, end)` is the pure entry point for any caller (frame = server_metrics.csv).
+`server_latency(frame, spans)` is the pure entry point for any caller (frame = server_metrics.csv; spans:
+[(start, end), ...], one per round of a level measured in rounds, else one; their buckets are summed).
 The summary starts a level's window once its warm-up requests have all finished
 (`observation_start`), so the server's side holds (nearly) the client's measured requests only.
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import pandas as pd
 
 from reports.server_metrics.histogram import histogram_quantile
-from reports.server_metrics.means import Window
+from reports.server_metrics.means import Span, Window
 from reports.server_metrics.series import ServerSeries
 from servecap.contract.server_metrics import LATENCY_FIELDS, Metric, metric_for
 
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 
 
-def server_latency(metrics: pd.DataFrame | ServerSeries | None, start: float, end: float) -> dict:
+def server_latency(metrics: pd.DataFrame | ServerSeries | None, spans: Sequence[Span]) -> dict:
     """{field: percentiles} for every latency histogram the engine exports with observations in
-    [start, end]; `metrics` is server_metrics.csv as a frame, or a ServerSeries built from one."""
+    the spans [(start, end), ...]; `metrics` is server_metrics.csv as a frame, or a ServerSeries built from one."""
     series = metrics if isinstance(metrics, ServerSeries) else ServerSeries.from_frame(metrics)
-    window = Window(series, start, end)
+    window = Window(series, spans)
     out = {}
     for field in LATENCY_FIELDS:
         metric = metric_for(field, series.engine)
@@ -54,17 +57,10 @@ def observation_start(start: float, warmup_ends: "np.ndarray") -> float:
 
 def histogram_window(window: Window, metric: Metric) -> dict | None:
     """Count, mean and bucket-interpolated percentiles of one histogram's observations in the window."""
-    if window.closed is None:
+    found = window.bucket_counts(metric)
+    if found is None:
         return None
-    series = window.series
-    end = series.buckets_at(metric, window.closed)
-    if end is None:
-        return None
-    bounds, counts = end
-    begin = series.buckets_at(metric, window.opened)
-    if begin is not None:
-        before = dict(zip(*begin))
-        counts = counts - np.array([before.get(bound, 0.0) for bound in bounds])
+    bounds, counts = found
     mean, count = window.histogram_mean(metric)
     if count <= 0:
         return None

@@ -9,10 +9,17 @@ over the level's window, whatever engine it is (the fields of servecap.contract.
 Only what the engine exports appears. Gauges: mean (and max) over the scrapes in [start, end].
 Counters and histogram means: the change between the first scrape at or after `start` and the
 last at or before `end` (histogram mean = delta(_sum) / delta(_count)), so everything counted
-happened inside [start, end], never before or after it.
+happened inside [start, end], never before or after it. A level measured in rounds (sweep
+--rounds) has several such spans (servecap.contract.level_windows): gauges over the scrapes
+in any of them, counters and histograms summed over them, never over the other levels' time
+between them.
 """
 
 from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
 
 from reports.server_metrics.series import ServerSeries
 from servecap.contract.server_metrics import Metric, metric_for
@@ -27,22 +34,54 @@ HISTOGRAM_MEANS = {"tokens_per_step": "tokens_per_step_mean", "batch_size": "bat
                    "step_time": "step_time_mean_s"}
 
 
-class Window:
-    """One level's window on the series: the first scrape in it opens it, the last closes it
-    (both None when fewer than two scrapes fall inside)."""
+Span = tuple[float, float]
 
-    def __init__(self, series: ServerSeries, start: float, end: float) -> None:
-        self.series, self.start, self.end = series, start, end
-        self.opened = series.first_scrape_at_or_after(start)
-        self.closed = series.last_scrape_at_or_before(end)
-        if self.opened is None or self.closed is None or self.closed <= self.opened:
-            self.opened = self.closed = None
+
+class Window:
+    """One level's windows on the series, one per span [start, end]: the first scrape in a span
+    opens it, the last closes it (`parts`: the (opened, closed) scrape times of the spans with two
+    scrapes or more; empty when none has)."""
+
+    def __init__(self, series: ServerSeries, spans: Sequence[Span]) -> None:
+        self.series, self.spans = series, list(spans)
+        self.parts: list[tuple[float, float]] = []
+        for start, end in self.spans:
+            opened, closed = series.first_scrape_at_or_after(start), series.last_scrape_at_or_before(end)
+            if opened is not None and closed is not None and closed > opened:
+                self.parts.append((opened, closed))
+
+    @property
+    def seconds(self) -> float:
+        """Scrape time covered: the sum of the parts' lengths."""
+        return sum(closed - opened for opened, closed in self.parts)
 
     def delta(self, metric: Metric) -> float | None:
-        """A counter's (or a histogram _sum/_count sample's) change over the window."""
-        if self.closed is None or metric.name not in self.series.samples:
+        """A counter's (or a histogram _sum/_count sample's) change over the windows."""
+        if not self.parts or metric.name not in self.series.samples:
             return None
-        return self.series.value_at(metric, self.closed) - self.series.value_at(metric, self.opened)
+        return sum(self.series.value_at(metric, closed) - self.series.value_at(metric, opened)
+                   for opened, closed in self.parts)
+
+    def bucket_counts(self, metric: Metric) -> tuple[np.ndarray, np.ndarray] | None:
+        """A histogram's (upper bounds [B], observations per cumulative bucket [B]) inside the windows."""
+        total: dict[float, float] = {}
+        for opened, closed in self.parts:
+            end = self.series.buckets_at(metric, closed)
+            if end is None:
+                continue
+            begin = self.series.buckets_at(metric, opened)
+            before = dict(zip(*begin)) if begin is not None else {}
+            for bound, count in zip(*end):
+                total[bound] = total.get(bound, 0.0) + count - before.get(bound, 0.0)
+        if not total:
+            return None
+        bounds = np.array(sorted(total))
+        return bounds, np.array([total[b] for b in bounds])
+
+    def scrapes(self) -> np.ndarray:
+        """The scrape times inside any span."""
+        found = [self.series.scrapes_in(start, end) for start, end in self.spans]
+        return np.unique(np.concatenate(found)) if found else np.empty(0)
 
     def histogram_mean(self, metric: Metric) -> tuple[float | None, float]:
         """(mean of the observations in the window, how many there were)."""
@@ -53,13 +92,14 @@ class Window:
         return total / count, count
 
 
-def server_means(series: ServerSeries, start: float, end: float) -> dict:
-    """The level's `server` section ({} when nothing was scraped)."""
+def server_means(series: ServerSeries, spans: Sequence[Span]) -> dict:
+    """The level's `server` section over its windows ({} when nothing was scraped)."""
     if not series.scrape_times.size:
         return {}
     engine = series.engine
     out: dict = {"engine": engine}
-    scrapes = series.scrapes_in(start, end)
+    window = Window(series, spans)
+    scrapes = window.scrapes()
     for field, key in GAUGE_MEANS.items():
         metric = metric_for(field, engine)
         if not series.has(metric) or not scrapes.size:
@@ -70,7 +110,6 @@ def server_means(series: ServerSeries, start: float, end: float) -> dict:
             out["requests_running_max"] = max(values)
     if "kv_usage_mean" not in out and out.get("kv_blocks_used_mean") is not None and out.get("kv_blocks_total"):
         out["kv_usage_mean"] = out["kv_blocks_used_mean"] / out["kv_blocks_total"]
-    window = Window(series, start, end)
     for field, key in HISTOGRAM_MEANS.items():
         metric = metric_for(field, engine)
         if series.has(metric):
@@ -85,7 +124,7 @@ def server_means(series: ServerSeries, start: float, end: float) -> dict:
         out["prefix_cache_hit_rate"] = hits / queries
     tokens = _delta(window, "generation_tokens")
     if tokens is not None:
-        out["generation_tokens_per_s"] = tokens / (window.closed - window.opened)
+        out["generation_tokens_per_s"] = tokens / window.seconds
     out["scrapes"] = int(scrapes.size)
     return out
 

@@ -68,6 +68,8 @@ class Record:
                                                                    # loop), else when the user was ready (closed loop)
     conversation_id: str | None = field(default=None, metadata=SOMETIMES)  # multi-turn: "<worker>/c<n>"
     turn: int | None = field(default=None, metadata=SOMETIMES)             # multi-turn: 1, 2, ... in its conversation
+    round: int | None = field(default=None, metadata=SOMETIMES)   # sweep --rounds: its level's round (0, 1, ...;
+                                                                   # see servecap.contract.level_windows)
     request_id: str | None = field(default=None, metadata=LOADGEN)           # "<worker>#<seq>", unique in a run
     api: str | None = field(default=None, metadata=LOADGEN)                  # "chat" | "completions" | "classify"
     prompt_tokens_asked: int | None = field(default=None, metadata=LOADGEN)  # length the prompt was built for

@@ -34,9 +34,9 @@ def test_a_vllm_scrape_pair_gives_server_fields_and_latencies():
     frame = pd.DataFrame([(0.0, SCRAPE_MARKER, "", 0), *kept, (1.0, SCRAPE_MARKER, "", len(kept))],
                          columns=["t", "name", "labels", "value"])
     series = ServerSeries.from_frame(frame)
-    means = server_means(series, 0.0, 1.0)
+    means = server_means(series, [(0.0, 1.0)])
     assert means["engine"] == "vllm" and means["requests_running_mean"] == 0 and "tokens_per_step_mean" in means
-    latency = server_latency(series, 0.0, 1.0)
+    latency = server_latency(series, [(0.0, 1.0)])
     assert {"ttft_s", "queue_s", "prefill_s", "decode_s", "inference_s", "e2e_s"} <= set(latency)
     assert latency["ttft_s"]["count"] == 8 and latency["ttft_s"]["p50"] <= latency["e2e_s"]["p50"]
 

@@ -41,33 +41,43 @@ def test_series_carry_the_last_change_forward_and_detect_the_engine():
     series = ServerSeries.from_frame(_vllm_run())
     assert series.engine == "vllm" and list(series.scrape_times) == list(range(11))
     assert "python_gc_objects_collected_total" not in series.samples
-    means = server_means(series, 2.0, 8.0)   # scrapes 2..8: running (both engines) 0,8,8,8,8,4,4
+    means = server_means(series, [(2.0, 8.0)])   # scrapes 2..8: running (both engines) 0,8,8,8,8,4,4
     assert means["requests_running_mean"] == pytest.approx(40 / 7) and means["requests_running_max"] == 8
     assert means["kv_usage_mean"] == pytest.approx(0.3)   # a fraction: averaged over the two engines
     assert means["preemptions"] == 4 and means["scrapes"] == 7 and means["engine"] == "vllm"
 
 
 def test_latency_percentiles_come_from_the_bucket_deltas_of_the_window():
-    latency = server_latency(_vllm_run(), 2.0, 8.0)
+    latency = server_latency(_vllm_run(), [(2.0, 8.0)])
     ttft = latency["ttft_s"]
     # the window's own 10 requests: 1 <= 0.01, 4 in (0.01, 0.02], 4 in (0.02, 0.04], 1 above
     assert ttft["count"] == 10 and ttft["mean"] == pytest.approx(0.04)
     assert ttft["p50"] == pytest.approx(0.01 + 0.01 * (5 - 1) / 4) and ttft["p50_bucket"] == [0.01, 0.02]
     assert ttft["p99"] == 0.04 and ttft["p99_bucket"][1] == math.inf
     assert ttft["source"] == "vllm:time_to_first_token_seconds" and set(latency) == {"ttft_s"}
-    assert server_latency(_vllm_run(), 7.0, 10.0) == {}   # nothing finished in that window
+    assert server_latency(_vllm_run(), [(7.0, 10.0)]) == {}   # nothing finished in that window
 
 
 def test_files_without_scrape_markers_read_each_row_time_as_a_scrape():
     rows = [(t, "servecap_requests_running", "", float(t)) for t in (1, 2, 3)]
-    means = server_means(ServerSeries.from_frame(_frame(rows)), 1.5, 3.0)
+    means = server_means(ServerSeries.from_frame(_frame(rows)), [(1.5, 3.0)])
     assert means["engine"] == "servecap" and means["requests_running_mean"] == 2.5 and means["scrapes"] == 2
-    assert server_means(ServerSeries.from_frame(None), 0, 1) == {}
+    assert server_means(ServerSeries.from_frame(None), [(0, 1)]) == {}
 
 
 def test_the_servers_view_opens_after_the_warm_up_requests_and_counts_only_inside_the_window():
     assert observation_start(2.0, np.array([1.0, 3.5, 2.5])) == 3.5 and observation_start(2.0, np.empty(0)) == 2.0
     # scrapes at 0..10, buckets change at t=1 and t=6: a window from 1.5 opens at the scrape at t=2,
     # so the observations counted at t=1 stay outside it
-    assert server_latency(_vllm_run(), 1.5, 8.0)["ttft_s"]["count"] == 10
-    assert server_latency(_vllm_run(), 0.0, 8.0)["ttft_s"]["count"] == 20
+    assert server_latency(_vllm_run(), [(1.5, 8.0)])["ttft_s"]["count"] == 10
+    assert server_latency(_vllm_run(), [(0.0, 8.0)])["ttft_s"]["count"] == 20
+
+
+def test_a_level_measured_in_rounds_counts_its_own_spans_and_not_the_time_between():
+    series = ServerSeries.from_frame(_vllm_run())
+    spans = [(0.0, 2.0), (6.0, 8.0)]   # the preemptions (t=5) fall between them, the second TTFT batch (t=6) opens span 2
+    means = server_means(series, spans)
+    assert means["scrapes"] == 6 and means["requests_running_mean"] == pytest.approx(16 / 6)
+    assert means["preemptions"] == 0
+    assert server_latency(series, spans)["ttft_s"]["count"] == 10          # the 10 observed at t=1, inside span 1
+    assert server_means(series, [(0.0, 8.0)])["preemptions"] == 4          # one span over the gap counts them
