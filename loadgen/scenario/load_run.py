@@ -324,6 +324,7 @@ class LoadRun:
             usage_from=outcome.usage_from,
             arm=route.arm,
             slice=route.slice,
+            round=self.settings.round,
             switch=route.switch() if route.switch else None,
             conversation_id=prepared.conversation_id,
             turn=prepared.turn,

@@ -89,7 +89,8 @@ class RecordSink:
     def _on_local_stop(self, **_) -> None:
         run = self.run
         if run is not None and run.records_path is not None:
-            meta = update_meta(run.records_path, run.level_for_meta(), merge_summaries([run.health.summary()]))
+            meta = update_meta(run.records_path, run.level_for_meta(), merge_summaries([run.health.summary()]),
+                               another_round=bool(run.settings.round))
             log.info("records: %s (%d written), meta: %s", run.records_path, self._writer.count if self._writer else 0, meta)
 
     # -- worker -----------------------------------------------------------------------
@@ -144,6 +145,7 @@ class RecordSink:
         run = self.run
         if run is not None and run.records_path is not None:
             summaries = [h for h in self._finals.values() if h]
-            update_meta(run.records_path, run.level_for_meta(), merge_summaries(summaries))
+            update_meta(run.records_path, run.level_for_meta(), merge_summaries(summaries),
+                        another_round=bool(run.settings.round))
             log.info("records: %s (%d written from %d workers)", run.records_path,
                      self._writer.count if self._writer else 0, len(self._finals))

@@ -25,6 +25,7 @@ class RunSettings:
     request_timeout_s: float = 600.0
     level: str | None = None         # record `level`; None = "c=<users>" or "rps=<rate>"
     warmup_s: float = 0.0            # records that start within this many seconds are phase "warmup"
+    round: int | None = None         # record `round`: which of its level's rounds this run is (sweep --rounds)
     slice_plan: SlicePlan | None = None   # compare runs: alternate the load between two arms in slices
     worker_cpus: tuple[int, ...] = ()     # --worker-cpus: worker i runs on core worker_cpus[i % len]
 
@@ -51,6 +52,7 @@ class RunSettings:
             request_timeout_s=parse_float(get("request_timeout", 600.0), "--request-timeout"),
             level=str(get("level")) if get("level") else None,
             warmup_s=parse_float(get("warmup", 0.0), "--warmup"),
+            round=parse_round(get("round")),
             slice_plan=SlicePlan.read(get("slice_plan")) if get("slice_plan") else None,
             worker_cpus=parse_cores(get("worker_cpus", "") or ""),
         )
@@ -73,6 +75,14 @@ def parse_int(value: Any, option: str) -> int:
     if number != int(number):
         raise ValueError(f"{option}: {value!r} is not a whole number")
     return int(number)
+
+
+def parse_round(value: Any) -> int | None:
+    """--round: a round number >= 0, or None when not given (-1, empty or absent)."""
+    if value in (None, ""):
+        return None
+    number = parse_int(value, "--round")
+    return number if number >= 0 else None
 
 
 def parse_cores(value: str) -> tuple[int, ...]:
@@ -106,6 +116,8 @@ def add_common_arguments(parser: Any) -> None:
     group.add_argument("--level", default="", help="level id written in records (default c=<users> or rps=<rate>)")
     group.add_argument("--warmup", default=0.0, type=float,
                        help="records of requests started in the first S seconds get phase 'warmup'")
+    group.add_argument("--round", default=-1, type=int,
+                       help="record `round` written in records: which of its level's rounds this is (sweep --rounds)")
     group.add_argument("--worker-cpus", default="",
                        help="with --processes or --worker: worker i pins itself to core i of this comma list")
     group.add_argument("--slice-plan", default="",

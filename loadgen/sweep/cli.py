@@ -52,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--arrival", default="poisson", help="open-loop arrivals: poisson | constant | gamma:CV")
     plan.add_argument("--warmup", default="5s", help="warm-up per level (10, 30s, 2m)")
     plan.add_argument("--duration", default="20s", help="measurement window per level (10, 30s, 2m)")
+    plan.add_argument("--rounds", type=int, default=1,
+                      help="measure each level in this many rounds of --duration/K each, the levels in a serpentine "
+                           "order (1,2,4 then 4,2,1 ...), so every level's figures average over the machine's drift "
+                           "through the run (default 1)")
+    plan.add_argument("--round-warmup", default=None,
+                      help="warm-up of each round after the first (default: the shorter of --warmup and 2s)")
     work = p.add_argument_group("workload")
     work.add_argument("--prompt-tokens", default="uniform:32:128", help="N | uniform:LO:HI | normal:M:SD | lognormal:M:S | file:PATH")
     work.add_argument("--output-tokens", default=None,
@@ -101,6 +107,8 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         rates=parse_number_list(args.rates, "--rates") if args.rates else (),
         auto=args.auto, arrival=args.arrival,
         warmup_s=parse_duration(args.warmup, "--warmup"), duration_s=parse_duration(args.duration, "--duration"),
+        rounds=args.rounds,
+        round_warmup_s=parse_duration(args.round_warmup, "--round-warmup") if args.round_warmup else None,
         prompt_tokens=args.prompt_tokens, seed=args.seed,
         output_tokens=args.output_tokens if args.output_tokens or args.dataset else "uniform:16:64",
         dataset=args.dataset, dataset_sampling=args.dataset_sampling, chars_per_token=args.chars_per_token,

@@ -19,6 +19,7 @@ from servecap.contract.slo import SLO
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 TRACE_TAIL_S = 5.0   # a trace level's -t beyond the replay: its last answers (Locust quits when they are in)
+ROUND_WARMUP_S = 2.0  # default warm-up of a later round: the server is warm, only the level's own queue refills
 
 
 def parse_duration(text: str | float, option: str) -> float:
@@ -67,6 +68,9 @@ class SweepConfig:
         auto: find the knee instead of a fixed plan (ramp, then bisect).
         arrival: poisson | constant | gamma:CV for open loop.
         warmup_s, duration_s: per level, records before warm-up end get phase "warmup".
+        rounds: measure each level in this many rounds of duration_s / rounds each, the levels in a
+            serpentine order (servecap.contract.level_windows); round_warmup_s: the warm-up of every
+            round after the first (the server is warm by then; None: min(warmup_s, 2 s)).
         prompt_tokens, output_tokens: length distributions in loadgen/chat.py's syntax; with a dataset,
             output_tokens None means the data's own lengths.
         dataset: a local dataset file (loadgen.workload.datasets), validated here; replaces prompt_tokens.
@@ -105,6 +109,8 @@ class SweepConfig:
     arrival: str = "poisson"
     warmup_s: float = 5.0
     duration_s: float = 20.0
+    rounds: int = 1
+    round_warmup_s: float | None = None
     prompt_tokens: str = "uniform:32:128"
     output_tokens: str | None = "uniform:16:64"
     dataset: str | None = None
@@ -160,6 +166,14 @@ class SweepConfig:
             raise ValueError("--auto needs at least one SLO (--slo-ttft-ms, --slo-tpot-ms or --slo-e2e-ms)")
         if self.duration_s <= 0:
             raise ValueError("--duration must be positive")
+        if self.rounds < 1:
+            raise ValueError(f"--rounds must be >= 1, got {self.rounds}")
+        if self.rounds > 1 and (self.auto or self.trace is not None):
+            raise ValueError("--rounds measures a fixed plan's levels in turns: it does not combine with "
+                             + ("--auto (its next level depends on the last)" if self.auto else
+                                "--trace (a trace replays once, on its own timeline)"))
+        if self.round_warmup_s is not None and self.round_warmup_s < 0:
+            raise ValueError("--round-warmup must be >= 0")
         if not 0 < self.stability_tolerance < 1:
             raise ValueError("--stability-tolerance must be a fraction in (0, 1)")
         if self.loadgen_processes < 1:
@@ -219,6 +233,15 @@ class SweepConfig:
         replay_s = self.replayed_trace.span_s / self.trace_speedup
         warmup = min(self.warmup_s, replay_s)
         return warmup, replay_s - warmup + TRACE_TAIL_S
+
+    def round_window(self, round_index: int) -> tuple[float, float]:
+        """(warm-up, measured) seconds of one round of a level: the first round warms up as a level
+        without rounds does, later ones for round_warmup_s; each measures duration_s / rounds."""
+        warmup, duration = self.window()
+        if self.rounds == 1:
+            return warmup, duration
+        later = self.round_warmup_s if self.round_warmup_s is not None else min(warmup, ROUND_WARMUP_S)
+        return (warmup if round_index == 0 else later), duration / self.rounds
 
     def level_id(self, strategy: str | None, load: float) -> str:
         """`continuous/c=8`, `none/rps=2.0` or `continuous/trace` (strategy prefix omitted for an external --url)."""

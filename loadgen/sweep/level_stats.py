@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reports.machine_speed import speed_index
+from reports.machine_speed import speed_index, speed_index_over
+from servecap.contract.level_windows import inside, level_windows, total_s
 from servecap.contract.records import Record
 from servecap.contract.slo import SLO, LevelCheck, check_level
 
@@ -35,9 +36,11 @@ class LevelStats:
         p99_ttft_s, p99_tpot_s, p99_e2e_s: over ok records (None when there are no values).
         output_tokens_per_s: ok output tokens over the measure span.
         window_throughputs: output tokens/s in STABILITY_WINDOWS equal slices of the span, each token
-            counted when it arrived, from any record of the level (`_token_times`).
+            counted when it arrived, from any record of the level (`_token_times`); a level measured
+            in rounds (sweep --rounds): one per round, over that round's window.
         speed_index: per window, how much longer than usual the engine's steps took for the same
             work (reports.machine_speed; None without the engine's step record).
+        rounds: the rounds the level was measured in (servecap.contract.level_windows).
     """
 
     requests: int
@@ -49,6 +52,7 @@ class LevelStats:
     output_tokens_per_s: float | None
     window_throughputs: tuple[float, ...]
     speed_index: tuple[float, ...] | None = None
+    rounds: int = 1
 
     @property
     def error_rate(self) -> float | None:
@@ -128,16 +132,22 @@ def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
     e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
     tpot = [value for value in (r.tpot_s for r in ok) if value is not None]
     throughput, windows, speed = None, (), None
-    if mine:
-        start = min(r.t_start for r in mine)
-        ends = [r.t_start + r.e2e_s for r in ok if r.e2e_s is not None]
-        end = max(ends, default=start)
-        if end > start:
-            tokens = np.array([r.output_tokens or 0 for r in ok if r.e2e_s is not None], dtype=float)
-            throughput = float(tokens.sum() / (end - start))
-            times, weights = _token_times([r for r in records if r.level == level])
+    spans = level_windows([r.t_start for r in mine],
+                          [r.t_start + r.e2e_s if r.e2e_s is not None and r.status == "ok" else r.t_start for r in mine],
+                          [r.round for r in mine])
+    measured_s = total_s(spans)
+    if measured_s > 0:
+        tokens = np.array([r.output_tokens or 0 for r in ok if r.e2e_s is not None], dtype=float)
+        throughput = float(tokens.sum() / measured_s)
+        times, weights = _token_times([r for r in records if r.level == level])
+        if len(spans) > 1:     # in rounds: each round is a window
+            windows = tuple(float(weights[inside(times, [(start, end)])].sum() / (end - start)) if end > start else 0.0
+                            for start, end in spans)
+            speed = speed_index_over(steps, spans)
+        else:
+            (start, end), = spans
             counts, edges = np.histogram(times, bins=STABILITY_WINDOWS, range=(start, end), weights=weights)
             windows = tuple(float(x) for x in counts / np.diff(edges))
             speed = speed_index(steps, start, end, STABILITY_WINDOWS)
     return LevelStats(len(finished), len(finished) - len(ok), len(mine) - len(finished),
-                      _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows, speed)
+                      _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows, speed, rounds=max(len(spans), 1))

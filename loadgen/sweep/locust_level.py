@@ -29,6 +29,7 @@ class LevelPlan:
     load: float
     warmup_s: float
     duration_s: float
+    round: int | None = None     # sweep --rounds: which round of the level this is
 
 
 def locust_executable() -> list[str]:
@@ -53,6 +54,8 @@ def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path
     ]
     if config.output_tokens:
         command += ["--output-tokens", config.output_tokens]
+    if plan.round is not None:
+        command += ["--round", str(plan.round)]
     if config.turns != 1:
         command += ["--turns", str(config.turns or "all"), "--think-time", str(config.think_time_s)]
     if config.dataset:

@@ -34,7 +34,9 @@ def run_info_for(name: str, config: SweepConfig) -> RunInfo:
                            arrival="trace" if config.trace else config.arrival if config.open_loop else "closed",
                            trace=str(Path(config.trace).resolve()) if config.trace else None,
                            trace_speedup=config.trace_speedup if config.trace else None,
-                           warmup_s=config.warmup_s, duration_s=config.duration_s),
+                           warmup_s=config.warmup_s, duration_s=config.duration_s,
+                           rounds=config.rounds if config.rounds > 1 else None,
+                           round_warmup_s=config.round_window(1)[0] if config.rounds > 1 else None),
         workload=workload_for(config),
         slo=config.slo, seeds=Seeds(workload=config.seed),
         host=host_info(), versions=versions(), git_commit=git_commit(),
@@ -119,6 +121,7 @@ class RunJson:
         entry.spread_at_constant_speed, entry.machine_speed_spread = (stats.spread_at_constant_speed,
                                                                       stats.machine_speed_spread)
         entry.machine_drift = machine_drift
+        entry.rounds = stats.rounds if stats.rounds > 1 else None
         if loadgen:
             entry.loop_lag_p50_s, entry.loop_lag_p99_s, entry.loop_lag_max_s = (
                 loadgen.get("loop_lag_p50_s"), loadgen.get("loop_lag_p99_s"), loadgen.get("loop_lag_max_s"))

@@ -26,6 +26,7 @@ from loadgen.sweep.level_stats import LevelStats, level_stats
 from loadgen.sweep.locust_level import STOP_TIMEOUT_S, LevelPlan, locust_command, run_level, worker_commands
 from loadgen.sweep.cpu_pinning import plan_cpus
 from loadgen.sweep.loadgen_priority import LoadgenPriority, choose_priority
+from servecap.contract.level_windows import serpentine
 from loadgen.observe.observers import Observers
 from servecap.contract.engine_record import STEPS_FILE
 from servecap.contract.loadgen_meta import read_meta
@@ -66,6 +67,8 @@ class Sweep:
         self.records = self.out / RECORDS_FILE
         self.run_json: RunJson | None = None
         self.server_spec = reference_server_spec(config)
+        self._level_records: dict[str, list[Record]] = {}   # each level's records over its rounds so far
+        self._warnings_printed: dict[str, int] = {}          # each level's load-generator warnings printed so far
         self.cpus = plan_cpus(config.pin_cpus, external_server=config.url is not None,
                               loadgen_processes=config.loadgen_processes,
                               engine_process=self.server_spec.engine_process)
@@ -147,17 +150,20 @@ class Sweep:
             if self.config.auto:
                 self._auto(url, strategy, model)
             else:
-                for load in self.config.loads:
-                    self._level(url, strategy, load, model)
+                for round_index in range(self.config.rounds):
+                    for load in serpentine(self.config.loads, round_index):
+                        self._level(url, strategy, load, model, round_index)
         finally:
             self.run_json.record_observers(key, observers.stop())
 
     # -- one level ------------------------------------------------------------------------
-    def _level(self, url: str, strategy: str | None, load: float, model: str | None) -> LevelStats:
+    def _level(self, url: str, strategy: str | None, load: float, model: str | None,
+               round_index: int = 0) -> LevelStats:
         config = self.config
         level = config.level_id(strategy, load)
         entry = self.run_json.level_entry(level) or self.run_json.plan_level(level, strategy, load)
-        plan = LevelPlan(level, load, *config.window())
+        in_rounds = config.rounds > 1
+        plan = LevelPlan(level, load, *config.round_window(round_index), round=round_index if in_rounds else None)
         prefix = [*self.loadgen_priority.prefix, *self.cpus.prefix(self.cpus.loadgen)]
         command = locust_command(config, plan, url, self.records, model, prefix, self.cpus.loadgen)
         planned_s = plan.warmup_s + plan.duration_s
@@ -167,10 +173,13 @@ class Sweep:
         self.run_json.level_running(entry)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
                       TextColumn("{task.fields[stats]}"), console=self.console, transient=False) as progress:
-            task = progress.add_task(level, total=planned_s, stats="starting locust")
+            label = f"{level} round {round_index + 1}/{config.rounds}" if in_rounds else level
+            task = progress.add_task(label, total=planned_s, stats="starting locust")
+
+            earlier = self._level_records.get(level, [])
 
             def on_progress(records: list[Record]) -> None:
-                stats = level_stats(records, level)
+                stats = level_stats(earlier + records, level)
                 p99 = f"{stats.p99_e2e_s * 1000:.0f} ms" if stats.p99_e2e_s is not None else "-"
                 progress.update(task, completed=min(planned_s, progress.tasks[task].elapsed or 0),
                                 stats=f"{len(records)} req  p99 e2e {p99}  errors {stats.errors}")
@@ -178,10 +187,13 @@ class Sweep:
             code, records = run_level(command, self.records, self.out / "locust.log", timeout, on_progress,
                                       worker_commands(config, prefix))
             progress.update(task, completed=planned_s)
+        records = self._level_records[level] = earlier + records   # every round of the level so far
         stats = level_stats(records, level, self._engine_steps(strategy or "url"))
         loadgen = self._loadgen_meta(level)
-        for text in loadgen.get("warnings") or []:   # the report reads them from requests.meta.json itself
+        warnings = loadgen.get("warnings") or []      # over the level's rounds so far: print this round's
+        for text in warnings[self._warnings_printed.get(level, 0):]:   # the report reads them from requests.meta.json
             self.console.print(f"[yellow]warning: load generator: {level}: {text}[/]")
+        self._warnings_printed[level] = len(warnings)
         stable = stats.is_stable(config.stability_tolerance)
         drift = stats.machine_drift(config.stability_tolerance)
         self.run_json.level_finished(entry, code, stats, stable, loadgen, drift)

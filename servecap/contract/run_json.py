@@ -98,6 +98,8 @@ class LoadPlan(Section):
     arrival: str | None = None           # "closed", or poisson | constant | gamma:CV
     warmup_s: float | None = None
     duration_s: float | None = None
+    rounds: int | None = None            # sweep --rounds K (>1): each level measured in K rounds of duration_s / K
+    round_warmup_s: float | None = None  # the warm-up of each round after the first
     levels: list[str] | None = None      # hand-written plans may list level ids here
     trace: str | None = None             # kind "trace": the replayed trace file (absolute path)
     trace_speedup: float | None = None   # its times were divided by this
@@ -114,7 +116,9 @@ class LevelEntry(Section):
     exit_code: int | None = None
     requests: int | None = None          # finished measure-phase requests (not `incomplete`)
     errors: int | None = None
+    rounds: int | None = None            # sweep --rounds: the rounds of this level measured so far
     throughput_spread: float | None = None      # (max - min) / mean of output tokens/s over the window's thirds
+                                                # (over its rounds, when measured in rounds)
     spread_at_constant_speed: float | None = None   # the same, each third scaled to the machine's usual speed
     machine_speed_spread: float | None = None   # how much the engine's step time for the same work varied
     stable: bool | None = None                  # spread_at_constant_speed within the sweep's tolerance

@@ -210,3 +210,49 @@ def test_a_worker_from_elsewhere_joins_each_level_and_its_records_are_merged_onc
         assert all(r["response_id"] in truth for r in mine)
     ids = [r["request_id"] for r in records]
     assert len(ids) == len(set(ids))   # written once, by the master
+
+
+def test_rounds_split_the_window_and_reach_locust_and_run_json(tmp_path):
+    config = _config("--concurrency", "1,4", "--warmup", "5s", "--duration", "20s", "--rounds", "4")
+    assert config.round_window(0) == (5.0, 5.0) and config.round_window(3) == (2.0, 5.0)
+    assert _config("--rounds", "2", "--round-warmup", "0").round_window(1) == (0.0, 10.0)
+    plan = LevelPlan("c=4", 4, *config.round_window(2), round=2)
+    command = locust_command(config, plan, "http://127.0.0.1:1", tmp_path / "r.jsonl", None)
+    assert _flag(command, "--round") == "2" and _flag(command, "--warmup") == "2.0"
+    assert "--round" not in locust_command(_config(), LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None)
+    with pytest.raises(ValueError, match="--rounds must be >= 1"):
+        _config("--rounds", "0")
+    with pytest.raises(ValueError, match="does not combine with --auto"):
+        config_from_args(_parser().parse_args(["--out", "x", "--auto", "--slo-ttft-ms", "100", "--rounds", "2"]))
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_sweep_in_rounds_measures_each_level_in_each_round_and_reports_over_its_windows(tmp_path):
+    out = tmp_path / "run"
+    with scripted_server(tmp_path, "--ttft", "0.005", "--itl", "0.001") as (url, _):
+        result = subprocess.run([sys.executable, "-m", "servecap", "sweep", "--url", url, "--out", str(out),
+                                 "--concurrency", "1,2", "--warmup", "0.5s", "--duration", "3s", "--rounds", "3",
+                                 "--round-warmup", "0.3s", "--no-pin-cpus"],
+                                capture_output=True, text=True, timeout=240, env=_env())
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    records = [r for r in read_records(out / "requests.jsonl") if r["phase"] == "measure"]
+    by_level = {}
+    for r in records:
+        by_level.setdefault(r["level"], []).append(r)
+    assert set(by_level) == {"c=1", "c=2"}
+    starts = {}
+    for level, mine in by_level.items():
+        assert {r["round"] for r in mine} == {0, 1, 2}
+        starts[level] = [min(r["t_start"] for r in mine if r["round"] == k) for k in range(3)]
+    # serpentine: c=1, c=2 | c=2, c=1 | c=1, c=2
+    assert starts["c=1"][0] < starts["c=2"][0] < starts["c=2"][1] < starts["c=1"][1] < starts["c=1"][2] < starts["c=2"][2]
+    run = json.loads((out / "run.json").read_text())
+    assert run["load_plan"]["rounds"] == 3 and {lvl["rounds"] for lvl in run["levels"]} == {3}
+    summary = {lvl["level"]: lvl for lvl in json.loads((out / "summary.json").read_text())["levels"]}
+    for level, entry in summary.items():
+        assert len(entry["windows"]) == 3
+        assert entry["duration_s"] == pytest.approx(sum(end - start for start, end in entry["windows"]))
+        assert entry["duration_s"] < 0.6 * (entry["window"][1] - entry["window"][0])   # the other level's time is not its
+    meta = json.loads((out / "requests.meta.json").read_text())["levels"]
+    assert {level: m["rounds"] for level, m in meta.items()} == {"c=1": 3, "c=2": 3}
