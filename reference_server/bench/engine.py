@@ -264,14 +264,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--forward-only", action="store_true",
                    help="only the bare forward passes and bandwidth, no strategy runs (a big model's weights "
                         "are drawn once instead of once per strategy)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="run the whole bench this many times, the strategies in turn and in reverse turn (ABBA), "
+                        "each repeat with its own forward passes and bound; prints each figure's spread")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     args = p.parse_args(argv)
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = [s for s in args.strategies if s not in STRATEGIES]
     if unknown:
         p.error(f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGIES)}")
-    if args.num_requests < 1 or args.max_batch < 1 or args.forward_iters < 1 or args.none_requests < 0:
-        p.error("--num-requests, --max-batch and --forward-iters must be positive, --none-requests >= 0")
+    if args.num_requests < 1 or args.max_batch < 1 or args.forward_iters < 1 or args.none_requests < 0 or args.repeats < 1:
+        p.error("--num-requests, --max-batch, --forward-iters and --repeats must be positive, --none-requests >= 0")
     return args
 
 
@@ -292,14 +295,37 @@ def _bench(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"servecap bench: {exc}", file=sys.stderr)
         return 2
-    engine.warmup()
     context = min(workload.mean_context, engine.max_model_len - 1)
     result = {"preset": args.preset, "device": args.device, "dtype": engine.config.dtype,
               "threads": torch.get_num_threads(), "workload": {
                   "num_requests": args.num_requests, "prompt_len": list(args.prompt_len),
                   "output_len": list(args.output_len), "seed": args.seed, "max_batch": args.max_batch,
-                  "mean_context": context},
-              "forward_only": {}, "strategies": {}}
+                  "mean_context": context}}
+    del engine
+    passes = []
+    for repeat in range(args.repeats):
+        order = args.strategies if repeat % 2 == 0 else list(reversed(args.strategies))   # ABBA: a drift falls alike
+        if args.repeats > 1:
+            STDERR.print(f"repeat {repeat + 1}/{args.repeats}: {', '.join(order)}")
+        passes.append(_one_pass(args, workload, kv_blocks, context, order))
+    result.update(passes[0])   # the fixed shape: forward_only, datasheet, bound, strategies
+    if args.repeats > 1:
+        result["repeats"] = passes
+        result["spread"] = spread_over_repeats(passes)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_table(result)
+        if args.repeats > 1:
+            print_spread(result["spread"])
+    return 0
+
+
+def _one_pass(args: argparse.Namespace, workload: Workload, kv_blocks: int, context: int, order: list[str]) -> dict:
+    """The bare forward passes, the ideal bound, then each strategy in `order`, one after another."""
+    engine = Engine(engine_config(args, "continuous", kv_blocks))
+    engine.warmup()
+    result = {"forward_only": {}, "strategies": {}, "order": list(order)}
     with STDERR.status(f"forward pass alone at batch 1 and {args.max_batch}, context {context}"):
         b1 = forward_only(engine, [context], args.forward_iters * 4)
         bmax = forward_only(engine, [context] * args.max_batch, args.forward_iters)
@@ -315,7 +341,7 @@ def _bench(args: argparse.Namespace) -> int:
     result["bound"] = ideal_bound(workload, result["forward_only"], args.max_batch)
     del engine
     with Progress(console=STDERR, transient=False) as progress:
-        for strategy in [] if args.forward_only else args.strategies:
+        for strategy in [] if args.forward_only else order:
             engine = Engine(engine_config(args, strategy, kv_blocks))
             engine.warmup()
             subset = workload
@@ -336,11 +362,35 @@ def _bench(args: argparse.Namespace) -> int:
             stats["share_of_ceiling"] = stats["gain_vs_none"] / result["forward_only"]["gain_mixed"]
             if none["decode_tokens_per_s"]:
                 stats["decode_gain_vs_none"] = stats["decode_tokens_per_s"] / none["decode_tokens_per_s"]
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print_table(result)
-    return 0
+    result["strategies"] = {name: strategies[name] for name in args.strategies if name in strategies}
+    return result
+
+
+def spread_over_repeats(passes: list[dict]) -> dict:
+    """Per figure, its value in each repeat and their median, min and max: every strategy's tok/s and
+    share of the ideal bound, the bound's gain over each strategy, and each pair's ratio."""
+    def summary(values: list[float]) -> dict:
+        return {"values": values, "median": float(np.median(values)), "min": min(values), "max": max(values)}
+
+    names = list(passes[0]["strategies"])
+    out = {}
+    for name in names:
+        out[f"{name}.output_tokens_per_s"] = summary([p["strategies"][name]["output_tokens_per_s"] for p in passes])
+        out[f"{name}.share_of_ideal"] = summary([p["strategies"][name]["share_of_ideal"] for p in passes])
+        out[f"ideal_gain_vs_{name}"] = summary([p["bound"][f"ideal_gain_vs_{name}"] for p in passes])
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            out[f"{b}/{a}"] = summary([p["strategies"][b]["output_tokens_per_s"] / p["strategies"][a]["output_tokens_per_s"]
+                                       for p in passes])
+    return out
+
+
+def print_spread(spread: dict) -> None:
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    console.print("over the repeats (median, min-max):")
+    for key, s in spread.items():
+        values = " ".join(f"{v:.3g}" for v in s["values"])
+        console.print(f"  {key:<34} {s['median']:>9.3g}  ({s['min']:.3g}-{s['max']:.3g})   [{values}]")
 
 
 def print_table(result: dict) -> None:

@@ -130,3 +130,17 @@ def test_drift_bench_names_bad_arguments(capsys):
     with pytest.raises(SystemExit) as exit_info:
         drift.main(["--blocks", "0"])
     assert exit_info.value.code == 2 and "--blocks and --processes must be >= 1" in capsys.readouterr().err
+
+
+def test_repeats_run_the_strategies_in_turn_and_reverse_and_give_each_figures_spread():
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert bench.main([*TINY, "--strategies", "static,continuous", "--repeats", "2"]) == 0
+    result = json.loads(buffer.getvalue())
+    assert [p["order"] for p in result["repeats"]] == [["static", "continuous"], ["continuous", "static"]]
+    assert result["strategies"] == result["repeats"][0]["strategies"]          # the fixed shape: the first repeat
+    ratio = result["spread"]["continuous/static"]
+    expected = [p["strategies"]["continuous"]["output_tokens_per_s"] / p["strategies"]["static"]["output_tokens_per_s"]
+                for p in result["repeats"]]
+    assert ratio["values"] == pytest.approx(expected) and ratio["min"] <= ratio["median"] <= ratio["max"]
+    assert len(result["spread"]["ideal_gain_vs_static"]["values"]) == 2
