@@ -5,14 +5,14 @@ For each held-out level (the validation's: calibrated on its strategy's other le
     own_steps       the step model and its residuals fitted on the held-out level's own steps:
                     what is left is not the step time's (what removing it saves is machine drift
                     between levels plus the step model's carrying over from other batch sizes)
-    machine_speed   the calibration's step model scaled by the ratio of the held-out level's
-                    step times to the calibration levels' on the batch shapes both ran
-                    (reports.machine_speed.relative_speed). Meant to take out the machine's
-                    drift between levels alone; on the quiet sweeps of stop 21 it did not (the
-                    ratios ranged 0.80-1.25, and scaling by them raised continuous TPOT p50's
-                    error from 3.6% to 12.9%): the shapes two levels share are not the held-out
-                    level's typical steps (a batch of 2 at c=16 happens only while it fills), so
-                    the ratio mixes drift with where the shapes occur. The direct measure of
+    machine_speed   the calibration's step model scaled by the held-out level's machine speed
+                    over the calibration levels' (their step-weighted mean), both from one
+                    two-way fit over all the strategy's steps (reports.machine_speed.level_speeds:
+                    log step time = shape effect + level effect): the machine's drift between
+                    levels alone, one number per level, the step model's shape left as fitted.
+                    (Stop 21's version compared the held-out level with the others only on the
+                    shapes both ran, which mixed drift with where the shapes occur, and raised
+                    continuous TPOT p50's error from 3.6% to 12.9%.) The direct measure of
                     drift is a level measured twice (`drift`)
     own_front_end   the held-out level's own front-end delays: what removing it saves is the
                     front-end model's error
@@ -33,7 +33,7 @@ import pandas as pd
 from calculators.sim.front_end import FrontEndByLoad
 
 from reports.calibration import LevelSample, StepRows, arrival_cv2, calibrate, predict, server_config
-from reports.machine_speed import relative_speed
+from reports.machine_speed import level_speeds
 from reports.validation import KEYS, MEDIAN_LOAD_FRACTION
 from servecap.contract.run_json import RunInfo
 
@@ -59,8 +59,10 @@ def _noise_floor(predicted) -> dict:
     return out
 
 
-def level_error_sources(run: RunInfo, group: list[LevelSample], held: LevelSample, *, replications: int = 8) -> dict:
-    """{variant: {key: relative error}} for one held-out level of one strategy's `group`."""
+def level_error_sources(run: RunInfo, group: list[LevelSample], held: LevelSample, *, replications: int = 8,
+                        speeds: dict[str, float] | None = None) -> dict:
+    """{variant: {key: relative error}} for one held-out level of one strategy's `group`;
+    speeds: every level's machine speed (`level_speeds`), computed once per group."""
     server = server_config(run, held.strategy if held.strategy != "url" else "continuous")
     cv2 = arrival_cv2(run)
     others = [s for s in group if s is not held]
@@ -73,7 +75,7 @@ def level_error_sources(run: RunInfo, group: list[LevelSample], held: LevelSampl
     own = calibrate([held], server, cv2)   # the held-out level's own steps (its front end, lengths unused)
     out = {"loo": _errors(base, held), "noise_floor": _noise_floor(base),
            "own_steps": _errors(run_with(replace(loo, step_model=own.step_model, residuals=own.residuals)), held)}
-    speed = relative_speed(_frame(held.steps), _frame(*[s.steps for s in others]))
+    speed = _relative(speeds if speeds is not None else _speeds(group), held, others)
     out["speed"] = speed
     if speed is not None:
         out["machine_speed"] = _errors(run_with(replace(loo, step_model=loo.step_model.scaled(speed))), held)
@@ -81,6 +83,19 @@ def level_error_sources(run: RunInfo, group: list[LevelSample], held: LevelSampl
         exact = FrontEndByLoad((held.load,), (held.front_end,), (held.output_tokens_per_s or 1.0,))
         out["own_front_end"] = _errors(run_with(replace(loo, front_end=exact)), held)
     return out
+
+
+def _speeds(group: list[LevelSample]) -> dict[str, float]:
+    return level_speeds({s.level: _frame(s.steps) for s in group})
+
+
+def _relative(speeds: dict[str, float], held: LevelSample, others: list[LevelSample]) -> float | None:
+    """The held-out level's speed over the calibration levels' step-weighted mean (None if unknown)."""
+    known = [(speeds[s.level], len(s.steps.duration_s)) for s in others if s.level in speeds and s.steps is not None]
+    if held.level not in speeds or not known:
+        return None
+    values, weights = zip(*known)
+    return speeds[held.level] / float(np.exp(np.average(np.log(values), weights=weights)))
 
 
 def _frame(*rows: StepRows | None) -> pd.DataFrame | None:
@@ -101,7 +116,9 @@ def error_sources(run: RunInfo, samples: dict[str, list[LevelSample]], *, replic
         if len(group) < 3:
             continue
         top = max(s.output_tokens_per_s or 0.0 for s in group)
-        levels = {held.level: level_error_sources(run, group, held, replications=replications) for held in group}
+        speeds = _speeds(group)
+        levels = {held.level: level_error_sources(run, group, held, replications=replications, speeds=speeds)
+                  for held in group}
         eligible = [s.level for s in group if (s.output_tokens_per_s or 0.0) <= MEDIAN_LOAD_FRACTION * top]
         medians = {}
         for variant in VARIANTS:

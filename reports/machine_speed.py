@@ -74,17 +74,34 @@ def speed_index_over(steps: pd.DataFrame | None, spans: list[tuple[float, float]
     return tuple(float(x) for x in sums["step_s"] / sums["reference_s"])
 
 
-def relative_speed(steps: pd.DataFrame | None, reference: pd.DataFrame | None,
-                   min_steps: int = MIN_STEPS_PER_WINDOW) -> float | None:
-    """How much longer `steps` took than `reference` for the same work: over the shapes both hold,
-    sum of step_s / sum of the reference's median step_s of each step's shape. Between two levels of
-    a sweep it compares only the shapes both ran; those need not be either level's typical steps, so
-    it is not a clean measure of the machine's drift between them (reports.error_sources says what it
-    gave). None with fewer than `min_steps` steps of shared shapes."""
-    if steps is None or reference is None or steps.empty or reference.empty:
-        return None
-    medians = _shaped(reference).groupby(SHAPE)["step_s"].median().rename("reference_s").reset_index()
-    joined = _shaped(steps).merge(medians, on=SHAPE, how="inner")
-    if len(joined) < min_steps or not joined["reference_s"].sum() > 0:
-        return None
-    return float(joined["step_s"].sum() / joined["reference_s"].sum())
+def level_speeds(steps_by_level: dict[str, pd.DataFrame | None], min_steps: int = MIN_STEPS_PER_WINDOW,
+                 iterations: int = 100) -> dict[str, float]:
+    """Each level's machine speed on one scale: a two-way fit over all the levels' steps,
+        log step_s = shape effect + level effect        (least squares, by alternating means)
+    so a level is compared with every other through the shapes they share, directly or along a
+    chain (c=1 with c=2, c=2 with c=4, ...), not only on the shapes it shares with all of them.
+    Returns {level: exp(level effect)}, normalized so the step-weighted mean of the logs is 0:
+    1.1 = that level's steps took 10% longer than the run's usual for the same work. Levels with
+    fewer than `min_steps` steps, or whose shapes no other level ran, are left out."""
+    frames = {level: _shaped(frame) for level, frame in steps_by_level.items()
+              if frame is not None and len(frame) >= min_steps}
+    frames = {level: frame[frame["step_s"] > 0] for level, frame in frames.items()}
+    if len(frames) < 2:
+        return {}
+    names = list(frames)
+    joined = pd.concat([frame.assign(level=i) for i, frame in enumerate(frames.values())], ignore_index=True)
+    shape = joined.groupby(SHAPE, sort=False).ngroup().to_numpy()
+    level = joined["level"].to_numpy()
+    # a level none of whose shapes another level ran has no common scale: leave it out
+    shared = pd.Series(level).groupby(shape).transform("nunique").to_numpy() > 1
+    linked = np.bincount(level[shared], minlength=len(names)) > 0
+    keep = linked[level]
+    shape, level, y = shape[keep], level[keep], np.log(joined["step_s"].to_numpy(dtype=float)[keep])
+    counts = np.bincount(level, minlength=len(names)).astype(float)
+    shape_counts = np.bincount(shape).astype(float)
+    effect = np.zeros(len(names))
+    for _ in range(iterations):
+        work = np.bincount(shape, y - effect[level]) / np.maximum(shape_counts, 1)
+        effect = np.bincount(level, y - work[shape], minlength=len(names)) / np.maximum(counts, 1)
+        effect -= np.average(effect, weights=np.maximum(counts, 1e-12))
+    return {names[i]: float(np.exp(effect[i])) for i in range(len(names)) if linked[i]}

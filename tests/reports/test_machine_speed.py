@@ -65,15 +65,21 @@ def test_a_level_that_slowed_at_the_same_machine_speed_is_not_stable():
     assert not no_record.is_stable(0.10)
 
 
-def test_between_levels_only_the_shapes_both_ran_are_compared():
+def test_levels_speeds_come_from_one_fit_that_chains_through_shared_shapes():
     from calculators.sim.step_model import StepTimeModel
-    from reports.machine_speed import relative_speed
+    from reports.machine_speed import level_speeds
 
-    reference = _steps([(0, 5, 0.010, 4, 0), (5, 10, 0.020, 8, 0)])
-    # the held-out level ran batch 4 20% slower, and batch 16 (which the reference never ran)
-    held = _steps([(0, 3, 0.012, 4, 0), (3, 9, 0.040, 16, 0)])
-    assert relative_speed(held, reference) == pytest.approx(1.2)
-    assert relative_speed(_steps([(0, 3, 0.04, 16, 0)]), reference) is None     # nothing shared
-    assert relative_speed(None, reference) is None
+    # the work: batch 1 takes 10 ms, batch 4 20 ms, batch 16 40 ms at the usual speed.
+    # c=1 ran batches 1 and 4 at speed 1.0; c=4 batches 4 and 16 at speed 1.2; c=16 only batch 16 at speed 0.9:
+    # c=16 shares no shape with c=1, and is still put on the same scale through c=4
+    c1 = _steps([(0, 3, 0.010, 1, 0), (3, 6, 0.020, 4, 0)])
+    c4 = _steps([(0, 3, 0.024, 4, 0), (3, 6, 0.048, 16, 0)])
+    c16 = _steps([(0, 3, 0.036, 16, 0)])
+    lonely = _steps([(0, 3, 0.05, 64, 0)])                      # a shape nobody else ran: no common scale
+    speeds = level_speeds({"c=1": c1, "c=4": c4, "c=16": c16, "c=64": lonely, "none": None})
+    assert set(speeds) == {"c=1", "c=4", "c=16"}
+    assert speeds["c=4"] / speeds["c=1"] == pytest.approx(1.2, rel=1e-3)
+    assert speeds["c=16"] / speeds["c=1"] == pytest.approx(0.9, rel=1e-3)
+    assert level_speeds({"c=1": c1}) == {}
     model = StepTimeModel(base_s=0.002, per_seq_s=0.001, batch_table=(0.003, 0.004)).scaled(1.5)
     assert model.step_s(1) == pytest.approx(0.0045) and model.step_s(4) == pytest.approx(1.5 * 0.006)
