@@ -28,6 +28,15 @@ def _dataset(tmp_path):
     return path
 
 
+def _sweep_against_a_scripted_server(tmp_path, out, *args, timeout=180):
+    """`servecap sweep --url <scripted server> --out OUT ARGS --no-pin-cpus`, which must succeed; the server's truth file."""
+    with scripted_server(tmp_path, "--ttft", "0.005", "--itl", "0.001") as (url, truth_path):
+        result = subprocess.run([sys.executable, "-m", "servecap", "sweep", "--url", url, "--out", str(out), *args,
+                                 "--no-pin-cpus"], capture_output=True, text=True, timeout=timeout, env=_env())
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    return truth_path
+
+
 def _flag(command, name):
     return command[command.index(name) + 1] if name in command else None
 
@@ -62,12 +71,8 @@ def test_a_bad_dataset_fails_before_anything_starts(tmp_path):
 def test_sweep_with_a_dataset_against_a_url(tmp_path):
     dataset = _dataset(tmp_path)
     out = tmp_path / "run"
-    with scripted_server(tmp_path, "--ttft", "0.005", "--itl", "0.001") as (url, truth_path):
-        result = subprocess.run([sys.executable, "-m", "servecap", "sweep", "--url", url, "--out", str(out),
-                                 "--concurrency", "2", "--warmup", "0.5s", "--duration", "2s",
-                                 "--dataset", str(dataset), "--chars-per-token", "1", "--no-pin-cpus"],
-                                capture_output=True, text=True, timeout=180, env=_env())
-    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    truth_path = _sweep_against_a_scripted_server(tmp_path, out, "--concurrency", "2", "--warmup", "0.5s",
+                                                  "--duration", "2s", "--dataset", str(dataset), "--chars-per-token", "1")
     truth = read_truth(truth_path)
     ok = [r for r in read_records(out / "requests.jsonl") if r["status"] == "ok"]
     assert ok and {truth[r["response_id"]]["max_tokens"] for r in ok} <= {8, 16, 24, 32}
@@ -130,11 +135,8 @@ def test_a_trace_is_its_own_load_plan(tmp_path):
 @pytest.mark.e2e
 def test_sweep_replays_a_trace_against_a_url(tmp_path):
     out = tmp_path / "run"
-    with scripted_server(tmp_path, "--ttft", "0.005", "--itl", "0.001") as (url, _):
-        result = subprocess.run([sys.executable, "-m", "servecap", "sweep", "--url", url, "--out", str(out),
-                                 "--trace", str(_trace(tmp_path)), "--trace-speedup", "4", "--warmup", "0",
-                                 "--no-pin-cpus"], capture_output=True, text=True, timeout=180, env=_env())
-    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    _sweep_against_a_scripted_server(tmp_path, out, "--trace", str(_trace(tmp_path)), "--trace-speedup", "4",
+                                     "--warmup", "0")
     rows = read_records(out / "requests.jsonl")
     assert len(rows) == 9 and {r["level"] for r in rows} == {"trace"} and all(r["status"] == "ok" for r in rows)
     run = json.loads((out / "run.json").read_text())
@@ -230,12 +232,8 @@ def test_rounds_split_the_window_and_reach_locust_and_run_json(tmp_path):
 @pytest.mark.e2e
 def test_a_sweep_in_rounds_measures_each_level_in_each_round_and_reports_over_its_windows(tmp_path):
     out = tmp_path / "run"
-    with scripted_server(tmp_path, "--ttft", "0.005", "--itl", "0.001") as (url, _):
-        result = subprocess.run([sys.executable, "-m", "servecap", "sweep", "--url", url, "--out", str(out),
-                                 "--concurrency", "1,2", "--warmup", "0.5s", "--duration", "3s", "--rounds", "3",
-                                 "--round-warmup", "0.3s", "--no-pin-cpus"],
-                                capture_output=True, text=True, timeout=240, env=_env())
-    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    _sweep_against_a_scripted_server(tmp_path, out, "--concurrency", "1,2", "--warmup", "0.5s", "--duration", "3s",
+                                     "--rounds", "3", "--round-warmup", "0.3s", timeout=240)
     records = [r for r in read_records(out / "requests.jsonl") if r["phase"] == "measure"]
     by_level = {}
     for r in records:
