@@ -41,6 +41,7 @@ from reference_server.scheduling.sampling import SamplingParams
 from reference_server.scheduling.strategies import STRATEGIES
 from reference_server.scheduling.strategies.base import ScheduledBatch
 from reference_server.scheduling.strategies.continuous import ContinuousLimits
+from reference_server.bench.repeats import print_spread, spread_over_repeats
 from reference_server.scheduling.sequence import Sequence
 
 STDERR = Console(stderr=True)
@@ -301,13 +302,13 @@ def _bench(args: argparse.Namespace) -> int:
                   "num_requests": args.num_requests, "prompt_len": list(args.prompt_len),
                   "output_len": list(args.output_len), "seed": args.seed, "max_batch": args.max_batch,
                   "mean_context": context}}
-    del engine
     passes = []
     for repeat in range(args.repeats):
         order = args.strategies if repeat % 2 == 0 else list(reversed(args.strategies))   # ABBA: a drift falls alike
         if args.repeats > 1:
             STDERR.print(f"repeat {repeat + 1}/{args.repeats}: {', '.join(order)}")
-        passes.append(_one_pass(args, workload, kv_blocks, context, order))
+        passes.append(_one_pass(args, workload, kv_blocks, context, order, engine))
+        engine = None   # the first pass uses the engine built above; each later one builds its own
     result.update(passes[0])   # the fixed shape: forward_only, datasheet, bound, strategies
     if args.repeats > 1:
         result["repeats"] = passes
@@ -321,9 +322,11 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _one_pass(args: argparse.Namespace, workload: Workload, kv_blocks: int, context: int, order: list[str]) -> dict:
-    """The bare forward passes, the ideal bound, then each strategy in `order`, one after another."""
-    engine = Engine(engine_config(args, "continuous", kv_blocks))
+def _one_pass(args: argparse.Namespace, workload: Workload, kv_blocks: int, context: int, order: list[str],
+              engine: Engine | None = None) -> dict:
+    """The bare forward passes (on `engine`, the continuous engine already built, else a new one), the ideal
+    bound, then each strategy in `order`, one after another."""
+    engine = engine or Engine(engine_config(args, "continuous", kv_blocks))
     engine.warmup()
     result = {"forward_only": {}, "strategies": {}, "order": list(order)}
     with STDERR.status(f"forward pass alone at batch 1 and {args.max_batch}, context {context}"):
@@ -364,33 +367,6 @@ def _one_pass(args: argparse.Namespace, workload: Workload, kv_blocks: int, cont
                 stats["decode_gain_vs_none"] = stats["decode_tokens_per_s"] / none["decode_tokens_per_s"]
     result["strategies"] = {name: strategies[name] for name in args.strategies if name in strategies}
     return result
-
-
-def spread_over_repeats(passes: list[dict]) -> dict:
-    """Per figure, its value in each repeat and their median, min and max: every strategy's tok/s and
-    share of the ideal bound, the bound's gain over each strategy, and each pair's ratio."""
-    def summary(values: list[float]) -> dict:
-        return {"values": values, "median": float(np.median(values)), "min": min(values), "max": max(values)}
-
-    names = list(passes[0]["strategies"])
-    out = {}
-    for name in names:
-        out[f"{name}.output_tokens_per_s"] = summary([p["strategies"][name]["output_tokens_per_s"] for p in passes])
-        out[f"{name}.share_of_ideal"] = summary([p["strategies"][name]["share_of_ideal"] for p in passes])
-        out[f"ideal_gain_vs_{name}"] = summary([p["bound"][f"ideal_gain_vs_{name}"] for p in passes])
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            out[f"{b}/{a}"] = summary([p["strategies"][b]["output_tokens_per_s"] / p["strategies"][a]["output_tokens_per_s"]
-                                       for p in passes])
-    return out
-
-
-def print_spread(spread: dict) -> None:
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    console.print("over the repeats (median, min-max):")
-    for key, s in spread.items():
-        values = " ".join(f"{v:.3g}" for v in s["values"])
-        console.print(f"  {key:<34} {s['median']:>9.3g}  ({s['min']:.3g}-{s['max']:.3g})   [{values}]")
 
 
 def print_table(result: dict) -> None:
