@@ -56,6 +56,11 @@ def client_vs_server(level: dict) -> dict:
         if share is not None and share > LARGE_OVERHEAD_SHARE:
             warnings.append(f"{metric}: {share:.0%} of the client's mean ({pair['client_mean'] * 1e3:.1f} ms) is "
                             "client, network and front-end overhead, not server time")
+        if pair.get("overhead_mean") is not None and pair["overhead_mean"] < 0:
+            warnings.append(f"{metric}: the server's mean ({pair['server_mean'] * 1e3:.1f} ms) exceeds the client's "
+                            f"({pair['client_mean'] * 1e3:.1f} ms): per request it cannot, so the two windows hold "
+                            "different requests at their edges (the server's is bracketed by its scrapes); "
+                            "a longer --duration shrinks the edges' share")
         bucket = pair.get("server_p50_bucket")
         if bucket and pair.get("client_p50") is not None and bucket[0] > pair["client_p50"]:
             warnings.append(f"{metric} p50: the server's lies above the client's ({bucket[0] * 1e3:g} ms < server <= "

@@ -217,12 +217,21 @@ def test_the_server_side_view_sits_beside_the_client_one(swept):
         lo, hi = server["ttft_s"]["p50_bucket"]
         assert lo <= server["ttft_s"]["p50"] <= hi
         # the server's p50 is only known to its bucket (interpolated inside it, as histogram_quantile does):
-        # the bucket holding it starts at or below the client's p50, and its mean is below the client's
-        assert lo <= client["p50"] and server["ttft_s"]["mean"] <= client["mean"]
+        # the bucket holding it starts at or below the client's p50
+        assert lo <= client["p50"]
+        # per request the engine's TTFT is below the client's (the engine-record test pairs them); the two
+        # means are over sets that differ at the window's edges (the scrapes bracket it, at most `concurrency`
+        # requests in flight at each end), so the server's mean may exceed the client's by at most that share
+        # of the client's spread: stop 22's CI saw none/c=4 read 86.7 ms against 86.3 ms
+        ttfts = [r["ttft_s"] for r in records if r["level"] == level["level"] and r["phase"] == "measure"
+                 and r["status"] == "ok"]
+        edge = 2 * level["offered"]["concurrency"] + abs(server["ttft_s"]["count"] - client["count"])
+        slack = edge / min(server["ttft_s"]["count"], client["count"]) * (max(ttfts) - min(ttfts))
+        assert server["ttft_s"]["mean"] <= client["mean"] + slack
         assert pairs["ttft_s"]["overhead_p50"] == pytest.approx(pairs["ttft_s"]["client_p50"] - pairs["ttft_s"]["server_p50"])
         split = pairs["ttft_split_mean"]
         assert split["overhead_s"] + split["front_end_s"] + split["queue_s"] + split["prefill_s"] == pytest.approx(split["client_s"])
-        assert split["front_end_s"] >= 0 and split["overhead_s"] > 0
+        assert split["front_end_s"] >= 0 and split["overhead_s"] > -slack
         assert server["queue_s"]["mean"] + server["prefill_s"]["mean"] <= server["ttft_s"]["mean"]
     assert "Client versus server" in (swept / "report.md").read_text()
     scraped = pd.read_csv(swept / "server_metrics.csv", keep_default_na=False)
