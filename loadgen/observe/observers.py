@@ -1,9 +1,9 @@
-"""The sweep's observers of one server: the device sampler (NVML, else host), the /metrics scraper
-and the poller of the engine's step record.
+"""The sweep's observers of one server: the device sampler (NVML, else host), the /metrics scraper,
+the poller of the engine's step record and the canary (each core's own speed, loadgen.observe.canary).
 
-They append to the run directory's samples.csv, server_metrics.csv, engine_steps.csv and
-engine_requests.csv, so a sweep over several strategies (one server each) yields one timeline
-per file (the engine files name the server in their `source` column).
+They append to the run directory's samples.csv, server_metrics.csv, engine_steps.csv,
+engine_requests.csv and canary.csv, so a sweep over several strategies (one server each) yields one timeline
+per file (the engine files and the canary name the server in their `source` column).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from loadgen.observe.canary import Canary, start_canary
 from loadgen.observe.engine_record import EngineRecordPoller
 from loadgen.observe.samplers import Sampler, start_sampler
 from loadgen.observe.scraper import Scraper, start_scraper
@@ -32,18 +33,22 @@ class Observers:
         self.sampler: Sampler | None = None
         self.scraper: Scraper | None = None
         self.engine_record: EngineRecordPoller | None = None
+        self.canary: Canary | None = None
         self.described = ObserverInfo(interval_s=interval_s, metrics_url=self.metrics_url)
 
     def start(self) -> ObserverInfo:
         self.sampler = start_sampler(self.out_dir / "samples.csv", self.interval_s, self.server_pid)
         self.scraper = start_scraper(self.metrics_url, self.out_dir / "server_metrics.csv", self.interval_s)
         self.engine_record = EngineRecordPoller(self.base_url, self.out_dir, self.interval_s, self.source).start()
+        self.canary = start_canary(self.out_dir, self.source)
         self.described = replace(self.described, sampler=self.sampler.kind, sampler_note=self.sampler.note or None)
         return self.described
 
     def stop(self) -> ObserverInfo:
         """Stop both; the description now carries their counters."""
         counters = {}
+        if self.canary is not None:
+            counters.update(canary_rows=self.canary.stop())
         if self.engine_record is not None:
             self.engine_record.stop()
             counters.update(self.engine_record.describe())

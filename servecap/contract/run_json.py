@@ -191,6 +191,7 @@ class ObserverInfo(Section):
     engine_requests: int | None = None
     engine_rows_dropped: int | None = None   # rows the server's ring dropped before they were polled
     engine_record_unavailable: str | None = None   # why the server has no engine record (e.g. not ours)
+    canary_rows: int | None = None       # rows in canary.csv when this server's canary stopped (the file's total)
 
 
 @dataclass(kw_only=True)
