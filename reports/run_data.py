@@ -2,7 +2,8 @@
 
 The run directory (../shared/DESIGN.md): run.json, requests.jsonl, samples.csv,
 server_metrics.csv, and the engine's own record when the server keeps one
-(engine_steps.csv, engine_requests.csv: servecap.contract.engine_record). Anything absent
+(engine_steps.csv, engine_requests.csv: servecap.contract.engine_record) and the canary's
+(canary.csv: servecap.contract.canary). Anything absent
 or damaged is recorded in `RunData.missing` as a sentence for the report, never raised,
 so a killed run still reports (a server without an engine record is not "missing": the
 predictions say what they did without it).
@@ -19,6 +20,7 @@ import pandas as pd
 
 from reports.level_ids import parse_level_id
 from reports.records_reader import RecordsError, read_records
+from servecap.contract.canary import CANARY_COLUMNS, CANARY_FILE
 from servecap.contract.engine_record import REQUEST_COLUMNS, REQUESTS_FILE, STEP_COLUMNS, STEPS_FILE
 from servecap.contract.level_windows import level_windows
 from servecap.contract.records import RECORDS_FILE, tpot_s
@@ -56,6 +58,7 @@ class RunData:
         loadgen_meta: requests.meta.json (the load generator's own health per level), {} if absent.
         engine_steps, engine_requests: the engine's step and request records, or None when the
             run has none (an external server, an older run).
+        canary: canary.csv (each core's speed over the run), or None when absent (an older run).
     """
 
     run_dir: Path
@@ -70,6 +73,7 @@ class RunData:
     loadgen_meta: dict = field(default_factory=dict)
     engine_steps: pd.DataFrame | None = None
     engine_requests: pd.DataFrame | None = None
+    canary: pd.DataFrame | None = None
 
     def measured_ok(self) -> pd.Series:
         """Boolean mask of records that enter the latency summary: status ok, phase measure."""
@@ -110,8 +114,9 @@ def load_run(run_dir: str | Path) -> RunData:
     _note_missing_levels(run, records, missing)
     meta = _read_optional_json(run_dir / "requests.meta.json", missing)
     steps = _read_optional_csv(run_dir / STEPS_FILE, STEP_COLUMNS, missing)
+    canary = _read_optional_csv(run_dir / CANARY_FILE, CANARY_COLUMNS, missing)
     return RunData(run_dir, run, run_json, records, gaps, gap_rows, samples, metrics, missing, meta,
-                   steps, engine_requests)
+                   steps, engine_requests, canary)
 
 
 def _parse_csv(path: Path, missing: list[str], left_out: str) -> pd.DataFrame | None:

@@ -1,0 +1,40 @@
+"""Each core's speed over a level's windows, from canary.csv rows."""
+
+import pandas as pd
+import pytest
+
+from reports.canary_speed import level_speed, window_speeds
+
+
+def _canary(slow_from: float = 10.0, factor: float = 1.5) -> pd.DataFrame:
+    """Two cores, one unit: core 1 takes `factor` times as long from t = slow_from on; core 0 never changes."""
+    rows = []
+    for tick in range(40):
+        t = tick * 0.5
+        for core in (0, 1):
+            cpu = 0.001 * (factor if core == 1 and t >= slow_from else 1.0)
+            rows.append({"t": t, "source": "continuous", "core": core, "unit": "numpy", "cpu_s": cpu,
+                         "wall_s": cpu * 1.1})
+    return pd.DataFrame(rows)
+
+
+def test_a_core_that_slowed_reads_its_factor_over_the_usual_and_the_other_reads_one():
+    speeds = window_speeds(_canary(), [(0.0, 5.0), (12.0, 18.0)])
+    # the record's median is the slow time (20 of 40 ticks each way, median at the upper middle)
+    assert speeds["core1 numpy cpu"] == pytest.approx((1 / 1.25, 1.5 / 1.25))
+    assert speeds["core0 numpy cpu"] == pytest.approx((1.0, 1.0))
+    assert speeds["core1 numpy wall"] == pytest.approx(speeds["core1 numpy cpu"])
+
+
+def test_a_span_with_too_few_ticks_has_no_speed_and_a_source_filter_applies():
+    assert window_speeds(_canary(), [(0.0, 5.0), (6.0, 6.9)])["core1 numpy cpu"] is None
+    assert window_speeds(_canary(), [(0.0, 5.0)], source="static") == {}
+    assert window_speeds(None, [(0.0, 5.0)]) == {}
+
+
+def test_a_levels_rounds_pool_into_one_speed():
+    canary = _canary(slow_from=10.0, factor=2.0)
+    # 10 ticks fast and 6 slow: the median is fast; the usual (over all) is the fast-slow midpoint
+    assert level_speed(canary, [(0.0, 5.0), (12.0, 15.0)], "core1 numpy cpu") == pytest.approx(1 / 1.5)
+    assert level_speed(canary, [(0.0, 5.0)], "core0 numpy cpu") == pytest.approx(1.0)
+    assert level_speed(canary, [(30.0, 40.0)], "core1 numpy cpu") is None
