@@ -36,6 +36,7 @@ from calculators.sim.replicate import Replicated, simulate_replicated
 from calculators.sim.simulate import ServerConfig, Workload
 from calculators.sim.step_model import StepTimeModel
 from reference_server.scheduling.strategies import get_strategy, limits_from_flags  # the pure registry
+from reports.canary_speed import machine_speed
 from reports.run_data import RunData
 from servecap.contract.level_windows import inside
 from servecap.contract.run_json import RunInfo
@@ -74,6 +75,9 @@ class LevelSample:
     front_end: FrontEnd | None = None
     server_means: tuple[float, float] | None = None   # (batch size mean, step time mean) from /metrics
     itl_p50_s: float | None = None
+    machine_speed: float | None = None   # the canary's: how much longer than the run's usual the engine's
+                                         # cores took for the same work during the level (None: no canary);
+                                         # `steps` stay as timed (reports.error_sources tries them rescaled)
 
     @property
     def requests(self) -> int:
@@ -158,6 +162,7 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
     ok = records[data.measured_ok()]
     by_level = dict(tuple(ok.groupby("level", sort=False, observed=True)))
     steps = _effective_steps(data.engine_steps)
+    cores = _engine_cores(data)
     joined = _join_engine_requests(ok, data.engine_requests)
     plan = data.run.load_plan
     out: dict[str, list[LevelSample]] = {}
@@ -177,12 +182,13 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
         server = lvl["server"]
         means = ((server["batch_size_mean"], server["step_time_mean_s"])
                  if server.get("batch_size_mean") and server.get("step_time_mean_s") else None)
+        speed = machine_speed(data.canary, its_windows, cores, source)
         sample = LevelSample(
             level=lvl["level"], strategy=source, kind=kind, load=float(load), warmup_s=warmup, duration_s=duration,
             lengths=tuple(map(tuple, pairs.to_numpy().tolist())),
             measured={m: {q: lvl["metrics"][m][q] for q in QUANTILES} for m in METRICS},
             output_tokens_per_s=lvl["output_tokens_per_s"],
-            steps=_level_steps(steps, source, its_windows),
+            steps=_level_steps(steps, source, its_windows), machine_speed=speed,
             front_end=_level_front_end(joined.get(lvl["level"]), kind, load, duration, lvl, max(len(its_windows), 1)),
             server_means=means, itl_p50_s=lvl["metrics"]["itl_s"]["p50"])
         if sample.lengths:
@@ -190,6 +196,22 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
     for samples in out.values():
         samples.sort(key=lambda s: s.load)
     return out
+
+
+def _engine_cores(data: RunData) -> list[int]:
+    """The cores the engine ran on (run.json's pinning), else every core the canary timed."""
+    pinning = data.run.cpu_pinning
+    cores = (pinning.engine_cpus or pinning.server_cpus) if pinning is not None else None
+    if cores:
+        return list(cores)
+    return sorted({int(c) for c in data.canary["core"]}) if data.canary is not None else []
+
+
+def at_usual_speed(sample: LevelSample) -> LevelSample:
+    """The level with its steps as they would have taken at the run's usual machine speed (the canary's)."""
+    if sample.steps is None or sample.machine_speed is None:
+        return sample
+    return replace(sample, steps=replace(sample.steps, duration_s=sample.steps.duration_s / sample.machine_speed))
 
 
 def _effective_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -337,11 +359,14 @@ def calibrated_levels(run: RunInfo, samples: dict[str, list[LevelSample]]) -> di
 
 # -- predicting -----------------------------------------------------------------------------------
 def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, duration_s: float, *,
-            replications: int = 8, seed: int = 0, requests: int | None = None) -> Replicated:
+            replications: int = 8, seed: int = 0, requests: int | None = None,
+            machine_speed: float | None = None) -> Replicated:
     """One level of `load` users (kind "concurrency") or requests/s ("rate_rps"), measured as the sweep
     measures: requests sent in [warmup_s, warmup_s + duration_s) that finished by its end; or, given
     `requests`, that many per run, the first 10% and a closed loop's last `load` left out (a machine
-    far faster than the calibration's would need millions of requests to fill the same window)."""
+    far faster than the calibration's would need millions of requests to fill the same window).
+    `machine_speed`: the step model scaled by it (a machine that many times slower than the one the
+    calibration's steps were timed on; reports.error_sources' canary variant); None: as calibrated."""
     window = {} if requests else {"warmup_s": warmup_s, "duration_s": duration_s}
     workload = Workload(lengths=calibration.lengths, **window,
                         requests=requests or _requests_guess(calibration, kind, load, warmup_s + duration_s),
@@ -349,6 +374,8 @@ def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, d
                         rate_rps=float(load) if kind == "rate_rps" else None,
                         arrival_cv2=calibration.arrival_cv2, seed=seed)
     front = calibration.front_end
+    if machine_speed is not None:
+        calibration = replace(calibration, step_model=calibration.step_model.scaled(machine_speed))
     tokens_per_s = None
     if calibration.residuals or (front is not None and front.curve is not None):
         # the step noise and the front end's delays follow the output rate: first find it, with one run

@@ -14,6 +14,15 @@ For each held-out level (the validation's: calibrated on its strategy's other le
                     shapes both ran, which mixed drift with where the shapes occur, and raised
                     continuous TPOT p50's error from 3.6% to 12.9%.) The direct measure of
                     drift is a level measured twice (`drift`)
+    canary_speed    every level's steps at the run's usual machine speed as the canary read it
+                    (loadgen.observe.canary: fixed work timed on the engine's cores, nothing the
+                    level measured), and the held-out level predicted at its own reading: what the
+                    machine's drift between levels explains when it is measured from outside.
+                    Measured (stop 23, two continuous sweeps in 4 rounds): the canary's level speeds
+                    span only 0.91-1.06 and 0.98-1.02 where the two-way fit's span ±10-18%; the
+                    rounds already average the machine's drift out, and what the two-way fit reads
+                    is mostly the level's own (its steps slower than their shapes' usual at every
+                    round), so this variant moves the errors little, and not always down
     own_front_end   the held-out level's own front-end delays: what removing it saves is the
                     front-end model's error
     noise_floor     no model error at all: the median |one run / median - 1| over the
@@ -32,12 +41,13 @@ import pandas as pd
 
 from calculators.sim.front_end import FrontEndByLoad
 
-from reports.calibration import LevelSample, StepRows, arrival_cv2, calibrate, predict, server_config
+from reports.calibration import (LevelSample, StepRows, arrival_cv2, at_usual_speed, calibrate, predict,
+                                 server_config)
 from reports.machine_speed import level_speeds
 from reports.validation import KEYS, MEDIAN_LOAD_FRACTION
 from servecap.contract.run_json import RunInfo
 
-VARIANTS = ("loo", "machine_speed", "own_steps", "own_front_end", "noise_floor")
+VARIANTS = ("loo", "machine_speed", "canary_speed", "own_steps", "own_front_end", "noise_floor")
 
 
 def _errors(predicted, held: LevelSample) -> dict:
@@ -79,6 +89,11 @@ def level_error_sources(run: RunInfo, group: list[LevelSample], held: LevelSampl
     out["speed"] = speed
     if speed is not None:
         out["machine_speed"] = _errors(run_with(replace(loo, step_model=loo.step_model.scaled(speed))), held)
+    with_steps = [s for s in others if s.steps is not None]
+    if held.machine_speed is not None and with_steps and all(s.machine_speed is not None for s in with_steps):
+        usual = calibrate([at_usual_speed(s) for s in others], server, cv2)
+        out["canary_speed"] = _errors(predict(usual, held.kind, held.load, held.warmup_s, held.duration_s,
+                                              replications=replications, machine_speed=held.machine_speed), held)
     if loo.front_end is not None and held.front_end is not None:
         exact = FrontEndByLoad((held.load,), (held.front_end,), (held.output_tokens_per_s or 1.0,))
         out["own_front_end"] = _errors(run_with(replace(loo, front_end=exact)), held)

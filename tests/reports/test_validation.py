@@ -111,3 +111,35 @@ def test_error_sources_on_a_known_model_have_a_noise_floor_and_take_each_input_f
     # one simulated machine throughout: the held-out levels ran at the calibration levels' speed
     speeds = [entry["speed"] for entry in sources["levels"].values()]
     assert all(s is not None and abs(s - 1) < 0.1 for s in speeds), speeds
+
+
+def test_the_canary_variant_predicts_a_level_at_the_speed_the_canary_read_during_it(small, tmp_path):
+    """One simulated machine throughout, but a canary that read c=2 as 25% slower: the canary variant
+    predicts c=2 that much slower than it ran (its TPOT about +25%), while the plain prediction does not."""
+    import shutil
+
+    import pandas as pd
+
+    from reports.calibration import level_samples
+    from reports.error_sources import error_sources
+    from reports.summary import build_levels
+
+    run = tmp_path / "run"
+    shutil.copytree(small, run)
+    data = load_run(run)
+    windows = data.level_windows()
+    slow = windows["continuous/c=2"]
+    start, end = data.records["t_start"].min(), data.records["t_end"].max()
+    rows = []
+    for t in np.arange(start, end, 0.25):
+        factor = 1.25 if any(a <= t < b for a, b in slow) else 1.0
+        rows += [(t, "continuous", 1, unit, 0.0005 * factor, 0.0005 * factor) for unit in ("python", "numpy")]
+    pd.DataFrame(rows, columns=["t", "source", "core", "unit", "cpu_s", "wall_s"]).to_csv(run / "canary.csv", index=False)
+    data = load_run(run)
+    samples = level_samples(data, build_levels(data, data.run.slo))
+    speeds = {s.level: s.machine_speed for s in samples["continuous"]}
+    assert speeds == pytest.approx({"continuous/c=1": 1.0, "continuous/c=2": 1.25, "continuous/c=4": 1.0})
+    levels = error_sources(data.run, samples, replications=3)["continuous"]["levels"]
+    held = levels["continuous/c=2"]
+    assert held["canary_speed"]["tpot_s.p50"] == pytest.approx(0.25, abs=0.08)
+    assert abs(held["loo"]["tpot_s.p50"]) < 0.1
