@@ -127,10 +127,14 @@ def swept(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_sweep_writes_every_file(swept):
     for name in ("run.json", "requests.jsonl", "samples.csv", "server_metrics.csv", "summary.json",
-                 "report.html", "report.md", "server-none.log", "server-continuous.log"):
+                 "report.html", "report.md", "server-none.log", "server-continuous.log", "canary.csv"):
         assert (swept / name).exists(), name
     run = json.loads((swept / "run.json").read_text())
     assert run["status"] == "complete"
+    # each server's canary timed both cores (the sweep itself is pinned to the load generator's)
+    canary = pd.read_csv(swept / "canary.csv")
+    assert {s: run["observers"][s]["canary_rows"] for s in ("none", "continuous")} == canary.groupby("source").size().to_dict()
+    assert set(canary["core"]) == set(range(os.cpu_count()))
     assert [entry["level"] for entry in run["levels"]] == ["none/c=1", "none/c=4", "continuous/c=1", "continuous/c=4"]
     assert all(entry["status"] == "ok" and entry["requests"] > 0 for entry in run["levels"])
     assert run["server"]["engines"]["continuous"]["strategy"] == "continuous"
