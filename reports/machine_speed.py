@@ -9,6 +9,7 @@ the engine's decode loop alone, timed over 1 s blocks, ranged 1.20-2.09 ms
 
     speed_index(steps, start, end, windows) -> (s_1, ..., s_w) | None     (w equal sub-windows)
     speed_index_over(steps, spans) -> (s_1, ..., s_w) | None              (any spans: a level's rounds)
+    busy_share_over(steps, spans) -> (b_1, ..., b_w) | None               the engine's busy share of each
 
 s_k = sum of step_s in window k / sum of the reference time of the same steps, where a step's
 reference time is the median step_s, over the whole level, of steps of its shape (batch size,
@@ -72,6 +73,22 @@ def speed_index_over(steps: pd.DataFrame | None, spans: list[tuple[float, float]
     if (sums["reference_s"] <= 0).any():
         return None
     return tuple(float(x) for x in sums["step_s"] / sums["reference_s"])
+
+
+def busy_share_over(steps: pd.DataFrame | None, spans: list[tuple[float, float]]) -> tuple[float, ...] | None:
+    """Per span [start, end), the share of it the engine spent in steps (their step_s over the span's
+    length, at most 1): only that share of a window stretches when the engine's machine slows, the
+    rest (the client, the front end, a static batch waiting to fill) does not. None without steps."""
+    if steps is None or steps.empty or not spans:
+        return None
+    t = steps["t_start"].to_numpy(dtype=float)
+    step_s = steps["step_s"].to_numpy(dtype=float)
+    shares = []
+    for start, end in spans:
+        if not end > start:
+            return None
+        shares.append(min(1.0, float(step_s[(t >= start) & (t < end)].sum()) / (end - start)))
+    return tuple(shares)
 
 
 def level_speeds(steps_by_level: dict[str, pd.DataFrame | None], min_steps: int = MIN_STEPS_PER_WINDOW,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reports.machine_speed import speed_index, speed_index_over
+from reports.machine_speed import busy_share_over, speed_index, speed_index_over
 from servecap.contract.level_windows import inside, level_windows, total_s
 from servecap.contract.records import Record
 from servecap.contract.slo import SLO, LevelCheck, check_level
@@ -40,6 +40,7 @@ class LevelStats:
             in rounds (sweep --rounds): one per round, over that round's window.
         speed_index: per window, how much longer than usual the engine's steps took for the same
             work (reports.machine_speed; None without the engine's step record).
+        busy_share: per window, the share of it the engine spent in steps (None without the record).
         rounds: the rounds the level was measured in (servecap.contract.level_windows).
     """
 
@@ -53,6 +54,7 @@ class LevelStats:
     window_throughputs: tuple[float, ...]
     speed_index: tuple[float, ...] | None = None
     rounds: int = 1
+    busy_share: tuple[float, ...] | None = None
 
     @property
     def error_rate(self) -> float | None:
@@ -65,11 +67,15 @@ class LevelStats:
 
     @property
     def spread_at_constant_speed(self) -> float | None:
-        """The same spread with each window's throughput scaled back to the machine's usual speed
-        (throughput x speed index); the raw spread without a speed index."""
+        """The same spread with each window's throughput scaled back to the machine's usual speed; the
+        raw spread without a speed index. Only the engine's busy share b of a window stretches with
+        its speed s, so the window would have lasted b / s + (1 - b) of itself at the usual speed:
+        throughput / (b / s + 1 - b). (Scaling the whole window, throughput x s, over-corrected a level
+        whose engine idled half the time: `make demo`'s static/c=1 read 10% where it was 2%.)"""
         if self.speed_index is None or len(self.speed_index) != len(self.window_throughputs):
             return self.spread
-        return _spread([t * s for t, s in zip(self.window_throughputs, self.speed_index)])
+        busy = self.busy_share if self.busy_share is not None else (1.0,) * len(self.speed_index)
+        return _spread([t / (b / s + 1.0 - b) for t, s, b in zip(self.window_throughputs, self.speed_index, busy)])
 
     @property
     def machine_speed_spread(self) -> float | None:
@@ -131,7 +137,7 @@ def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
     ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
     e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
     tpot = [value for value in (r.tpot_s for r in ok) if value is not None]
-    throughput, windows, speed = None, (), None
+    throughput, windows, speed, busy = None, (), None, None
     spans = level_windows([r.t_start for r in mine],
                           [r.t_start + r.e2e_s if r.e2e_s is not None and r.status == "ok" else r.t_start for r in mine],
                           [r.round for r in mine])
@@ -143,11 +149,13 @@ def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
         if len(spans) > 1:     # in rounds: each round is a window
             windows = tuple(float(weights[inside(times, [(start, end)])].sum() / (end - start)) if end > start else 0.0
                             for start, end in spans)
-            speed = speed_index_over(steps, spans)
+            speed, busy = speed_index_over(steps, spans), busy_share_over(steps, spans)
         else:
             (start, end), = spans
             counts, edges = np.histogram(times, bins=STABILITY_WINDOWS, range=(start, end), weights=weights)
             windows = tuple(float(x) for x in counts / np.diff(edges))
             speed = speed_index(steps, start, end, STABILITY_WINDOWS)
+            busy = busy_share_over(steps, list(zip(edges[:-1], edges[1:])))
     return LevelStats(len(finished), len(finished) - len(ok), len(mine) - len(finished),
-                      _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows, speed, rounds=max(len(spans), 1))
+                      _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows, speed, rounds=max(len(spans), 1),
+                      busy_share=busy)

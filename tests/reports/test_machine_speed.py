@@ -65,6 +65,30 @@ def test_a_level_that_slowed_at_the_same_machine_speed_is_not_stable():
     assert not no_record.is_stable(0.10)
 
 
+def _idling_steps(pieces) -> pd.DataFrame:
+    """pieces: (start_s, end_s, step_s, idle_s): a step, then the engine idles idle_s, over [start, end)."""
+    rows = []
+    for start, end, step_s, idle_s in pieces:
+        for t in np.arange(start, end, step_s + idle_s):
+            rows.append({"source": "static", "t_start": float(t), "step_s": step_s, "batch": 1,
+                         "prefill_tokens": 0, "context_tokens": 100})
+    return pd.DataFrame(rows)
+
+
+def test_only_the_engines_busy_share_of_a_window_stretches_with_its_speed():
+    """An engine busy half the time (10 ms steps, 10 ms waits) on a machine 30% slower in the last
+    third: each cycle grows 20 -> 23 ms, so throughput falls 13%, not 23%. Scaling the whole window
+    by the speed would call it a 13% change of the server's own; scaling the busy share finds none."""
+    steps = _idling_steps([(0, 6, 0.010, 0.010), (6, 9, 0.013, 0.010)])
+    records = [_stream(1.5 * i, 1.5, 31 if i < 4 else 27) for i in range(6)]
+    stats = level_stats(records, "continuous/c=1", steps)
+    assert stats.busy_share == pytest.approx((0.5, 0.5, 0.013 / 0.023), rel=0.03)
+    assert stats.speed_index == pytest.approx((1.0, 1.0, 1.3))
+    assert stats.spread > 0.1 and stats.spread_at_constant_speed < 0.03 and stats.is_stable(0.10)
+    whole_window = [t * s for t, s in zip(stats.window_throughputs, stats.speed_index)]
+    assert (max(whole_window) - min(whole_window)) / np.mean(whole_window) > 0.1
+
+
 def test_levels_speeds_come_from_one_fit_that_chains_through_shared_shapes():
     from calculators.sim.step_model import StepTimeModel
     from reports.machine_speed import level_speeds
