@@ -28,8 +28,8 @@ def _in_windows(frame: pd.DataFrame, spans) -> pd.DataFrame:
 def _sample_group(samples: pd.DataFrame) -> pd.Series:
     """GPUs pool under their source (`nvml`); host rows split by device: `host` (whole machine)
     and `host pid:123` (the server process), which must not be summed together."""
-    source = samples["source"].fillna("unknown").astype(str)
-    device = samples["device"].fillna("").astype(str)
+    source = samples["source"].astype("string").fillna("unknown").astype(str)
+    device = samples["device"].astype("string").fillna("").astype(str)   # all-empty reads as float64
     return source.where((source == "nvml") | (device == ""), source + " " + device)
 
 
