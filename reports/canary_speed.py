@@ -3,6 +3,7 @@
     window_speeds(canary, spans, source=None) -> {series: (s_1, ..., s_w)}     per span, every series
     level_speed(canary, spans, series, source=None) -> s | None                one series, spans pooled
     machine_speed(canary, spans, cores, source=None) -> s | None               the cores' speed, all units
+    steal_by_core(canary, spans, source=None) -> {core: share}                 what the host took, per core
 
 A series is one core, unit and clock: "core1 numpy cpu" (servecap.contract.canary's columns), or
 one core's steal share: "core1 steal" (the share of its time the hypervisor took).
@@ -101,3 +102,23 @@ def machine_speed(canary: pd.DataFrame | None, spans: Sequence[tuple[float, floa
         share = float(np.mean([x for x in shares if x is not None])) if any(x is not None for x in shares) else 0.0
         logs.append(float(np.mean(np.log(speeds))) - float(np.log1p(-min(share, 0.95))))
     return float(np.exp(np.mean(logs)))
+
+
+def steal_by_core(canary: pd.DataFrame | None, spans: Sequence[tuple[float, float]],
+                  source: str | None = None) -> dict[str, float]:
+    """{core: the share of its time the host took over all of `spans`} from the canary's steal rows
+    ({} without them: no canary, or no /proc/stat)."""
+    if canary is None or canary.empty or not spans:
+        return {}
+    rows = canary if source is None else canary[canary["source"].astype(str) == str(source)]
+    rows = rows[rows["unit"].astype(str) == STEAL_UNIT]
+    out = {}
+    for core, frame in rows.groupby("core", sort=True):
+        t = frame["t"].to_numpy(dtype=float)
+        mine = np.zeros(len(frame), dtype=bool)
+        for start, end in spans:
+            mine |= (t > start) & (t <= end + INTERVAL_SLACK_S)
+        accounted = float(frame["wall_s"].to_numpy(dtype=float)[mine].sum())
+        if accounted > 0:
+            out[str(core)] = float(frame["cpu_s"].to_numpy(dtype=float)[mine].sum()) / accounted
+    return out

@@ -3,7 +3,8 @@
     notices(summary) -> [Notice]     pure: summary.json's dict in (report.html/.md and the console)
 
 Kinds, in this order: levels whose throughput was not stable (run.json's `stable: false`, the
-sweep's flag), a load generator that sent late or ran out of CPU (requests.meta.json, run.json's
+sweep's flag; with the share of a core the VM's host took, when it took some), levels during which
+the host took a share of a core (summary levels' `host_steal`, from canary.csv), a load generator that sent late or ran out of CPU (requests.meta.json, run.json's
 notes), levels where much of the client's latency lay outside the server's clock (`client_vs_server`
 warnings), parts of the run directory that are missing or damaged (`missing`), and, as a note
 rather than a warning, levels steady as a server while the machine's own speed drifted
@@ -18,6 +19,8 @@ from reports.summary import LATENESS_LIMIT_MS
 from servecap.contract.run_json import RunInfo
 
 LONGER_DURATION_S = 30   # the window the fix suggests at least (three sub-windows of 10 s)
+STEAL_WARN = 0.10        # a core the host took more of than this during a level: worth a warning (as
+                         # much as the stability tolerance lets a throughput move)
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ def _unstable(summary: dict) -> Notice | None:
     duration = (summary["run"].get("load_plan") or {}).get("duration_s")
     longer = max(LONGER_DURATION_S, 3 * duration) if duration else LONGER_DURATION_S
     now = f" (this run measured {duration:g} s per level)" if duration else ""
+    steal = {lvl["level"]: _steal_text(lvl) for lvl in summary.get("levels") or []}
     return Notice(
         "throughput not stable",
         "These levels' output tokens/s differed by more than 10% between the thirds of their measure "
@@ -62,8 +66,39 @@ def _unstable(summary: dict) -> Notice | None:
         "on the machine took its CPU for a while, or the window "
         "holds too few requests, so their rates and percentiles are rougher than the others'.",
         f"measure longer: rerun with `servecap sweep ... --duration {longer:g}s`{now}",
-        [f"{row['level']} (spread {row['spread']:.0%})" if isinstance(row.get("spread"), (int, float))
-         else row["level"] for row in levels])
+        [_unstable_item(row, steal.get(row["level"])) for row in levels])
+
+
+def _unstable_item(row: dict, steal_text: str | None) -> str:
+    parts = [f"spread {row['spread']:.0%}"] if isinstance(row.get("spread"), (int, float)) else []
+    parts += [steal_text] if steal_text else []
+    return f"{row['level']} ({'; '.join(parts)})" if parts else row["level"]
+
+
+def _stolen(level: dict) -> dict[str, float]:
+    return {core: share for core, share in (level.get("host_steal") or {}).items() if share > STEAL_WARN}
+
+
+def _steal_text(level: dict) -> str | None:
+    stolen = _stolen(level)
+    if not stolen:
+        return None
+    return "the host took " + ", ".join(f"{share:.0%} of core {core}" for core, share in stolen.items())
+
+
+def _host_steal(summary: dict) -> Notice | None:
+    items = [f"{lvl['level']}: {_steal_text(lvl)}" for lvl in summary.get("levels") or [] if _stolen(lvl)]
+    if not items:
+        return None
+    return Notice(
+        "the machine's host took CPU",
+        "During these levels the VM's host ran something else on its cores (steal time, read from "
+        "/proc/stat by the run's canary into canary.csv): every step and every request on that core "
+        "waited for it, so their latencies and rates are the host's as much as the server's. A core "
+        "the load generator shares delays the client's clock too.",
+        "rerun on a quiet host (a dedicated machine or instance); `python -m reference_server.bench.drift` "
+        "measures the machine alone",
+        items)
 
 
 def _machine_drift(summary: dict) -> Notice | None:
@@ -132,6 +167,6 @@ def _missing(summary: dict) -> Notice | None:
 
 
 def notices(summary: dict) -> list[Notice]:
-    found = (_unstable(summary), _loadgen(summary), _client_server(summary), _missing(summary),
-             _machine_drift(summary))
+    found = (_unstable(summary), _host_steal(summary), _loadgen(summary), _client_server(summary),
+             _missing(summary), _machine_drift(summary))
     return [n for n in found if n is not None]

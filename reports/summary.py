@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from reports.level_ids import parse_level_id
+from reports.canary_speed import steal_by_core
 from reports.resources import device_means, energy_per_token_j
 from reports.run_data import RunData, frame_windows
 from reports.server_metrics.latency import observation_start, server_latency
@@ -142,6 +143,7 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
         "server": server_means(series, windows),
         "server_latency": server_latency(series, _observed_windows(windows, warmup_ends)),
         "device": device_means(data.samples, windows),
+        "host_steal": steal_by_core(data.canary, windows),   # {core: share the VM's host took}; {} without canary
     }
     entry["client_vs_server"] = client_vs_server(entry)
     entry["energy_per_output_token_j"] = energy_per_token_j(entry["device"], duration, output_tokens)

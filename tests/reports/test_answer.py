@@ -113,3 +113,18 @@ def test_a_machine_that_drifted_is_a_note_and_an_unsteady_server_a_warning_at_co
     assert (unstable.severity, unstable.items) == ("warning", ["static/c=8 (spread 19%)"])   # judged at constant speed
     assert drift.severity == "note" and drift.title == "the machine's speed drifted"
     assert drift.items == ["none/c=8 (machine 43%, throughput 44% raw, 1% at constant speed)"]
+
+
+def test_a_host_that_took_cpu_is_a_warning_of_its_own_and_names_itself_at_an_unstable_level():
+    run = RunInfo(levels=[LevelEntry(level="static/c=8", stable=False, throughput_spread=0.12,
+                                     spread_at_constant_speed=0.11, exit_code=0)])
+    levels = [dict(lvl) for lvl in THREE]
+    by_name = {lvl["level"]: lvl for lvl in levels}
+    by_name["static/c=8"]["host_steal"] = {"0": 0.22, "1": 0.03}
+    by_name["continuous/c=1"]["host_steal"] = {"0": 0.06, "1": 0.0}      # below the limit: not worth a word
+    summary = _summary(levels)
+    summary["unstable_levels"] = unstable_levels(run)
+    unstable, host = notices(summary)
+    assert unstable.items == ["static/c=8 (spread 11%; the host took 22% of core 0)"]
+    assert host.title == "the machine's host took CPU" and host.severity == "warning"
+    assert host.items == ["static/c=8: the host took 22% of core 0"] and "quiet host" in host.fix

@@ -38,3 +38,16 @@ def test_a_levels_rounds_pool_into_one_speed():
     assert level_speed(canary, [(0.0, 5.0), (12.0, 15.0)], "core1 numpy cpu") == pytest.approx(1 / 1.5)
     assert level_speed(canary, [(0.0, 5.0)], "core0 numpy cpu") == pytest.approx(1.0)
     assert level_speed(canary, [(30.0, 40.0)], "core1 numpy cpu") is None
+
+
+def test_steal_is_the_stolen_over_the_accounted_time_of_each_core_over_the_spans():
+    from reports.canary_speed import steal_by_core
+
+    # core 0: 0.1 s of every 0.5 s tick stolen from t = 5 on; core 1 never
+    rows = [{"t": 0.5 * k, "source": "continuous", "core": core, "unit": "steal",
+             "cpu_s": 0.1 if core == 0 and 0.5 * k > 5 else 0.0, "wall_s": 0.5}
+            for k in range(1, 21) for core in (0, 1)]
+    canary = pd.DataFrame(rows)
+    assert steal_by_core(canary, [(5.0, 10.0)]) == pytest.approx({"0": 0.2, "1": 0.0})
+    assert steal_by_core(canary, [(0.0, 4.0)]) == pytest.approx({"0": 0.0, "1": 0.0})
+    assert steal_by_core(None, [(0.0, 4.0)]) == {}
