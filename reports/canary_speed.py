@@ -25,6 +25,8 @@ import pandas as pd
 from servecap.contract.canary import CANARY_UNITS, STEAL_UNIT
 from servecap.contract.level_windows import inside
 
+HOST_STEAL_WARN = 0.10   # a core the host took more of than this during a level is worth a warning (as
+                         # much as the stability tolerance lets a throughput move)
 MIN_TICKS = 3        # fewer ticks of a series inside a span: no speed for it (one tick says little)
 CLOCKS = {"cpu": "cpu_s", "wall": "wall_s"}
 INTERVAL_SLACK_S = 0.5   # a steal row covers the tick before it: the one just after a span still covers it

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reports.canary_speed import HOST_STEAL_WARN
 from reports.summary import LATENESS_LIMIT_MS
 from servecap.contract.run_json import RunInfo
 
 LONGER_DURATION_S = 30   # the window the fix suggests at least (three sub-windows of 10 s)
-STEAL_WARN = 0.10        # a core the host took more of than this during a level: worth a warning (as
-                         # much as the stability tolerance lets a throughput move)
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ def _unstable_item(row: dict, steal_text: str | None) -> str:
 
 
 def _stolen(level: dict) -> dict[str, float]:
-    return {core: share for core, share in (level.get("host_steal") or {}).items() if share > STEAL_WARN}
+    return {core: share for core, share in (level.get("host_steal") or {}).items() if share > HOST_STEAL_WARN}
 
 
 def _steal_text(level: dict) -> str | None:

@@ -41,6 +41,7 @@ class LevelStats:
         speed_index: per window, how much longer than usual the engine's steps took for the same
             work (reports.machine_speed; None without the engine's step record).
         busy_share: per window, the share of it the engine spent in steps (None without the record).
+        spans: the level's measured windows [(start, end), ...] (servecap.contract.level_windows).
         rounds: the rounds the level was measured in (servecap.contract.level_windows).
     """
 
@@ -55,6 +56,7 @@ class LevelStats:
     speed_index: tuple[float, ...] | None = None
     rounds: int = 1
     busy_share: tuple[float, ...] | None = None
+    spans: tuple[tuple[float, float], ...] = ()
 
     @property
     def error_rate(self) -> float | None:
@@ -158,4 +160,4 @@ def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
             busy = busy_share_over(steps, list(zip(edges[:-1], edges[1:])))
     return LevelStats(len(finished), len(finished) - len(ok), len(mine) - len(finished),
                       _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows, speed, rounds=max(len(spans), 1),
-                      busy_share=busy)
+                      busy_share=busy, spans=tuple(spans))

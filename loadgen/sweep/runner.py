@@ -28,6 +28,8 @@ from loadgen.sweep.cpu_pinning import plan_cpus
 from loadgen.sweep.loadgen_priority import LoadgenPriority, choose_priority
 from servecap.contract.level_windows import serpentine
 from loadgen.observe.observers import Observers
+from reports.canary_speed import HOST_STEAL_WARN, steal_by_core
+from servecap.contract.canary import CANARY_FILE
 from servecap.contract.engine_record import STEPS_FILE
 from servecap.contract.loadgen_meta import read_meta
 from servecap.contract.records import RECORDS_FILE, Record, refuse_existing_run
@@ -203,8 +205,9 @@ class Sweep:
             spread = stats.spread_at_constant_speed
             spread = f"{spread:.0%}" if spread is not None else "unknown"
             at_speed = " at constant machine speed" if stats.speed_index is not None else ""
+            host = self._host_steal(stats)
             self.console.print(f"[yellow]warning: {level}: throughput not stable across sub-windows (spread {spread}"
-                               f"{at_speed}); flagged in run.json; a longer --duration fixes it[/]")
+                               f"{at_speed}{host}); flagged in run.json; a longer --duration fixes it[/]")
         elif drift:
             self.console.print(f"note: {level}: the machine's own speed varied {stats.machine_speed_spread:.0%} "
                                f"across the window (the engine's steps, same batch shapes); at constant speed the "
@@ -223,6 +226,18 @@ class Sweep:
         except (OSError, ValueError, pd.errors.EmptyDataError):
             return None
         return steps[steps["source"].astype(str) == source]
+
+    def _host_steal(self, stats: LevelStats) -> str:
+        """", the VM's host took 22% of core 0" when the canary saw it take more than HOST_STEAL_WARN of a core."""
+        import pandas as pd
+
+        try:
+            canary = pd.read_csv(self.out / CANARY_FILE)
+        except (OSError, ValueError, pd.errors.EmptyDataError):
+            return ""
+        stolen = {core: share for core, share in steal_by_core(canary, stats.spans).items() if share > HOST_STEAL_WARN}
+        return (", while the VM's host took " + ", ".join(f"{share:.0%} of core {core}" for core, share in stolen.items())
+                if stolen else "")
 
     def _loadgen_meta(self, level: str) -> dict:
         """The generator's own health for this level (requests.meta.json; {} when it wrote none)."""
