@@ -45,7 +45,7 @@ def window_speeds(canary: pd.DataFrame | None, spans: Sequence[tuple[float, floa
     out: dict[str, tuple[float, ...] | None] = {}
     steal = rows["unit"].astype(str) == STEAL_UNIT
     for core, frame in rows[steal].groupby("core", sort=True):
-        shares = [steal_share(frame, span) for span in spans]
+        shares = [steal_share(frame, [span]) for span in spans]
         out[f"core{core} steal"] = None if None in shares else tuple(shares)
     for (core, unit), frame in rows[~steal].groupby(["core", "unit"], sort=True):
         t = frame["t"].to_numpy(dtype=float)
@@ -60,14 +60,15 @@ def window_speeds(canary: pd.DataFrame | None, spans: Sequence[tuple[float, floa
     return out
 
 
-def steal_share(rows: pd.DataFrame, span: tuple[float, float]) -> float | None:
-    """The share of a core's time the hypervisor took during `span`, from its steal rows (each covers
-    the interval up to its tick): their stolen over their accounted seconds; None without any."""
+def steal_share(rows: pd.DataFrame, spans: Sequence[tuple[float, float]]) -> float | None:
+    """The share of a core's time the hypervisor took during `spans`, pooled, from its steal rows (each
+    covers the interval up to its tick): their stolen over their accounted seconds; None without any."""
     t = rows["t"].to_numpy(dtype=float)
-    start, end = span
-    mine = rows[(t > start) & (t <= end + INTERVAL_SLACK_S)]
-    accounted = float(mine["wall_s"].sum())
-    return float(mine["cpu_s"].sum()) / accounted if accounted > 0 else None
+    mine = np.zeros(len(rows), dtype=bool)
+    for start, end in spans:
+        mine |= (t > start) & (t <= end + INTERVAL_SLACK_S)
+    accounted = float(rows["wall_s"].to_numpy(dtype=float)[mine].sum())
+    return float(rows["cpu_s"].to_numpy(dtype=float)[mine].sum()) / accounted if accounted > 0 else None
 
 
 def level_speed(canary: pd.DataFrame | None, spans: Sequence[tuple[float, float]], series: str,
@@ -99,9 +100,7 @@ def machine_speed(canary: pd.DataFrame | None, spans: Sequence[tuple[float, floa
         speeds = [level_speed(mine, spans, series_name(core, unit, "cpu")) for unit in units]
         if not speeds or None in speeds:
             return None
-        steal_rows = mine[mine["unit"].astype(str) == STEAL_UNIT]
-        shares = [steal_share(steal_rows, span) for span in spans] if not steal_rows.empty else []
-        share = float(np.mean([x for x in shares if x is not None])) if any(x is not None for x in shares) else 0.0
+        share = steal_share(mine[mine["unit"].astype(str) == STEAL_UNIT], spans) or 0.0
         logs.append(float(np.mean(np.log(speeds))) - float(np.log1p(-min(share, 0.95))))
     return float(np.exp(np.mean(logs)))
 
@@ -114,13 +113,5 @@ def steal_by_core(canary: pd.DataFrame | None, spans: Sequence[tuple[float, floa
         return {}
     rows = canary if source is None else canary[canary["source"].astype(str) == str(source)]
     rows = rows[rows["unit"].astype(str) == STEAL_UNIT]
-    out = {}
-    for core, frame in rows.groupby("core", sort=True):
-        t = frame["t"].to_numpy(dtype=float)
-        mine = np.zeros(len(frame), dtype=bool)
-        for start, end in spans:
-            mine |= (t > start) & (t <= end + INTERVAL_SLACK_S)
-        accounted = float(frame["wall_s"].to_numpy(dtype=float)[mine].sum())
-        if accounted > 0:
-            out[str(core)] = float(frame["cpu_s"].to_numpy(dtype=float)[mine].sum()) / accounted
-    return out
+    shares = {str(core): steal_share(frame, spans) for core, frame in rows.groupby("core", sort=True)}
+    return {core: share for core, share in shares.items() if share is not None}

@@ -12,7 +12,7 @@ each core's steal since the last tick (/proc/stat): time the hypervisor ran some
 core, which KVM reports and thread CPU time leaves out, while every wall-clock step pays it.
 
     unit      work                                         stands for
-    python    a fixed pure-Python loop (~0.5 ms)           the interpreter: HTTP front ends, Locust
+    python    a fixed pure-Python loop (~0.6 ms)           the interpreter: HTTP front ends, Locust
     numpy     a fixed float32 matmul chain, one BLAS       a CPU engine's step: small dense GEMMs
               thread (~0.5 ms)
     steal     /proc/stat's steal of each core              time taken by the host
@@ -57,7 +57,7 @@ def _python_unit() -> int:
 
 
 class _NumpyUnit:
-    """A chain of 96x96 float32 matmuls on fixed seeded data: about 0.3 ms on one core here."""
+    """A chain of 96x96 float32 matmuls on fixed seeded data: about 0.5 ms on one core here."""
 
     def __init__(self) -> None:
         import numpy as np
