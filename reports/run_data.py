@@ -114,7 +114,8 @@ def load_run(run_dir: str | Path) -> RunData:
     _note_missing_levels(run, records, missing)
     meta = _read_optional_json(run_dir / "requests.meta.json", missing)
     steps = _read_optional_csv(run_dir / STEPS_FILE, STEP_COLUMNS, missing)
-    canary = _read_optional_csv(run_dir / CANARY_FILE, CANARY_COLUMNS, missing)
+    canary = _numeric_rows(_read_optional_csv(run_dir / CANARY_FILE, CANARY_COLUMNS, missing),
+                           ("t", "core", "cpu_s", "wall_s"), CANARY_FILE, missing)
     return RunData(run_dir, run, run_json, records, gaps, gap_rows, samples, metrics, missing, meta,
                    steps, engine_requests, canary)
 
@@ -139,6 +140,23 @@ def _read_optional_csv(path: Path, columns: tuple[str, ...], missing: list[str])
     if absent:
         missing.append(f"{path.name} lacks column(s) {', '.join(absent)}; predictions run without it")
         return None
+    return frame if len(frame) else None
+
+
+def _numeric_rows(frame: pd.DataFrame | None, columns: tuple[str, ...], name: str,
+                  missing: list[str]) -> pd.DataFrame | None:
+    """`frame` with `columns` as numbers, less the rows where one is not (a killed run's torn last line);
+    how many were left out is said in `missing`."""
+    if frame is None:
+        return None
+    frame = frame.copy()
+    for column in columns:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    bad = frame[list(columns)].isna().any(axis=1)
+    if bad.any():
+        missing.append(f"{name}: {int(bad.sum())} row(s) unreadable, left out")
+        frame = frame[~bad]
+    frame["core"] = frame["core"].astype(int)
     return frame if len(frame) else None
 
 

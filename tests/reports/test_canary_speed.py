@@ -51,3 +51,20 @@ def test_steal_is_the_stolen_over_the_accounted_time_of_each_core_over_the_spans
     assert steal_by_core(canary, [(5.0, 10.0)]) == pytest.approx({"0": 0.2, "1": 0.0})
     assert steal_by_core(canary, [(0.0, 4.0)]) == pytest.approx({"0": 0.0, "1": 0.0})
     assert steal_by_core(None, [(0.0, 4.0)]) == {}
+
+
+def test_a_torn_canary_line_is_left_out_and_said(tmp_path):
+    """A killed run's last line of canary.csv may be cut anywhere: the run still reports, without it."""
+    from reports.run_data import load_run
+    from reports.simulated_run import write_simulated_run
+    from calculators.sim.step_model import StepTimeModel
+
+    run = write_simulated_run(tmp_path / "run", StepTimeModel(base_s=0.001, per_seq_s=0.0001), None,
+                              concurrencies=(1, 2), duration_s=2.0)
+    (run / "canary.csv").write_text("t,source,core,unit,cpu_s,wall_s\n"
+                                    "1.0,continuous,1,python,0.0005,0.0006\n"
+                                    "1.5,continuous,1,numpy,0.0004,0.0004\n"
+                                    "2.0,contin\n")
+    data = load_run(run)
+    assert len(data.canary) == 2 and data.canary["core"].tolist() == [1, 1]
+    assert "canary.csv: 1 row(s) unreadable, left out" in data.missing
