@@ -4,6 +4,7 @@
     level_speed(canary, spans, series, source=None) -> s | None                one series, spans pooled
     machine_speed(canary, spans, cores, source=None) -> s | None               the cores' speed, all units
     steal_by_core(canary, spans, source=None) -> {core: share}                 what the host took, per core
+    stolen_cores(shares) -> {core: share}; stolen_text(shares) -> "22% of core 0" | None   over HOST_STEAL_WARN
 
 A series is one core, unit and clock: "core1 numpy cpu" (servecap.contract.canary's columns), or
 one core's steal share: "core1 steal" (the share of its time the hypervisor took).
@@ -115,3 +116,14 @@ def steal_by_core(canary: pd.DataFrame | None, spans: Sequence[tuple[float, floa
     rows = rows[rows["unit"].astype(str) == STEAL_UNIT]
     shares = {str(core): steal_share(frame, spans) for core, frame in rows.groupby("core", sort=True)}
     return {core: share for core, share in shares.items() if share is not None}
+
+
+def stolen_cores(shares: dict[str, float]) -> dict[str, float]:
+    """The cores of `steal_by_core`'s {core: share} the host took more than HOST_STEAL_WARN of."""
+    return {core: share for core, share in shares.items() if share > HOST_STEAL_WARN}
+
+
+def stolen_text(shares: dict[str, float]) -> str | None:
+    """"22% of core 0, 8% of core 1" for the cores over HOST_STEAL_WARN; None when there are none."""
+    stolen = stolen_cores(shares)
+    return ", ".join(f"{share:.0%} of core {core}" for core, share in stolen.items()) if stolen else None

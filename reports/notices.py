@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reports.canary_speed import HOST_STEAL_WARN
+from reports.canary_speed import stolen_cores, stolen_text
 from reports.summary import LATENESS_LIMIT_MS
 from servecap.contract.run_json import RunInfo
 
@@ -75,14 +75,12 @@ def _unstable_item(row: dict, steal_text: str | None) -> str:
 
 
 def _stolen(level: dict) -> dict[str, float]:
-    return {core: share for core, share in (level.get("host_steal") or {}).items() if share > HOST_STEAL_WARN}
+    return stolen_cores(level.get("host_steal") or {})
 
 
 def _steal_text(level: dict) -> str | None:
-    stolen = _stolen(level)
-    if not stolen:
-        return None
-    return "the host took " + ", ".join(f"{share:.0%} of core {core}" for core, share in stolen.items())
+    text = stolen_text(level.get("host_steal") or {})
+    return f"the host took {text}" if text else None
 
 
 def _host_steal(summary: dict) -> Notice | None:

@@ -28,7 +28,7 @@ from loadgen.sweep.cpu_pinning import plan_cpus
 from loadgen.sweep.loadgen_priority import LoadgenPriority, choose_priority
 from servecap.contract.level_windows import serpentine
 from loadgen.observe.observers import Observers
-from reports.canary_speed import HOST_STEAL_WARN, steal_by_core
+from reports.canary_speed import steal_by_core, stolen_text
 from servecap.contract.canary import CANARY_FILE
 from servecap.contract.engine_record import STEPS_FILE
 from servecap.contract.loadgen_meta import read_meta
@@ -235,9 +235,8 @@ class Sweep:
             canary = pd.read_csv(self.out / CANARY_FILE)
         except (OSError, ValueError, pd.errors.EmptyDataError):
             return ""
-        stolen = {core: share for core, share in steal_by_core(canary, stats.spans).items() if share > HOST_STEAL_WARN}
-        return (", while the VM's host took " + ", ".join(f"{share:.0%} of core {core}" for core, share in stolen.items())
-                if stolen else "")
+        text = stolen_text(steal_by_core(canary, stats.spans))
+        return f", while the VM's host took {text}" if text else ""
 
     def _loadgen_meta(self, level: str) -> dict:
         """The generator's own health for this level (requests.meta.json; {} when it wrote none)."""
