@@ -1,16 +1,13 @@
-"""The engine bench's repeats (`--repeats R`): each figure's spread over the passes, and its table.
+"""The engine bench's repeats (`--repeats R`): each figure's spread over the passes.
 
 Each pass is one run of the whole bench (`engine._one_pass`: forward passes, the ideal bound, the
 strategies in turn); R of them, the strategies in turn and in reverse turn, so a drifting machine
-falls on every strategy alike. Pure: dicts in, dicts out (and a printed table).
+falls on every strategy alike. Pure: dicts in, dicts out (engine_tables.print_spread prints it).
 """
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
-from rich.console import Console
 
 
 def spread_over_repeats(passes: list[dict]) -> dict:
@@ -30,11 +27,3 @@ def spread_over_repeats(passes: list[dict]) -> dict:
             out[f"{b}/{a}"] = summary([p["strategies"][b]["output_tokens_per_s"] / p["strategies"][a]["output_tokens_per_s"]
                                        for p in passes])
     return out
-
-
-def print_spread(spread: dict) -> None:
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    console.print("over the repeats (median, min-max):")
-    for key, s in spread.items():
-        values = " ".join(f"{v:.3g}" for v in s["values"])
-        console.print(f"  {key:<34} {s['median']:>9.3g}  ({s['min']:.3g}-{s['max']:.3g})   [{values}]")
