@@ -69,7 +69,8 @@ class FrontEndByLoad:
         mean(x) = d0 + k x / (X - x)      (d0, k >= 0 per delay; the capacity X shared)
     (least squares on log means, scipy.optimize.least_squares). ``at(load, tokens_per_s)`` keeps
     the joint draws of the measured level nearest in log(load) and scales each delay by
-    mean(x) / mean(x of that level); without a throughput or a fit (fewer levels, or it failed),
+    mean(x) / mean(x of that level) (a delay measured as 0 at a level is fitted on the others; one
+    measured as 0 everywhere stays 0: an external engine's split puts nothing on first_out_s); without a throughput or a fit (fewer levels, or it failed),
     the means are interpolated piecewise linearly in log(load) instead (linear past the ends,
     never below half the nearest level's mean). Think time always follows log(load).
     """
@@ -118,8 +119,8 @@ class FrontEndByLoad:
         scaled = {}
         for name in DELAYS:
             if self._curve is not None and tokens_per_s is not None:
-                factor = _queue_mean(self._curve, name, tokens_per_s) / _queue_mean(
-                    self._curve, name, self.tokens_per_s[nearest])
+                there = _queue_mean(self._curve, name, self.tokens_per_s[nearest])
+                factor = _queue_mean(self._curve, name, tokens_per_s) / there if there > 0 else 1.0
             else:
                 mean = means[nearest][name]
                 factor = follow(name) / mean if mean > 0 else 1.0
@@ -142,23 +143,32 @@ def _fit_queue_curve(tokens_per_s: tuple[float, ...], front_ends: tuple[FrontEnd
     from scipy import optimize   # scipy only where a curve is fitted
 
     x = np.asarray(tokens_per_s)
-    means = {name: np.array([fe.mean_s[name] for fe in front_ends]) for name in DELAYS}
-    if any(np.any(m <= 0) for m in means.values()):
+    all_means = {name: np.array([fe.mean_s[name] for fe in front_ends]) for name in DELAYS}
+    # a level whose delay came out 0 (an external engine's split floors what one mean less another
+    # leaves) says nothing about its curve: each delay is fitted on its positive levels; one with
+    # fewer than two keeps its positive mean (or 0) at every load
+    positive = {name: m > 0 for name, m in all_means.items()}
+    flat = {name: float(m[positive[name]].mean()) if positive[name].any() else 0.0
+            for name, m in all_means.items() if positive[name].sum() < 2}
+    names = [name for name in DELAYS if name not in flat]
+    if not names:
         return None
+    means = {name: all_means[name] for name in names}
     top = float(x.max())
 
     def unpack(p: np.ndarray) -> tuple[float, np.ndarray]:
-        return top * p[0], p[1:].reshape(len(DELAYS), 2)
+        return top * p[0], p[1:].reshape(len(names), 2)
 
     def residuals(p: np.ndarray) -> np.ndarray:
         capacity, dk = unpack(p)
         load = x / (capacity - x)
-        return np.concatenate([np.log(dk[i, 0] + dk[i, 1] * load) - np.log(means[name])
-                               for i, name in enumerate(DELAYS)])
+        return np.concatenate([np.log(dk[i, 0] + dk[i, 1] * load[positive[name]]) - np.log(means[name][positive[name]])
+                               for i, name in enumerate(names)])
 
-    start = [2.0] + [v for name in DELAYS for v in (0.7 * means[name].min(), 0.1 * means[name].min())]
-    lower = [CAPACITY_BOUNDS[0]] + [1e-9, 0.0] * len(DELAYS)
-    upper = [CAPACITY_BOUNDS[1]] + [np.inf, np.inf] * len(DELAYS)
+    start = [2.0] + [v for name in names for v in (0.7 * means[name][positive[name]].min(),
+                                                    0.1 * means[name][positive[name]].min())]
+    lower = [CAPACITY_BOUNDS[0]] + [1e-9, 0.0] * len(names)
+    upper = [CAPACITY_BOUNDS[1]] + [np.inf, np.inf] * len(names)
     try:
         fit = optimize.least_squares(residuals, start, bounds=(lower, upper))
     except (ValueError, FloatingPointError):
@@ -167,4 +177,5 @@ def _fit_queue_curve(tokens_per_s: tuple[float, ...], front_ends: tuple[FrontEnd
         return None
     capacity, dk = unpack(fit.x)
     return {"capacity_tokens_per_s": float(capacity),
-            **{name: {"d0_s": float(dk[i, 0]), "k_s": float(dk[i, 1])} for i, name in enumerate(DELAYS)}}
+            **{name: {"d0_s": float(dk[i, 0]), "k_s": float(dk[i, 1])} for i, name in enumerate(names)},
+            **{name: {"d0_s": mean, "k_s": 0.0} for name, mean in flat.items()}}
