@@ -41,8 +41,8 @@ import pandas as pd
 
 from calculators.sim.front_end import FrontEndByLoad
 
-from reports.calibration import (LevelSample, StepRows, arrival_cv2, at_usual_speed, calibrate, predict,
-                                 server_config)
+from reports.calibration import arrival_cv2, calibrate, predict, server_config
+from reports.level_samples import LevelSample, StepRows, at_usual_speed
 from reports.machine_speed import level_speeds
 from reports.validation import KEYS, MEDIAN_LOAD_FRACTION
 from servecap.contract.run_json import RunInfo

@@ -31,7 +31,8 @@ from calculators.kv import kv_block_bytes
 from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from reference_server.scheduling.strategies import get_strategy  # the pure registry
-from reports.calibration import Calibration, LevelSample, predict, strategy_limits
+from reports.calibration import Calibration, predict, strategy_limits
+from reports.level_samples import LevelSample
 from reports.served_model import kv_comparisons, kv_dtype_for, served_architecture
 from servecap.contract.run_json import RunInfo
 

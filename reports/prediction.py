@@ -27,7 +27,8 @@ from calculators.models import get_model
 from calculators.sim.gpu_extrapolation import extrapolate_to_gpu
 from loadgen.workload.arrivals import parse_arrival
 from loadgen.workload.distributions import parse_length_distribution
-from reports.calibration import Calibration, calibrate, level_samples, predict, server_config
+from reports.calibration import Calibration, calibrate, predict, server_config
+from reports.level_samples import level_samples
 from reports.cost import catalog_gpu_for
 from reports.run_data import RunData
 from reports.summary import build_levels

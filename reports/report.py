@@ -16,7 +16,8 @@ from reports.figures import resources as figures_resources
 from reports.figures import validation as figures_validation
 from reports.cost import cost_per_million, resolve_price
 from reports.figures.common import FigureFile
-from reports.calibration import calibrated_levels, level_samples
+from reports.calibration import calibrated_levels
+from reports.level_samples import level_samples
 from reports.notices import machine_drift_levels, unstable_levels
 from reports.predicted import CALIBRATED_REPLICATIONS, add_predictions
 from reports.render import sections, to_html, to_markdown

@@ -25,7 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from reports.calibration import METRICS, LevelSample, arrival_cv2, calibrate, predict, server_config
+from reports.calibration import arrival_cv2, calibrate, predict, server_config
+from reports.level_samples import METRICS, LevelSample
 from servecap.contract.run_json import RunInfo
 
 METHOD = "leave-one-level-out"
@@ -59,7 +60,7 @@ def _median_abs(levels: dict, names: list[str]) -> dict:
 
 def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replications: int = REPLICATIONS,
              progress: Callable[[str], None] | None = None) -> dict:
-    """summary.json's `validation` from each strategy's level samples (``reports.calibration``)."""
+    """summary.json's `validation` from each strategy's level samples (``reports.level_samples``)."""
     levels, predictions, by_strategy, unavailable = {}, {}, {}, []
     eligible_all: list[str] = []
     for strategy, group in samples.items():

@@ -17,8 +17,8 @@ import argparse
 import json
 import sys
 
-from reports.calibration import level_samples
 from reports.error_sources import VARIANTS, drift, error_sources
+from reports.level_samples import level_samples
 from reports.run_data import load_run
 from reports.summary import build_levels
 from reports.validation import KEYS, validate

@@ -28,7 +28,7 @@ def servecap(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def vllm_run(vllm_server, checkpoint, tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep") / "vllm"
-    result = servecap("sweep", "--url", vllm_server.base_url, "--concurrency", "1,4", "--warmup", "2s",
+    result = servecap("sweep", "--url", vllm_server.base_url, "--concurrency", "1,2,4", "--warmup", "2s",
                       "--duration", "8s", "--prompt-tokens", "uniform:32:128", "--output-tokens", "32",
                       "--model-config", str(checkpoint), "--out", str(out))
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
@@ -37,7 +37,7 @@ def vllm_run(vllm_server, checkpoint, tmp_path_factory):
 
 def test_the_server_section_is_filled_from_vllms_metrics(vllm_run):
     summary = json.loads((vllm_run / "summary.json").read_text())
-    assert [lvl["level"] for lvl in summary["levels"]] == ["c=1", "c=4"]
+    assert [lvl["level"] for lvl in summary["levels"]] == ["c=1", "c=2", "c=4"]
     for level in summary["levels"]:
         server = level["server"]
         assert server["engine"] == "vllm" and server["scrapes"] > 0
@@ -47,6 +47,21 @@ def test_the_server_section_is_filled_from_vllms_metrics(vllm_run):
         assert {"ttft_s", "queue_s", "prefill_s", "decode_s", "inference_s", "e2e_s"} <= set(level["server_latency"])
     by_level = {lvl["level"]: lvl["server"] for lvl in summary["levels"]}
     assert by_level["c=4"]["requests_running_mean"] > by_level["c=1"]["requests_running_mean"]
+
+
+def test_the_validation_predicts_vllms_levels_from_its_tpot_and_its_own_latency_means(vllm_run):
+    """No step record: the step line comes from the client's TPOT and vLLM's prefill means, the front
+    end from the client's TTFT beyond vLLM's queue + prefill means (reports.external_calibration)."""
+    validation = json.loads((vllm_run / "summary.json").read_text())["validation"]
+    assert set(validation["levels"]) == {"c=1", "c=2", "c=4"}, validation["unavailable"]
+    calibration = validation["by_strategy"]["url"]["calibration"]
+    assert "prefill means" in calibration["sources"]["step_time"]
+    assert "/metrics queue, prefill and decode means" in calibration["sources"]["front_end"]
+    step = calibration["step_model"]
+    assert step["base_ms"] > 0 and step["per_prefill_token_us"] > 0
+    for level, errors in validation["levels"].items():
+        for key, pair in errors.items():
+            assert pair["predicted"] > 0 and pair["measured"] > 0, (level, key)
 
 
 def test_for_every_level_the_servers_ttft_is_at_most_the_clients(vllm_run):

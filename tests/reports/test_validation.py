@@ -94,7 +94,7 @@ def test_the_report_draws_the_validation_and_collapses_the_long_table(small):
 def test_error_sources_on_a_known_model_have_a_noise_floor_and_take_each_input_from_the_held_out_level(small):
     """The decomposition's variants on a run whose model is known: every variant predicts each level;
     with the held-out level's own step model and front end the error can only be the noise floor's."""
-    from reports.calibration import level_samples
+    from reports.level_samples import level_samples
     from reports.error_sources import VARIANTS, error_sources
     from reports.summary import build_levels
 
@@ -120,7 +120,7 @@ def test_the_canary_variant_predicts_a_level_at_the_speed_the_canary_read_during
 
     import pandas as pd
 
-    from reports.calibration import level_samples
+    from reports.level_samples import level_samples
     from reports.error_sources import error_sources
     from reports.summary import build_levels
 

@@ -1,0 +1,201 @@
+"""A run's levels as the simulator's calibration sees them: what each measured, and the engine's
+and the front end's evidence from it (`reports.calibration` fits on these).
+
+    level_samples(data, levels) -> {strategy: [LevelSample]}   one per summary level with a load
+
+Per level: its (prompt, output) lengths and measured percentiles; the engine's steps inside its
+windows (engine_steps.csv), each step's effective duration (to the next step's start when the
+engine went straight on, so the loop's own work between steps counts); its front-end delays
+(the client's records joined with engine_requests.csv by response id, else split by the engine's
+/metrics latency means: `reports.external_calibration`); the /metrics running gauge and step
+histogram means; the canary's machine speed. An external --url target's levels are keyed "url".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from calculators.calibrate import closed_loop_think_s, fit_front_end
+from calculators.sim.front_end import FrontEnd
+from reports.canary_speed import machine_speed
+from reports.external_calibration import front_end_from_means, tpot_factors
+from reports.run_data import RunData
+from servecap.contract.level_windows import inside
+
+MAX_BUSY_GAP_S = 0.25      # between two steps of a busy engine (a slow one is noise: kept; longer is a level's end)
+QUANTILES = ("p50", "p95", "p99")
+METRICS = ("ttft_s", "tpot_s", "e2e_s")
+
+
+@dataclass(frozen=True)
+class StepRows:
+    """One level's engine steps, in time order: [S] each."""
+
+    batch: np.ndarray
+    prefill_tokens: np.ndarray
+    context_tokens: np.ndarray
+    duration_s: np.ndarray
+
+
+@dataclass(frozen=True)
+class LevelSample:
+    """What one measured level gives a calibration, and what it measured."""
+
+    level: str
+    strategy: str
+    kind: str                       # "concurrency" | "rate_rps"
+    load: float
+    warmup_s: float
+    duration_s: float
+    lengths: tuple[tuple[int, int], ...]
+    measured: dict                  # {metric: {p50, p95, p99}}
+    output_tokens_per_s: float | None
+    steps: StepRows | None = None
+    front_end: FrontEnd | None = None
+    server_means: tuple[float, float] | None = None   # (batch size mean, step time mean) from /metrics
+    running_mean: float | None = None    # the /metrics running-requests gauge's mean
+    engine_means: dict | None = None     # /metrics latency means {"queue_s", "prefill_s", "decode_s"} (those exported)
+    prompt_tokens_per_s: float | None = None
+    tpot_factors: tuple[float, ...] = ()   # without a step record: the step noise the client saw
+                                           # (reports.external_calibration.tpot_factors)
+    machine_speed: float | None = None   # the canary's: how much longer than the run's usual the engine's
+                                         # cores took for the same work during the level (None: no canary);
+                                         # `steps` stay as timed (reports.error_sources tries them rescaled)
+
+    @property
+    def requests(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def prompt_mean(self) -> float | None:
+        return float(np.mean([prompt for prompt, _ in self.lengths])) if self.lengths else None
+
+
+def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSample]]:
+    """Each strategy's levels (those with an offered load and ok requests), ordered by load."""
+    records = data.records
+    windows = data.level_windows()
+    ok = records[data.measured_ok()]
+    by_level = dict(tuple(ok.groupby("level", sort=False, observed=True)))
+    steps = _effective_steps(data.engine_steps)
+    cores = _engine_cores(data)
+    joined = _join_engine_requests(ok, data.engine_requests)
+    plan = data.run.load_plan
+    out: dict[str, list[LevelSample]] = {}
+    for lvl in levels:
+        frame = by_level.get(lvl["level"])
+        if not lvl["offered"] or frame is None or lvl["strategy"] is None and data.run.target.kind != "url":
+            continue
+        (kind, load), = lvl["offered"].items()
+        its_windows = windows.get(lvl["level"], [])
+        warmup = float(plan.warmup_s) if plan.warmup_s is not None else 0.0
+        duration = float(plan.duration_s) if plan.duration_s is not None else float(lvl["duration_s"] or 0.0)
+        if duration <= 0:
+            continue
+        pairs = frame[["prompt_tokens", "output_tokens"]].dropna()
+        pairs = pairs[(pairs["prompt_tokens"] > 0) & (pairs["output_tokens"] > 0)].astype(int)
+        # an external --url target's records say "unknown" (run.json's word for a strategy nobody told us)
+        source = "url" if data.run.target.kind == "url" else lvl["strategy"]
+        server = lvl["server"]
+        means = ((server["batch_size_mean"], server["step_time_mean_s"])
+                 if server.get("batch_size_mean") and server.get("step_time_mean_s") else None)
+        speed = machine_speed(data.canary, its_windows, cores, source)
+        level_steps = _level_steps(steps, source, its_windows)
+        engine_means = {name: entry["mean"] for name, entry in (lvl.get("server_latency") or {}).items()
+                        if name in ("queue_s", "prefill_s", "decode_s") and entry.get("mean") is not None}
+        sample = LevelSample(
+            level=lvl["level"], strategy=source, kind=kind, load=float(load), warmup_s=warmup, duration_s=duration,
+            lengths=tuple(map(tuple, pairs.to_numpy().tolist())),
+            measured={m: {q: lvl["metrics"][m][q] for q in QUANTILES} for m in METRICS},
+            output_tokens_per_s=lvl["output_tokens_per_s"],
+            steps=level_steps, machine_speed=speed,
+            tpot_factors=() if level_steps is not None else tuple(tpot_factors(frame["tpot_s"], frame["output_tokens"])),
+            front_end=_level_front_end(joined.get(lvl["level"]), frame, engine_means, kind, load, duration, lvl,
+                                       max(len(its_windows), 1)),
+            server_means=means, running_mean=server.get("requests_running_mean"), engine_means=engine_means or None,
+            prompt_tokens_per_s=lvl.get("prompt_tokens_per_s"))
+        if sample.lengths:
+            out.setdefault(source, []).append(sample)
+    for samples in out.values():
+        samples.sort(key=lambda s: s.load)
+    return out
+
+
+def _engine_cores(data: RunData) -> list[int]:
+    """The cores the engine ran on (run.json's pinning), else every core the canary timed."""
+    pinning = data.run.cpu_pinning
+    cores = (pinning.engine_cpus or pinning.server_cpus) if pinning is not None else None
+    if cores:
+        return list(cores)
+    return sorted({int(c) for c in data.canary["core"]}) if data.canary is not None else []
+
+
+def at_usual_speed(sample: LevelSample) -> LevelSample:
+    """The level with its steps as they would have taken at the run's usual machine speed (the canary's)."""
+    if sample.steps is None or sample.machine_speed is None:
+        return sample
+    return replace(sample, steps=replace(sample.steps, duration_s=sample.steps.duration_s / sample.machine_speed))
+
+
+def _effective_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Each step's duration as the simulator's clock sees it: to the next step's start when the
+    engine went straight on; its own time plus the median gap between busy steps otherwise."""
+    if steps is None or steps.empty:
+        return None
+    parts = []
+    for _, frame in steps.groupby("source", sort=False):
+        frame = frame.sort_values("seq")
+        start = frame["t_start"].to_numpy(float)
+        own = frame["step_s"].to_numpy(float)
+        idle = frame["idle_after"].astype(str).str.lower().isin(("true", "1")).to_numpy()
+        to_next = np.append(np.diff(start), np.nan)
+        # an engine still busy goes straight on; a gap this long is a level's end (its last requests aborted)
+        busy = ~idle & np.isfinite(to_next) & (to_next >= own) & (to_next - own < MAX_BUSY_GAP_S)
+        gap = float(np.median(to_next[busy] - own[busy])) if busy.any() else 0.0
+        duration = np.where(busy, to_next, own + gap)
+        parts.append(pd.DataFrame({"source": frame["source"].to_numpy(), "t_start": start,
+                                   "batch": frame["batch"].to_numpy(float),
+                                   "prefill_tokens": frame["prefill_tokens"].to_numpy(float),
+                                   "context_tokens": frame["context_tokens"].to_numpy(float),
+                                   "duration_s": duration}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _level_steps(steps: pd.DataFrame | None, source: str, windows: list[tuple[float, float]]) -> StepRows | None:
+    """The level's engine steps: its server's, inside its windows (one per round)."""
+    if steps is None:
+        return None
+    rows = steps[(steps["source"].astype(str) == source) & inside(steps["t_start"].to_numpy(dtype=float), windows)]
+    if rows.empty:
+        return None
+    return StepRows(rows["batch"].to_numpy(), rows["prefill_tokens"].to_numpy(), rows["context_tokens"].to_numpy(),
+                    rows["duration_s"].to_numpy())
+
+
+def _join_engine_requests(ok: pd.DataFrame, engine: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    if engine is None or "response_id" not in ok.columns:
+        return {}
+    columns = ["response_id", "t_arrival", "t_first_token", "t_finish"]
+    merged = ok[["level", "response_id", "t_start", "ttft_s", "e2e_s"]].merge(
+        engine[columns].drop_duplicates("response_id"), on="response_id", how="inner")
+    merged = merged.dropna(subset=["t_start", "ttft_s", "e2e_s", "t_arrival", "t_first_token", "t_finish"])
+    return dict(tuple(merged.groupby("level", sort=False, observed=True)))
+
+
+def _level_front_end(joined: pd.DataFrame | None, frame: pd.DataFrame, engine_means: dict, kind: str, load: float,
+                     duration: float, lvl: dict, rounds: int = 1) -> FrontEnd | None:
+    """Per request from the engine's request record (`joined`), else from the engine's /metrics means
+    (`reports.external_calibration`), else None. rounds: the windows the level was measured in; each
+    user loses about one cycle to each one's edges."""
+    think = 0.0
+    if kind == "concurrency" and lvl["ok"]:
+        think = closed_loop_think_s(int(load) * rounds, duration / rounds, int(lvl["ok"]),
+                                    float(lvl["metrics"]["e2e_s"]["mean"]))
+    if joined is None or joined.empty:
+        return front_end_from_means(frame["ttft_s"].to_numpy(float), frame["e2e_s"].to_numpy(float),
+                                    engine_means, think)
+    return fit_front_end(joined["t_start"], joined["ttft_s"], joined["e2e_s"], joined["t_arrival"],
+                         joined["t_first_token"], joined["t_finish"], think_s=think)
