@@ -213,13 +213,15 @@ def calibrated_levels(run: RunInfo, samples: dict[str, list[LevelSample]]) -> di
 # -- predicting -----------------------------------------------------------------------------------
 def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, duration_s: float, *,
             replications: int = 8, seed: int = 0, requests: int | None = None,
-            machine_speed: float | None = None) -> Replicated:
+            machine_speed: float | tuple[float, ...] | None = None) -> Replicated:
     """One level of `load` users (kind "concurrency") or requests/s ("rate_rps"), measured as the sweep
     measures: requests sent in [warmup_s, warmup_s + duration_s) that finished by its end; or, given
     `requests`, that many per run, the first 10% and a closed loop's last `load` left out (a machine
     far faster than the calibration's would need millions of requests to fill the same window).
     `machine_speed`: the step model scaled by it (a machine that many times slower than the one the
-    calibration's steps were timed on; reports.error_sources' canary variant); None: as calibrated."""
+    calibration's steps were timed on; reports.error_sources' canary variants); a tuple: one such
+    factor per equal part of the measure window, in order (a level measured in rounds, each at its
+    own speed; the warm-up at the first); None: as calibrated."""
     window = {} if requests else {"warmup_s": warmup_s, "duration_s": duration_s}
     workload = Workload(lengths=calibration.lengths, **window,
                         requests=requests or _requests_guess(calibration, kind, load, warmup_s + duration_s),
@@ -227,17 +229,21 @@ def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, d
                         rate_rps=float(load) if kind == "rate_rps" else None,
                         arrival_cv2=calibration.arrival_cv2, seed=seed)
     front = calibration.front_end
-    if machine_speed is not None:
+    speeds: tuple[tuple[float, float], ...] = ()
+    if isinstance(machine_speed, tuple):
+        part = duration_s / len(machine_speed)
+        speeds = tuple((0.0 if k == 0 else warmup_s + k * part, float(f)) for k, f in enumerate(machine_speed))
+    elif machine_speed is not None:
         calibration = replace(calibration, step_model=calibration.step_model.scaled(machine_speed))
     tokens_per_s = None
     if calibration.residuals or (front is not None and front.curve is not None):
         # the step noise and the front end's delays follow the output rate: first find it, with one run
         first = simulate_replicated(calibration.server, workload, calibration.step_model,
-                                    front.at(load) if front is not None else None, replications=1)
+                                    front.at(load) if front is not None else None, replications=1, speeds=speeds)
         tokens_per_s = first.output_tokens_per_s
     delays = None if front is None else front.at(load, tokens_per_s) if front.curve is not None else front.at(load)
     return simulate_replicated(calibration.server, workload, calibration.step_model_at(tokens_per_s), delays,
-                               replications=replications)
+                               replications=replications, speeds=speeds)
 
 
 def _requests_guess(calibration: Calibration, kind: str, load: float, horizon_s: float) -> int:

@@ -23,6 +23,13 @@ For each held-out level (the validation's: calibrated on its strategy's other le
                     rounds already average the machine's drift out, and what the two-way fit reads
                     is mostly the level's own (its steps slower than their shapes' usual at every
                     round), so this variant moves the errors little, and not always down
+    canary_windows  the same per window (a level in rounds has one per round, each at its own
+                    speed): every calibration step divided by its own window's reading, and the
+                    held-out level simulated with its windows' readings in turn over its measure
+                    window (reports.calibration.predict's speed schedule). Measured (stop 24,
+                    three continuous sweeps in 4 rounds): continuous within every target in one
+                    (TPOT p50 7.2 -> 3.4%, E2E p99 8.5 -> 3.0%), p50s and E2E better but TTFT and
+                    TPOT p99 worse in another, little change in the third
     own_front_end   the held-out level's own front-end delays: what removing it saves is the
                     front-end model's error
     noise_floor     no model error at all: the median |one run / median - 1| over the
@@ -47,7 +54,7 @@ from reports.machine_speed import level_speeds
 from reports.validation import KEYS, MEDIAN_LOAD_FRACTION
 from servecap.contract.run_json import RunInfo
 
-VARIANTS = ("loo", "machine_speed", "canary_speed", "own_steps", "own_front_end", "noise_floor")
+VARIANTS = ("loo", "machine_speed", "canary_speed", "canary_windows", "own_steps", "own_front_end", "noise_floor")
 
 
 def _errors(predicted, held: LevelSample) -> dict:
@@ -94,6 +101,10 @@ def level_error_sources(run: RunInfo, group: list[LevelSample], held: LevelSampl
         usual = calibrate([at_usual_speed(s) for s in others], server, cv2)
         out["canary_speed"] = _errors(predict(usual, held.kind, held.load, held.warmup_s, held.duration_s,
                                               replications=replications, machine_speed=held.machine_speed), held)
+        if held.window_speeds:
+            by_window = calibrate([at_usual_speed(s, by_window=True) for s in others], server, cv2)
+            out["canary_windows"] = _errors(predict(by_window, held.kind, held.load, held.warmup_s, held.duration_s,
+                                                    replications=replications, machine_speed=held.window_speeds), held)
     if loo.front_end is not None and held.front_end is not None:
         exact = FrontEndByLoad((held.load,), (held.front_end,), (held.output_tokens_per_s or 1.0,))
         out["own_front_end"] = _errors(run_with(replace(loo, front_end=exact)), held)

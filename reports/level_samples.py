@@ -38,6 +38,7 @@ class StepRows:
     prefill_tokens: np.ndarray
     context_tokens: np.ndarray
     duration_s: np.ndarray
+    window: np.ndarray | None = None     # [S] which of the level's windows (rounds, in time order) it ran in
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ class LevelSample:
     prompt_tokens_per_s: float | None = None
     tpot_factors: tuple[float, ...] = ()   # without a step record: the step noise the client saw
                                            # (reports.external_calibration.tpot_factors)
+    window_speeds: tuple[float, ...] = ()   # the canary's machine speed in each of its windows, in time
+                                            # order (() when any is unknown)
     machine_speed: float | None = None   # the canary's: how much longer than the run's usual the engine's
                                          # cores took for the same work during the level (None: no canary);
                                          # `steps` stay as timed (reports.error_sources tries them rescaled)
@@ -90,7 +93,7 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
         if not lvl["offered"] or frame is None or lvl["strategy"] is None and data.run.target.kind != "url":
             continue
         (kind, load), = lvl["offered"].items()
-        its_windows = windows.get(lvl["level"], [])
+        its_windows = sorted(windows.get(lvl["level"], []))
         warmup = float(plan.warmup_s) if plan.warmup_s is not None else 0.0
         duration = float(plan.duration_s) if plan.duration_s is not None else float(lvl["duration_s"] or 0.0)
         if duration <= 0:
@@ -103,6 +106,7 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
         means = ((server["batch_size_mean"], server["step_time_mean_s"])
                  if server.get("batch_size_mean") and server.get("step_time_mean_s") else None)
         speed = machine_speed(data.canary, its_windows, cores, source)
+        per_window = [machine_speed(data.canary, [span], cores, source) for span in its_windows]
         level_steps = _level_steps(steps, source, its_windows)
         engine_means = {name: entry["mean"] for name, entry in (lvl.get("server_latency") or {}).items()
                         if name in ("queue_s", "prefill_s", "decode_s") and entry.get("mean") is not None}
@@ -112,6 +116,7 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
             measured={m: {q: lvl["metrics"][m][q] for q in QUANTILES} for m in METRICS},
             output_tokens_per_s=lvl["output_tokens_per_s"],
             steps=level_steps, machine_speed=speed,
+            window_speeds=tuple(per_window) if per_window and None not in per_window else (),
             tpot_factors=() if level_steps is not None else tuple(tpot_factors(frame["tpot_s"], frame["output_tokens"])),
             front_end=_level_front_end(joined.get(lvl["level"]), frame, engine_means, kind, load, duration, lvl,
                                        max(len(its_windows), 1)),
@@ -133,11 +138,15 @@ def _engine_cores(data: RunData) -> list[int]:
     return sorted({int(c) for c in data.canary["core"]}) if data.canary is not None else []
 
 
-def at_usual_speed(sample: LevelSample) -> LevelSample:
-    """The level with its steps as they would have taken at the run's usual machine speed (the canary's)."""
+def at_usual_speed(sample: LevelSample, by_window: bool = False) -> LevelSample:
+    """The level with its steps as they would have taken at the run's usual machine speed (the canary's):
+    each divided by the level's speed, or with `by_window` by its own window's (where known)."""
     if sample.steps is None or sample.machine_speed is None:
         return sample
-    return replace(sample, steps=replace(sample.steps, duration_s=sample.steps.duration_s / sample.machine_speed))
+    speed: float | np.ndarray = sample.machine_speed
+    if by_window and sample.window_speeds and sample.steps.window is not None:
+        speed = np.asarray(sample.window_speeds)[sample.steps.window]
+    return replace(sample, steps=replace(sample.steps, duration_s=sample.steps.duration_s / speed))
 
 
 def _effective_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -171,8 +180,10 @@ def _level_steps(steps: pd.DataFrame | None, source: str, windows: list[tuple[fl
     rows = steps[(steps["source"].astype(str) == source) & inside(steps["t_start"].to_numpy(dtype=float), windows)]
     if rows.empty:
         return None
+    starts = rows["t_start"].to_numpy(dtype=float)
+    window = np.searchsorted([start for start, _ in windows], starts, side="right") - 1   # windows: sorted
     return StepRows(rows["batch"].to_numpy(), rows["prefill_tokens"].to_numpy(), rows["context_tokens"].to_numpy(),
-                    rows["duration_s"].to_numpy())
+                    rows["duration_s"].to_numpy(), np.clip(window, 0, len(windows) - 1))
 
 
 def _join_engine_requests(ok: pd.DataFrame, engine: pd.DataFrame | None) -> dict[str, pd.DataFrame]:

@@ -45,12 +45,14 @@ class Replicated:
 
 
 def simulate_replicated(server: ServerConfig, workload: Workload, step_model: StepTimeModel,
-                        front_end: FrontEnd | None = None, *, replications: int = 8) -> Replicated:
-    """``simulate`` with seeds workload.seed x 1000 + r, r = 0 .. replications - 1."""
+                        front_end: FrontEnd | None = None, *, replications: int = 8,
+                        speeds: tuple[tuple[float, float], ...] = ()) -> Replicated:
+    """``simulate`` with seeds workload.seed x 1000 + r, r = 0 .. replications - 1 (``speeds``: the
+    machine's speed schedule, the same in every replication)."""
     if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
         raise ValueError(f"replications must be a positive integer, got {replications!r}")
-    runs = tuple(simulate(server, replace(workload, seed=workload.seed * 1000 + r), step_model, front_end)
-                 for r in range(replications))
+    runs = tuple(simulate(server, replace(workload, seed=workload.seed * 1000 + r), step_model, front_end,
+                          speeds=speeds) for r in range(replications))
     metrics = {}
     for metric in METRICS:
         metrics[metric] = {}

@@ -84,6 +84,7 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
         shape = batch_shape(batch)
         tokens = [SIM_TOKEN if seq.num_computed_tokens + count == len(seq.token_ids) else None   # samples_token
                   for seq, count in zip(batch.seqs, batch.num_new_tokens)]
+        clock.now = now
         duration = clock.step(shape.sequences, shape.prefill_tokens, shape.context_tokens)
         if on_step is not None:
             on_step(now, duration, shape)
@@ -131,10 +132,12 @@ def _steady_stretch(scheduler, clock: StepClock, size: int, context: int, now: f
         ran = 0
         while ran < run.steps and now < stop_at:
             ran += 1
+            clock.now = now
             duration = clock.step(size, 0, context + ran * size)
             now += duration
             busy += duration
     else:   # step j (0-based) attends `context` + (j + 1) x size: each sequence one token further
+        clock.now = now
         durations = clock.decode_durations(size, context + size, run.steps)
         ends = np.add.accumulate(np.concatenate(([now], durations)))   # ends[j] = start of step j, as stepping adds
         ran = int(np.searchsorted(ends[:-1], stop_at, side="left"))    # steps starting strictly before stop_at

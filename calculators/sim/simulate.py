@@ -69,7 +69,8 @@ MAX_REGROWTHS = 8   # a time window that outlasts the requests drawn doubles the
 
 
 def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTimeModel,
-                   front_end: FrontEnd | None = None, *, fast_decodes: bool = True, on_step=None) -> Trace:
+                   front_end: FrontEnd | None = None, *, fast_decodes: bool = True, on_step=None,
+                   speeds: tuple[tuple[float, float], ...] = ()) -> Trace:
     """Per-request arrival, first-token and end times of one run (the raw data behind ``simulate``).
     With a time window, enough requests are drawn to keep the load on until its end. `on_step`: see
     ``sim_engine.run_engine`` (called again from the start if the window needs more requests)."""
@@ -82,7 +83,7 @@ def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTim
         schedule = None if workload.concurrency else workload.open_loop_arrivals(rng)
         arrivals = Arrivals(trace, schedule=schedule, concurrency=workload.concurrency, front_end=front_end,
                             rng=np.random.default_rng([workload.seed, 1]))
-        run_engine(server, StepClock(step_model, rng), trace, arrivals, horizon_s=workload.horizon_s,
+        run_engine(server, StepClock(step_model, rng, speeds), trace, arrivals, horizon_s=workload.horizon_s,
                    fast_decodes=fast_decodes, on_step=on_step)
         if workload.arrival_times or not _ran_dry(trace, workload, arrivals):
             return trace
@@ -115,9 +116,11 @@ def _metrics(ttft: np.ndarray, e2e: np.ndarray, outputs: np.ndarray) -> dict:
 
 
 def simulate(server: ServerConfig, workload: Workload, step_model: StepTimeModel,
-             front_end: FrontEnd | None = None, *, fast_decodes: bool = True) -> SimResult:
-    """Run one load level; deterministic for a given ``workload.seed``."""
-    trace = simulate_trace(server, workload, step_model, front_end, fast_decodes=fast_decodes)
+             front_end: FrontEnd | None = None, *, fast_decodes: bool = True,
+             speeds: tuple[tuple[float, float], ...] = ()) -> SimResult:
+    """Run one load level; deterministic for a given ``workload.seed``. ``speeds``: the machine's
+    speed over the run, ((from_s, factor), ...) (``state.StepClock``): every step's time x factor."""
+    trace = simulate_trace(server, workload, step_model, front_end, fast_decodes=fast_decodes, speeds=speeds)
     window = measured_window(trace, workload)
     if not len(window):
         raise ValueError("no simulated request falls in the measure window (too short a window or too slow a step)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from dataclasses import dataclass
 
@@ -106,24 +107,41 @@ class Arrivals:
 
 
 class StepClock:
-    """Step durations: the model's mean, times a jitter factor drawn per step when the model has jitter.
+    """Step durations: the model's mean, times a jitter factor drawn per step when the model has jitter,
+    times the machine's speed at the step's start when a speed schedule is given.
 
     The factors are one seeded stream of 65,536, cycled (cheap per step, and the run reproducible):
     independent draws, or with ``jitter_block`` > 1 runs of that many consecutive measured factors
     from random places (a block bootstrap, which keeps slow steps together as they came).
+    ``speeds``: ((from_s, factor), ...) ascending engine times, each factor holding until the next
+    (before the first: 1); the engine sets ``now`` before each step (a run of steady steps at once
+    takes the factor at its first step's start).
     """
 
     STREAM = 1 << 16
 
-    def __init__(self, model: StepTimeModel, rng: np.random.Generator) -> None:
+    def __init__(self, model: StepTimeModel, rng: np.random.Generator,
+                 speeds: tuple[tuple[float, float], ...] = ()) -> None:
         self.model = model
         stream = _factor_stream(model, rng, self.STREAM) if model.jitter else None
         self.factors = None if stream is None else stream.tolist()   # a list: the per-step read is cheapest
         self._stream = stream                                         # the same, for runs of steps at once
         self.next = 0
+        self._speed_from = [float(t) for t, _ in speeds]
+        self._speed = [float(f) for _, f in speeds]
+        self.now = 0.0
+
+    def speed(self) -> float:
+        """The machine's factor at ``now`` (1 without a schedule)."""
+        if not self._speed:
+            return 1.0
+        i = bisect.bisect_right(self._speed_from, self.now) - 1
+        return self._speed[i] if i >= 0 else 1.0
 
     def step(self, sequences: int, prefill_tokens: int = 0, context_tokens: int = 0) -> float:
         mean = self.model.step_s(sequences, prefill_tokens, context_tokens)
+        if self._speed:
+            mean *= self.speed()
         if self.factors is None:
             return mean
         factor = self.factors[self.next]
@@ -136,6 +154,8 @@ class StepClock:
         m = self.model
         context = first_context + sequences * np.arange(steps, dtype=np.int64)
         durations = (m.batch_s(sequences) + m.per_prefill_token_s * 0) + m.per_context_token_s * context
+        if self._speed:
+            durations = durations * self.speed()
         if self.factors is not None:
             index = (self.next + np.arange(steps)) % len(self.factors)
             durations = durations * self._stream[index]

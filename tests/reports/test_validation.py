@@ -114,8 +114,8 @@ def test_error_sources_on_a_known_model_have_a_noise_floor_and_take_each_input_f
 
 
 def test_the_canary_variant_predicts_a_level_at_the_speed_the_canary_read_during_it(small, tmp_path):
-    """One simulated machine throughout, but a canary that read c=2 as 25% slower: the canary variant
-    predicts c=2 that much slower than it ran (its TPOT about +25%), while the plain prediction does not."""
+    """One simulated machine throughout, but a canary that read c=2 as 25% slower: the canary variants
+    (per level, per window) predict c=2 that much slower than it ran (its TPOT about +25%), while the plain prediction does not."""
     import shutil
 
     import pandas as pd
@@ -142,4 +142,5 @@ def test_the_canary_variant_predicts_a_level_at_the_speed_the_canary_read_during
     levels = error_sources(data.run, samples, replications=3)["continuous"]["levels"]
     held = levels["continuous/c=2"]
     assert held["canary_speed"]["tpot_s.p50"] == pytest.approx(0.25, abs=0.08)
+    assert held["canary_windows"]["tpot_s.p50"] == pytest.approx(0.25, abs=0.08)   # one window: the same speed
     assert abs(held["loo"]["tpot_s.p50"]) < 0.1

@@ -1,0 +1,42 @@
+"""The machine's speed over a simulated run (a level measured in rounds, each at its own speed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from calculators.sim.simulate import ServerConfig, Workload, simulate, simulate_trace
+from calculators.sim.state import StepClock
+from calculators.sim.step_model import StepTimeModel
+
+MODEL = StepTimeModel(base_s=0.001, per_seq_s=0.0001, per_context_token_s=1e-6)
+
+
+def test_each_step_takes_the_factor_in_force_at_its_start():
+    clock = StepClock(MODEL, np.random.default_rng(0), speeds=((0.0, 1.0), (1.0, 2.0)))
+    clock.now = 0.5
+    assert clock.step(2, 0, 100) == pytest.approx(MODEL.step_s(2, 0, 100))
+    clock.now = 1.0
+    assert clock.step(2, 0, 100) == pytest.approx(2 * MODEL.step_s(2, 0, 100))
+    assert clock.decode_durations(2, 100, 3) == pytest.approx(2 * np.array([MODEL.step_s(2, 0, c) for c in (100, 102, 104)]))
+    before = StepClock(MODEL, np.random.default_rng(0), speeds=((1.0, 3.0),))
+    assert before.step(1) == pytest.approx(MODEL.step_s(1))     # before the first entry: the usual speed
+
+
+def test_requests_in_the_slow_half_of_a_run_take_twice_as_long():
+    server = ServerConfig.from_flags("continuous", max_num_seqs=8)
+    workload = Workload(lengths=((32, 24),), concurrency=4, requests=4000, warmup_s=1.0, duration_s=8.0, seed=3)
+    trace = simulate_trace(server, workload, MODEL, speeds=((0.0, 1.0), (5.0, 2.0)))
+    send, e2e = trace.client_send, trace.client_e2e()
+    fast = np.isfinite(e2e) & (send > 1.0) & (send + e2e < 5.0)
+    slow = np.isfinite(e2e) & (send > 5.0) & (send < 9.0)
+    assert np.median(e2e[slow]) == pytest.approx(2 * np.median(e2e[fast]), rel=0.05)
+
+
+def test_one_factor_throughout_is_the_model_scaled_by_it():
+    server = ServerConfig.from_flags("continuous", max_num_seqs=8)
+    workload = Workload(lengths=((32, 24), (64, 8)), concurrency=4, requests=2000, warmup_s=1.0, duration_s=5.0, seed=1)
+    scheduled = simulate(server, workload, MODEL, speeds=((0.0, 1.5),))
+    scaled = simulate(server, workload, MODEL.scaled(1.5))
+    for metric in ("ttft_s", "tpot_s", "e2e_s"):
+        assert scheduled.metrics[metric]["p50"] == pytest.approx(scaled.metrics[metric]["p50"], rel=1e-6)
