@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from reports.error_sources import VARIANTS, drift, error_sources
 from reports.level_samples import level_samples
@@ -48,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         validation = validate(data.run, samples, replications=args.replications)
         sources = error_sources(data.run, samples, replications=args.replications) if args.sources else {}
         for strategy, entry in validation["by_strategy"].items():
-            out["strategies"][strategy] = {
+            # two runs of one strategy (repeats) keep both rows: named by their run directory
+            key = strategy if len(args.runs) == 1 else f"{strategy}@{Path(run_dir).name}"
+            out["strategies"][key] = {
                 "run": str(run_dir), "median_abs_error": entry["median_abs_error"],
                 "levels_in_median": entry["levels_in_median"],
                 "levels": {name: {k: v["relative_error"] for k, v in pairs.items()}
