@@ -89,9 +89,10 @@ def level_error_sources(run: RunInfo, group: list[LevelSample], held: LevelSampl
         return predict(calibration, held.kind, held.load, held.warmup_s, held.duration_s, replications=replications)
 
     base = run_with(loo)
-    own = calibrate([held], server, cv2)   # the held-out level's own steps (its front end, lengths unused)
-    out = {"loo": _errors(base, held), "noise_floor": _noise_floor(base),
-           "own_steps": _errors(run_with(replace(loo, step_model=own.step_model, residuals=own.residuals)), held)}
+    out = {"loo": _errors(base, held), "noise_floor": _noise_floor(base)}
+    if held.steps is not None:   # without a step record one level's TPOT cannot fix a step line
+        own = calibrate([held], server, cv2)   # the held-out level's own steps (its front end, lengths unused)
+        out["own_steps"] = _errors(run_with(replace(loo, step_model=own.step_model, residuals=own.residuals)), held)
     speed = _relative(speeds if speeds is not None else _speeds(group), held, others)
     out["speed"] = speed
     if speed is not None:
