@@ -37,8 +37,9 @@ def test_each_process_probes_its_loop_lag_after_the_warmup(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = read_meta(records)["levels"]["lag"]
     (process,) = meta["processes"].values()
-    # ~1 kHz for the 2 s after the warm-up (fewer when the box is busy: each late wake-up is one sample)
-    assert 300 < process["loop_lag_samples"] < 2100
+    # ~1 kHz from the warm-up's end to the test's stop: about 2 s, plus however late Locust fires
+    # test_stopping on a busy box (CI read 2,173); the warm-up counted too would be 3,000 or more
+    assert 300 < process["loop_lag_samples"] < 2600
     assert 0 <= process["loop_lag_p50_s"] <= process["loop_lag_p99_s"] <= process["loop_lag_max_s"]
     assert meta["loop_lag_p99_s"] == process["loop_lag_p99_s"]
     assert process["limited_by_loadgen"] == (process["loop_lag_p99_s"] > 1e-3 or process["cpu_over_90"]
