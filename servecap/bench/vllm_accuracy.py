@@ -21,19 +21,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from servecap.bench.vllm_vs_reference import OFFLINE, build_checkpoint
-from servecap.launch.command import CommandSpec
+from servecap.bench.vllm_vs_reference import OFFLINE, build_checkpoint, vllm_spec
 from servecap.launch.process import ServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 MAX_NUM_SEQS = "32"
-
-
-def vllm_spec(vllm_python: Path, checkpoint: Path, engine_core: int) -> CommandSpec:
-    return CommandSpec(("taskset", "-c", str(engine_core), str(vllm_python), "-m", "vllm.entrypoints.openai.api_server",
-                        "--model", str(checkpoint), "--served-model-name", "tiny", "--host", "127.0.0.1",
-                        "--port", "{port}", "--dtype", "float32", "--max-model-len", "1024", "--enforce-eager",
-                        "--max-num-seqs", MAX_NUM_SEQS), ready_path="/v1/models")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         checkpoint = args.checkpoint or build_checkpoint(args.vllm_python, out / "tiny-llama")
         env = {**OFFLINE, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": str(engine)}
-        with ServerProcess(vllm_spec(args.vllm_python, checkpoint, engine), log_path=out / "vllm.log",
+        spec = vllm_spec(args.vllm_python, checkpoint, MAX_NUM_SEQS, prefix=("taskset", "-c", str(engine)))
+        with ServerProcess(spec, log_path=out / "vllm.log",
                            startup_timeout_s=600, env=env) as server:
             # the API server process (every thread), not its engine-core child, to the front end's core
             subprocess.run(["taskset", "-a", "-cp", str(front), str(server.pid)], check=True, stdout=subprocess.DEVNULL)

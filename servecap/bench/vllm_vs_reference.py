@@ -39,10 +39,12 @@ def build_checkpoint(vllm_python: Path, out: Path) -> Path:
     return out
 
 
-def vllm_spec(vllm_python: Path, checkpoint: Path) -> CommandSpec:
-    return CommandSpec((str(vllm_python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint),
+def vllm_spec(vllm_python: Path, checkpoint: Path, max_num_seqs: str = MAX_NUM_SEQS,
+              prefix: tuple[str, ...] = ()) -> CommandSpec:
+    """vLLM's OpenAI server on the checkpoint; `prefix`: what runs it (e.g. `taskset -c 1`)."""
+    return CommandSpec((*prefix, str(vllm_python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint),
                         "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", "{port}", "--dtype", "float32",
-                        "--max-model-len", "1024", "--enforce-eager", "--max-num-seqs", MAX_NUM_SEQS),
+                        "--max-model-len", "1024", "--enforce-eager", "--max-num-seqs", max_num_seqs),
                        ready_path="/v1/models")
 
 
