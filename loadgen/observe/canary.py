@@ -81,9 +81,11 @@ def _units() -> dict:
 
 
 def _timed(unit) -> tuple[float, float]:
-    cpu0, wall0 = time.thread_time(), time.perf_counter()
+    wall0 = time.perf_counter()
+    cpu0 = time.thread_time()
     unit()
-    return time.thread_time() - cpu0, time.perf_counter() - wall0
+    cpu1 = time.thread_time()
+    return cpu1 - cpu0, time.perf_counter() - wall0   # wall brackets CPU: cpu <= wall but for the clocks
 
 
 def read_steal(path: str = "/proc/stat") -> dict[int, tuple[float, float]]:

@@ -48,7 +48,11 @@ def test_the_canary_times_every_unit_on_each_core_and_counts_only_its_own_rows(t
     assert set(frame["core"]) == {0}
     timed = frame[frame["unit"] != STEAL_UNIT]
     assert set(timed["unit"]) == set(CANARY_UNITS)
-    # CPU time never exceeds wall time by more than the clocks' resolution, and a unit takes real time
-    assert (timed["cpu_s"] <= timed["wall_s"] + 1e-4).all() and (timed["cpu_s"] > 1e-5).all()
+    # CPU time does not exceed wall time, and a unit takes real time. On a VM the two come from
+    # different clocks (the scheduler's, the guest's kvmclock) and one reading in a few hundred can
+    # disagree by ~0.1 ms (seen: 0.59 ms CPU in 0.48 ms wall); a unit ~0.4 ms long cannot hide that
+    over = timed["cpu_s"] > timed["wall_s"] + 2e-5
+    assert over.mean() <= 0.02 and (timed["cpu_s"] <= 1.5 * timed["wall_s"]).all()
+    assert (timed["cpu_s"] > 1e-5).all()
     steal = frame[frame["unit"] == STEAL_UNIT]
     assert len(steal) > 0 and (steal["cpu_s"] >= 0).all() and (steal["cpu_s"] <= steal["wall_s"] + 0.02).all()
