@@ -30,6 +30,7 @@ import numpy as np
 
 from calculators.calibrate import fit_step_model, fit_step_time, residual_runs, step_residuals
 from calculators.sim.front_end import FrontEndByLoad
+from calculators.sim.front_end_curves import QUEUE
 from calculators.sim.replicate import Replicated, simulate_replicated
 from calculators.sim.simulate import ServerConfig, Workload
 from calculators.sim.step_model import StepTimeModel
@@ -131,7 +132,8 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
         split = ("client records joined with engine_requests.csv per level" if all(s.steps is not None for s in samples)
                  else "client records less the engine's /metrics queue, prefill and decode means per level")
         sources["front_end"] = (split + "; means "
-                                + ("as a queue over output tokens/s" if front.curve else "interpolated in log(load)"))
+                                + (f"as a {front.shape} (the better of two shapes, each level left out in turn)"
+                                   if front.shape else "interpolated in log(load)"))
     else:
         unavailable.append("front-end delays: no engine request record to join the client's records with "
                            "(predicted on the engine's clock)")
@@ -237,12 +239,12 @@ def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, d
     elif machine_speed is not None:
         calibration = replace(calibration, step_model=calibration.step_model.scaled(machine_speed))
     tokens_per_s = None
-    if calibration.residuals or (front is not None and front.curve is not None):
-        # the step noise and the front end's delays follow the output rate: first find it, with one run
+    if calibration.residuals or (front is not None and front.shape == QUEUE):
+        # the step noise (and a queue-shaped front end) follow the output rate: first find it, with one run
         first = simulate_replicated(calibration.server, workload, calibration.step_model,
                                     front.at(load) if front is not None else None, replications=1, speeds=speeds)
         tokens_per_s = first.output_tokens_per_s
-    delays = None if front is None else front.at(load, tokens_per_s) if front.curve is not None else front.at(load)
+    delays = None if front is None else front.at(load, tokens_per_s)
     return simulate_replicated(calibration.server, workload, calibration.step_model_at(tokens_per_s), delays,
                                replications=replications, speeds=speeds)
 

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from calculators.sim import front_end_curves as curves
+from calculators.sim.front_end_curves import DELAYS
+
 
 @dataclass(frozen=True)
 class FrontEnd:
@@ -55,30 +58,25 @@ class FrontEnd:
                 "last_out_s": float(np.mean(self.last_out_s)), "think_s": self.think_s}
 
 
-DELAYS = ("in_s", "first_out_s", "last_out_s")
-
-
 @dataclass(frozen=True)
 class FrontEndByLoad:
     """Front-end delays measured at several loads, for any load.
 
-    The front end is a server too: on a small machine it shares a core with the load generator,
-    and every output chunk costs it (and the client) a little, so its delays climb as the chunk
-    rate nears what that core can push. With three or more measured levels each delay's mean is
-    fitted as a queue over the level's output tokens/s x:
-        mean(x) = d0 + k x / (X - x)      (d0, k >= 0 per delay; the capacity X shared)
-    (least squares on log means, scipy.optimize.least_squares). ``at(load, tokens_per_s)`` keeps
-    the joint draws of the measured level nearest in log(load) and scales each delay by
-    mean(x) / mean(x of that level) (a delay measured as 0 at a level is fitted on the others; one
-    measured as 0 everywhere stays 0: an external engine's split puts nothing on first_out_s); without a throughput or a fit (fewer levels, or it failed),
-    the means are interpolated piecewise linearly in log(load) instead (linear past the ends,
-    never below half the nearest level's mean). Think time always follows log(load).
+    With three or more measured levels each delay's mean follows a fitted shape
+    (`calculators.sim.front_end_curves`: a queue over the level's output tokens/s, or a power of the
+    load, whichever predicts the calibration's own levels better when each is left out).
+    ``at(load, tokens_per_s)`` keeps the joint draws of the measured level nearest in log(load) and
+    scales each delay by curve(load) / curve(that level) (a delay measured as 0 at a level is fitted
+    on the others; one measured as 0 everywhere stays 0: an external engine's split puts nothing on
+    first_out_s). Without a fit (fewer levels, or it failed), or for the queue without a throughput,
+    the means are interpolated piecewise linearly in log(load) instead (linear past the ends, never
+    below half the nearest level's mean). Think time always follows log(load).
     """
 
     loads: tuple[float, ...]
     front_ends: tuple[FrontEnd, ...]
     tokens_per_s: tuple[float, ...] = ()
-    _curve: dict | None = field(default=None, init=False, repr=False, compare=False)
+    _fit: tuple = field(default=(None, None), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.loads or len(self.loads) != len(self.front_ends) or any(not x > 0 for x in self.loads):
@@ -90,12 +88,18 @@ class FrontEndByLoad:
         object.__setattr__(self, "front_ends", tuple(self.front_ends[i] for i in order))
         if self.tokens_per_s:
             object.__setattr__(self, "tokens_per_s", tuple(float(self.tokens_per_s[i]) for i in order))
-        object.__setattr__(self, "_curve", _fit_queue_curve(self.tokens_per_s, self.front_ends))
+        means = {name: np.array([fe.mean_s[name] for fe in self.front_ends]) for name in DELAYS}
+        object.__setattr__(self, "_fit", curves.choose(self.loads, self.tokens_per_s, means))
+
+    @property
+    def shape(self) -> str | None:
+        """The fitted shape's name (`front_end_curves.QUEUE` or `.POWER`), or None (interpolated)."""
+        return self._fit[0]
 
     @property
     def curve(self) -> dict | None:
-        """The fitted queue curve: {"capacity_tokens_per_s", delay: {"d0_s", "k_s"}}, or None."""
-        return self._curve
+        """The fitted curve (`front_end_curves.fit_queue`'s or `fit_power`'s), or None."""
+        return self._fit[1]
 
     def at(self, load: float, tokens_per_s: float | None = None) -> FrontEnd:
         x = np.log(np.asarray(self.loads))
@@ -116,66 +120,17 @@ class FrontEndByLoad:
                 wanted = float(values[i[0]] + slope * (target - x[i[0]]))
             return max(wanted, 0.5 * values[nearest])
 
+        shape, curve = self._fit
         scaled = {}
         for name in DELAYS:
-            if self._curve is not None and tokens_per_s is not None:
-                there = _queue_mean(self._curve, name, self.tokens_per_s[nearest])
-                factor = _queue_mean(self._curve, name, tokens_per_s) / there if there > 0 else 1.0
+            if shape == curves.POWER:
+                there = curves.power_mean(curve, name, self.loads[nearest])
+                factor = curves.power_mean(curve, name, load) / there if there > 0 else 1.0
+            elif shape == curves.QUEUE and tokens_per_s is not None:
+                there = curves.queue_mean(curve, name, self.tokens_per_s[nearest])
+                factor = curves.queue_mean(curve, name, tokens_per_s) / there if there > 0 else 1.0
             else:
                 mean = means[nearest][name]
                 factor = follow(name) / mean if mean > 0 else 1.0
             scaled[name] = tuple(v * factor for v in getattr(base, name))
         return FrontEnd(**scaled, think_s=follow("think_s"))
-
-
-CAPACITY_BOUNDS = (1.02, 50.0)   # the fitted capacity, as multiples of the highest measured throughput
-
-
-def _queue_mean(curve: dict, name: str, x: float) -> float:
-    capacity = curve["capacity_tokens_per_s"]
-    x = min(max(x, 0.0), 0.98 * capacity)   # past the fitted capacity: held just below it
-    return curve[name]["d0_s"] + curve[name]["k_s"] * x / (capacity - x)
-
-
-def _fit_queue_curve(tokens_per_s: tuple[float, ...], front_ends: tuple[FrontEnd, ...]) -> dict | None:
-    if len(tokens_per_s) < 3 or min(tokens_per_s) <= 0:
-        return None
-    from scipy import optimize   # scipy only where a curve is fitted
-
-    x = np.asarray(tokens_per_s)
-    all_means = {name: np.array([fe.mean_s[name] for fe in front_ends]) for name in DELAYS}
-    # a level whose delay came out 0 (an external engine's split floors what one mean less another
-    # leaves) says nothing about its curve: each delay is fitted on its positive levels; one with
-    # fewer than two keeps its positive mean (or 0) at every load
-    positive = {name: m > 0 for name, m in all_means.items()}
-    flat = {name: float(m[positive[name]].mean()) if positive[name].any() else 0.0
-            for name, m in all_means.items() if positive[name].sum() < 2}
-    names = [name for name in DELAYS if name not in flat]
-    if not names:
-        return None
-    means = {name: all_means[name] for name in names}
-    top = float(x.max())
-
-    def unpack(p: np.ndarray) -> tuple[float, np.ndarray]:
-        return top * p[0], p[1:].reshape(len(names), 2)
-
-    def residuals(p: np.ndarray) -> np.ndarray:
-        capacity, dk = unpack(p)
-        load = x / (capacity - x)
-        return np.concatenate([np.log(dk[i, 0] + dk[i, 1] * load[positive[name]]) - np.log(means[name][positive[name]])
-                               for i, name in enumerate(names)])
-
-    start = [2.0] + [v for name in names for v in (0.7 * means[name][positive[name]].min(),
-                                                    0.1 * means[name][positive[name]].min())]
-    lower = [CAPACITY_BOUNDS[0]] + [1e-9, 0.0] * len(names)
-    upper = [CAPACITY_BOUNDS[1]] + [np.inf, np.inf] * len(names)
-    try:
-        fit = optimize.least_squares(residuals, start, bounds=(lower, upper))
-    except (ValueError, FloatingPointError):
-        return None
-    if not fit.success:
-        return None
-    capacity, dk = unpack(fit.x)
-    return {"capacity_tokens_per_s": float(capacity),
-            **{name: {"d0_s": float(dk[i, 0]), "k_s": float(dk[i, 1])} for i, name in enumerate(names)},
-            **{name: {"d0_s": mean, "k_s": 0.0} for name, mean in flat.items()}}

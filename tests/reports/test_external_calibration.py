@@ -68,7 +68,7 @@ def test_a_delay_measured_as_zero_at_every_level_stays_zero_and_the_others_still
     tokens = (140.0, 280.0, 510.0, 960.0)
     fronts = (level(0.018, 0.0), level(0.020, 0.003), level(0.025, 0.004), level(0.033, 0.006))   # one out_s floored to 0
     by_load = FrontEndByLoad((1, 2, 4, 8), fronts, tokens)
-    assert by_load.curve is not None and by_load.curve["first_out_s"] == {"d0_s": 0.0, "k_s": 0.0}
+    assert by_load.curve is not None and by_load.curve["first_out_s"]["d0_s"] == by_load.curve["first_out_s"]["k_s"] == 0.0
     between = by_load.at(6, 750.0)
     assert set(between.first_out_s) == {0.0}
     assert 0.025 < between.mean_s["in_s"] < 0.033
