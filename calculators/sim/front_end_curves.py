@@ -21,7 +21,6 @@ Pure: numbers in, numbers out.
 from __future__ import annotations
 
 import numpy as np
-from scipy import optimize
 
 DELAYS = ("in_s", "first_out_s", "last_out_s")
 CAPACITY_BOUNDS = (1.02, 50.0)   # the fitted capacity, as multiples of the highest measured throughput
@@ -57,6 +56,8 @@ def fit_queue(tokens_per_s, means: dict[str, np.ndarray]) -> dict | None:
     positive, flat, names = _split(means)
     if not names:
         return None
+    from scipy import optimize   # scipy only where a curve is fitted (the simulator's import stays light)
+
     top = float(x.max())
 
     def unpack(p: np.ndarray) -> tuple[float, np.ndarray]:
@@ -91,6 +92,8 @@ def fit_power(loads, means: dict[str, np.ndarray]) -> dict | None:
     if len(x) < 3 or x.min() <= 0:
         return None
     positive, flat, names = _split(means)
+    from scipy import optimize
+
     out = {name: {"d0_s": mean, "k_s": 0.0, "exponent": 1.0} for name, mean in flat.items()}
     for name in names:
         keep = positive[name]
