@@ -47,6 +47,17 @@ def _split(means: dict[str, np.ndarray]) -> tuple[dict, dict, list[str]]:
     return positive, flat, [name for name in DELAYS if name not in flat]
 
 
+def _least_squares(residuals, start: list, lower: list, upper: list) -> np.ndarray | None:
+    """The fitted parameters, or None where the fit raised or did not converge."""
+    from scipy import optimize   # scipy only where a curve is fitted (the simulator's import stays light)
+
+    try:
+        fit = optimize.least_squares(residuals, start, bounds=(lower, upper))
+    except (ValueError, FloatingPointError):
+        return None
+    return fit.x if fit.success else None
+
+
 def fit_queue(tokens_per_s, means: dict[str, np.ndarray]) -> dict | None:
     """{"capacity_tokens_per_s", delay: {"d0_s", "k_s"}} from [n] throughputs and {delay: [n] means};
     None with fewer than three levels, a throughput <= 0, nothing to fit or a failed fit."""
@@ -56,8 +67,6 @@ def fit_queue(tokens_per_s, means: dict[str, np.ndarray]) -> dict | None:
     positive, flat, names = _split(means)
     if not names:
         return None
-    from scipy import optimize   # scipy only where a curve is fitted (the simulator's import stays light)
-
     top = float(x.max())
 
     def unpack(p: np.ndarray) -> tuple[float, np.ndarray]:
@@ -73,13 +82,10 @@ def fit_queue(tokens_per_s, means: dict[str, np.ndarray]) -> dict | None:
                                                     0.1 * means[name][positive[name]].min())]
     lower = [CAPACITY_BOUNDS[0]] + [1e-9, 0.0] * len(names)
     upper = [CAPACITY_BOUNDS[1]] + [np.inf, np.inf] * len(names)
-    try:
-        fit = optimize.least_squares(residuals, start, bounds=(lower, upper))
-    except (ValueError, FloatingPointError):
+    fitted = _least_squares(residuals, start, lower, upper)
+    if fitted is None:
         return None
-    if not fit.success:
-        return None
-    capacity, dk = unpack(fit.x)
+    capacity, dk = unpack(fitted)
     return {"capacity_tokens_per_s": float(capacity),
             **{name: {"d0_s": float(dk[i, 0]), "k_s": float(dk[i, 1])} for i, name in enumerate(names)},
             **{name: {"d0_s": mean, "k_s": 0.0} for name, mean in flat.items()}}
@@ -92,8 +98,6 @@ def fit_power(loads, means: dict[str, np.ndarray]) -> dict | None:
     if len(x) < 3 or x.min() <= 0:
         return None
     positive, flat, names = _split(means)
-    from scipy import optimize
-
     out = {name: {"d0_s": mean, "k_s": 0.0, "exponent": 1.0} for name, mean in flat.items()}
     for name in names:
         keep = positive[name]
@@ -107,13 +111,10 @@ def fit_power(loads, means: dict[str, np.ndarray]) -> dict | None:
         start = [0.7 * ys.min(), 0.3 * ys.min(), 1.0][: 3 if free else 2]
         lower = [1e-9, 0.0, EXPONENT_BOUNDS[0]][: len(start)]
         upper = [np.inf, np.inf, EXPONENT_BOUNDS[1]][: len(start)]
-        try:
-            fit = optimize.least_squares(residuals, start, bounds=(lower, upper))
-        except (ValueError, FloatingPointError):
+        fitted = _least_squares(residuals, start, lower, upper)
+        if fitted is None:
             return None
-        if not fit.success:
-            return None
-        out[name] = {"d0_s": float(fit.x[0]), "k_s": float(fit.x[1]), "exponent": float(fit.x[2]) if free else 1.0}
+        out[name] = {"d0_s": float(fitted[0]), "k_s": float(fitted[1]), "exponent": float(fitted[2]) if free else 1.0}
     return out
 
 
