@@ -41,6 +41,10 @@ class LevelStats:
         speed_index: per window, how much longer than usual the engine's steps took for the same
             work (reports.machine_speed; None without the engine's step record).
         busy_share: per window, the share of it the engine spent in steps (None without the record).
+        window_request_rates: requests/s per window, each ok request counted over its lifetime (a
+            share of it in every window it overlapped), for `spread_at_constant_speed`.
+        fixed_share: mean TTFT / mean E2E of the ok requests: the share of a request's time that
+            does not grow with its reply's length (None without TTFTs).
         spans: the level's measured windows [(start, end), ...] (servecap.contract.level_windows).
         rounds: the rounds the level was measured in (servecap.contract.level_windows).
     """
@@ -57,6 +61,8 @@ class LevelStats:
     rounds: int = 1
     busy_share: tuple[float, ...] | None = None
     spans: tuple[tuple[float, float], ...] = ()
+    window_request_rates: tuple[float, ...] | None = None
+    fixed_share: float | None = None
 
     @property
     def error_rate(self) -> float | None:
@@ -73,11 +79,32 @@ class LevelStats:
         raw spread without a speed index. Only the engine's busy share b of a window stretches with
         its speed s, so the window would have lasted b / s + (1 - b) of itself at the usual speed:
         throughput / (b / s + 1 - b). (Scaling the whole window, throughput x s, over-corrected a level
-        whose engine idled half the time: `make demo`'s static/c=1 read 10% where it was 2%.)"""
-        if self.speed_index is None or len(self.speed_index) != len(self.window_throughputs):
-            return self.spread
+        whose engine idled half the time: `make demo`'s static/c=1 read 10% where it was 2%.)
+
+        What is judged is the server's pace, not its tokens/s alone: a window whose requests drew
+        longer replies streams more tokens/s and finishes fewer requests/s at the same pace. With a
+        request's time a + b x length, tokens/s ~ n / (a + b n) and requests/s ~ 1 / (a + b n), and
+        tokens^(1 - f) x requests^f is flat in n at f = a / (a + b n): the fixed share, here mean TTFT /
+        mean E2E. (`make demo`'s static/c=1, half of each request before its first token: +19%
+        tokens/s in a third whose replies were 19% longer, its pace within 2%.)"""
+        tokens = self._at_usual_speed(self.window_throughputs)
+        rates = self._at_usual_speed(self.window_request_rates) if self.window_request_rates else None
+        f = self.fixed_share
+        if (tokens is None or rates is None or f is None or len(rates) != len(tokens)
+                or min(tokens) <= 0 or min(rates) <= 0):
+            return _spread(tokens if tokens is not None else self.window_throughputs)
+        tokens, rates = np.asarray(tokens), np.asarray(rates)
+        log_pace = (1 - f) * np.log(tokens / tokens.mean()) + f * np.log(rates / rates.mean())
+        return _spread(np.exp(log_pace))
+
+    def _at_usual_speed(self, values) -> list[float] | None:
+        """Each window's rate scaled to the machine's usual speed (unscaled without a speed index)."""
+        if values is None:
+            return None
+        if self.speed_index is None or len(self.speed_index) != len(values):
+            return list(values)
         busy = self.busy_share if self.busy_share is not None else (1.0,) * len(self.speed_index)
-        return _spread([t / (b / s + 1.0 - b) for t, s, b in zip(self.window_throughputs, self.speed_index, busy)])
+        return [t / (b / s + 1.0 - b) for t, s, b in zip(values, self.speed_index, busy)]
 
     @property
     def machine_speed_spread(self) -> float | None:
@@ -107,6 +134,30 @@ def _spread(values) -> float | None:
 
 def _p99(values: list[float]) -> float | None:
     return float(np.percentile(values, 99)) if values else None
+
+
+def _request_rates(ok: list[Record], spans: list[tuple[float, float]]) -> tuple[float, ...] | None:
+    """Requests/s per window, each request spread evenly over its lifetime [t_start, t_start + e2e]
+    (as tokens are counted when they arrived: a window at c=1 does not swing by whole requests)."""
+    if not ok or not spans:
+        return None
+    start = np.array([r.t_start for r in ok])
+    end = start + np.maximum(np.array([r.e2e_s for r in ok], dtype=float), 1e-9)
+    rates = []
+    for lo, hi in spans:
+        if hi <= lo:
+            return None
+        overlap = np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0.0, None)
+        rates.append(float((overlap / (end - start)).sum() / (hi - lo)))
+    return tuple(rates)
+
+
+def _fixed_share(ok: list[Record]) -> float | None:
+    ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
+    e2e = [r.e2e_s for r in ok if r.ttft_s is not None]
+    if not ttft or sum(e2e) <= 0:
+        return None
+    return float(min(max(sum(ttft) / sum(e2e), 0.0), 1.0))
 
 
 def _token_times(records: list[Record]) -> tuple[np.ndarray, np.ndarray]:
@@ -139,7 +190,10 @@ def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
     ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
     e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
     tpot = [value for value in (r.tpot_s for r in ok) if value is not None]
-    throughput, windows, speed, busy = None, (), None, None
+    throughput, windows, speed, busy, rates = None, (), None, None, None
+    timed = [r for r in ok if r.e2e_s is not None]
+    # request rates count the level's ok requests of any phase, as the token windows count its tokens
+    lived = [r for r in records if r.level == level and r.status == "ok" and r.e2e_s is not None]
     spans = level_windows([r.t_start for r in mine],
                           [r.t_start + r.e2e_s if r.e2e_s is not None and r.status == "ok" else r.t_start for r in mine],
                           [r.round for r in mine])
@@ -152,12 +206,14 @@ def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
             windows = tuple(float(weights[inside(times, [(start, end)])].sum() / (end - start)) if end > start else 0.0
                             for start, end in spans)
             speed, busy = speed_index_over(steps, spans), busy_share_over(steps, spans)
+            rates = _request_rates(lived, spans)
         else:
             (start, end), = spans
             counts, edges = np.histogram(times, bins=STABILITY_WINDOWS, range=(start, end), weights=weights)
             windows = tuple(float(x) for x in counts / np.diff(edges))
             speed = speed_index(steps, start, end, STABILITY_WINDOWS)
             busy = busy_share_over(steps, list(zip(edges[:-1], edges[1:])))
+            rates = _request_rates(lived, list(zip(edges[:-1], edges[1:])))
     return LevelStats(len(finished), len(finished) - len(ok), len(mine) - len(finished),
                       _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows, speed, rounds=max(len(spans), 1),
-                      busy_share=busy, spans=tuple(spans))
+                      busy_share=busy, spans=tuple(spans), window_request_rates=rates, fixed_share=_fixed_share(timed))

@@ -60,8 +60,10 @@ def test_a_level_that_slowed_at_the_same_machine_speed_is_not_stable():
     same_speed = level_stats(RECORDS, "continuous/c=1", _steps([(0, 9, 0.010, 1, 0)]))
     assert same_speed.speed_index == pytest.approx((1.0, 1.0, 1.0))
     assert not same_speed.is_stable(0.10) and not same_speed.machine_drift(0.10)
-    no_record = level_stats(RECORDS, "continuous/c=1")   # an external server: the raw spread decides
-    assert no_record.speed_index is None and no_record.spread_at_constant_speed == no_record.spread
+    # an external server: no speed index, so the windows keep their speed; the requests' pace (the
+    # same 1.5 s requests streaming fewer tokens: tokens/s -23%, requests/s flat) decides
+    no_record = level_stats(RECORDS, "continuous/c=1")
+    assert no_record.speed_index is None and 0.2 < no_record.spread_at_constant_speed < no_record.spread
     assert not no_record.is_stable(0.10)
 
 

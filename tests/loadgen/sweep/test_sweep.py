@@ -99,6 +99,31 @@ def test_stability_counts_tokens_when_they_arrived():
                         _stream(7.2, 0.8, 17)], "c=1").is_stable(0.10)
 
 
+def _back_to_back(t: float, until: float, tokens: int, slow: float = 1.0) -> list[Record]:
+    """c=1 requests one after another from t to `until`: 60 ms before the first token, then 1 ms a
+    token, all x `slow`."""
+    out, ttft, seconds = [], 0.06 * slow, (0.06 + 0.001 * tokens) * slow
+    while t + seconds <= until:
+        gap = (seconds - ttft) / (tokens - 1)
+        out.append(Record(level="c=1", phase="measure", t_start=t, ttft_s=ttft, e2e_s=seconds,
+                          itl_s=[gap] * (tokens - 1), output_tokens=tokens, status="ok"))
+        t += seconds
+    return out
+
+
+def test_stability_judges_the_servers_pace_not_the_lengths_its_requests_drew():
+    # one steady server whose three thirds drew replies of 20, 40 and 60 tokens: 250, 400 and 500
+    # tokens/s (and 12.5, 10, 8.3 requests/s), the same pace
+    drew = _back_to_back(0.0, 3.0, 20) + _back_to_back(3.0, 6.0, 40) + _back_to_back(6.0, 9.0, 60)
+    stats = level_stats(drew, "c=1")
+    assert stats.spread > 0.5
+    assert stats.spread_at_constant_speed < 0.08 and stats.is_stable(0.10)
+    assert stats.fixed_share == pytest.approx(0.62, abs=0.03)
+    # the same lengths everywhere, the last third 25% slower: fewer tokens and fewer requests per second
+    slowed = _back_to_back(0.0, 6.0, 40) + _back_to_back(6.0, 9.0, 40, slow=1.25)
+    assert not level_stats(slowed, "c=1").is_stable(0.10)
+
+
 # --- end to end ------------------------------------------------------------------------------
 
 def _recompute(records: list[dict], level: str) -> dict:
