@@ -124,6 +124,29 @@ def test_stability_judges_the_servers_pace_not_the_lengths_its_requests_drew():
     assert not level_stats(slowed, "c=1").is_stable(0.10)
 
 
+def _serial_server(users: int, lengths: list[int], per_token_s: float = 0.001) -> list[Record]:
+    """A closed loop of `users` against a server that serves one request at a time (1 ms a token):
+    most of each request's TTFT is its wait behind the others."""
+    out, free, sends = [], 0.0, [0.0] * users
+    for k, n in enumerate(lengths):
+        send = sends[k % users]
+        begin = max(send, free)
+        free = begin + per_token_s * n
+        out.append(Record(level="c=1", phase="measure", t_start=send, ttft_s=begin + per_token_s - send,
+                          e2e_s=free - send, itl_s=[per_token_s] * (n - 1), output_tokens=n, status="ok"))
+        sends[k % users] = free
+    return out
+
+
+def test_a_wait_behind_other_requests_is_not_taken_for_a_fixed_cost():
+    # a serial server streams ~1,000 tokens/s whatever the lengths, while its requests/s follows
+    # them; TTFT is three quarters wait here, so the pace would read the lengths: tokens/s stands
+    queued = _serial_server(4, [20] * 150 + [40] * 75 + [60] * 50)
+    stats = level_stats(queued, "c=1")
+    assert stats.fixed_share > 0.6
+    assert stats.spread < 0.05 and stats.is_stable(0.10)
+
+
 # --- end to end ------------------------------------------------------------------------------
 
 def _recompute(records: list[dict], level: str) -> dict:
