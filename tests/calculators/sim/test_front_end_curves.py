@@ -43,8 +43,7 @@ def test_a_delay_that_grows_with_the_users_while_throughput_saturates_is_fitted_
     truth = 0.012 + 0.003 * USERS
     shape, curve = choose(USERS, SATURATING_TOKENS, means_of(truth))
     assert shape == POWER and curve["in_s"]["exponent"] == pytest.approx(1.0, abs=0.05)
-    # leave c=8 out: the table built on the other five levels predicts it within 3% (the queue
-    # over tokens/s would miss it by more, which is why it lost)
+    # leave c=8 out: the table built on the other five levels predicts it within 3%
     keep = USERS != 8
     table = FrontEndByLoad(tuple(USERS[keep]), tuple(level(v) for v in truth[keep]), tuple(SATURATING_TOKENS[keep]))
     assert table.shape == POWER
