@@ -122,8 +122,10 @@ class LevelStats:
         return spread is not None and spread <= tolerance
 
     def machine_drift(self, tolerance: float) -> bool:
-        """Steady as a server, but the raw throughput varied beyond `tolerance` because the machine did."""
-        return self.is_stable(tolerance) and self.spread is not None and self.spread > tolerance
+        """Steady as a server, but the raw throughput varied beyond `tolerance` because the machine did
+        (only with a speed index: without one a level steady at its pace drew lengths, not speeds)."""
+        return (self.speed_index is not None and self.is_stable(tolerance) and self.spread is not None
+                and self.spread > tolerance)
 
     def check(self, slo: SLO) -> LevelCheck:
         p99_s = {"ttft_s": self.p99_ttft_s, "tpot_s": self.p99_tpot_s, "e2e_s": self.p99_e2e_s}

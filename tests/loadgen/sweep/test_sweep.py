@@ -118,6 +118,9 @@ def test_stability_judges_the_servers_pace_not_the_lengths_its_requests_drew():
     stats = level_stats(drew, "c=1")
     assert stats.spread > 0.5
     assert stats.spread_at_constant_speed < 0.08 and stats.is_stable(0.10)
+    # steady at its pace without a speed index: the lengths varied, not the machine (the sweep's
+    # machine-drift note would have printed a speed spread it does not have: a --url run crashed on it)
+    assert stats.speed_index is None and not stats.machine_drift(0.10)
     assert stats.fixed_share == pytest.approx(0.62, abs=0.03)
     # the same lengths everywhere, the last third 25% slower: fewer tokens and fewer requests per second
     slowed = _back_to_back(0.0, 6.0, 40) + _back_to_back(6.0, 9.0, 40, slow=1.25)
