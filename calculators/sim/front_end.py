@@ -121,15 +121,11 @@ class FrontEndByLoad:
             return max(wanted, 0.5 * values[nearest])
 
         shape, curve = self._fit
+        there = (self.loads[nearest], self.tokens_per_s[nearest] if self.tokens_per_s else None)
         scaled = {}
         for name in DELAYS:
-            if shape == curves.POWER:
-                there = curves.power_mean(curve, name, self.loads[nearest])
-                factor = curves.power_mean(curve, name, load) / there if there > 0 else 1.0
-            elif shape == curves.QUEUE and tokens_per_s is not None:
-                there = curves.queue_mean(curve, name, self.tokens_per_s[nearest])
-                factor = curves.queue_mean(curve, name, tokens_per_s) / there if there > 0 else 1.0
-            else:
+            factor = curves.scale(shape, curve, name, there, (load, tokens_per_s)) if shape else None
+            if factor is None:
                 mean = means[nearest][name]
                 factor = follow(name) / mean if mean > 0 else 1.0
             scaled[name] = tuple(v * factor for v in getattr(base, name))

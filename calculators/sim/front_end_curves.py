@@ -39,6 +39,20 @@ def power_mean(curve: dict, name: str, load: float) -> float:
     return c["d0_s"] + c["k_s"] * max(load, 0.0) ** c["exponent"]
 
 
+def scale(shape: str, curve: dict, name: str, there: tuple[float, float | None],
+          here: tuple[float, float | None]) -> float | None:
+    """How much `name`'s mean grows from one level to another under the fitted shape: curve(here) /
+    curve(there), each point (load, output tokens/s); 1 where the curve is 0 there; None where the
+    shape cannot say (a queue without a throughput)."""
+    if shape == POWER:
+        base, wanted = power_mean(curve, name, there[0]), power_mean(curve, name, here[0])
+    elif shape == QUEUE and there[1] is not None and here[1] is not None:
+        base, wanted = queue_mean(curve, name, there[1]), queue_mean(curve, name, here[1])
+    else:
+        return None
+    return wanted / base if base > 0 else 1.0
+
+
 def _split(means: dict[str, np.ndarray]) -> tuple[dict, dict, list[str]]:
     """(positive masks, flat delays {name: mean}, the names to fit)."""
     positive = {name: m > 0 for name, m in means.items()}
@@ -151,12 +165,9 @@ def _held_out_error(shape: str, loads: np.ndarray, tokens: np.ndarray, means: di
             return np.inf   # a shape that cannot be fitted without one of the levels is not trusted
         if total[k] <= 0:
             continue
-        x, at = (tokens, queue_mean) if shape == QUEUE else (loads, power_mean)
         others = np.flatnonzero(keep)
         nearest = others[np.argmin(np.abs(np.log(loads[others]) - np.log(loads[k])))]
-        predicted = 0.0
-        for name in DELAYS:
-            there = at(curve, name, x[nearest])
-            predicted += means[name][nearest] * (at(curve, name, x[k]) / there if there > 0 else 1.0)
+        there, here = (loads[nearest], tokens[nearest]), (loads[k], tokens[k])
+        predicted = sum(means[name][nearest] * scale(shape, curve, name, there, here) for name in DELAYS)
         errors.append(abs(predicted / total[k] - 1))
     return float(np.median(errors)) if errors else np.inf
