@@ -92,9 +92,8 @@ class LevelStats:
         tokens = self._at_usual_speed(self.window_throughputs)
         rates = self._at_usual_speed(self.window_request_rates) if self.window_request_rates else None
         f = self.fixed_share
-        if (tokens is None or rates is None or f is None or len(rates) != len(tokens)
-                or min(tokens) <= 0 or min(rates) <= 0):
-            return _spread(tokens if tokens is not None else self.window_throughputs)
+        if rates is None or f is None or len(rates) != len(tokens) or min(tokens) <= 0 or min(rates) <= 0:
+            return _spread(tokens)
         tokens, rates = np.asarray(tokens), np.asarray(rates)
         log_pace = (1 - f) * np.log(tokens / tokens.mean()) + f * np.log(rates / rates.mean())
         # the client cannot tell a request's fixed cost from its wait behind others (none/c=16: TTFT is
@@ -102,10 +101,8 @@ class LevelStats:
         # more spread than the tokens/s alone, the tokens/s reading stands
         return min(_spread(np.exp(log_pace)), _spread(tokens))
 
-    def _at_usual_speed(self, values) -> list[float] | None:
+    def _at_usual_speed(self, values) -> list[float]:
         """Each window's rate scaled to the machine's usual speed (unscaled without a speed index)."""
-        if values is None:
-            return None
         if self.speed_index is None or len(self.speed_index) != len(values):
             return list(values)
         busy = self.busy_share if self.busy_share is not None else (1.0,) * len(self.speed_index)
