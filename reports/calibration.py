@@ -7,10 +7,11 @@
 used, ``unavailable`` what was not):
 - step time and its noise: the engine's step record: each step's effective duration against its
   batch, prefill tokens and context, fitted robustly on every calibration level, and each level's
-  residuals kept in order for the simulator's block bootstrap: a prediction draws those of the
-  levels around its own output tokens/s (the noise is not one spread: at low load a slow step is
-  several times a short one, at high load a fraction of a long one; pooled, the quiet levels'
-  tails would land on the busy ones); else the per-level means of the /metrics step-time and
+  residuals split into the machine's slow speed (per 0.25 s of each window, `calculators.step_noise`)
+  and the fast rest kept in order for the simulator's block bootstrap: a prediction replays the slow
+  paths and draws the fast runs of the levels around its own output tokens/s (the noise is not one
+  spread: at low load a slow step is several times a short one, at high load a fraction of a long
+  one; pooled, the quiet levels' tails would land on the busy ones); else the per-level means of the /metrics step-time and
   batch-size histograms; else the client's TPOT against the running sequences, with the engine's
   /metrics prefill means where it exports them; without a step record the noise is each request's
   TPOT over its level's mean (`reports.external_calibration`);
@@ -34,12 +35,14 @@ from calculators.sim.front_end_curves import QUEUE
 from calculators.sim.replicate import Replicated, simulate_replicated
 from calculators.sim.simulate import ServerConfig, Workload
 from calculators.sim.step_model import StepTimeModel
+from calculators.step_noise import split_slow
 from reference_server.scheduling.strategies import get_strategy, limits_from_flags  # the pure registry
 from reports.external_calibration import fit_steps_from_levels, running_while_stepping
 from reports.level_samples import LevelSample
 from servecap.contract.run_json import RunInfo
 
 JITTER_BLOCK = 64          # residuals drawn in runs of this many steps: about one request's decode
+SLOW_BIN_S = 0.25          # the machine's slow speed: one factor per this much wall time of a window
 MIN_STEPS = 50             # fewer recorded steps than this: fit from the fallbacks instead
 
 
@@ -55,22 +58,28 @@ class Calibration:
     sources: dict = field(default_factory=dict)      # what each input came from
     unavailable: tuple[str, ...] = ()
     counts: tuple[tuple[float, int], ...] = ()       # (load, measured requests per second of window)
-    residuals: tuple[tuple[float, tuple[float, ...]], ...] = ()   # (level's output tokens/s, its residual runs)
+    # (level's output tokens/s, its fast residual runs, its slow paths: one per window)
+    residuals: tuple[tuple[float, tuple[float, ...], tuple[tuple[float, ...], ...]], ...] = ()
 
     def step_model_at(self, tokens_per_s: float | None) -> StepTimeModel:
         """The step model with the residuals of the calibration levels around `tokens_per_s` (the two
         that bracket it in log throughput, pooled; past either end the nearest one); all of them
         pooled when there is no throughput or only one level's."""
-        if tokens_per_s is None or not tokens_per_s > 0 or len(self.residuals) < 2:
+        if not self.residuals:
             return self.step_model
-        x = np.log([rate for rate, _ in self.residuals])
-        target = math.log(tokens_per_s)
-        above = int(np.searchsorted(x, target))
-        picked = [above - 1, above] if 0 < above < len(x) else [min(above, len(x) - 1)]
-        if 0 < above < len(x) and x[above] == target:
-            picked = [above]
+        picked = list(range(len(self.residuals)))
+        if tokens_per_s is not None and tokens_per_s > 0 and len(self.residuals) > 1:
+            x = np.log([rate for rate, _, _ in self.residuals])
+            target = math.log(tokens_per_s)
+            above = int(np.searchsorted(x, target))
+            picked = [above - 1, above] if 0 < above < len(x) else [min(above, len(x) - 1)]
+            if 0 < above < len(x) and x[above] == target:
+                picked = [above]
         jitter = tuple(f for i in picked for f in self.residuals[i][1])
-        return replace(self.step_model, jitter=jitter) if jitter else self.step_model
+        paths = tuple(path for i in picked for path in self.residuals[i][2])
+        if not jitter:
+            return self.step_model
+        return replace(self.step_model, jitter=jitter, slow_paths=paths, slow_bin_s=SLOW_BIN_S if paths else 0.0)
 
     def describe(self) -> dict:
         m = self.step_model
@@ -145,15 +154,20 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
 
 
 def _level_residuals(samples: list[LevelSample], model: StepTimeModel) -> tuple:
-    """(output tokens/s, residual runs) per level with recorded steps and a throughput, by throughput;
-    empty when the model has no residuals (no step record) or fewer than two such levels."""
+    """(output tokens/s, fast residual runs, slow paths) per level with recorded steps (or the client's
+    TPOT factors: no slow paths) and a throughput, by throughput; empty when the model has no
+    residuals."""
     if not model.jitter:
         return ()
     out = []
     for s in samples:
         if not s.output_tokens_per_s:
             continue
-        if s.steps is not None:
+        paths: tuple = ()
+        if s.steps is not None and s.steps.t_start is not None:
+            modelled = model.steps_s(s.steps.batch, s.steps.prefill_tokens, s.steps.context_tokens)
+            paths, ratios = split_slow(s.steps.duration_s, modelled, s.steps.t_start, s.steps.window, SLOW_BIN_S)
+        elif s.steps is not None:
             ratios = step_residuals(model, s.steps.batch, s.steps.duration_s, s.steps.prefill_tokens,
                                     s.steps.context_tokens)
         elif s.tpot_factors:
@@ -162,8 +176,8 @@ def _level_residuals(samples: list[LevelSample], model: StepTimeModel) -> tuple:
             continue
         runs = residual_runs(ratios, model.jitter_block)
         if runs:
-            out.append((float(s.output_tokens_per_s), runs))
-    return tuple(sorted(out)) if len(out) >= 2 else ()
+            out.append((float(s.output_tokens_per_s), runs, paths))
+    return tuple(sorted(out, key=lambda entry: entry[0]))
 
 
 def _fit_steps(samples: list[LevelSample], server: ServerConfig, sources: dict, unavailable: list) -> StepTimeModel:

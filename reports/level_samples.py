@@ -39,6 +39,7 @@ class StepRows:
     context_tokens: np.ndarray
     duration_s: np.ndarray
     window: np.ndarray | None = None     # [S] which of the level's windows (rounds, in time order) it ran in
+    t_start: np.ndarray | None = None    # [S] unix s each began (the engine's clock)
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ def _level_steps(steps: pd.DataFrame | None, source: str, windows: list[tuple[fl
     starts = rows["t_start"].to_numpy(dtype=float)
     window = np.searchsorted([start for start, _ in windows], starts, side="right") - 1   # windows: sorted
     return StepRows(rows["batch"].to_numpy(), rows["prefill_tokens"].to_numpy(), rows["context_tokens"].to_numpy(),
-                    rows["duration_s"].to_numpy(), np.clip(window, 0, len(windows) - 1))
+                    rows["duration_s"].to_numpy(), np.clip(window, 0, len(windows) - 1), starts)
 
 
 def _join_engine_requests(ok: pd.DataFrame, engine: pd.DataFrame | None) -> dict[str, pd.DataFrame]:

@@ -45,6 +45,8 @@ def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd
                             duration_s=duration_s, seed=seed + c)
         log: list[tuple[float, float, object]] = []
         trace = simulate_trace(server, workload, model, front_end, on_step=lambda s, d, shape: log.append((s, d, shape)))
+        restarts = [j for j in range(1, len(log)) if log[j][0] < log[j - 1][0]]
+        log = log[restarts[-1]:] if restarts else log   # a window that needed more requests ran again from 0
         _append_steps(steps, log, t0, strategy)
         horizon = warmup_s + duration_s
         for i in range(len(trace.prompt)):

@@ -116,9 +116,13 @@ class StepClock:
     ``speeds``: ((from_s, factor), ...) ascending engine times, each factor holding until the next
     (before the first: 1); the engine sets ``now`` before each step (a run of steady steps at once
     takes the factor at its first step's start).
+    With the model's ``slow_paths``, the machine's slow speed is one more factor: a seeded stream of
+    bins of ``slow_bin_s`` built from whole measured paths drawn end to end (the first from a random
+    bin), cycled; each step takes the bin it starts in (``decode_durations`` too, step by step).
     """
 
     STREAM = 1 << 16
+    SLOW_STREAM = 1 << 16   # bins: 4.5 hours of engine time at 0.25 s
 
     def __init__(self, model: StepTimeModel, rng: np.random.Generator,
                  speeds: tuple[tuple[float, float], ...] = ()) -> None:
@@ -127,6 +131,8 @@ class StepClock:
         self.factors = None if stream is None else stream.tolist()   # a list: the per-step read is cheapest
         self._stream = stream                                         # the same, for runs of steps at once
         self.next = 0
+        self._slow = _slow_stream(model, rng, self.SLOW_STREAM) if model.slow_paths else None
+        self._slow_list = None if self._slow is None else self._slow.tolist()
         self._speed_from = [float(t) for t, _ in speeds]
         self._speed = [float(f) for _, f in speeds]
         self.now = 0.0
@@ -142,6 +148,8 @@ class StepClock:
         mean = self.model.step_s(sequences, prefill_tokens, context_tokens)
         if self._speed:
             mean *= self.speed()
+        if self._slow_list is not None:
+            mean *= self._slow_at(self.now)
         if self.factors is None:
             return mean
         factor = self.factors[self.next]
@@ -156,14 +164,54 @@ class StepClock:
         durations = (m.batch_s(sequences) + m.per_prefill_token_s * 0) + m.per_context_token_s * context
         if self._speed:
             durations = durations * self.speed()
+        factors = None
         if self.factors is not None:
-            index = (self.next + np.arange(steps)) % len(self.factors)
-            durations = durations * self._stream[index]
-        return durations
+            factors = self._stream[(self.next + np.arange(steps)) % len(self.factors)]
+        if self._slow is not None:
+            return self._slow_durations(durations, factors)
+        return durations if factors is None else durations * factors
+
+    def _slow_at(self, t: float) -> float:
+        return self._slow_list[int(t / self.model.slow_bin_s) % len(self._slow_list)]
+
+    def _slow_durations(self, means: np.ndarray, factors: np.ndarray | None) -> np.ndarray:
+        """Steps one after another from ``now``, each x the slow bin it starts in (x its factor after,
+        as ``step`` multiplies): the run is cut where a step starts in the next bin."""
+        out = np.empty(len(means))
+        t, j, width = self.now, 0, self.model.slow_bin_s
+        while j < len(means):
+            b = int(t / width)
+            part = means[j:] * self._slow_list[b % len(self._slow_list)]
+            if factors is not None:
+                part = part * factors[j:]
+            starts = np.add.accumulate(np.concatenate(([t], part)))[:-1]   # as the engine adds them
+            k = max(int(np.searchsorted(starts, (b + 1) * width, side="left")), 1)
+            while k < len(part) and int(starts[k] / width) == b:   # the boundary as _slow_at reads it
+                k += 1
+            while k > 1 and int(starts[k - 1] / width) != b:
+                k -= 1
+            out[j:j + k] = part[:k]
+            t = float(starts[k - 1] + part[k - 1])
+            j += k
+        return out
 
     def consume(self, steps: int) -> None:
         if self.factors is not None:
             self.next = (self.next + steps) % len(self.factors)
+
+
+def _slow_stream(model: StepTimeModel, rng: np.random.Generator, size: int) -> np.ndarray:
+    """[size] slow factors per bin: whole measured paths drawn with replacement, end to end, from a
+    random bin of the first."""
+    paths = [np.asarray(path) for path in model.slow_paths]
+    first = paths[int(rng.integers(len(paths)))]
+    parts = [first[int(rng.integers(len(first))):]]
+    total = len(parts[0])
+    while total < size:
+        path = paths[int(rng.integers(len(paths)))]
+        parts.append(path)
+        total += len(path)
+    return np.concatenate(parts)[:size]
 
 
 def _factor_stream(model: StepTimeModel, rng: np.random.Generator, size: int) -> np.ndarray:

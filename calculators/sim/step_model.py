@@ -15,6 +15,14 @@ simulator draws runs of that many consecutive ones (a block bootstrap): slow ste
 bursts (another process holding the core, a GC pause), and a burst inside one request's decode
 moves its TPOT, which independent draws would average away.
 
+``slow_paths`` (optional) is the slow part of that spread, on the wall clock: measured paths of
+the machine's speed, each a factor per ``slow_bin_s`` seconds in the order measured (a VM's
+core can run 1.5-2x slower for seconds at a time; steps cut into runs of 64 and shuffled lose
+that, and a TTFT that waits behind a dozen requests, a sum over hundreds of steps, loses its
+tail). The simulator's clock replays them, drawn whole and end to end, each step taking the
+factor of the moment it starts; ``jitter`` then holds the fast part only (each step's factor
+over its bin's).
+
 Fit it to measured steps with ``calculators.calibrate.fit_step_model``, or derive it for a GPU
 with ``from_roofline`` (memory-bound decode: the weights are read once per step, each sequence
 adds its KV read; prefill tokens cost their matmul FLOPs).
@@ -41,8 +49,16 @@ class StepTimeModel:
     jitter: tuple[float, ...] = ()
     jitter_block: int = 1
     batch_table: tuple[float, ...] = ()
+    slow_paths: tuple[tuple[float, ...], ...] = ()
+    slow_bin_s: float = 0.0
 
     def __post_init__(self) -> None:
+        paths = tuple(tuple(path) for path in self.slow_paths)
+        if any(not path or any(not isinstance(f, (int, float)) or not f > 0 for f in path) for path in paths):
+            raise ValueError("slow_paths must be non-empty sequences of positive factors")
+        object.__setattr__(self, "slow_paths", tuple(tuple(float(f) for f in path) for path in paths))
+        if paths and not (isinstance(self.slow_bin_s, (int, float)) and self.slow_bin_s > 0):
+            raise ValueError(f"slow_bin_s must be positive seconds with slow_paths, got {self.slow_bin_s!r}")
         if any(not isinstance(v, (int, float)) or not v > 0 for v in self.batch_table):
             raise ValueError("batch_table entries must be positive seconds")
         object.__setattr__(self, "batch_table", tuple(float(v) for v in self.batch_table))

@@ -1,12 +1,15 @@
 """The simulator's fast path for steady decode stretches gives the same run as stepping, float for float.
 
 Every strategy; open and closed loop; with and without a KV cache small enough to preempt; with
-block-bootstrapped step jitter, front-end delays and a time window. Compared: every request's engine
+block-bootstrapped step jitter, front-end delays and a time window; with the machine's slow speed
+paths (a stretch that crosses a bin is cut there, as stepping takes each step's bin). Compared: every request's engine
 arrival, first token and end, the client-side times, and the run's step, sequence, busy-time and
 preemption counters (the fast path must use the same jitter draws in the same order).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,9 +26,13 @@ LENGTHS = dict(prompt_tokens=LengthDist(8, 64), output_tokens=LengthDist(4, 80))
 FIELDS = ("arrival", "first_token", "end", "client_send", "first_out", "last_out")
 
 
-def both(server: ServerConfig, workload: Workload, front: FrontEnd | None):
-    return (simulate_trace(server, workload, MODEL, front, fast_decodes=True),
-            simulate_trace(server, workload, MODEL, front, fast_decodes=False))
+# the machine's slow speed too: bins short enough that steady stretches cross them
+SLOW = replace(MODEL, slow_paths=((1.0, 1.7, 0.9, 1.3), (2.0, 0.8)), slow_bin_s=0.003)
+
+
+def both(server: ServerConfig, workload: Workload, front: FrontEnd | None, model: StepTimeModel = MODEL):
+    return (simulate_trace(server, workload, model, front, fast_decodes=True),
+            simulate_trace(server, workload, model, front, fast_decodes=False))
 
 
 @pytest.mark.parametrize("strategy", BUILT_IN)
@@ -44,3 +51,17 @@ def test_fast_path_replays_stepping_exactly(strategy, kv_blocks, load):
         (stepped.steps, stepped.sequences_in_steps, stepped.busy_s, stepped.preemptions)
     if kv_blocks and strategy == "continuous" and load == "closed":
         assert fast.preemptions > 0   # the small cache did make it preempt
+
+
+@pytest.mark.parametrize("strategy", BUILT_IN)
+@pytest.mark.parametrize("load", ["closed", "window"])
+def test_fast_path_replays_stepping_exactly_under_slow_speed_paths(strategy, load):
+    server = ServerConfig.from_flags(strategy, max_num_seqs=6, batch_size=4, max_batch_size=4, batch_timeout_ms=1.0)
+    workload = {"closed": Workload(**LENGTHS, requests=300, concurrency=6, seed=3),
+                "window": Workload(**LENGTHS, requests=100, concurrency=5, warmup_s=0.2, duration_s=2.0, seed=5)}[load]
+    fast, stepped = both(server, workload, FRONT, SLOW)
+    for name in FIELDS:
+        np.testing.assert_array_equal(getattr(fast, name), getattr(stepped, name), err_msg=name)
+    assert (fast.steps, fast.busy_s) == (stepped.steps, stepped.busy_s)
+    plain = simulate_trace(server, workload, MODEL, FRONT)
+    assert not np.array_equal(plain.end, fast.end)   # the paths did change the run

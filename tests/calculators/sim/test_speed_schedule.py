@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -40,3 +42,33 @@ def test_one_factor_throughout_is_the_model_scaled_by_it():
     scaled = simulate(server, workload, MODEL.scaled(1.5))
     for metric in ("ttft_s", "tpot_s", "e2e_s"):
         assert scheduled.metrics[metric]["p50"] == pytest.approx(scaled.metrics[metric]["p50"], rel=1e-6)
+
+
+def test_slow_paths_are_replayed_on_the_wall_clock():
+    constant = StepTimeModel(base_s=0.001, slow_paths=((2.0,),), slow_bin_s=0.25)
+    clock = StepClock(constant, np.random.default_rng(0))
+    assert clock.step(1) == pytest.approx(0.002)
+    two_bins = StepTimeModel(base_s=0.001, slow_paths=((1.0, 3.0),), slow_bin_s=0.25)
+    factors = set()
+    for seed in range(20):
+        clock = StepClock(two_bins, np.random.default_rng(seed))
+        clock.now = 0.1
+        first = clock.step(1) / 0.001
+        clock.now = 0.35
+        factors.add((round(first, 9), round(clock.step(1) / 0.001, 9)))
+    # paths drawn whole and end to end: bin k+1 follows bin k (1 -> 3, or 3 -> the next path's 1)
+    assert factors <= {(1.0, 3.0), (3.0, 1.0)} and len(factors) == 2
+
+
+def test_a_long_slow_stretch_widens_a_queue_s_tail_that_shuffled_steps_average_away():
+    """A TTFT that waits behind 7 requests sums hundreds of steps: a machine slow for seconds at a
+    time (here 1.8x for 1 s in 5) moves it, the same factors drawn step by step hardly do."""
+    path = (1.0,) * 16 + (1.8,) * 4
+    server = ServerConfig.from_flags("none")
+    workload = Workload(lengths=((16, 32),), concurrency=8, requests=6000, seed=2)
+    base = StepTimeModel(base_s=0.001, per_context_token_s=1e-6)
+    slow = simulate(server, workload, replace(base, slow_paths=(path,), slow_bin_s=0.25))
+    shuffled = simulate(server, workload, replace(base, jitter=path))
+    spread = {name: r.metrics["ttft_s"]["p99"] / r.metrics["ttft_s"]["p50"] for name, r in
+              (("slow", slow), ("shuffled", shuffled))}
+    assert spread["slow"] > 1.3 * spread["shuffled"]
