@@ -64,7 +64,8 @@ class Calibration:
     def step_model_at(self, tokens_per_s: float | None) -> StepTimeModel:
         """The step model with the residuals of the calibration levels around `tokens_per_s` (the two
         that bracket it in log throughput, pooled; past either end the nearest one); all of them
-        pooled when there is no throughput or only one level's."""
+        pooled when there is no throughput or only one level's. Their slow paths are scaled to the
+        mean factor of every calibration level's paths (each bin is equal wall time)."""
         if not self.residuals:
             return self.step_model
         picked = list(range(len(self.residuals)))
@@ -79,6 +80,13 @@ class Calibration:
         paths = tuple(path for i in picked for path in self.residuals[i][2])
         if not jitter:
             return self.step_model
+        if paths:
+            # the machine's mean speed from every calibration level, its swings from the neighbours: a
+            # level's own mean is mostly the drift it happened to meet (level speeds did not repeat
+            # between two sweeps), and one neighbour's drift would land whole on the prediction
+            every = np.mean([f for _, _, level_paths in self.residuals for path in level_paths for f in path])
+            mine = np.mean([f for path in paths for f in path])
+            paths = tuple(tuple(f * every / mine for f in path) for path in paths)
         return replace(self.step_model, jitter=jitter, slow_paths=paths, slow_bin_s=SLOW_BIN_S if paths else 0.0)
 
     def describe(self) -> dict:
