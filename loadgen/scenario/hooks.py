@@ -97,6 +97,7 @@ def install(events, add_arguments: Callable[[Any], None], build: Build) -> None:
         run = environment.servecap.run
         if run is not None:   # the loop lag measures the test, not its teardown (killing users, last records)
             run.health.loop_lag.stop()
+            run.begin_stop()
 
     @events.test_stop.add_listener
     def _on_test_stop(environment, **_) -> None:

@@ -124,6 +124,7 @@ class LoadRun:
         self._conversations = count()
         self.trace = getattr(scenario, "trace", None)   # a trace replay: open loop at the trace's times
         self._driver_claimed = False
+        self.stopping = False   # the test is ending (its -t, a stop): the open loop sends nothing more
         self._warned_cap = False
         self._t0_unix = getattr(options, "servecap_t0", None)
         self._users_at_start = getattr(options, "servecap_users", None)
@@ -142,6 +143,13 @@ class LoadRun:
 
             self.slices = SliceDriver(self, self.settings.slice_plan)
             self.slices.start()
+
+    def begin_stop(self) -> None:
+        """The test is about to stop its users (Locust's test_stopping): an open loop's driver sends no
+        more slots and only waits for its requests in flight, which Locust's --stop-timeout bounds
+        (before this, the sweep's 30 s stop timeout let the driver send for 30 s past the level's
+        end, and those requests counted as measured)."""
+        self.stopping = True
 
     def stop(self) -> None:
         self.health.stop()
@@ -200,7 +208,8 @@ class LoadRun:
 
     # -- open loop ----------------------------------------------------------------------
     def drive_open_loop(self) -> None:
-        """Send this process's slots of the schedule, each at its time, until killed.
+        """Send this process's slots of the schedule, each at its time, until the test stops (then
+        wait for the requests in flight) or the trace ends.
 
         The driver itself renders the request, takes a connection, waits for the slot,
         stamps t_start and writes the request; a greenlet per request then reads the
@@ -217,12 +226,15 @@ class LoadRun:
                     continue
                 t_sched = t0 + offset
                 sleep_until(t_sched - PREPARE_LEAD_S)
+                if self.stopping:
+                    break
                 rng = random.Random(f"{self.settings.seed}/{index}")
                 prepared = trace.prepare(index, rng) if trace is not None else self.scenario.prepare(rng)
                 self.send_at(t_sched, index, prepared, inflight, self.route)
-            inflight.join()   # a trace ends: its last answers, then this process (a worker: the master stops at -t)
-            log.info("trace replayed: %d requests; stopping", len(trace.trace.rows))
-            gevent.spawn(self.runner.quit)
+            inflight.join()   # the last answers (Locust's stop timeout bounds the wait when the test stops)
+            if not self.stopping:   # a trace ends: then this process (a worker: the master stops at -t)
+                log.info("trace replayed: %d requests; stopping", len(trace.trace.rows))
+                gevent.spawn(self.runner.quit)
         finally:
             inflight.kill(block=True)  # in-flight requests write "incomplete" records
 

@@ -77,3 +77,20 @@ def test_constant_arrivals_with_inflight_cap_are_reported(tmp_path):
     assert process["inflight_cap_hits"] > 0 and process["lateness_p99_s"] > 0.05
     rows = read_records(records)
     assert len(rows) < 40  # arrivals waited for the cap instead of piling up
+
+
+def test_the_open_loop_sends_nothing_after_its_run_time_and_lets_its_last_requests_finish(tmp_path):
+    """-t 2s with --stop-timeout 20 (the sweep gives 30 s): the driver stops at 2 s and only waits for
+    the requests in flight; before, it went on sending until the stop timeout killed it."""
+    records = tmp_path / "r.jsonl"
+    with scripted_server(tmp_path, "--ttft", "0.3", "--itl", "0.01") as (url, _):
+        proc = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "2s", "--stop-timeout", "20",
+                          "--arrival", "constant", "--rate", "20", "--output-tokens", "3", "--records", str(records))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_records(records)
+    starts = np.array([r["t_sched"] for r in rows])
+    assert starts.max() - starts.min() < 2.1          # no slot scheduled past the run time
+    assert 30 <= len(rows) <= 42                      # about 2 s x 20/s (the first slot waits for the start)
+    assert {r["status"] for r in rows} == {"ok"}      # the last ones finished within the stop timeout
+    ends = np.array([r["t_start"] + r["e2e_s"] for r in rows])
+    assert ends.max() - starts.min() < 3.0            # and the test ended with them, not 20 s later
