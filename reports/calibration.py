@@ -100,6 +100,11 @@ class Calibration:
             factors = np.asarray(m.jitter)
             out["step_model"]["residual_mean"] = float(factors.mean())
             out["step_model"]["residual_p99"] = float(np.percentile(factors, 99))
+        slow = [f for _, _, paths in self.residuals for path in paths for f in path]
+        if slow:   # the machine's slow speed per bin, over its mean: how far it swung
+            slow = np.asarray(slow) / np.mean(slow)
+            out["step_model"]["slow"] = {"bin_s": SLOW_BIN_S, "paths": sum(len(p) for _, _, p in self.residuals),
+                                         "p1": float(np.percentile(slow, 1)), "p99": float(np.percentile(slow, 99))}
         return out
 
 
@@ -139,8 +144,12 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
     model = _fit_steps(samples, server, sources, unavailable)
     residuals = _level_residuals(samples, model)
     if residuals:
-        sources["step_noise"] = (f"each level's residuals ({len(residuals)} levels); a prediction draws those of "
-                                 "the levels around its output tokens/s")
+        slow = any(paths for _, _, paths in residuals)
+        sources["step_noise"] = (f"each level's residuals ({len(residuals)} levels"
+                                 + (f"; split into the machine's slow speed per {SLOW_BIN_S} s and the fast rest"
+                                    if slow else "")
+                                 + "); a prediction draws those of the levels around its output tokens/s"
+                                 + (", the slow paths at every level's mean" if slow else ""))
     fronts = [s for s in samples if s.front_end is not None]
     front = None
     if len(fronts) == len(samples):
