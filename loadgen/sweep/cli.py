@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--rounds", type=int, default=1,
                       help="measure each level in this many rounds of --duration/K each, the levels in a serpentine "
                            "order (1,2,4 then 4,2,1 ...), so every level's figures average over the machine's drift "
-                           "through the run (default 1)")
+                           "through the run; round k draws its requests with --seed + k (default 1)")
     plan.add_argument("--round-warmup", default=None,
                       help="warm-up of each round after the first (default: the shorter of --warmup and 2s)")
     work = p.add_argument_group("workload")

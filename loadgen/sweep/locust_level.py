@@ -39,6 +39,13 @@ def locust_executable() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "locust"]
 
 
+def round_seed(seed: int, round_index: int | None) -> int:
+    """The seed of a level's round: round k draws its own requests (and its own open-loop arrival
+    gaps) with seed + k; with the run's seed, every round replayed the same sequence, so four
+    rounds of an open loop measured one Poisson draw four times."""
+    return seed + (round_index or 0)
+
+
 def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path, model: str | None,
                    prefix: list[str] = (), worker_cpus: tuple[int, ...] | None = None) -> list[str]:
     """worker_cpus: with several Locust processes, each worker takes one of these cores (by its index)."""
@@ -50,7 +57,7 @@ def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path
         "--host", url, "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
         "--stop-timeout", str(STOP_TIMEOUT_S), "--exit-code-on-error", "0",
         "--records", str(records), "--level", plan.level, "--warmup", str(plan.warmup_s),
-        "--prompt-tokens", config.prompt_tokens, "--seed", str(config.seed),
+        "--prompt-tokens", config.prompt_tokens, "--seed", str(round_seed(config.seed, plan.round)),
     ]
     if config.output_tokens:
         command += ["--output-tokens", config.output_tokens]

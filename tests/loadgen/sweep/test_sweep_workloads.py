@@ -221,6 +221,11 @@ def test_rounds_split_the_window_and_reach_locust_and_run_json(tmp_path):
     plan = LevelPlan("c=4", 4, *config.round_window(2), round=2)
     command = locust_command(config, plan, "http://127.0.0.1:1", tmp_path / "r.jsonl", None)
     assert _flag(command, "--round") == "2" and _flag(command, "--warmup") == "2.0"
+    # each round draws its own requests and arrival gaps; the first keeps the run's seed
+    assert _flag(command, "--seed") == str(config.seed + 2)
+    first = locust_command(config, LevelPlan("c=4", 4, *config.round_window(0), round=0), "http://x:1",
+                           tmp_path / "r", None)
+    assert _flag(first, "--seed") == str(config.seed)
     assert "--round" not in locust_command(_config(), LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None)
     with pytest.raises(ValueError, match="--rounds must be >= 1"):
         _config("--rounds", "0")
