@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -61,6 +62,11 @@ class Calibration:
     # (level's output tokens/s, its fast residual runs, its slow paths: one per window)
     residuals: tuple[tuple[float, tuple[float, ...], tuple[tuple[float, ...], ...]], ...] = ()
 
+    @cached_property
+    def slow_factors(self) -> np.ndarray:
+        """Every calibration level's slow-path factors, one per SLOW_BIN_S of its windows, end to end."""
+        return np.array([f for _, _, paths in self.residuals for path in paths for f in path], dtype=float)
+
     def step_model_at(self, tokens_per_s: float | None) -> StepTimeModel:
         """The step model with the residuals of the calibration levels around `tokens_per_s` (the two
         that bracket it in log throughput, pooled; past either end the nearest one); all of them
@@ -84,9 +90,8 @@ class Calibration:
             # the machine's mean speed from every calibration level, its swings from the neighbours: a
             # level's own mean is mostly the drift it happened to meet (level speeds did not repeat
             # between two sweeps), and one neighbour's drift would land whole on the prediction
-            every = np.mean([f for _, _, level_paths in self.residuals for path in level_paths for f in path])
-            mine = np.mean([f for path in paths for f in path])
-            paths = tuple(tuple(f * every / mine for f in path) for path in paths)
+            scale = self.slow_factors.mean() / np.mean([f for path in paths for f in path])
+            paths = tuple(tuple(f * scale for f in path) for path in paths)
         return replace(self.step_model, jitter=jitter, slow_paths=paths, slow_bin_s=SLOW_BIN_S if paths else 0.0)
 
     def describe(self) -> dict:
@@ -100,9 +105,8 @@ class Calibration:
             factors = np.asarray(m.jitter)
             out["step_model"]["residual_mean"] = float(factors.mean())
             out["step_model"]["residual_p99"] = float(np.percentile(factors, 99))
-        slow = [f for _, _, paths in self.residuals for path in paths for f in path]
-        if slow:   # the machine's slow speed per bin, over its mean: how far it swung
-            slow = np.asarray(slow) / np.mean(slow)
+        if self.slow_factors.size:   # the machine's slow speed per bin, over its mean: how far it swung
+            slow = self.slow_factors / self.slow_factors.mean()
             out["step_model"]["slow"] = {"bin_s": SLOW_BIN_S, "paths": sum(len(p) for _, _, p in self.residuals),
                                          "p1": float(np.percentile(slow, 1)), "p99": float(np.percentile(slow, 99))}
         return out
