@@ -11,8 +11,8 @@ used, ``unavailable`` what was not):
   and the fast rest kept in order for the simulator's block bootstrap: a prediction replays the slow
   paths and draws the fast runs of the levels around its own output tokens/s (the noise is not one
   spread: at low load a slow step is several times a short one, at high load a fraction of a long
-  one; pooled, the quiet levels' tails would land on the busy ones); else the per-level means of the /metrics step-time and
-  batch-size histograms; else the client's TPOT against the running sequences, with the engine's
+  one; pooled, the quiet levels' tails would land on the busy ones), the slow paths scaled to every
+  level's mean; else the per-level means of the /metrics step-time and batch-size histograms; else the client's TPOT against the running sequences, with the engine's
   /metrics prefill means where it exports them; without a step record the noise is each request's
   TPOT over its level's mean (`reports.external_calibration`);
 - front-end delays: per level (the front end slows with the load it carries), as the level
