@@ -12,8 +12,10 @@ used, ``unavailable`` what was not):
   paths and draws the fast runs of the levels around its own output tokens/s (the noise is not one
   spread: at low load a slow step is several times a short one, at high load a fraction of a long
   one; pooled, the quiet levels' tails would land on the busy ones), the slow paths scaled to every
-  level's mean; else the per-level means of the /metrics step-time and batch-size histograms; else the client's TPOT against the running sequences, with the engine's
-  /metrics prefill means where it exports them; without a step record the noise is each request's
+  level's mean, and the engine's warm-up (its first steps after a wait, `calculators.warm_up`) fitted
+  on every level's fast residuals and taken out of them; else the per-level means of the /metrics
+  step-time and batch-size histograms; else the client's TPOT against the running sequences, with
+  the engine's /metrics prefill means where it exports them; without a step record the noise is each request's
   TPOT over its level's mean (`reports.external_calibration`);
 - front-end delays: per level (the front end slows with the load it carries), as the level
   samples give them, with the closed loop's think time from Little's law; else none (the
@@ -37,6 +39,7 @@ from calculators.sim.replicate import Replicated, simulate_replicated
 from calculators.sim.simulate import ServerConfig, Workload
 from calculators.sim.step_model import StepTimeModel
 from calculators.step_noise import split_slow
+from calculators.warm_up import MIN_WAITS, fit_warm_up, without_warm_up
 from reference_server.scheduling.strategies import get_strategy, limits_from_flags  # the pure registry
 from reports.external_calibration import fit_steps_from_levels, running_while_stepping
 from reports.level_samples import LevelSample
@@ -105,6 +108,8 @@ class Calibration:
             factors = np.asarray(m.jitter)
             out["step_model"]["residual_mean"] = float(factors.mean())
             out["step_model"]["residual_p99"] = float(np.percentile(factors, 99))
+        if m.warm_up:
+            out["step_model"]["warm_up"] = list(m.warm_up)
         if self.slow_factors.size:   # the machine's slow speed per bin, over its mean: how far it swung
             slow = self.slow_factors / self.slow_factors.mean()
             out["step_model"]["slow"] = {"bin_s": SLOW_BIN_S, "paths": sum(len(p) for _, _, p in self.residuals),
@@ -146,7 +151,7 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
         raise ValueError("no levels to calibrate on")
     sources, unavailable = {}, []
     model = _fit_steps(samples, server, sources, unavailable)
-    residuals = _level_residuals(samples, model)
+    residuals, warm_up = _level_residuals(samples, model)
     if residuals:
         slow = any(paths for _, _, paths in residuals)
         sources["step_noise"] = (f"each level's residuals ({len(residuals)} levels"
@@ -154,6 +159,14 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
                                     if slow else "")
                                  + "); a prediction draws those of the levels around its output tokens/s"
                                  + (", the slow paths at every level's mean" if slow else ""))
+        if warm_up:
+            sources["warm_up"] = (f"the first {len(warm_up)} steps after the engine waited, fitted on the fast "
+                                  f"residuals of every level: {warm_up[0]:.2f}x the first, {warm_up[1]:.2f}x "
+                                  f"the second, {warm_up[-1]:.2f}x the last")
+        elif any(s.steps is not None and s.steps.since_idle is not None for s in samples):
+            unavailable.append(f"the engine's warm-up after a wait: fewer than {MIN_WAITS} waits in the "
+                               "calibration levels' steps (predicted without it)")
+        model = replace(model, warm_up=warm_up)
     fronts = [s for s in samples if s.front_end is not None]
     front = None
     if len(fronts) == len(samples):
@@ -174,13 +187,14 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
                        sources, tuple(unavailable), counts, residuals)
 
 
-def _level_residuals(samples: list[LevelSample], model: StepTimeModel) -> tuple:
-    """(output tokens/s, fast residual runs, slow paths) per level with recorded steps (or the client's
-    TPOT factors: no slow paths) and a throughput, by throughput; empty when the model has no
+def _level_residuals(samples: list[LevelSample], model: StepTimeModel) -> tuple[tuple, tuple[float, ...]]:
+    """((output tokens/s, fast residual runs, slow paths) per level with recorded steps (or the client's
+    TPOT factors: no slow paths) and a throughput, by throughput; the engine's warm-up after a wait,
+    fitted on every level's fast residuals and divided out of them). Empty when the model has no
     residuals."""
     if not model.jitter:
-        return ()
-    out = []
+        return (), ()
+    levels = []   # (tokens/s, fast factors [S], steps since a wait [S] or None, slow paths)
     for s in samples:
         if not s.output_tokens_per_s:
             continue
@@ -195,10 +209,15 @@ def _level_residuals(samples: list[LevelSample], model: StepTimeModel) -> tuple:
             ratios = np.asarray(s.tpot_factors)
         else:
             continue
-        runs = residual_runs(ratios, model.jitter_block)
+        levels.append((float(s.output_tokens_per_s), ratios, None if s.steps is None else s.steps.since_idle, paths))
+    timed = [(ratios, since) for _, ratios, since, _ in levels if since is not None]
+    curve = fit_warm_up(np.concatenate([r for r, _ in timed]), np.concatenate([k for _, k in timed])) if timed else ()
+    out = []
+    for rate, ratios, since, paths in levels:
+        runs = residual_runs(ratios if since is None else without_warm_up(ratios, since, curve), model.jitter_block)
         if runs:
-            out.append((float(s.output_tokens_per_s), runs, paths))
-    return tuple(sorted(out, key=lambda entry: entry[0]))
+            out.append((rate, runs, paths))
+    return tuple(sorted(out, key=lambda entry: entry[0])), curve
 
 
 def _fit_steps(samples: list[LevelSample], server: ServerConfig, sources: dict, unavailable: list) -> StepTimeModel:

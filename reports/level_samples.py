@@ -5,7 +5,8 @@ and the front end's evidence from it (`reports.calibration` fits on these).
 
 Per level: its (prompt, output) lengths and measured percentiles; the engine's steps inside its
 windows (engine_steps.csv), each step's effective duration (to the next step's start when the
-engine went straight on, so the loop's own work between steps counts); its front-end delays
+engine went straight on, so the loop's own work between steps counts) and the steps since the
+engine last waited (`calculators.warm_up`); its front-end delays
 (the client's records joined with engine_requests.csv by response id, else split by the engine's
 /metrics latency means: `reports.external_calibration`); the /metrics running gauge and step
 histogram means; the canary's machine speed. An external --url target's levels are keyed "url".
@@ -20,6 +21,7 @@ import pandas as pd
 
 from calculators.calibrate import closed_loop_think_s, fit_front_end
 from calculators.sim.front_end import FrontEnd
+from calculators.warm_up import steps_since_idle
 from reports.canary_speed import machine_speed
 from reports.external_calibration import front_end_from_means, tpot_factors
 from reports.run_data import RunData
@@ -40,6 +42,7 @@ class StepRows:
     duration_s: np.ndarray
     window: np.ndarray | None = None     # [S] which of the level's windows (rounds, in time order) it ran in
     t_start: np.ndarray | None = None    # [S] unix s each began (the engine's clock)
+    since_idle: np.ndarray | None = None  # [S] steps since the engine last waited (0: the first after a wait)
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,7 @@ def _effective_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
         start = frame["t_start"].to_numpy(float)
         own = frame["step_s"].to_numpy(float)
         idle = frame["idle_after"].astype(str).str.lower().isin(("true", "1")).to_numpy()
+        since_idle = steps_since_idle(idle)   # over the server's whole record: a level's first step knows its past
         to_next = np.append(np.diff(start), np.nan)
         # an engine still busy goes straight on; a gap this long is a level's end (its last requests aborted)
         busy = ~idle & np.isfinite(to_next) & (to_next >= own) & (to_next - own < MAX_BUSY_GAP_S)
@@ -170,7 +174,7 @@ def _effective_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
                                    "batch": frame["batch"].to_numpy(float),
                                    "prefill_tokens": frame["prefill_tokens"].to_numpy(float),
                                    "context_tokens": frame["context_tokens"].to_numpy(float),
-                                   "duration_s": duration}))
+                                   "duration_s": duration, "since_idle": since_idle}))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -184,7 +188,8 @@ def _level_steps(steps: pd.DataFrame | None, source: str, windows: list[tuple[fl
     starts = rows["t_start"].to_numpy(dtype=float)
     window = np.searchsorted([start for start, _ in windows], starts, side="right") - 1   # windows: sorted
     return StepRows(rows["batch"].to_numpy(), rows["prefill_tokens"].to_numpy(), rows["context_tokens"].to_numpy(),
-                    rows["duration_s"].to_numpy(), np.clip(window, 0, len(windows) - 1), starts)
+                    rows["duration_s"].to_numpy(), np.clip(window, 0, len(windows) - 1), starts,
+                    rows["since_idle"].to_numpy())
 
 
 def _join_engine_requests(ok: pd.DataFrame, engine: pd.DataFrame | None) -> dict[str, pd.DataFrame]:

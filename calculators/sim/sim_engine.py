@@ -8,7 +8,8 @@ the engine's own bookkeeping (tokens computed, one token appended, finish at max
 batching rules, KV-limited admission and preemption are the engine's by construction. Only
 time is modelled: a step lasts ``StepClock.step(sequences, prefill tokens, context tokens)``
 (counted by ``batch_shape``, as the engine's step record counts them); when nothing may run,
-time jumps to the next arrival or to the moment a batch may launch. A request's first token
+time jumps to the next arrival or to the moment a batch may launch (and the clock hears of the wait:
+the steps after it take the model's warm-up). A request's first token
 comes at the end of the step that finishes its prompt.
 
 Fast path: after a steady step (``reference_server.scheduling.steady_decode``: the same batch of
@@ -79,6 +80,7 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
         arrived.clear()
         batch = scheduler.schedule(now)
         if batch is None:
+            clock.idle()
             now = _next_event(now, scheduler.seconds_until_schedulable(now), arrivals.next_time(), server)
             continue
         shape = batch_shape(batch)

@@ -119,6 +119,8 @@ class StepClock:
     With the model's ``slow_paths``, the machine's slow speed is one more factor: a seeded stream of
     bins of ``slow_bin_s`` built from whole measured paths drawn end to end (the first from a random
     bin), cycled; each step takes the bin it starts in (``decode_durations`` too, step by step).
+    With the model's ``warm_up``, the k-th step after the engine last waited (``idle()``; the run starts
+    idle) takes ``warm_up[k]`` too.
     """
 
     STREAM = 1 << 16
@@ -136,6 +138,12 @@ class StepClock:
         self._speed_from = [float(t) for t, _ in speeds]
         self._speed = [float(f) for _, f in speeds]
         self.now = 0.0
+        self._warm = list(model.warm_up)
+        self.since_idle = 0   # steps since the engine last could run nothing
+
+    def idle(self) -> None:
+        """The engine could run nothing: its next step is the first after a wait."""
+        self.since_idle = 0
 
     def speed(self) -> float:
         """The machine's factor at ``now`` (1 without a schedule)."""
@@ -146,6 +154,9 @@ class StepClock:
 
     def step(self, sequences: int, prefill_tokens: int = 0, context_tokens: int = 0) -> float:
         mean = self.model.step_s(sequences, prefill_tokens, context_tokens)
+        if self.since_idle < len(self._warm):
+            mean *= self._warm[self.since_idle]
+        self.since_idle += 1
         if self._speed:
             mean *= self.speed()
         if self._slow_list is not None:
@@ -162,6 +173,9 @@ class StepClock:
         m = self.model
         context = first_context + sequences * np.arange(steps, dtype=np.int64)
         durations = (m.batch_s(sequences) + m.per_prefill_token_s * 0) + m.per_context_token_s * context
+        warm = self._warm[self.since_idle:self.since_idle + steps]
+        if warm:   # the first steps after a wait, as step() multiplies them
+            durations[:len(warm)] *= warm
         if self._speed:
             durations = durations * self.speed()
         factors = None
@@ -196,6 +210,7 @@ class StepClock:
         return out
 
     def consume(self, steps: int) -> None:
+        self.since_idle += steps
         if self.factors is not None:
             self.next = (self.next + steps) % len(self.factors)
 

@@ -23,6 +23,10 @@ tail). The simulator's clock replays them, drawn whole and end to end, each step
 factor of the moment it starts; ``jitter`` then holds the fast part only (each step's factor
 over its bin's).
 
+``warm_up`` (optional) is a factor for each of the first steps after the engine could run nothing
+(``warm_up[k]`` for the k-th, 0 the first; ``calculators.warm_up``): a woken engine's first steps
+run slower, and a closed loop at one user meets that at every prefill.
+
 Fit it to measured steps with ``calculators.calibrate.fit_step_model``, or derive it for a GPU
 with ``from_roofline`` (memory-bound decode: the weights are read once per step, each sequence
 adds its KV read; prefill tokens cost their matmul FLOPs).
@@ -51,8 +55,12 @@ class StepTimeModel:
     batch_table: tuple[float, ...] = ()
     slow_paths: tuple[tuple[float, ...], ...] = ()
     slow_bin_s: float = 0.0
+    warm_up: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
+        if any(not isinstance(f, (int, float)) or not f > 0 for f in self.warm_up):
+            raise ValueError("warm_up factors must be positive numbers")
+        object.__setattr__(self, "warm_up", tuple(float(f) for f in self.warm_up))
         paths = tuple(tuple(path) for path in self.slow_paths)
         if any(not path or any(not isinstance(f, (int, float)) or not f > 0 for f in path) for path in paths):
             raise ValueError("slow_paths must be non-empty sequences of positive factors")

@@ -58,3 +58,44 @@ def test_the_slow_paths_mean_is_every_levels_and_their_swings_the_neighbours():
         assert np.mean([f for p in paths for f in p]) == pytest.approx(every)
     near_drifted = np.asarray(calibration.step_model_at(200.0).slow_paths[0])
     assert near_drifted[8] / near_drifted[0] == pytest.approx(2.0, rel=0.05)
+
+
+def waiting_level(name: str, tokens_per_s: float, busy_steps: int, seed: int) -> LevelSample:
+    """Decode steps of 1-2 sequences (1 ms + 0.5 ms a sequence) in busy stretches of `busy_steps`, a 5 ms
+    wait before each; the first steps after a wait 1.5x, 1.25x, 1.1x slower (the engine's warm-up)."""
+    rng = np.random.default_rng(seed)
+    warm = (1.5, 1.25, 1.1)
+    starts, durations, since, batches, t = [], [], [], [], 0.0
+    while t < 4.0:
+        for k in range(busy_steps):
+            batch = int(rng.integers(1, 3))
+            duration = (0.001 + 0.0005 * batch) * (warm[k] if k < len(warm) else 1.0) * rng.lognormal(0.0, 0.03)
+            batches.append(batch)
+            starts.append(t)
+            durations.append(duration)
+            since.append(k)
+            t += duration
+        t += 0.005
+    n = len(starts)
+    steps = StepRows(np.array(batches), np.zeros(n), np.full(n, 100.0), np.array(durations), np.zeros(n, dtype=int),
+                     np.array(starts) + 1e9, np.array(since))
+    return LevelSample(level=f"continuous/{name}", strategy="continuous", kind="concurrency", load=1.0,
+                       warmup_s=1.0, duration_s=4.0, lengths=((32, 16),) * 50, measured={},
+                       output_tokens_per_s=tokens_per_s, steps=steps)
+
+
+def test_the_engine_s_warm_up_after_a_wait_is_fitted_and_kept_out_of_the_shuffled_noise():
+    calibration = calibrate([waiting_level("c=1", 100.0, 40, seed=5), waiting_level("c=2", 200.0, 400, seed=6)],
+                            SERVER)
+    curve = calibration.step_model.warm_up
+    assert curve[:4] == pytest.approx([1.5, 1.25, 1.1, 1.0], rel=0.03)
+    assert calibration.step_model_at(150.0).warm_up == curve   # every prediction takes it
+    assert np.std(np.log(calibration.step_model_at(100.0).jitter)) == pytest.approx(0.03, rel=0.2)
+    assert "warm_up" in calibration.sources and calibration.describe()["step_model"]["warm_up"][0] == curve[0]
+
+
+def test_a_calibration_with_too_few_waits_predicts_without_warm_up_and_says_so():
+    few = waiting_level("c=2", 200.0, 400, seed=6)   # a wait every 0.6 s: 7 in 4 s
+    calibration = calibrate([few], SERVER)
+    assert calibration.step_model.warm_up == ()
+    assert any("warm-up" in line for line in calibration.unavailable)

@@ -65,3 +65,21 @@ def test_fast_path_replays_stepping_exactly_under_slow_speed_paths(strategy, loa
     assert (fast.steps, fast.busy_s) == (stepped.steps, stepped.busy_s)
     plain = simulate_trace(server, workload, MODEL, FRONT)
     assert not np.array_equal(plain.end, fast.end)   # the paths did change the run
+
+
+# the engine's warm-up after a wait too: a stretch that starts within the warm steps takes them
+WARM = replace(SLOW, warm_up=(1.6, 1.3, 1.2, 1.1) + (1.05,) * 12)
+
+
+@pytest.mark.parametrize("strategy", BUILT_IN)
+@pytest.mark.parametrize("load", ["closed-1", "open"])
+def test_fast_path_replays_stepping_exactly_with_warm_up(strategy, load):
+    server = ServerConfig.from_flags(strategy, max_num_seqs=6, batch_size=4, max_batch_size=4, batch_timeout_ms=1.0)
+    workload = {"closed-1": Workload(**LENGTHS, requests=200, concurrency=1, seed=6),   # waits before every request
+                "open": Workload(**LENGTHS, requests=200, rate_rps=40.0, seed=7)}[load]
+    fast, stepped = both(server, workload, FRONT, WARM)
+    for name in FIELDS:
+        np.testing.assert_array_equal(getattr(fast, name), getattr(stepped, name), err_msg=name)
+    assert (fast.steps, fast.busy_s) == (stepped.steps, stepped.busy_s)
+    cold = simulate_trace(server, workload, SLOW, FRONT)
+    assert not np.array_equal(cold.end, fast.end)   # the warm-up did change the run

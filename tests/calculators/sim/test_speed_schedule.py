@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from calculators.sim.front_end import FrontEnd
 from calculators.sim.simulate import ServerConfig, Workload, simulate, simulate_trace
 from calculators.sim.state import StepClock
 from calculators.sim.step_model import StepTimeModel
@@ -72,3 +73,32 @@ def test_a_long_slow_stretch_widens_a_queue_s_tail_that_shuffled_steps_average_a
     spread = {name: r.metrics["ttft_s"]["p99"] / r.metrics["ttft_s"]["p50"] for name, r in
               (("slow", slow), ("shuffled", shuffled))}
     assert spread["slow"] > 1.3 * spread["shuffled"]
+
+
+def test_the_steps_after_a_wait_take_the_warm_up_in_order():
+    warm = replace(MODEL, warm_up=(2.0, 1.5, 1.25))
+    clock = StepClock(warm, np.random.default_rng(0))
+    # the run starts idle: its first three steps are warm, the fourth is not
+    assert [clock.step(1) / MODEL.step_s(1) for _ in range(4)] == pytest.approx([2.0, 1.5, 1.25, 1.0])
+    clock.idle()
+    assert clock.step(1) == pytest.approx(2.0 * MODEL.step_s(1))
+    # a stretch of decodes at once takes the rest of the curve, and consuming it moves past it
+    assert clock.decode_durations(2, 100, 3) == pytest.approx(
+        [1.5 * MODEL.step_s(2, 0, 100), 1.25 * MODEL.step_s(2, 0, 102), MODEL.step_s(2, 0, 104)])
+    clock.consume(3)
+    assert clock.step(1) == pytest.approx(MODEL.step_s(1))
+
+
+def test_a_closed_loop_at_one_user_pays_the_warm_up_at_every_prefill():
+    """One user, 1 ms between a response and the next request reaching the engine: the engine waits
+    before every request, so each prefill (the engine's TTFT) is a first step after a wait."""
+    server = ServerConfig.from_flags("continuous", max_num_seqs=8)
+    workload = Workload(lengths=((32, 24),), concurrency=1, requests=200, seed=3)
+    front = FrontEnd((0.001,), (0.0,), (0.0,))
+    traces = {name: simulate_trace(server, workload, model, front)
+              for name, model in (("cold", MODEL), ("warm", replace(MODEL, warm_up=(1.4, 1.2))))}
+    engine_ttft = {name: t.first_token - t.arrival for name, t in traces.items()}
+    np.testing.assert_allclose(engine_ttft["warm"], 1.4 * engine_ttft["cold"], rtol=1e-9)
+    decode = {name: t.end - t.first_token for name, t in traces.items()}   # 23 decode steps, the first at 1.2x
+    first = MODEL.step_s(1, 0, 33)
+    np.testing.assert_allclose(decode["warm"] - decode["cold"], 0.2 * first, rtol=1e-6)
