@@ -33,8 +33,10 @@ class Notice:
 
 def unstable_levels(run: RunInfo) -> list[dict]:
     """[{"level", "spread"}] for the levels the sweep flagged (throughput spread over its tolerance, at
-    constant machine speed when the engine's step record gave one)."""
-    return [{"level": entry.level, "spread": _first(entry.spread_at_constant_speed, entry.throughput_spread)}
+    constant machine speed when the engine's step record gave one; an open loop's: of what it served
+    over what arrived)."""
+    return [{"level": entry.level, "spread": _first(entry.served_spread, entry.spread_at_constant_speed,
+                                                     entry.throughput_spread)}
             for entry in run.levels if isinstance(entry.level, str) and entry.stable is False]
 
 
@@ -60,8 +62,9 @@ def _unstable(summary: dict) -> Notice | None:
     steal = {lvl["level"]: _steal_text(lvl) for lvl in summary.get("levels") or []}
     return Notice(
         "throughput not stable",
-        "These levels' output tokens/s differed by more than 10% between the thirds of their measure "
-        "window: the server had not settled (queues still filling, batches still forming), something else "
+        "These levels' output tokens/s (an open loop's: the tokens it served over those that arrived) "
+        "differed by more than 10% between the thirds (or rounds) of their measure window: the server had "
+        "not settled or fell behind (queues still filling, batches still forming), something else "
         "on the machine took its CPU for a while, or the window "
         "holds too few requests, so their rates and percentiles are rougher than the others'.",
         f"measure longer: rerun with `servecap sweep ... --duration {longer:g}s`{now}",

@@ -2,7 +2,10 @@
 
 Stability is judged at the machine's usual speed when the engine's step record is there
 (reports.machine_speed): a level whose throughput varied only because the machine did
-is steady as a server, and says so (`machine_drift`) rather than "not stable".
+is steady as a server, and says so (`machine_drift`) rather than "not stable". An open
+loop's throughput follows its arrivals (a Poisson window at 2 rps holds 10 +- 3 requests):
+there the judge is whether the server kept up, the tokens it served in each window over
+the tokens that arrived in it (`served_spread`).
 
 Steering only (progress bar, --auto's ramp and bisection, flagging an unstable level);
 the report computes the published numbers. Whether a level meets the SLO is the
@@ -47,6 +50,8 @@ class LevelStats:
             does not grow with its reply's length (None without TTFTs).
         spans: the level's measured windows [(start, end), ...] (servecap.contract.level_windows).
         rounds: the rounds the level was measured in (servecap.contract.level_windows).
+        window_offered: an open loop's output tokens/s that arrived per window (each request's tokens
+            at its send; None for a closed loop), for `served_spread`.
     """
 
     requests: int
@@ -63,6 +68,7 @@ class LevelStats:
     spans: tuple[tuple[float, float], ...] = ()
     window_request_rates: tuple[float, ...] | None = None
     fixed_share: float | None = None
+    window_offered: tuple[float, ...] | None = None
 
     @property
     def error_rate(self) -> float | None:
@@ -101,6 +107,27 @@ class LevelStats:
         # more spread than the tokens/s alone, the tokens/s reading stands
         return min(_spread(np.exp(log_pace)), _spread(tokens))
 
+    @property
+    def served_spread(self) -> float | None:
+        """Open loop: (max - min) / mean over the windows of tokens served / tokens that arrived. A server
+        that keeps up serves what arrives, however many arrived (~1 in every window, less the edges: a
+        request sent near a window's end streams into the next); one that stalled or slowed for a while
+        serves less of it then and catches up after (a saturated one serves a steady share below 1: it
+        is steady, and its SLO check says the rest). None for a closed loop, or a window that nothing
+        arrived in."""
+        offered = self.window_offered
+        if offered is None or len(offered) != len(self.window_throughputs) or min(offered, default=0.0) <= 0:
+            return None
+        return _spread(np.asarray(self.window_throughputs) / np.asarray(offered))
+
+    @property
+    def judged_spread(self) -> float | None:
+        """What `is_stable` holds to the tolerance: an open loop's `served_spread`, else
+        `spread_at_constant_speed`."""
+        if self.window_offered is not None:
+            return self.served_spread
+        return self.spread_at_constant_speed
+
     def _at_usual_speed(self, values) -> list[float]:
         """Each window's rate scaled to the machine's usual speed (unscaled without a speed index)."""
         if self.speed_index is None or len(self.speed_index) != len(values):
@@ -114,14 +141,17 @@ class LevelStats:
         return None if self.speed_index is None else _spread(self.speed_index)
 
     def is_stable(self, tolerance: float) -> bool:
-        """The server was steady: its throughput at constant machine speed varied within `tolerance`."""
-        spread = self.spread_at_constant_speed
+        """The server was steady: its throughput at constant machine speed (an open loop: its share of
+        what arrived) varied within `tolerance`."""
+        spread = self.judged_spread
         return spread is not None and spread <= tolerance
 
     def machine_drift(self, tolerance: float) -> bool:
         """Steady as a server, but the raw throughput varied beyond `tolerance` because the machine did
-        (only with a speed index: without one a level steady at its pace drew lengths, not speeds)."""
-        return (self.speed_index is not None and self.is_stable(tolerance) and self.spread is not None
+        (only with a speed index: without one a level steady at its pace drew lengths, not speeds; never
+        for an open loop, whose raw throughput follows its arrivals)."""
+        return (self.speed_index is not None and self.window_offered is None and self.is_stable(tolerance)
+                and self.spread is not None
                 and self.spread > tolerance)
 
     def check(self, slo: SLO) -> LevelCheck:
@@ -154,6 +184,18 @@ def _request_rates(ok: list[Record], spans: list[tuple[float, float]]) -> tuple[
         overlap = np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0.0, None)
         rates.append(float((overlap / (end - start)).sum() / (hi - lo)))
     return tuple(rates)
+
+
+def _offered_rates(records: list[Record], spans: list[tuple[float, float]]) -> tuple[float, ...] | None:
+    """Open loop (records with a scheduled send): output tokens/s that arrived per window, each request's
+    tokens (what it streamed, else what it asked for) at its send; None for a closed loop."""
+    sent = [r for r in records if r.t_sched is not None]
+    if not sent or not spans:
+        return None
+    start = np.array([r.t_start for r in sent])
+    tokens = np.array([float(r.output_tokens or r.output_tokens_asked or 0) for r in sent])
+    return tuple(float(tokens[(start >= lo) & (start < hi)].sum() / (hi - lo)) if hi > lo else 0.0
+                 for lo, hi in spans)
 
 
 def _fixed_share(ok: list[Record]) -> float | None:
@@ -194,7 +236,7 @@ def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
     ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
     e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
     tpot = [value for value in (r.tpot_s for r in ok) if value is not None]
-    throughput, windows, speed, busy, rates = None, (), None, None, None
+    throughput, windows, speed, busy, rates, offered = None, (), None, None, None, None
     timed = [r for r in ok if r.e2e_s is not None]
     # request rates count the level's ok requests of any phase, as the token windows count its tokens
     lived = [r for r in records if r.level == level and r.status == "ok" and r.e2e_s is not None]
@@ -211,6 +253,7 @@ def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
                             for start, end in spans)
             speed, busy = speed_index_over(steps, spans), busy_share_over(steps, spans)
             rates = _request_rates(lived, spans)
+            offered = _offered_rates([r for r in records if r.level == level], spans)
         else:
             (start, end), = spans
             counts, edges = np.histogram(times, bins=STABILITY_WINDOWS, range=(start, end), weights=weights)
@@ -218,6 +261,8 @@ def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
             speed = speed_index(steps, start, end, STABILITY_WINDOWS)
             busy = busy_share_over(steps, list(zip(edges[:-1], edges[1:])))
             rates = _request_rates(lived, list(zip(edges[:-1], edges[1:])))
+            offered = _offered_rates([r for r in records if r.level == level], list(zip(edges[:-1], edges[1:])))
     return LevelStats(len(finished), len(finished) - len(ok), len(mine) - len(finished),
                       _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows, speed, rounds=max(len(spans), 1),
-                      busy_share=busy, spans=tuple(spans), window_request_rates=rates, fixed_share=_fixed_share(timed))
+                      busy_share=busy, spans=tuple(spans), window_request_rates=rates, fixed_share=_fixed_share(timed),
+                      window_offered=offered)

@@ -120,6 +120,7 @@ class RunJson:
         entry.throughput_spread, entry.stable = stats.spread, stable
         entry.spread_at_constant_speed, entry.machine_speed_spread = (stats.spread_at_constant_speed,
                                                                       stats.machine_speed_spread)
+        entry.served_spread = stats.served_spread
         entry.machine_drift = machine_drift
         entry.rounds = stats.rounds if stats.rounds > 1 else None
         if loadgen:

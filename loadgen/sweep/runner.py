@@ -199,15 +199,23 @@ class Sweep:
         stable = stats.is_stable(config.stability_tolerance)
         drift = stats.machine_drift(config.stability_tolerance)
         self.run_json.level_finished(entry, code, stats, stable, loadgen, drift)
+        judged = round_index == config.rounds - 1   # in rounds: judged once, over all of them
         if code != 0:
             self.console.print(f"[red]{level}: locust exited {code}; see {self.out / 'locust.log'}[/]")
+        elif not judged:
+            pass
         elif not stable:
-            spread = stats.spread_at_constant_speed
+            spread = stats.judged_spread
             spread = f"{spread:.0%}" if spread is not None else "unknown"
-            at_speed = " at constant machine speed" if stats.speed_index is not None else ""
+            what = "throughput"
+            if stats.window_offered is not None:
+                what = "tokens served over tokens arrived"
+            elif stats.speed_index is not None:
+                spread += " at constant machine speed"
+            windows = "rounds" if stats.rounds > 1 else "sub-windows"
             host = self._host_steal(stats)
-            self.console.print(f"[yellow]warning: {level}: throughput not stable across sub-windows (spread {spread}"
-                               f"{at_speed}{host}); flagged in run.json; a longer --duration fixes it[/]")
+            self.console.print(f"[yellow]warning: {level}: {what} not stable across {windows} (spread {spread}"
+                               f"{host}); flagged in run.json; a longer --duration fixes it[/]")
         elif drift:
             self.console.print(f"note: {level}: the machine's own speed varied {stats.machine_speed_spread:.0%} "
                                f"across the window (the engine's steps, same batch shapes); at constant speed the "

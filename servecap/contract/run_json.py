@@ -121,7 +121,9 @@ class LevelEntry(Section):
                                                 # (over its rounds, when measured in rounds)
     spread_at_constant_speed: float | None = None   # the same, each third scaled to the machine's usual speed
     machine_speed_spread: float | None = None   # how much the engine's step time for the same work varied
-    stable: bool | None = None                  # spread_at_constant_speed within the sweep's tolerance
+    served_spread: float | None = None          # open loop: the same over tokens served / tokens that arrived
+    stable: bool | None = None                  # spread_at_constant_speed (open loop: served_spread) within the
+                                                # sweep's tolerance
     machine_drift: bool | None = None           # stable, but the raw spread was beyond it: the machine varied
     loop_lag_p50_s: float | None = None  # the load generator's event-loop lag (requests.meta.json), worst process
     loop_lag_p99_s: float | None = None

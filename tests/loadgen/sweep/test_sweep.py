@@ -150,6 +150,35 @@ def test_a_wait_behind_other_requests_is_not_taken_for_a_fixed_cost():
     assert stats.spread < 0.05 and stats.is_stable(0.10)
 
 
+def _open_loop(rps: float, seconds: float, seed: int, stall: tuple[float, float] | None = None) -> list[Record]:
+    """Poisson sends at `rps` for `seconds` to a server that streams 20 tokens in 0.2 s; during `stall`
+    (from, to) it streams nothing, and what it had then comes out after."""
+    rng = np.random.default_rng(seed)
+    sends = np.cumsum(rng.exponential(1 / rps, int(rps * seconds * 2)))
+    out = []
+    for t in sends[sends < seconds]:
+        begin = t if stall is None or not stall[0] <= t < stall[1] else stall[1]
+        out.append(Record(level="none/rps=2.0", phase="measure", t_sched=float(t), t_start=float(t),
+                          ttft_s=begin - t + 0.01, e2e_s=begin - t + 0.2, itl_s=[0.19 / 19] * 19,
+                          output_tokens=20, status="ok"))
+    return out
+
+
+def test_an_open_loop_is_judged_by_what_it_served_of_what_arrived_not_by_its_arrival_count():
+    # 2 rps for 30 s: each third expects 20 arrivals, +-4.5 by Poisson alone
+    steady = level_stats(_open_loop(2.0, 30.0, seed=1), "none/rps=2.0")
+    assert steady.spread > 0.25                       # the arrivals' own count noise
+    assert steady.served_spread < 0.05 and steady.is_stable(0.10)
+    assert steady.judged_spread == steady.served_spread and not steady.machine_drift(0.10)
+    # a server that streamed nothing from 15 s to 21 s, then caught up (in the last third)
+    stalled = level_stats(_open_loop(2.0, 30.0, seed=1, stall=(15.0, 21.0)), "none/rps=2.0")
+    assert stalled.served_spread > 0.25 and not stalled.is_stable(0.10)
+    # a closed loop has no arrivals to hold it to: its tokens/s is judged
+    closed = level_stats(_back_to_back(0.0, 9.0, 40), "c=1")
+    assert closed.window_offered is None and closed.served_spread is None
+    assert closed.judged_spread == closed.spread_at_constant_speed
+
+
 # --- end to end ------------------------------------------------------------------------------
 
 def _recompute(records: list[dict], level: str) -> dict:
