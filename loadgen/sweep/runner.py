@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from loadgen.sweep.external import describe_external
+from loadgen.sweep.generator_warnings import level_warnings
 from loadgen.sweep.knee_search import search_knee
 from loadgen.sweep.level_stats import LevelStats, level_stats
 from loadgen.sweep.locust_level import STOP_TIMEOUT_S, LevelPlan, locust_command, run_level, worker_commands
@@ -70,7 +71,6 @@ class Sweep:
         self.run_json: RunJson | None = None
         self.server_spec = reference_server_spec(config)
         self._level_records: dict[str, list[Record]] = {}   # each level's records over its rounds so far
-        self._warnings_printed: dict[str, int] = {}          # each level's load-generator warnings printed so far
         self.cpus = plan_cpus(config.pin_cpus, external_server=config.url is not None,
                               loadgen_processes=config.loadgen_processes,
                               engine_process=self.server_spec.engine_process)
@@ -191,15 +191,14 @@ class Sweep:
             progress.update(task, completed=planned_s)
         records = self._level_records[level] = earlier + records   # every round of the level so far
         stats = level_stats(records, level, self._engine_steps(strategy or "url"))
-        loadgen = self._loadgen_meta(level)
-        warnings = loadgen.get("warnings") or []      # over the level's rounds so far: print this round's
-        for text in warnings[self._warnings_printed.get(level, 0):]:   # the report reads them from requests.meta.json
-            self.console.print(f"[yellow]warning: load generator: {level}: {text}[/]")
-        self._warnings_printed[level] = len(warnings)
+        loadgen = self._loadgen_meta(level)   # over the level's rounds so far (the report reads every round's)
+        judged = round_index == config.rounds - 1   # in rounds: judged once, over all of them
+        if judged:
+            for text in level_warnings(loadgen.get("warnings") or [], config.rounds):
+                self.console.print(f"[yellow]warning: load generator: {level}: {text}[/]")
         stable = stats.is_stable(config.stability_tolerance)
         drift = stats.machine_drift(config.stability_tolerance)
         self.run_json.level_finished(entry, code, stats, stable, loadgen, drift)
-        judged = round_index == config.rounds - 1   # in rounds: judged once, over all of them
         if code != 0:
             self.console.print(f"[red]{level}: locust exited {code}; see {self.out / 'locust.log'}[/]")
         elif not judged:
