@@ -6,9 +6,9 @@ this 2-core VM printed 137 event-loop lag lines, four per level, that drowned it
 The console says each kind once per level, after its last round: the worst reading and how many
 rounds had it. The meta file keeps every round's text for the report.
 
-    "local: event-loop lag p99 3.10 ms > 1 ms: ..."   (round 1)
-    "local: event-loop lag p99 17.60 ms > 1 ms: ..."  (round 3)
-    -> "local: event-loop lag p99 17.60 ms > 1 ms: ... (in 2 of 4 rounds)"
+    "local@vm:7110: event-loop lag p99 3.10 ms > 1 ms: ..."   (round 1, one Locust process)
+    "local@vm:7234: event-loop lag p99 17.60 ms > 1 ms: ..."  (round 3, another)
+    -> "local@vm: event-loop lag p99 17.60 ms > 1 ms: ... (in 2 of 4 rounds)"
 """
 
 from __future__ import annotations
@@ -19,14 +19,18 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
 def _split(text: str) -> tuple[str, str]:
-    """("worker", "what it said") from "worker: what it said" (merge_summaries' prefix)."""
+    """("worker", "what it said") from "worker: what it said" (merge_summaries' prefix), the worker
+    without its process id: "local@vm:7166" -> "local@vm" (each round is a Locust process of its own)."""
     worker, _, said = text.partition(": ")
-    return (worker, said) if said else ("", text)
+    if not said:
+        return "", text
+    name, _, pid = worker.rpartition(":")
+    return (name if name and pid.isdigit() else worker), said
 
 
 def _kind(text: str) -> tuple[str, str]:
     """(worker, the warning with its numbers masked): one round's lag warning and another's are one
-    kind; two workers' are two."""
+    kind; two workers' (worker1@vm, worker2@vm) are two."""
     worker, said = _split(text)
     return worker, _NUMBER.sub("#", said)
 
@@ -44,7 +48,11 @@ def level_warnings(texts: list[str], rounds: int) -> list[str]:
     for text in texts:
         by_kind.setdefault(_kind(text), []).append(text)
     lines = []
-    for same in by_kind.values():
+    for (worker, _), same in by_kind.items():
         worst = max(same, key=_readings)
-        lines.append(worst if rounds <= 1 else f"{worst} (in {min(len(same), rounds)} of {rounds} rounds)")
+        if rounds <= 1:
+            lines.append(worst)
+            continue
+        said = f"{_split(worst)[1]} (in {min(len(same), rounds)} of {rounds} rounds)"
+        lines.append(f"{worker}: {said}" if worker else said)   # the worker without one round's process id
     return lines
