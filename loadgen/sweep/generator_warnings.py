@@ -1,8 +1,8 @@
 """A level's load-generator warnings over its rounds, one line per kind of warning.
 
 A level measured in rounds (sweep --rounds R) collects each round's warnings in requests.meta.json
-(servecap.contract.loadgen_meta.merge_rounds); printed as they came, a 6-level, 4-round sweep on
-this 2-core VM printed 137 event-loop lag lines, four per level, that drowned its other warnings.
+(servecap.contract.loadgen_meta.merge_rounds); printed as they came, four sweeps of 4 rounds on this
+2-core VM (36 levels) printed 137 event-loop lag lines, up to four a level, that drowned the rest.
 The console says each kind once per level, after its last round: the worst reading and how many
 rounds had it. The meta file keeps every round's text for the report.
 
