@@ -51,7 +51,7 @@ from calculators.sim.front_end import FrontEndByLoad
 from reports.calibration import arrival_cv2, calibrate, predict, server_config
 from reports.level_samples import LevelSample, StepRows, at_usual_speed
 from reports.machine_speed import level_speeds
-from reports.validation import KEYS, MEDIAN_LOAD_FRACTION
+from reports.validation import KEYS, levels_below_knee
 from servecap.contract.run_json import RunInfo
 
 VARIANTS = ("loo", "machine_speed", "canary_speed", "canary_windows", "own_steps", "own_front_end", "noise_floor")
@@ -137,16 +137,15 @@ def _frame(*rows: StepRows | None) -> pd.DataFrame | None:
 
 def error_sources(run: RunInfo, samples: dict[str, list[LevelSample]], *, replications: int = 8) -> dict:
     """{strategy: {"levels": {level: {variant: {key: err}}}, "median_abs": {variant: {key: x}}}}, the
-    medians over the levels at most MEDIAN_LOAD_FRACTION of the strategy's top throughput."""
+    medians over the same levels as the validation's (`levels_below_knee`)."""
     out = {}
     for strategy, group in samples.items():
         if len(group) < 3:
             continue
-        top = max(s.output_tokens_per_s or 0.0 for s in group)
         speeds = _speeds(group)
         levels = {held.level: level_error_sources(run, group, held, replications=replications, speeds=speeds)
                   for held in group}
-        eligible = [s.level for s in group if (s.output_tokens_per_s or 0.0) <= MEDIAN_LOAD_FRACTION * top]
+        eligible = levels_below_knee(group)
         medians = {}
         for variant in VARIANTS:
             medians[variant] = {}

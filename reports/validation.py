@@ -13,9 +13,11 @@ summary.json's `validation` (the shape issue 13 fixes, plus the extras after it)
      "replications": R (at most; a level of n requests gets max(3, min(R, 8000 / n))), "unavailable": [...]}
 
 relative_error = predicted / measured - 1. The medians are of |relative_error| over the levels
-whose output tokens/s is at most MEDIAN_LOAD_FRACTION of their strategy's highest (past the knee
-a closed loop's latency is the queue the load generator builds, not the server); the top-level
-median pools every strategy's such levels. A strategy with fewer than MIN_LEVELS levels is not
+below the knee (`levels_below_knee`): output tokens/s at most MEDIAN_LOAD_FRACTION of their
+strategy's highest, at a lower load than the level that reached it (past the knee a closed loop's
+latency is the queue the load generator builds, not the server, and a level whose throughput fell
+there, such as none at c=32, is further past it, not below it); the top-level median pools every
+strategy's such levels. A strategy with fewer than MIN_LEVELS levels is not
 validated (two calibration levels cannot pin down a load curve).
 """
 
@@ -38,6 +40,18 @@ MIN_REPLICATIONS = 3
 REQUEST_BUDGET = 8000          # simulated requests per held-out level: a long level's own count already
                                # pins its percentiles, and the report stays quick
 
+
+
+def levels_below_knee(group: list[LevelSample]) -> list[str]:
+    """The levels of one strategy that its medians are taken over: output tokens/s at most
+    MEDIAN_LOAD_FRACTION of the strategy's highest, at a lower load than the level with the highest
+    (a level of another kind, concurrency beside rates, is judged by its throughput alone)."""
+    if not group:
+        return []
+    peak = max(group, key=lambda s: s.output_tokens_per_s or 0.0)
+    top = peak.output_tokens_per_s or 0.0
+    return [s.level for s in group if (s.output_tokens_per_s or 0.0) <= MEDIAN_LOAD_FRACTION * top
+            and not (s.kind == peak.kind and s.load > peak.load)]
 
 def replications_for(requests: int, most: int) -> int:
     """Runs to simulate for a level that measured `requests` (each run as long as the measurement)."""
@@ -91,7 +105,8 @@ def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replication
         if not done:
             continue
         top = max(s.output_tokens_per_s or 0.0 for s in group)
-        eligible = [s.level for s in done if (s.output_tokens_per_s or 0.0) <= MEDIAN_LOAD_FRACTION * top]
+        below = set(levels_below_knee(group))
+        eligible = [s.level for s in done if s.level in below]
         eligible_all += eligible
         full = calibrate(group, server, cv2)
         by_strategy[strategy] = {"median_abs_error": _median_abs(levels, eligible), "levels_in_median": eligible,

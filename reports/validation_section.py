@@ -64,8 +64,8 @@ def section(summary: dict, figures: list[FigureFile]) -> tuple[str, list[Block]]
     blocks: list[Block] = [
         f"Each level was predicted by the simulator calibrated on its strategy's other levels only "
         f"(up to {validation.get('replications')} simulated runs as long as the measured window). The medians of "
-        f"|predicted / measured - 1| are over the levels at most {MEDIAN_LOAD_FRACTION:.0%} of their "
-        f"strategy's highest output tokens/s."]
+        f"|predicted / measured - 1| are over the levels below the knee: at most {MEDIAN_LOAD_FRACTION:.0%} of their "
+        f"strategy's highest output tokens/s, at a lower load than the level that reached it."]
     table = median_error_table(validation)
     if not table.empty:
         blocks.append(table)

@@ -9,6 +9,7 @@ Also: summary.json's `validation` shape, and a run without the engine's record f
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from calculators.sim.front_end import FrontEnd
 from calculators.sim.step_model import StepTimeModel
 from reports.report import ReportOptions, build_summary, write_report
 from reports.run_data import load_run
-from reports.validation import KEYS, METHOD
+from reports.validation import KEYS, METHOD, levels_below_knee
 from reports.simulated_run import write_simulated_run
 
 NOISE = tuple(np.random.default_rng(0).lognormal(0.0, 0.1, 4000))
@@ -144,3 +145,17 @@ def test_the_canary_variant_predicts_a_level_at_the_speed_the_canary_read_during
     assert held["canary_speed"]["tpot_s.p50"] == pytest.approx(0.25, abs=0.08)
     assert held["canary_windows"]["tpot_s.p50"] == pytest.approx(0.25, abs=0.08)   # one window: the same speed
     assert abs(held["loo"]["tpot_s.p50"]) < 0.1
+
+
+def _level(users: int, tokens_per_s: float, kind: str = "concurrency"):
+    return SimpleNamespace(level=f"none/c={users}", kind=kind, load=float(users), output_tokens_per_s=tokens_per_s)
+
+
+def test_the_medians_are_over_levels_below_the_knee_not_a_level_whose_throughput_fell_past_it():
+    # the top at c=4; c=32's throughput fell to 75% of it (as none's did on this VM)
+    group = [_level(1, 600.0), _level(2, 950.0), _level(4, 1000.0), _level(8, 990.0), _level(32, 750.0)]
+
+    assert levels_below_knee(group) == ["none/c=1"]
+    assert levels_below_knee([_level(1, 820.0), _level(2, 1000.0)]) == []
+    # a rate level beside concurrency ones is judged by its throughput alone
+    assert levels_below_knee([*group, _level(64, 500.0, kind="rate_rps")]) == ["none/c=1", "none/c=64"]
