@@ -41,7 +41,6 @@ REQUEST_BUDGET = 8000          # simulated requests per held-out level: a long l
                                # pins its percentiles, and the report stays quick
 
 
-
 def levels_below_knee(group: list[LevelSample]) -> list[str]:
     """The levels of one strategy that its medians are taken over: output tokens/s at most
     MEDIAN_LOAD_FRACTION of the strategy's highest, at a lower load than the level with the highest
@@ -52,6 +51,7 @@ def levels_below_knee(group: list[LevelSample]) -> list[str]:
     top = peak.output_tokens_per_s or 0.0
     return [s.level for s in group if (s.output_tokens_per_s or 0.0) <= MEDIAN_LOAD_FRACTION * top
             and not (s.kind == peak.kind and s.load > peak.load)]
+
 
 def replications_for(requests: int, most: int) -> int:
     """Runs to simulate for a level that measured `requests` (each run as long as the measurement)."""

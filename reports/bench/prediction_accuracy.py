@@ -3,9 +3,9 @@
     python -m reports.bench.prediction_accuracy runs/t13-continuous [runs/t13-static ...]
         [--rerun runs/t13-continuous-rerun ...] [--sources] [--replications 8] [--json]
 
-Per strategy and metric: the median |predicted / measured - 1| over the levels below the knee (at most
-80% of the strategy's top output tokens/s, at a lower load than the top's; reports.validation) (summary.json's `validation`, issue 13's targets: 10% at p50, 15% at
-p99). --sources adds the decomposition of reports.error_sources (the error with the machine's speed
+Per strategy and metric: the median |predicted / measured - 1| over the levels below the knee: at most
+80% of the strategy's top output tokens/s, at a lower load than the top's (summary.json's `validation`,
+reports.validation.levels_below_knee; issue 13's targets: 10% at p50, 15% at p99). --sources adds the decomposition of reports.error_sources (the error with the machine's speed
 at the held-out level, or the step model, or the front end taken from the held-out level itself, and
 one run's noise floor); --rerun gives a run
 that measured one level again, for the machine's drift between two measurements of the same level.
@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print(out: dict) -> None:
-    print("leave-one-level-out median |predicted / measured - 1| (levels below the knee: <= 80% of the top tok/s, at a lower load)")
+    print("leave-one-level-out median |predicted / measured - 1| "
+          "(levels below the knee: <= 80% of the top tok/s, at a lower load)")
     print(f"{'strategy':>11} {'levels':>6}  " + " ".join(f"{k:>12}" for k in KEYS))
     print(f"{'target':>11} {'':>6}  " + " ".join(f"{TARGETS[k.split('.')[1]]:>12.0%}" for k in KEYS))
     for strategy, entry in out["strategies"].items():
