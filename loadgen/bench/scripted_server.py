@@ -6,7 +6,11 @@ seconds, then one token every `--itl` seconds until `max_tokens`, then a usage c
 `data: [DONE]`. Each response has its own id. For each response the server appends one
 line to `--truth` (JSONL) with unix times of when it read the request and when it wrote
 each content chunk (taken right after the write), so recorded TTFT/ITL can be matched
-request by request through `response_id`.
+request by request through `response_id`. Those times are the process's anchored clock
+(loadgen.client.clock: exact differences); `wall_offset_s` is the system clock minus it when
+the line was written, so a comparison with the kernel's own timestamps (a packet capture) adds it:
+a system clock stepped since the process started (a VM paused and resumed) moves every kernel
+time by the step and none of the anchored ones.
 
     python -m loadgen.bench.scripted_server --port 0 --ttft 0.05 --itl 0.01 --truth truth.jsonl
 
@@ -180,7 +184,7 @@ class ScriptedServer:
         if self.truth is not None:
             self.truth.write({"id": response_id, "t_read": t_read, "t_chunks": chunk_times,
                               "max_tokens": max_tokens, "prompt_tokens": prompt_tokens, "aborted": aborted,
-                              "pid": os.getpid()})
+                              "pid": os.getpid(), "wall_offset_s": time.time() - self.clock.now()})
 
     def send_json(self, writer, code: int, payload: dict) -> None:
         self.send_raw(writer, code, "application/json", json.dumps(payload).encode())
