@@ -40,7 +40,8 @@ class LevelStats:
         output_tokens_per_s: ok output tokens over the measure span.
         window_throughputs: output tokens/s in STABILITY_WINDOWS equal slices of the span, each token
             counted when it arrived, from any record of the level (`_token_times`); a level measured
-            in rounds (sweep --rounds): one per round, over that round's window.
+            in rounds (sweep --rounds): one per round, over that round's window, and with more rounds
+            than STABILITY_WINDOWS one per group of consecutive rounds (`_grouped`).
         speed_index: per window, how much longer than usual the engine's steps took for the same
             work (reports.machine_speed; None without the engine's step record).
         busy_share: per window, the share of it the engine spent in steps (None without the record).
@@ -166,6 +167,20 @@ def _spread(values) -> float | None:
     return float((values.max() - values.min()) / values.mean())
 
 
+def _grouped(values, durations: list[float]) -> tuple[float, ...] | None:
+    """Per-round values as STABILITY_WINDOWS groups of consecutive rounds (as equal as they divide),
+    each the duration-weighted mean of its rounds: a group's rate over its total time. With at most
+    STABILITY_WINDOWS rounds, the rounds as they are. The judge's spread is a range, which widens
+    with every window added and every second taken off a window: ten rounds of 2 s flagged every
+    closed-loop level of two sweeps (a range of ten short windows) that three windows called steady."""
+    if values is None or len(values) <= STABILITY_WINDOWS or len(values) != len(durations):
+        return None if values is None else tuple(values)   # (a speed index missing a window is not used)
+    groups = np.array_split(np.arange(len(values)), STABILITY_WINDOWS)
+    values, durations = np.asarray(values, dtype=float), np.asarray(durations, dtype=float)
+    return tuple(float(np.average(values[g], weights=durations[g])) if durations[g].sum() > 0 else float(values[g].mean())
+                 for g in groups)
+
+
 def _p99(values: list[float]) -> float | None:
     return float(np.percentile(values, 99)) if values else None
 
@@ -248,12 +263,15 @@ def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
         tokens = np.array([r.output_tokens or 0 for r in ok if r.e2e_s is not None], dtype=float)
         throughput = float(tokens.sum() / measured_s)
         times, weights = _token_times([r for r in records if r.level == level])
-        if len(spans) > 1:     # in rounds: each round is a window
+        if len(spans) > 1:     # in rounds: each round is a window, or a group of them
             windows = tuple(float(weights[inside(times, [(start, end)])].sum() / (end - start)) if end > start else 0.0
                             for start, end in spans)
             speed, busy = speed_index_over(steps, spans), busy_share_over(steps, spans)
             rates = _request_rates(lived, spans)
             offered = _offered_rates([r for r in records if r.level == level], spans)
+            durations = [end - start for start, end in spans]
+            windows, speed, busy, rates, offered = (_grouped(values, durations)
+                                                    for values in (windows, speed, busy, rates, offered))
         else:
             (start, end), = spans
             counts, edges = np.histogram(times, bins=STABILITY_WINDOWS, range=(start, end), weights=weights)

@@ -23,7 +23,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from loadgen.sweep.external import describe_external
 from loadgen.sweep.generator_warnings import level_warnings
 from loadgen.sweep.knee_search import search_knee
-from loadgen.sweep.level_stats import LevelStats, level_stats
+from loadgen.sweep.level_stats import STABILITY_WINDOWS, LevelStats, level_stats
 from loadgen.sweep.locust_level import STOP_TIMEOUT_S, LevelPlan, locust_command, run_level, worker_commands
 from loadgen.sweep.cpu_pinning import plan_cpus
 from loadgen.sweep.loadgen_priority import LoadgenPriority, choose_priority
@@ -211,7 +211,8 @@ class Sweep:
                 what = "tokens served over tokens arrived"
             elif stats.speed_index is not None:
                 spread += " at constant machine speed"
-            windows = "rounds" if stats.rounds > 1 else "sub-windows"
+            windows = "sub-windows" if stats.rounds == 1 else (
+                "rounds" if stats.rounds <= STABILITY_WINDOWS else f"{STABILITY_WINDOWS} groups of its {stats.rounds} rounds")
             host = self._host_steal(stats)
             self.console.print(f"[yellow]warning: {level}: {what} not stable across {windows} (spread {spread}"
                                f"{host}); flagged in run.json; a longer --duration fixes it[/]")

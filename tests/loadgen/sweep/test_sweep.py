@@ -179,6 +179,29 @@ def test_an_open_loop_is_judged_by_what_it_served_of_what_arrived_not_by_its_arr
     assert closed.judged_spread == closed.spread_at_constant_speed
 
 
+def _in_rounds(paces: list[float]) -> list[Record]:
+    """A c=1 level in len(paces) rounds of 2 s, 10 s apart (interleaved with other levels), round k's
+    requests `paces[k]` times as slow."""
+    return [dataclasses.replace(r, round=k) for k, pace in enumerate(paces)
+            for r in _back_to_back(10.0 * k, 10.0 * k + 2.0, 40, slow=pace)]
+
+
+def test_many_short_rounds_are_judged_as_three_windows_not_by_the_range_of_all_of_them():
+    # a steady server whose ten 2 s rounds came out within +-7% of each other: their range is 14%,
+    # over the tolerance however steady the server, while three groups of consecutive rounds agree
+    jitter = [1.0, 0.93, 1.07, 0.95, 1.06, 0.94, 1.05, 0.96, 1.04, 1.0]
+    steady = level_stats(_in_rounds(jitter), "c=1")
+    assert steady.rounds == 10 and len(steady.window_throughputs) == 3
+    per_round = [level_stats(_in_rounds([pace]), "c=1").output_tokens_per_s for pace in jitter]
+    assert (max(per_round) - min(per_round)) / np.mean(per_round) > 0.12
+    assert steady.is_stable(0.10)
+    # the same level whose last three rounds ran 30% slower: a third of its time, still flagged
+    assert not level_stats(_in_rounds(jitter[:7] + [1.3, 1.3, 1.3]), "c=1").is_stable(0.10)
+    # three rounds are the three windows; four are grouped as (2, 1, 1) rounds
+    assert len(level_stats(_in_rounds(jitter[:3]), "c=1").window_throughputs) == 3
+    assert len(level_stats(_in_rounds(jitter[:4]), "c=1").window_throughputs) == 3
+
+
 # --- end to end ------------------------------------------------------------------------------
 
 def _recompute(records: list[dict], level: str) -> dict:
