@@ -24,12 +24,14 @@ from calculators.sim.front_end import FrontEnd
 from calculators.warm_up import steps_since_idle
 from reports.canary_speed import machine_speed
 from reports.external_calibration import front_end_from_means, tpot_factors
+from reports.round_spread import level_round_spreads
 from reports.run_data import RunData
 from servecap.contract.level_windows import inside
 
 MAX_BUSY_GAP_S = 0.25      # between two steps of a busy engine (a slow one is noise: kept; longer is a level's end)
 QUANTILES = ("p50", "p95", "p99")
 METRICS = ("ttft_s", "tpot_s", "e2e_s")
+KEYS = tuple(f"{metric}.{q}" for metric in METRICS for q in ("p50", "p99"))   # what the validation judges
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,9 @@ class LevelSample:
                                            # (reports.external_calibration.tpot_factors)
     window_speeds: tuple[float, ...] = ()   # the canary's machine speed in each of its windows, in time
                                             # order (() when any is unknown)
+    rounds_spread: dict | None = None    # {"ttft_s.p50": x, ...}: how far the level's percentiles move
+                                         # when its rounds are resampled whole (reports.round_spread;
+                                         # None without rounds)
     machine_speed: float | None = None   # the canary's: how much longer than the run's usual the engine's
                                          # cores took for the same work during the level (None: no canary);
                                          # `steps` stay as timed (reports.error_sources tries them rescaled)
@@ -125,7 +130,8 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
             front_end=_level_front_end(joined.get(lvl["level"]), frame, engine_means, kind, load, duration, lvl,
                                        max(len(its_windows), 1)),
             server_means=means, running_mean=server.get("requests_running_mean"), engine_means=engine_means or None,
-            prompt_tokens_per_s=lvl.get("prompt_tokens_per_s"))
+            prompt_tokens_per_s=lvl.get("prompt_tokens_per_s"),
+            rounds_spread=level_round_spreads(frame, KEYS))
         if sample.lengths:
             out.setdefault(source, []).append(sample)
     for samples in out.values():

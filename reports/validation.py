@@ -9,7 +9,11 @@ summary.json's `validation` (the shape issue 13 fixes, plus the extras after it)
      "predictions": {LEVEL: {"ttft_s": {"p50": {"value", "interval": [lo, hi]}, "p95": ..., "p99": ...}, ...}},
                    the prediction itself: median over replications and their 95% spread
      "by_strategy": {STRATEGY: {"median_abs_error": {...}, "levels_in_median": [...],
-                                "max_output_tokens_per_s": x, "calibration": {...}}},
+                                "rounds_floor": {...} | None, "max_output_tokens_per_s": x,
+                                "calibration": {...}}},
+                   rounds_floor: over the same levels, the median |error| a model that knew each
+                   level's expectation would still show, from its rounds (reports.round_spread;
+                   None for a run without rounds)
      "replications": R (at most; a level of n requests gets max(3, min(R, 8000 / n))), "unavailable": [...]}
 
 relative_error = predicted / measured - 1. The medians are of |relative_error| over the levels
@@ -28,11 +32,11 @@ from collections.abc import Callable
 import numpy as np
 
 from reports.calibration import arrival_cv2, calibrate, predict, server_config
-from reports.level_samples import METRICS, LevelSample
+from reports.level_samples import KEYS, METRICS, LevelSample
+from reports.round_spread import rounds_floor
 from servecap.contract.run_json import RunInfo
 
 METHOD = "leave-one-level-out"
-KEYS = tuple(f"{metric}.{q}" for metric in METRICS for q in ("p50", "p99"))
 MEDIAN_LOAD_FRACTION = 0.8
 MIN_LEVELS = 3
 REPLICATIONS = 8               # at most, per level; fewer for long levels (REQUEST_BUDGET)
@@ -110,6 +114,7 @@ def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replication
         eligible_all += eligible
         full = calibrate(group, server, cv2)
         by_strategy[strategy] = {"median_abs_error": _median_abs(levels, eligible), "levels_in_median": eligible,
+                                 "rounds_floor": rounds_floor([s.rounds_spread for s in done if s.level in below], KEYS),
                                  "max_output_tokens_per_s": top, "calibration": full.describe()}
     return {"method": METHOD, "levels": levels, "median_abs_error": _median_abs(levels, eligible_all),
             "predictions": predictions, "by_strategy": by_strategy, "replications": replications,

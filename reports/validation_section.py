@@ -2,7 +2,8 @@
 
     section(summary, figures) -> (heading, blocks)     for reports.render (self-contained)
 
-Blocks: what was done (a sentence), the median |error| per strategy and metric, what was not
+Blocks: what was done (a sentence), the median |error| per strategy and metric (and, for a run in
+rounds, each strategy's rounds floor: reports.round_spread), what was not
 available, the predicted-vs-measured figures, and the per-level table, collapsed.
 """
 
@@ -27,14 +28,17 @@ def _signed(value: float | None) -> str:
 
 def median_error_table(validation: dict) -> pd.DataFrame:
     """Median |relative error| per strategy (and over all) for p50 and p99 of TTFT, TPOT, E2E."""
-    rows = []
+    rows, floors = [], []
     for strategy, entry in validation.get("by_strategy", {}).items():
         rows.append({"strategy": strategy, "levels in median": len(entry["levels_in_median"]),
                      **{key: _pct(entry["median_abs_error"][key]) for key in KEYS}})
+        if entry.get("rounds_floor"):
+            floors.append({"strategy": f"{strategy}: rounds floor", "levels in median": "",
+                           **{key: _pct(entry["rounds_floor"][key]) for key in KEYS}})
     if len(rows) > 1:
         rows.append({"strategy": "all", "levels in median": sum(r["levels in median"] for r in rows),
                      **{key: _pct(validation["median_abs_error"][key]) for key in KEYS}})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows + floors)
 
 
 def levels_table(validation: dict) -> pd.DataFrame:
@@ -65,7 +69,11 @@ def section(summary: dict, figures: list[FigureFile]) -> tuple[str, list[Block]]
         f"Each level was predicted by the simulator calibrated on its strategy's other levels only "
         f"(up to {validation.get('replications')} simulated runs as long as the measured window). The medians of "
         f"|predicted / measured - 1| are over the levels below the knee: at most {MEDIAN_LOAD_FRACTION:.0%} of their "
-        f"strategy's highest output tokens/s, at a lower load than the level that reached it."]
+        f"strategy's highest output tokens/s, at a lower load than the level that reached it."
+        + (" A \"rounds floor\" row is the median error that a model knowing each level's expectation exactly "
+           "would still show, from how far the level's percentiles move when its rounds are resampled whole: "
+           "an error well above it is the model's, not the measurement's."
+           if any(e.get("rounds_floor") for e in validation.get("by_strategy", {}).values()) else "")]
     table = median_error_table(validation)
     if not table.empty:
         blocks.append(table)

@@ -11,7 +11,7 @@ one run's noise floor); --rerun gives a run
 that measured one level again, for the machine's drift between two measurements of the same level.
 A run measured in rounds also gets its "rounds floor" row: the median |error| a model that knew each
 level's expectation exactly would still show, from the spread of the level's own rounds
-(reports.round_spread); a leave-one-level-out error well above it is not the held-out level's noise.
+(summary.json's validation, reports.round_spread); a leave-one-level-out error well above it is not the held-out level's noise.
 """
 
 from __future__ import annotations
@@ -21,11 +21,8 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from reports.error_sources import VARIANTS, drift, error_sources
 from reports.level_samples import level_samples
-from reports.round_spread import MEDIAN_ABS_PER_SD, round_spread
 from reports.run_data import load_run
 from reports.summary import build_levels
 from reports.validation import KEYS, validate
@@ -35,26 +32,6 @@ TARGETS = {"p50": 0.10, "p99": 0.15}
 
 def _pct(value) -> str:
     return "   -  " if value is None else f"{value:6.1%}"
-
-
-def _rounds_floor(data, levels: list[str]) -> dict | None:
-    """{key: median over `levels` of MEDIAN_ABS_PER_SD x the level's round spread}; None for a run
-    without rounds (one window per level)."""
-    if "round" not in data.records.columns:
-        return None
-    ok = data.records[data.measured_ok()]
-    spreads: dict[str, list[float]] = {key: [] for key in KEYS}
-    for name in levels:
-        level = ok[ok["level"] == name]
-        by_round = [frame for _, frame in level.groupby("round")]
-        for key in KEYS:
-            metric, q = key.split(".")
-            spread = round_spread([frame[metric].to_numpy(float) for frame in by_round], float(q[1:]))
-            if spread is not None:
-                spreads[key].append(MEDIAN_ABS_PER_SD * spread)
-    if not any(spreads.values()):
-        return None
-    return {key: float(np.median(values)) if values else None for key, values in spreads.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                 "levels_in_median": entry["levels_in_median"],
                 "levels": {name: {k: v["relative_error"] for k, v in pairs.items()}
                            for name, pairs in validation["levels"].items() if name.startswith(f"{strategy}/")},
-                "rounds_floor": _rounds_floor(data, entry["levels_in_median"]),
+                "rounds_floor": entry["rounds_floor"],
                 "sources": sources.get(strategy, {}).get("median_abs"),
                 "machine_speed": {name: entry.get("speed") for name, entry in
                                   (sources.get(strategy, {}).get("levels") or {}).items()},

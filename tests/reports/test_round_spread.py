@@ -1,7 +1,10 @@
 import numpy as np
+import pandas as pd
 import pytest
 
-from reports.round_spread import round_spread
+from reports.round_spread import MEDIAN_ABS_PER_SD, level_round_spreads, round_spread, rounds_floor
+from reports.validation import KEYS
+from reports.validation_section import median_error_table
 
 
 def test_rounds_that_agree_have_no_spread_and_one_round_has_none_to_give():
@@ -17,3 +20,26 @@ def test_a_round_run_20_percent_slower_moves_the_pooled_median_by_the_bootstrap_
     # so a bootstrap over requests would call this median exact)
     fast, slow = np.full(200, 1.0), np.full(200, 1.2)
     assert round_spread([fast, slow], 50, resamples=4000) == pytest.approx(0.0707 / 1.1, rel=0.05)
+
+
+def test_a_levels_spreads_come_from_its_rounds_and_a_strategys_floor_is_their_median():
+    rng = np.random.default_rng(0)
+    rounds = pd.DataFrame({"round": np.repeat([0, 1, 2, 3], 100),
+                           "ttft_s": np.concatenate([rng.gamma(4, 0.002, 100) * speed for speed in (1.0, 1.1, 0.9, 1.05)])})
+    spreads = level_round_spreads(rounds, ("ttft_s.p50", "ttft_s.p99"))
+    assert set(spreads) == {"ttft_s.p50", "ttft_s.p99"} and 0.01 < spreads["ttft_s.p50"] < 0.2
+    assert level_round_spreads(rounds.drop(columns="round"), ("ttft_s.p50",)) is None   # a run without rounds
+    assert level_round_spreads(rounds[rounds["round"] == 0], ("ttft_s.p50",)) is None   # one round
+    floor = rounds_floor([{"k": 0.02}, None, {"k": 0.04}, {"k": 0.10}], ("k",))
+    assert floor == {"k": pytest.approx(MEDIAN_ABS_PER_SD * 0.04)}
+    assert rounds_floor([None, None], ("k",)) is None
+
+
+def test_the_reports_median_table_shows_each_strategys_floor_under_its_errors():
+    errors = {key: 0.12 for key in KEYS}
+    validation = {"median_abs_error": errors, "by_strategy": {
+        "continuous": {"median_abs_error": errors, "levels_in_median": ["a", "b"], "rounds_floor": {k: 0.03 for k in KEYS}},
+        "static": {"median_abs_error": errors, "levels_in_median": ["c"], "rounds_floor": None}}}
+    table = median_error_table(validation)
+    assert list(table["strategy"]) == ["continuous", "static", "all", "continuous: rounds floor"]
+    assert table.iloc[-1]["ttft_s.p99"] == "3%"
