@@ -159,3 +159,10 @@ def test_the_medians_are_over_levels_below_the_knee_not_a_level_whose_throughput
     assert levels_below_knee([_level(1, 820.0), _level(2, 1000.0)]) == []
     # a rate level beside concurrency ones is judged by its throughput alone
     assert levels_below_knee([*group, _level(64, 500.0, kind="rate_rps")]) == ["none/c=1", "none/c=64"]
+
+
+def test_a_level_too_long_for_the_budget_is_simulated_for_a_bounded_count_of_requests():
+    from reports.validation import MIN_REPLICATIONS, REQUEST_BUDGET, replications_for, requests_per_run
+    assert requests_per_run(2500) is None and replications_for(2500, 8) == 4       # the window, 4 runs
+    assert requests_per_run(83_000) == REQUEST_BUDGET // MIN_REPLICATIONS           # not 3 x 83,000
+    assert replications_for(83_000, 8) == MIN_REPLICATIONS
