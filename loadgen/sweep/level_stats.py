@@ -173,8 +173,8 @@ def _grouped(values, durations: list[float]) -> tuple[float, ...] | None:
     STABILITY_WINDOWS rounds, the rounds as they are. The judge's spread is a range, which widens
     with every window added and every second taken off a window: ten rounds of 2 s flagged every
     closed-loop level of two sweeps (a range of ten short windows) that three windows called steady."""
-    if values is None or len(values) <= STABILITY_WINDOWS or len(values) != len(durations):
-        return None if values is None else tuple(values)   # (a speed index missing a window is not used)
+    if values is None or len(values) <= STABILITY_WINDOWS:
+        return None if values is None else tuple(values)
     groups = np.array_split(np.arange(len(values)), STABILITY_WINDOWS)
     values, durations = np.asarray(values, dtype=float), np.asarray(durations, dtype=float)
     return tuple(float(np.average(values[g], weights=durations[g])) if durations[g].sum() > 0 else float(values[g].mean())
