@@ -43,6 +43,7 @@ REPLICATIONS = 8               # at most, per level; fewer for long levels (REQU
 MIN_REPLICATIONS = 3
 REQUEST_BUDGET = 8000          # simulated requests per held-out level (about): a long level's own count already
                                # pins its percentiles, and the report stays quick
+LONG_LEVEL_REQUESTS = REQUEST_BUDGET // MIN_REPLICATIONS   # a longer level is simulated for this many a run
 
 
 def levels_below_knee(group: list[LevelSample]) -> list[str]:
@@ -68,8 +69,7 @@ def requests_per_run(requests: int) -> int | None:
     MIN_REPLICATIONS runs is simulated for that many requests a run instead (steady state, its edges
     left out: reports.calibration.predict). Without it the 1,000,000-record speed benchmark's report
     simulated 3 x 83,000 requests a held-out level: 89 s against the 15 s target, 77 s of it here."""
-    per_run = REQUEST_BUDGET // MIN_REPLICATIONS
-    return per_run if requests > per_run else None
+    return LONG_LEVEL_REQUESTS if requests > LONG_LEVEL_REQUESTS else None
 
 
 def _pair(predicted: float | None, measured: float | None) -> dict:

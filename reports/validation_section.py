@@ -13,7 +13,7 @@ import pandas as pd
 
 from reports.blocks import Block, Details
 from reports.figures.common import FigureFile
-from reports.validation import KEYS, MEDIAN_LOAD_FRACTION
+from reports.validation import KEYS, LONG_LEVEL_REQUESTS, MEDIAN_LOAD_FRACTION
 
 HEADING = "Predictions validated on levels they did not see"
 
@@ -67,7 +67,8 @@ def section(summary: dict, figures: list[FigureFile]) -> tuple[str, list[Block]]
         return None
     blocks: list[Block] = [
         f"Each level was predicted by the simulator calibrated on its strategy's other levels only "
-        f"(up to {validation.get('replications')} simulated runs as long as the measured window). The medians of "
+        f"(up to {validation.get('replications')} simulated runs as long as the measured window; a level of more "
+        f"than {LONG_LEVEL_REQUESTS:,} requests, runs of that many). The medians of "
         f"|predicted / measured - 1| are over the levels below the knee: at most {MEDIAN_LOAD_FRACTION:.0%} of their "
         f"strategy's highest output tokens/s, at a lower load than the level that reached it."
         + (" A \"rounds floor\" row is the median error that a model knowing each level's expectation exactly "
