@@ -9,11 +9,14 @@ summary.json's `validation` (the shape issue 13 fixes, plus the extras after it)
      "predictions": {LEVEL: {"ttft_s": {"p50": {"value", "interval": [lo, hi]}, "p95": ..., "p99": ...}, ...}},
                    the prediction itself: median over replications and their 95% spread
      "by_strategy": {STRATEGY: {"median_abs_error": {...}, "levels_in_median": [...],
-                                "rounds_floor": {...} | None, "max_output_tokens_per_s": x,
-                                "calibration": {...}}},
+                                "rounds_floor": {...} | None, "widest_gap": x | None,
+                                "max_output_tokens_per_s": x, "calibration": {...}}},
                    rounds_floor: over the same levels, the median |error| a model that knew each
                    level's expectation would still show, from its rounds (reports.round_spread;
                    None for a run without rounds)
+                   widest_gap: over the same levels, the widest load ratio between the two measured
+                   levels a held-out one lay between (its neighbours: c=4 between c=2 and c=8 is 4.0);
+                   None when none lay between two of its kind
      "replications": R (at most; a level of n requests gets max(3, min(R, 8000 / n))), "unavailable": [...]}
 
 relative_error = predicted / measured - 1. The medians are of |relative_error| over the levels
@@ -56,6 +59,17 @@ def levels_below_knee(group: list[LevelSample]) -> list[str]:
     top = peak.output_tokens_per_s or 0.0
     return [s.level for s in group if (s.output_tokens_per_s or 0.0) <= MEDIAN_LOAD_FRACTION * top
             and not (s.kind == peak.kind and s.load > peak.load)]
+
+
+def widest_gap(group: list[LevelSample], names: list[str]) -> float | None:
+    """The widest load ratio next / previous over the named levels that lie between two levels of their
+    kind in `group` (ordered by load): the span a held-out level is interpolated across."""
+    gaps = []
+    for kind in {s.kind for s in group}:
+        loads = [s.load for s in group if s.kind == kind]
+        levels = [s.level for s in group if s.kind == kind]
+        gaps += [loads[i + 1] / loads[i - 1] for i in range(1, len(levels) - 1) if levels[i] in names]
+    return max(gaps) if gaps else None
 
 
 def replications_for(requests: int, most: int) -> int:
@@ -126,6 +140,7 @@ def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replication
         full = calibrate(group, server, cv2)
         by_strategy[strategy] = {"median_abs_error": _median_abs(levels, eligible), "levels_in_median": eligible,
                                  "rounds_floor": rounds_floor([s.rounds_spread for s in done if s.level in below], KEYS),
+                                 "widest_gap": widest_gap(group, eligible),
                                  "max_output_tokens_per_s": top, "calibration": full.describe()}
     return {"method": METHOD, "levels": levels, "median_abs_error": _median_abs(levels, eligible_all),
             "predictions": predictions, "by_strategy": by_strategy, "replications": replications,

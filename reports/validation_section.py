@@ -15,6 +15,8 @@ from reports.blocks import Block, Details
 from reports.figures.common import FigureFile
 from reports.validation import KEYS, LONG_LEVEL_REQUESTS, MEDIAN_LOAD_FRACTION
 
+WIDE_GAP = 4.0   # a held-out level between neighbours this far apart in load (a doubling grid's) gets the grid's sentence
+
 HEADING = "Predictions validated on levels they did not see"
 
 
@@ -61,6 +63,18 @@ def levels_table(validation: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def wide_gap_sentence(validation: dict) -> str | None:
+    """Where a held-out level lay between levels WIDE_GAP or more apart: the error there measures the grid too."""
+    wide = {strategy: entry["widest_gap"] for strategy, entry in validation.get("by_strategy", {}).items()
+            if (entry.get("widest_gap") or 0.0) >= WIDE_GAP}
+    if not wide:
+        return None
+    spans = ", ".join(f"{strategy} {gap:.1f}x" for strategy, gap in wide.items())
+    return (f"Held out, a level was predicted across the gap between its neighbours, here up to {spans} in load. "
+            f"Where the front end or the engine saturates inside such a gap, the error there is the grid's as much "
+            f"as the model's: a denser grid (1,2,3,4,6,8,12,16,24,32: at most 3x between a level's neighbours) narrows it.")
+
+
 def section(summary: dict, figures: list[FigureFile]) -> tuple[str, list[Block]] | None:
     validation = summary.get("validation") or {}
     if not validation.get("levels") and not validation.get("unavailable"):
@@ -78,6 +92,9 @@ def section(summary: dict, figures: list[FigureFile]) -> tuple[str, list[Block]]
     table = median_error_table(validation)
     if not table.empty:
         blocks.append(table)
+    gap_text = wide_gap_sentence(validation)
+    if gap_text:
+        blocks.append(gap_text)
     notes = list(validation.get("unavailable", []))
     for strategy, entry in validation.get("by_strategy", {}).items():
         notes += [f"{strategy}: {text}" for text in entry.get("calibration", {}).get("unavailable", [])]

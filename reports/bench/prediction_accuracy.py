@@ -7,7 +7,9 @@ Per strategy and metric: the median |predicted / measured - 1| over the levels b
 80% of the strategy's top output tokens/s, at a lower load than the top's (summary.json's `validation`,
 reports.validation.levels_below_knee; issue 13's targets: 10% at p50, 15% at p99). --sources adds the decomposition of reports.error_sources (the error with the machine's speed
 at the held-out level, or the step model, or the front end taken from the held-out level itself, and
-one run's noise floor); --rerun gives a run
+one run's noise floor); the "widest gap" column is the widest load ratio between the two levels a
+held-out level in the median lay between (summary.json's validation, reports.validation.widest_gap);
+--rerun gives a run
 that measured one level again, for the machine's drift between two measurements of the same level.
 A run measured in rounds also gets its "rounds floor" row: the median |error| a model that knew each
 level's expectation exactly would still show, from the spread of the level's own rounds
@@ -59,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                 "levels_in_median": entry["levels_in_median"],
                 "levels": {name: {k: v["relative_error"] for k, v in pairs.items()}
                            for name, pairs in validation["levels"].items() if name.startswith(f"{strategy}/")},
-                "rounds_floor": entry["rounds_floor"],
+                "rounds_floor": entry["rounds_floor"], "widest_gap": entry["widest_gap"],
                 "sources": sources.get(strategy, {}).get("median_abs"),
                 "machine_speed": {name: entry.get("speed") for name, entry in
                                   (sources.get(strategy, {}).get("levels") or {}).items()},
@@ -79,11 +81,12 @@ def main(argv: list[str] | None = None) -> int:
 def _print(out: dict) -> None:
     print("leave-one-level-out median |predicted / measured - 1| "
           "(levels below the knee: <= 80% of the top tok/s, at a lower load)")
-    print(f"{'strategy':>11} {'levels':>6}  " + " ".join(f"{k:>12}" for k in KEYS))
+    print(f"{'strategy':>11} {'levels':>6}  " + " ".join(f"{k:>12}" for k in KEYS) + "  widest gap")
     print(f"{'target':>11} {'':>6}  " + " ".join(f"{TARGETS[k.split('.')[1]]:>12.0%}" for k in KEYS))
     for strategy, entry in out["strategies"].items():
+        gap = "" if entry["widest_gap"] is None else f"{entry['widest_gap']:.1f}x"
         print(f"{strategy:>11} {len(entry['levels_in_median']):>6}  "
-              + " ".join(f"{_pct(entry['median_abs_error'][k]):>12}" for k in KEYS))
+              + " ".join(f"{_pct(entry['median_abs_error'][k]):>12}" for k in KEYS) + f"  {gap:>10}")
         if entry["rounds_floor"]:
             print(f"{'rounds floor':>18}  " + " ".join(f"{_pct(entry['rounds_floor'][k]):>12}" for k in KEYS))
     for strategy, entry in out["strategies"].items():

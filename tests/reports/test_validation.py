@@ -166,3 +166,17 @@ def test_a_level_too_long_for_the_budget_is_simulated_for_a_bounded_count_of_req
     assert requests_per_run(2500) is None and replications_for(2500, 8) == 4       # the window, 4 runs
     assert requests_per_run(83_000) == REQUEST_BUDGET // MIN_REPLICATIONS           # not 3 x 83,000
     assert replications_for(83_000, 8) == MIN_REPLICATIONS
+
+
+def test_the_widest_gap_is_the_span_a_held_out_level_lay_across_and_a_wide_one_is_said():
+    from reports.validation import widest_gap
+    from reports.validation_section import wide_gap_sentence
+    doubling = [_level(c, 100.0 * c) for c in (1, 2, 4, 8, 16, 32)]
+    dense = [_level(c, 100.0 * c) for c in (1, 2, 3, 4, 6, 8, 12)]
+    # c=1 has no level below it; c=4 lies between c=2 and c=8
+    assert widest_gap(doubling, ["none/c=1", "none/c=2", "none/c=4"]) == 4.0
+    assert widest_gap(dense, ["none/c=1", "none/c=2", "none/c=3", "none/c=4", "none/c=6"]) == 3.0   # c=2: 1 to 3
+    assert widest_gap(doubling, ["none/c=1"]) is None
+    said = wide_gap_sentence({"by_strategy": {"continuous": {"widest_gap": 4.0}, "static": {"widest_gap": 3.0}}})
+    assert "continuous 4.0x" in said and "static" not in said
+    assert wide_gap_sentence({"by_strategy": {"static": {"widest_gap": 3.0}, "none": {"widest_gap": None}}}) is None
