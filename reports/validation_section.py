@@ -3,8 +3,9 @@
     section(summary, figures) -> (heading, blocks)     for reports.render (self-contained)
 
 Blocks: what was done (a sentence), the median |error| per strategy and metric (and, for a run in
-rounds, each strategy's rounds floor: reports.round_spread), what was not
-available, the predicted-vs-measured figures, and the per-level table, collapsed.
+rounds, each strategy's rounds floor: reports.round_spread), a sentence where a held-out level lay
+between neighbours WIDE_GAP or more apart in load, what was not available, the predicted-vs-measured
+figures, and the per-level table, collapsed.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def wide_gap_sentence(validation: dict) -> str | None:
     spans = ", ".join(f"{strategy} {gap:.1f}x" for strategy, gap in wide.items())
     return (f"Held out, a level was predicted across the gap between its neighbours, here up to {spans} in load. "
             f"Where the front end or the engine saturates inside such a gap, the error there is the grid's as much "
-            f"as the model's: a denser grid (1,2,3,4,6,8,12,16,24,32: at most 3x between a level's neighbours) narrows it.")
+            f"as the model's: a denser grid, levels about 1.5x apart (c = 1,2,3,4,6,8,12,16,24,32: at most 3x between a "
+            f"level's neighbours), narrows it.")
 
 
 def section(summary: dict, figures: list[FigureFile]) -> tuple[str, list[Block]] | None:
