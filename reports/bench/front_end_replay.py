@@ -119,7 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         samples = level_samples(data, build_levels(data, data.run.slo))
         for strategy, group in samples.items():
             print(f"{run_dir} {strategy}: replaying {len(group)} levels", file=sys.stderr)
-            table = strategy_table(data, strategy, group, progress=lambda line: print(line, file=sys.stderr))
+            try:
+                table = strategy_table(data, strategy, group, progress=lambda line: print(line, file=sys.stderr))
+            except ValueError as exc:   # a level without positive mean delays: nothing to fit
+                print(f"{run_dir} {strategy}: cannot fit the core's work: {exc}; skipped", file=sys.stderr)
+                continue
             if table is None:
                 print(f"{run_dir} {strategy}: no engine step and request record; skipped", file=sys.stderr)
                 continue
