@@ -2,6 +2,7 @@
 RPS against the records' request rate, the "Token latency" tab and its charts page (skips, saying
 why, where Chromium is not installed)."""
 
+import json
 import re
 import time
 
@@ -9,7 +10,7 @@ import pytest
 
 from browser import chromium, console_errors, save_screenshot
 from servecap.contract.records import read_records
-from loadgen_helpers import http_post_form, locust_web_ui, scripted_server
+from loadgen_helpers import http_get, http_post_form, locust_web_ui, scripted_server
 from waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -43,8 +44,12 @@ def test_header_rps_counts_real_requests_and_token_metrics_are_on_the_page(tmp_p
         wait_until(lambda: time.time() - started > 14 and _header_rps(driver), timeout=40, interval=0.5,
                    what="the header's RPS after 14 s of load")
         http_post_form(ui + "/stop", {})
+        # Locust's own state first, then the page: a failure says which of the two did not get there
+        # (once in stop 29's CI the page had not said STOPPED after 30 s; two reruns passed)
+        wait_until(lambda: json.loads(http_get(ui + "/stats/requests") or "{}").get("state") == "stopped",
+                   timeout=30, interval=0.2, what="Locust's /stats/requests state 'stopped'")
         wait_until(lambda: "STOPPED" in driver.find_element("tag name", "body").text.upper(), timeout=30,
-                   interval=0.2, what="the header saying the swarm stopped")
+                   interval=0.2, what="the header saying the swarm stopped (Locust itself had stopped)")
         header = _header_rps(driver)
         last = int(max(r["t_start"] + r["e2e_s"] for r in read_records(records) if r["status"] != "incomplete"))
         measured = _records_rate(records, last - 12, last - 2)
