@@ -54,13 +54,15 @@ def main(argv: list[str] | None = None) -> int:
         validation = validate(data.run, samples, replications=args.replications)
         sources = error_sources(data.run, samples, replications=args.replications) if args.sources else {}
         for strategy, entry in validation["by_strategy"].items():
+            # its levels by the samples': an external server's are named without a strategy ("c=4")
+            names = {sample.level for sample in samples.get(strategy, [])}
             # two runs of one strategy (repeats) keep both rows: named by their run directory
             key = strategy if len(args.runs) == 1 else f"{strategy}@{Path(run_dir).name}"
             out["strategies"][key] = {
                 "run": str(run_dir), "median_abs_error": entry["median_abs_error"],
                 "levels_in_median": entry["levels_in_median"],
                 "levels": {name: {k: v["relative_error"] for k, v in pairs.items()}
-                           for name, pairs in validation["levels"].items() if name.startswith(f"{strategy}/")},
+                           for name, pairs in validation["levels"].items() if name in names},
                 "rounds_floor": entry["rounds_floor"], "widest_gap": entry["widest_gap"],
                 "sources": sources.get(strategy, {}).get("median_abs"),
                 "machine_speed": {name: entry.get("speed") for name, entry in
