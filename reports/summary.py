@@ -56,7 +56,8 @@ def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None
     grouped = dict(tuple(records[measure].groupby("level", sort=False, observed=True)))
     series = ServerSeries.from_frame(data.server_metrics)
     warmup = records[records["phase"] == "warmup"]
-    warmup_ends = {level: group["t_end"].to_numpy() for level, group in warmup.groupby("level", observed=True)}
+    warmups = {level: group[["t_start", "t_end"]].to_numpy(dtype=float)
+               for level, group in warmup.groupby("level", observed=True)}
     levels = []
     for seed, level in enumerate(level_order(data)):
         if level not in grouped:
@@ -65,7 +66,7 @@ def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None
             progress(level)
         frame = grouped[level]
         entry = _level_entry(level, frame, gaps_by_level.get(level, np.empty(0)), slo, seed,
-                             default_strategy, data, series, warmup_ends.get(level, np.empty(0)))
+                             default_strategy, data, series, warmups.get(level, np.empty((0, 2))))
         levels.append(entry)
     return levels
 
@@ -98,7 +99,7 @@ def _itl_by_level(data: RunData, ok_measure: np.ndarray) -> dict[str, np.ndarray
 
 def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO, seed: int,
                  default_strategy: str | None, data: RunData, series: ServerSeries,
-                 warmup_ends: np.ndarray) -> dict:
+                 warmups: np.ndarray) -> dict:
     parsed = parse_level_id(level, default_strategy)
     ok = frame[frame["status"] == "ok"]
     windows = frame_windows(frame)                      # one, or one per round (sweep --rounds)
@@ -141,7 +142,7 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
         "loadgen": loadgen_health(frame, (data.loadgen_meta.get("levels") or {}).get(level)),
         "by_turn": by_turn(ok),
         "server": server_means(series, windows),
-        "server_latency": server_latency(series, _observed_windows(windows, warmup_ends)),
+        "server_latency": server_latency(series, observed_windows(windows, warmups)),
         "device": device_means(data.samples, windows),
         "host_steal": steal_by_core(data.canary, windows),   # {core: share the VM's host took}; {} without canary
     }
@@ -150,14 +151,17 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
     return entry
 
 
-def _observed_windows(windows: list[tuple[float, float]], warmup_ends: np.ndarray) -> list[tuple[float, float]]:
-    """The server's view of each window opens once the warm-up requests sent before it have finished
-    (`observation_start`): a round's own warm-up, never a later round's."""
-    edges = [-np.inf, *(start for start, _ in windows[1:]), np.inf]   # round k's warm-up ends before round k+1
+def observed_windows(windows: list[tuple[float, float]], warmups: np.ndarray) -> list[tuple[float, float]]:
+    """The server's view of each window opens once its own warm-up requests have finished
+    (`observation_start`). `warmups`: [W, 2] the level's warm-up requests' (send, end) times. A round's
+    own are those sent after the previous round's window ended and before its own began: with a
+    sweep's rounds interleaved, the next round's warm-up also ends before the next window, and taken
+    by its end it would shut this round's view (every round but the last came out empty)."""
+    sends, ends = np.asarray(warmups, dtype=float).reshape(-1, 2).T
     observed = []
     for k, (start, end) in enumerate(windows):
         previous_end = windows[k - 1][1] if k else -np.inf
-        own = warmup_ends[(warmup_ends > previous_end) & (warmup_ends < edges[k + 1])]
+        own = ends[(sends >= previous_end) & (sends <= start) & np.isfinite(ends)]
         observed.append((observation_start(start, own), end))
     return observed
 

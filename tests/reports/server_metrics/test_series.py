@@ -10,6 +10,7 @@ import numpy as np
 from reports.server_metrics.latency import observation_start, server_latency
 from reports.server_metrics.means import server_means
 from reports.server_metrics.series import ServerSeries
+from reports.summary import observed_windows
 from servecap.contract.server_metrics import SCRAPE_MARKER
 
 
@@ -81,3 +82,13 @@ def test_a_level_measured_in_rounds_counts_its_own_spans_and_not_the_time_betwee
     assert means["preemptions"] == 0
     assert server_latency(series, spans)["ttft_s"]["count"] == 10          # the 10 observed at t=1, inside span 1
     assert server_means(series, [(0.0, 8.0)])["preemptions"] == 4          # one span over the gap counts them
+
+
+def test_each_round_opens_after_its_own_warm_up_not_the_next_rounds():
+    # a sweep's rounds interleave levels: this level's windows at [10, 15] and [40, 45], each after a
+    # warm-up of its own (sent at 9-10, the last ending at 10.4; sent at 39-40, ending by 40.3). The
+    # second round's warm-up ends before the second window, yet it is not the first round's.
+    windows = [(10.0, 15.0), (40.0, 45.0)]
+    warmups = np.array([[9.0, 9.6], [9.8, 10.4], [39.0, 39.5], [39.9, 40.3], [39.95, np.nan]])
+    assert observed_windows(windows, warmups) == [(10.4, 15.0), (40.3, 45.0)]
+    assert observed_windows([(10.0, 15.0)], np.empty((0, 2))) == [(10.0, 15.0)]
