@@ -14,9 +14,10 @@ used, ``unavailable`` what was not):
   one; pooled, the quiet levels' tails would land on the busy ones), the slow paths scaled to every
   level's mean, and the engine's warm-up (its first steps after a wait, `calculators.warm_up`) fitted
   on every level's fast residuals and taken out of them; else the per-level means of the /metrics
-  step-time and batch-size histograms; else the client's TPOT against the running sequences, with
+  step-time and batch-size histograms; else the client's decode time per step against the running sequences, with
   the engine's /metrics prefill means where it exports them; without a step record the noise is each request's
-  TPOT over its level's mean (`reports.external_calibration`);
+  TPOT over its level's mean, split into the machine's slow speed and the fast rest as the step record's is
+  (`reports.external_calibration`);
 - front-end delays: per level (the front end slows with the load it carries), as the level
   samples give them, with the closed loop's think time from Little's law; else none (the
   engine's clock is taken for the client's);
@@ -42,11 +43,10 @@ from calculators.step_noise import split_slow
 from calculators.warm_up import MIN_WAITS, fit_warm_up, without_warm_up
 from reference_server.scheduling.strategies import get_strategy, limits_from_flags  # the pure registry
 from reports.external_calibration import fit_steps_from_levels, running_while_stepping
-from reports.level_samples import LevelSample
+from reports.level_samples import SLOW_BIN_S, LevelSample
 from servecap.contract.run_json import RunInfo
 
 JITTER_BLOCK = 64          # residuals drawn in runs of this many steps: about one request's decode
-SLOW_BIN_S = 0.25          # the machine's slow speed: one factor per this much wall time of a window
 MIN_STEPS = 50             # fewer recorded steps than this: fit from the fallbacks instead
 
 
@@ -206,7 +206,7 @@ def _level_residuals(samples: list[LevelSample], model: StepTimeModel) -> tuple[
             ratios = step_residuals(model, s.steps.batch, s.steps.duration_s, s.steps.prefill_tokens,
                                     s.steps.context_tokens)
         elif s.tpot_factors:
-            ratios = np.asarray(s.tpot_factors)
+            ratios, paths = np.asarray(s.tpot_factors), s.tpot_paths
         else:
             continue
         levels.append((float(s.output_tokens_per_s), ratios, None if s.steps is None else s.steps.since_idle, paths))
@@ -237,10 +237,10 @@ def _fit_steps(samples: list[LevelSample], server: ServerConfig, sources: dict, 
     else:
         cap = server.limits.max_running
         model, prefill_rows = fit_steps_from_levels([
-            {"batch": running_while_stepping(s.running_mean, s.kind, s.load, cap), "tpot_s": s.measured["tpot_s"]["p50"],
+            {"batch": running_while_stepping(s.running_mean, s.kind, s.load, cap), "tpot_s": s.decode_step_s or s.measured["tpot_s"]["p50"],
              "prompt_tokens_per_s": s.prompt_tokens_per_s, "prompt_mean": s.prompt_mean,
              "prefill_s": (s.engine_means or {}).get("prefill_s")} for s in samples])
-        sources["step_time"] = ("client TPOT (p50) against the running sequences per level"
+        sources["step_time"] = ("client decode time per decode step against the running sequences per level"
                                 + (", with the engine's /metrics prefill means" if prefill_rows else ""))
         unavailable.append("engine step and /metrics step histograms: step time inferred from the client's TPOT"
                            + ("" if prefill_rows else " (no prefill means: prompts cost nothing)"))
@@ -249,7 +249,8 @@ def _fit_steps(samples: list[LevelSample], server: ServerConfig, sources: dict, 
         unavailable.append("step-time noise: no engine step record (the step time is a mean, without its spread)")
         return model
     unavailable.append("step-time noise: no engine step record; each request's TPOT over its level's mean stands "
-                       "in for it, in runs of its decode steps (single steps are not seen from the client)")
+                       "in for it (its rounds' slow speed per bin of first tokens, and the rest in runs of its "
+                       "decode steps; single steps are not seen from the client)")
     return replace(model, jitter=residual_runs(factors, JITTER_BLOCK), jitter_block=JITTER_BLOCK)
 
 

@@ -23,11 +23,13 @@ from calculators.calibrate import closed_loop_think_s, fit_front_end
 from calculators.sim.front_end import FrontEnd
 from calculators.warm_up import steps_since_idle
 from reports.canary_speed import machine_speed
-from reports.external_calibration import front_end_from_means, tpot_factors
+from reports.external_calibration import (client_step_noise, decode_step_mean_s, front_end_from_means,
+                                         step_in_progress_wait_s)
 from reports.round_spread import level_round_spreads
 from reports.run_data import RunData
 from servecap.contract.level_windows import inside
 
+SLOW_BIN_S = 0.25          # the machine's slow speed: one factor per this much wall time of a window
 MAX_BUSY_GAP_S = 0.25      # between two steps of a busy engine (a slow one is noise: kept; longer is a level's end)
 QUANTILES = ("p50", "p95", "p99")
 METRICS = ("ttft_s", "tpot_s", "e2e_s")
@@ -66,8 +68,12 @@ class LevelSample:
     running_mean: float | None = None    # the /metrics running-requests gauge's mean
     engine_means: dict | None = None     # /metrics latency means {"queue_s", "prefill_s", "decode_s"} (those exported)
     prompt_tokens_per_s: float | None = None
-    tpot_factors: tuple[float, ...] = ()   # without a step record: the step noise the client saw
-                                           # (reports.external_calibration.tpot_factors)
+    tpot_factors: tuple[float, ...] = ()   # without a step record: the step noise the client saw, its fast
+                                           # part (reports.external_calibration.client_step_noise)
+    tpot_paths: tuple[tuple[float, ...], ...] = ()   # and its slow part: one path per window, a factor per
+                                                     # SLOW_BIN_S of the wall clock
+    decode_step_s: float | None = None   # the client's decode time over its decode steps, s (the mean
+                                         # tpot_factors are taken around; decode_step_mean_s)
     window_speeds: tuple[float, ...] = ()   # the canary's machine speed in each of its windows, in time
                                             # order (() when any is unknown)
     rounds_spread: dict | None = None    # {"ttft_s.p50": x, ...}: how far the level's percentiles move
@@ -119,6 +125,9 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
         level_steps = _level_steps(steps, source, its_windows)
         engine_means = {name: entry["mean"] for name, entry in (lvl.get("server_latency") or {}).items()
                         if name in ("queue_s", "prefill_s", "decode_s") and entry.get("mean") is not None}
+        decode_step = decode_step_mean_s(frame["tpot_s"], frame["output_tokens"])
+        paths, factors = ((), ()) if level_steps is not None else _client_noise(frame)
+        step_wait = step_in_progress_wait_s(decode_step, server.get("requests_running_mean"), kind, float(load))
         sample = LevelSample(
             level=lvl["level"], strategy=source, kind=kind, load=float(load), warmup_s=warmup, duration_s=duration,
             lengths=tuple(map(tuple, pairs.to_numpy().tolist())),
@@ -126,9 +135,10 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
             output_tokens_per_s=lvl["output_tokens_per_s"],
             steps=level_steps, machine_speed=speed,
             window_speeds=tuple(per_window) if per_window and None not in per_window else (),
-            tpot_factors=() if level_steps is not None else tuple(tpot_factors(frame["tpot_s"], frame["output_tokens"])),
+            tpot_factors=tuple(factors), tpot_paths=paths,
+            decode_step_s=decode_step,
             front_end=_level_front_end(joined.get(lvl["level"]), frame, engine_means, kind, load, duration, lvl,
-                                       max(len(its_windows), 1)),
+                                       max(len(its_windows), 1), step_wait),
             server_means=means, running_mean=server.get("requests_running_mean"), engine_means=engine_means or None,
             prompt_tokens_per_s=lvl.get("prompt_tokens_per_s"),
             rounds_spread=level_round_spreads(frame, KEYS))
@@ -198,6 +208,13 @@ def _level_steps(steps: pd.DataFrame | None, source: str, windows: list[tuple[fl
                     rows["since_idle"].to_numpy())
 
 
+def _client_noise(frame: pd.DataFrame) -> tuple[tuple, np.ndarray]:
+    """A level's step noise from its client records alone (no step record): slow paths per round, fast factors."""
+    window = frame["round"].fillna(0).to_numpy() if "round" in frame.columns else None
+    return client_step_noise(frame["tpot_s"], frame["output_tokens"], frame["t_start"] + frame["ttft_s"], window,
+                             SLOW_BIN_S)
+
+
 def _join_engine_requests(ok: pd.DataFrame, engine: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
     if engine is None or "response_id" not in ok.columns:
         return {}
@@ -209,16 +226,17 @@ def _join_engine_requests(ok: pd.DataFrame, engine: pd.DataFrame | None) -> dict
 
 
 def _level_front_end(joined: pd.DataFrame | None, frame: pd.DataFrame, engine_means: dict, kind: str, load: float,
-                     duration: float, lvl: dict, rounds: int = 1) -> FrontEnd | None:
+                     duration: float, lvl: dict, rounds: int = 1, step_wait_s: float = 0.0) -> FrontEnd | None:
     """Per request from the engine's request record (`joined`), else from the engine's /metrics means
-    (`reports.external_calibration`), else None. rounds: the windows the level was measured in; each
-    user loses about one cycle to each one's edges."""
+    (`reports.external_calibration`, less `step_wait_s`: the wait for the step in progress, which the
+    engine's request record times and its means do not), else None. rounds: the windows the level was
+    measured in; each user loses about one cycle to each one's edges."""
     think = 0.0
     if kind == "concurrency" and lvl["ok"]:
         think = closed_loop_think_s(int(load) * rounds, duration / rounds, int(lvl["ok"]),
                                     float(lvl["metrics"]["e2e_s"]["mean"]))
     if joined is None or joined.empty:
         return front_end_from_means(frame["ttft_s"].to_numpy(float), frame["e2e_s"].to_numpy(float),
-                                    engine_means, think)
+                                    engine_means, think, step_wait_s)
     return fit_front_end(joined["t_start"], joined["ttft_s"], joined["e2e_s"], joined["t_arrival"],
                          joined["t_first_token"], joined["t_finish"], think_s=think)

@@ -8,7 +8,8 @@ import pytest
 
 from calculators.sim.front_end import FrontEnd, FrontEndByLoad
 from calculators.sim.step_model import StepTimeModel
-from reports.external_calibration import fit_steps_from_levels, front_end_from_means, running_while_stepping, tpot_factors
+from reports.external_calibration import (batch_cost_table, client_step_noise, decode_step_mean_s, fit_steps_from_levels, front_end_from_means,
+                                         running_while_stepping, step_in_progress_wait_s)
 
 TRUE = StepTimeModel(base_s=0.006, per_seq_s=0.0002, per_prefill_token_s=4e-5)
 
@@ -74,9 +75,50 @@ def test_a_delay_measured_as_zero_at_every_level_stays_zero_and_the_others_still
     assert 0.025 < between.mean_s["in_s"] < 0.033
 
 
-def test_each_requests_tpot_over_the_levels_mean_is_its_noise_for_every_one_of_its_decode_steps():
-    factors = tpot_factors(np.array([0.010, 0.020, np.nan, 0.030]), np.array([5, 3, 9, 1]))
-    # decode time 4 x 10 ms + 2 x 20 ms over 6 steps: 13.3 ms a step; no TPOT or one token: no steps
-    assert factors == pytest.approx([0.75] * 4 + [1.5] * 2)
-    assert factors.mean() == pytest.approx(1.0)
-    assert tpot_factors(np.array([np.nan]), np.array([4])).size == 0
+def test_the_decode_step_mean_is_decode_time_over_decode_steps_the_mean_the_factors_are_taken_around():
+    tpot, out = np.array([0.010, 0.020, np.nan, 0.030]), np.array([5, 3, 9, 1])
+    assert decode_step_mean_s(tpot, out) == pytest.approx((4 * 0.010 + 2 * 0.020) / 6)   # not the p50 (0.015)
+    assert decode_step_mean_s(np.array([np.nan]), np.array([4])) is None
+
+
+def test_the_wait_for_the_step_in_progress_is_half_a_step_when_another_request_keeps_the_engine_busy():
+    assert step_in_progress_wait_s(0.004, 0.93, "concurrency", 1) == 0.0          # one user: the engine waits for it
+    # two users, each running 0.94 of the time: the other one is running at 94% of arrivals
+    assert step_in_progress_wait_s(0.004, 1.88, "concurrency", 2) == pytest.approx(0.002 * 0.94)
+    assert step_in_progress_wait_s(0.004, 6.4, "concurrency", 8) == pytest.approx(0.002 * (1 - 0.2 ** 7))
+    assert step_in_progress_wait_s(0.004, 0.3, "rate_rps", 5.0) == pytest.approx(0.002 * 0.3)   # the busy share
+    assert step_in_progress_wait_s(0.004, 3.0, "rate_rps", 50.0) == pytest.approx(0.002)
+    assert step_in_progress_wait_s(None, 3.0, "rate_rps", 50.0) == step_in_progress_wait_s(0.004, None, "rate_rps", 5) == 0.0
+
+
+def test_the_front_end_leaves_out_the_wait_the_simulator_times_itself():
+    ttft, e2e = np.array([0.030, 0.025]), np.array([0.330, 0.300])
+    engine = {"queue_s": 0.001, "prefill_s": 0.009, "decode_s": 0.250}
+    front = front_end_from_means(ttft, e2e, engine, step_wait_s=0.002)
+    assert front.in_s == pytest.approx((0.018, 0.013))
+
+
+def test_the_clients_tpot_splits_into_the_machines_slow_speed_per_round_and_a_fast_rest():
+    # round 0: eight requests a second for 2 s, the second second twice as slow; round 1: one speed.
+    # Each request 11 tokens (10 decode steps); within a bin the fast part alternates 0.9 / 1.1.
+    first = np.concatenate([np.arange(16) / 8, 100 + np.arange(8) / 8])
+    fast = np.tile([0.9, 1.1], 12)
+    slow = np.concatenate([np.ones(8), 2 * np.ones(8), np.ones(8)])
+    tpot = 0.004 * fast * slow
+    paths, factors = client_step_noise(tpot, np.full(24, 11), first, np.repeat([0, 1], [16, 8]), bin_s=0.5)
+    mean = decode_step_mean_s(tpot, np.full(24, 11))
+    level = 0.004 / mean     # the level's mean is the slow rounds' too: every factor is relative to it
+    assert len(paths) == 2 and paths[0] == pytest.approx((level,) * 2 + (2 * level,) * 2) and paths[1] == pytest.approx((level,) * 2)
+    assert factors.shape == (240,) and factors[::10] == pytest.approx(fast)   # each request's, over its 10 steps
+    assert client_step_noise(np.array([np.nan]), np.array([5]), np.array([0.0]), None, 0.25)[1].size == 0
+
+
+def test_the_batch_cost_table_follows_the_levels_never_falling_with_the_batch():
+    # vLLM's CPU build: flat to b=4, then rising; one level (b=2) drifted 10% high
+    table = batch_cost_table(np.array([6.0, 1.0, 2.0, 4.0, 12.0]), np.array([0.0034, 0.0032, 0.0036, 0.0034, 0.0046]))
+    # b=2 and b=4 pooled to their mean (b=6 too: 0.0034 is below it), then interpolated; 12 sizes
+    assert len(table) == 12 and table[0] == pytest.approx(0.0032)
+    assert table[1] == table[3] == table[5] == pytest.approx((0.0036 + 0.0034 + 0.0034) / 3)
+    assert table[8] == pytest.approx(table[5] + (0.0046 - table[5]) * 3 / 6) and table[11] == pytest.approx(0.0046)
+    assert all(b >= a for a, b in zip(table, table[1:]))
+    assert batch_cost_table(np.array([0.9, 2.5]), np.array([0.003, 0.004]))[0] == pytest.approx(0.003 + 0.001 * 0.1 / 1.6)
