@@ -1,8 +1,8 @@
 """A run directory made by the simulator: a "measurement" whose true model is known.
 
 `write_simulated_run(run_dir, model, front_end, strategy=..., concurrencies=...)` simulates each
-closed-loop level with `model` (a StepTimeModel, its jitter included) and the front-end delays,
-then writes what a sweep of the reference server would have: run.json, requests.jsonl (the
+closed-loop level (or, given `rates`, each open-loop level of Poisson arrivals) with `model` (a
+StepTimeModel, its jitter included) and the front-end delays, then writes what a sweep of the reference server would have: run.json, requests.jsonl (the
 client's view), engine_steps.csv and engine_requests.csv (the engine's). Levels follow each other
 in time. The leave-one-level-out validation on such a run must find (almost) no error (tests),
 and a notebook without a measured run can calibrate on one (`sample_run`: a model and delays
@@ -30,7 +30,8 @@ LEVEL_GAP_S = 5.0
 def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd | None, *,
                         strategy: str = "continuous", limits: dict | None = None,
                         concurrencies: tuple[int, ...] = (1, 2, 4, 8, 16), warmup_s: float = 2.0,
-                        duration_s: float = 30.0, lengths: tuple[tuple[int, int], ...] = (), seed: int = 0) -> Path:
+                        duration_s: float = 30.0, lengths: tuple[tuple[int, int], ...] = (), seed: int = 0,
+                        rates: tuple[float, ...] = ()) -> Path:
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     limits = limits or {}
@@ -39,10 +40,13 @@ def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd
                                    np.random.default_rng(seed + 1).integers(8, 32, 500).tolist()))
     records, steps, engine_requests = [], [], []
     t0 = T0
-    for c in concurrencies:
-        level = f"{strategy}/c={c}"
-        workload = Workload(lengths=lengths, concurrency=c, requests=50 * c + 2000, warmup_s=warmup_s,
-                            duration_s=duration_s, seed=seed + c)
+    loads = [("rps", r) for r in rates] or [("c", c) for c in concurrencies]
+    for k, (kind, value) in enumerate(loads):
+        level = f"{strategy}/{kind}={value}"
+        c = int(value) if kind == "c" else 0
+        offered = {"concurrency": c} if kind == "c" else {"rate_rps": float(value)}
+        workload = Workload(lengths=lengths, requests=int(50 * value) + 2000, warmup_s=warmup_s,
+                            duration_s=duration_s, seed=seed + (c if kind == "c" else 1000 + k), **offered)
         log: list[tuple[float, float, object]] = []
         trace = simulate_trace(server, workload, model, front_end, on_step=lambda s, d, shape: log.append((s, d, shape)))
         restarts = [j for j in range(1, len(log)) if log[j][0] < log[j - 1][0]]
@@ -50,7 +54,7 @@ def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd
         _append_steps(steps, log, t0, strategy)
         horizon = warmup_s + duration_s
         for i in range(len(trace.prompt)):
-            if not trace.client_send[i] and i >= c:   # never sent: the window closed first
+            if not trace.client_send[i] and i >= c or trace.client_send[i] >= horizon:   # not sent before the window closed
                 continue
             done = np.isfinite(trace.end[i]) and trace.end[i] + trace.last_out[i] <= horizon
             ttft, e2e = float(trace.client_ttft()[i]), float(trace.client_e2e()[i])
@@ -75,10 +79,11 @@ def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd
     run = {"name": run_dir.name, "status": "complete", "target": {"kind": "reference_server"},
            "notes": ["simulated: the servecap simulator played the server (reports.simulated_run)"],
            "server": {"model": "tiny", "strategies": [strategy], "engines": {strategy: engine}, "block_size": 16},
-           "load_plan": {"kind": "closed", "concurrency": list(concurrencies), "warmup_s": warmup_s,
-                         "duration_s": duration_s, "arrival": "closed"},
-           "levels": [{"level": f"{strategy}/c={c}", "strategy": strategy, "load": c, "status": "ok"}
-                      for c in concurrencies]}
+           "load_plan": ({"kind": "open", "rates": list(rates), "arrival": "poisson"} if rates else
+                         {"kind": "closed", "concurrency": list(concurrencies), "arrival": "closed"})
+                        | {"warmup_s": warmup_s, "duration_s": duration_s},
+           "levels": [{"level": f"{strategy}/{kind}={value}", "strategy": strategy, "load": value, "status": "ok"}
+                      for kind, value in loads]}
     (run_dir / "run.json").write_text(json.dumps(run))
     return run_dir
 

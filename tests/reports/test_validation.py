@@ -18,6 +18,8 @@ from calculators.sim.front_end import FrontEnd
 from calculators.sim.step_model import StepTimeModel
 from reports.report import ReportOptions, build_summary, write_report
 from reports.run_data import load_run
+from reports.level_samples import level_samples
+from reports.summary import build_levels
 from reports.validation import KEYS, METHOD, levels_below_knee
 from reports.simulated_run import write_simulated_run
 
@@ -180,3 +182,15 @@ def test_the_widest_gap_is_the_span_a_held_out_level_lay_across_and_a_wide_one_i
     said = wide_gap_sentence({"by_strategy": {"continuous": {"widest_gap": 4.0}, "static": {"widest_gap": 3.0}}})
     assert "continuous 4.0x" in said and "static" not in said
     assert wide_gap_sentence({"by_strategy": {"static": {"widest_gap": 3.0}, "none": {"widest_gap": None}}}) is None
+
+
+def test_an_open_loop_level_is_predicted_at_the_rate_its_schedule_sent_not_the_nominal_one(tmp_path):
+    run = write_simulated_run(tmp_path / "open", MODEL, FRONT, limits={"max_num_seqs": 32}, rates=(40.0, 80.0),
+                              duration_s=3.0)
+    data = load_run(run)
+    sent = data.records[data.records["phase"] == "measure"].groupby("level", observed=True).size()
+    samples = level_samples(data, build_levels(data, data.run.slo))["continuous"]
+    assert [s.kind for s in samples] == ["rate_rps", "rate_rps"]
+    for sample, nominal in zip(samples, (40.0, 80.0)):
+        assert sample.load == pytest.approx(sent[sample.level] / 3.0)   # a Poisson count: near, not at, the rate
+        assert sample.load != nominal and abs(sample.load / nominal - 1) < 0.3
