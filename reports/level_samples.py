@@ -58,9 +58,10 @@ class LevelSample:
     kind: str                       # "concurrency" | "rate_rps"
     load: float                     # users; open loop: the requests/s its schedule sent in the measure
                                     # windows, not the nominal rate. A seeded Poisson schedule's realization
-                                    # sent 7-12% fewer at 8-21 req/s (o1-none; every level replays the same
-                                    # seeds, so all were short together), and near an idle server's p50
-                                    # edge that moved the TTFT p50 predicted at the nominal rate by 30-90%
+                                    # sent 7-12% fewer at 8-21 req/s (every level replays the same seeds, so
+                                    # all were short together); where half the requests find the server idle
+                                    # the TTFT p50 follows that (none, median error 23-25% at the nominal
+                                    # rates, 13-17% at the rates sent, on two sweeps)
     warmup_s: float
     duration_s: float
     lengths: tuple[tuple[int, int], ...]
