@@ -139,6 +139,8 @@ def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replication
         eligible_all += eligible
         full = calibrate(group, server, cv2)
         by_strategy[strategy] = {"median_abs_error": _median_abs(levels, eligible), "levels_in_median": eligible,
+                                 # open loop: the rate each level was predicted at, its schedule's (LevelSample.load)
+                                 "sent_rates_rps": {s.level: s.load for s in done if s.kind == "rate_rps"},
                                  "rounds_floor": rounds_floor([s.rounds_spread for s in done if s.level in below], KEYS),
                                  "widest_gap": widest_gap(group, eligible),
                                  "max_output_tokens_per_s": top, "calibration": full.describe()}

@@ -4,7 +4,8 @@
 
 Blocks: what was done (a sentence), the median |error| per strategy and metric (and, for a run in
 rounds, each strategy's rounds floor: reports.round_spread), a sentence where a held-out level lay
-between neighbours WIDE_GAP or more apart in load, what was not available, the predicted-vs-measured
+between neighbours WIDE_GAP or more apart in load, one naming the open-loop levels predicted at a rate
+their schedule sent SENT_RATE_OFF or more off the nominal one, what was not available, the predicted-vs-measured
 figures, and the per-level table, collapsed.
 """
 
@@ -14,8 +15,10 @@ import pandas as pd
 
 from reports.blocks import Block, Details
 from reports.figures.common import FigureFile
+from reports.level_ids import parse_level_id
 from reports.validation import KEYS, LONG_LEVEL_REQUESTS, MEDIAN_LOAD_FRACTION
 
+SENT_RATE_OFF = 0.02   # an open-loop level sent this far off its nominal rate gets named with the rate it was predicted at
 WIDE_GAP = 4.0   # a held-out level between neighbours this far apart in load (a doubling grid's) gets the grid's sentence
 
 HEADING = "Predictions validated on levels they did not see"
@@ -77,6 +80,22 @@ def wide_gap_sentence(validation: dict) -> str | None:
             f"level's neighbours), narrows it.")
 
 
+def sent_rate_sentence(validation: dict) -> str | None:
+    """Open-loop levels whose schedule sent more than SENT_RATE_OFF off their nominal rate: the rate each
+    was predicted at (its name keeps the nominal one)."""
+    off = []
+    for entry in validation.get("by_strategy", {}).values():
+        for level, sent in (entry.get("sent_rates_rps") or {}).items():
+            nominal = parse_level_id(level).offered.get("rate_rps")
+            if nominal and abs(sent / nominal - 1) > SENT_RATE_OFF:
+                off.append(f"{level} at {sent:.2f} req/s")
+    if not off:
+        return None
+    return ("An open-loop level was predicted at the rate its seeded schedule sent in the measured windows, not "
+            "its nominal rate (a Poisson schedule sends more or fewer by chance, and every level replays the same "
+            "seeds): " + ", ".join(off) + ".")
+
+
 def section(summary: dict, figures: list[FigureFile]) -> tuple[str, list[Block]] | None:
     validation = summary.get("validation") or {}
     if not validation.get("levels") and not validation.get("unavailable"):
@@ -94,9 +113,9 @@ def section(summary: dict, figures: list[FigureFile]) -> tuple[str, list[Block]]
     table = median_error_table(validation)
     if not table.empty:
         blocks.append(table)
-    gap_text = wide_gap_sentence(validation)
-    if gap_text:
-        blocks.append(gap_text)
+    for text in (wide_gap_sentence(validation), sent_rate_sentence(validation)):
+        if text:
+            blocks.append(text)
     notes = list(validation.get("unavailable", []))
     for strategy, entry in validation.get("by_strategy", {}).items():
         notes += [f"{strategy}: {text}" for text in entry.get("calibration", {}).get("unavailable", [])]

@@ -20,7 +20,8 @@ from reports.report import ReportOptions, build_summary, write_report
 from reports.run_data import load_run
 from reports.level_samples import level_samples
 from reports.summary import build_levels
-from reports.validation import KEYS, METHOD, levels_below_knee
+from reports.validation import KEYS, METHOD, levels_below_knee, validate
+from reports.validation_section import sent_rate_sentence
 from reports.simulated_run import write_simulated_run
 
 NOISE = tuple(np.random.default_rng(0).lognormal(0.0, 0.1, 4000))
@@ -185,12 +186,22 @@ def test_the_widest_gap_is_the_span_a_held_out_level_lay_across_and_a_wide_one_i
 
 
 def test_an_open_loop_level_is_predicted_at_the_rate_its_schedule_sent_not_the_nominal_one(tmp_path):
-    run = write_simulated_run(tmp_path / "open", MODEL, FRONT, limits={"max_num_seqs": 32}, rates=(40.0, 80.0),
+    rates = (40.0, 60.0, 80.0)
+    run = write_simulated_run(tmp_path / "open", MODEL, FRONT, limits={"max_num_seqs": 32}, rates=rates,
                               duration_s=3.0)
     data = load_run(run)
     sent = data.records[data.records["phase"] == "measure"].groupby("level", observed=True).size()
-    samples = level_samples(data, build_levels(data, data.run.slo))["continuous"]
-    assert [s.kind for s in samples] == ["rate_rps", "rate_rps"]
-    for sample, nominal in zip(samples, (40.0, 80.0)):
+    samples = level_samples(data, build_levels(data, data.run.slo))
+    group = samples["continuous"]
+    assert [s.kind for s in group] == ["rate_rps"] * 3
+    for sample, nominal in zip(group, rates):
         assert sample.load == pytest.approx(sent[sample.level] / 3.0)   # a Poisson count: near, not at, the rate
         assert sample.load != nominal and abs(sample.load / nominal - 1) < 0.3
+    validation = validate(data.run, samples, replications=2)
+    assert validation["by_strategy"]["continuous"]["sent_rates_rps"] == {s.level: s.load for s in group}
+    named = [f"{s.level} at {s.load:.2f} req/s" for s, r in zip(group, rates) if abs(s.load / r - 1) > 0.02]
+    sentence = sent_rate_sentence(validation)
+    assert (sentence is None) == (not named) and all(name in sentence for name in named)
+    assert sent_rate_sentence({"by_strategy": {"none": {"sent_rates_rps": {"none/rps=12.0": 12.1}}}}) is None   # within 2%
+    assert "none/rps=12.0 at 10.86 req/s" in sent_rate_sentence(
+        {"by_strategy": {"none": {"sent_rates_rps": {"none/rps=12.0": 10.86}}}})
