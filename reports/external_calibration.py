@@ -88,15 +88,17 @@ def step_in_progress_wait_s(step_s: float | None, running_mean: float | None, ki
 def decode_step_mean_s(tpot_s: np.ndarray, output_tokens: np.ndarray) -> float | None:
     """[R] requests' TPOT (s) and output tokens -> their decode time over their decode steps, s
     (None without a request that has a TPOT and a second token)."""
-    tpot, steps = _decoding(tpot_s, output_tokens)
+    _, tpot, steps = _decoding(tpot_s, output_tokens)
     return _step_mean(tpot, steps) if len(tpot) else None
 
 
-def _decoding(tpot_s: np.ndarray, output_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The requests with a TPOT and a second token: ([K] TPOT s, [K] decode steps)."""
+def _decoding(tpot_s: np.ndarray, output_tokens: np.ndarray,
+              also: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The requests with a TPOT and a second token (and `also`, a [R] mask): ([R] which, [K] TPOT s,
+    [K] decode steps)."""
     tpot, out = np.asarray(tpot_s, dtype=float), np.asarray(output_tokens, dtype=float)
-    keep = np.isfinite(tpot) & (tpot > 0) & np.isfinite(out) & (out >= 2)
-    return tpot[keep], (out[keep] - 1).astype(np.int64)
+    keep = np.isfinite(tpot) & (tpot > 0) & np.isfinite(out) & (out >= 2) & also
+    return keep, tpot[keep], (out[keep] - 1).astype(np.int64)
 
 
 def _step_mean(tpot: np.ndarray, steps: np.ndarray) -> float:
@@ -146,13 +148,11 @@ def client_step_noise(tpot_s: np.ndarray, output_tokens: np.ndarray, first_token
     (rounds; None: one) -> (one slow path per window: the requests' decode time over the level's
     mean, per `bin_s` of their first tokens' time; [sum(outputs - 1)] fast factors, each request's
     TPOT over the level's mean and its bin's slow factor, repeated over its decode steps)."""
-    tpot, out, first = (np.asarray(a, dtype=float) for a in (tpot_s, output_tokens, first_token_t))
-    keep = np.isfinite(tpot) & (tpot > 0) & np.isfinite(out) & (out >= 2) & np.isfinite(first)
+    first = np.asarray(first_token_t, dtype=float)
+    keep, tpot, steps = _decoding(tpot_s, output_tokens, np.isfinite(first))
     if not keep.any():
         return (), np.empty(0)
-    steps = (out[keep] - 1).astype(np.int64)
-    measured = tpot[keep] * steps
-    paths, fast = split_slow(measured, _step_mean(tpot[keep], steps) * steps, first[keep],
+    paths, fast = split_slow(tpot * steps, _step_mean(tpot, steps) * steps, first[keep],
                              None if window is None else np.asarray(window)[keep], bin_s,
                              min_steps=MIN_REQUESTS_PER_BIN)
     return paths, np.repeat(fast, steps)

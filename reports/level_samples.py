@@ -106,7 +106,6 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
     steps = _effective_steps(data.engine_steps)
     cores = _engine_cores(data)
     joined = _join_engine_requests(ok, data.engine_requests)
-    sent = records[records["phase"] == "measure"].groupby("level", observed=True).size()
     plan = data.run.load_plan
     out: dict[str, list[LevelSample]] = {}
     for lvl in levels:
@@ -119,8 +118,9 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
         duration = float(plan.duration_s) if plan.duration_s is not None else float(lvl["duration_s"] or 0.0)
         if duration <= 0:
             continue
-        if kind == "rate_rps" and sent.get(lvl["level"], 0) > 0:
-            load = sent[lvl["level"]] / duration   # the rate its schedule realized (see LevelSample.load)
+        sent = sum(lvl["statuses"].values())   # its measure-phase records, in flight at the end included
+        if kind == "rate_rps" and sent > 0:
+            load = sent / duration   # the rate its schedule realized (see LevelSample.load)
         pairs = frame[["prompt_tokens", "output_tokens"]].dropna()
         pairs = pairs[(pairs["prompt_tokens"] > 0) & (pairs["output_tokens"] > 0)].astype(int)
         # an external --url target's records say "unknown" (run.json's word for a strategy nobody told us)
