@@ -2,7 +2,7 @@
 
 The terms (bytes, FLOPs, all-reduces) are ``calculators.step_cost``'s; the efficiencies and fixed costs
 that turn them into seconds come from an efficiency profile (``calculators.efficiency``): by default the
-one fitted on published engine measurements (``calculators/calibration``), which also gives each
+one fitted on published engine measurements (``calculators/roofline_fit``), which also gives each
 prediction its error band, e.g. "decode step 24.2 ms (±14%, from 31 published points on hopper fp8)".
 A user's own profile (``servecap calc calibrate --roofline``) or explicit efficiencies replace it;
 ``calculators.efficiency.IDEAL`` gives the hardware lower bound.

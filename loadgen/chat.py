@@ -59,7 +59,8 @@ from locust import events
 from loadgen.scenario.chat_config import ChatConfig, add_chat_arguments
 from loadgen.client.exchange import Exchange
 from loadgen.client.http_stream import ConnectionPool, run_exchange
-from loadgen.scenario.load_run import Prepared, process_share
+from loadgen.scenario.load_run import process_share
+from loadgen.scenario.route import Prepared
 from loadgen.scenario.run_settings import RunSettings
 from loadgen.workload.conversations import ConversationHistory, ConversationPlan
 from loadgen.workload.datasets import DatasetSampler, conversation_plan, estimate_tokens, load_dataset

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from locust import events
 
 from loadgen.scenario.run_settings import RunSettings, add_common_arguments, parse_int
-from loadgen.workload.distributions import LengthDistribution, parse_length_distribution
+from contract.distributions import LengthDistribution, parse_length_distribution
 from loadgen.client.exchange import Exchange
 from loadgen.client.http_stream import ConnectionPool, run_exchange
-from loadgen.scenario.load_run import Prepared
+from loadgen.scenario.route import Prepared
 from loadgen.client.request_bytes import Target, http_request
 from loadgen.scenario.hooks import LoadUser, install  # noqa: F401 - LoadUser: the user class Locust runs
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from calculators.cost import usd_per_million_tokens
 from calculators.gpus import catalog_gpu_for, get_gpu
-from servecap.contract.run_json import RunInfo
+from contract.run_json import RunInfo
 
 def resolve_price(run: RunInfo, gpu_hourly: float | None, gpu: str | None) -> dict:
     """{"hourly_usd", "num_gpus", "source"} or {"unavailable": why}."""

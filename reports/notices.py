@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reports.canary_speed import stolen_cores, stolen_text
+from reports.diagnostics.canary_speed import stolen_cores, stolen_text
 from reports.summary import LATENESS_LIMIT_MS
-from servecap.contract.run_json import RunInfo
+from contract.run_json import RunInfo
 
 LONGER_DURATION_S = 30   # the window the fix suggests at least (three sub-windows of 10 s)
 
@@ -42,7 +42,7 @@ def unstable_levels(run: RunInfo) -> list[dict]:
 
 def machine_drift_levels(run: RunInfo) -> list[dict]:
     """[{"level", "spread", "machine", "at_constant_speed"}] for the levels that were steady as a server
-    while the machine's own speed varied (reports.machine_speed)."""
+    while the machine's own speed varied (reports.diagnostics.machine_speed)."""
     return [{"level": entry.level, "spread": entry.throughput_spread, "machine": entry.machine_speed_spread,
              "at_constant_speed": entry.spread_at_constant_speed}
             for entry in run.levels if isinstance(entry.level, str) and entry.machine_drift]

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from servecap.contract.record_schema import polars_schema
-from servecap.contract.records import FIELDS, SOMETIMES_FIELDS
+from contract.record_schema import polars_schema
+from contract.records import FIELDS, SOMETIMES_FIELDS
 
 # DESIGN.md's fields but response_id (it only joins with server logs); loadgen's extras are not read
 COLUMNS = tuple(name for name in (*FIELDS, *SOMETIMES_FIELDS) if name != "response_id")

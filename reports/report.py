@@ -16,17 +16,17 @@ from reports.figures import resources as figures_resources
 from reports.figures import validation as figures_validation
 from reports.cost import cost_per_million, resolve_price
 from reports.figures.common import FigureFile
-from reports.calibration import calibrated_levels
-from reports.level_samples import level_samples
+from reports.predict.calibration import calibrated_levels
+from reports.predict.evidence import level_samples
 from reports.notices import machine_drift_levels, unstable_levels
-from reports.predicted import CALIBRATED_REPLICATIONS, add_predictions
-from reports.render import sections, to_html, to_markdown
+from reports.predict.per_level import CALIBRATED_REPLICATIONS, add_predictions
+from reports.page.render import sections, to_html, to_markdown
 from reports.run_data import RunData, load_run
 from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings
-from reports.validation import REPLICATIONS, validate
+from reports.predict.validation import REPLICATIONS, validate
 from reports.verdict import build_verdict
-from servecap.contract.run_json import RunInfo
-from servecap.contract.slo import SLO
+from contract.run_json import RunInfo
+from contract.slo import SLO
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from servecap.contract.level_windows import inside
+from contract.level_windows import inside
 
 DEVICE_COLUMNS = ("util_pct", "mem_used_bytes", "mem_total_bytes", "sm_clock_mhz", "temp_c")
 

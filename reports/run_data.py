@@ -2,8 +2,8 @@
 
 The run directory (../shared/DESIGN.md): run.json, requests.jsonl, samples.csv,
 server_metrics.csv, and the engine's own record when the server keeps one
-(engine_steps.csv, engine_requests.csv: servecap.contract.engine_record) and the canary's
-(canary.csv: servecap.contract.canary). Anything absent
+(engine_steps.csv, engine_requests.csv: contract.engine_record) and the canary's
+(canary.csv: contract.canary). Anything absent
 or damaged is recorded in `RunData.missing` as a sentence for the report, never raised,
 so a killed run still reports (a server without an engine record is not "missing": the
 predictions say what they did without it).
@@ -20,11 +20,11 @@ import pandas as pd
 
 from reports.level_ids import parse_level_id
 from reports.records_reader import RecordsError, read_records
-from servecap.contract.canary import CANARY_COLUMNS, CANARY_FILE
-from servecap.contract.engine_record import REQUEST_COLUMNS, REQUESTS_FILE, STEP_COLUMNS, STEPS_FILE
-from servecap.contract.level_windows import level_windows
-from servecap.contract.records import RECORDS_FILE, tpot_s
-from servecap.contract.run_json import RunInfo
+from contract.canary import CANARY_COLUMNS, CANARY_FILE
+from contract.engine_record import REQUEST_COLUMNS, REQUESTS_FILE, STEP_COLUMNS, STEPS_FILE
+from contract.level_windows import level_windows
+from contract.records import RECORDS_FILE, tpot_s
+from contract.run_json import RunInfo
 
 __all__ = ["RunData", "RunDirError", "load_run"]
 
@@ -81,7 +81,7 @@ class RunData:
 
     def level_windows(self) -> dict[str, list[tuple[float, float]]]:
         """{level: its measured windows}: one per round over its measure-phase records
-        (servecap.contract.level_windows)."""
+        (contract.level_windows)."""
         measure = self.records[self.records["phase"] == "measure"]
         return {str(level): frame_windows(frame) for level, frame in measure.groupby("level", observed=True)}
 

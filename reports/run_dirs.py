@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servecap.contract.records import RECORDS_FILE
+from contract.records import RECORDS_FILE
 
 
 def list_runs(runs_dir: str | Path) -> list[Path]:

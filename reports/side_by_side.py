@@ -19,17 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reports import answer
-from reports.blocks import Block
+from reports.page.blocks import Block
 from reports.cost import cost_per_million, resolve_price
 from reports.figures import latency as figures_latency
 from reports.figures.common import FigureFile
 from reports.notices import machine_drift_levels, unstable_levels
-from reports.render import answer_sections, levels_section, to_html, to_markdown
+from reports.page.render import answer_sections, levels_section, to_html, to_markdown
 from reports.report import ReportOptions, ReportResult, jsonable
 from reports.run_data import RunData, load_run
 from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings
 from reports.verdict import build_verdict
-from servecap.contract.slo import SLO
+from contract.slo import SLO
 
 LABELS = "ABCDEFGH"
 

@@ -1,7 +1,7 @@
 """Goodput (DistServe's definition): requests that meet every latency SLO. Pure: no I/O.
 
 The SLO itself, and the rule that judges a whole level at p99, are the contract's
-(servecap.contract.slo); this is the per-request rule goodput counts by.
+(contract.slo); this is the per-request rule goodput counts by.
 
 DistServe (Zhong et al., OSDI 2024): a request counts toward goodput only if
 it meets *every* SLO; goodput is the rate of such requests. A request that
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from servecap.contract.slo import SLO
+from contract.slo import SLO
 
 
 def request_meets_slo(records: pd.DataFrame, slo: SLO) -> pd.Series:

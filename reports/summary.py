@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from reports.level_ids import parse_level_id
-from reports.canary_speed import steal_by_core
+from reports.diagnostics.canary_speed import steal_by_core
 from reports.resources import device_means, energy_per_token_j
 from reports.run_data import RunData, frame_windows
 from reports.server_metrics.latency import observation_start, server_latency
@@ -22,10 +22,10 @@ from reports.server_metrics.overhead import client_vs_server
 from reports.server_metrics.series import ServerSeries
 from reports.slo import goodput_rps, request_meets_slo
 from reports.stats import summarize
-from servecap.contract.level_windows import span, total_s
-from servecap.contract.loadgen_meta import LATENESS_P99_LIMIT_S
-from servecap.contract.run_json import RunInfo
-from servecap.contract.slo import SLO
+from contract.level_windows import span, total_s
+from contract.loadgen_meta import LATENESS_P99_LIMIT_S
+from contract.run_json import RunInfo
+from contract.slo import SLO
 
 LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
 # Coordinated omission: a request a cap or a busy user held back waited `queue_s` before it was sent;

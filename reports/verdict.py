@@ -1,6 +1,6 @@
 """The verdict: max sustainable load per SLO at p99 (with confidence), the knee, the operating point.
 
-Whether a level meets the SLO is the contract's one rule (servecap.contract.slo.check_level),
+Whether a level meets the SLO is the contract's one rule (contract.slo.check_level),
 the same `servecap sweep --auto` steers by; the confidence grading is the report's own.
 Pure: summary level objects in, dicts out.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from calculators.cost import slo_operating_point
-from servecap.contract.slo import SLO, check_level, error_rate_ok
+from contract.slo import SLO, check_level, error_rate_ok
 
 MIN_COUNT_FOR_P99 = 100  # below 100 values a p99 is just the sample maximum: never `high` confidence
 KNEE_METRIC = "e2e_s"

@@ -17,10 +17,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "calc": ("calculators.cli.commands", "capacity calculators: kv, weights, fit, roofline, queue, fleet, cost, simulate"),
     "demo": ("servecap.demo", "start the reference server, send real requests, print what happened"),
     "gate": ("reports.gate.cli", "compare two runs and fail on a significant regression (CI gate)"),
-    "sweep": ("loadgen.sweep.cli", "drive a server through load levels with Locust and samplers, then report"),
+    "sweep": ("servecap.sweep.cli", "drive a server through load levels with Locust and samplers, then report"),
     "report": ("reports.cli", "turn a run directory into summary.json, report.html/.md and figures"),
-    "compare": ("loadgen.compare.cli", "A/B: two servers under load interleaved in slices, a paired verdict (CI gate)"),
-    "predict": ("reports.predict_cli", "predicted latency curves and max load under an SLO from a run's calibration"),
+    "compare": ("servecap.compare.cli", "A/B: two servers under load interleaved in slices, a paired verdict (CI gate)"),
+    "predict": ("reports.predict.cli", "predicted latency curves and max load under an SLO from a run's calibration"),
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from loadgen.sweep import cli as sweep_cli
+from servecap.sweep import cli as sweep_cli
 
 DEMO_ARGS = [
     "--model", "tiny", "--strategies", "none,static,dynamic,continuous",

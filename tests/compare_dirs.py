@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from servecap.contract.records import RecordWriter
-from servecap.contract.run_json import ArmInfo, CompareInfo, Look, RunInfo, Target, write_run_json
+from contract.records import RecordWriter
+from contract.run_json import ArmInfo, CompareInfo, Look, RunInfo, Target, write_run_json
 
 
 def write_compare_dir(path: Path, *, pairs: int = 20, effect: float = 0.0, noise: float = 0.03, seed: int = 0,

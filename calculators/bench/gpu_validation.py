@@ -2,9 +2,9 @@
 
     .venv/bin/python -m calculators.bench.gpu_validation            # tables (about 30 s on one core)
     .venv/bin/python -m calculators.bench.gpu_validation --forms    # also compare the model forms (~3 min)
-    .venv/bin/python -m calculators.bench.gpu_validation --write    # regenerate calibration/fitted_profile.json
+    .venv/bin/python -m calculators.bench.gpu_validation --write    # regenerate roofline_fit/fitted_profile.json
 
-The dataset is calculators/calibration/published_points.csv (sources in sources.json). Targets: median
+The dataset is calculators/roofline_fit/published_points.csv (sources in sources.json). Targets: median
 |error| at most 15% for decode and for prefill of 1k+ token prompts, each point predicted by a fit that
 never saw its source. Also printed: the errors of the defaults this replaces (bandwidth 0.8, compute 0.5,
 no overhead, no TP term) and the ideal roofline's lower-bound check.
@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from calculators.calibration.dataset import load_points, load_sources
-from calculators.calibration.fit_profile import FINAL, FORMS
-from calculators.calibration.point_model import predicted_s
-from calculators.calibration.validation import Validation, build_profile, table, validate
+from calculators.roofline_fit.dataset import load_points, load_sources
+from calculators.roofline_fit.fit_profile import FINAL, FORMS
+from calculators.roofline_fit.point_model import predicted_s
+from calculators.roofline_fit.validation import Validation, build_profile, table, validate
 from calculators.cli.output import print_json, print_rows
-from calculators.calibrate import PREVIOUS_DEFAULTS as BEFORE
+from calculators.sim.calibrate import PREVIOUS_DEFAULTS as BEFORE
 from calculators.efficiency import IDEAL
 from calculators.efficiency_profile import EfficiencyProfile
 
@@ -66,7 +66,7 @@ def efficiency_rows(profile: EfficiencyProfile) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="write calculators/calibration/fitted_profile.json")
+    parser.add_argument("--write", action="store_true", help="write calculators/roofline_fit/fitted_profile.json")
     parser.add_argument("--forms", action="store_true", help="also validate the alternative model forms")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             v = validation if form == FINAL else validate(points, form)
             report["forms"].append({"form": form.name, **_phase_medians(v, v.errors)})
     if args.write:
-        target = Path(str(resources.files("calculators").joinpath("calibration/fitted_profile.json")))
+        target = Path(str(resources.files("calculators").joinpath("roofline_fit/fitted_profile.json")))
         target.write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
         print(f"wrote {target}", file=sys.stderr)
     if args.json:

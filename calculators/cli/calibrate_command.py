@@ -14,7 +14,7 @@ from calculators.models import resolve_model
 def cmd_calibrate(args) -> None:
     import pandas as pd
 
-    from calculators.calibrate import fit_step_model, fit_step_time
+    from calculators.sim.calibrate import fit_step_model, fit_step_time
 
     try:
         frame = pd.read_csv(args.steps)
@@ -34,7 +34,7 @@ def cmd_calibrate(args) -> None:
 
 def _calibrate_roofline(args, frame) -> None:
     """--roofline: fit an efficiency profile per TP degree from the steps and write it to --out."""
-    from calculators.calibrate_profile import MeasuredStep, calibrate_profile
+    from calculators.roofline_fit.profile import MeasuredStep, calibrate_profile
 
     if args.model is None or args.gpu is None:
         raise ValueError("--roofline needs --model and --gpu (what the steps were measured on)")

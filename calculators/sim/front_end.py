@@ -1,6 +1,6 @@
 """What stands between the load generator's clock and the engine's: the front end, the network, the client.
 
-Measured per request by joining the client's record with the engine's (`calculators.calibrate.
+Measured per request by joining the client's record with the engine's (`calculators.sim.calibrate.
 fit_front_end`):
     in_s        client send -> the engine has it            (HTTP, parsing, tokenizing, the hop to the engine)
     first_out_s engine's first token -> the client has it   (the hop back, SSE framing, the client's read)

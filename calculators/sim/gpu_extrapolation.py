@@ -4,7 +4,7 @@
 
 The step time comes from the roofline (``calculators.sim.step_model.step_model_from_roofline``)
 on the target's datasheet, at the efficiencies the run itself reached when it ran on a catalog
-GPU (``calculators.calibrate.calibrate_roofline`` on its decode steps), else at the efficiency
+GPU (``calculators.sim.calibrate.calibrate_roofline`` on its decode steps), else at the efficiency
 profile fitted on published measurements (issue 15). Either way it is a different machine:
 batching rules and the workload carry over, this machine's step noise and front-end delays do
 not, and the note says so.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calculators.architecture import ModelArchitecture
-from calculators.calibrate import RooflineCalibration
+from calculators.sim.calibrate import RooflineCalibration
 from calculators.efficiency_profile import efficiencies_for
 from calculators.gpus import GpuSpec
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline

@@ -7,7 +7,7 @@ measured window as the client sees it:
     ttft_s = in + (engine first token - engine arrival) + first_out;  e2e_s likewise with last_out;
     tpot_s = (e2e - ttft) / (output tokens - 1)  (requests with one output token have none)
 Percentiles are numpy's default (linear interpolation), as in the reports' summary.json.
-The step-time model comes from ``calculators.calibrate.fit_step_model`` (measured) or
+The step-time model comes from ``calculators.sim.calibrate.fit_step_model`` (measured) or
 ``calculators.sim.step_model.step_model_from_roofline`` (predicted for a GPU).
 """
 
@@ -22,7 +22,7 @@ from calculators.sim.sim_engine import run_engine
 from calculators.sim.state import Arrivals, StepClock, Trace
 from calculators.sim.workload import LengthDist, ServerConfig, Workload
 from calculators.sim.step_model import StepTimeModel
-from servecap.contract.records import tpot_s
+from contract.records import tpot_s
 
 PERCENTILES = (50, 90, 95, 99)
 

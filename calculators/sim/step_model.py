@@ -24,10 +24,10 @@ factor of the moment it starts; ``jitter`` then holds the fast part only (each s
 over its bin's).
 
 ``warm_up`` (optional) is a factor for each of the first steps after the engine could run nothing
-(``warm_up[k]`` for the k-th, 0 the first; ``calculators.warm_up``): a woken engine's first steps
+(``warm_up[k]`` for the k-th, 0 the first; ``calculators.sim.warm_up``): a woken engine's first steps
 run slower, and a closed loop at one user meets that at every prefill.
 
-Fit it to measured steps with ``calculators.calibrate.fit_step_model``, or derive it for a GPU
+Fit it to measured steps with ``calculators.sim.calibrate.fit_step_model``, or derive it for a GPU
 with ``from_roofline`` (memory-bound decode: the weights are read once per step, each sequence
 adds its KV read; prefill tokens cost their matmul FLOPs).
 """

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from loadgen.bench.accuracy import Comparison, compare
 from loadgen.bench.packet_capture import read_truth
-from servecap.contract.loadgen_meta import read_meta
-from servecap.contract.records import read_records
+from contract.loadgen_meta import read_meta
+from contract.records import read_records
 
 READY_TIMEOUT_S = 10.0
 BUFFER_KIB = 65536   # the kernel's capture buffer: a burst on a busy box must not overflow it

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.bench.accuracy import Comparison, compare
-from loadgen.sweep.locust_level import locust_executable
-from servecap.contract.loadgen_meta import read_meta
-from servecap.contract.records import read_records
+from loadgen.locust_command import CHAT_LOCUSTFILE as CHAT, locust_executable
+from contract.loadgen_meta import read_meta
+from contract.records import read_records
 
-CHAT = Path(__file__).resolve().parents[1] / "chat.py"
 STOCK = Path(__file__).with_name("stock_baseline.py")
 
 

@@ -35,7 +35,7 @@ import time
 import uuid
 
 from loadgen.client.clock import Clock
-from servecap.contract.records import RecordWriter
+from contract.records import RecordWriter
 
 MODEL = "scripted"
 

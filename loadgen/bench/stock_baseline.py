@@ -21,7 +21,7 @@ from locust import HttpUser, constant, events, task
 from loadgen.client.clock import Clock
 from loadgen.client.exchange import Exchange, summarize
 from loadgen.workload.prompts import PromptBuilder
-from servecap.contract.records import Record, RecordWriter
+from contract.records import Record, RecordWriter
 
 _writer: RecordWriter | None = None
 _clock = Clock()

@@ -24,7 +24,7 @@ it left a log-sd of 0.09 of 0.16; in the engine's decode loop alone, 60 blocks o
 In another sweep the same units tracked less (r 0.41): its slow windows were runs of stalled steps
 (20% of one window's steps at twice their usual time), which a 0.5 ms unit every 0.5 s mostly misses.
 
-canary.csv: one row per tick, core and unit (servecap.contract.canary owns its columns).
+canary.csv: one row per tick, core and unit (contract.canary owns its columns).
 
 Cost: 2 units x 0.5 ms per core every 0.5 s, about 0.2% of each core. Run as its own process
 (`python -m loadgen.observe.canary`) so that no other thread shares its interpreter and BLAS
@@ -43,7 +43,7 @@ import sys
 import time
 from pathlib import Path
 
-from servecap.contract.canary import CANARY_COLUMNS, CANARY_FILE, CANARY_UNITS, STEAL_UNIT
+from contract.canary import CANARY_COLUMNS, CANARY_FILE, CANARY_UNITS, STEAL_UNIT
 
 INTERVAL_S = 0.5
 SINGLE_THREADED = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

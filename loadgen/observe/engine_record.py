@@ -5,7 +5,7 @@ has caught up, and appends the rows with the server's key in front (`source`: th
 "url"); once more when stopped, so the last requests of the last level are kept. A server
 without the route (404: vLLM, TGI, an older reference server) turns the stream off with a
 sentence in `unavailable`; other failures are retried next tick. Rows the server's ring dropped
-before they were read are counted in `dropped`. Shapes: `servecap.contract.engine_record`.
+before they were read are counted in `dropped`. Shapes: `contract.engine_record`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import requests
 
 from loadgen.observe.periodic_csv import PeriodicCsv
-from servecap.contract.engine_record import (
+from contract.engine_record import (
     MAX_ROWS_PER_POLL, REQUEST_COLUMNS, REQUESTS_FILE, REQUESTS_ROUTE, STEP_COLUMNS, STEPS_FILE, STEPS_ROUTE,
 )
 

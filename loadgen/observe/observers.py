@@ -15,7 +15,7 @@ from loadgen.observe.canary import Canary, start_canary
 from loadgen.observe.engine_record import EngineRecordPoller
 from loadgen.observe.samplers import Sampler, start_sampler
 from loadgen.observe.scraper import Scraper, start_scraper
-from servecap.contract.run_json import ObserverInfo
+from contract.run_json import ObserverInfo
 
 
 class Observers:

@@ -13,7 +13,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from servecap.contract.run_json import Host
+from contract.run_json import Host
 
 VERSIONED = ("servecap", "locust", "torch", "fastapi", "uvicorn", "numpy", "pandas", "scipy", "nvidia-ml-py")
 

@@ -2,7 +2,7 @@
 
 Every `interval_s` it GETs the server's `/metrics`, parses the text format with
 prometheus_client's parser and appends a row per sample that servecap reads (the families of
-servecap.contract.server_metrics' mapping, for whichever engine it is) and whose value changed
+contract.server_metrics' mapping, for whichever engine it is) and whose value changed
 since the last scrape, plus one `SCRAPE_MARKER` row per scrape: the file's format and how a
 reader rebuilds every series are described there. `name` is the sample name (histograms give
 `_bucket`/`_sum`/`_count` rows), `labels` is `k="v",...` sorted by key ("" when none). A failed
@@ -24,7 +24,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadgen.observe.periodic_csv import PeriodicCsv
-from servecap.contract.server_metrics import SCRAPE_MARKER, kept_sample_names
+from contract.server_metrics import SCRAPE_MARKER, kept_sample_names
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any
 from loadgen.scenario.run_settings import add_common_arguments, parse_bool, parse_float, parse_int
 from loadgen.workload.conversations import parse_turns
 from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS
-from loadgen.workload.distributions import LengthDistribution, parse_length_distribution
+from contract.distributions import LengthDistribution, parse_length_distribution
 from loadgen.workload.traces import MOONCAKE_BLOCK_TOKENS
 
 APIS = ("chat", "completions")

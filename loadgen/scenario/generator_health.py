@@ -6,7 +6,7 @@ generator's own queueing). Open-loop sends record their lateness (t_start - t_sc
 a p99 above LATENESS_P99_LIMIT_S flags the level as limited by the load generator, and so
 does an event-loop lag (loop_lag.LoopLagProbe) above LOOP_LAG_P99_LIMIT_S at p99. The
 limits and the meta file the summary goes to are the contract's
-(servecap.contract.loadgen_meta), so the report judges by the same ones.
+(contract.loadgen_meta), so the report judges by the same ones.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import psutil
 
 from loadgen.scenario.gc_pauses import GcPauses
 from loadgen.scenario.loop_lag import LoopLagProbe
-from servecap.contract.loadgen_meta import CPU_LIMIT_PCT, LATENESS_P99_LIMIT_S, LOOP_LAG_P99_LIMIT_S
+from contract.loadgen_meta import CPU_LIMIT_PCT, LATENESS_P99_LIMIT_S, LOOP_LAG_P99_LIMIT_S
 
 log = logging.getLogger(__name__)
 

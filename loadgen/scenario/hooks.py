@@ -21,7 +21,8 @@ from typing import Any, Callable
 import gevent
 from locust import User, constant, task
 
-from loadgen.scenario.load_run import DISTRIBUTED_START_S, LoadRun, Scenario
+from loadgen.scenario.load_run import DISTRIBUTED_START_S, LoadRun
+from loadgen.scenario.route import Scenario
 from loadgen.scenario.record_sink import RecordSink
 from loadgen.scenario.run_settings import RunSettings
 from loadgen.scenario.token_stats import install_token_stats

@@ -22,17 +22,14 @@ import os
 import random
 import socket
 import time
-from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
-from collections.abc import Callable
-from typing import Protocol
 
 import gevent
 import gevent.pool
 from gevent import GreenletExit
 
-from loadgen.workload.arrivals import iter_offsets, my_share
+from contract.arrivals import iter_offsets, my_share
 from loadgen.client.clock import Clock
 from loadgen.client.exchange import Exchange, Outcome, summarize
 from loadgen.client.sse import answer_text
@@ -41,8 +38,9 @@ from loadgen.client.greenlet_time import sleep_until, yield_now
 from loadgen.client.http_stream import ConnectionPool, run_exchange, send_request
 from loadgen.scenario.locust_report import report_to_locust
 from loadgen.client.request_bytes import Target
+from loadgen.scenario.route import Prepared, Route, Scenario
 from loadgen.scenario.run_settings import RunSettings
-from servecap.contract.records import Record
+from contract.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +50,6 @@ OPEN_LOOP_START_S = 0.05  # local open loop: first slot this long after the driv
 DISTRIBUTED_START_S = 1.0 # distributed open loop: master picks t0 this far ahead
 
 
-@dataclass(frozen=True)
-class Prepared:
-    request: bytes
-    prompt_tokens_asked: int | None
-    output_tokens_asked: int | None
-    conversation_id: str | None = None   # multi-turn: the record's conversation_id and turn (1-based)
-    turn: int | None = None
-
-
 def process_share(environment, role: str) -> tuple[int, int]:
     """(this process's index, how many processes share the test): a worker's index among --expect-workers,
     else (0, 1). Open-loop slots and a dataset's deck are split by it."""
@@ -68,33 +57,6 @@ def process_share(environment, role: str) -> tuple[int, int]:
         return 0, 1
     count = max(int(getattr(environment.parsed_options, "expect_workers", 1) or 1), 1)
     return max(getattr(environment.runner, "worker_index", 0), 0) % count, count
-
-
-class Scenario(Protocol):
-    api: str
-    stream: bool
-    path: str          # the request's URL path: Locust's stats entry is named by it
-
-    def prepare(self, rng: random.Random) -> Prepared: ...
-
-
-@dataclass(frozen=True)
-class Route:
-    """Where one request goes and what its record says beyond the timing.
-
-    The default route is the test's `--host` with the scenario as built. A compare run's
-    slices route each request to its arm (`loadgen.scenario.slice_driver`): `arm` and
-    `slice` go into the record, `phase` is the slice's, and `switch()` is asked when the
-    record is written ("drained" when the request outlived its slice, "excluded" when the
-    switch cut it off).
-    """
-
-    pool: ConnectionPool
-    scenario: Scenario
-    arm: str | None = None
-    slice: int | None = None
-    phase: str | None = None                      # None: by --warmup
-    switch: Callable[[], str | None] | None = None
 
 
 class LoadRun:

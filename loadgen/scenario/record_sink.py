@@ -23,8 +23,8 @@ import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen.scenario.generator_health import merge_summaries
-from servecap.contract.loadgen_meta import update_meta
-from servecap.contract.records import Record, RecordWriter
+from contract.loadgen_meta import update_meta
+from contract.records import Record, RecordWriter
 
 log = logging.getLogger(__name__)
 

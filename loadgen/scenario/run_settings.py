@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.workload.arrivals import ArrivalProcess, parse_arrival
+from contract.arrivals import ArrivalProcess, parse_arrival
 from loadgen.workload.slice_plan import SlicePlan
 
 

@@ -18,7 +18,6 @@ of a pair share the seed, so A and B are sent the same sequence. The server CPU 
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
@@ -30,10 +29,11 @@ import gevent.pool
 
 from loadgen.client.http_stream import ConnectionPool
 from loadgen.client.request_bytes import Target
+from loadgen.scenario.route import Route, Sender
 from loadgen.observe.process_cpu import tree_cpu_seconds
-from loadgen.workload.arrivals import iter_offsets
+from contract.arrivals import iter_offsets
 from loadgen.workload.slice_plan import ARMS, Slice, SlicePlan
-from servecap.contract.records import json_line
+from contract.records import json_line
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +68,9 @@ class ActiveSlice:
 
 
 class SliceDriver:
-    def __init__(self, run, plan: SlicePlan) -> None:
-        from loadgen.scenario.load_run import Route   # (import cycle: load_run imports this lazily)
-
+    def __init__(self, run: Sender, plan: SlicePlan) -> None:
         self.run = run
         self.plan = plan
-        self.Route = Route
         base = run.route.scenario
         if not hasattr(base, "with_target"):
             raise ValueError("--slice-plan needs a scenario that can be sent to two servers (loadgen/chat.py)")
@@ -116,7 +113,7 @@ class SliceDriver:
 
     def _route(self, active: ActiveSlice):
         pool, scenario = self.arms[active.slice.arm]
-        return self.Route(pool, scenario, arm=active.slice.arm, slice=active.slice.index, phase=active.slice.phase,
+        return Route(pool, scenario, arm=active.slice.arm, slice=active.slice.index, phase=active.slice.phase,
                           switch=active.switch_state)
 
     def _send(self, active: ActiveSlice, index: int, t_sched: float | None, t_ready: float | None = None) -> None:

@@ -22,7 +22,7 @@ import gevent
 from locust import stats as locust_stats
 from locust.stats import RequestStats, StatsEntry
 
-from servecap.contract.records import tpot_s
+from contract.records import tpot_s
 
 METRICS = ("TTFT", "TPOT", "ITL", "E2E")
 REPORT_KEY = "servecap_tokens"

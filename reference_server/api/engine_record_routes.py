@@ -1,13 +1,13 @@
 """The engine's step and request records, for pollers: GET /v1/engine/steps and /v1/engine/requests.
 
-Shapes in `servecap.contract.engine_record`; the rows come from the runtime's `EngineRecordLog`.
+Shapes in `contract.engine_record`; the rows come from the runtime's `EngineRecordLog`.
 """
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Query, Request
 
-from servecap.contract.engine_record import MAX_ROWS_PER_POLL, REQUESTS_ROUTE, STEPS_ROUTE
+from contract.engine_record import MAX_ROWS_PER_POLL, REQUESTS_ROUTE, STEPS_ROUTE
 
 router = APIRouter(tags=["engine"])
 

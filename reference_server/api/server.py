@@ -5,7 +5,7 @@ ones finish for up to `drain_grace_s`, the rest are aborted, then uvicorn shuts 
 the process exits 0. A second signal exits without waiting.
 
 Once the engine is warm, the socket listens and a streamed warm-up request went through
-(`api.warmup`), one line goes to stdout (servecap.launch.ready_line
+(`api.warmup`), one line goes to stdout (contract.ready_line
 owns its format, for this server and the launcher that waits for it):
     servecap serve: ready on http://127.0.0.1:8000 (strategy=continuous, model=tiny, device=cpu)
 so a parent can wait for it (and learn the port when it asked for `--port 0`). If the
@@ -21,7 +21,7 @@ import sys
 
 import uvicorn
 
-from servecap.launch.ready_line import ready_line
+from contract.ready_line import ready_line
 
 logger = logging.getLogger("reference_server.server")
 

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from reference_server.scheduling.batch_shape import BatchShape
 from reference_server.scheduling.strategies.base import ScheduledBatch
-from servecap.contract.engine_record import RequestRecord, StepRecord
+from contract.engine_record import RequestRecord, StepRecord
 
 MAX_PENDING = 1 << 16
 

@@ -14,7 +14,7 @@ import threading
 from collections import deque
 from itertools import islice
 
-from servecap.contract.engine_record import MAX_ROWS_PER_POLL, REQUEST_FIELDS, STEP_FIELDS, as_row
+from contract.engine_record import MAX_ROWS_PER_POLL, REQUEST_FIELDS, STEP_FIELDS, as_row
 
 STEP_CAPACITY = 200_000      # ~ minutes of steps at a few ms each: a poller every second never misses one
 REQUEST_CAPACITY = 50_000

@@ -3,10 +3,10 @@
     python -m reports.bench.canary_tracking runs/x [runs/y ...] [--json]
 
 For every window a level was measured in (one per round), two speeds relative to the run's usual:
-- the engine's: the two-way fit of reports.machine_speed.level_speeds with each window as its own
+- the engine's: the two-way fit of reports.diagnostics.machine_speed.level_speeds with each window as its own
   "level" (its steps against the same shapes in every other window);
 - the canary's, per core and unit: its median time for the fixed unit inside the window over its
-  median over the whole run (reports.canary_speed), in CPU time and in wall time; each core's steal
+  median over the whole run (reports.diagnostics.canary_speed), in CPU time and in wall time; each core's steal
   share (the time the hypervisor took: 1 / (1 - share) stretches wall time); and CPU time with steal.
 
 Prints, per canary series, the correlation of log speeds across windows (Pearson r, with its p
@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from reports.canary_speed import window_speeds
-from reports.machine_speed import level_speeds
+from reports.diagnostics.canary_speed import window_speeds
+from reports.diagnostics.machine_speed import level_speeds
 from reports.run_data import load_run
 
 

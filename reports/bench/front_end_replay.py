@@ -4,7 +4,7 @@
 
 For each strategy with an engine step and request record, per level: the measured mean front-end delay
 (in + first_out + last_out, over the level's measured requests), and three predictions of it:
-  fifo in-sample   calculators.core_queue's FIFO server, its five works fitted on every level at once
+  fifo in-sample   reports.bench.core_queue's FIFO server, its five works fitted on every level at once
   fifo held out    the same, fitted without the level, replayed on the level's own engine events (an
                    upper bound on what the FIFO could do inside the simulator, which would have to
                    simulate those events)
@@ -22,12 +22,12 @@ import sys
 
 import numpy as np
 
-from calculators.core_queue import core_jobs, fit_work, replay
+from reports.bench.core_queue import core_jobs, fit_work, replay
 from calculators.sim.front_end import FrontEndByLoad
-from reports.level_samples import level_samples
+from reports.predict.evidence import level_samples
 from reports.run_data import load_run
 from reports.summary import build_levels
-from reports.validation import levels_below_knee
+from reports.predict.validation import levels_below_knee
 
 COLUMNS = ("fifo in-sample", "fifo held out", "curves held out")
 

@@ -5,15 +5,15 @@
 
 Per strategy and metric: the median |predicted / measured - 1| over the levels below the knee: at most
 80% of the strategy's top output tokens/s, at a lower load than the top's (summary.json's `validation`,
-reports.validation.levels_below_knee; issue 13's targets: 10% at p50, 15% at p99). --sources adds the decomposition of reports.error_sources (the error with the machine's speed
+reports.predict.validation.levels_below_knee; issue 13's targets: 10% at p50, 15% at p99). --sources adds the decomposition of reports.bench.error_sources (the error with the machine's speed
 at the held-out level, or the step model, or the front end taken from the held-out level itself, and
 one run's noise floor); the "widest gap" column is the widest load ratio between the two levels a
-held-out level in the median lay between (summary.json's validation, reports.validation.widest_gap);
+held-out level in the median lay between (summary.json's validation, reports.predict.validation.widest_gap);
 --rerun gives a run
 that measured one level again, for the machine's drift between two measurements of the same level.
 A run measured in rounds also gets its "rounds floor" row: the median |error| a model that knew each
 level's expectation exactly would still show, from the spread of the level's own rounds
-(summary.json's validation, reports.round_spread); a leave-one-level-out error well above it is not the held-out level's noise.
+(summary.json's validation, reports.bench.round_spread); a leave-one-level-out error well above it is not the held-out level's noise.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import json
 import sys
 from pathlib import Path
 
-from reports.error_sources import VARIANTS, drift, error_sources
-from reports.level_samples import level_samples
+from reports.bench.error_sources import VARIANTS, drift, error_sources
+from reports.predict.evidence import level_samples
 from reports.run_data import load_run
 from reports.summary import build_levels
-from reports.validation import KEYS, validate
+from reports.predict.validation import KEYS, validate
 
 TARGETS = {"p50": 0.10, "p99": 0.15}
 

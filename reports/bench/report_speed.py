@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from reports import report as report_module
-from reports.render import sections, to_html, to_markdown
+from reports.page.render import sections, to_html, to_markdown
 from reports.run_data import load_run
-from reports.synthetic import write_synthetic_run
+from reports.bench.synthetic import write_synthetic_run
 
 TARGET_S = 15.0
 

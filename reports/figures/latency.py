@@ -11,7 +11,7 @@ from reports.figures.common import (
 )
 from reports.level_ids import offered_axis_label
 from reports.run_data import RunData
-from servecap.contract.slo import SLO
+from contract.slo import SLO
 from reports.verdict import KNEE_METRIC, by_strategy
 
 PERCENTILE_STYLES = {"p50": ":", "p95": "--", "p99": "-"}

@@ -2,7 +2,7 @@
 
 One panel per strategy, offered load on x: the leave-one-level-out prediction's p50 (dashed) and
 p99 (solid) as curves with their spread over replications shaded, the measured p50 (circles) and
-p99 (triangles) as points. From summary.json's `validation` (reports.validation).
+p99 (triangles) as points. From summary.json's `validation` (reports.predict.validation).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import numpy as np
 from reports.gate.stats import time_blocks
 from reports.run_data import RunData, RunDirError, frame_windows, load_run
 from reports.summary import LATENCY_METRICS
-from servecap.contract.level_windows import inside
-from servecap.contract.run_json import RunInfo
+from contract.level_windows import inside
+from contract.run_json import RunInfo
 
 THROUGHPUT_WINDOWS = 10  # a level's measurement window is cut in this many slices for throughput noise
 

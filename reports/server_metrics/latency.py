@@ -28,7 +28,7 @@ import pandas as pd
 from reports.server_metrics.histogram import histogram_quantile
 from reports.server_metrics.means import Span, Window
 from reports.server_metrics.series import ServerSeries
-from servecap.contract.server_metrics import LATENCY_FIELDS, Metric, metric_for
+from contract.server_metrics import LATENCY_FIELDS, Metric, metric_for
 
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 

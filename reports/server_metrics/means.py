@@ -1,5 +1,5 @@
 """summary.json's per-level `server` section: the engine's gauges, counters and histogram means
-over the level's window, whatever engine it is (the fields of servecap.contract.server_metrics).
+over the level's window, whatever engine it is (the fields of contract.server_metrics).
 
     {"engine": "vllm", "requests_running_mean", "requests_running_max", "requests_waiting_mean",
      "kv_usage_mean" (fraction), "kv_blocks_used_mean", "kv_blocks_total", "kv_block_bytes",
@@ -10,7 +10,7 @@ Only what the engine exports appears. Gauges: mean (and max) over the scrapes in
 Counters and histogram means: the change between the first scrape at or after `start` and the
 last at or before `end` (histogram mean = delta(_sum) / delta(_count)), so everything counted
 happened inside [start, end], never before or after it. A level measured in rounds (sweep
---rounds) has several such spans (servecap.contract.level_windows): gauges over the scrapes
+--rounds) has several such spans (contract.level_windows): gauges over the scrapes
 in any of them, counters and histograms summed over them, never over the other levels' time
 between them.
 """
@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from reports.server_metrics.series import ServerSeries
-from servecap.contract.server_metrics import Metric, metric_for
+from contract.server_metrics import Metric, metric_for
 
 # field -> summary key of its window mean (gauges)
 GAUGE_MEANS = {"requests_running": "requests_running_mean", "requests_waiting": "requests_waiting_mean",

@@ -1,6 +1,6 @@
 """server_metrics.csv rebuilt: the engine it came from, its scrape times, and any sample "as of" a time.
 
-The file keeps a row only when a value changed (servecap.contract.server_metrics), so a
+The file keeps a row only when a value changed (contract.server_metrics), so a
 series' value at time t is its last row at or before t (0 before its first row: a counter or
 histogram not yet exposed has counted nothing). Values are summed over label sets (e.g.
 vLLM's `engine="0"`, `engine="1"`), except fractions, which are averaged.
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from servecap.contract.server_metrics import HISTOGRAM, SCRAPE_MARKER, Metric, detect_engine, kept_sample_names
+from contract.server_metrics import HISTOGRAM, SCRAPE_MARKER, Metric, detect_engine, kept_sample_names
 
 _LE = re.compile(r'(?:^|,)le="([^"]*)"')
 

@@ -9,7 +9,7 @@ OpenMP thread bound there: VLLM_CPU_OMP_THREADS_BIND), moves vLLM's API server (
 the first core once it answers, as `servecap sweep` places the reference server's, and runs
 `servecap sweep --url` there too (Locust beside the front end), then prints
 `reports.bench.prediction_accuracy` on the run: vLLM keeps no step record, so the calibration is
-the one `reports.external_calibration` describes (the client's TPOT and vLLM's /metrics means).
+the one `reports.predict.external_calibration` describes (the client's TPOT and vLLM's /metrics means).
 """
 
 from __future__ import annotations

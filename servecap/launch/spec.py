@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servecap.launch.ready_line import ready_url
+from contract.ready_line import ready_url
 from servecap.launch.serve_flags import parse_serve_flags, render_serve_flags, server_default
 
 _TYPED = ("model", "strategy", "engine_mode", "engine_cpus", "num_threads", "host")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from calculators.calibrate import closed_loop_think_s, fit_front_end, fit_step_model
+from calculators.sim.calibrate import closed_loop_think_s, fit_front_end, fit_step_model
 from calculators.sim.front_end import FrontEnd, FrontEndByLoad
 from calculators.sim.step_model import StepTimeModel
 

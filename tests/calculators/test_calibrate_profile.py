@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from calculators.calibrate_profile import MeasuredStep, calibrate_profile, fit_efficiencies, predict_step
+from calculators.roofline_fit.profile import MeasuredStep, calibrate_profile, fit_efficiencies, predict_step
 from calculators.cli.commands import main
 from calculators.efficiency import Efficiencies
 from calculators.efficiency_profile import default_profile, parse_profile_text

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from calculators.core_queue import FIRST, LAST, SEND, STEP, CoreWork, core_jobs, fifo_completions, fit_work, replay
+from reports.bench.core_queue import FIRST, LAST, SEND, STEP, CoreWork, core_jobs, fifo_completions, fit_work, replay
 
 
 def _lindley(arrival, work):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calculators.calibrate import calibrate_roofline, fit_step_model, fit_step_time
+from calculators.sim.calibrate import calibrate_roofline, fit_step_model, fit_step_time
 from calculators.cost import cost, slo_operating_point, usd_per_million_requests, usd_per_million_tokens
 from calculators.efficiency import IDEAL, Efficiencies
 from calculators.efficiency_profile import default_profile

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calculators.step_noise import split_slow
+from calculators.sim.step_noise import split_slow
 
 STEP_S = 0.001
 

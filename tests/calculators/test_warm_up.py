@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calculators.warm_up import MIN_WAITS, WARM_STEPS, fit_warm_up, steps_since_idle, without_warm_up
+from calculators.sim.warm_up import MIN_WAITS, WARM_STEPS, fit_warm_up, steps_since_idle, without_warm_up
 
 TRUE = np.array([1.4, 1.2, 1.1, 1.08] + [1.05] * 4 + [1.02] * 8)   # one factor per group, as fitted
 

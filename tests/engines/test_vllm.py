@@ -13,7 +13,7 @@ import httpx
 import pandas as pd
 import pytest
 
-from servecap.contract.server_metrics import SCRAPE_MARKER, kept_sample_names
+from contract.server_metrics import SCRAPE_MARKER, kept_sample_names
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def test_the_server_section_is_filled_from_vllms_metrics(vllm_run):
 
 def test_the_validation_predicts_vllms_levels_from_its_tpot_and_its_own_latency_means(vllm_run):
     """No step record: the step line comes from the client's TPOT and vLLM's prefill means, the front
-    end from the client's TTFT beyond vLLM's queue + prefill means (reports.external_calibration)."""
+    end from the client's TTFT beyond vLLM's queue + prefill means (reports.predict.external_calibration)."""
     validation = json.loads((vllm_run / "summary.json").read_text())["validation"]
     assert set(validation["levels"]) == {"c=1", "c=2", "c=4"}, validation["unavailable"]
     calibration = validation["by_strategy"]["url"]["calibration"]

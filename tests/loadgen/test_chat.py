@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from servecap.contract.loadgen_meta import meta_path
-from servecap.contract.records import check_record, read_records
+from contract.loadgen_meta import meta_path
+from contract.records import check_record, read_records
 from loadgen_helpers import REPO, read_truth, run_locust, run_python, scripted_server
 
 pytestmark = pytest.mark.slow

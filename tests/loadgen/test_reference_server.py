@@ -5,7 +5,7 @@ and the scraper on its /metrics, as the sweep runs them."""
 import pandas as pd
 import pytest
 
-from servecap.contract.records import check_record, read_records
+from contract.records import check_record, read_records
 from loadgen.observe.samplers import start_sampler
 from loadgen.observe.scraper import start_scraper
 from loadgen_helpers import REPO, run_locust, run_python

@@ -2,7 +2,7 @@
 
 import pytest
 
-from servecap.contract.records import read_records
+from contract.records import read_records
 from loadgen.workload.shape_plans import parse_shape
 from loadgen_helpers import CHAT, REPO, run_locust, scripted_server
 

@@ -5,8 +5,8 @@ import pytest
 from reports import answer
 from reports.notices import machine_drift_levels, notices, unstable_levels
 from reports.verdict import build_verdict
-from servecap.contract.run_json import LevelEntry, RunInfo
-from servecap.contract.slo import SLO
+from contract.run_json import LevelEntry, RunInfo
+from contract.slo import SLO
 
 
 def _level(strategy, c, rps, ttft_p99, tpot_p99=0.01, count=500):

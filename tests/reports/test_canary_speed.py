@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from reports.canary_speed import level_speed, window_speeds
+from reports.diagnostics.canary_speed import level_speed, window_speeds
 
 
 def _canary(slow_from: float = 10.0, factor: float = 1.5) -> pd.DataFrame:
@@ -41,7 +41,7 @@ def test_a_levels_rounds_pool_into_one_speed():
 
 
 def test_steal_is_the_stolen_over_the_accounted_time_of_each_core_over_the_spans():
-    from reports.canary_speed import steal_by_core
+    from reports.diagnostics.canary_speed import steal_by_core
 
     # core 0: 0.1 s of every 0.5 s tick stolen from t = 5 on; core 1 never
     rows = [{"t": 0.5 * k, "source": "continuous", "core": core, "unit": "steal",
@@ -56,7 +56,7 @@ def test_steal_is_the_stolen_over_the_accounted_time_of_each_core_over_the_spans
 def test_a_torn_canary_line_is_left_out_and_said(tmp_path):
     """A killed run's last line of canary.csv may be cut anywhere: the run still reports, without it."""
     from reports.run_data import load_run
-    from reports.simulated_run import write_simulated_run
+    from reports.predict.simulated_run import write_simulated_run
     from calculators.sim.step_model import StepTimeModel
 
     run = write_simulated_run(tmp_path / "run", StepTimeModel(base_s=0.001, per_seq_s=0.0001), None,

@@ -1,8 +1,8 @@
 """The load generator's loop lag in the report: next to the latencies, in the health table, and a warning."""
 
 from reports.report import ReportOptions, write_report
-from reports.synthetic import write_synthetic_run
-from servecap.contract.loadgen_meta import update_meta
+from reports.bench.synthetic import write_synthetic_run
+from contract.loadgen_meta import update_meta
 
 
 def test_loop_lag_is_shown_per_level_and_a_limited_level_is_warned_about(tmp_path):

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from loadgen.sweep.level_stats import level_stats
-from reports.machine_speed import speed_index
-from servecap.contract.records import Record
+from servecap.sweep.level_stats import level_stats
+from reports.diagnostics.machine_speed import speed_index
+from contract.records import Record
 
 
 def _steps(pieces) -> pd.DataFrame:
@@ -93,7 +93,7 @@ def test_only_the_engines_busy_share_of_a_window_stretches_with_its_speed():
 
 def test_levels_speeds_come_from_one_fit_that_chains_through_shared_shapes():
     from calculators.sim.step_model import StepTimeModel
-    from reports.machine_speed import level_speeds
+    from reports.diagnostics.machine_speed import level_speeds
 
     # the work: batch 1 takes 10 ms, batch 4 20 ms, batch 16 40 ms at the usual speed.
     # c=1 ran batches 1 and 4 at speed 1.0; c=4 batches 4 and 16 at speed 1.2; c=16 only batch 16 at speed 0.9:

@@ -2,9 +2,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.round_spread import MEDIAN_ABS_PER_SD, level_round_spreads, round_spread, rounds_floor
-from reports.validation import KEYS
-from reports.validation_section import median_error_table
+from reports.bench.round_spread import MEDIAN_ABS_PER_SD, level_round_spreads, round_spread, rounds_floor
+from reports.predict.validation import KEYS
+from reports.predict.section import median_error_table
 
 
 def test_rounds_that_agree_have_no_spread_and_one_round_has_none_to_give():

@@ -17,7 +17,7 @@ from calculators.kv import kv_block_bytes
 from calculators.models import get_model
 from reports.report import ReportOptions, write_report
 from servecap.cli import main as servecap_main
-from servecap.contract.loadgen_meta import update_meta
+from contract.loadgen_meta import update_meta
 
 T0 = 1_800_000_000.0
 LEVELS = ("none/c=1", "none/c=4", "continuous/c=1", "continuous/c=4", "continuous/rps=8.0")

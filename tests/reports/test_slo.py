@@ -1,11 +1,11 @@
-"""reports.slo: DistServe goodput checked by hand on a small table (the SLO itself: tests/servecap/contract)."""
+"""reports.slo: DistServe goodput checked by hand on a small table (the SLO itself: tests/contract)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from reports.slo import goodput_rps, request_meets_slo
-from servecap.contract.slo import SLO
+from contract.slo import SLO
 
 
 def _table() -> pd.DataFrame:

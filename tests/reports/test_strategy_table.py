@@ -1,8 +1,8 @@
-"""reports.strategy_table: strategies side by side per offered load (the notebook's strategy comparison)."""
+"""reports.page.strategy_table: strategies side by side per offered load (the notebook's strategy comparison)."""
 
 import math
 
-from reports.strategy_table import QUANTITIES, strategy_table
+from reports.page.strategy_table import QUANTITIES, strategy_table
 
 
 def _level(strategy, c, tok_s, e2e_p99, errors=0):

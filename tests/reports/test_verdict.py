@@ -6,8 +6,8 @@ from calculators.gpus import catalog_gpu_for, get_gpu
 from reports.cost import cost_per_million, resolve_price
 from reports.level_ids import parse_level_id
 from reports.verdict import build_verdict, knee, max_sustainable
-from servecap.contract.run_json import RunInfo
-from servecap.contract.slo import SLO
+from contract.run_json import RunInfo
+from contract.slo import SLO
 
 
 def _level(strategy, c, tok_s, ttft_p99, ttft_ci, e2e_p99=1.0, error_rate=0.0, count=500):

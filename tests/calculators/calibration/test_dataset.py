@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from calculators.calibration.dataset import METRICS, _point, load_points, load_sources
+from calculators.roofline_fit.dataset import METRICS, _point, load_points, load_sources
 from calculators.gpus import get_gpu
 from calculators.models import get_model
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from calculators.calibration.dataset import load_points
-from calculators.calibration.fit_profile import FINAL, fit
-from calculators.calibration.point_model import predicted_s
-from calculators.calibration.validation import TARGET, validate
+from calculators.roofline_fit.dataset import load_points
+from calculators.roofline_fit.fit_profile import FINAL, fit
+from calculators.roofline_fit.point_model import predicted_s
+from calculators.roofline_fit.validation import TARGET, validate
 from calculators.efficiency import IDEAL
 from calculators.efficiency_profile import default_profile
 from calculators.gpus import get_gpu, gpu_names

@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3])) if __name__ == "__main__" else None
 
-from calculators.calibrate import fit_step_model  # noqa: E402
+from calculators.sim.calibrate import fit_step_model  # noqa: E402
 from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate, simulate_trace  # noqa: E402
 from calculators.sim.step_model import StepTimeModel  # noqa: E402
 

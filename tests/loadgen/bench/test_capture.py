@@ -12,7 +12,7 @@ import pytest
 
 from loadgen.bench.capture_accuracy import Capture, compare_with_capture
 from loadgen.bench.packet_capture import read_truth
-from servecap.contract.records import read_records
+from contract.records import read_records
 from loadgen_helpers import LOCUST, CHAT, REPO, _env, read_truth as scripted_truth, scripted_server
 
 CLIENT, SERVER = ("127.0.0.1", 40000), ("127.0.0.1", 8000)

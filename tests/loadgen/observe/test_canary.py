@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from loadgen.observe.canary import main, read_steal, start_canary
-from servecap.contract.canary import CANARY_COLUMNS, CANARY_UNITS, STEAL_UNIT
+from contract.canary import CANARY_COLUMNS, CANARY_UNITS, STEAL_UNIT
 
 PROC_STAT = """cpu  90614 0 5552 117075 461 0 944 4453 0 0
 cpu0 40317 0 4174 61187 297 0 746 3408 0 0

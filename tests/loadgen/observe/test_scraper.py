@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from loadgen.observe.scraper import METRIC_COLUMNS, ChangedOnly, Scraper, parse_metrics, start_scraper
 from loadgen_helpers import REPO, _env, scripted_server
-from servecap.contract.server_metrics import SCRAPE_MARKER
+from contract.server_metrics import SCRAPE_MARKER
 from waiting import wait_until
 
 

@@ -5,7 +5,7 @@ import signal
 
 import pytest
 
-from servecap.contract.records import check_record, read_records_with_status
+from contract.records import check_record, read_records_with_status
 from loadgen_helpers import read_truth, scripted_server, start_locust
 from waiting import wait_until
 

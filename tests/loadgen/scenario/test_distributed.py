@@ -6,8 +6,8 @@ import signal
 import numpy as np
 import pytest
 
-from servecap.contract.loadgen_meta import read_meta
-from servecap.contract.records import check_record, read_records
+from contract.loadgen_meta import read_meta
+from contract.records import check_record, read_records
 from loadgen_helpers import read_truth, scripted_server, start_locust
 from servecap.launch.process import free_port
 from waiting import wait_until

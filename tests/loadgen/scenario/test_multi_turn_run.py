@@ -5,7 +5,7 @@ from collections import defaultdict
 
 import pytest
 
-from servecap.contract.records import read_records
+from contract.records import read_records
 from loadgen_helpers import read_truth, run_locust, scripted_server
 
 pytestmark = pytest.mark.slow

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from loadgen.workload.arrivals import parse_arrival, schedule_offsets
-from servecap.contract.loadgen_meta import read_meta
-from servecap.contract.records import read_records
+from contract.arrivals import parse_arrival, schedule_offsets
+from contract.loadgen_meta import read_meta
+from contract.records import read_records
 from loadgen_helpers import run_locust, scripted_server
 
 pytestmark = pytest.mark.slow

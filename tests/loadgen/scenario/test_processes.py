@@ -4,8 +4,8 @@ the open-loop schedule shared, each worker's loop lag in the meta, and workers p
 import numpy as np
 import pytest
 
-from servecap.contract.loadgen_meta import read_meta
-from servecap.contract.records import read_records
+from contract.loadgen_meta import read_meta
+from contract.records import read_records
 from loadgen_helpers import run_locust, scripted_server
 
 pytestmark = pytest.mark.slow

@@ -2,8 +2,8 @@
 
 import pytest
 
-from servecap.contract.loadgen_meta import read_meta
-from servecap.contract.records import read_records
+from contract.loadgen_meta import read_meta
+from contract.records import read_records
 from loadgen_helpers import run_locust, scripted_server
 
 pytestmark = pytest.mark.slow

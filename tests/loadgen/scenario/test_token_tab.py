@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from servecap.contract.records import read_records
+from contract.records import read_records
 from loadgen_helpers import http_get as _get, http_post_form as _post, locust_web_ui, scripted_server
 from waiting import wait_until
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from browser import chromium, console_errors, save_screenshot
-from servecap.contract.records import read_records
+from contract.records import read_records
 from loadgen_helpers import http_get, http_post_form, locust_web_ui, scripted_server
 from waiting import wait_until
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from loadgen.workload.arrivals import ArrivalProcess, iter_offsets, my_share, parse_arrival, schedule_offsets
+from contract.arrivals import ArrivalProcess, iter_offsets, my_share, parse_arrival, schedule_offsets
 
 
 @pytest.mark.parametrize("spec", ["poisson", "gamma:2.0", "gamma:0.5"])

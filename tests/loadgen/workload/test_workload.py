@@ -9,7 +9,7 @@ import pytest
 
 from loadgen.scenario.chat_config import ChatConfig
 from loadgen.scenario.run_settings import RunSettings
-from loadgen.workload.distributions import parse_length_distribution
+from contract.distributions import parse_length_distribution
 from loadgen.workload.prompts import PromptBuilder, ascii_text
 from loadgen.client.request_bytes import Target, chat_body, completions_body, http_request
 

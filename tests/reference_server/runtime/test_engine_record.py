@@ -16,7 +16,7 @@ from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
 from reference_server.runtime.engine_record_log import RecordRing
 from reference_server.scheduling.sampling import SamplingParams
-from servecap.contract.engine_record import REQUEST_FIELDS, STEP_FIELDS, StepRecord
+from contract.engine_record import REQUEST_FIELDS, STEP_FIELDS, StepRecord
 from waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -179,9 +179,9 @@ def test_the_toy_strategy_runs_in_the_simulator(lockstep):
 
 def test_the_sweep_and_the_report_take_the_toy_strategy(lockstep, tmp_path):
     from calculators.models import get_model
-    from loadgen.sweep.config import SweepConfig
-    from reports.predicted import predict_level
-    from servecap.contract.run_json import RunInfo
+    from servecap.sweep.config import SweepConfig
+    from reports.predict.per_level import predict_level
+    from contract.run_json import RunInfo
 
     assert SweepConfig(out_dir=str(tmp_path), strategies=("lockstep", "none"), concurrency=(1,)).strategies[0] == "lockstep"
     run = RunInfo.from_dict({"server": {"model": "tiny", "block_size": 16, "engines": {

@@ -6,7 +6,7 @@ from loadgen.observe.scraper import parse_metrics
 from reports.server_metrics.latency import server_latency
 from reports.server_metrics.means import server_means
 from reports.server_metrics.series import ServerSeries
-from servecap.contract.server_metrics import (ENGINE_PREFIXES, LATENCY_FIELDS, MAPPING, SCRAPE_MARKER, detect_engine,
+from contract.server_metrics import (ENGINE_PREFIXES, LATENCY_FIELDS, MAPPING, SCRAPE_MARKER, detect_engine,
                                               kept_sample_names, mapping_rows)
 import pandas as pd
 

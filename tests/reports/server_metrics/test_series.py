@@ -11,7 +11,7 @@ from reports.server_metrics.latency import observation_start, server_latency
 from reports.server_metrics.means import server_means
 from reports.server_metrics.series import ServerSeries
 from reports.summary import observed_windows
-from servecap.contract.server_metrics import SCRAPE_MARKER
+from contract.server_metrics import SCRAPE_MARKER
 
 
 def _frame(rows):

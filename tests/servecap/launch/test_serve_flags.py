@@ -8,7 +8,7 @@ import pytest
 
 from reference_server.cli import build_parser
 from servecap.launch import serve_flags
-from servecap.launch.ready_line import ready_line, ready_url
+from contract.ready_line import ready_line, ready_url
 from servecap.launch.serve_flags import parse_serve_flags, render_serve_flags
 from servecap.launch.spec import ReferenceServerSpec
 

@@ -1,0 +1,1 @@
+"""calculators/roofline_fit: published GPU measurements, the roofline efficiency profile fitted to them, its validation."""

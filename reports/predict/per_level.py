@@ -1,0 +1,209 @@
+"""Predicted vs measured per level: the calculators' numbers next to what the run measured.
+
+The server configuration comes from run.json's `server` section as the sweep
+writes it (model, dtype, block_size, kv_blocks, and each strategy's live engine
+description, with that strategy's own limits, under `engines`): see
+`contract.run_json.Server.engine_config`. Each comparison is
+{"predicted", "measured", "relative_error" = predicted / measured - 1, "unit"};
+what cannot be predicted or was not measured is listed under `unavailable`.
+
+Step time, for the decode-step comparison and the simulator:
+- the run's own calibration when it has one (reports.predict.calibration: the engine's step record,
+  the front end's delays, the measured lengths). The latency comparisons are then the
+  validation's leave-one-level-out predictions (the level left out of its own calibration)
+  where the strategy has enough levels, else a simulation calibrated on all of them
+  (in-sample); either carries the spread over replications as `interval`;
+- else a known GPU (run.json host, or `server.gpu`): the roofline (calculators.roofline,
+  calculators.sim.step_model.step_model_from_roofline) - a prediction from datasheet numbers;
+- otherwise (a CPU run): step_s = base + per_seq x batch fitted by least squares
+  (calculators.sim.calibrate.fit_step_time) to the per-level mean step time and batch
+  size the server reported - the simulator then predicts each level's TTFT/TPOT
+  from the engine's measured cost per step and its batching policy alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+from calculators.sim.calibrate import fit_step_time
+from calculators.gpus import catalog_gpu_for, get_gpu
+from calculators.kv import kv_block_bytes
+from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate
+from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
+from reference_server.scheduling.strategies import get_strategy  # the pure registry
+from reports.predict.calibration import Calibration, predict, strategy_limits
+from reports.predict.evidence import LevelSample
+from reports.predict.served_model import kv_comparisons, kv_dtype_for, served_architecture
+from contract.run_json import RunInfo
+
+SIM_REQUESTS_PER_STREAM = 40   # simulated requests per concurrent stream (or per req/s), at least 400
+SIM_MAX_REQUESTS = 4000
+
+
+def _pair(predicted: float | None, measured: float | None, unit: str) -> dict:
+    rel = predicted / measured - 1.0 if predicted is not None and measured else None
+    return {"predicted": predicted, "measured": measured, "relative_error": rel, "unit": unit}
+
+
+def _step_model(run: RunInfo, arch, levels: list[dict]) -> tuple[StepTimeModel | None, str]:
+    gpu_name = run.server.gpu or next((c for c in map(catalog_gpu_for, run.host.gpu_names()) if c), None)
+    if gpu_name:
+        dtype = str(run.server.dtype or "bf16")
+        return step_model_from_roofline(arch, get_gpu(gpu_name), dtype=dtype), f"roofline on {gpu_name}"
+    points = [(lvl["server"]["batch_size_mean"], lvl["server"]["step_time_mean_s"]) for lvl in levels
+              if lvl["server"].get("batch_size_mean") and lvl["server"].get("step_time_mean_s")]
+    if len(points) < 3:
+        return None, "no catalog GPU and fewer than 3 levels with step-time and batch-size histograms"
+    try:
+        fit = fit_step_time([p[0] for p in points], [p[1] for p in points])
+    except ValueError as exc:
+        return None, f"cannot fit step time over levels: {exc}"
+    if fit.base_s <= 0:
+        return None, "the step-time fit over levels has no positive base time"
+    model = StepTimeModel(base_s=fit.base_s, per_seq_s=max(fit.per_seq_s, 0.0))
+    return model, f"step time fitted to this run's levels (base {fit.base_s * 1e3:.2f} ms + {model.per_seq_s * 1e3:.3f} ms/seq)"
+
+
+def _simulator_config(config: dict) -> ServerConfig:
+    blocks = config.get("num_kv_blocks") or config.get("kv_blocks")
+    return ServerConfig(limits=strategy_limits(config), num_kv_blocks=int(blocks) if blocks else None,
+                        block_size=int(config.get("block_size") or 16))
+
+
+def _simulated(level: dict, config: dict, model: StepTimeModel) -> dict:
+    offered = level["offered"]
+    load = next(iter(offered.values()))
+    requests = int(min(SIM_MAX_REQUESTS, max(400, SIM_REQUESTS_PER_STREAM * load)))
+    workload = Workload(
+        prompt_tokens=LengthDist.fixed(max(1, round(level["prompt_tokens_mean"] or 1))),
+        output_tokens=LengthDist.fixed(max(1, round(level["output_tokens_mean"] or 1))),
+        requests=requests, concurrency=int(load) if "concurrency" in offered else None,
+        rate_rps=float(load) if "rate_rps" in offered else None)
+    return simulate(_simulator_config(config), workload, model).metrics
+
+
+def _running_capacity(config: dict, level: dict) -> tuple[int | None, str]:
+    """Sequences the strategy can run at once at this level's mean request length and offered load:
+    its `max_running`, and no more than the KV cache holds of such requests (when its size is known)."""
+    strategy, block_size = config.get("strategy"), int(config.get("block_size") or 16)
+    try:
+        spec = get_strategy(strategy)
+    except ValueError:
+        return None, f"unknown strategy {strategy!r}"
+    names = spec.limits.field_names()
+    if names and all(config.get(name) is None for name in names):
+        return None, f"run.json server config lacks the {strategy} limits ({', '.join(sorted(names))})"
+    cap = strategy_limits(config).max_running
+    blocks = config.get("num_kv_blocks") or config.get("kv_blocks") or level["server"].get("kv_blocks_total")
+    tokens = (level.get("prompt_tokens_mean") or 0) + (level.get("output_tokens_mean") or 0)
+    if blocks and tokens:
+        cap = min(cap, int(blocks) // math.ceil(tokens / block_size))
+    offered = level["offered"].get("concurrency")
+    return (min(int(cap), int(offered)) if offered else int(cap)), ""
+
+
+CALIBRATED_REPLICATIONS = 4   # in-sample runs, for strategies too few levels to leave one out
+
+
+def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, model_source: str,
+                  model_config: str | None = None, calibrated: tuple[Calibration, LevelSample] | None = None,
+                  replications: int = CALIBRATED_REPLICATIONS, held_out: dict | None = None) -> dict:
+    """summary.json's `predicted` for one level: {"model", "comparisons", "unavailable", ...}.
+    `held_out`: this level's leave-one-level-out prediction (validation's `predictions[level]`)."""
+    config = run.server.engine_config(level["strategy"])
+    dtype, block_size = str(config.get("dtype") or "bf16"), int(config.get("block_size") or 16)
+    measured = level["server"]
+    comparisons, unavailable = {}, []
+    kv_dtype, kv_dtype_source = kv_dtype_for(config, model_config)
+    if kv_dtype is None:
+        unavailable.append(f"KV cache size: {kv_dtype_source}")
+    else:
+        block_bytes = kv_block_bytes(arch, kv_dtype, block_size)
+        comparisons["kv_block_bytes"] = _pair(float(block_bytes), measured.get("kv_block_bytes")
+                                              or config.get("kv_block_bytes"), "bytes")
+        for quantity, (predicted, engine_own, unit) in kv_comparisons(arch, config, kv_dtype).items():
+            comparisons[quantity] = _pair(predicted, engine_own, unit)
+    capacity, why = _running_capacity(config, level)
+    if capacity is None:
+        unavailable.append(f"running sequences: {why}")
+    else:
+        comparisons["running_sequences_peak"] = _pair(float(capacity), measured.get("requests_running_max"), "sequences")
+    if calibrated is not None:
+        calibration, sample = calibrated
+        model, model_source = calibration.step_model, (
+            "latencies: leave-one-level-out (validation)" if held_out else "latencies: in-sample") + \
+            "; this run's calibration: " + "; ".join(f"{k}: {v}" for k, v in calibration.sources.items())
+        unavailable += list(calibration.unavailable)
+    if model is None:
+        unavailable.append(f"step time and simulator: {model_source}")
+    else:
+        batch = max(1, round(measured.get("batch_size_mean") or 1))
+        context = int((level.get("prompt_tokens_mean") or 0) + (level.get("output_tokens_mean") or 0) / 2)
+        noise = float(sum(model.jitter) / len(model.jitter)) if model.jitter else 1.0
+        step = model.step_s(batch, context_tokens=batch * context) * noise
+        comparisons["step_s"] = _pair(step, measured.get("step_time_mean_s"), "s")
+        if held_out:
+            _add_simulated(comparisons, held_out, level)
+        elif calibrated is not None:
+            _add_calibrated(comparisons, unavailable, calibrated, level, replications)
+        elif level["offered"] and config.get("strategy") and level.get("prompt_tokens_mean"):
+            try:
+                sim = _simulated(level, config, model)
+            except ValueError as exc:
+                unavailable.append(f"simulator: {exc}")
+            else:
+                for metric in ("ttft_s", "tpot_s", "e2e_s"):
+                    for pct in ("p50", "p99"):
+                        comparisons[f"{metric} {pct}"] = _pair(sim[metric][pct], level["metrics"][metric][pct], "s")
+    return {"model": arch.name, "dtype": dtype, "block_size": block_size, "step_model": model_source,
+            "kv_dtype": kv_dtype, "kv_dtype_source": kv_dtype_source,
+            "comparisons": comparisons, "unavailable": unavailable}
+
+
+def _add_calibrated(comparisons: dict, unavailable: list, calibrated: tuple[Calibration, LevelSample],
+                    level: dict, replications: int) -> None:
+    calibration, sample = calibrated
+    try:
+        sim = predict(calibration, sample.kind, sample.load, sample.warmup_s, sample.duration_s,
+                      replications=replications)
+    except (ValueError, RuntimeError) as exc:
+        unavailable.append(f"simulator: {exc}")
+        return
+    _add_simulated(comparisons, sim.metrics, level)
+
+
+def _add_simulated(comparisons: dict, metrics: dict, level: dict) -> None:
+    """`metrics`: a Replicated's {metric: {q: {"value", "interval"}}}."""
+    for metric in ("ttft_s", "tpot_s", "e2e_s"):
+        for pct in ("p50", "p95", "p99"):
+            pair = _pair(metrics[metric][pct]["value"], level["metrics"][metric][pct], "s")
+            pair["interval"] = metrics[metric][pct]["interval"]
+            comparisons[f"{metric} {pct}"] = pair
+
+
+def add_predictions(run: RunInfo, levels: list[dict], model_config: str | None = None,
+                    calibrated: dict[str, tuple[Calibration, LevelSample]] | None = None, *,
+                    replications: int = CALIBRATED_REPLICATIONS, held_out: dict | None = None) -> None:
+    """Fill each level's `predicted` in place (one step model for the whole run, or, per level,
+    `calibrated[level id]`: its strategy's calibration and the level as measured; latencies from
+    `held_out[level id]` (the validation's predictions), else simulated `replications` times).
+    `model_config` (--model-config, else the one the sweep recorded) names the served model's architecture."""
+    calibrated, held_out = calibrated or {}, held_out or {}
+    model_config = model_config or run.server.model_config
+    arch, arch_source = served_architecture(run, model_config)
+    if arch is None:
+        for level in levels:
+            level["predicted"] = {"unavailable": [arch_source]}
+        return
+    try:
+        model, source = _step_model(run, arch, levels)
+    except ValueError as exc:  # e.g. a GPU name the catalog rejects: predictions degrade, the report stands
+        model, source = None, str(exc)
+    for level in levels:
+        try:
+            level["predicted"] = predict_level(run, level, arch, model, source, model_config,
+                                               calibrated.get(level["level"]), replications,
+                                               held_out.get(level["level"]))
+            level["predicted"]["model_source"] = arch_source
+        except ValueError as exc:
+            level["predicted"] = {"model": arch.name, "unavailable": [str(exc)]}

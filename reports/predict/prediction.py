@@ -1,0 +1,175 @@
+"""`servecap predict`: a measured run's calibration -> predicted latency curves and the most load
+an SLO allows, without running any load. Pure over a loaded `RunData` (the CLI reads and writes).
+
+    predict_run(data, plan) -> {"calibration": {...}, "strategy", "arrival", "workload", "slo",
+                                "extrapolation": note | None,
+                                "loads": [{"offered", "metrics": {ttft_s: {p50: {value, interval}, ...}},
+                                           "request_rate_rps", "output_tokens_per_s", "mean_batch_size",
+                                           "meets_slo", "why_not"}],
+                                "max_load_under_slo": {"offered", "basis"} | None}
+
+The calibration is `reports.predict.calibration.calibrate` on every level of the strategy. Lengths are
+the run's measured (prompt, output) pairs unless --prompt-tokens / --output-tokens give others
+(loadgen's syntax, sampled with the seed). With `gpu`, the step model is extrapolated to that
+catalog GPU (`calculators.sim.gpu_extrapolation`): the answer then says it is an extrapolation.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from calculators.sim.calibrate import calibrate_roofline
+from calculators.gpus import get_gpu
+from calculators.models import get_model
+from calculators.sim.gpu_extrapolation import extrapolate_to_gpu
+from contract.arrivals import parse_arrival
+from contract.distributions import parse_length_distribution
+from reports.predict.calibration import Calibration, calibrate, predict, server_config
+from reports.predict.evidence import level_samples
+from reports.cost import catalog_gpu_for
+from reports.run_data import RunData
+from reports.summary import build_levels
+from contract.slo import SLO, check_level
+
+SAMPLED_LENGTHS = 4096   # (prompt, output) pairs drawn when the lengths are given as distributions
+EXTRAPOLATED_REQUESTS = 2000   # per run on another GPU: measured by count (its window would hold millions)
+
+
+@dataclass(frozen=True)
+class PredictPlan:
+    """What to predict. Exactly one of `concurrency` (closed loop) and `rates` (open loop, `arrival`)."""
+
+    strategy: str | None = None
+    concurrency: tuple[int, ...] = ()
+    rates: tuple[float, ...] = ()
+    arrival: str = "poisson"
+    prompt_tokens: str | None = None
+    output_tokens: str | None = None
+    slo: SLO = field(default_factory=SLO)
+    gpu: str | None = None
+    replications: int = 8
+    warmup_s: float | None = None      # default: the run's own windows
+    duration_s: float | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if bool(self.concurrency) == bool(self.rates):
+            raise ValueError("give exactly one of --concurrency and --rates")
+        if any(isinstance(c, bool) or not isinstance(c, int) or c <= 0 for c in self.concurrency):
+            raise ValueError("--concurrency values must be positive integers")
+        if any(not r > 0 for r in self.rates):
+            raise ValueError("--rates values must be positive")
+        if self.rates and self.arrival == "closed":
+            raise ValueError("--arrival closed is --concurrency; --rates needs poisson, constant or gamma:CV")
+        if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
+            raise ValueError("--replications must be a positive integer")
+
+
+def predict_run(data: RunData, plan: PredictPlan) -> dict:
+    levels = build_levels(data, data.run.slo)
+    samples = level_samples(data, levels)
+    strategy = _strategy(plan.strategy, samples)
+    group = samples[strategy]
+    server = server_config(data.run, strategy if strategy != "url" else "continuous")
+    cv2 = _arrival_cv2(plan)
+    calibration = calibrate(group, server, cv2)
+    calibration = replace(calibration, lengths=_lengths(plan, calibration.lengths))
+    extrapolation = None
+    if plan.gpu:
+        calibration, extrapolation = _on_gpu(data, calibration, group, plan.gpu)
+    warmup = plan.warmup_s if plan.warmup_s is not None else group[0].warmup_s
+    duration = plan.duration_s if plan.duration_s is not None else group[0].duration_s
+    kind = "concurrency" if plan.concurrency else "rate_rps"
+    rows = []
+    for load in plan.concurrency or plan.rates:
+        count = max(EXTRAPOLATED_REQUESTS, 50 * int(load)) if extrapolation else None
+        result = predict(calibration, kind, float(load), warmup, duration, replications=plan.replications,
+                         seed=plan.seed, requests=count)
+        check = check_level(plan.slo, 0.0, {m: result.value(m, "p99") for m in ("ttft_s", "tpot_s", "e2e_s")})
+        rows.append({"offered": {kind: load}, "metrics": result.metrics, "request_rate_rps": result.request_rate_rps,
+                     "output_tokens_per_s": result.output_tokens_per_s, "mean_batch_size": result.mean_batch_size,
+                     "meets_slo": check.meets if plan.slo.is_set else None, "why_not": check.reason or None})
+    return {"calibration": {"run_dir": str(data.run_dir), **calibration.describe()}, "strategy": strategy,
+            "arrival": "closed" if plan.concurrency else plan.arrival,
+            "workload": {"lengths": len(calibration.lengths), "prompt_tokens": plan.prompt_tokens or "measured",
+                         "output_tokens": plan.output_tokens or "measured",
+                         "prompt_tokens_mean": float(np.mean([p for p, _ in calibration.lengths])),
+                         "output_tokens_mean": float(np.mean([o for _, o in calibration.lengths]))},
+            "window": ({"requests_per_run": "max(2000, 50 x load)", "left_out": "first 10%, closed loop's last"}
+                       if extrapolation else {"warmup_s": warmup, "duration_s": duration}),
+            "replications": plan.replications,
+            "slo": plan.slo.as_dict(), "extrapolation": extrapolation, "loads": rows,
+            "max_load_under_slo": _max_load(rows, kind) if plan.slo.is_set else None}
+
+
+def _strategy(asked: str | None, samples: dict) -> str:
+    if not samples:
+        raise ValueError("the calibration run has no level with an offered load and ok requests")
+    if asked is None:
+        if len(samples) > 1:
+            raise ValueError(f"the run holds several strategies ({', '.join(samples)}); choose one with --strategy")
+        return next(iter(samples))
+    if asked not in samples:
+        raise ValueError(f"--strategy {asked!r}: the run has levels of {', '.join(samples)} only")
+    return asked
+
+
+def _arrival_cv2(plan: PredictPlan) -> float:
+    if plan.concurrency:
+        return 1.0
+    process = parse_arrival(plan.arrival, plan.rates[0])
+    return {"poisson": 1.0, "constant": 1e-6}.get(process.kind, process.cv ** 2)
+
+
+def _lengths(plan: PredictPlan, measured: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """The measured pairs, with either side redrawn from the plan's distribution when it gives one."""
+    if plan.prompt_tokens is None and plan.output_tokens is None:
+        return measured
+    rng = random.Random(plan.seed)
+    prompt = parse_length_distribution(plan.prompt_tokens, "--prompt-tokens") if plan.prompt_tokens else None
+    output = parse_length_distribution(plan.output_tokens, "--output-tokens") if plan.output_tokens else None
+    pairs = []
+    for _ in range(SAMPLED_LENGTHS):
+        base = measured[rng.randrange(len(measured))]
+        pairs.append((prompt.sample(rng) if prompt else base[0], output.sample(rng) if output else base[1]))
+    return tuple(pairs)
+
+
+def _on_gpu(data: RunData, calibration: Calibration, group: list, gpu_name: str) -> tuple[Calibration, str]:
+    """The calibration with the step model extrapolated to `gpu_name`; (it, the note that says so)."""
+    if not data.run.server.model:
+        raise ValueError("--gpu needs the run's model (run.json server.model) to compute a roofline")
+    arch, target = get_model(str(data.run.server.model)), get_gpu(gpu_name)
+    ran_on = data.run.server.gpu or next((c for c in map(catalog_gpu_for, data.run.host.gpu_names()) if c), None)
+    measured = None
+    decode = [s.steps for s in group if s.steps is not None]
+    if ran_on and decode:
+        batch = np.concatenate([rows.batch for rows in decode])
+        keep = np.concatenate([rows.prefill_tokens for rows in decode]) == 0
+        context = np.concatenate([rows.context_tokens for rows in decode])[keep] / np.maximum(batch[keep], 1)
+        steps = np.concatenate([rows.duration_s for rows in decode])[keep]
+        if keep.sum() >= 3:
+            measured = calibrate_roofline(arch, get_gpu(ran_on), batch[keep].astype(int), context.astype(int), steps,
+                                          dtype=str(data.run.server.dtype or "bf16"))
+    extrapolated = extrapolate_to_gpu(arch, target, dtype=str(data.run.server.dtype or "bf16"), measured=measured,
+                                      measured_on=ran_on)
+    server = replace(calibration.server, num_kv_blocks=None)
+    return replace(calibration, step_model=extrapolated.step_model, front_end=None, server=server), \
+        extrapolated.note + "; the KV cache is taken to hold the strategy's running limit of the longest requests"
+
+
+def _max_load(rows: list[dict], kind: str) -> dict | None:
+    """The highest load that meets the SLO with every lower load meeting it too."""
+    best = None
+    for row in sorted(rows, key=lambda r: r["offered"][kind]):
+        if not row["meets_slo"]:
+            break
+        best = row
+    if best is None:
+        return None
+    return {"offered": best["offered"], "output_tokens_per_s": best["output_tokens_per_s"],
+            "request_rate_rps": best["request_rate_rps"],
+            "basis": "predicted p99 within every SLO at this load and every lower one asked"}

@@ -1,0 +1,1 @@
+"""servecap/sweep."""

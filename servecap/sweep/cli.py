@@ -1,0 +1,146 @@
+"""`servecap sweep`: run a load plan against the reference server (per strategy) or a --url, then report.
+
+    servecap sweep --strategies none,static,dynamic,continuous --concurrency 1,4,8 --out runs/cmp
+    servecap sweep --url http://127.0.0.1:8000 --rates 1,2,4 --arrival poisson --out runs/vllm
+    servecap sweep --url http://127.0.0.1:8000 --trace mooncake.jsonl --trace-speedup 2 --out runs/replay
+    servecap sweep --auto --slo-tpot-ms 50 --strategies continuous --out runs/knee
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+
+from servecap.sweep.runner import Sweep
+from servecap.sweep.config import SweepConfig, parse_duration, parse_number_list
+from servecap.sweep.loadgen_priority import PRIORITY_MODES
+from loadgen.scenario.chat_config import CHARS_HELP, DATASET_HELP, SAMPLING_HELP, TRACE_HELP, TURNS_HELP
+from loadgen.workload.conversations import parse_turns
+from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS
+from reference_server.scheduling.strategies import strategy_names
+from reports import cli as report_cli
+from reports.report import ReportOptions
+from contract.slo import SLO
+from servecap.launch.process import ServerStartError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(2, f"servecap sweep: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="servecap sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="run directory to create, e.g. runs/cmp")
+    target = p.add_argument_group("target")
+    target.add_argument("--url", help="an external OpenAI-compatible server to observe (vLLM, TGI, Ollama, ...)")
+    target.add_argument("--model", default="tiny", help="reference-server preset (default tiny)")
+    target.add_argument("--strategies", default="continuous", help=f"comma list of {','.join(strategy_names())}")
+    target.add_argument("--server-args", default="", help='extra `servecap serve` flags, e.g. "--max-num-seqs 16"')
+    target.add_argument("--model-config", metavar="PATH",
+                        help="the served model's HF config.json (or its directory): the report predicts KV bytes "
+                             "per token and the KV block count from it (needed for a --url target)")
+    plan = p.add_argument_group("load plan (choose one)")
+    plan.add_argument("--concurrency", help="closed-loop levels, e.g. 1,2,4,8,16,32")
+    plan.add_argument("--rates", help="open-loop arrival rates in requests/s, e.g. 1,2,4,8")
+    plan.add_argument("--auto", action="store_true", help="find the knee: ramp concurrency until a p99 SLO breaks, then bisect")
+    plan.add_argument("--trace", metavar="PATH", help=TRACE_HELP)
+    plan.add_argument("--trace-speedup", type=float, default=1.0, help="divide the trace's times by this")
+    plan.add_argument("--arrival", default="poisson", help="open-loop arrivals: poisson | constant | gamma:CV")
+    plan.add_argument("--warmup", default="5s", help="warm-up per level (10, 30s, 2m)")
+    plan.add_argument("--duration", default="20s", help="measurement window per level (10, 30s, 2m)")
+    plan.add_argument("--rounds", type=int, default=1,
+                      help="measure each level in this many rounds of --duration/K each, the levels in a serpentine "
+                           "order (1,2,4 then 4,2,1 ...), so every level's figures average over the machine's drift "
+                           "through the run; round k draws its requests with --seed + k (default 1)")
+    plan.add_argument("--round-warmup", default=None,
+                      help="warm-up of each round after the first (default: the shorter of --warmup and 2s)")
+    work = p.add_argument_group("workload")
+    work.add_argument("--prompt-tokens", default="uniform:32:128", help="N | uniform:LO:HI | normal:M:SD | lognormal:M:S | file:PATH")
+    work.add_argument("--output-tokens", default=None,
+                      help="same forms as --prompt-tokens (default uniform:16:64; with --dataset the data's lengths)")
+    work.add_argument("--dataset", metavar="PATH", help=DATASET_HELP)
+    work.add_argument("--dataset-sampling", default="with-replacement", choices=list(SAMPLINGS), help=SAMPLING_HELP)
+    work.add_argument("--turns", default="1", help=TURNS_HELP)
+    work.add_argument("--think-time", default="0", help="multi-turn: pause between an answer and the next turn")
+    work.add_argument("--chars-per-token", type=float, default=DEFAULT_CHARS_PER_TOKEN, help=CHARS_HELP)
+    work.add_argument("--seed", type=int, default=0)
+    slo = p.add_argument_group("SLOs (p99, milliseconds)")
+    slo.add_argument("--slo-ttft-ms", type=float)
+    slo.add_argument("--slo-tpot-ms", type=float)
+    slo.add_argument("--slo-e2e-ms", type=float)
+    p.add_argument("--sample-interval", default="0.5", help="sampler and /metrics scrape interval")
+    p.add_argument("--no-pin-cpus", action="store_true",
+                   help="let the OS place Locust and the server (default: Locust on core 0, the engine process on "
+                        "cores of its own; see servecap.sweep.cpu_pinning)")
+    p.add_argument("--loadgen-processes", type=int, default=1,
+                   help="Locust processes per level (a master and N workers sharing the users or the arrival "
+                        "schedule); each gets a core of its own when there are N + 2 cores")
+    p.add_argument("--loadgen-external-workers", type=int, default=0,
+                   help="Locust workers on other machines that join each level (run there, in a loop, as each "
+                        "level's master ends them: locust -f loadgen/chat.py --worker --master-host THIS_HOST "
+                        "--master-port PORT); the master waits for them and the local --loadgen-processes")
+    p.add_argument("--loadgen-master-bind", default="127.0.0.1",
+                   help="where each level's Locust master listens for workers (default 127.0.0.1; 0.0.0.0 or this "
+                        "host's address for workers on other machines)")
+    p.add_argument("--loadgen-master-port", type=int, default=5557, help="the master's port for workers (default 5557)")
+    p.add_argument("--loadgen-worker-wait", default="60s", help="how long a level waits for its workers to join")
+    p.add_argument("--loadgen-priority", choices=PRIORITY_MODES, default="realtime",
+                   help="Locust's scheduling priority where allowed (root): realtime (default; SCHED_FIFO 1, so a "
+                        "chunk's arrival wakes it at once on the core it shares with the server's front end, which "
+                        "then gets less of it), nice (nice -10) or normal; falls back to the next where not allowed")
+    p.add_argument("--no-loadgen-priority", action="store_const", dest="loadgen_priority", const="normal",
+                   help="the same as --loadgen-priority normal")
+    p.add_argument("--no-report", action="store_true", help="skip the report (`servecap report`) at the end")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> SweepConfig:
+    return SweepConfig(
+        out_dir=args.out, url=args.url, model=args.model,
+        strategies=tuple(s.strip() for s in args.strategies.split(",") if s.strip()),
+        server_args=args.server_args,
+        concurrency=parse_number_list(args.concurrency, "--concurrency", int) if args.concurrency else (),
+        rates=parse_number_list(args.rates, "--rates") if args.rates else (),
+        auto=args.auto, arrival=args.arrival,
+        warmup_s=parse_duration(args.warmup, "--warmup"), duration_s=parse_duration(args.duration, "--duration"),
+        rounds=args.rounds,
+        round_warmup_s=parse_duration(args.round_warmup, "--round-warmup") if args.round_warmup else None,
+        prompt_tokens=args.prompt_tokens, seed=args.seed,
+        output_tokens=args.output_tokens if args.output_tokens or args.dataset else "uniform:16:64",
+        dataset=args.dataset, dataset_sampling=args.dataset_sampling, chars_per_token=args.chars_per_token,
+        turns=parse_turns(args.turns), think_time_s=parse_duration(args.think_time, "--think-time"),
+        trace=args.trace, trace_speedup=args.trace_speedup,
+        slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
+        sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
+        pin_cpus=not args.no_pin_cpus, model_config=args.model_config, loadgen_processes=args.loadgen_processes,
+        loadgen_external_workers=args.loadgen_external_workers, loadgen_master_bind=args.loadgen_master_bind,
+        loadgen_master_port=args.loadgen_master_port,
+        loadgen_worker_wait_s=parse_duration(args.loadgen_worker_wait, "--loadgen-worker-wait"),
+        loadgen_priority=args.loadgen_priority,
+    )
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    console = Console(stderr=True)
+    try:
+        config = config_from_args(args)
+        # built before the sweep: a bad value fails before any load
+        report_options = ReportOptions(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
+                                       slo_e2e_ms=args.slo_e2e_ms, model_config=args.model_config)
+        out = Sweep(config, console).run()
+    except (ValueError, ServerStartError) as exc:
+        print(f"servecap sweep: error: {exc}", file=sys.stderr)  # plain: never wrapped mid-message
+        return 2
+    console.print(f"run directory: {out}")
+    if args.no_report:
+        return 0
+    return report_cli.report(out, report_options)   # in this process: reports pulls in no torch
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

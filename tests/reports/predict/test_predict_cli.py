@@ -1,0 +1,70 @@
+"""`servecap predict`: curves and the max load under an SLO from a run's calibration, in-process on a
+simulated run; a what-if on a catalog GPU says it is one; bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reports.predict import cli as predict_cli
+from reports.predict.simulated_run import sample_run
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return sample_run(tmp_path_factory.mktemp("predict") / "run", concurrencies=(1, 2, 4), duration_s=3.0)
+
+
+def test_predict_prints_and_writes_curves_and_the_max_load_under_the_slo(run_dir, tmp_path, capsys):
+    out = tmp_path / "predict.json"
+    code = predict_cli.main(["--calibration", str(run_dir), "--concurrency", "1,2,6", "--slo-ttft-ms", "1000",
+                             "--slo-tpot-ms", "1000", "--replications", "2", "--out", str(out)])
+    assert code == 0
+    answer = json.loads(out.read_text())
+    assert answer["strategy"] == "continuous" and answer["arrival"] == "closed" and answer["extrapolation"] is None
+    assert [row["offered"] for row in answer["loads"]] == [{"concurrency": 1}, {"concurrency": 2}, {"concurrency": 6}]
+    for row in answer["loads"]:
+        for metric in ("ttft_s", "tpot_s", "e2e_s"):
+            p50, p99 = row["metrics"][metric]["p50"], row["metrics"][metric]["p99"]
+            assert 0 < p50["value"] <= p99["value"] and p99["interval"][0] <= p99["value"] <= p99["interval"][1]
+        assert row["meets_slo"] is True
+    e2e = [row["metrics"]["e2e_s"]["p50"]["value"] for row in answer["loads"]]
+    assert e2e == sorted(e2e)   # more users, longer requests
+    assert answer["max_load_under_slo"]["offered"] == {"concurrency": 6}
+    printed = capsys.readouterr().out
+    assert "max load under the SLO: c=6" in printed and "TTFT" in printed
+
+
+def test_a_tight_slo_leaves_no_load_and_open_loop_and_other_lengths_work(run_dir, tmp_path):
+    out = tmp_path / "open.json"
+    assert predict_cli.main(["--calibration", str(run_dir), "--rates", "20,40", "--arrival", "gamma:2",
+                             "--prompt-tokens", "uniform:100:200", "--slo-ttft-ms", "0.01", "--replications", "2",
+                             "--out", str(out)]) == 0
+    answer = json.loads(out.read_text())
+    assert answer["arrival"] == "gamma:2" and answer["max_load_under_slo"] is None
+    assert 100 <= answer["workload"]["prompt_tokens_mean"] <= 200
+    assert all(row["meets_slo"] is False and "ttft_s p99" in row["why_not"] for row in answer["loads"])
+
+
+def test_a_gpu_what_if_is_labelled_an_extrapolation(run_dir, tmp_path, capsys):
+    out = tmp_path / "gpu.json"
+    assert predict_cli.main(["--calibration", str(run_dir), "--concurrency", "4", "--gpu", "h100-sxm",
+                             "--replications", "1", "--out", str(out)]) == 0
+    answer = json.loads(out.read_text())
+    assert answer["extrapolation"].startswith("EXTRAPOLATION to h100-sxm")
+    assert "fitted on published measurements" in answer["extrapolation"]   # a CPU run: nothing to calibrate on
+    assert "EXTRAPOLATION" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--concurrency", "1", "--rates", "2"], "exactly one of --concurrency and --rates"),
+    (["--concurrency", "two"], "--concurrency: 'two' is not a comma list of whole numbers"),
+    (["--concurrency", "1", "--strategy", "static"], "the run has levels of continuous only"),
+    (["--concurrency", "1", "--gpu", "tpu-v9"], "unknown gpu"),
+    (["--rates", "1", "--arrival", "closed"], "--arrival closed is --concurrency"),
+])
+def test_bad_input_is_one_line_and_exit_2(run_dir, args, message, capsys):
+    assert predict_cli.main(["--calibration", str(run_dir), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
