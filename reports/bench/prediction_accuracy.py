@@ -13,7 +13,7 @@ held-out level in the median lay between (summary.json's validation, reports.pre
 that measured one level again, for the machine's drift between two measurements of the same level.
 A run measured in rounds also gets its "rounds floor" row: the median |error| a model that knew each
 level's expectation exactly would still show, from the spread of the level's own rounds
-(summary.json's validation, reports.bench.round_spread); a leave-one-level-out error well above it is not the held-out level's noise.
+(reports.bench.round_spread); a leave-one-level-out error well above it is not the held-out level's noise.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from reports.bench.error_sources import VARIANTS, drift, error_sources
+from reports.bench.round_spread import level_round_spreads, rounds_floor
 from reports.predict.evidence import level_samples
 from reports.run_data import load_run
 from reports.summary import build_levels
@@ -52,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         measured_levels.update({lvl["level"]: lvl["metrics"] for lvl in levels})
         samples = level_samples(data, levels)
         validation = validate(data.run, samples, replications=args.replications)
+        ok = data.records[data.measured_ok()]
+        spreads = {level: level_round_spreads(frame, KEYS)
+                   for level, frame in ok.groupby("level", sort=False, observed=True)}
         sources = error_sources(data.run, samples, replications=args.replications) if args.sources else {}
         for strategy, entry in validation["by_strategy"].items():
             # its levels by the samples': an external server's are named without a strategy ("c=4")
@@ -63,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                 "levels_in_median": entry["levels_in_median"],
                 "levels": {name: {k: v["relative_error"] for k, v in pairs.items()}
                            for name, pairs in validation["levels"].items() if name in names},
-                "rounds_floor": entry["rounds_floor"], "widest_gap": entry["widest_gap"],
+                "rounds_floor": rounds_floor([spreads.get(name) for name in entry["levels_in_median"]], KEYS),
+                "widest_gap": entry["widest_gap"],
                 "sources": sources.get(strategy, {}).get("median_abs"),
                 "machine_speed": {name: entry.get("speed") for name, entry in
                                   (sources.get(strategy, {}).get("levels") or {}).items()},

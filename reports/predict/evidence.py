@@ -25,7 +25,6 @@ from calculators.sim.warm_up import steps_since_idle
 from reports.diagnostics.canary_speed import machine_speed
 from reports.predict.external_calibration import (client_step_noise, decode_step_mean_s, front_end_from_means,
                                          step_in_progress_wait_s)
-from reports.bench.round_spread import level_round_spreads
 from reports.run_data import RunData
 from contract.level_windows import inside
 
@@ -81,9 +80,6 @@ class LevelSample:
                                          # tpot_factors are taken around; decode_step_mean_s)
     window_speeds: tuple[float, ...] = ()   # the canary's machine speed in each of its windows, in time
                                             # order (() when any is unknown)
-    rounds_spread: dict | None = None    # {"ttft_s.p50": x, ...}: how far the level's percentiles move
-                                         # when its rounds are resampled whole (reports.bench.round_spread;
-                                         # None without rounds)
     machine_speed: float | None = None   # the canary's: how much longer than the run's usual the engine's
                                          # cores took for the same work during the level (None: no canary);
                                          # `steps` stay as timed (reports.bench.error_sources tries them rescaled)
@@ -148,8 +144,7 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
             front_end=_level_front_end(joined.get(lvl["level"]), frame, engine_means, kind, load, duration, lvl,
                                        max(len(its_windows), 1), step_wait),
             server_means=means, running_mean=server.get("requests_running_mean"), engine_means=engine_means or None,
-            prompt_tokens_per_s=lvl.get("prompt_tokens_per_s"),
-            rounds_spread=level_round_spreads(frame, KEYS))
+            prompt_tokens_per_s=lvl.get("prompt_tokens_per_s"))
         if sample.lengths:
             out.setdefault(source, []).append(sample)
     for samples in out.values():

@@ -9,14 +9,14 @@ summary.json's `validation` (the shape issue 13 fixes, plus the extras after it)
      "predictions": {LEVEL: {"ttft_s": {"p50": {"value", "interval": [lo, hi]}, "p95": ..., "p99": ...}, ...}},
                    the prediction itself: median over replications and their 95% spread
      "by_strategy": {STRATEGY: {"median_abs_error": {...}, "levels_in_median": [...],
-                                "rounds_floor": {...} | None, "widest_gap": x | None,
+                                "widest_gap": x | None, "sparse_grid": bool,
                                 "max_output_tokens_per_s": x, "calibration": {...}}},
-                   rounds_floor: over the same levels, the median |error| a model that knew each
-                   level's expectation would still show, from its rounds (reports.bench.round_spread;
-                   None for a run without rounds)
                    widest_gap: over the same levels, the widest load ratio between the two measured
                    levels a held-out one lay between (its neighbours: c=4 between c=2 and c=8 is 4.0);
                    None when none lay between two of its kind
+                   sparse_grid: widest_gap is WIDE_GAP or more, so a held-out level was interpolated
+                   across a span where the front end or the engine can saturate: the error there
+                   measures the grid as much as the model, and the report does not state it as a finding
      "replications": R (at most; a level of n requests gets max(3, min(R, 8000 / n))), "unavailable": [...]}
 
 relative_error = predicted / measured - 1. The medians are of |relative_error| over the levels
@@ -36,12 +36,12 @@ import numpy as np
 
 from reports.predict.calibration import arrival_cv2, calibrate, predict, server_config
 from reports.predict.evidence import KEYS, METRICS, LevelSample
-from reports.bench.round_spread import rounds_floor
 from contract.run_json import RunInfo
 
 METHOD = "leave-one-level-out"
 MEDIAN_LOAD_FRACTION = 0.8
 MIN_LEVELS = 3
+WIDE_GAP = 4.0                 # a held-out level between neighbours this far apart in load: too sparse to validate
 REPLICATIONS = 8               # at most, per level; fewer for long levels (REQUEST_BUDGET)
 MIN_REPLICATIONS = 3
 REQUEST_BUDGET = 8000          # simulated requests per held-out level (about): a long level's own count already
@@ -138,11 +138,9 @@ def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replication
         eligible = [s.level for s in done if s.level in below]
         eligible_all += eligible
         full = calibrate(group, server, cv2)
+        gap = widest_gap(group, eligible)
         by_strategy[strategy] = {"median_abs_error": _median_abs(levels, eligible), "levels_in_median": eligible,
-                                 # open loop: the rate each level was predicted at, its schedule's (LevelSample.load)
-                                 "sent_rates_rps": {s.level: s.load for s in done if s.kind == "rate_rps"},
-                                 "rounds_floor": rounds_floor([s.rounds_spread for s in done if s.level in below], KEYS),
-                                 "widest_gap": widest_gap(group, eligible),
+                                 "widest_gap": gap, "sparse_grid": gap is not None and gap >= WIDE_GAP,
                                  "max_output_tokens_per_s": top, "calibration": full.describe()}
     return {"method": METHOD, "levels": levels, "median_abs_error": _median_abs(levels, eligible_all),
             "predictions": predictions, "by_strategy": by_strategy, "replications": replications,

@@ -3,8 +3,6 @@ import pandas as pd
 import pytest
 
 from reports.bench.round_spread import MEDIAN_ABS_PER_SD, level_round_spreads, round_spread, rounds_floor
-from reports.predict.validation import KEYS
-from reports.predict.section import median_error_table
 
 
 def test_rounds_that_agree_have_no_spread_and_one_round_has_none_to_give():
@@ -33,13 +31,3 @@ def test_a_levels_spreads_come_from_its_rounds_and_a_strategys_floor_is_their_me
     floor = rounds_floor([{"k": 0.02}, None, {"k": 0.04}, {"k": 0.10}], ("k",))
     assert floor == {"k": pytest.approx(MEDIAN_ABS_PER_SD * 0.04)}
     assert rounds_floor([None, None], ("k",)) is None
-
-
-def test_the_reports_median_table_shows_each_strategys_floor_under_its_errors():
-    errors = {key: 0.12 for key in KEYS}
-    validation = {"median_abs_error": errors, "by_strategy": {
-        "continuous": {"median_abs_error": errors, "levels_in_median": ["a", "b"], "rounds_floor": {k: 0.03 for k in KEYS}},
-        "static": {"median_abs_error": errors, "levels_in_median": ["c"], "rounds_floor": None}}}
-    table = median_error_table(validation)
-    assert list(table["strategy"]) == ["continuous", "static", "all", "continuous: rounds floor"]
-    assert table.iloc[-1]["ttft_s.p99"] == "3%"

@@ -21,7 +21,6 @@ from reports.run_data import load_run
 from reports.predict.evidence import level_samples
 from reports.summary import build_levels
 from reports.predict.validation import KEYS, METHOD, levels_below_knee, validate
-from reports.predict.section import sent_rate_sentence
 from reports.predict.simulated_run import write_simulated_run
 
 NOISE = tuple(np.random.default_rng(0).lognormal(0.0, 0.1, 4000))
@@ -171,18 +170,27 @@ def test_a_level_too_long_for_the_budget_is_simulated_for_a_bounded_count_of_req
     assert replications_for(83_000, 8) == MIN_REPLICATIONS
 
 
-def test_the_widest_gap_is_the_span_a_held_out_level_lay_across_and_a_wide_one_is_said():
+def test_the_widest_gap_is_the_span_a_held_out_level_lay_across_and_a_sparse_grid_is_not_a_finding():
+    from reports.predict.section import median_error_table, sparse_grid_sentence
     from reports.predict.validation import widest_gap
-    from reports.predict.section import wide_gap_sentence
     doubling = [_level(c, 100.0 * c) for c in (1, 2, 4, 8, 16, 32)]
     dense = [_level(c, 100.0 * c) for c in (1, 2, 3, 4, 6, 8, 12)]
     # c=1 has no level below it; c=4 lies between c=2 and c=8
     assert widest_gap(doubling, ["none/c=1", "none/c=2", "none/c=4"]) == 4.0
     assert widest_gap(dense, ["none/c=1", "none/c=2", "none/c=3", "none/c=4", "none/c=6"]) == 3.0   # c=2: 1 to 3
     assert widest_gap(doubling, ["none/c=1"]) is None
-    said = wide_gap_sentence({"by_strategy": {"continuous": {"widest_gap": 4.0}, "static": {"widest_gap": 3.0}}})
-    assert "continuous 4.0x" in said and "static" not in said
-    assert wide_gap_sentence({"by_strategy": {"static": {"widest_gap": 3.0}, "none": {"widest_gap": None}}}) is None
+    errors = {key: 4.78 for key in KEYS}
+    validation = {"median_abs_error": errors, "by_strategy": {
+        "continuous": {"median_abs_error": errors, "levels_in_median": ["a"], "widest_gap": 16.0, "sparse_grid": True},
+        "static": {"median_abs_error": errors, "levels_in_median": ["b", "c"], "widest_gap": 3.0,
+                   "sparse_grid": False}}}
+    said = sparse_grid_sentence(validation)
+    assert said.startswith("Too sparse to validate: continuous (16x).") and "static" not in said
+    table = median_error_table(validation)
+    assert list(table["strategy"]) == ["static"]     # no pooled row: it would pool the sparse strategy's errors
+    validation["by_strategy"]["continuous"]["sparse_grid"] = False
+    assert sparse_grid_sentence(validation) is None
+    assert list(median_error_table(validation)["strategy"]) == ["continuous", "static", "all"]
 
 
 def test_an_open_loop_level_is_predicted_at_the_rate_its_schedule_sent_not_the_nominal_one(tmp_path):
@@ -198,10 +206,4 @@ def test_an_open_loop_level_is_predicted_at_the_rate_its_schedule_sent_not_the_n
         assert sample.load == pytest.approx(sent[sample.level] / 3.0)   # a Poisson count: near, not at, the rate
         assert sample.load != nominal and abs(sample.load / nominal - 1) < 0.3
     validation = validate(data.run, samples, replications=2)
-    assert validation["by_strategy"]["continuous"]["sent_rates_rps"] == {s.level: s.load for s in group}
-    named = [f"{s.level} at {s.load:.2f} req/s" for s, r in zip(group, rates) if abs(s.load / r - 1) > 0.02]
-    sentence = sent_rate_sentence(validation)
-    assert (sentence is None) == (not named) and all(name in sentence for name in named)
-    assert sent_rate_sentence({"by_strategy": {"none": {"sent_rates_rps": {"none/rps=12.0": 12.1}}}}) is None   # within 2%
-    assert "none/rps=12.0 at 10.86 req/s" in sent_rate_sentence(
-        {"by_strategy": {"none": {"sent_rates_rps": {"none/rps=12.0": 10.86}}}})
+    assert set(validation["levels"]) == {s.level for s in group}
