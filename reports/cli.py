@@ -15,10 +15,13 @@ from pathlib import Path
 from rich.console import Console
 
 from reports import answer
-from reports.notices import notices
+from reports.notices import notices, one_line
 from reports.report import ReportOptions, ReportResult, write_report
 from reports.run_data import RunDirError
 from reports.side_by_side import is_compare_dir, side_by_side
+
+
+CONSOLE_NOTICES = 3   # the console's warnings, one line each; the report has them all
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-hourly", type=float, help="USD per GPU-hour for the cost verdict")
     parser.add_argument("--gpu", help="GPU catalog id to price with when run.json names none (e.g. h100-sxm)")
     parser.add_argument("--no-figures", action="store_true", help="tables only (no PNGs)")
+    parser.add_argument("--diagnostics", action="store_true",
+                        help="also show the instruments for a host whose speed drifts (a run from `servecap sweep "
+                             "--diagnostics`): the host's steal time per level, levels where the machine drifted")
     parser.add_argument("--model-config", metavar="PATH",
                         help="the served model's HF config.json (or its directory): predict KV bytes per token and "
                              "the KV block count for it (default: the one the sweep recorded)")
@@ -44,7 +50,8 @@ def main(argv: list[str]) -> int:
     try:
         options = ReportOptions(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
                                 slo_e2e_ms=args.slo_e2e_ms, gpu_hourly=args.gpu_hourly, gpu=args.gpu,
-                                figures=not args.no_figures, model_config=args.model_config)
+                                figures=not args.no_figures, model_config=args.model_config,
+                                diagnostics=args.diagnostics)
     except ValueError as exc:
         return _error(Console(stderr=True, soft_wrap=True), exc)
     if len(args.run_dirs) > 1 or is_compare_dir(args.run_dirs[0]):
@@ -66,7 +73,8 @@ def report(run_dir: str | Path, options: ReportOptions) -> int:
 
 
 def _run(make: Callable[[Callable[[str], None]], ReportResult]) -> int:
-    """Make a report under a status line, then print its warnings, its answer and its path."""
+    """Make a report under a status line, then print its answer, its warnings (each kind on one line, at
+    most CONSOLE_NOTICES of them) and its path."""
     console = Console(stderr=True, soft_wrap=True)
     try:
         started = time.perf_counter()
@@ -76,10 +84,6 @@ def _run(make: Callable[[Callable[[str], None]], ReportResult]) -> int:
         return _error(console, exc)
     elapsed = time.perf_counter() - started
     summary = result.summary
-    for notice in notices(summary):
-        label = "[yellow]warning:[/]" if notice.severity == "warning" else "note:"
-        console.print(f"{label} {notice.title}: {'; '.join(notice.items)}")
-        console.print(f"  {notice.meaning}" + (f" Fix: {notice.fix}." if notice.fix else ""), highlight=False)
     console.print(answer.sentences(summary)[0].replace("**", ""), markup=False, highlight=False)
     point, cost = summary["verdict"]["operating_point"], summary["verdict"]["cost"]
     if point:
@@ -87,7 +91,12 @@ def _run(make: Callable[[Callable[[str], None]], ReportResult]) -> int:
         if cost.get("usd_per_1m_output_tokens") is not None:
             line += f", ${cost['usd_per_1m_output_tokens']:.3f} per 1M output tokens"
         console.print(line)
-    console.print(f"{len(summary['levels'])} level(s), {len(result.figures)} figure(s) in {elapsed:.1f} s")
+    found = notices(summary)
+    for notice in found[:CONSOLE_NOTICES]:
+        console.print(one_line(notice), markup=False, highlight=False)
+    more = f"; {len(found) - CONSOLE_NOTICES} more warning(s) and what each means in the report" \
+        if len(found) > CONSOLE_NOTICES else ("; what each warning means is in the report" if found else "")
+    console.print(f"{len(summary['levels'])} level(s), {len(result.figures)} figure(s) in {elapsed:.1f} s{more}")
     print(result.html_path)
     return 0
 

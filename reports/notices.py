@@ -3,12 +3,16 @@
     notices(summary) -> [Notice]     pure: summary.json's dict in (report.html/.md and the console)
 
 Kinds, in this order: levels whose throughput was not stable (run.json's `stable: false`, the
-sweep's flag; with the share of a core the VM's host took, when it took some), levels during which
-the host took a share of a core (summary levels' `host_steal`, from canary.csv), a load generator that sent late or ran out of CPU (requests.meta.json, run.json's
-notes), levels where much of the client's latency lay outside the server's clock (`client_vs_server`
-warnings), parts of the run directory that are missing or damaged (`missing`), and, as a note
-rather than a warning, levels steady as a server while the machine's own speed drifted
+sweep's flag), a load generator that sent late, ran out of CPU, or whose timing error (its event-loop
+lag) was wider than a percentile's own confidence interval (requests.meta.json, run.json's notes,
+summary levels' `loadgen.lag_limited`), levels where much of the client's latency lay outside the
+server's clock (`client_vs_server` warnings), and parts of the run directory that are missing or
+damaged (`missing`). With `--diagnostics` (summary.json's `diagnostics`), also the instruments for a
+host whose speed drifts: the share of a core the VM's host took (summary levels' `host_steal`, from
+canary.csv) and, as a note, levels steady as a server while the machine's own speed drifted
 (run.json's `machine_drift`).
+
+    one_line(notice) -> str          the console's form: the title and its levels on one line
 """
 
 from __future__ import annotations
@@ -59,7 +63,8 @@ def _unstable(summary: dict) -> Notice | None:
     duration = (summary["run"].get("load_plan") or {}).get("duration_s")
     longer = max(LONGER_DURATION_S, 3 * duration) if duration else LONGER_DURATION_S
     now = f" (this run measured {duration:g} s per level)" if duration else ""
-    steal = {lvl["level"]: _steal_text(lvl) for lvl in summary.get("levels") or []}
+    steal = ({lvl["level"]: _steal_text(lvl) for lvl in summary.get("levels") or []}
+             if summary.get("diagnostics") else {})
     return Notice(
         "throughput not stable",
         "These levels' output tokens/s (an open loop's: the tokens it served over those that arrived) "
@@ -130,6 +135,13 @@ def _loadgen(summary: dict) -> Notice | None:
                 if lvl["loadgen"].get("loop_lag_p99_ms") is not None]
         items.append(f"the load generator, not the server, was a limit at: {', '.join(lvl['level'] for lvl in limited)}"
                      + (f"; its event-loop lag p99 bounds its timing error there: {', '.join(lags)}" if lags else ""))
+    timing = [f"{lvl['level']} (" + ", ".join(
+                  f"{row['metric'].removesuffix('_s').upper()} {row['q']}: lag {row['lag_ms']:.2f} ms, CI {row['ci_ms']:.2f} ms"
+                  for row in lvl["loadgen"]["lag_limited"]) + ")"
+              for lvl in summary["levels"] if lvl.get("loadgen", {}).get("lag_limited")]
+    if timing:
+        items.append("its timing error (event-loop lag) was wider than the percentile's 95% confidence interval "
+                     "at: " + "; ".join(timing))
     if not items:
         return None
     return Notice(
@@ -167,6 +179,12 @@ def _missing(summary: dict) -> Notice | None:
 
 
 def notices(summary: dict) -> list[Notice]:
-    found = (_unstable(summary), _host_steal(summary), _loadgen(summary), _client_server(summary),
-             _missing(summary), _machine_drift(summary))
+    drift = (_host_steal(summary), _machine_drift(summary)) if summary.get("diagnostics") else ()
+    found = (_unstable(summary), *drift[:1], _loadgen(summary), _client_server(summary), _missing(summary),
+             *drift[1:])
     return [n for n in found if n is not None]
+
+
+def one_line(notice: Notice) -> str:
+    """'warning: throughput not stable: none/c=1 (spread 12%), static/c=8 (spread 11%)'."""
+    return f"{notice.severity}: {notice.title}: {'; '.join(notice.items)}"

@@ -41,6 +41,7 @@ class ReportOptions:
         model_config: the served model's HF config.json (or its directory) for the predictions;
             None uses the one run.json recorded (`servecap sweep --model-config`).
         replications: simulator runs per level in the leave-one-level-out validation.
+        diagnostics: also show the instruments for a host whose speed drifts (`sweep --diagnostics`).
     """
 
     slo_ttft_ms: float | None = None
@@ -51,6 +52,7 @@ class ReportOptions:
     figures: bool = True
     model_config: str | None = None
     replications: int = REPLICATIONS
+    diagnostics: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
@@ -95,7 +97,8 @@ def build_summary(data: RunData, options: ReportOptions,
     return {"run": data.run_json, "levels": levels, "validation": validation, "verdict": verdict,
             "missing": list(data.missing), "loadgen_warnings": loadgen_warnings(data.run, levels),
             "unstable_levels": unstable_levels(data.run),
-            "machine_drift_levels": machine_drift_levels(data.run),
+            "machine_drift_levels": machine_drift_levels(data.run) if options.diagnostics else [],
+            "diagnostics": options.diagnostics,
             "metrics": list(LATENCY_METRICS)}
 
 

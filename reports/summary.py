@@ -146,6 +146,8 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
         "device": device_means(data.samples, windows),
         "host_steal": steal_by_core(data.canary, windows),   # {core: share the VM's host took}; {} without canary
     }
+    entry["loadgen"]["lag_limited"] = lag_limited(entry["metrics"], entry["loadgen"].get("loop_lag_p50_ms"),
+                                                  entry["loadgen"].get("loop_lag_p99_ms"))
     entry["client_vs_server"] = client_vs_server(entry)
     entry["energy_per_output_token_j"] = energy_per_token_j(entry["device"], duration, output_tokens)
     return entry
@@ -208,6 +210,29 @@ def loadgen_health(frame: pd.DataFrame, meta: dict | None = None) -> dict:
             if isinstance(value, (int, float)):
                 out[f"loop_lag_{name}_ms"] = float(value) * 1000.0
         out["warnings"] = [str(w) for w in meta.get("warnings") or []]
+    return out
+
+
+LAG_JUDGED = ("ttft_s", "itl_s", "e2e_s")   # TPOT is (E2E - TTFT) / (tokens - 1): a late timer moves it
+                                            # by the lag over its tokens, far less than the others
+
+
+def lag_limited(metrics: dict, lag_p50_ms: float | None, lag_p99_ms: float | None) -> list[dict]:
+    """The percentiles the load generator's timing error could move by more than their own uncertainty.
+
+    The event-loop lag is how late the generator's clock reads a moment (a 1 ms timer that fires late
+    by that much), so a reading of TTFT, ITL or E2E carries up to that much error: the median reading
+    about the lag's median, a tail reading about the lag's p99. That error bar is set beside the
+    percentile's own 95% confidence interval: where the interval is the wider, the sample limits the
+    figure, not the generator; where it is narrower, the generator does.
+    [{"metric", "q", "lag_ms", "ci_ms"}], in LAG_JUDGED order."""
+    out = []
+    for metric in LAG_JUDGED:
+        figures = metrics.get(metric) or {}
+        for q, lag_ms in ((50, lag_p50_ms), (95, lag_p99_ms), (99, lag_p99_ms)):
+            ci = figures.get(f"p{q}_ci95")
+            if lag_ms is not None and ci and None not in ci and lag_ms > (ci[1] - ci[0]) * 1e3:
+                out.append({"metric": metric, "q": f"p{q}", "lag_ms": lag_ms, "ci_ms": (ci[1] - ci[0]) * 1e3})
     return out
 
 

@@ -22,8 +22,9 @@ class Observers:
     """Start with `start()`, end with `stop()`; each returns what run.json says about them."""
 
     def __init__(self, out_dir: Path, interval_s: float, server_pid: int | None, base_url: str,
-                 source: str = "url") -> None:
-        """`base_url`: the server (its /metrics and /v1/engine/steps); `source`: its key in the engine files."""
+                 source: str = "url", canary: bool = False) -> None:
+        """`base_url`: the server (its /metrics and /v1/engine/steps); `source`: its key in the engine files;
+        `canary`: also start the canary process (each core's own speed: `sweep --diagnostics`)."""
         self.out_dir = out_dir
         self.interval_s = interval_s
         self.server_pid = server_pid
@@ -33,6 +34,7 @@ class Observers:
         self.sampler: Sampler | None = None
         self.scraper: Scraper | None = None
         self.engine_record: EngineRecordPoller | None = None
+        self.with_canary = canary
         self.canary: Canary | None = None
         self.described = ObserverInfo(interval_s=interval_s, metrics_url=self.metrics_url)
 
@@ -40,7 +42,7 @@ class Observers:
         self.sampler = start_sampler(self.out_dir / "samples.csv", self.interval_s, self.server_pid)
         self.scraper = start_scraper(self.metrics_url, self.out_dir / "server_metrics.csv", self.interval_s)
         self.engine_record = EngineRecordPoller(self.base_url, self.out_dir, self.interval_s, self.source).start()
-        self.canary = start_canary(self.out_dir, self.source)
+        self.canary = start_canary(self.out_dir, self.source) if self.with_canary else None
         self.described = replace(self.described, sampler=self.sampler.kind, sampler_note=self.sampler.note or None)
         return self.described
 

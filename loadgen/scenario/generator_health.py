@@ -3,10 +3,11 @@
 Each Locust process keeps one `GeneratorHealth`. A greenlet samples this process's CPU
 every second (psutil) and warns once above CPU_LIMIT_PCT (timings taken then include the
 generator's own queueing). Open-loop sends record their lateness (t_start - t_sched);
-a p99 above LATENESS_P99_LIMIT_S flags the level as limited by the load generator, and so
-does an event-loop lag (loop_lag.LoopLagProbe) above LOOP_LAG_P99_LIMIT_S at p99. The
-limits and the meta file the summary goes to are the contract's
-(contract.loadgen_meta), so the report judges by the same ones.
+a p99 above LATENESS_P99_LIMIT_S flags the level as limited by the load generator. The
+event-loop lag (loop_lag.LoopLagProbe) is recorded, not judged here: it is the timings' error
+bar, and only the report knows the confidence interval of each percentile it could move
+(reports.summary.lag_limited). The limits and the meta file the summary goes to are the
+contract's (contract.loadgen_meta), so the report judges by the same ones.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import psutil
 
 from loadgen.scenario.gc_pauses import GcPauses
 from loadgen.scenario.loop_lag import LoopLagProbe
-from contract.loadgen_meta import CPU_LIMIT_PCT, LATENESS_P99_LIMIT_S, LOOP_LAG_P99_LIMIT_S
+from contract.loadgen_meta import CPU_LIMIT_PCT, LATENESS_P99_LIMIT_S
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +79,6 @@ class GeneratorHealth:
         if lateness_p99 is not None and lateness_p99 > LATENESS_P99_LIMIT_S:
             warnings.append(f"send lateness p99 {lateness_p99 * 1e3:.2f} ms > {LATENESS_P99_LIMIT_S * 1e3:g} ms: "
                             "limited by the load generator")
-        if lag["loop_lag_p99_s"] is not None and lag["loop_lag_p99_s"] > LOOP_LAG_P99_LIMIT_S:
-            warnings.append(f"event-loop lag p99 {lag['loop_lag_p99_s'] * 1e3:.2f} ms > {LOOP_LAG_P99_LIMIT_S * 1e3:g} ms: "
-                            "its timings may be off by that much; limited by the load generator")
         if self.inflight_cap_hits:
             warnings.append(f"in-flight cap hit {self.inflight_cap_hits} times: arrivals were delayed")
         return {

@@ -65,14 +65,21 @@ def _join_bullets(lines: list[str]) -> list[str]:
     return out
 
 
+FIRST_SCREEN_NOTICES = 3   # grouped warnings on the first screen; more go into one collapsed block
+
+
 def _notice_blocks(summary: dict, severity: str) -> list[Block]:
+    """Each notice as one line (its title and levels), with what it means and its fix collapsed under it;
+    past FIRST_SCREEN_NOTICES, the rest collapsed together."""
     blocks: list[Block] = []
-    for notice in (n for n in notices(summary) if n.severity == severity):
-        text = f"**{notice.title.capitalize()}**: {notice.meaning}"
-        if notice.fix:
-            text += f" Fix: {notice.fix}."
-        blocks.append(text)
-        blocks.append("\n".join(f"- {item}" for item in notice.items))
+    found = [n for n in notices(summary) if n.severity == severity]
+    for notice in found:
+        said = notice.meaning + (f" Fix: {notice.fix}." if notice.fix else "")
+        blocks += [f"**{notice.title.capitalize()}**: {'; '.join(notice.items)}",
+                   Details("What it means" + (" and how to fix it" if notice.fix else ""), [said])]
+    if len(found) > FIRST_SCREEN_NOTICES:
+        shown = 2 * FIRST_SCREEN_NOTICES
+        blocks = blocks[:shown] + [Details(f"{len(found) - FIRST_SCREEN_NOTICES} more", blocks[shown:])]
     return blocks
 
 

@@ -109,6 +109,10 @@ def latency_table(summary: dict, metric: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _lag_names(limited: list[dict]) -> str:
+    return ", ".join(f"{row['metric'].removesuffix('_s').upper()} {row['q']}" for row in limited)
+
+
 def health_table(summary: dict) -> pd.DataFrame:
     """Load-generator health per level: send lateness (open loop) and workers."""
     rows = []
@@ -124,7 +128,8 @@ def health_table(summary: dict) -> pd.DataFrame:
                      if h.get("loop_lag_p99_ms") is not None else "",
                      "generator CPU max %": _num(h.get("cpu_max_pct"), "{:.0f}"),
                      "verdict": "LIMITED BY LOAD GENERATOR" if late or h.get("limited_by_loadgen")
-                     else ("ok" if late is not None or "limited_by_loadgen" in h else "")})
+                     else (f"loop lag > CI of {_lag_names(h['lag_limited'])}" if h.get("lag_limited")
+                           else ("ok" if late is not None or "limited_by_loadgen" in h else ""))})
     return pd.DataFrame(rows)
 
 

@@ -95,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-loadgen-priority", action="store_const", dest="loadgen_priority", const="normal",
                    help="the same as --loadgen-priority normal")
     p.add_argument("--no-report", action="store_true", help="skip the report (`servecap report`) at the end")
+    p.add_argument("--diagnostics", action="store_true",
+                   help="also measure the machine itself, for a host whose speed drifts (a shared VM): a canary "
+                        "process times each core (canary.csv, the host's steal time), and a level's stability is "
+                        "judged at the machine's usual speed from the engine's steps; the report then shows them")
     return p
 
 
@@ -120,7 +124,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         loadgen_external_workers=args.loadgen_external_workers, loadgen_master_bind=args.loadgen_master_bind,
         loadgen_master_port=args.loadgen_master_port,
         loadgen_worker_wait_s=parse_duration(args.loadgen_worker_wait, "--loadgen-worker-wait"),
-        loadgen_priority=args.loadgen_priority,
+        loadgen_priority=args.loadgen_priority, diagnostics=args.diagnostics,
     )
 
 
@@ -131,13 +135,17 @@ def main(argv: list[str]) -> int:
         config = config_from_args(args)
         # built before the sweep: a bad value fails before any load
         report_options = ReportOptions(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
-                                       slo_e2e_ms=args.slo_e2e_ms, model_config=args.model_config)
-        out = Sweep(config, console).run()
+                                       slo_e2e_ms=args.slo_e2e_ms, model_config=args.model_config,
+                                       diagnostics=args.diagnostics)
+        sweep = Sweep(config, console)
+        out = sweep.run()
     except (ValueError, ServerStartError) as exc:
         print(f"servecap sweep: error: {exc}", file=sys.stderr)  # plain: never wrapped mid-message
         return 2
-    console.print(f"run directory: {out}")
-    if args.no_report:
+    if args.no_report:   # else the report's own warnings say the same, grouped, after its answer
+        for line in sweep.grouped_warnings():
+            console.print(line, markup=False, highlight=False)
+        console.print(f"run directory: {out}")
         return 0
     return report_cli.report(out, report_options)   # in this process: reports pulls in no torch
 

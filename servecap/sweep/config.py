@@ -84,7 +84,6 @@ class SweepConfig:
         slo: p99 objectives used by --auto and written into run.json for the report.
         sample_interval_s: sampler and /metrics scrape interval.
         stability_tolerance: a level whose sub-window throughputs differ more than this is extended once, then flagged.
-        max_level_requests: hard bound on requests per level (load tests stay bounded).
         startup_timeout_s: how long to wait for a server's GET /ready.
         auto_max_concurrency: where --auto stops ramping.
         pin_cpus: Locust, the server's front end and its engine on their own cores (see servecap.sweep.cpu_pinning).
@@ -124,7 +123,6 @@ class SweepConfig:
     slo: SLO = field(default_factory=SLO)
     sample_interval_s: float = 0.5
     stability_tolerance: float = 0.10
-    max_level_requests: int = 100_000
     startup_timeout_s: float = 180.0
     auto_max_concurrency: int = 256
     pin_cpus: bool = True
@@ -135,6 +133,7 @@ class SweepConfig:
     loadgen_master_port: int = 5557
     loadgen_worker_wait_s: float = 60.0
     loadgen_priority: str = "realtime"   # realtime | nice | normal, where allowed; see servecap.sweep.loadgen_priority
+    diagnostics: bool = False   # the instruments for a machine whose speed drifts (see `servecap sweep --help`)
 
     def __post_init__(self) -> None:
         if not self.out_dir:

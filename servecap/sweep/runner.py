@@ -71,6 +71,8 @@ class Sweep:
         self.run_json: RunJson | None = None
         self.server_spec = reference_server_spec(config)
         self._level_records: dict[str, list[Record]] = {}   # each level's records over its rounds so far
+        # what the levels warned of, by kind: said once each, at the end (`grouped_warnings`)
+        self.warnings: dict[str, list[str]] = {}
         self.cpus = plan_cpus(config.pin_cpus, external_server=config.url is not None,
                               loadgen_processes=config.loadgen_processes,
                               engine_process=self.server_spec.engine_process)
@@ -143,7 +145,8 @@ class Sweep:
 
     def _observe(self, url: str, server_pid: int | None, strategy: str | None, model: str | None = None) -> None:
         key = strategy or "url"
-        observers = Observers(self.out, self.config.sample_interval_s, server_pid, url, source=key)
+        observers = Observers(self.out, self.config.sample_interval_s, server_pid, url, source=key,
+                              canary=self.config.diagnostics)
         described = observers.start()
         self.run_json.record_observers(key, described)
         if described.sampler_note:
@@ -190,20 +193,19 @@ class Sweep:
                                       worker_commands(config, prefix))
             progress.update(task, completed=planned_s)
         records = self._level_records[level] = earlier + records   # every round of the level so far
-        stats = level_stats(records, level, self._engine_steps(strategy or "url"))
+        # --diagnostics: stability at the machine's usual speed, from the engine's own steps
+        stats = level_stats(records, level, self._engine_steps(strategy or "url") if config.diagnostics else None)
         loadgen = self._loadgen_meta(level)   # over the level's rounds so far (the report reads every round's)
         judged = round_index == config.rounds - 1   # in rounds: judged once, over all of them
         if judged:
             for text in level_warnings(loadgen.get("warnings") or [], config.rounds):
-                self.console.print(f"[yellow]warning: load generator: {level}: {text}[/]")
+                self._warn("load generator", f"{level}: {text}")
         stable = stats.is_stable(config.stability_tolerance)
         drift = stats.machine_drift(config.stability_tolerance)
         self.run_json.level_finished(entry, code, stats, stable, loadgen, drift)
         if code != 0:
             self.console.print(f"[red]{level}: locust exited {code}; see {self.out / 'locust.log'}[/]")
-        elif not judged:
-            pass
-        elif not stable:
+        elif judged and not stable:
             spread = stats.judged_spread
             spread = f"{spread:.0%}" if spread is not None else "unknown"
             what = "throughput"
@@ -213,15 +215,20 @@ class Sweep:
                 spread += " at constant machine speed"
             windows = "sub-windows" if stats.rounds == 1 else (
                 "rounds" if stats.rounds <= STABILITY_WINDOWS else f"{STABILITY_WINDOWS} groups of its {stats.rounds} rounds")
-            host = self._host_steal(stats)
-            self.console.print(f"[yellow]warning: {level}: {what} not stable across {windows} (spread {spread}"
-                               f"{host}); flagged in run.json; a longer --duration fixes it[/]")
-        elif drift:
-            self.console.print(f"note: {level}: the machine's own speed varied {stats.machine_speed_spread:.0%} "
-                               f"across the window (the engine's steps, same batch shapes); at constant speed the "
-                               f"server was steady (spread {stats.spread_at_constant_speed:.0%}, raw {stats.spread:.0%})",
-                               highlight=False)
+            self._warn(f"{what} not stable across {windows} (a longer --duration fixes it)",
+                       f"{level} (spread {spread}{self._host_steal(stats)})")
+        elif judged and drift:
+            self._warn("the machine's own speed varied while the server was steady (the engine's steps, same "
+                       "batch shapes)", f"{level} (machine {stats.machine_speed_spread:.0%}, server "
+                       f"{stats.spread_at_constant_speed:.0%} at constant speed, {stats.spread:.0%} raw)")
         return stats
+
+    def _warn(self, kind: str, item: str) -> None:
+        self.warnings.setdefault(kind, []).append(item)
+
+    def grouped_warnings(self) -> list[str]:
+        """Each kind of warning once, its levels on one line (run.json and the report keep the detail)."""
+        return [f"warning: {kind}: {'; '.join(items)}" for kind, items in self.warnings.items()]
 
     def _engine_steps(self, source: str):
         """This server's rows of engine_steps.csv so far (None when it keeps no engine record)."""

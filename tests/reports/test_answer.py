@@ -109,6 +109,8 @@ def test_a_machine_that_drifted_is_a_note_and_an_unsteady_server_a_warning_at_co
     summary = _summary(THREE)
     summary["unstable_levels"] = unstable_levels(run)
     summary["machine_drift_levels"] = machine_drift_levels(run)
+    assert [n.title for n in notices(summary)] == ["throughput not stable"]   # drift is a --diagnostics instrument
+    summary["diagnostics"] = True
     unstable, drift = notices(summary)
     assert (unstable.severity, unstable.items) == ("warning", ["static/c=8 (spread 19%)"])   # judged at constant speed
     assert drift.severity == "note" and drift.title == "the machine's speed drifted"
@@ -124,6 +126,9 @@ def test_a_host_that_took_cpu_is_a_warning_of_its_own_and_names_itself_at_an_uns
     by_name["continuous/c=1"]["host_steal"] = {"0": 0.06, "1": 0.0}      # below the limit: not worth a word
     summary = _summary(levels)
     summary["unstable_levels"] = unstable_levels(run)
+    (plain,) = notices(summary)   # without --diagnostics: neither the steal nor its notice
+    assert plain.items == ["static/c=8 (spread 11%)"]
+    summary["diagnostics"] = True
     unstable, host = notices(summary)
     assert unstable.items == ["static/c=8 (spread 11%; the host took 22% of core 0)"]
     assert host.title == "the machine's host took CPU" and host.severity == "warning"

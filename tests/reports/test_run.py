@@ -302,8 +302,10 @@ def test_load_generator_warnings_come_from_requests_meta_json(tmp_path):
     assert level["loadgen"]["cpu_max_pct"] == 97.0 and level["loadgen"]["limited_by_loadgen"] is True
     markdown = result.markdown_path.read_text()
     warnings = markdown[markdown.index("## Warnings"):]
-    assert warnings.index("**Load generator limits**: ") < warnings.index(
-        "- none/c=1: worker0@h:1: load generator CPU reached 97% (> 90%)") < warnings.index("## ", 3)
+    # one line: the kind and its levels; what it means, collapsed under it
+    assert "**Load generator limits**: none/c=1: worker0@h:1: load generator CPU reached 97% (> 90%); " in warnings
+    assert warnings.index("**Load generator limits**") < warnings.index("What it means and how to fix it") \
+        < warnings.index("## ", 3)
     assert "LIMITED BY LOAD GENERATOR" in markdown
 
 
@@ -314,11 +316,12 @@ def test_a_machine_that_drifted_is_a_note_of_its_own_not_a_warning(tmp_path):
     run["levels"] = [{"level": "none/c=1", "status": "ok", "exit_code": 0, "stable": True, "machine_drift": True,
                       "throughput_spread": 0.31, "spread_at_constant_speed": 0.02, "machine_speed_spread": 0.29}]
     (run_dir / "run.json").write_text(json.dumps(run))
-    result = write_report(run_dir, ReportOptions(figures=False))
+    plain = write_report(run_dir, ReportOptions(figures=False))   # a --diagnostics instrument: not by default
+    assert plain.summary["machine_drift_levels"] == [] and "## Notes" not in plain.markdown_path.read_text()
+    result = write_report(run_dir, ReportOptions(figures=False, diagnostics=True))
     assert result.summary["unstable_levels"] == []
     assert result.summary["machine_drift_levels"][0]["machine"] == 0.29
     markdown = result.markdown_path.read_text()
     notes = markdown[markdown.index("## Notes"):]
-    assert "**The machine's speed drifted**: " in notes
-    assert "- none/c=1 (machine 29%, throughput 31% raw, 2% at constant speed)" in notes
+    assert "**The machine's speed drifted**: none/c=1 (machine 29%, throughput 31% raw, 2% at constant speed)" in notes
     assert "throughput not stable" not in markdown.lower()

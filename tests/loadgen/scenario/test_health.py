@@ -30,15 +30,16 @@ def test_busy_or_late_generator_is_flagged_with_reasons():
     assert empty["cpu_max_pct"] is None and empty["lateness_p99_s"] is None and not empty["limited_by_loadgen"]
 
 
-def test_loop_lag_over_a_millisecond_at_p99_flags_the_level():
+def test_loop_lag_is_recorded_as_the_timings_error_bar_not_judged_in_the_generator():
+    # the report sets it beside each percentile's confidence interval (reports.summary.lag_limited)
     quiet, late = GeneratorHealth("worker0@h:1"), GeneratorHealth("worker1@h:2")
     quiet.loop_lag.lag_s.extend([0.0001] * 100)
     late.loop_lag.lag_s.extend([0.0001] * 90 + [0.004] * 10)
     q, s = quiet.summary(), late.summary()
     assert q["loop_lag_p50_s"] == pytest.approx(0.0001) and q["loop_lag_samples"] == 100
     assert not q["limited_by_loadgen"]
-    assert s["loop_lag_p99_s"] == pytest.approx(0.004) and s["loop_lag_max_s"] == 0.004 and s["limited_by_loadgen"]
-    assert "event-loop lag p99 4.00 ms > 1 ms" in s["warnings"][0]
+    assert s["loop_lag_p99_s"] == pytest.approx(0.004) and s["loop_lag_max_s"] == 0.004
+    assert not s["limited_by_loadgen"] and s["warnings"] == []
     merged = merge_summaries([q, s])
     assert merged["loop_lag_p99_s"] == pytest.approx(0.004) and merged["loop_lag_p50_s"] == pytest.approx(0.0001)
     assert GeneratorHealth("x").summary()["loop_lag_p99_s"] is None and merge_summaries([])["loop_lag_p99_s"] is None
