@@ -22,7 +22,7 @@ from reference_server.api.errors import install_error_handlers
 from reference_server.api.runtime import ServingRuntime
 from reference_server.api.settings import ServerConfig
 from reference_server.api.warmup import warm_http_path
-from reference_server.classifier.model import ClassifierConfig
+from reference_server.classifier.config import ClassifierConfig
 from reference_server.engine.config import EngineConfig
 
 

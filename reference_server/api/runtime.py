@@ -16,7 +16,7 @@ from reference_server.api.admission import AdmissionControl
 from reference_server.api.errors import APIError
 from reference_server.api.settings import ServerConfig
 from reference_server.runtime.engine_thread import AsyncEngine
-from reference_server.classifier.model import ClassifierConfig, TabularClassifier
+from reference_server.classifier.config import ClassifierConfig
 from reference_server.classifier.batcher import DynamicBatcher
 from reference_server.engine.config import EngineConfig
 from reference_server.runtime.engine_process import EngineProcess
@@ -30,6 +30,8 @@ class ClassifierService:
     """The classifier model, its dynamic batcher and its own admission queue."""
 
     def __init__(self, config: ClassifierConfig, metrics: ServerMetrics, retry_after_s: int) -> None:
+        from reference_server.classifier.model import TabularClassifier   # torch: only a server with a classifier
+
         self.config = config
         self.model = TabularClassifier.from_config(config)
         self.admission = AdmissionControl(max_waiting=config.max_waiting, retry_after_s=retry_after_s)

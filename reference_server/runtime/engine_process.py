@@ -22,6 +22,7 @@ an `EngineFailure`, /ready turns 503 and new requests get 503 naming the exit co
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import os
@@ -152,9 +153,12 @@ def engine_main(engine_config, commands_in, items_out, idle_poll_s: float, cpus:
     try:
         if cpus:   # before torch starts its threads, so they inherit the cores
             _pin_to(cpus)
-        from reference_server.engine.engine import Engine   # torch-heavy: imported here, not in the parent
+        # torch-heavy: imported here; the serving process loads torch only to serve the classifier
+        from reference_server.engine.engine import Engine
         engine = Engine(engine_config)
         engine.warmup()
+        gc.collect()   # start-up's heap (torch, the model) out of the collector's reach: a later full
+        gc.freeze()    # collection walks only what serving made, not the whole heap inside some step
         items_out.send(("ready", engine.describe()))
     except Exception as exc:   # the serving process prints the message; a traceback only for a bug
         if not isinstance(exc, ValueError):
