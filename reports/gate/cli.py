@@ -4,9 +4,12 @@ A compare directory (from `servecap compare`) is judged pair by pair (reports.pa
 exit 0 no regression, 1 regression, 2 unusable input, 3 undecided. This is the verdict
 to trust on a machine whose speed drifts.
 
-Two runs: exit 0 pass, 1 regression, 2 unusable input. A and B are run directories or
-summary.json files; the two runs ran at different times, so machine drift between them
-is not cancelled (the output says so). Thresholds: defaults (10% on p50 and
+Two runs: exit 0 pass, 1 regression, 2 unusable input, 3 undecided. A and B are run
+directories or summary.json files; the two runs ran at different times, so machine drift
+between them is not cancelled. Each run is allowed an offset as large as the drift its own
+time blocks show: a change beyond its threshold that is significant within the runs but not
+beyond that drift is undecided, and the output names the paired `servecap compare` to run
+instead. Thresholds: defaults (10% on p50 and
 p99 of every latency metric, 10% on output tokens/s), then `--config gate.toml`, then
 `--max-regression`. The Markdown table is printed, written to `--markdown-out` (default:
 gate.md beside the current run) and appended to $GITHUB_STEP_SUMMARY when that is set.
@@ -27,7 +30,7 @@ from reports.gate.render import to_json, to_markdown
 from reports.gate.thresholds import default_thresholds, from_toml, merge, parse_max_regression, parse_ratio
 from reports.report import ReportOptions, build_summary
 
-EXIT_PASS, EXIT_REGRESSION, EXIT_UNUSABLE = 0, 1, 2
+EXIT_PASS, EXIT_REGRESSION, EXIT_UNUSABLE, EXIT_UNDECIDED = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,9 +84,10 @@ def _markdown_path(args) -> Path:
     return (current if current.is_dir() else current.parent) / "gate.md"
 
 
-DRIFT_NOTE = ("two-run comparison: the runs ran at different times, so drift of the machine's own speed "
-              "between them is not cancelled (on a shared VM it moved p50 TPOT by up to 1.7x); for a verdict "
-              "that holds under drift, run `servecap compare` and gate its directory")
+DRIFT_NOTE = ("two-run comparison: the runs ran at different times, so the machine's speed drift between them "
+              "is allowed for only as far as each run's own time blocks show it (a whole run held at one "
+              "slower speed is not seen); for a verdict that holds under drift, run `servecap compare` and "
+              "gate its directory")
 
 
 def _paired(args) -> int:
@@ -154,7 +158,9 @@ def main(argv: list[str]) -> int:
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as summary_file:
             summary_file.write(markdown)
     print(json.dumps(to_json(result, baseline_label, args.current), indent=2) if args.json else markdown)
-    return EXIT_REGRESSION if result.failed else EXIT_PASS
+    if result.failed:
+        return EXIT_REGRESSION
+    return EXIT_UNDECIDED if result.undecided else EXIT_PASS
 
 
 if __name__ == "__main__":

@@ -1,9 +1,16 @@
-"""The regression gate: compare two runs metric by metric and decide pass or regression.
+"""The regression gate: compare two runs metric by metric and decide pass, regression or undecided.
 
 A row fails only when the observed change is beyond its threshold AND the change is
 significant (see reports.gate.stats): noisy CI hosts then neither cry wolf (an A/A
 difference inside the noise is not significant) nor sleep (a real 20% slowdown is
 both beyond a 10% threshold and far outside the noise).
+
+Two runs ran at different times, so each sits wherever the machine's speed was then.
+The runs' own time blocks show how far that speed wanders (stats.block_drift_log_sd);
+a run may be offset by as much, so each interval is widened by one such offset per run
+(stats.widen_for_run_noise). A change that is significant within the runs but not once
+that drift is allowed for is UNDECIDED: two separate runs cannot tell it from drift, and
+only a paired `servecap compare` (both builds under load in alternating slices) can.
 """
 
 from __future__ import annotations
@@ -12,12 +19,17 @@ from dataclasses import dataclass, field
 
 from reports.gate.inputs import GateSide
 from reports.gate.stats import (
-    Comparison, between_run_log_sd, compare_blocked, compare_distributions, compare_within_run_ratios,
-    widen_for_run_noise,
+    Comparison, between_run_log_sd, block_drift_log_sd, compare_blocked, compare_distributions,
+    compare_within_run_ratios, widen_for_run_noise,
 )
 from reports.gate.thresholds import LATENCY_METRICS, RatioCheck, Threshold
 
 PASS, REGRESSION, NOISE, IMPROVED, NO_DATA = "pass", "REGRESSION", "beyond threshold, not significant", "improved", "no data"
+UNDECIDED = "undecided: within drift"
+# the metric whose per-request values show a level's drift: a request's gaps are not independent
+# values (its TPOT is their mean), and a closed loop's throughput moves with its requests' E2E
+DRIFT_METRIC = {"ttft_s": "ttft_s", "tpot_s": "tpot_s", "itl_s": "tpot_s", "e2e_s": "e2e_s",
+                "output_tokens_per_s": "e2e_s", "request_rate_rps": "e2e_s"}
 
 
 @dataclass(frozen=True)
@@ -30,7 +42,8 @@ class GateRow:
     higher_is_worse: bool
     comparison: Comparison | None
     verdict: str
-    basis: str  # "raw records", "summary CIs" or "summary values"
+    basis: str  # "raw records", "summary CIs" or "summary values", and what widened the interval
+    drift: float | None = None  # SD of log speed between the runs' time blocks (None: not measured)
 
     @property
     def regression(self) -> float | None:
@@ -50,14 +63,25 @@ class GateResult:
     def failed(self) -> bool:
         return any(row.verdict == REGRESSION for row in self.rows)
 
+    @property
+    def undecided(self) -> list[GateRow]:
+        """Rows beyond their threshold and significant within the runs, but not beyond their drift."""
+        return [row for row in self.rows if row.verdict == UNDECIDED]
 
-def _verdict(comparison: Comparison | None, threshold: float, higher_is_worse: bool) -> str:
+
+def _verdict(comparison: Comparison | None, threshold: float, higher_is_worse: bool,
+             before_drift: Comparison | None = None) -> str:
+    """`comparison` decides; `before_drift` (the same change without the drift allowance) tells an
+    UNDECIDED row (significant until drift is allowed for) from NOISE."""
     if comparison is None:
         return NO_DATA
     change = comparison.ratio - 1.0
     worse_by = change if higher_is_worse else -change
     if worse_by > threshold:
-        return REGRESSION if comparison.significant(higher_is_worse) else NOISE
+        if comparison.significant(higher_is_worse):
+            return REGRESSION
+        hidden_by_drift = before_drift is not None and before_drift.significant(higher_is_worse)
+        return UNDECIDED if hidden_by_drift else NOISE
     if worse_by < -threshold and comparison.significant(not higher_is_worse):
         return IMPROVED
     return PASS
@@ -83,8 +107,30 @@ def _from_summaries(base_level: dict, cur_level: dict, threshold: Threshold) -> 
     return Comparison(b, c, point, (point, point), None, 0, 0), "summary values"
 
 
+def level_drifts(baseline: GateSide, current: GateSide, levels: list[str]) -> dict[tuple[str, str], float]:
+    """(level, drift metric) -> the drift to allow for: the level's own (stats.block_drift_log_sd over
+    both runs' time blocks), never less than the wander pooled over every level both runs share (one
+    machine ran them all, and a level's own ten blocks per run are few). Empty without raw records."""
+    if baseline.data is None or current.data is None:
+        return {}
+    drifts = {}
+    for metric in dict.fromkeys(DRIFT_METRIC.values()):
+        own = {}
+        for level in levels:
+            sides = [side.latency_values(level, metric) for side in (baseline, current)]
+            if all(s is not None and len(s[0]) for s in sides) and (d := block_drift_log_sd(*sides)) is not None:
+                own[level] = (d, sides)
+        if not own:
+            continue
+        pooled = block_drift_log_sd(*[side for _, sides in own.values() for side in sides])
+        for level, (d, _) in own.items():
+            drifts[level, metric] = max(d, pooled or 0.0)
+    return drifts
+
+
 def compare_threshold(baseline: GateSide, current: GateSide, level: str, threshold: Threshold,
-                      seed: int, replicates: list[GateSide] = ()) -> GateRow:
+                      seed: int, replicates: list[GateSide] = (), drift: float | None = None) -> GateRow:
+    """`drift`: the SD of log speed the runs' own time blocks show (level_drifts); None: not allowed for."""
     higher_is_worse = threshold.higher_is_worse
     if baseline.data is not None and current.data is not None:
         comparison = None
@@ -101,14 +147,21 @@ def compare_threshold(baseline: GateSide, current: GateSide, level: str, thresho
         basis = "raw records"
     else:
         comparison, basis = _from_summaries(baseline.levels[level], current.levels[level], threshold)
+    log_sd = None
     if comparison is not None and len(replicates) >= 2:
         log_sd = between_run_log_sd([_summary_value(r.levels[level], threshold)[0]
                                      for r in replicates if level in r.levels])
-        if log_sd is not None:
-            comparison = widen_for_run_noise(comparison, log_sd, higher_is_worse)
-            basis += f" + run-to-run noise of {len(replicates)} baselines ({log_sd:.1%})"
-    verdict = _verdict(comparison, threshold.limit, higher_is_worse)
-    return GateRow(level, threshold.key, threshold.limit, higher_is_worse, comparison, verdict, basis)
+    before_drift = comparison
+    if comparison is not None and log_sd is not None:
+        before_drift = widen_for_run_noise(comparison, log_sd, higher_is_worse)
+        basis += f" + run-to-run noise of {len(replicates)} baselines ({log_sd:.1%})"
+    if comparison is not None and drift and drift > (log_sd or 0.0):  # the larger offset of the two decides
+        comparison = widen_for_run_noise(comparison, drift, higher_is_worse)
+        basis += f" + drift within the runs ({drift:.1%})"
+    else:
+        comparison, before_drift = before_drift, None
+    verdict = _verdict(comparison, threshold.limit, higher_is_worse, before_drift)
+    return GateRow(level, threshold.key, threshold.limit, higher_is_worse, comparison, verdict, basis, drift)
 
 
 def compare_ratio(baseline: GateSide, current: GateSide, check: RatioCheck, seed: int) -> GateRow:
@@ -130,6 +183,30 @@ def compare_ratio(baseline: GateSide, current: GateSide, check: RatioCheck, seed
     return GateRow(level, check.key, check.limit, False, comparison, verdict, basis)
 
 
+def _load_flag(level: str) -> str:
+    """A sweep's level id ("continuous/c=4", "continuous/rps=12.0") as `servecap compare`'s load flag."""
+    load = level.rpartition("/")[2]
+    if load.startswith("rps="):
+        return f"--rate {load[4:]}"
+    return f"--concurrency {load[2:] if load.startswith('c=') else 'N'}"
+
+
+def paired_advice(result: GateResult) -> str | None:
+    """One line for an undecided result: what was within drift, and the paired command to run instead."""
+    rows = result.undecided
+    if not rows:
+        return None
+    worst = max(rows, key=lambda row: row.regression)
+    more = f", and {len(rows) - 1} more row{'s' if len(rows) > 2 else ''}," if len(rows) > 1 else ""
+    levels = list(dict.fromkeys([worst.level, *(row.level for row in rows)]))
+    per_level = f" (one per level: {', '.join(levels)})" if len(levels) > 1 else ""
+    return ("undecided: two separate runs cannot separate this from drift "
+            f"({worst.metric} at {worst.level} {worst.comparison.ratio - 1:+.1%}{more} within what the runs' own "
+            f"speed drift of {worst.drift:.1%} can move); run `servecap compare --out runs/cmp {_load_flag(levels[0])} "
+            '--a-cmd "BASELINE_SERVER --port {port}" --b-cmd "CURRENT_SERVER --port {port}"` '
+            f"(paired){per_level} instead, then `servecap gate runs/cmp`")
+
+
 def run_gate(baseline: GateSide, current: GateSide, thresholds: list[Threshold],
              ratios: list[RatioCheck], replicates: list[GateSide] = ()) -> GateResult:
     """Every threshold at every level both runs share (or at its own level), plus each ratio check.
@@ -148,13 +225,15 @@ def run_gate(baseline: GateSide, current: GateSide, thresholds: list[Threshold],
         notes.append("raw records missing on one side: judged from summary values (less sensitive to noise)")
     rows = []
     seed = 0
+    drifts = level_drifts(baseline, current, shared)
     for threshold in thresholds:
         levels = shared if threshold.level is None else [threshold.level]
         for level in levels:
             if level not in baseline.levels or level not in current.levels:
                 notes.append(f"threshold {threshold.level}@{threshold.key}: level {level} is not in both runs")
                 continue
-            rows.append(compare_threshold(baseline, current, level, threshold, seed, replicates))
+            drift = drifts.get((level, DRIFT_METRIC[threshold.metric]))
+            rows.append(compare_threshold(baseline, current, level, threshold, seed, replicates, drift))
             seed += 1
     for check in ratios:
         rows.append(compare_ratio(baseline, current, check, seed))

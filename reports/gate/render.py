@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reports.gate.decision import REGRESSION, GateResult, GateRow
+from reports.gate.decision import REGRESSION, UNDECIDED, GateResult, GateRow, paired_advice
 from reports.gate.thresholds import LATENCY_METRICS
 
 
@@ -20,11 +20,14 @@ def _percent(ratio: float) -> str:
 
 
 def to_markdown(result: GateResult, baseline: str, current: str) -> str:
-    verdict = "FAIL: performance regression" if result.failed else "PASS"
-    lines = [f"## servecap gate: {verdict}", "",
-             f"baseline `{baseline}` vs current `{current}`. A row fails only when the change is beyond its "
-             "threshold and significant (95% bootstrap CI of current/baseline excludes 1; "
-             "Mann-Whitney U p < 0.05 for p50/mean).", "",
+    verdict = ("FAIL: performance regression" if result.failed
+               else "UNDECIDED: within the machine's drift" if result.undecided else "PASS")
+    advice = paired_advice(result)
+    lines = [f"## servecap gate: {verdict}", "", *([advice, ""] if advice and not result.failed else []),
+             (f"baseline `{baseline}` vs current `{current}`. A row fails only when the change is beyond its "
+              "threshold and significant (95% bootstrap CI of current/baseline excludes 1; "
+              "Mann-Whitney U p < 0.05 for p50/mean), also once each run is allowed an offset as large as "
+              "the drift its own time blocks show (else undecided)."), "",
              "| level | metric | baseline | current | change | 95% CI of change | p | threshold | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in result.rows:
@@ -35,7 +38,7 @@ def to_markdown(result: GateResult, baseline: str, current: str) -> str:
             ci = f"{_percent(c.ci95[0])} .. {_percent(c.ci95[1])}" if c.ci95 else "-"
             p = f"{c.p_value:.3g}" if c.p_value is not None else "-"
             cells = [_value(row, c.baseline), _value(row, c.current), _percent(c.ratio), ci, p]
-        verdict_cell = f"**{row.verdict}**" if row.verdict == REGRESSION else row.verdict
+        verdict_cell = f"**{row.verdict}**" if row.verdict in (REGRESSION, UNDECIDED) else row.verdict
         lines.append(f"| {row.level} | {row.metric} | " + " | ".join(cells)
                      + f" | {row.threshold * 100:.0f}% | {verdict_cell} |")
     if result.notes:
@@ -52,7 +55,9 @@ def to_json(result: GateResult, baseline: str, current: str) -> dict:
             "higher_is_worse": row.higher_is_worse, "verdict": row.verdict, "basis": row.basis,
             "baseline": c.baseline if c else None, "current": c.current if c else None,
             "ratio": c.ratio if c else None, "ratio_ci95": list(c.ci95) if c and c.ci95 else None,
-            "p_value": c.p_value if c else None, "regression": row.regression,
+            "p_value": c.p_value if c else None, "regression": row.regression, "drift": row.drift,
         })
     return {"baseline": baseline, "current": current, "failed": result.failed,
-            "regressions": sum(r["verdict"] == REGRESSION for r in rows), "rows": rows, "notes": result.notes}
+            "regressions": sum(r["verdict"] == REGRESSION for r in rows),
+            "undecided": sum(r["verdict"] == UNDECIDED for r in rows), "advice": paired_advice(result),
+            "rows": rows, "notes": result.notes}

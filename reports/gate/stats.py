@@ -16,6 +16,11 @@ slices of the run, in send order), the bootstrap resamples whole blocks (a clust
 bootstrap) and the rank test compares the blocks' own statistics: the noise the
 gate sees is then the noise the run really had.
 
+Two runs ran at different times, and a machine whose speed wanders may have held either run
+at a slower speed. block_drift_log_sd measures the wander each run's own time blocks show (a
+variance component, so a steady machine gives ~0); the caller widens the interval by one such
+offset per run (widen_for_run_noise), as it does for the run-to-run noise of replicate baselines.
+
 A change counts as significant when the CI lies wholly on the regression side of 1
 and, where a rank test applies, its p-value is below alpha. Tail statistics
 (p90 and above) are judged by the CI alone: a rank test compares whole
@@ -225,3 +230,35 @@ def widen_for_run_noise(comparison: Comparison, log_sd: float, higher_is_worse: 
     ci = (math.exp(center - z * se), math.exp(center + z * se))
     p_value = float(sps.norm.sf(center / se) if higher_is_worse else sps.norm.cdf(center / se))
     return replace(comparison, ci95=ci, p_value=p_value)
+
+
+def block_drift_log_sd(*runs) -> float | None:
+    """How far the machine's speed wanders within a run: the SD of log(value) between a run's time blocks,
+    net of sampling noise, pooled over `runs` (each a (values, blocks) pair, as compare_blocked takes).
+
+    A one-way random-effects ANOVA of log(value) on time block (the ANOVA estimator of a variance
+    component), each run about its own mean so that the difference between the runs is not counted
+    as drift: sigma^2 = (MS_between - MS_within) / n0, floored at 0, n0 the blocks' effective size.
+    MS_within / n0 is how far the blocks' means scatter on a steady machine, so a steady run gives
+    about 0 and what is left is a wander the block's requests share. Log scale, because a slower
+    machine scales every latency of a block by one factor. None when a run has < MIN_BLOCKS blocks.
+    """
+    ss_between = ss_within = df_between = df_within = n0_sum = 0.0
+    for values, blocks in runs:
+        values, blocks = np.asarray(values, dtype=np.float64), np.asarray(blocks)
+        keep = np.isfinite(values) & (values > 0) & (blocks >= 0)
+        logs = np.log(values[keep])
+        _, index = np.unique(blocks[keep], return_inverse=True)
+        counts = np.bincount(index)
+        if len(counts) < MIN_BLOCKS:
+            return None
+        means = np.bincount(index, weights=logs) / counts
+        ss_within += float(((logs - means[index]) ** 2).sum())
+        ss_between += float((counts * (means - logs.mean()) ** 2).sum())
+        df_between += len(counts) - 1
+        df_within += len(logs) - len(counts)
+        n0_sum += len(logs) - float((counts ** 2).sum()) / len(logs)
+    if not runs or df_within <= 0:
+        return None
+    component = (ss_between / df_between - ss_within / df_within) / (n0_sum / df_between)
+    return math.sqrt(max(0.0, component))

@@ -60,10 +60,11 @@ def gate(baselines: list[Path], current: Path) -> dict:
     result = subprocess.run([*SERVECAP, "gate", *flags, "--current", str(current), "--json",
                              "--markdown-out", str(current / f"gate-vs-{baselines[0].name}.md")],
                             capture_output=True, text=True)
-    if result.returncode not in (0, 1):
+    if result.returncode not in (0, 1, 3):   # 3: undecided, within the runs' own drift
         raise RuntimeError(f"gate failed to run: {result.stderr}")
     report = json.loads(result.stdout)
     return {"baseline": "+".join(b.name for b in baselines), "current": current.name, "failed": report["failed"],
+            "undecided": result.returncode == 3,
             "regressions": [f"{r['level']} {r['metric']} {r['ratio'] - 1:+.1%}" for r in report["rows"]
                             if r["verdict"] == "REGRESSION"],
             "tpot_p50_change": next((r["ratio"] - 1 for r in report["rows"] if r["metric"] == "tpot_s.p50"), None)}
@@ -228,12 +229,14 @@ def main(argv: list[str] | None = None) -> int:
                 "aa_pairs": len(aa), "false_alarms": false_alarms, "regressed_pairs": len(regressed),
                 "detections": detections, "aa": aa, "regressed": regressed}
     (out / "evidence.json").write_text(json.dumps(evidence, indent=2) + "\n")
-    print(f"A/A: {len(aa) - false_alarms}/{len(aa)} passed ({false_alarms} false alarm(s))")
+    undecided = sum(result["undecided"] for result in aa)
+    print(f"A/A: {len(aa) - false_alarms - undecided}/{len(aa)} passed, {undecided} undecided (exit 3), "
+          f"{false_alarms} false alarm(s)")
     for result in aa:
         if result["failed"]:
             print(f"  false alarm {result['baseline']} -> {result['current']}: {', '.join(result['regressions'])}")
     print(f"injected +{args.slowdown:.0%} p50 TPOT ({', '.join(f'{ms:.2f}' for ms in injected)} ms/step): "
-          f"{detections}/{len(regressed)} failed; "
+          f"{detections}/{len(regressed)} failed, {sum(r['undecided'] for r in regressed)} undecided; "
           f"measured p50 TPOT change {', '.join(f'{c:+.1%}' for c in changes)}")
     print(f"evidence: {out / 'evidence.json'}")
     return 0

@@ -1,4 +1,4 @@
-"""This project's own CI proves its gate: a short A/A pair passes, an injected slowdown fails.
+"""This project's own CI proves its gate: a short A/A pair never fails, an injected slowdown does.
 
 Three real sweeps of the tiny preset (reference server + locust), then `servecap gate`.
 
@@ -42,7 +42,7 @@ def _gate(baseline: Path, current: Path) -> tuple[int, dict]:
     result = subprocess.run([*SERVECAP, "gate", "--baseline", str(baseline), "--current", str(current), "--json",
                              "--no-defaults", "--max-regression", CI_THRESHOLDS],
                             capture_output=True, text=True, timeout=300)
-    assert result.returncode in (0, 1), result.stderr
+    assert result.returncode in (0, 1, 3), result.stderr
     return result.returncode, json.loads(result.stdout)
 
 
@@ -52,10 +52,12 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     return {"a": _sweep(root / "a"), "a2": _sweep(root / "a2"), "slow": _sweep(root / "slow", inject_ms=20.0)}
 
 
-def test_a_over_a_passes(runs):
+def test_a_over_a_never_fails(runs):
+    """Pass, or undecided (exit 3) where the runs' own drift covers the difference: never a regression."""
     code, report = _gate(runs["a"], runs["a2"])
     regressions = [f"{r['level']} {r['metric']} {r['ratio']:.2f} ci {r['ratio_ci95']} p {r['p_value']}" for r in report["rows"] if r["verdict"] == "REGRESSION"]
-    assert code == 0, regressions
+    assert code in (0, 3), regressions
+    assert (code == 3) == ("servecap compare" in (report["advice"] or ""))
 
 
 def test_injected_step_delay_fails_the_gate_on_tpot(runs):
