@@ -14,24 +14,18 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from calculators.efficiency import ErrorBand
-
-
-def _positive(value: float, field: str, *, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
-            or value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{field} must be {'>= 0' if allow_zero else 'positive'}, got {value!r}")
-    return float(value)
+from contract.checks import non_negative_number, positive_number
 
 
 def usd_per_million_tokens(hourly_usd: float, gpus: int, tokens_per_s: float) -> float:
     """Dollars per 1e6 tokens for ``gpus`` GPUs at ``hourly_usd`` each producing ``tokens_per_s`` together."""
-    return 1e6 * _positive(hourly_usd, "hourly_usd", allow_zero=True) * _positive(gpus, "gpus") \
-        / (3600 * _positive(tokens_per_s, "tokens_per_s"))
+    return 1e6 * non_negative_number("hourly_usd", hourly_usd) * positive_number("gpus", gpus) \
+        / (3600 * positive_number("tokens_per_s", tokens_per_s))
 
 
 def usd_per_million_requests(hourly_usd: float, gpus: int, requests_per_s: float) -> float:
-    return 1e6 * _positive(hourly_usd, "hourly_usd", allow_zero=True) * _positive(gpus, "gpus") \
-        / (3600 * _positive(requests_per_s, "requests_per_s"))
+    return 1e6 * non_negative_number("hourly_usd", hourly_usd) * positive_number("gpus", gpus) \
+        / (3600 * positive_number("requests_per_s", requests_per_s))
 
 
 @dataclass(frozen=True)
@@ -50,7 +44,7 @@ def slo_operating_point(loads: Sequence[float], throughputs: Sequence[float], p9
     load and throughput to where p99 crosses it. None when even the lowest level misses the SLO."""
     if not len(loads) == len(throughputs) == len(p99_s) or not loads:
         raise ValueError("loads, throughputs and p99_s must be non-empty and of equal length")
-    _positive(slo_p99_s, "slo_p99_s")
+    positive_number("slo_p99_s", slo_p99_s)
     points = sorted(zip(loads, throughputs, p99_s))
     best = None
     for load, throughput, p99 in points:

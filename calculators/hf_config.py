@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from calculators.architecture import ModelArchitecture
+from contract.checks import positive_int
 
 # our field -> HF keys tried in order
 _KEYS = {
@@ -30,12 +31,6 @@ def _first(config: dict, keys: tuple[str, ...]) -> Any:
         if config.get(key) is not None:
             return config[key]
     return None
-
-
-def _positive_int(value: Any, field: str, source: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{source}: {field} must be a positive integer, got {value!r}")
-    return value
 
 
 def _sliding(config: dict, num_layers: int) -> tuple[int | None, int]:
@@ -61,18 +56,19 @@ def architecture_from_hf_config(config: dict, name: str = "custom", source: str 
         value = _first(config, keys)
         if value is None:
             raise ValueError(f"{source}: missing {field} (one of {', '.join(keys)})")
-        values[field] = _positive_int(value, keys[0], source)
+        values[field] = positive_int(f"{source}: {keys[0]}", value)
     hidden, heads, layers = values["hidden_size"], values["num_heads"], values["num_layers"]
     model_type = str(config.get("model_type", "")).lower()
     kv_heads = config.get("num_key_value_heads")
     if kv_heads is None:
         kv_heads = 1 if config.get("multi_query") else heads
-    values["num_kv_heads"] = _positive_int(kv_heads, "num_key_value_heads", source)
+    values["num_kv_heads"] = positive_int(f"{source}: num_key_value_heads", kv_heads)
     mla = config.get("kv_lora_rank") is not None
     if mla:
-        nope = _positive_int(config.get("qk_nope_head_dim"), "qk_nope_head_dim", source)
-        rope = _positive_int(config.get("qk_rope_head_dim"), "qk_rope_head_dim", source)
-        values.update(head_dim=nope + rope, kv_lora_rank=_positive_int(config["kv_lora_rank"], "kv_lora_rank", source),
+        nope = positive_int(f"{source}: qk_nope_head_dim", config.get("qk_nope_head_dim"))
+        rope = positive_int(f"{source}: qk_rope_head_dim", config.get("qk_rope_head_dim"))
+        values.update(head_dim=nope + rope,
+                      kv_lora_rank=positive_int(f"{source}: kv_lora_rank", config["kv_lora_rank"]),
                       qk_rope_head_dim=rope, q_lora_rank=config.get("q_lora_rank"),
                       v_head_dim=config.get("v_head_dim"))
     else:
@@ -81,21 +77,22 @@ def architecture_from_hf_config(config: dict, name: str = "custom", source: str 
             if hidden % heads:
                 raise ValueError(f"{source}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
             head_dim = hidden // heads
-        values["head_dim"] = _positive_int(head_dim, "head_dim", source)
+        values["head_dim"] = positive_int(f"{source}: head_dim", head_dim)
     intermediate = _first(config, ("intermediate_size", "ffn_dim", "n_inner")) or 4 * hidden
-    values["intermediate_size"] = _positive_int(intermediate, "intermediate_size", source)
+    values["intermediate_size"] = positive_int(f"{source}: intermediate_size", intermediate)
     experts = _first(config, ("num_local_experts", "n_routed_experts", "num_experts"))
     if experts:
-        values["num_experts"] = _positive_int(experts, "num_local_experts", source)
-        values["num_active_experts"] = _positive_int(config.get("num_experts_per_tok", 2), "num_experts_per_tok", source)
+        values["num_experts"] = positive_int(f"{source}: num_local_experts", experts)
+        values["num_active_experts"] = positive_int(f"{source}: num_experts_per_tok",
+                                                    config.get("num_experts_per_tok", 2))
         values["moe_intermediate_size"] = config.get("moe_intermediate_size")
         values["num_shared_experts"] = int(config.get("n_shared_experts") or 0)
         values["num_dense_layers"] = int(config.get("first_k_dense_replace") or 0)
     values["sliding_window"], values["num_sliding_window_layers"] = _sliding(config, layers)
     values["tie_embeddings"] = bool(config.get("tie_word_embeddings", True))
-    values["max_position_embeddings"] = _positive_int(
-        _first(config, ("max_position_embeddings", "n_positions", "max_sequence_length")) or 2048,
-        "max_position_embeddings", source)
+    values["max_position_embeddings"] = positive_int(
+        f"{source}: max_position_embeddings",
+        _first(config, ("max_position_embeddings", "n_positions", "max_sequence_length")) or 2048)
     rope = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
     values["rope_theta"] = float(config.get("rope_theta") or rope.get("rope_theta") or 10000.0)
     values["norm_eps"] = float(_first(config, ("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps")) or 1e-5)

@@ -19,18 +19,12 @@ from dataclasses import dataclass
 
 from calculators.architecture import ModelArchitecture
 from calculators.dtypes import DType, parse_kv_dtype
-
-
-def _check_positive_int(value: object, field: str, *, allow_zero: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (value == 0 and not allow_zero):
-        kind = "a non-negative" if allow_zero else "a positive"
-        raise ValueError(f"{field} must be {kind} integer, got {value!r}")
-    return value
+from contract.checks import non_negative_int, positive_int
 
 
 def kv_heads_per_gpu(arch: ModelArchitecture, tp: int = 1) -> int:
     """KV heads one tensor-parallel GPU stores; ValueError when tp cannot split the heads."""
-    _check_positive_int(tp, "tp")
+    positive_int("tp", tp)
     if arch.num_heads % tp:
         raise ValueError(f"tp ({tp}) must divide num_heads ({arch.num_heads}) of {arch.name}")
     if arch.uses_mla:
@@ -56,7 +50,7 @@ def kv_bytes_per_token(arch: ModelArchitecture, kv_dtype: str | DType = "bf16", 
 
 def kv_block_bytes(arch: ModelArchitecture, kv_dtype: str | DType = "bf16", block_size: int = 16, tp: int = 1) -> int:
     """One paged block: ``block_size`` tokens across all layers, on one GPU."""
-    _check_positive_int(block_size, "block_size")
+    positive_int("block_size", block_size)
     return block_size * kv_bytes_per_token(arch, kv_dtype, tp)
 
 
@@ -64,14 +58,14 @@ def kv_blocks_for_memory(arch: ModelArchitecture, memory_bytes: int, kv_dtype: s
                         block_size: int = 16, tp: int = 1) -> int:
     """Whole KV blocks that `memory_bytes` of cache holds: floor(memory / kv_block_bytes), as vLLM sizes
     its paged cache (num_gpu_blocks = KV memory // bytes of one block across all layers)."""
-    memory_bytes = _check_positive_int(memory_bytes, "memory_bytes")
+    memory_bytes = positive_int("memory_bytes", memory_bytes)
     return memory_bytes // kv_block_bytes(arch, kv_dtype, block_size, tp)
 
 
 def blocks_for_tokens(arch: ModelArchitecture, tokens: int, block_size: int = 16) -> tuple[int, int]:
     """(blocks in each full-attention layer, blocks in each sliding-window layer) for one sequence."""
-    _check_positive_int(tokens, "tokens", allow_zero=True)
-    _check_positive_int(block_size, "block_size")
+    non_negative_int("tokens", tokens)
+    positive_int("block_size", block_size)
     full = math.ceil(tokens / block_size)
     if arch.sliding_window is None or arch.num_sliding_window_layers == 0:
         return full, full
@@ -112,8 +106,8 @@ def kv(arch: ModelArchitecture, kv_dtype: str | DType = "bf16", *, tp: int = 1,
        prompt_tokens: int = 0, output_tokens: int = 0, block_size: int = 16) -> KvEstimate:
     """KV-cache size per token and for one request of ``prompt_tokens + output_tokens``."""
     dt = kv_dtype if isinstance(kv_dtype, DType) else parse_kv_dtype(kv_dtype)
-    _check_positive_int(prompt_tokens, "prompt_tokens", allow_zero=True)
-    _check_positive_int(output_tokens, "output_tokens", allow_zero=True)
+    non_negative_int("prompt_tokens", prompt_tokens)
+    non_negative_int("output_tokens", output_tokens)
     per_token = kv_bytes_per_token(arch, dt, tp)
     per_request = kv_bytes_for_tokens(arch, prompt_tokens + output_tokens, dt, block_size, tp)
     return KvEstimate(

@@ -8,6 +8,9 @@ One owner per part; everything else imports it, nothing re-declares it:
 - run_json.py      run.json's typed sections (`RunInfo`), written by the sweep, read tolerantly
 - sections.py      how a section reads itself from JSON and writes itself back
 - slo.py           the SLO and the one rule for "a level meets the SLO" (sweep --auto and the verdict)
+- distributions.py the token-length syntax (`--prompt-tokens`) and its sampling, one at a time or many at once
+- arrivals.py      the arrival syntax (`--arrival`), its schedules and its gaps' cv²
+- checks.py        the number checks (positive integer, ...) and the one wording of each error
 
 Pure: no torch, gevent or locust (numpy; polars only in record_schema.py).
 """

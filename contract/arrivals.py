@@ -19,6 +19,7 @@ from typing import Iterator
 import numpy as np
 
 ARRIVAL_KINDS = ("closed", "poisson", "constant", "gamma")
+CONSTANT_CV2 = 1e-6   # a constant schedule's cv² for gamma gaps, which need one > 0: their spread is 0.1% of 1/rate
 _BLOCK = 1024
 
 
@@ -41,6 +42,15 @@ class ArrivalProcess:
     @property
     def open_loop(self) -> bool:
         return self.kind != "closed"
+
+    @property
+    def cv2(self) -> float:
+        """The gaps' squared coefficient of variation (variance / mean²), as the simulator's gamma gaps
+        take it (`Workload.arrival_cv2`): poisson 1, gamma CV², constant `CONSTANT_CV2`. ValueError for
+        a closed loop, which has no gaps."""
+        if not self.open_loop:
+            raise ValueError("closed-loop arrivals have no gaps, so no cv²")
+        return {"poisson": 1.0, "constant": CONSTANT_CV2}.get(self.kind, self.cv ** 2)
 
     def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """n inter-arrival gaps in seconds."""

@@ -11,7 +11,8 @@ Spec strings (every value is in tokens):
                         drawn uniformly with replacement
 
 Sampling takes a `random.Random`, so a seed plus a request's index gives the same
-length on every run and every worker.
+length on every run and every worker. The simulator draws its lengths many at once with
+`sample_array` (a numpy Generator): the same distribution, other draws.
 """
 
 from __future__ import annotations
@@ -21,11 +22,20 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from contract.checks import non_negative_number, positive_int
+
 KINDS = ("fixed", "uniform", "normal", "lognormal", "file")
+_PARAMS = {"fixed": 1, "uniform": 2, "normal": 2, "lognormal": 2, "file": 0}
 
 
 @dataclass(frozen=True)
 class LengthDistribution:
+    """One of the module doc's distributions: `params` are (length,), (low, high), (mean, sd) or
+    (mean, sigma); kind "file" draws from `values`. `parse_length_distribution` builds it from a spec
+    and names the option in its errors; built directly, it is checked here."""
+
     kind: str
     params: tuple[float, ...] = ()
     values: tuple[int, ...] = field(default=(), repr=False)  # only for kind "file"
@@ -34,6 +44,37 @@ class LengthDistribution:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if len(self.params) != _PARAMS[self.kind]:
+            raise ValueError(f"length {self.kind} takes {_PARAMS[self.kind]} parameters, got {self.params!r}")
+        if self.kind == "fixed":
+            positive_int("length", self.params[0])
+        elif self.kind == "uniform":
+            low, high = positive_int("length low", self.params[0]), positive_int("length high", self.params[1])
+            if high < low:
+                raise ValueError(f"length high ({high}) must be >= low ({low})")
+        elif self.kind in ("normal", "lognormal"):
+            mean = self.params[0]
+            if not (isinstance(mean, (int, float)) and math.isfinite(mean) and mean >= 1):
+                raise ValueError(f"length {self.kind} mean must be >= 1, got {mean!r}")
+            non_negative_number(f"length {self.kind} spread", self.params[1])
+        else:
+            if not self.values or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0
+                                      for v in self.values):
+                raise ValueError("length values must be positive integers")
+            object.__setattr__(self, "values", tuple(int(v) for v in self.values))
+
+    @classmethod
+    def fixed(cls, tokens: int) -> LengthDistribution:
+        return cls("fixed", (tokens,), spec=str(tokens))
+
+    @classmethod
+    def uniform(cls, low: int, high: int) -> LengthDistribution:
+        return cls("uniform", (low, high), spec=f"uniform:{low}:{high}")
+
+    @classmethod
+    def from_values(cls, values) -> LengthDistribution:
+        """Drawn from `values` with replacement, as a lengths file's are."""
+        return cls("file", (), tuple(values))
 
     def sample(self, rng: random.Random) -> int:
         kind, p = self.kind, self.params
@@ -44,10 +85,21 @@ class LengthDistribution:
         if kind == "normal":
             return max(1, round(rng.gauss(p[0], p[1])))
         if kind == "lognormal":
-            mean, sigma = p
-            mu = math.log(mean) - sigma * sigma / 2
-            return max(1, round(rng.lognormvariate(mu, sigma)))
+            return max(1, round(rng.lognormvariate(_log_mu(*p), p[1])))
         return self.values[rng.randrange(len(self.values))]
+
+    def sample_array(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """n lengths [n] (int64) drawn at once, as `sample` draws one."""
+        kind, p = self.kind, self.params
+        if kind == "fixed":
+            return np.full(n, p[0], dtype=np.int64)
+        if kind == "uniform":
+            return rng.integers(p[0], p[1] + 1, size=n, dtype=np.int64)
+        if kind == "normal":
+            return np.maximum(1, np.rint(rng.normal(p[0], p[1], n))).astype(np.int64)
+        if kind == "lognormal":
+            return np.maximum(1, np.rint(rng.lognormal(_log_mu(*p), p[1], n))).astype(np.int64)
+        return rng.choice(np.asarray(self.values, dtype=np.int64), size=n)
 
     @property
     def mean(self) -> float:
@@ -59,6 +111,11 @@ class LengthDistribution:
         if self.kind in ("normal", "lognormal"):
             return self.params[0]
         return sum(self.values) / len(self.values)
+
+
+def _log_mu(mean: float, sigma: float) -> float:
+    """mu of the underlying normal that gives lognormal lengths of mean `mean`: ln(mean) - sigma^2 / 2."""
+    return math.log(mean) - sigma * sigma / 2
 
 
 def _number(text: str, what: str, option: str) -> float:

@@ -34,8 +34,8 @@ def level_windows(t_start: Sequence[float], t_end: Sequence[float],
         return []
     ends = np.asarray(t_end, dtype=float)
     ends = np.where(np.isfinite(ends), np.maximum(ends, starts), starts)
-    keys = (np.zeros(starts.size) if rounds is None else
-            np.array([0.0 if r is None or r != r else float(r) for r in rounds]))
+    keys = np.zeros(starts.size) if rounds is None else np.asarray(rounds, dtype=float)   # None -> NaN
+    keys = np.where(np.isnan(keys), 0.0, keys)
     windows = [(float(starts[keys == key].min()), float(ends[keys == key].max())) for key in np.unique(keys)]
     return sorted(windows)
 

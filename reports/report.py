@@ -16,7 +16,6 @@ from reports.figures import resources as figures_resources
 from reports.figures import validation as figures_validation
 from reports.cost import cost_per_million, resolve_price
 from reports.figures.common import FigureFile
-from reports.predict.calibration import calibrated_levels
 from reports.predict.evidence import level_samples
 from reports.notices import machine_drift_levels, unstable_levels
 from reports.predict.per_level import CALIBRATED_REPLICATIONS, add_predictions
@@ -89,12 +88,12 @@ def build_summary(data: RunData, options: ReportOptions,
     samples = level_samples(data, levels)
     validation = validate(data.run, samples, replications=options.replications,
                           progress=(lambda lvl: progress(f"validating {lvl}")) if progress else None)
-    add_predictions(data.run, levels, options.model_config, calibrated_levels(data.run, samples),
+    add_predictions(data.run, levels, options.model_config, validation.calibrations, samples,
                     replications=min(options.replications, CALIBRATED_REPLICATIONS),
-                    held_out=validation["predictions"])
+                    held_out=validation.summary["predictions"])
     price = resolve_price(data.run, options.gpu_hourly, options.gpu)
     verdict = build_verdict(levels, slo, cost=lambda point: cost_per_million(point, price))
-    return {"run": data.run_json, "levels": levels, "validation": validation, "verdict": verdict,
+    return {"run": data.run_json, "levels": levels, "validation": validation.summary, "verdict": verdict,
             "missing": list(data.missing), "loadgen_warnings": loadgen_warnings(data.run, levels),
             "unstable_levels": unstable_levels(data.run),
             "machine_drift_levels": machine_drift_levels(data.run) if options.diagnostics else [],

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contract.checks import positive_int
 from reference_server.scheduling.strategies.base import Strategy
-from reference_server.scheduling.strategies.limits import Limits, check_positive_int, limit
+from reference_server.scheduling.strategies.limits import Limits, limit
 from reference_server.scheduling.strategies.run_to_completion import RunToCompletionScheduler
 
 
@@ -20,7 +21,7 @@ class LockstepLimits(Limits):
     lockstep_size: int = limit(2, "requests launched together")
 
     def __post_init__(self) -> None:
-        check_positive_int("lockstep_size", self.lockstep_size)
+        positive_int("lockstep_size", self.lockstep_size)
 
     @property
     def max_running(self) -> int:

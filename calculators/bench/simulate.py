@@ -19,8 +19,9 @@ import argparse
 import json
 import time
 
-from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate
+from calculators.sim.simulate import ServerConfig, Workload, simulate
 from calculators.sim.step_model import StepTimeModel
+from contract.distributions import LengthDistribution
 from reference_server.scheduling.strategies import STRATEGIES
 
 TARGET_S = 2.0
@@ -32,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     model = StepTimeModel(base_s=0.010, per_seq_s=0.0005, per_prefill_token_s=2e-5)
-    lengths = dict(prompt_tokens=LengthDist(64, 256), output_tokens=LengthDist(16, 256), requests=args.requests)
+    lengths = dict(prompt_tokens=LengthDistribution.uniform(64, 256), output_tokens=LengthDistribution.uniform(16, 256),
+                   requests=args.requests)
     rows = []
     for strategy in STRATEGIES:
         server = ServerConfig.from_flags(strategy, max_num_seqs=64, batch_size=16, max_batch_size=16)

@@ -170,7 +170,7 @@ def residual_runs(ratios: np.ndarray, block: int) -> tuple[float, ...]:
     """The usable factors in the order measured, at most MAX_JITTER of them as evenly spaced runs of
     `block` (what a model's ``jitter`` keeps for the simulator's block bootstrap)."""
     ordered = ratios[np.isfinite(ratios) & (ratios > 0)]
-    return tuple(float(r) for r in _evenly_spaced_runs(ordered, MAX_JITTER, block))
+    return tuple(_evenly_spaced_runs(ordered, MAX_JITTER, block).astype(float).tolist())
 
 
 def _evenly_spaced_runs(values: np.ndarray, keep: int, run: int) -> np.ndarray:

@@ -20,14 +20,14 @@ import numpy as np
 from calculators.sim.front_end import FrontEnd
 from calculators.sim.sim_engine import run_engine
 from calculators.sim.state import Arrivals, StepClock, Trace
-from calculators.sim.workload import LengthDist, ServerConfig, Workload
+from calculators.sim.workload import MeasuredLengths, ServerConfig, Workload
 from calculators.sim.step_model import StepTimeModel
 from contract.records import tpot_s
 
 PERCENTILES = (50, 90, 95, 99)
 
-__all__ = ["FrontEnd", "LengthDist", "ServerConfig", "Workload", "SimResult", "Trace", "measured_window", "simulate",
-           "simulate_levels", "simulate_trace"]
+__all__ = ["FrontEnd", "MeasuredLengths", "ServerConfig", "Workload", "SimResult", "Trace", "measured_window",
+           "simulate", "simulate_levels", "simulate_trace"]
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,18 @@ from calculators.efficiency_profile import EfficiencyProfile
 from calculators.gpus import GpuSpec
 
 
+def _positive_floats(values, error: str) -> tuple[float, ...]:
+    """`values` as a tuple of floats; ValueError(`error`) unless every one is a positive number. One
+    pass over an array: a calibrated model carries 65,536 jitter factors, checked again at every `replace`."""
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError):   # ragged
+        raise ValueError(error) from None
+    if array.ndim != 1 or array.dtype.kind not in "biuf" or not (array > 0).all():
+        raise ValueError(error)
+    return tuple(array.astype(float).tolist())
+
+
 @dataclass(frozen=True)
 class StepTimeModel:
     base_s: float
@@ -70,9 +82,7 @@ class StepTimeModel:
         if any(not isinstance(v, (int, float)) or not v > 0 for v in self.batch_table):
             raise ValueError("batch_table entries must be positive seconds")
         object.__setattr__(self, "batch_table", tuple(float(v) for v in self.batch_table))
-        if any(not isinstance(f, (int, float)) or not f > 0 for f in self.jitter):
-            raise ValueError("jitter factors must be positive numbers")
-        object.__setattr__(self, "jitter", tuple(float(f) for f in self.jitter))
+        object.__setattr__(self, "jitter", _positive_floats(self.jitter, "jitter factors must be positive numbers"))
         if isinstance(self.jitter_block, bool) or not isinstance(self.jitter_block, int) or self.jitter_block < 1:
             raise ValueError(f"jitter_block must be a positive integer, got {self.jitter_block!r}")
         for name in ("base_s", "per_seq_s", "per_prefill_token_s", "per_context_token_s"):

@@ -7,55 +7,42 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from contract.checks import non_negative_int, positive_int, positive_number
+from contract.distributions import LengthDistribution
 from reference_server.scheduling.strategies import Limits, limits_from_flags, resolve  # the pure registry
-from reference_server.scheduling.strategies.limits import check_positive_int
-
-# The last measured lengths checked, and their [n, 2] array: a calibration's workload is rebuilt for every
-# replication (dataclasses.replace, one per seed) with the same tuple, which a 1,000,000-record run makes
-# 1,000,000 pairs long; checked and converted once instead of 36 times (12 s of its report).
-# Tuples are immutable, so the same object holds the same pairs.
-_CHECKED: list = [None, None]
 
 
-@dataclass(frozen=True)
-class LengthDist:
-    """Token counts: uniform integers in [low, high] (fixed when equal), or drawn from ``values``
-    (with replacement; or, with ``in_order``, taken in order and cycled: replays a measured workload)."""
+class MeasuredLengths:
+    """(prompt, output) token counts measured together, kept as one [n, 2] int64 table, checked once:
+    drawn together with replacement, or with ``in_order`` taken in order and cycled (a measured
+    workload replayed request for request).
 
-    low: int = 128
-    high: int = 128
-    values: tuple[int, ...] = ()
-    in_order: bool = False
+    A ``Workload`` turns the pairs it is given into one, and ``dataclasses.replace`` hands that on:
+    a calibration's workload is rebuilt for every replication with the same pairs, which a
+    1,000,000-record run makes 1,000,000 long. Compared by identity.
+    """
 
-    def __post_init__(self) -> None:
-        if self.in_order and not self.values:
-            raise ValueError("in_order needs values")
-        if self.values:
-            if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0 for v in self.values):
-                raise ValueError("length values must be positive integers")
-            object.__setattr__(self, "values", tuple(int(v) for v in self.values))
-            return
-        for name in ("low", "high"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-                raise ValueError(f"length {name} must be a positive integer, got {value!r}")
-        if self.high < self.low:
-            raise ValueError(f"length high ({self.high}) must be >= low ({self.low})")
+    __slots__ = ("table", "in_order")
 
-    @classmethod
-    def fixed(cls, tokens: int) -> "LengthDist":
-        return cls(tokens, tokens)
+    def __init__(self, pairs, *, in_order: bool = False) -> None:
+        try:
+            table = np.array(pairs, dtype=np.int64)
+        except (TypeError, ValueError):
+            table = None
+        if table is None or table.ndim != 2 or table.shape[1] != 2 or not len(table) or (table <= 0).any():
+            raise ValueError("lengths must be (prompt, output) pairs of positive integers")
+        table.flags.writeable = False
+        self.table: np.ndarray = table   # [n, 2]: prompt, output
+        self.in_order = in_order
 
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        if self.values and self.in_order:
-            return np.resize(np.asarray(self.values, dtype=np.int64), n)
-        if self.values:
-            return rng.choice(np.asarray(self.values, dtype=np.int64), size=n)
-        return rng.integers(self.low, self.high + 1, size=n, dtype=np.int64)
+    def __len__(self) -> int:
+        return len(self.table)
 
-    @property
-    def mean(self) -> float:
-        return float(np.mean(self.values)) if self.values else (self.low + self.high) / 2
+    def sample(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(prompt, output) token counts [n] each."""
+        rows = np.resize(np.arange(len(self.table)), n) if self.in_order else rng.integers(0, len(self.table), size=n)
+        pairs = self.table[rows]
+        return pairs[:, 0].copy(), pairs[:, 1].copy()
 
 
 @dataclass(frozen=True)
@@ -65,8 +52,9 @@ class Workload:
     gaps as it goes to 0) or a trace (``arrival_times``: send offsets in s, replayed; the run has
     that many requests).
 
-    Lengths: ``prompt_tokens`` and ``output_tokens`` drawn apart, or ``lengths``: measured
-    (prompt, output) pairs drawn together with replacement (a run's own workload).
+    Lengths: ``prompt_tokens`` and ``output_tokens`` drawn apart (``contract.distributions``, the
+    load generator's syntax), or ``lengths``: measured (prompt, output) pairs drawn together
+    (a run's own workload; ``MeasuredLengths``, which a tuple of pairs is turned into).
 
     The measure window: by count, ``warmup_fraction`` of the first requests are left out, and in
     closed loop so are the last ``concurrency`` (the tail where fewer users remain); or by time,
@@ -75,42 +63,32 @@ class Workload:
     ``requests`` is only the first guess of how many that takes).
     """
 
-    prompt_tokens: LengthDist = field(default_factory=LengthDist)
-    output_tokens: LengthDist = field(default_factory=LengthDist)
+    prompt_tokens: LengthDistribution = field(default_factory=lambda: LengthDistribution.fixed(128))
+    output_tokens: LengthDistribution = field(default_factory=lambda: LengthDistribution.fixed(128))
     requests: int = 1000
     concurrency: int | None = None
     rate_rps: float | None = None
     arrival_cv2: float = 1.0
     warmup_fraction: float = 0.1
     seed: int = 0
-    lengths: tuple[tuple[int, int], ...] = ()
+    lengths: tuple[tuple[int, int], ...] | MeasuredLengths = ()
     arrival_times: tuple[float, ...] = ()
     warmup_s: float | None = None
     duration_s: float | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.requests, bool) or not isinstance(self.requests, int) or self.requests <= 0:
-            raise ValueError(f"requests must be a positive integer, got {self.requests!r}")
+        positive_int("requests", self.requests)
         if sum((self.concurrency is not None, self.rate_rps is not None, bool(self.arrival_times))) != 1:
             raise ValueError("give exactly one of concurrency (closed loop), rate_rps (open loop) and arrival_times")
-        if self.concurrency is not None and (isinstance(self.concurrency, bool)
-                                             or not isinstance(self.concurrency, int) or self.concurrency <= 0):
-            raise ValueError(f"concurrency must be a positive integer, got {self.concurrency!r}")
-        if self.rate_rps is not None and not (isinstance(self.rate_rps, (int, float)) and self.rate_rps > 0):
-            raise ValueError(f"rate_rps must be positive, got {self.rate_rps!r}")
-        if not isinstance(self.arrival_cv2, (int, float)) or self.arrival_cv2 <= 0:
-            raise ValueError(f"arrival_cv2 must be positive, got {self.arrival_cv2!r}")
+        positive_int("concurrency", self.concurrency, allow_none=True)
+        if self.rate_rps is not None:
+            positive_number("rate_rps", self.rate_rps)
+        positive_number("arrival_cv2", self.arrival_cv2)
         if not 0 <= self.warmup_fraction < 1:
             raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
-        if self.lengths:
-            if self.lengths is not _CHECKED[0]:
-                pairs = tuple((int(p), int(o)) for p, o in self.lengths)
-                if any(p <= 0 or o <= 0 for p, o in pairs):
-                    raise ValueError("lengths must be (prompt, output) pairs of positive integers")
-                _CHECKED[:] = [pairs, np.asarray(pairs, dtype=np.int64).reshape(-1, 2)]
-            object.__setattr__(self, "lengths", _CHECKED[0])
+        non_negative_int("seed", self.seed)
+        if len(self.lengths) and not isinstance(self.lengths, MeasuredLengths):
+            object.__setattr__(self, "lengths", MeasuredLengths(self.lengths))
         if self.arrival_times:
             times = np.asarray(self.arrival_times, dtype=float)
             if not np.all(np.isfinite(times)) or np.any(times < 0) or np.any(np.diff(times) < 0):
@@ -133,10 +111,8 @@ class Workload:
     def sample_lengths(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(prompt, output) token counts [n] each."""
         if self.lengths:
-            table = _CHECKED[1] if self.lengths is _CHECKED[0] else np.asarray(self.lengths, dtype=np.int64)
-            pairs = table[rng.integers(0, len(self.lengths), size=n)]
-            return pairs[:, 0].copy(), pairs[:, 1].copy()
-        return self.prompt_tokens.sample(rng, n), self.output_tokens.sample(rng, n)
+            return self.lengths.sample(rng, n)
+        return self.prompt_tokens.sample_array(rng, n), self.output_tokens.sample_array(rng, n)
 
     def open_loop_arrivals(self, rng: np.random.Generator) -> np.ndarray:
         """Send times [requests] (s): the trace, or gamma inter-arrivals with mean 1/rate and cv^2 = arrival_cv2."""
@@ -168,8 +144,8 @@ class ServerConfig:
         strategy, limits = resolve(self.strategy, self.limits)
         object.__setattr__(self, "strategy", strategy)
         object.__setattr__(self, "limits", limits)
-        check_positive_int("block_size", self.block_size)
-        check_positive_int("num_kv_blocks", self.num_kv_blocks, allow_none=True)
+        positive_int("block_size", self.block_size)
+        positive_int("num_kv_blocks", self.num_kv_blocks, allow_none=True)
 
     @classmethod
     def from_flags(cls, strategy: str | None = None, *, num_kv_blocks: int | None = None, block_size: int = 16,

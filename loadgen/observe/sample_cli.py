@@ -12,7 +12,6 @@ import argparse
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 
 from loadgen.observe.samplers import start_sampler

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         levels = build_levels(data, data.run.slo)
         measured_levels.update({lvl["level"]: lvl["metrics"] for lvl in levels})
         samples = level_samples(data, levels)
-        validation = validate(data.run, samples, replications=args.replications)
+        validation = validate(data.run, samples, replications=args.replications).summary
         ok = data.records[data.measured_ok()]
         spreads = {level: level_round_spreads(frame, KEYS)
                    for level, frame in ok.groupby("level", sort=False, observed=True)}

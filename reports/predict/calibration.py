@@ -44,6 +44,7 @@ from calculators.sim.warm_up import MIN_WAITS, fit_warm_up, without_warm_up
 from reference_server.scheduling.strategies import get_strategy, limits_from_flags  # the pure registry
 from reports.predict.external_calibration import fit_steps_from_levels, running_while_stepping
 from reports.predict.evidence import SLOW_BIN_S, LevelSample
+from contract.arrivals import parse_arrival
 from contract.run_json import RunInfo
 
 JITTER_BLOCK = 64          # residuals drawn in runs of this many steps: about one request's decode
@@ -55,7 +56,7 @@ class Calibration:
     strategy: str
     server: ServerConfig
     step_model: StepTimeModel
-    lengths: tuple[tuple[int, int], ...]
+    lengths: np.ndarray                              # [n, 2] int64: (prompt, output) tokens, its levels' pairs
     arrival_cv2: float
     front_end: FrontEndByLoad | None
     levels: tuple[str, ...]                          # the levels it was fitted on
@@ -85,7 +86,7 @@ class Calibration:
             picked = [above - 1, above] if 0 < above < len(x) else [min(above, len(x) - 1)]
             if 0 < above < len(x) and x[above] == target:
                 picked = [above]
-        jitter = tuple(f for i in picked for f in self.residuals[i][1])
+        jitter = sum((self.residuals[i][1] for i in picked), ())   # the picked levels' runs, end to end
         paths = tuple(path for i in picked for path in self.residuals[i][2])
         if not jitter:
             return self.step_model
@@ -133,15 +134,21 @@ def server_config(run: RunInfo, strategy: str) -> ServerConfig:
                         block_size=int(config.get("block_size") or 16))
 
 
+def strategy_server(run: RunInfo, strategy: str) -> ServerConfig:
+    """`server_config` for a level sample's strategy key: an external --url target's levels ("url", a
+    server whose batching nobody told us) are simulated as continuous batching."""
+    return server_config(run, "continuous" if strategy == "url" else strategy)
+
+
 def arrival_cv2(run: RunInfo) -> float:
-    """The open-loop gaps' squared coefficient of variation from run.json's `load_plan.arrival`."""
-    arrival = str(run.load_plan.arrival or "poisson")
-    if arrival.startswith("gamma:"):
-        try:
-            return float(arrival.split(":", 1)[1]) ** 2
-        except ValueError:
-            return 1.0
-    return 1e-6 if arrival == "constant" else 1.0
+    """The open-loop gaps' squared coefficient of variation (`ArrivalProcess.cv2`) of run.json's
+    `load_plan.arrival`; 1.0, the simulator's default, for a closed loop or a trace (which have no
+    gaps to draw) and for an arrival it cannot read."""
+    try:
+        process = parse_arrival(str(run.load_plan.arrival or "poisson"), 1.0)   # any rate: cv² does not depend on it
+    except ValueError:
+        return 1.0
+    return process.cv2 if process.open_loop else 1.0
 
 
 # -- calibrating ----------------------------------------------------------------------------------
@@ -180,7 +187,7 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
     else:
         unavailable.append("front-end delays: no engine request record to join the client's records with "
                            "(predicted on the engine's clock)")
-    lengths = tuple(pair for s in samples for pair in s.lengths)
+    lengths = np.concatenate([s.lengths for s in samples])
     sources["workload"] = f"{len(lengths)} measured (prompt, output) lengths"
     counts = tuple((s.load, s.requests / s.duration_s) for s in samples)
     return Calibration(samples[0].strategy, server, model, lengths, cv2, front, tuple(s.level for s in samples),
@@ -205,8 +212,8 @@ def _level_residuals(samples: list[LevelSample], model: StepTimeModel) -> tuple[
         elif s.steps is not None:
             ratios = step_residuals(model, s.steps.batch, s.steps.duration_s, s.steps.prefill_tokens,
                                     s.steps.context_tokens)
-        elif s.tpot_factors:
-            ratios, paths = np.asarray(s.tpot_factors), s.tpot_paths
+        elif len(s.tpot_factors):
+            ratios, paths = s.tpot_factors, s.tpot_paths
         else:
             continue
         levels.append((float(s.output_tokens_per_s), ratios, None if s.steps is None else s.steps.since_idle, paths))
@@ -252,20 +259,6 @@ def _fit_steps(samples: list[LevelSample], server: ServerConfig, sources: dict, 
                        "in for it (its rounds' slow speed per bin of first tokens, and the rest in runs of its "
                        "decode steps; single steps are not seen from the client)")
     return replace(model, jitter=residual_runs(factors, JITTER_BLOCK), jitter_block=JITTER_BLOCK)
-
-
-def calibrated_levels(run: RunInfo, samples: dict[str, list[LevelSample]]) -> dict[str, tuple[Calibration, LevelSample]]:
-    """Each level with an engine step record: (its strategy's calibration on all its levels, the level)."""
-    out = {}
-    for strategy, group in samples.items():
-        if not any(s.steps is not None for s in group):
-            continue   # predicted.py's own step models cover runs without the engine's record
-        try:
-            calibration = calibrate(group, server_config(run, strategy), arrival_cv2(run))
-        except ValueError:
-            continue
-        out.update({s.level: (calibration, s) for s in group})
-    return out
 
 
 # -- predicting -----------------------------------------------------------------------------------

@@ -63,7 +63,7 @@ class LevelSample:
                                     # rates, 13-17% at the rates sent, on two sweeps)
     warmup_s: float
     duration_s: float
-    lengths: tuple[tuple[int, int], ...]
+    lengths: np.ndarray             # [n, 2] int64: each ok request's (prompt, output) tokens (pairs are taken too)
     measured: dict                  # {metric: {p50, p95, p99}}
     output_tokens_per_s: float | None
     steps: StepRows | None = None
@@ -72,8 +72,8 @@ class LevelSample:
     running_mean: float | None = None    # the /metrics running-requests gauge's mean
     engine_means: dict | None = None     # /metrics latency means {"queue_s", "prefill_s", "decode_s"} (those exported)
     prompt_tokens_per_s: float | None = None
-    tpot_factors: tuple[float, ...] = ()   # without a step record: the step noise the client saw, its fast
-                                           # part (reports.predict.external_calibration.client_step_noise)
+    tpot_factors: np.ndarray = ()          # [F] float64; without a step record: the step noise the client saw, its
+                                           # fast part (reports.predict.external_calibration.client_step_noise)
     tpot_paths: tuple[tuple[float, ...], ...] = ()   # and its slow part: one path per window, a factor per
                                                      # SLOW_BIN_S of the wall clock
     decode_step_s: float | None = None   # the client's decode time over its decode steps, s (the mean
@@ -84,13 +84,19 @@ class LevelSample:
                                          # cores took for the same work during the level (None: no canary);
                                          # `steps` stay as timed (reports.bench.error_sources tries them rescaled)
 
+    def __post_init__(self) -> None:
+        # arrays, not tuples of Python numbers: a 1,000,000-record run's levels hold a million of each, and
+        # every calibration (one per held-out level) concatenates them
+        object.__setattr__(self, "lengths", np.asarray(self.lengths, dtype=np.int64).reshape(-1, 2))
+        object.__setattr__(self, "tpot_factors", np.asarray(self.tpot_factors, dtype=np.float64))
+
     @property
     def requests(self) -> int:
         return len(self.lengths)
 
     @property
     def prompt_mean(self) -> float | None:
-        return float(np.mean([prompt for prompt, _ in self.lengths])) if self.lengths else None
+        return float(np.mean(self.lengths[:, 0])) if len(self.lengths) else None
 
 
 def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSample]]:
@@ -134,18 +140,18 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
         step_wait = step_in_progress_wait_s(decode_step, server.get("requests_running_mean"), kind, float(load))
         sample = LevelSample(
             level=lvl["level"], strategy=source, kind=kind, load=float(load), warmup_s=warmup, duration_s=duration,
-            lengths=tuple(map(tuple, pairs.to_numpy().tolist())),
+            lengths=pairs.to_numpy(dtype=np.int64),
             measured={m: {q: lvl["metrics"][m][q] for q in QUANTILES} for m in METRICS},
             output_tokens_per_s=lvl["output_tokens_per_s"],
             steps=level_steps, machine_speed=speed,
             window_speeds=tuple(per_window) if per_window and None not in per_window else (),
-            tpot_factors=tuple(factors), tpot_paths=paths,
+            tpot_factors=factors, tpot_paths=paths,
             decode_step_s=decode_step,
             front_end=_level_front_end(joined.get(lvl["level"]), frame, engine_means, kind, load, duration, lvl,
                                        max(len(its_windows), 1), step_wait),
             server_means=means, running_mean=server.get("requests_running_mean"), engine_means=engine_means or None,
             prompt_tokens_per_s=lvl.get("prompt_tokens_per_s"))
-        if sample.lengths:
+        if len(sample.lengths):
             out.setdefault(source, []).append(sample)
     for samples in out.values():
         samples.sort(key=lambda s: s.load)

@@ -28,12 +28,13 @@ import math
 from calculators.sim.calibrate import fit_step_time
 from calculators.gpus import catalog_gpu_for, get_gpu
 from calculators.kv import kv_block_bytes
-from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate
+from calculators.sim.simulate import ServerConfig, Workload, simulate
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from reference_server.scheduling.strategies import get_strategy  # the pure registry
 from reports.predict.calibration import Calibration, predict, strategy_limits
 from reports.predict.evidence import LevelSample
 from reports.predict.served_model import kv_comparisons, kv_dtype_for, served_architecture
+from contract.distributions import LengthDistribution
 from contract.run_json import RunInfo
 
 SIM_REQUESTS_PER_STREAM = 40   # simulated requests per concurrent stream (or per req/s), at least 400
@@ -75,8 +76,8 @@ def _simulated(level: dict, config: dict, model: StepTimeModel) -> dict:
     load = next(iter(offered.values()))
     requests = int(min(SIM_MAX_REQUESTS, max(400, SIM_REQUESTS_PER_STREAM * load)))
     workload = Workload(
-        prompt_tokens=LengthDist.fixed(max(1, round(level["prompt_tokens_mean"] or 1))),
-        output_tokens=LengthDist.fixed(max(1, round(level["output_tokens_mean"] or 1))),
+        prompt_tokens=LengthDistribution.fixed(max(1, round(level["prompt_tokens_mean"] or 1))),
+        output_tokens=LengthDistribution.fixed(max(1, round(level["output_tokens_mean"] or 1))),
         requests=requests, concurrency=int(load) if "concurrency" in offered else None,
         rate_rps=float(load) if "rate_rps" in offered else None)
     return simulate(_simulator_config(config), workload, model).metrics
@@ -181,14 +182,25 @@ def _add_simulated(comparisons: dict, metrics: dict, level: dict) -> None:
             comparisons[f"{metric} {pct}"] = pair
 
 
+def calibrated_by_level(calibrations: dict[str, Calibration],
+                        samples: dict[str, list[LevelSample]]) -> dict[str, tuple[Calibration, LevelSample]]:
+    """{level id: (its strategy's calibration, the level as measured)} for the strategies with an engine
+    step record; the others' levels are predicted by the run's one step model (`_step_model`)."""
+    return {sample.level: (calibrations[strategy], sample) for strategy, group in samples.items()
+            if strategy in calibrations and any(s.steps is not None for s in group) for sample in group}
+
+
 def add_predictions(run: RunInfo, levels: list[dict], model_config: str | None = None,
-                    calibrated: dict[str, tuple[Calibration, LevelSample]] | None = None, *,
+                    calibrations: dict[str, Calibration] | None = None,
+                    samples: dict[str, list[LevelSample]] | None = None, *,
                     replications: int = CALIBRATED_REPLICATIONS, held_out: dict | None = None) -> None:
-    """Fill each level's `predicted` in place (one step model for the whole run, or, per level,
-    `calibrated[level id]`: its strategy's calibration and the level as measured; latencies from
-    `held_out[level id]` (the validation's predictions), else simulated `replications` times).
+    """Fill each level's `predicted` in place (one step model for the whole run, or, per level of a
+    strategy with an engine step record, `calibrations[strategy]`: its calibration on all its levels, the
+    one the validation fitted (`reports.predict.validation.Validation.calibrations`), with the level as
+    `samples` measured it; latencies from `held_out[level id]` (the validation's predictions), else
+    simulated `replications` times).
     `model_config` (--model-config, else the one the sweep recorded) names the served model's architecture."""
-    calibrated, held_out = calibrated or {}, held_out or {}
+    calibrated, held_out = calibrated_by_level(calibrations or {}, samples or {}), held_out or {}
     model_config = model_config or run.server.model_config
     arch, arch_source = served_architecture(run, model_config)
     if arch is None:

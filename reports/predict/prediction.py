@@ -27,7 +27,7 @@ from calculators.models import get_model
 from calculators.sim.gpu_extrapolation import extrapolate_to_gpu
 from contract.arrivals import parse_arrival
 from contract.distributions import parse_length_distribution
-from reports.predict.calibration import Calibration, calibrate, predict, server_config
+from reports.predict.calibration import Calibration, calibrate, predict, strategy_server
 from reports.predict.evidence import level_samples
 from reports.cost import catalog_gpu_for
 from reports.run_data import RunData
@@ -73,8 +73,8 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
     samples = level_samples(data, levels)
     strategy = _strategy(plan.strategy, samples)
     group = samples[strategy]
-    server = server_config(data.run, strategy if strategy != "url" else "continuous")
-    cv2 = _arrival_cv2(plan)
+    server = strategy_server(data.run, strategy)
+    cv2 = 1.0 if plan.concurrency else parse_arrival(plan.arrival, plan.rates[0]).cv2   # 1.0: unused, closed loop
     calibration = calibrate(group, server, cv2)
     calibration = replace(calibration, lengths=_lengths(plan, calibration.lengths))
     extrapolation = None
@@ -96,8 +96,8 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
             "arrival": "closed" if plan.concurrency else plan.arrival,
             "workload": {"lengths": len(calibration.lengths), "prompt_tokens": plan.prompt_tokens or "measured",
                          "output_tokens": plan.output_tokens or "measured",
-                         "prompt_tokens_mean": float(np.mean([p for p, _ in calibration.lengths])),
-                         "output_tokens_mean": float(np.mean([o for _, o in calibration.lengths]))},
+                         "prompt_tokens_mean": float(np.mean(calibration.lengths[:, 0])),
+                         "output_tokens_mean": float(np.mean(calibration.lengths[:, 1]))},
             "window": ({"requests_per_run": "max(2000, 50 x load)", "left_out": "first 10%, closed loop's last"}
                        if extrapolation else {"warmup_s": warmup, "duration_s": duration}),
             "replications": plan.replications,
@@ -117,15 +117,8 @@ def _strategy(asked: str | None, samples: dict) -> str:
     return asked
 
 
-def _arrival_cv2(plan: PredictPlan) -> float:
-    if plan.concurrency:
-        return 1.0
-    process = parse_arrival(plan.arrival, plan.rates[0])
-    return {"poisson": 1.0, "constant": 1e-6}.get(process.kind, process.cv ** 2)
-
-
-def _lengths(plan: PredictPlan, measured: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
-    """The measured pairs, with either side redrawn from the plan's distribution when it gives one."""
+def _lengths(plan: PredictPlan, measured: np.ndarray) -> np.ndarray:
+    """The measured pairs [n, 2], with either side redrawn from the plan's distribution when it gives one."""
     if plan.prompt_tokens is None and plan.output_tokens is None:
         return measured
     rng = random.Random(plan.seed)
@@ -135,7 +128,7 @@ def _lengths(plan: PredictPlan, measured: tuple[tuple[int, int], ...]) -> tuple[
     for _ in range(SAMPLED_LENGTHS):
         base = measured[rng.randrange(len(measured))]
         pairs.append((prompt.sample(rng) if prompt else base[0], output.sample(rng) if output else base[1]))
-    return tuple(pairs)
+    return np.array(pairs, dtype=np.int64)
 
 
 def _on_gpu(data: RunData, calibration: Calibration, group: list, gpu_name: str) -> tuple[Calibration, str]:

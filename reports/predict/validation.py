@@ -31,10 +31,11 @@ validated (two calibration levels cannot pin down a load curve).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
-from reports.predict.calibration import arrival_cv2, calibrate, predict, server_config
+from reports.predict.calibration import Calibration, arrival_cv2, calibrate, predict, strategy_server
 from reports.predict.evidence import KEYS, METRICS, LevelSample
 from contract.run_json import RunInfo
 
@@ -100,21 +101,45 @@ def _median_abs(levels: dict, names: list[str]) -> dict:
     return out
 
 
+@dataclass(frozen=True)
+class Validation:
+    """What `validate` found.
+
+    Attributes:
+        summary: summary.json's `validation` (the shape above).
+        calibrations: each strategy's calibration on all its levels, where one could be fitted (a
+            strategy too short to validate included): fitted once here, and used again by the report's
+            per-level predictions (`reports.predict.per_level.add_predictions`).
+    """
+
+    summary: dict
+    calibrations: dict[str, Calibration]
+
+
 def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replications: int = REPLICATIONS,
-             progress: Callable[[str], None] | None = None) -> dict:
-    """summary.json's `validation` from each strategy's level samples (``reports.predict.evidence``)."""
+             progress: Callable[[str], None] | None = None) -> Validation:
+    """Each strategy's leave-one-level-out predictions from its level samples (``reports.predict.evidence``),
+    and its calibration on all of them."""
     levels, predictions, by_strategy, unavailable = {}, {}, {}, []
+    calibrations: dict[str, Calibration] = {}
     eligible_all: list[str] = []
+    cv2 = arrival_cv2(run)
     for strategy, group in samples.items():
+        try:
+            server = strategy_server(run, strategy)
+        except ValueError as exc:
+            server, no_server = None, f"{strategy}: {exc}"
+        else:
+            try:
+                calibrations[strategy] = calibrate(group, server, cv2)
+            except ValueError:
+                pass   # its held-out levels say why, where it has enough to hold one out
         if len(group) < MIN_LEVELS:
             unavailable.append(f"{strategy}: {len(group)} level(s); leave-one-out needs at least {MIN_LEVELS}")
             continue
-        try:
-            server = server_config(run, strategy if strategy != "url" else "continuous")
-        except ValueError as exc:
-            unavailable.append(f"{strategy}: {exc}")
+        if server is None:
+            unavailable.append(no_server)
             continue
-        cv2 = arrival_cv2(run)
         done = []
         for held in group:
             if progress:
@@ -137,11 +162,13 @@ def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replication
         below = set(levels_below_knee(group))
         eligible = [s.level for s in done if s.level in below]
         eligible_all += eligible
-        full = calibrate(group, server, cv2)
+        full = calibrations.get(strategy)
         gap = widest_gap(group, eligible)
         by_strategy[strategy] = {"median_abs_error": _median_abs(levels, eligible), "levels_in_median": eligible,
                                  "widest_gap": gap, "sparse_grid": gap is not None and gap >= WIDE_GAP,
-                                 "max_output_tokens_per_s": top, "calibration": full.describe()}
-    return {"method": METHOD, "levels": levels, "median_abs_error": _median_abs(levels, eligible_all),
-            "predictions": predictions, "by_strategy": by_strategy, "replications": replications,
-            "unavailable": unavailable}
+                                 "max_output_tokens_per_s": top,
+                                 "calibration": full.describe() if full is not None else None}
+    summary = {"method": METHOD, "levels": levels, "median_abs_error": _median_abs(levels, eligible_all),
+               "predictions": predictions, "by_strategy": by_strategy, "replications": replications,
+               "unavailable": unavailable}
+    return Validation(summary, calibrations)

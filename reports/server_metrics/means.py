@@ -104,7 +104,7 @@ def server_means(series: ServerSeries, spans: Sequence[Span]) -> dict:
         metric = metric_for(field, engine)
         if not series.has(metric) or not scrapes.size:
             continue
-        values = [series.value_at(metric, t, mean=field in FRACTION_FIELDS) for t in scrapes]
+        values = series.values_at(metric, scrapes, mean=field in FRACTION_FIELDS).tolist()
         out[key] = sum(values) / len(values)
         if field == "requests_running":
             out["requests_running_max"] = max(values)

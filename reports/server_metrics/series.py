@@ -33,6 +33,11 @@ class _Series:
         index = int(np.searchsorted(self.times, t, side="right")) - 1
         return float(self.values[index]) if index >= 0 else 0.0
 
+    def at_each(self, times: np.ndarray) -> np.ndarray:
+        """`at` of each of `times` [T] -> [T]."""
+        index = np.searchsorted(self.times, times, side="right") - 1
+        return np.where(index >= 0, self.values[np.maximum(index, 0)] if len(self.values) else 0.0, 0.0)
+
 
 @dataclass(frozen=True)
 class ServerSeries:
@@ -73,6 +78,16 @@ class ServerSeries:
             return None
         values = [series.at(t) for series in per_label.values()]
         return (float(np.mean(values)) if mean else float(np.sum(values))) * metric.scale
+
+    def values_at(self, metric: Metric, times: np.ndarray, *, mean: bool = False) -> np.ndarray | None:
+        """`value_at` of each of `times` [T] -> [T], float for float (a level's gauges are read at every
+        scrape in its windows: thousands in a long run); None when never scraped."""
+        per_label = self.samples.get(metric.name)
+        if not per_label:
+            return None
+        # [T, L]: each time's label values reduced along the last axis, in order, as value_at's np.sum/np.mean
+        values = np.stack([series.at_each(times) for series in per_label.values()], axis=1)
+        return (values.mean(axis=1) if mean else values.sum(axis=1)) * metric.scale
 
     def scrapes_in(self, start: float, end: float) -> np.ndarray:
         return self.scrape_times[(self.scrape_times >= start) & (self.scrape_times <= end)]

@@ -1,6 +1,5 @@
 """reports.answer and reports.notices: the first screen's sentences, the strategy rows, the grouped warnings."""
 
-import pytest
 
 from reports import answer
 from reports.notices import machine_drift_levels, notices, unstable_levels

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contract.checks import non_negative_int, positive_int
 from reference_server.scheduling.sequence import Sequence, SequenceStatus
 from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler, Strategy
-from reference_server.scheduling.strategies.limits import Limits, check_non_negative_int, check_positive_int, limit
+from reference_server.scheduling.strategies.limits import Limits, limit
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,9 @@ class ContinuousLimits(Limits):
         256, "prompt tokens a step may add while sequences decode (0 = up to the step's token budget)")
 
     def __post_init__(self) -> None:
-        check_positive_int("max_num_seqs", self.max_num_seqs)
-        check_positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
-        check_non_negative_int("max_prefill_tokens_with_decodes", self.max_prefill_tokens_with_decodes)
+        positive_int("max_num_seqs", self.max_num_seqs)
+        positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
+        non_negative_int("max_prefill_tokens_with_decodes", self.max_prefill_tokens_with_decodes)
 
     @property
     def max_running(self) -> int:

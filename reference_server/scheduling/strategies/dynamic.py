@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contract.checks import non_negative_int, positive_int
 from reference_server.scheduling.strategies.base import Strategy
-from reference_server.scheduling.strategies.limits import (Limits, check_non_negative_int, check_positive_int,
-                                                           limit, parse_int_list)
+from reference_server.scheduling.strategies.limits import Limits, limit, parse_int_list
 from reference_server.scheduling.strategies.run_to_completion import CLOCK_EPSILON_S, RunToCompletionScheduler
 
 
@@ -19,13 +19,13 @@ class DynamicLimits(Limits):
     max_queue_delay_us: int = limit(1000, "longest wait for a batch")
 
     def __post_init__(self) -> None:
-        check_positive_int("max_batch_size", self.max_batch_size)
-        check_non_negative_int("max_queue_delay_us", self.max_queue_delay_us)
+        positive_int("max_batch_size", self.max_batch_size)
+        non_negative_int("max_queue_delay_us", self.max_queue_delay_us)
         if not isinstance(self.preferred_batch_sizes, (tuple, list)):
             raise ValueError(f"preferred_batch_sizes must be a list of positive integers, got {self.preferred_batch_sizes!r}")
         sizes = tuple(self.preferred_batch_sizes)
         for size in sizes:
-            check_positive_int("preferred_batch_sizes", size)
+            positive_int("preferred_batch_sizes", size)
             if size > self.max_batch_size:
                 raise ValueError(f"preferred_batch_sizes entry {size} exceeds max_batch_size ({self.max_batch_size})")
         object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(set(sizes))))

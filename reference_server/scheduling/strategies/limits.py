@@ -10,7 +10,8 @@ and everything else reads them from there: `servecap serve` turns each field int
 (`--batch-size`, type from `parse`, help from `help`), `describe()` is what `GET /v1/engine`
 and run.json report under `strategy_limits`, `max_running` sizes the default KV cache and
 the report's running-sequences prediction. Validation lives in each subclass's
-`__post_init__` and raises ValueErrors that name the field.
+`__post_init__` (`contract.checks`: `positive_int`, `non_negative_int`) and raises ValueErrors
+that name the field.
 """
 
 from __future__ import annotations
@@ -37,18 +38,6 @@ def limit(default, help: str, *, parse: Callable[[str], object] | None = None):
 def flag_for(name: str) -> str:
     """`max_num_seqs` -> `--max-num-seqs`."""
     return "--" + name.replace("_", "-")
-
-
-def check_positive_int(name: str, value: object, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def check_non_negative_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
 
 
 def check_non_negative_number(name: str, value: object) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contract.checks import positive_int
 from reference_server.scheduling.strategies.base import Strategy
-from reference_server.scheduling.strategies.limits import (Limits, check_non_negative_number, check_positive_int,
-                                                           limit)
+from reference_server.scheduling.strategies.limits import Limits, check_non_negative_number, limit
 from reference_server.scheduling.strategies.run_to_completion import CLOCK_EPSILON_S, RunToCompletionScheduler
 
 
@@ -18,7 +18,7 @@ class StaticLimits(Limits):
     batch_timeout_ms: float = limit(50.0, "launch a partial batch after")
 
     def __post_init__(self) -> None:
-        check_positive_int("batch_size", self.batch_size)
+        positive_int("batch_size", self.batch_size)
         check_non_negative_number("batch_timeout_ms", self.batch_timeout_ms)
 
     @property

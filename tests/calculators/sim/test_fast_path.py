@@ -15,14 +15,15 @@ import numpy as np
 import pytest
 
 from calculators.sim.front_end import FrontEnd
-from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate_trace
+from calculators.sim.simulate import ServerConfig, Workload, simulate_trace
 from calculators.sim.step_model import StepTimeModel
+from contract.distributions import LengthDistribution
 from reference_server.scheduling.strategies import BUILT_IN
 
 MODEL = StepTimeModel(base_s=0.002, per_seq_s=0.0002, per_prefill_token_s=1e-5, per_context_token_s=1e-7,
                       jitter=tuple(np.linspace(0.6, 1.8, 97)), jitter_block=8, batch_table=(0.0021, 0.0024, 0.0026))
 FRONT = FrontEnd((0.001, 0.0004, 0.003), (0.0005, 0.0002, 0.002), (0.0003, 0.0001, 0.001), think_s=0.0002)
-LENGTHS = dict(prompt_tokens=LengthDist(8, 64), output_tokens=LengthDist(4, 80))
+LENGTHS = dict(prompt_tokens=LengthDistribution.uniform(8, 64), output_tokens=LengthDistribution.uniform(4, 80))
 FIELDS = ("arrival", "first_token", "end", "client_send", "first_out", "last_out")
 
 

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
 from calculators.batch_queue import batch_queue
 from calculators.queueing import md1
-from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate, simulate_levels, simulate_trace
+from calculators.sim.simulate import (MeasuredLengths, ServerConfig, Workload, simulate, simulate_levels,
+                                      simulate_trace)
 from calculators.sim.step_model import StepTimeModel
+from contract.distributions import LengthDistribution
 from reference_server.scheduling.strategies import STRATEGIES
 from reference_server.scheduling.strategies.static import StaticLimits
 
 MODEL = StepTimeModel(base_s=0.01, per_seq_s=0.0005, per_prefill_token_s=2e-5)
-MIXED = dict(prompt_tokens=LengthDist(64, 256), output_tokens=LengthDist(16, 256))
+MIXED = dict(prompt_tokens=LengthDistribution.uniform(64, 256), output_tokens=LengthDistribution.uniform(16, 256))
 
 
 def test_same_seed_same_answer_other_seed_other_answer():
@@ -28,7 +33,8 @@ def test_no_batching_under_poisson_arrivals_is_an_md1_queue():
     service = MODEL.step_s(1, prompt, prompt) + (output - 1) * MODEL.step_s(1)   # deterministic service time
     rate = 0.7 / service
     result = simulate(ServerConfig(strategy="none"),
-                      Workload(prompt_tokens=LengthDist.fixed(prompt), output_tokens=LengthDist.fixed(output),
+                      Workload(prompt_tokens=LengthDistribution.fixed(prompt),
+                               output_tokens=LengthDistribution.fixed(output),
                                requests=8_000, rate_rps=rate, seed=3), MODEL)
     theory = md1(rate, 1 / service)
     assert result.metrics["e2e_s"]["mean"] == pytest.approx(theory.mean_response_s, rel=0.05)
@@ -39,7 +45,8 @@ def test_dynamic_batching_of_single_step_requests_is_the_batch_service_queue():
     model = StepTimeModel(base_s=0.02, per_seq_s=0.001)
     server = ServerConfig.from_flags("dynamic", max_batch_size=32, max_queue_delay_us=0)
     for rate in (20.0, 200.0):
-        result = simulate(server, Workload(prompt_tokens=LengthDist.fixed(1), output_tokens=LengthDist.fixed(1),
+        result = simulate(server, Workload(prompt_tokens=LengthDistribution.fixed(1),
+                                           output_tokens=LengthDistribution.fixed(1),
                                            requests=20_000, rate_rps=rate, seed=5), model)
         theory = batch_queue(rate, 0.02, 0.001, 32)
         assert result.metrics["e2e_s"]["mean"] == pytest.approx(theory.mean_response_s, rel=0.06)
@@ -54,7 +61,8 @@ def test_closed_loop_obeys_littles_law():
 
 
 def test_synchronised_continuous_batch_decodes_at_the_step_time_of_its_size():
-    result = simulate(ServerConfig(), Workload(prompt_tokens=LengthDist.fixed(32), output_tokens=LengthDist.fixed(64),
+    result = simulate(ServerConfig(), Workload(prompt_tokens=LengthDistribution.fixed(32),
+                                               output_tokens=LengthDistribution.fixed(64),
                                                requests=400, concurrency=6), MODEL)
     assert result.metrics["tpot_s"]["p50"] == pytest.approx(MODEL.step_s(6))
     assert result.metrics["ttft_s"]["p50"] == pytest.approx(MODEL.step_s(6, 6 * 32, 6 * 32))
@@ -71,7 +79,8 @@ def test_batching_buys_throughput_in_the_expected_order():
 
 def test_kv_blocks_limit_the_batch_as_in_the_engine():
     """300-token requests need 19 blocks of 16 at the end, 13 for the prompt: 40 blocks hold two whole."""
-    workload = Workload(prompt_tokens=LengthDist.fixed(200), output_tokens=LengthDist.fixed(100), requests=200,
+    workload = Workload(prompt_tokens=LengthDistribution.fixed(200),
+                        output_tokens=LengthDistribution.fixed(100), requests=200,
                         concurrency=8)
     static = simulate(ServerConfig.from_flags("static", batch_size=8, num_kv_blocks=40), workload, MODEL)
     assert static.mean_batch_size == pytest.approx(2.0, rel=0.02)   # worst case reserved at launch: two fit
@@ -101,8 +110,9 @@ def test_levels_share_lengths_and_latency_grows_with_load():
     (lambda: Workload(requests=10, concurrency=2, rate_rps=1.0), "exactly one of concurrency"),
     (lambda: Workload(requests=0, concurrency=2), "requests must be a positive integer"),
     (lambda: Workload(requests=10, rate_rps=-1.0), "rate_rps must be positive"),
-    (lambda: LengthDist(10, 5), "high \\(5\\) must be >= low \\(10\\)"),
-    (lambda: LengthDist(values=(3, -1)), "positive integers"),
+    (lambda: LengthDistribution.uniform(10, 5), "high \\(5\\) must be >= low \\(10\\)"),
+    (lambda: LengthDistribution.from_values((3, -1)), "positive integers"),
+    (lambda: Workload(lengths=((3, 0),), concurrency=1), "pairs of positive integers"),
     (lambda: ServerConfig(strategy="greedy"), "strategy must be one of"),
     (lambda: ServerConfig.from_flags(max_num_seqs=0), "max_num_seqs must be a positive integer"),
     (lambda: ServerConfig.from_flags("dynamic", preferred_batch_sizes=(4, 64)), "preferred_batch_sizes"),
@@ -115,10 +125,22 @@ def test_bad_simulation_input_names_the_field(call, message):
         call()
 
 
+def test_measured_lengths_are_drawn_together_or_replayed_in_order_and_checked_once():
+    pairs = ((10, 1), (20, 2), (30, 3))
+    workload = Workload(lengths=pairs, concurrency=1)
+    prompt, output = workload.sample_lengths(np.random.default_rng(0), 300)
+    assert set(zip(prompt.tolist(), output.tolist())) == set(pairs)
+    assert replace(workload, seed=5).lengths is workload.lengths   # a replication does not check them again
+    replay = Workload(lengths=MeasuredLengths(pairs, in_order=True), concurrency=1)
+    prompt, output = replay.sample_lengths(np.random.default_rng(0), 5)
+    assert prompt.tolist() == [10, 20, 30, 10, 20] and output.tolist() == [1, 2, 3, 1, 2]
+
+
 def test_step_jitter_is_seeded_and_spreads_single_steps_more_than_averages():
     factors = (0.5, 1.0, 1.5)                       # mean 1: the mean step is unchanged
     jittery = StepTimeModel(base_s=0.01, per_seq_s=0.0005, jitter=factors)
-    workload = Workload(prompt_tokens=LengthDist.fixed(16), output_tokens=LengthDist.fixed(64), requests=600,
+    workload = Workload(prompt_tokens=LengthDistribution.fixed(16),
+                        output_tokens=LengthDistribution.fixed(64), requests=600,
                         concurrency=4, seed=1)
     first = simulate(ServerConfig(), workload, jittery)
     assert simulate(ServerConfig(), workload, jittery) == first
@@ -135,7 +157,7 @@ def test_a_lone_request_takes_its_prefill_then_one_step_per_token_with_the_conte
     waits (static launches its single request at the batch timeout)."""
     model = StepTimeModel(base_s=0.01, per_seq_s=0.0005, per_prefill_token_s=2e-5, per_context_token_s=1e-6)
     prompt, output = 100, 20
-    workload = Workload(prompt_tokens=LengthDist.fixed(prompt), output_tokens=LengthDist.fixed(output),
+    workload = Workload(prompt_tokens=LengthDistribution.fixed(prompt), output_tokens=LengthDistribution.fixed(output),
                         requests=3, rate_rps=0.001, arrival_cv2=1e-9, warmup_fraction=0.0)
     trace = simulate_trace(ServerConfig(strategy=strategy), workload, model)
     launch = {"static": ServerConfig(strategy="static").limits.batch_timeout_s,

@@ -55,3 +55,14 @@ def test_closed_loop_has_no_schedule():
     assert not ArrivalProcess("closed").open_loop
     with pytest.raises(ValueError):
         next(iter_offsets(ArrivalProcess("closed"), 0))
+
+
+@pytest.mark.parametrize("spec, cv2", [("poisson", 1.0), ("gamma:2.0", 4.0), ("gamma:0.5", 0.25), ("constant", 0.0)])
+def test_cv2_is_the_gaps_own(spec, cv2):
+    """The one cv² rule (the simulator's gamma gaps take it): the schedule's gaps have it."""
+    process = parse_arrival(spec, 50.0)
+    gaps = np.diff(schedule_offsets(process, seed=3, n=40000))
+    assert gaps.var() / gaps.mean() ** 2 == pytest.approx(cv2, rel=0.08, abs=1e-9)
+    assert process.cv2 == pytest.approx(cv2, abs=1e-6) and process.cv2 > 0
+    with pytest.raises(ValueError, match="closed-loop"):
+        parse_arrival("closed", None).cv2

@@ -164,11 +164,13 @@ def test_a_strategy_module_that_cannot_be_imported_is_named_when_its_strategy_is
 
 
 def test_the_toy_strategy_runs_in_the_simulator(lockstep):
-    from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate, simulate_trace
+    from calculators.sim.simulate import ServerConfig, Workload, simulate, simulate_trace
+    from contract.distributions import LengthDistribution
     from calculators.sim.step_model import StepTimeModel
 
     server = ServerConfig.from_flags("lockstep", lockstep_size=3, batch_size=8)
-    workload = Workload(prompt_tokens=LengthDist.fixed(8), output_tokens=LengthDist.fixed(4), requests=12,
+    workload = Workload(prompt_tokens=LengthDistribution.fixed(8),
+                        output_tokens=LengthDistribution.fixed(4), requests=12,
                         concurrency=6)
     trace = simulate_trace(server, workload, StepTimeModel(base_s=1.0))
     # six users wait at t=0; three launch, prefill (step 1) and decode three more; the next three follow

@@ -16,7 +16,7 @@ import pytest
 
 from reports.gate.stats import compare_distributions, compare_within_run_ratios
 from reports.gate.thresholds import (
-    Threshold, default_thresholds, from_toml, merge, parse_limit, parse_max_regression, parse_ratio,
+    default_thresholds, from_toml, merge, parse_limit, parse_max_regression, parse_ratio,
 )
 from servecap.cli import main as servecap_main
 

@@ -12,7 +12,7 @@ import pytest
 from compare_dirs import write_compare_dir
 from reports.paired.analysis import CompareDirError, analyse, is_compare_dir
 from reports.paired.decision import EXIT_NO_REGRESSION, EXIT_REGRESSION, EXIT_UNDECIDED, thresholds_for
-from reports.paired.stats import SAME, WORSE
+from reports.paired.stats import SAME
 from servecap.cli import main as servecap_main
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from calculators.sim.simulate import ServerConfig
-from reports.predict.calibration import SLOW_BIN_S, calibrate
+from contract.run_json import LoadPlan, RunInfo
+from reports.predict.calibration import SLOW_BIN_S, arrival_cv2, calibrate
 from reports.predict.evidence import LevelSample, StepRows
 
 SERVER = ServerConfig.from_flags("continuous", max_num_seqs=8)
@@ -99,3 +100,10 @@ def test_a_calibration_with_too_few_waits_predicts_without_warm_up_and_says_so()
     calibration = calibrate([few], SERVER)
     assert calibration.step_model.warm_up == ()
     assert any("warm-up" in line for line in calibration.unavailable)
+
+
+@pytest.mark.parametrize("arrival, cv2", [("poisson", 1.0), ("gamma:2", 4.0), ("constant", 1e-6), (None, 1.0),
+                                          ("closed", 1.0), ("trace", 1.0), ("gamma:x", 1.0)])
+def test_the_runs_arrival_cv2_is_the_arrival_processs(arrival, cv2):
+    """run.json's load_plan.arrival read by the one rule (ArrivalProcess.cv2); 1.0 where there are no gaps."""
+    assert arrival_cv2(RunInfo(load_plan=LoadPlan(arrival=arrival))) == cv2

@@ -70,6 +70,24 @@ def test_a_run_without_the_engine_record_falls_back_and_says_so(small, tmp_path)
     assert set(validation["median_abs_error"]) == set(KEYS)   # still predicted, from the client's gaps
 
 
+def test_a_report_calibrates_each_strategy_on_all_its_levels_once(small, monkeypatch):
+    """The validation's calibration on every level is the one the per-level predictions use, not a second fit."""
+    import reports.predict.calibration as calibration_module
+    import reports.predict.validation as validation_module
+    fitted = []
+
+    def counting(real):
+        return lambda group, *args, **kwargs: fitted.append(len(group)) or real(group, *args, **kwargs)
+
+    monkeypatch.setattr(validation_module, "calibrate", counting(validation_module.calibrate))
+    monkeypatch.setattr(calibration_module, "calibrate", counting(calibration_module.calibrate))
+    summary = build_summary(load_run(small), ReportOptions(figures=False, replications=2))
+    assert sorted(fitted) == [2, 2, 2, 3]   # each of the three levels held out, then all three once
+    for level in summary["levels"]:
+        assert level["predicted"]["step_model"].startswith("latencies: leave-one-level-out (validation); "
+                                                           "this run's calibration: ")
+
+
 def test_the_report_draws_the_validation_and_collapses_the_long_table(small):
     """One report of the small run: summary.json's `validation` shape, its figures and its section."""
     result = write_report(small, ReportOptions(replications=2))
@@ -205,5 +223,5 @@ def test_an_open_loop_level_is_predicted_at_the_rate_its_schedule_sent_not_the_n
     for sample, nominal in zip(group, rates):
         assert sample.load == pytest.approx(sent[sample.level] / 3.0)   # a Poisson count: near, not at, the rate
         assert sample.load != nominal and abs(sample.load / nominal - 1) < 0.3
-    validation = validate(data.run, samples, replications=2)
+    validation = validate(data.run, samples, replications=2).summary
     assert set(validation["levels"]) == {s.level for s in group}
