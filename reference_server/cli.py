@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     eng = p.add_argument_group("engine")
     eng.add_argument("--model", default="tiny", help="preset (tiny, small, llama-3.1-8b, ...) or checkpoint dir")
     eng.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
-    eng.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16 (fp32/bf16/fp16)")
+    eng.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (fp32/bf16/fp16; default float32); "
+                     "emulated: the GPU's, bf16 | fp16 | fp8 | int8 | int4 (default bf16)")
     eng.add_argument("--strategy", default=DEFAULT_STRATEGY,
                      help="; ".join(f"{spec.name}: {spec.summary}" for spec in STRATEGIES.values()))
     eng.add_argument("--seed", type=int, default=0, help="weights and default sampling seed")
@@ -50,8 +51,20 @@ def build_parser() -> argparse.ArgumentParser:
                           "event loop) or on a thread of the serving process")
     eng.add_argument("--engine-cpus", type=_cpu_list, default=(),
                      help="pin the engine process to these cores (taskset -c syntax: 1, 2-15, 0,2,4-7)")
+    emu = p.add_argument_group("emulated GPU", "no forward pass: each step waits the time this GPU would take "
+                               "for its batch; KV cache and batching limits as its engine would size them there")
+    emu.add_argument("--emulate", metavar="GPU", help="a catalog GPU id (`servecap calc gpus`), e.g. h100-sxm; "
+                     "--model is then any catalog model and --dtype the GPU's (bf16, fp16, fp8, int8, int4)")
+    emu.add_argument("--emulate-engine", choices=("vllm", "tensorrt-llm"), default="vllm",
+                     help="whose sizing rule and default limits (default vllm)")
+    emu.add_argument("--tp", type=int, default=None, help="tensor-parallel GPUs of the emulated replica (default 1)")
+    emu.add_argument("--gpu-memory-utilization", type=float, default=None,
+                     help="the emulated engine's memory share (default: the engine's, 0.9)")
+    emu.add_argument("--step-jitter", type=float, default=None, metavar="CV",
+                     help="a seeded per-step variation of this coefficient of variation (default 0: deterministic)")
     kv = p.add_argument_group("KV cache")
-    kv.add_argument("--block-size", type=int, default=16, help="tokens per KV block")
+    kv.add_argument("--block-size", type=int, default=None, help="tokens per KV block (default 16; "
+                    "emulated: the engine's)")
     kv.add_argument("--kv-blocks", type=int, default=None, help="KV block count")
     kv.add_argument("--kv-memory-gib", type=float, default=None, help="KV-cache budget in GiB (instead of --kv-blocks)")
     kv.add_argument("--max-model-len", type=int, default=None, help="longest prompt + output")
@@ -87,17 +100,27 @@ def build_parser() -> argparse.ArgumentParser:
 def configs_from_args(args: argparse.Namespace):
     """(EngineConfig, ServerConfig, ClassifierConfig); ValueError names the bad field."""
     from reference_server.api.settings import ServerConfig
-    from reference_server.classifier.model import ClassifierConfig
+    from reference_server.classifier.config import ClassifierConfig
     from reference_server.engine.config import EngineConfig
 
     if args.kv_memory_gib is not None and args.kv_memory_gib <= 0:
         raise ValueError(f"--kv-memory-gib must be positive, got {args.kv_memory_gib}")
+    limits, block_size = limit_values(args), args.block_size
+    emulation = {}
+    if args.emulate is not None:
+        emulation, limits, block_size = _emulation(args, limits)
+    else:
+        for flag, value in (("--tp", args.tp), ("--gpu-memory-utilization", args.gpu_memory_utilization),
+                            ("--step-jitter", args.step_jitter)):
+            if value is not None:
+                raise ValueError(f"{flag} describes an emulated GPU: give --emulate GPU too")
     engine = EngineConfig.from_flags(
-        model=args.model, device=args.device, dtype=args.dtype, strategy=args.strategy, seed=args.seed,
-        block_size=args.block_size, kv_blocks=args.kv_blocks,
+        model=args.model, device=args.device, dtype=args.dtype or ("bf16" if args.emulate else "float32"),
+        strategy=args.strategy, seed=args.seed,
+        block_size=16 if block_size is None else block_size, kv_blocks=args.kv_blocks,
         kv_memory_bytes=None if args.kv_memory_gib is None else int(args.kv_memory_gib * GIB),
         max_model_len=args.max_model_len, inject_step_delay_ms=args.inject_step_delay_ms,
-        num_threads=args.num_threads, **limit_values(args))
+        num_threads=args.num_threads, **emulation, **limits)
     server = ServerConfig(
         host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
         max_waiting=args.max_waiting, retry_after_s=args.retry_after_s, drain_grace_s=args.drain_grace_s,
@@ -110,6 +133,28 @@ def configs_from_args(args: argparse.Namespace):
         preferred_batch_sizes=args.classifier_preferred_batch_sizes,
         max_queue_delay_us=args.classifier_max_queue_delay_us, max_waiting=args.classifier_max_waiting)
     return engine, server, classifier
+
+
+def _emulation(args: argparse.Namespace, limits: dict) -> tuple[dict, dict, int]:
+    """--emulate's EngineConfig fields, the limits with the engine's defaults where no flag gave one, and
+    the engine's block size; ValueError names a flag the emulation cannot honour."""
+    from calculators.gpu_engine import engine_defaults
+    from calculators.gpus import get_gpu
+
+    for flag, given in (("--kv-blocks", args.kv_blocks is not None), ("--kv-memory-gib", args.kv_memory_gib is not None),
+                        ("--device", args.device != "cpu")):
+        if given:
+            raise ValueError(f"{flag} cannot be honoured with --emulate: the emulated GPU runs no forward pass "
+                             "and sizes its KV cache as its engine would on that GPU")
+    defaults = engine_defaults(args.emulate_engine, get_gpu(args.emulate))
+    if args.block_size is not None and args.block_size != defaults.block_size:
+        raise ValueError(f"--block-size {args.block_size}: {args.emulate_engine} uses {defaults.block_size}-token "
+                         "blocks (leave it out with --emulate)")
+    engine_limits = {"max_num_seqs": defaults.max_num_seqs, "max_num_batched_tokens": defaults.max_num_batched_tokens,
+                     "max_prefill_tokens_with_decodes": 0}   # a GPU engine fills the step's budget with prefill
+    emulation = {"emulate": args.emulate, "emulate_engine": args.emulate_engine, "tp": args.tp or 1,
+                 "gpu_memory_utilization": args.gpu_memory_utilization, "step_jitter_cv": args.step_jitter or 0.0}
+    return emulation, {**engine_limits, **limits}, defaults.block_size
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -85,8 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-model-len", type=int)
     p.add_argument("--prompt-tokens", type=int)
     p.add_argument("--output-tokens", type=int)
-    p.add_argument("--max-num-seqs", type=int, default=256)
-    p.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    p.add_argument("--max-num-seqs", type=int,
+                   help="default: vLLM's for this GPU (1024 on 70 GiB or more, A100 aside; else 256)")
+    p.add_argument("--max-num-batched-tokens", type=int,
+                   help="default: vLLM's for this GPU (8192 on 70 GiB or more, A100 aside; else 2048)")
     p.add_argument("--keep-embeddings-16bit", action="store_true")
     _efficiency(p)
 
@@ -160,8 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="bf16")
     p.add_argument("--tp", type=int, default=1)
     add_limit_arguments(p.add_argument_group("batching limits", "as `servecap serve` takes them"))
-    p.add_argument("--kv-blocks", type=int)
-    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--kv-blocks", type=int, help="default with --model and --gpu: what the engine would size there")
+    p.add_argument("--block-size", type=int, help="default 16; with --model and --gpu: the engine's")
     _efficiency(p)
 
     p = command("calibrate", "fit step time = a + b x batch (+ prefill tokens), or --roofline efficiencies")

@@ -12,6 +12,7 @@ from calculators.cli.inputs import gpu_from_args, profile_from_args
 from calculators.cli.output import GIB, emit, print_json, print_rows
 from calculators.dtypes import default_kv_dtype
 from calculators.fit import fit
+from calculators.gpu_engine import engine_defaults, gpu_engine
 from calculators.gpus import _catalog as gpu_catalog, get_gpu, gpu_names
 from calculators.kv import kv
 from calculators.models import get_model, model_names, resolve_model
@@ -34,19 +35,23 @@ def cmd_weights(args) -> None:
 
 
 def cmd_fit(args) -> None:
-    result = fit(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
+    gpu = gpu_from_args(args)
+    vllm = engine_defaults("vllm", gpu)   # the one sizing rule `servecap serve --emulate` uses too
+    max_num_seqs = vllm.max_num_seqs if args.max_num_seqs is None else args.max_num_seqs
+    tokens = vllm.max_num_batched_tokens if args.max_num_batched_tokens is None else args.max_num_batched_tokens
+    result = fit(resolve_model(args.model), gpu, dtype=args.dtype, kv_dtype=args.kv_dtype,
                  gpus=args.gpus,
                  tp=args.tp, gpu_memory_utilization=args.gpu_memory_utilization,
                  activation_gib=args.activation_gib, non_torch_gib=args.non_torch_gib, block_size=args.block_size,
                  max_model_len=args.max_model_len, prompt_tokens=args.prompt_tokens,
                  output_tokens=args.output_tokens, keep_embeddings_16bit=args.keep_embeddings_16bit,
-                 max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs)
+                 max_num_batched_tokens=tokens, max_num_seqs=max_num_seqs)
     speed = None
     if result.fits and result.max_concurrency_at_mean:
         speed = what_if(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
                         tp=args.tp,
                         prompt_tokens=args.prompt_tokens or 1, output_tokens=args.output_tokens or 1,
-                        concurrency=min(args.max_num_seqs, result.max_concurrency_at_mean),
+                        concurrency=min(max_num_seqs, result.max_concurrency_at_mean),
                         profile=profile_from_args(args), engine=args.engine)
     if args.json:
         return print_json({**asdict(result), "predicted": None if speed is None else asdict(speed)})
@@ -150,17 +155,35 @@ def _step_model(args) -> StepTimeModel:
                                     profile=profile_from_args(args), engine=args.engine)
 
 
+def _gpu_sizing(args, limits: dict):
+    """`calc simulate --model M --gpu G`: the engine's sizing on that GPU (calculators.gpu_engine, the rule
+    `servecap serve --emulate` follows); None for a measured step model or a --gpu override of the catalog's."""
+    if args.step_base_ms is not None or args.model is None or args.gpu is None:
+        return None
+    return gpu_engine(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, tp=args.tp,
+                      engine=args.engine or "vllm", max_num_seqs=limits.get("max_num_seqs"),
+                      max_num_batched_tokens=limits.get("max_num_batched_tokens"))
+
+
 def cmd_simulate(args) -> None:
-    from calculators.sim.simulate import LengthDist, ServerConfig, Workload, simulate_levels  # numpy: only here
+    from calculators.sim.simulate import ServerConfig, Workload, simulate_levels  # numpy: only here
+    from contract.distributions import LengthDistribution
     from reference_server.scheduling.strategies.flags import limit_values
 
-    server = ServerConfig.from_flags(args.strategy, num_kv_blocks=args.kv_blocks, block_size=args.block_size,
-                                     **limit_values(args))
+    limits, kv_blocks, block_size = limit_values(args), args.kv_blocks, args.block_size
+    sizing = _gpu_sizing(args, limits)
+    if sizing is not None:   # the engine as it would size itself on that GPU; a flag given here wins
+        limits = {"max_num_seqs": sizing.max_num_seqs, "max_num_batched_tokens": sizing.max_num_batched_tokens,
+                  "max_prefill_tokens_with_decodes": 0, **limits}
+        kv_blocks = sizing.num_kv_blocks if kv_blocks is None else kv_blocks
+        block_size = sizing.block_size if block_size is None else block_size
+    server = ServerConfig.from_flags(args.strategy, num_kv_blocks=kv_blocks, block_size=block_size or 16, **limits)
     levels = args.concurrency or args.rates
-    workload = Workload(prompt_tokens=LengthDist(*args.prompt_tokens), output_tokens=LengthDist(*args.output_tokens),
+    workload = Workload(prompt_tokens=LengthDistribution.uniform(*args.prompt_tokens),
+                        output_tokens=LengthDistribution.uniform(*args.output_tokens),
                         requests=args.requests, concurrency=levels[0] if args.concurrency else None,
                         rate_rps=None if args.concurrency else levels[0], arrival_cv2=args.arrival_cv2, seed=args.seed)
-    model = _step_model(args)
+    model = sizing.step_model if sizing is not None and args.efficiency_profile is None else _step_model(args)
     results = simulate_levels(server, workload, model, concurrencies=args.concurrency, rates=args.rates)
     if args.json:
         return print_json({"strategy": args.strategy, "step_model": asdict(model),

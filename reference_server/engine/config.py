@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from contract.checks import non_negative_int, positive_int
 from reference_server.scheduling.strategies import limits_from_flags, resolve  # pure: no torch
-from reference_server.scheduling.strategies.limits import (Limits, check_non_negative_number, check_positive_int)
+from reference_server.scheduling.strategies.limits import Limits, check_non_negative_number
 
 DTYPE_ALIASES = {
     "float32": "float32", "fp32": "float32", "f32": "float32",
@@ -53,6 +54,13 @@ class EngineConfig:
             long first, like extra compute. (A sleep lets the core idle, and on this VM the step
             after it ran slower: 0.49 ms of sleep raised p50 TPOT by 1.4 ms, not 0.5.)
         num_threads: torch CPU threads; None leaves torch's default.
+        emulate: a catalog GPU id (`servecap calc gpus`): no forward pass, each step waits the time that GPU
+            would take for its batch, and the KV cache is what the engine would size on it
+            (`calculators.gpu_engine`); `dtype` is then the GPU's (bf16, fp16, fp8, int8, int4).
+        emulate_engine: whose sizing and defaults the emulation takes (vllm | tensorrt-llm).
+        tp: tensor-parallel GPUs of the emulated replica.
+        gpu_memory_utilization: the emulated engine's memory share (None: the engine's default).
+        step_jitter_cv: emulation: a seeded per-step variation with this coefficient of variation.
     """
 
     model: str = "tiny"
@@ -67,6 +75,11 @@ class EngineConfig:
     max_model_len: int | None = None
     inject_step_delay_ms: float = 0.0
     num_threads: int | None = None
+    emulate: str | None = None
+    emulate_engine: str = "vllm"
+    tp: int = 1
+    gpu_memory_utilization: float | None = None
+    step_jitter_cv: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -75,16 +88,44 @@ class EngineConfig:
         if not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
             raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         object.__setattr__(self, "device", device)
-        object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
+        if self.emulate is None:
+            object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
+            if self.tp != 1 or self.gpu_memory_utilization is not None or self.step_jitter_cv:
+                raise ValueError("tp, gpu_memory_utilization and step_jitter_cv describe an emulated GPU: "
+                                 "give emulate too")
+        else:
+            self._check_emulation()
         strategy, limits = resolve(self.strategy, self.limits)
         object.__setattr__(self, "strategy", strategy)
         object.__setattr__(self, "limits", limits)
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
-        check_positive_int("block_size", self.block_size)
+        non_negative_int("seed", self.seed)
+        positive_int("block_size", self.block_size)
         for name in ("kv_blocks", "kv_memory_bytes", "max_model_len", "num_threads"):
-            check_positive_int(name, getattr(self, name), allow_none=True)
+            positive_int(name, getattr(self, name), allow_none=True)
         check_non_negative_number("inject_step_delay_ms", self.inject_step_delay_ms)
+
+    def _check_emulation(self) -> None:
+        from calculators.dtypes import parse_dtype
+        from calculators.gpu_engine import SIZED_ENGINES
+        from calculators.gpus import get_gpu
+
+        get_gpu(self.emulate)   # ValueError names the catalog
+        object.__setattr__(self, "dtype", parse_dtype(self.dtype).name)
+        if self.emulate_engine not in SIZED_ENGINES:
+            raise ValueError(f"emulate_engine must be one of {', '.join(SIZED_ENGINES)}, got {self.emulate_engine!r}")
+        if self.device != "cpu":
+            raise ValueError(f"device {self.device!r}: an emulated GPU runs no forward pass on any device")
+        for name in ("kv_blocks", "kv_memory_bytes"):
+            if getattr(self, name) is not None:
+                raise ValueError(f"{name}: an emulated GPU sizes its KV cache as its engine would on that GPU")
+        positive_int("tp", self.tp)
+        if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
+        check_non_negative_number("step_jitter_cv", self.step_jitter_cv)
+
+    @property
+    def emulated(self) -> bool:
+        return self.emulate is not None
 
     @classmethod
     def from_flags(cls, *, strategy: str | None = None, **flags) -> EngineConfig:

@@ -12,11 +12,8 @@ from dataclasses import asdict
 
 from calculators.architecture import ModelArchitecture
 from calculators.models import get_model
-from reference_server.engine.checkpoint import is_checkpoint_dir, load_checkpoint
 from reference_server.engine.config import DTYPE_BYTES, EngineConfig
-from reference_server.engine.model_runner import ModelRunner, kv_block_bytes
 from reference_server.engine.outputs import EngineStats, RequestRejected, StepOutput
-from reference_server.engine.sampler import Sampler
 from reference_server.engine.step_recorder import StepRecorder
 from reference_server.engine.token_space import token_space
 from reference_server.engine.tokenizer import ByteTokenizer
@@ -42,6 +39,8 @@ def busy_wait(seconds: float) -> None:
 
 def resolve_model(model: str) -> tuple[ModelArchitecture, dict | None]:
     """A local checkpoint directory (architecture + weights) or a catalog preset (random weights)."""
+    from reference_server.engine.checkpoint import is_checkpoint_dir, load_checkpoint   # torch
+
     if is_checkpoint_dir(model):
         return load_checkpoint(model)
     try:
@@ -56,6 +55,13 @@ class Engine:
         self.clock = clock
         self.tokenizer = ByteTokenizer()
         self.token_space = token_space(config.model, self.tokenizer)   # ids prompts use and sampling covers
+        if config.emulated:
+            self._init_emulated()
+            return
+        from reference_server.engine.model_runner import ModelRunner, kv_block_bytes   # torch: the real path only
+        from reference_server.engine.sampler import Sampler
+
+        self.gpu = None
         arch, state_dict = resolve_model(config.model)
         if arch.vocab_size < self.token_space.vocab_size:
             raise ValueError(f"model: vocab_size {arch.vocab_size} is smaller than the {self.token_space.source}'s "
@@ -74,12 +80,56 @@ class Engine:
         self.runner = ModelRunner(arch, config, num_blocks=self.num_kv_blocks, max_model_len=self.max_model_len,
                                   sampler=self.sampler, state_dict=state_dict,
                                   usable_vocab=self.token_space.vocab_size)
+        self._init_state()
+
+    def _init_emulated(self) -> None:
+        """An emulated GPU (`config.emulate`): the architecture only (no weights), the KV cache and limits its
+        engine would size on that GPU (calculators.gpu_engine), and the step model's wait for a forward pass."""
+        from calculators.gpu_engine import gpu_engine
+        from calculators.gpus import get_gpu
+        from calculators.models import resolve_model as resolve_architecture
+        from reference_server.engine.emulated_runner import EmulatedRunner, EmulatedTokens
+
+        cfg = self.config
+        arch = resolve_architecture(cfg.model)
+        if arch.vocab_size < self.token_space.vocab_size:
+            raise ValueError(f"model: vocab_size {arch.vocab_size} is smaller than the {self.token_space.source}'s "
+                             f"{self.token_space.vocab_size}")
+        limits = cfg.limits
+        self.gpu = gpu_engine(arch, get_gpu(cfg.emulate), dtype=cfg.dtype, tp=cfg.tp,
+                              gpu_memory_utilization=cfg.gpu_memory_utilization, engine=cfg.emulate_engine,
+                              max_model_len=cfg.max_model_len, max_num_seqs=limits.max_running,
+                              max_num_batched_tokens=getattr(limits, "max_num_batched_tokens", None))
+        if self.gpu.block_size != cfg.block_size:
+            raise ValueError(f"block_size {cfg.block_size}: {cfg.emulate_engine} on {cfg.emulate} uses "
+                             f"{self.gpu.block_size}-token blocks")
+        self.arch = arch
+        self.max_model_len = self.gpu.max_model_len
+        self.kv_block_bytes = self.gpu.fit.kv_block_bytes
+        self.num_kv_blocks = self.gpu.num_kv_blocks
+        self.block_manager = BlockManager(self.num_kv_blocks, cfg.block_size)
+        self.scheduler = make_scheduler(limits, self.block_manager)
+        self.stop_rule = StopRule(eos_id=self.token_space.eos_id, max_model_len=self.max_model_len)
+        self.sampler = EmulatedTokens(cfg.seed, self.token_space.vocab_size, self.token_space.eos_id)
+        self.runner = EmulatedRunner(self.gpu.step_model, self.sampler, seed=cfg.seed, jitter_cv=cfg.step_jitter_cv)
+        self._init_state()
+
+    def _init_state(self) -> None:
         self._seqs: dict[str, Sequence] = {}
         self._last_batch_size = 0
         self._last_num_tokens = 0
         self._last_step_s = 0.0
         self._total_steps = 0
         self.recorder = StepRecorder()
+
+    def emulation(self) -> dict:
+        """What an emulated engine stands in for (the /v1/engine `emulation` block)."""
+        gpu = self.gpu
+        return {"emulated": True, "description": gpu.describe(), "gpu": gpu.gpu, "engine": gpu.engine,
+                "tp": gpu.tp, "kv_dtype": gpu.kv_dtype, "gpu_memory_utilization": gpu.fit.gpu_memory_utilization,
+                "step_jitter_cv": self.config.step_jitter_cv, "step_model": asdict(gpu.step_model),
+                "note": "no forward pass runs: each step waits the time this GPU would take for its batch "
+                        "(roofline under the efficiency profile fitted on published measurements)"}
 
     def _num_kv_blocks(self) -> int:
         cfg = self.config
@@ -147,11 +197,13 @@ class Engine:
         shape = batch_shape(batch)   # before postprocess advances the batch
         if self.config.inject_step_delay_ms:
             busy_wait(self.config.inject_step_delay_ms / 1e3)
-        tokens = self.runner.run(batch)
+        tokens = self.runner.run(batch, shape, start) if self.gpu is not None else self.runner.run(batch)
         outputs = self._postprocess(batch, tokens)
         self._last_batch_size = len(batch)
         self._last_num_tokens = batch.num_tokens
         self._last_step_s = time.perf_counter() - start
+        if self.gpu is not None:
+            self.runner.settle(self._last_step_s)
         self._total_steps += 1
         scheduler = self.scheduler
         self.recorder.stepped(t_start, self._last_step_s, shape, batch, outputs, running=len(scheduler.running),
@@ -206,11 +258,20 @@ class Engine:
         cfg = self.config
         return {
             "model": self.arch.name, "architecture": asdict(self.arch), "dtype": cfg.dtype,
-            "dtype_bytes": DTYPE_BYTES[cfg.dtype], "device": cfg.device, "strategy": cfg.strategy,
+            "dtype_bytes": DTYPE_BYTES[cfg.dtype] if self.gpu is None else _dtype_bytes(cfg.dtype),
+            "device": cfg.device if self.gpu is None else self.gpu.describe(), "strategy": cfg.strategy,
+            "emulation": None if self.gpu is None else self.emulation(),
             "strategy_limits": cfg.limits.describe(), "block_size": cfg.block_size,
             "num_kv_blocks": self.num_kv_blocks,
-            "kv_block_bytes": self.kv_block_bytes, "kv_cache_bytes": self.runner.kv_cache_bytes,
+            "kv_block_bytes": self.kv_block_bytes,
+            "kv_cache_bytes": self.runner.kv_cache_bytes if self.gpu is None else self.num_kv_blocks * self.kv_block_bytes,
             "max_model_len": self.max_model_len, "inject_step_delay_ms": cfg.inject_step_delay_ms,
             "seed": cfg.seed, "tokenizer": {"kind": "byte", "vocab_size": self.tokenizer.vocab_size},
             "token_space": self.token_space.describe(),
         }
+
+
+def _dtype_bytes(name: str) -> float:
+    from calculators.dtypes import parse_dtype
+
+    return parse_dtype(name).bytes_per_element

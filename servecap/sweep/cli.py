@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from rich.console import Console
@@ -40,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("--model", default="tiny", help="reference-server preset (default tiny)")
     target.add_argument("--strategies", default="continuous", help=f"comma list of {','.join(strategy_names())}")
     target.add_argument("--server-args", default="", help='extra `servecap serve` flags, e.g. "--max-num-seqs 16"')
+    target.add_argument("--emulate", metavar="GPU",
+                        help="run the reference server as an emulated GPU replica (`servecap serve --emulate`): the "
+                             "real engine core at that GPU's step times and KV room, e.g. h100-sxm with "
+                             "--model llama-3.1-8b; more emulation flags ride in --server-args")
     target.add_argument("--model-config", metavar="PATH",
                         help="the served model's HF config.json (or its directory): the report predicts KV bytes "
                              "per token and the KV block count from it (needed for a --url target)")
@@ -106,7 +111,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
     return SweepConfig(
         out_dir=args.out, url=args.url, model=args.model,
         strategies=tuple(s.strip() for s in args.strategies.split(",") if s.strip()),
-        server_args=args.server_args,
+        server_args=f"{args.server_args} --emulate {shlex.quote(args.emulate)}" if args.emulate else args.server_args,
         concurrency=parse_number_list(args.concurrency, "--concurrency", int) if args.concurrency else (),
         rates=parse_number_list(args.rates, "--rates") if args.rates else (),
         auto=args.auto, arrival=args.arrival,

@@ -1,0 +1,164 @@
+"""An emulated GPU (`servecap serve --emulate`): the real engine core sized as vLLM would size it on that
+GPU, each step waiting the step model's time for its batch, and no weights anywhere."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from calculators.gpu_engine import engine_defaults, gpu_engine
+from calculators.gpus import get_gpu
+from calculators.models import get_model
+from reference_server.engine.config import EngineConfig
+from reference_server.engine.emulated_runner import EmulatedRunner, EmulatedTokens
+from reference_server.engine.engine import Engine
+from reference_server.scheduling.batch_shape import BatchShape
+from reference_server.scheduling.sampling import SamplingParams
+
+
+def _emulated(gpu="h100-sxm", model="llama-3.1-8b", **flags) -> Engine:
+    defaults = engine_defaults("vllm", get_gpu(gpu))
+    limits = {"max_num_seqs": defaults.max_num_seqs, "max_num_batched_tokens": defaults.max_num_batched_tokens,
+              "max_prefill_tokens_with_decodes": 0, **flags}
+    return Engine(EngineConfig.from_flags(model=model, emulate=gpu, dtype="bf16", strategy="continuous", **limits))
+
+
+@pytest.mark.slow   # a CLI subprocess
+def test_the_kv_blocks_are_calc_fits_for_the_same_flags():
+    out = subprocess.run([sys.executable, "-m", "servecap", "calc", "fit", "--model", "llama-3.1-8b", "--gpu",
+                          "h100-sxm", "--dtype", "bf16", "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    fitted = json.loads(out.stdout)
+    engine = _emulated()
+    assert engine.num_kv_blocks == fitted["num_blocks"] > 20_000
+    assert engine.max_model_len == fitted["max_model_len"] == 131_072
+    assert engine.block_manager.num_blocks == engine.num_kv_blocks
+
+
+def test_an_engine_that_cannot_fit_the_model_says_why():
+    with pytest.raises(ValueError, match="does not fit: weights"):
+        _emulated(gpu="l4", model="llama-3.1-70b")
+
+
+def test_it_says_it_is_emulated_wherever_it_describes_itself():
+    described = _emulated().describe()
+    assert described["device"] == "emulated h100-sxm, llama-3.1-8b bf16 (vllm sizing)"
+    assert described["emulation"]["emulated"] is True and described["emulation"]["gpu"] == "h100-sxm"
+    assert described["strategy_limits"]["max_num_seqs"] == 1024   # vLLM's on an 80 GB H100
+    assert described["kv_cache_bytes"] == described["num_kv_blocks"] * described["kv_block_bytes"]
+
+
+class FakeClock:
+    """The runner's clock and sleep: time passes only when it sleeps."""
+
+    def __init__(self):
+        self.now = 100.0
+        self.slept = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_a_steps_wait_follows_its_batch_shape_and_counts_from_the_steps_start():
+    model = gpu_engine(get_model("llama-3.1-8b"), get_gpu("h100-sxm")).step_model
+    fake = FakeClock()
+    runner = EmulatedRunner(model, EmulatedTokens(0, 264, 2), sleep=fake.sleep, clock=fake.clock)
+    decode = BatchShape(sequences=8, prefill_tokens=0, decode_seqs=8, context_tokens=8 * 600)
+    prefill = BatchShape(sequences=8, prefill_tokens=4096, decode_seqs=4, context_tokens=8 * 600 + 4096)
+    assert runner.modelled_s(prefill) > 2 * runner.modelled_s(decode) > 0   # a prefill-heavy step is longer
+    started = fake.now - 0.001                  # the engine spent 1 ms scheduling before it ran the batch
+    runner.run(_Batch([]), decode, started)
+    assert fake.now - started == pytest.approx(model.step_s(8, 0, 8 * 600))
+    assert runner.last_forward_s == pytest.approx(model.step_s(8, 0, 8 * 600) - 0.001)
+
+
+class _Batch:
+    def __init__(self, seqs):
+        self.seqs, self.num_new_tokens = seqs, [1] * len(seqs)
+
+
+def test_step_jitter_is_seeded_with_mean_one():
+    model = gpu_engine(get_model("llama-3.1-8b"), get_gpu("h100-sxm")).step_model
+    shape = BatchShape(4, 0, 4, 4000)
+    draws = [EmulatedRunner(model, EmulatedTokens(0, 264, 2), seed=3, jitter_cv=0.1) for _ in range(2)]
+    first = [draws[0].modelled_s(shape) for _ in range(2000)]
+    assert first == [draws[1].modelled_s(shape) for _ in range(2000)]
+    ratio = np.array(first) / model.step_s(4, 0, 4000)
+    assert ratio.mean() == pytest.approx(1.0, abs=0.01) and ratio.std() == pytest.approx(0.1, abs=0.01)
+
+
+def test_it_serves_requests_to_their_length_and_records_each_step_by_the_model():
+    engine = _emulated()
+    for i in range(4):
+        engine.add_request(f"r{i}", [i + 1] * 512, SamplingParams(max_tokens=8, temperature=0.0))
+    outputs = []
+    while engine.has_unfinished_requests():
+        outputs += engine.step()
+    finished = {o.request_id: o for o in outputs if o.finished}
+    assert set(finished) == {"r0", "r1", "r2", "r3"}
+    assert all(o.num_output_tokens == 8 and o.finish_reason == "length" for o in finished.values())
+    steps = engine.stats().records.steps
+    assert steps[0].prefill_tokens == 2048 and all(s.prefill_tokens == 0 for s in steps[1:])
+    model = engine.gpu.step_model
+    modelled = [model.step_s(s.batch, s.prefill_tokens, s.context_tokens) for s in steps]
+    # a deadline, less what the engine's own work after it was learnt to take: never much shorter
+    assert sum(s.step_s for s in steps) >= 0.9 * sum(modelled)
+    assert steps[0].step_s == max(s.step_s for s in steps)    # the prefill step is the longest
+
+
+def test_flags_it_cannot_honour_are_named():
+    from reference_server.cli import build_parser, configs_from_args
+
+    def configs(*flags):
+        return configs_from_args(build_parser().parse_args(["--emulate", "h100-sxm", "--model", "llama-3.1-8b",
+                                                            *flags]))
+
+    for flag, value in (("--kv-blocks", "100"), ("--device", "cuda"), ("--kv-memory-gib", "1")):
+        with pytest.raises(ValueError, match=f"^{flag} cannot be honoured with --emulate"):
+            configs(flag, value)
+    with pytest.raises(ValueError, match="--block-size 32: vllm uses 16-token blocks"):
+        configs("--block-size", "32")
+    with pytest.raises(ValueError, match="unknown GPU|not in the catalog|gpu"):
+        configs_from_args(build_parser().parse_args(["--emulate", "h1000", "--model", "llama-3.1-8b"]))
+    with pytest.raises(ValueError, match="--tp describes an emulated GPU"):
+        configs_from_args(build_parser().parse_args(["--tp", "2"]))
+    engine, _, _ = configs("--max-num-seqs", "64")
+    assert engine.limits.max_num_seqs == 64 and engine.limits.max_num_batched_tokens == 8192
+    assert engine.dtype == "bf16" and engine.block_size == 16
+
+
+@pytest.mark.slow   # a real server subprocess, the official client
+def test_a_70b_replica_serves_streams_with_no_weights_and_names_its_emulation_everywhere():
+    """Llama-3.1-70B's bf16 weights are 140 GB, six times this machine's memory: serving it at all
+    shows that no weights were allocated, and the engine process stays small."""
+    import openai
+    import psutil
+    import requests
+
+    from servecap.launch.process import ServerProcess
+    from servecap.launch.spec import ReferenceServerSpec
+
+    spec = ReferenceServerSpec.from_flags(["--emulate", "h200", "--model", "llama-3.1-70b", "--tp", "2",
+                                           "--no-classifier"])
+    with ServerProcess(spec) as server:
+        said = "device=emulated h200, tp 2, llama-3.1-70b bf16 (vllm sizing)"
+        assert said in server.output()                                          # the ready line
+        engine = requests.get(server.base_url + "/v1/engine", timeout=10).json()
+        assert engine["device"] == "emulated h200, tp 2, llama-3.1-70b bf16 (vllm sizing)"
+        assert engine["emulation"]["tp"] == 2 and engine["num_kv_blocks"] > 10_000
+        metrics = requests.get(server.base_url + "/metrics", timeout=10).text
+        assert 'device="emulated h200, tp 2, llama-3.1-70b bf16 (vllm sizing)"' in metrics   # engine_info
+        client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="none")
+        stream = client.chat.completions.create(model="llama-3.1-70b", stream=True, max_tokens=12,
+                                                messages=[{"role": "user", "content": "hello"}],
+                                                stream_options={"include_usage": True})
+        chunks = list(stream)
+        assert chunks[-1].usage.completion_tokens == 12
+        tree = psutil.Process(server.pid).children(recursive=True) + [psutil.Process(server.pid)]
+        assert max(p.memory_info().rss for p in tree) < 2 << 30   # no 70 GB shard anywhere
