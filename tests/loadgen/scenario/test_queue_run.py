@@ -42,5 +42,7 @@ def test_each_process_probes_its_loop_lag_after_the_warmup(tmp_path):
     assert 300 < process["loop_lag_samples"] < 2600
     assert 0 <= process["loop_lag_p50_s"] <= process["loop_lag_p99_s"] <= process["loop_lag_max_s"]
     assert meta["loop_lag_p99_s"] == process["loop_lag_p99_s"]
-    assert process["limited_by_loadgen"] == (process["loop_lag_p99_s"] > 1e-3 or process["cpu_over_90"]
-                                             or bool(process["warnings"]))
+    # the lag is recorded as the timings' error bar, not judged here (the report sets it beside each
+    # percentile's interval): only the CPU, lateness and cap hits limit the generator in its own meta
+    assert process["limited_by_loadgen"] == (process["cpu_over_90"] or bool(process["warnings"]))
+    assert not any("event-loop lag" in warning for warning in process["warnings"])

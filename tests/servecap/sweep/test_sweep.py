@@ -221,7 +221,7 @@ def swept(tmp_path_factory) -> Path:
         [*TRACING_SERVECAP, str(out.parent / "modules.json"),
          "sweep", "--out", str(out), "--strategies", "none,continuous", "--concurrency", "1,4",
          "--warmup", "1s", "--duration", "4s", "--prompt-tokens", "uniform:16:48", "--output-tokens", "uniform:8:24",
-         "--sample-interval", "0.25", "--slo-tpot-ms", "200"],
+         "--sample-interval", "0.25", "--slo-tpot-ms", "200", "--diagnostics"],
         capture_output=True, text=True, timeout=420)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     return out
@@ -234,7 +234,8 @@ def test_sweep_writes_every_file(swept):
         assert (swept / name).exists(), name
     run = json.loads((swept / "run.json").read_text())
     assert run["status"] == "complete"
-    # each server's canary timed both cores (the sweep itself is pinned to the load generator's)
+    # --diagnostics: each server's canary timed both cores (the sweep itself is pinned to the load generator's)
+    assert json.loads((swept / "summary.json").read_text())["diagnostics"] is True
     canary = pd.read_csv(swept / "canary.csv")
     assert {s: run["observers"][s]["canary_rows"] for s in ("none", "continuous")} == canary.groupby("source").size().to_dict()
     assert set(canary["core"]) == set(range(os.cpu_count()))
@@ -371,6 +372,7 @@ def test_interrupted_sweep_leaves_a_reportable_partial_run(tmp_path):
     proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=120)
     assert "interrupted" in output
+    assert not (out / "canary.csv").exists()   # the drift instruments run with --diagnostics only
     run = json.loads((out / "run.json").read_text())
     assert run["status"] == "interrupted"
     assert [e["status"] for e in run["levels"]] == ["interrupted", "not run"]
