@@ -46,8 +46,9 @@ test: $(STAMP) system-tools
 test-e2e: $(STAMP) system-tools
 	$(PY) -m pytest -q -m e2e
 
+# the in-process tests, on both cores (pytest-xdist); none starts a process, so none times one
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" -n 2
 
 # The servecap side runs in .venv; only vLLM (and the checkpoint builder, which needs transformers) in .venv-vllm.
 test-engines: $(STAMP) $(VLLM_STAMP)
