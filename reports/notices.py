@@ -17,6 +17,7 @@ canary.csv) and, as a note, levels steady as a server while the machine's own sp
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from reports.diagnostics.canary_speed import stolen_cores, stolen_text
@@ -185,6 +186,11 @@ def notices(summary: dict) -> list[Notice]:
     return [n for n in found if n is not None]
 
 
+LEVEL_ID = re.compile(r"(?<![\w/])(?:[\w.-]+/)?(?:c|rps)=\d+(?:\.\d+)?")
+
+
 def one_line(notice: Notice) -> str:
-    """'warning: throughput not stable: none/c=1 (spread 12%), static/c=8 (spread 11%)'."""
-    return f"{notice.severity}: {notice.title}: {'; '.join(notice.items)}"
+    """The console's form: 'warning: throughput not stable: none/c=16, static/c=8'; the levels it names,
+    each once (its readings are in the report), or its items where it names no level."""
+    levels = list(dict.fromkeys(LEVEL_ID.findall(" ".join(notice.items))))
+    return f"{notice.severity}: {notice.title}: {', '.join(levels) if levels else '; '.join(notice.items)}"

@@ -40,6 +40,8 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"servecap sample: error: {exc}", file=sys.stderr)
         return 2
+    if sampler.note:
+        print(sampler.note, file=sys.stderr)
     print(f"sampling {sampler.kind} every {args.interval:g} s -> {out / 'samples.csv'}"
           + (f"; scraping {args.metrics_url} -> {out / 'server_metrics.csv'}" if scraper else ""), flush=True)
     done = threading.Event()

@@ -131,7 +131,7 @@ def open_source(pid: int | None = None, prefer_nvml: bool = True):
             return NvmlSource(), None
         except Exception as exc:  # noqa: BLE001 - ImportError, NVMLError_*, no GPU: all mean "no NVML"
             note = f"NVML unavailable ({type(exc).__name__}: {exc}); sampling the host CPU and memory instead"
-            log.warning(note)
+            log.info(note)   # the caller says it to the user, once (the sweep, `servecap sample`)
             return HostSource(pid), note
     return HostSource(pid), None
 

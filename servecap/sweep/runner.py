@@ -73,6 +73,7 @@ class Sweep:
         self._level_records: dict[str, list[Record]] = {}   # each level's records over its rounds so far
         # what the levels warned of, by kind: said once each, at the end (`grouped_warnings`)
         self.warnings: dict[str, list[str]] = {}
+        self._said: set[str] = set()   # notes printed once a sweep
         self.cpus = plan_cpus(config.pin_cpus, external_server=config.url is not None,
                               loadgen_processes=config.loadgen_processes,
                               engine_process=self.server_spec.engine_process)
@@ -149,8 +150,9 @@ class Sweep:
                               canary=self.config.diagnostics)
         described = observers.start()
         self.run_json.record_observers(key, described)
-        if described.sampler_note:
-            self.console.print(f"[yellow]{described.sampler_note}[/]")
+        if described.sampler_note and described.sampler_note not in self._said:   # once a sweep, not a server
+            self._said.add(described.sampler_note)
+            self.console.print(described.sampler_note, style="yellow", markup=False, highlight=False)
         try:
             if self.config.auto:
                 self._auto(url, strategy, model)

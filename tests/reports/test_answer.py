@@ -132,3 +132,16 @@ def test_a_host_that_took_cpu_is_a_warning_of_its_own_and_names_itself_at_an_uns
     assert unstable.items == ["static/c=8 (spread 11%; the host took 22% of core 0)"]
     assert host.title == "the machine's host took CPU" and host.severity == "warning"
     assert host.items == ["static/c=8: the host took 22% of core 0"] and "quiet host" in host.fix
+
+
+def test_the_console_says_each_kind_once_with_its_levels_on_one_line():
+    from reports.notices import Notice, one_line
+
+    lag = Notice("load generator limits", "m", None, [
+        "its timing error was wider than the interval at: none/c=1 (ITL p50: lag 0.05 ms, CI 0.02 ms); "
+        "static/rps=12.5 (ITL p95: lag 1.0 ms, CI 0.1 ms); none/c=1 (again)"])
+    assert one_line(lag) == "warning: load generator limits: none/c=1, static/rps=12.5"
+    external = Notice("throughput not stable", "m", None, ["c=4 (spread 12%)", "c=16 (spread 30%)"])
+    assert one_line(external) == "warning: throughput not stable: c=4, c=16"
+    missing = Notice("missing or damaged data", "m", None, ["samples.csv is empty"])
+    assert one_line(missing) == "warning: missing or damaged data: samples.csv is empty"
