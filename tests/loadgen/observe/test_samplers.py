@@ -1,6 +1,7 @@
 """Samplers: NVML through a fake `pynvml` module (the same code path as a GPU), host fallback."""
 
 import subprocess
+import logging
 import sys
 import types
 
@@ -68,7 +69,8 @@ def test_nvml_sampler_writes_one_row_per_gpu_per_tick(tmp_path, monkeypatch):
 
 def test_host_fallback_when_nvml_library_is_missing(tmp_path, monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(init_error="NVML Shared Library Not Found"))
-    source, note = open_source()
+    with caplog.at_level(logging.INFO):   # logged at info: the caller says it to the user, once
+        source, note = open_source()
     assert isinstance(source, HostSource) and "NVML Shared Library Not Found" in note
     assert "sampling the host" in caplog.text
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed at all -> ImportError
