@@ -1,7 +1,7 @@
 """The machine's own speed, per core, from a fixed unit of work timed on a fixed cadence: the run's speed clock.
 
-Why: this 2-core VM runs the engine's steps for the same work up to 25-42% slower or faster between
-rounds a minute apart with nothing else running (stop 22). The engine's step record can only tell
+Why: a shared VM can run the engine's steps for the same work much slower or faster from one
+minute to the next with nothing else running (docs/results.md). The engine's step record can only tell
 the engine core's speed, only for the reference server, and only from the level's own steps. The
 canary tells each core's speed for any server (vLLM too) without reading anything the level measures.
 
@@ -17,12 +17,8 @@ core, which KVM reports and thread CPU time leaves out, while every wall-clock s
               thread (~0.5 ms)
     steal     /proc/stat's steal of each core              time taken by the host
 
-Measured here (reports.bench.canary_tracking, stop 23): over the 24 windows of a continuous sweep
-in 4 rounds, the engine's own speed (its steps against the same shapes) ranged 0.78-1.38 and the
-core-1 canary's CPU time tracked it (Pearson r 0.84 numpy, 0.77 python, slope 1.0-1.2): dividing by
-it left a log-sd of 0.09 of 0.16; in the engine's decode loop alone, 60 blocks of 1 s, r 0.66-0.86.
-In another sweep the same units tracked less (r 0.41): its slow windows were runs of stalled steps
-(20% of one window's steps at twice their usual time), which a 0.5 ms unit every 0.5 s mostly misses.
+How well it tracks the engine's own speed is measured by `python -m reports.bench.canary_tracking`
+(figures in docs/results.md). A short unit on a fixed cadence misses brief runs of stalled steps.
 
 canary.csv: one row per tick, core and unit (contract.canary owns its columns).
 

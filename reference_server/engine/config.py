@@ -51,8 +51,8 @@ class EngineConfig:
         kv_memory_bytes: KV-cache memory budget in bytes (floor-divided into whole blocks).
         max_model_len: longest prompt + output; default the architecture's max_position_embeddings.
         inject_step_delay_ms: fault injection: every engine step that runs work busy-waits this
-            long first, like extra compute. (A sleep lets the core idle, and on this VM the step
-            after it ran slower: 0.49 ms of sleep raised p50 TPOT by 1.4 ms, not 0.5.)
+            long first, like extra compute. (A sleep lets the core idle, and the step after an idle
+            core can run slower than the sleep's length accounts for: docs/results.md.)
         num_threads: torch CPU threads; None leaves torch's default.
         emulate: a catalog GPU id (`servecap calc gpus`): no forward pass, each step waits the time that GPU
             would take for its batch, and the KV cache is what the engine would size on it

@@ -18,18 +18,12 @@ For each held-out level (the validation's: calibrated on its strategy's other le
                     (loadgen.observe.canary: fixed work timed on the engine's cores, nothing the
                     level measured), and the held-out level predicted at its own reading: what the
                     machine's drift between levels explains when it is measured from outside.
-                    Measured (stop 23, two continuous sweeps in 4 rounds): the canary's level speeds
-                    span only 0.91-1.06 and 0.98-1.02 where the two-way fit's span ±10-18%; the
-                    rounds already average the machine's drift out, and what the two-way fit reads
-                    is mostly the level's own (its steps slower than their shapes' usual at every
-                    round), so this variant moves the errors little, and not always down
+                    A run in rounds already averages the machine's drift out, so this variant can
+                    move the errors little (figures in docs/results.md)
     canary_windows  the same per window (a level in rounds has one per round, each at its own
                     speed): every calibration step divided by its own window's reading, and the
                     held-out level simulated with its windows' readings in turn over its measure
-                    window (reports.predict.calibration.predict's speed schedule). Measured (stop 24,
-                    three continuous sweeps in 4 rounds): continuous within every target in one
-                    (TPOT p50 7.2 -> 3.4%, E2E p99 8.5 -> 3.0%), p50s and E2E better but TTFT and
-                    TPOT p99 worse in another, little change in the third
+                    window (reports.predict.calibration.predict's speed schedule)
     own_front_end   the held-out level's own front-end delays: what removing it saves is the
                     front-end model's error
     noise_floor     no model error at all: the median |one run / median - 1| over the
