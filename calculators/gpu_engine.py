@@ -36,6 +36,12 @@ class EngineDefaults:
     gpu_memory_utilization: float
     kv_of_free_memory: bool       # the KV budget is a share of the memory free after the weights (TensorRT-LLM)
 
+    def limit_flags(self) -> dict:
+        """The limits as the reference server's strategy flags take them: a GPU engine fills each step's
+        token budget with prefill while sequences decode (chunked prefill), hence no separate cap."""
+        return {"max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
+                "max_prefill_tokens_with_decodes": 0}
+
 
 def engine_defaults(engine: str, gpu: GpuSpec) -> EngineDefaults:
     """vLLM's `EngineArgs.get_batch_defaults` for its API server (8192 tokens and 1024 sequences on a GPU of

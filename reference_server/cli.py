@@ -150,11 +150,9 @@ def _emulation(args: argparse.Namespace, limits: dict) -> tuple[dict, dict, int]
     if args.block_size is not None and args.block_size != defaults.block_size:
         raise ValueError(f"--block-size {args.block_size}: {args.emulate_engine} uses {defaults.block_size}-token "
                          "blocks (leave it out with --emulate)")
-    engine_limits = {"max_num_seqs": defaults.max_num_seqs, "max_num_batched_tokens": defaults.max_num_batched_tokens,
-                     "max_prefill_tokens_with_decodes": 0}   # a GPU engine fills the step's budget with prefill
     emulation = {"emulate": args.emulate, "emulate_engine": args.emulate_engine, "tp": args.tp or 1,
                  "gpu_memory_utilization": args.gpu_memory_utilization, "step_jitter_cv": args.step_jitter or 0.0}
-    return emulation, {**engine_limits, **limits}, defaults.block_size
+    return emulation, {**defaults.limit_flags(), **limits}, defaults.block_size
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -173,8 +173,7 @@ def cmd_simulate(args) -> None:
     limits, kv_blocks, block_size = limit_values(args), args.kv_blocks, args.block_size
     sizing = _gpu_sizing(args, limits)
     if sizing is not None:   # the engine as it would size itself on that GPU; a flag given here wins
-        limits = {"max_num_seqs": sizing.max_num_seqs, "max_num_batched_tokens": sizing.max_num_batched_tokens,
-                  "max_prefill_tokens_with_decodes": 0, **limits}
+        limits = {**engine_defaults(sizing.engine, gpu_from_args(args)).limit_flags(), **limits}
         kv_blocks = sizing.num_kv_blocks if kv_blocks is None else kv_blocks
         block_size = sizing.block_size if block_size is None else block_size
     server = ServerConfig.from_flags(args.strategy, num_kv_blocks=kv_blocks, block_size=block_size or 16, **limits)

@@ -19,9 +19,7 @@ from reference_server.scheduling.sampling import SamplingParams
 
 
 def _emulated(gpu="h100-sxm", model="llama-3.1-8b", **flags) -> Engine:
-    defaults = engine_defaults("vllm", get_gpu(gpu))
-    limits = {"max_num_seqs": defaults.max_num_seqs, "max_num_batched_tokens": defaults.max_num_batched_tokens,
-              "max_prefill_tokens_with_decodes": 0, **flags}
+    limits = {**engine_defaults("vllm", get_gpu(gpu)).limit_flags(), **flags}
     return Engine(EngineConfig.from_flags(model=model, emulate=gpu, dtype="bf16", strategy="continuous", **limits))
 
 
