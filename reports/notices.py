@@ -93,6 +93,8 @@ def _steal_text(level: dict) -> str | None:
 
 
 def _host_steal(summary: dict) -> Notice | None:
+    if not summary.get("diagnostics"):   # a --diagnostics instrument
+        return None
     items = [f"{lvl['level']}: {_steal_text(lvl)}" for lvl in summary.get("levels") or [] if _stolen(lvl)]
     if not items:
         return None
@@ -108,6 +110,8 @@ def _host_steal(summary: dict) -> Notice | None:
 
 
 def _machine_drift(summary: dict) -> Notice | None:
+    if not summary.get("diagnostics"):   # a --diagnostics instrument
+        return None
     levels = summary.get("machine_drift_levels") or []
     if not levels:
         return None
@@ -180,9 +184,8 @@ def _missing(summary: dict) -> Notice | None:
 
 
 def notices(summary: dict) -> list[Notice]:
-    drift = (_host_steal(summary), _machine_drift(summary)) if summary.get("diagnostics") else ()
-    found = (_unstable(summary), *drift[:1], _loadgen(summary), _client_server(summary), _missing(summary),
-             *drift[1:])
+    found = (_unstable(summary), _host_steal(summary), _loadgen(summary), _client_server(summary),
+             _missing(summary), _machine_drift(summary))
     return [n for n in found if n is not None]
 
 
