@@ -120,6 +120,7 @@ class Engine:
         self._last_num_tokens = 0
         self._last_step_s = 0.0
         self._total_steps = 0
+        self._gpu_free_at: float | None = None   # an emulated GPU's last step end, while work waits (perf_counter)
         self.recorder = StepRecorder()
 
     def emulation(self) -> dict:
@@ -191,7 +192,13 @@ class Engine:
         now = self.clock()
         batch = self.scheduler.schedule(now)
         if batch is None:
+            self._gpu_free_at = None
             return []
+        if self._gpu_free_at is not None:
+            # An emulated GPU's step runs from when the previous one ended, when work was already waiting:
+            # on a GPU server the host hands off one step's outputs and prepares the next while the GPU
+            # runs, so the engine loop's hand-off lies inside the step's time instead of adding to it.
+            t_start, start = t_start - (start - self._gpu_free_at), self._gpu_free_at
         for seq in batch.seqs:
             seq.mark_scheduled(now)
         shape = batch_shape(batch)   # before postprocess advances the batch
@@ -202,13 +209,15 @@ class Engine:
         self._last_batch_size = len(batch)
         self._last_num_tokens = batch.num_tokens
         self._last_step_s = time.perf_counter() - start
-        if self.gpu is not None:
-            self.runner.settle(self._last_step_s)
         self._total_steps += 1
         scheduler = self.scheduler
+        idle_after = scheduler.seconds_until_schedulable(self.clock()) != 0.0
+        if self.gpu is not None:
+            self.runner.settle(self._last_step_s)
+            self._gpu_free_at = None if idle_after else start + self._last_step_s
         self.recorder.stepped(t_start, self._last_step_s, shape, batch, outputs, running=len(scheduler.running),
                               waiting=len(scheduler.waiting), kv_blocks_used=self.block_manager.num_used_blocks,
-                              idle_after=scheduler.seconds_until_schedulable(self.clock()) != 0.0)
+                              idle_after=idle_after)
         return outputs
 
     def _postprocess(self, batch: ScheduledBatch, tokens: list[int | None]) -> list[StepOutput]:

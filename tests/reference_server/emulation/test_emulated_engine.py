@@ -4,6 +4,7 @@ GPU, each step waiting the step model's time for its batch, and no weights anywh
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -109,6 +110,37 @@ def test_it_serves_requests_to_their_length_and_records_each_step_by_the_model()
     assert sum(s.step_s for s in steps) >= 0.9 * sum(modelled)
     assert steps[0].step_s == max(s.step_s for s in steps)    # the prefill step is the longest
 
+
+def test_the_hand_off_between_back_to_back_steps_lies_inside_the_next_step():
+    """While work waits, the emulated GPU runs from the previous step's end: time the loop spends between
+    steps (publishing outputs, reading commands) does not lengthen the steps, and they abut in the record."""
+    engine = _emulated()
+    for i in range(2):
+        engine.add_request(f"r{i}", [i + 1] * 64, SamplingParams(max_tokens=12, temperature=0.0))
+    hand_off_s = 0.002
+    while engine.has_unfinished_requests():
+        engine.step()
+        time.sleep(hand_off_s)
+    steps = engine.stats().records.steps
+    model = engine.gpu.step_model
+    modelled = np.array([model.step_s(s.batch, s.prefill_tokens, s.context_tokens) for s in steps])
+    realised = np.array([s.step_s for s in steps])
+    assert np.median(realised / modelled - 1) == pytest.approx(0.0, abs=0.05)   # not +2 ms on ~7 ms steps
+    gaps = np.array([b.t_start - (a.t_start + a.step_s) for a, b in zip(steps, steps[1:])])
+    assert np.abs(gaps).max() < 1e-3
+
+
+def test_a_step_after_an_idle_loop_counts_from_its_own_start():
+    engine = _emulated()
+    engine.add_request("r0", [1] * 64, SamplingParams(max_tokens=1, temperature=0.0))
+    engine.step()
+    assert not engine.has_unfinished_requests()
+    time.sleep(0.02)
+    engine.add_request("r1", [2] * 64, SamplingParams(max_tokens=1, temperature=0.0))
+    engine.step()
+    first, second = engine.stats().records.steps
+    assert second.t_start - (first.t_start + first.step_s) >= 0.02
+    assert second.step_s < 0.02
 
 def test_flags_it_cannot_honour_are_named():
     from reference_server.cli import build_parser, configs_from_args
