@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"require 'Authorization: Bearer KEY' on /v1 and /v2 (default ${API_KEY_ENV})")
     srv.add_argument("--max-waiting", type=int, default=None,
                      help="generation requests waiting for their first token before new ones get 429")
+    srv.add_argument("--stream-interval", type=int, default=1, metavar="N",
+                     help="tokens per streamed chunk after the first, as vLLM's flag (default 1: every token); "
+                          "fewer chunks spare the front end and the client at high concurrency")
     srv.add_argument("--retry-after-s", type=int, default=1, help="Retry-After seconds on 429/503")
     srv.add_argument("--drain-grace-s", type=float, default=30.0, help="SIGTERM: time in-flight requests get")
     srv.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger request bodies get 413")
@@ -120,7 +123,7 @@ def configs_from_args(args: argparse.Namespace):
         block_size=16 if block_size is None else block_size, kv_blocks=args.kv_blocks,
         kv_memory_bytes=None if args.kv_memory_gib is None else int(args.kv_memory_gib * GIB),
         max_model_len=args.max_model_len, inject_step_delay_ms=args.inject_step_delay_ms,
-        num_threads=args.num_threads, **emulation, **limits)
+        num_threads=args.num_threads, stream_interval=args.stream_interval, **emulation, **limits)
     server = ServerConfig(
         host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
         max_waiting=args.max_waiting, retry_after_s=args.retry_after_s, drain_grace_s=args.drain_grace_s,

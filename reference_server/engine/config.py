@@ -61,6 +61,8 @@ class EngineConfig:
         tp: tensor-parallel GPUs of the emulated replica.
         gpu_memory_utilization: the emulated engine's memory share (None: the engine's default).
         step_jitter_cv: emulation: a seeded per-step variation with this coefficient of variation.
+        stream_interval: tokens per stream chunk after the first (vLLM's --stream-interval;
+            `reference_server.runtime.stream_interval`).
     """
 
     model: str = "tiny"
@@ -80,6 +82,7 @@ class EngineConfig:
     tp: int = 1
     gpu_memory_utilization: float | None = None
     step_jitter_cv: float = 0.0
+    stream_interval: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -100,6 +103,7 @@ class EngineConfig:
         object.__setattr__(self, "limits", limits)
         non_negative_int("seed", self.seed)
         positive_int("block_size", self.block_size)
+        positive_int("stream_interval", self.stream_interval)
         for name in ("kv_blocks", "kv_memory_bytes", "max_model_len", "num_threads"):
             positive_int(name, getattr(self, name), allow_none=True)
         check_non_negative_number("inject_step_delay_ms", self.inject_step_delay_ms)

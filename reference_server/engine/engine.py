@@ -275,6 +275,7 @@ class Engine:
             "kv_block_bytes": self.kv_block_bytes,
             "kv_cache_bytes": self.runner.kv_cache_bytes if self.gpu is None else self.num_kv_blocks * self.kv_block_bytes,
             "max_model_len": self.max_model_len, "inject_step_delay_ms": cfg.inject_step_delay_ms,
+            "stream_interval": cfg.stream_interval,
             "seed": cfg.seed, "tokenizer": {"kind": "byte", "vocab_size": self.tokenizer.vocab_size},
             "token_space": self.token_space.describe(),
         }

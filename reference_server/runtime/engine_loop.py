@@ -19,6 +19,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from reference_server.runtime.stream_interval import StreamInterval
+
 logger = logging.getLogger("reference_server.runtime.engine_loop")
 
 ACCEPTED = "accepted"   # item: the engine took the request
@@ -60,8 +62,9 @@ class EngineLoop:
     """
 
     def __init__(self, engine, next_commands: Callable[[float | None], list | None], publish: Publish,
-                 *, idle_poll_s: float = 0.005) -> None:
+                 *, idle_poll_s: float = 0.005, stream_interval: int = 1) -> None:
         self.engine = engine
+        self._chunks = StreamInterval(stream_interval)
         self._next_commands = next_commands
         self._publish = publish
         self._idle_poll_s = idle_poll_s
@@ -107,6 +110,7 @@ class EngineLoop:
         if isinstance(command, AbortRequest):
             self.engine.abort_request(command.request_id)
             self._live.discard(command.request_id)
+            self._chunks.forget(command.request_id)
             return
         try:
             self.engine.add_request(command.request_id, command.prompt_token_ids, command.params,
@@ -127,7 +131,9 @@ class EngineLoop:
                 continue   # aborted meanwhile
             if output.finished:
                 self._live.discard(output.request_id)
-            items.append((output.request_id, output))
+            chunk = self._chunks.take(output)
+            if chunk is not None:
+                items.append((output.request_id, chunk))
         self._publish(items, self.engine.stats(), new_tokens, bool(outputs))
         return bool(outputs)
 

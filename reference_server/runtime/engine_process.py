@@ -190,6 +190,7 @@ def engine_main(engine_config, commands_in, items_out, idle_poll_s: float, cpus:
             items_out.send(("items", items, stats, new_tokens, did_work))
 
     try:
-        EngineLoop(engine, next_commands, publish, idle_poll_s=idle_poll_s).run()
+        EngineLoop(engine, next_commands, publish, idle_poll_s=idle_poll_s,
+                   stream_interval=engine.config.stream_interval).run()
     except (BrokenPipeError, EOFError):
         pass   # the serving process went away mid-send

@@ -78,7 +78,8 @@ class AsyncEngine(EngineClient):
             return
         self.engine = engine
         self._set_ready(description)
-        EngineLoop(engine, self._next_commands, self._deliver, idle_poll_s=self._idle_poll_s).run()
+        EngineLoop(engine, self._next_commands, self._deliver, idle_poll_s=self._idle_poll_s,
+                   stream_interval=engine.config.stream_interval).run()
 
     def _next_commands(self, timeout_s: float | None) -> list | None:
         with self._cond:

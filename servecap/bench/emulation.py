@@ -1,7 +1,7 @@
 """An emulated GPU replica under load: does each step last what its model says, and what does it cost the host?
 
     python -m servecap.bench.emulation [--gpu h100-sxm] [--model llama-3.1-8b] [--concurrency 1,8,32,64,128]
-        [--prompt-tokens 512] [--output-tokens 128] [--duration 10s] [--out runs/bench-emulation]
+        [--prompt-tokens 512] [--output-tokens 128] [--duration 10s] [--stream-interval N] [--out runs/bench-emulation]
 
 Starts one `servecap serve --emulate GPU --model M` replica, then measures each concurrency with the real
 `servecap sweep --url` (streaming, closed loop), one sweep a level. Per level it prints:
@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-tokens", type=int, default=128)
     p.add_argument("--warmup", default="3s")
     p.add_argument("--duration", default="10s")
+    p.add_argument("--stream-interval", default="1", help="the replica's tokens per streamed chunk after the first")
     p.add_argument("--out", default=f"runs/bench-emulation-{time.strftime('%Y%m%d-%H%M%S')}")
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     plain: list[tuple[dict, dict]] = []
     fronted: list[tuple[dict, dict]] = []
     spec = ReferenceServerSpec.from_flags(["--emulate", args.gpu, "--model", args.model, "--dtype", args.dtype,
-                                           "--no-classifier"])
+                                           "--no-classifier", "--stream-interval", args.stream_interval])
     print(f"{'c':>5} {'steps':>6} {'batch':>6} {'step median':>12} {'step p90':>9} {'cores':>6}  "
           + "  ".join(f"{m.removesuffix('_s')} {q} meas/sim" for m in METRICS for q in ("p50", "p99")))
     with ServerProcess(spec) as server:

@@ -142,6 +142,7 @@ def test_a_step_after_an_idle_loop_counts_from_its_own_start():
     assert second.t_start - (first.t_start + first.step_s) >= 0.02
     assert second.step_s < 0.02
 
+
 def test_flags_it_cannot_honour_are_named():
     from reference_server.cli import build_parser, configs_from_args
 
@@ -175,7 +176,7 @@ def test_a_70b_replica_serves_streams_with_no_weights_and_names_its_emulation_ev
     from servecap.launch.spec import ReferenceServerSpec
 
     spec = ReferenceServerSpec.from_flags(["--emulate", "h200", "--model", "llama-3.1-70b", "--tp", "2",
-                                           "--no-classifier"])
+                                           "--no-classifier", "--stream-interval", "4"])
     with ServerProcess(spec) as server:
         said = "device=emulated h200, tp 2, llama-3.1-70b bf16 (vllm sizing)"
         assert said in server.output()                                          # the ready line
@@ -190,5 +191,13 @@ def test_a_70b_replica_serves_streams_with_no_weights_and_names_its_emulation_ev
                                                 stream_options={"include_usage": True})
         chunks = list(stream)
         assert chunks[-1].usage.completion_tokens == 12
+        # --stream-interval 4: the first token alone, then 4 at a time; the same text as unstreamed
+        assert engine["stream_interval"] == 4
+        content = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+        assert 2 <= len(content) <= 4
+        for_seed = dict(model="llama-3.1-70b", max_tokens=12, seed=5, messages=[{"role": "user", "content": "hi"}])
+        streamed = "".join(c.choices[0].delta.content or "" for c in
+                           client.chat.completions.create(stream=True, **for_seed) if c.choices)
+        assert streamed == client.chat.completions.create(**for_seed).choices[0].message.content
         tree = psutil.Process(server.pid).children(recursive=True) + [psutil.Process(server.pid)]
         assert max(p.memory_info().rss for p in tree) < 2 << 30   # no 70 GB shard anywhere
