@@ -60,6 +60,10 @@ class Server(Section):
     kv_cache_memory_bytes: int | None = None       # KV memory the engine states (vLLM cache_config_info)
     kv_capacity_tokens: int | None = None          # tokens its KV cache holds, where it says
     model_config: str | None = None                # --model-config: the HF config.json the predictions use
+    ready_s: dict[str, float] | None = None        # strategy -> seconds from the server's spawn to ready (cold start)
+
+    def record_ready(self, strategy: str, seconds: float) -> None:
+        self.ready_s = {**(self.ready_s or {}), strategy: round(float(seconds), 3)}
 
     def record_command(self, strategy: str, args: list[str]) -> None:
         self.commands = {**(self.commands or {}), strategy: list(args)}

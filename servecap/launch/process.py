@@ -73,6 +73,7 @@ class ServerProcess:
         self.env = env
         self.cwd = cwd
         self.base_url = ""
+        self.ready_s: float | None = None   # seconds from spawn to ready, once ready
         self.command: list[str] = []
         self.process: subprocess.Popen | None = None
         self._log = None
@@ -103,12 +104,14 @@ class ServerProcess:
                                         env={**os.environ, **(self.env or {}), "PYTHONUNBUFFERED": "1"}, cwd=self.cwd)
 
     def _wait_ready(self, port: int) -> None:
-        deadline = time.monotonic() + self.startup_timeout_s
+        started = time.monotonic()
+        deadline = started + self.startup_timeout_s
         while time.monotonic() < deadline:
             exited = self.process.poll() is not None
             url = None if exited else self.spec.ready_url(port, self.output())
             if url:
                 self.base_url = url
+                self.ready_s = time.monotonic() - started   # spawn to ready: a replica's cold start
                 return
             if exited:
                 lost_port = self.spec.needs_free_port and _lost_port_race(self.output())

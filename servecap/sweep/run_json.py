@@ -77,6 +77,10 @@ class RunJson:
         self.info.server.record_engine(strategy, description)
         self.write()
 
+    def record_ready(self, strategy: str, seconds: float) -> None:
+        self.info.server.record_ready(strategy, seconds)
+        self.write()
+
     def record_external(self, described: ExternalEngine) -> None:
         """What an external target told about itself; the rest stays "unknown" or null."""
         server = self.info.server

@@ -128,6 +128,7 @@ class Sweep:
                                startup_timeout_s=config.startup_timeout_s)
         self.console.print(f"starting reference server: {strategy} ({config.model})")
         with server:
+            self.run_json.record_ready(strategy, server.ready_s)
             self._record_engine(server.base_url, strategy)
             self._observe(server.base_url, server_pid=server.pid, strategy=strategy)
 
