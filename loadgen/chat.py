@@ -17,8 +17,9 @@ Flags (also in the web UI):
                              ('all': every turn it has); records carry conversation_id and turn
   --think-time S             multi-turn: pause between an answer and the next turn
   --trace PATH               replay a trace open loop at its times, with its lengths: Azure CSV (TIMESTAMP,
-                             ContextTokens, GeneratedTokens) or Mooncake JSONL (timestamp in ms, input_length,
-                             output_length, hash_ids: shared ids give shared prompt prefixes); the test ends
+                             ContextTokens, GeneratedTokens), Mooncake JSONL (timestamp in ms, input_length,
+                             output_length, hash_ids: shared ids give shared prompt prefixes) or BurstGPT CSV
+                             (Timestamp, Request tokens, Response tokens); the test ends
                              when the trace does (or at -t); level id "trace"
   --trace-speedup X          divide the trace's times by X
   --trace-block-tokens N     tokens per Mooncake hash id (default 512)

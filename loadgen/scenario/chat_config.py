@@ -28,7 +28,9 @@ TURNS_HELP = ("turns per conversation, each sending the whole history with the s
               "'all': each dataset conversation's own turns")
 CHARS_HELP = "dataset lengths are estimated as UTF-8 bytes / this (4: BPE tokenizers; 1: the reference server's)"
 TRACE_HELP = ("replay a trace open loop at its times and lengths: Azure CSV (TIMESTAMP, ContextTokens, "
-              "GeneratedTokens) or Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids)")
+              "GeneratedTokens), BurstGPT CSV (Timestamp, Request tokens, Response tokens; failed requests, "
+              "with 0 response tokens, left out) or Mooncake JSONL (timestamp ms, input_length, output_length, "
+              "hash_ids)")
 DEFAULT_OUTPUT_TOKENS = "128"
 
 

@@ -1,10 +1,19 @@
 """Trace replay (`--trace PATH`): when each request of a recorded trace was sent, and its lengths.
 
-Formats (by the file's suffix: .csv, else JSONL):
+Formats (a .csv file by its header, any other file as JSONL):
 
     Azure LLM inference trace (CSV)   TIMESTAMP,ContextTokens,GeneratedTokens
                                       (TIMESTAMP a date-time such as 2023-11-16 18:15:46.6805900, or seconds)
+    BurstGPT trace (CSV)              Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type
+                                      (Timestamp in seconds; newer files add Session ID and Elapsed time)
     Mooncake trace (JSONL)            {"timestamp": ms, "input_length": N, "output_length": M, "hash_ids": [...]}
+
+A CSV whose header has BurstGPT's `Timestamp`, `Request tokens` or `Response tokens` is read as
+BurstGPT (github.com/HPMLL/BurstGPT), any other as Azure. BurstGPT's files keep the requests
+that failed, with `Response tokens` 0 (its `*_without_fails_*.csv` files are the same rows less
+those): such a row's work is unknown, so it is left out and counted in `Trace.skipped`, and
+`BurstGPT_1.csv` reads as `BurstGPT_without_fails_1.csv` does. `Model`, `Total tokens` and
+`Log Type` are not used; a `Session ID`, where a row has one, is kept as `TraceRow.session`.
 
 Offsets are seconds since the trace's first request (rows are sorted by time; equal times
 stay in file order) and are divided by `--trace-speedup`. Mooncake's `hash_ids` name the
@@ -31,6 +40,7 @@ from loadgen.workload.prompts import ascii_text
 
 MOONCAKE_BLOCK_TOKENS = 512
 _AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+_BURSTGPT = ("Timestamp", "Request tokens", "Response tokens")   # the columns read; Session ID when present
 
 
 @dataclass(frozen=True)
@@ -39,13 +49,15 @@ class TraceRow:
     input_tokens: int
     output_tokens: int
     hash_ids: tuple[int, ...] = ()   # Mooncake: the prompt's blocks (shared ids = a shared prefix)
+    session: str = ""                # BurstGPT's Session ID (a conversation), "" = none
 
 
 @dataclass(frozen=True)
 class Trace:
     path: str
-    format: str                      # "azure" | "mooncake"
+    format: str                      # "azure" | "burstgpt" | "mooncake"
     rows: tuple[TraceRow, ...] = field(repr=False)
+    skipped: int = 0                 # BurstGPT rows of failed requests (Response tokens 0), left out
 
     @property
     def span_s(self) -> float:
@@ -58,16 +70,24 @@ class Trace:
 def load_trace(path: str | Path) -> Trace:
     path = Path(path)
     text = read_input_text(path, "--trace")
-    fmt, rows = ("azure", _azure_rows(path, text)) if path.suffix.lower() == ".csv" else ("mooncake", _mooncake_rows(path, text))
+    skipped = 0
+    if path.suffix.lower() != ".csv":
+        fmt, rows = "mooncake", _mooncake_rows(path, text)
+    else:
+        reader = csv.DictReader(text.splitlines())
+        if any(name in (reader.fieldnames or []) for name in _BURSTGPT):
+            fmt, (rows, skipped) = "burstgpt", _burstgpt_rows(path, reader)
+        else:
+            fmt, rows = "azure", _azure_rows(path, reader)
     if not rows:
-        raise ValueError(f"--trace: {path} holds no request")
+        failed = f" ({skipped} failed request(s), with Response tokens 0, left out)" if skipped else ""
+        raise ValueError(f"--trace: {path} holds no request{failed}")
     rows.sort(key=lambda pair: pair[0])   # stable: equal times keep file order
     first = rows[0][0]
-    return Trace(str(path), fmt, tuple(TraceRow(t - first, *rest) for t, *rest in rows))
+    return Trace(str(path), fmt, tuple(TraceRow(t - first, *rest) for t, *rest in rows), skipped)
 
 
-def _azure_rows(path: Path, text: str) -> list[tuple]:
-    reader = csv.DictReader(text.splitlines())
+def _azure_rows(path: Path, reader: csv.DictReader) -> list[tuple]:
     missing = [name for name in _AZURE if name not in (reader.fieldnames or [])]
     if missing:
         raise ValueError(f"--trace: {path}: line 1 lacks column(s) {', '.join(missing)} "
@@ -78,6 +98,42 @@ def _azure_rows(path: Path, text: str) -> list[tuple]:
         rows.append((_seconds(row["TIMESTAMP"], where), _count(row["ContextTokens"], "ContextTokens", where),
                      _count(row["GeneratedTokens"], "GeneratedTokens", where), ()))
     return rows
+
+
+def _burstgpt_rows(path: Path, reader: csv.DictReader) -> tuple[list[tuple], int]:
+    missing = [name for name in _BURSTGPT if name not in (reader.fieldnames or [])]
+    if missing:
+        raise ValueError(f"--trace: {path}: line 1 lacks column(s) {', '.join(missing)} "
+                         f"(BurstGPT trace columns: Timestamp, Model, Request tokens, Response tokens, "
+                         f"Total tokens, Log Type)")
+    has_session = "Session ID" in (reader.fieldnames or [])
+    rows, skipped = [], 0
+    for line, row in enumerate(reader, start=2):
+        where = f"{path}: line {line}"
+        response = (row["Response tokens"] or "").strip()
+        try:
+            failed = float(response) == 0
+        except ValueError:
+            failed = False   # not a number: _count names it below
+        if failed:
+            skipped += 1
+            continue
+        timestamp = _float(row["Timestamp"])
+        if timestamp is None or timestamp < 0:
+            raise ValueError(f"--trace: {where}: Timestamp must be seconds >= 0, got {row['Timestamp']!r}")
+        session = (row.get("Session ID") or "").strip() if has_session else ""
+        rows.append((timestamp, _count(row["Request tokens"], "Request tokens", where),
+                     _count(response, "Response tokens", where), (), session))
+    return rows, skipped
+
+
+def _float(value) -> float | None:
+    """A finite number, or None."""
+    try:
+        number = float((value or "").strip())
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _mooncake_rows(path: Path, text: str) -> list[tuple]:

@@ -3,6 +3,7 @@
     servecap sweep --strategies none,static,dynamic,continuous --concurrency 1,4,8 --out runs/cmp
     servecap sweep --url http://127.0.0.1:8000 --rates 1,2,4 --arrival poisson --out runs/vllm
     servecap sweep --url http://127.0.0.1:8000 --trace mooncake.jsonl --trace-speedup 2 --out runs/replay
+    servecap sweep --url http://127.0.0.1:8000 --trace BurstGPT_1.csv --trace-speedup 60 --out runs/burst
     servecap sweep --auto --slo-tpot-ms 50 --strategies continuous --out runs/knee
 """
 

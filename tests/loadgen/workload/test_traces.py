@@ -1,4 +1,5 @@
-"""Trace files: Azure CSV and Mooncake JSONL, offsets, shared prefixes from hash ids, errors naming the line."""
+"""Trace files: Azure CSV, BurstGPT CSV and Mooncake JSONL, offsets, shared prefixes from hash ids, errors naming
+the line."""
 
 import pytest
 
@@ -17,6 +18,33 @@ def test_azure_csv_rows_sorted_with_offsets_from_the_first(tmp_path):
     assert trace.offsets(2.0) == pytest.approx([0.0, 0.25, 1.5]) and trace.span_s == pytest.approx(3.0)
     path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n10.5,5,6\n10,1,2\n")   # seconds work too
     assert load_trace(path).offsets() == [0.0, 0.5]
+
+
+BURSTGPT_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+
+
+def test_burstgpt_csv_by_its_header_with_failures_left_out_and_counted(tmp_path):
+    path = tmp_path / "BurstGPT_1.csv"
+    path.write_text(BURSTGPT_HEADER +
+                    "5,ChatGPT,472,18,490,Conversation log\n"
+                    "45,ChatGPT,1087,0,1087,Conversation log\n"       # failed: no response
+                    "110.5,GPT-4,417,505,922,API log\n"
+                    "20,ChatGPT,30,7,37,API log\n")
+    trace = load_trace(path)
+    assert trace.format == "burstgpt" and trace.skipped == 1
+    assert [(r.input_tokens, r.output_tokens) for r in trace.rows] == [(472, 18), (30, 7), (417, 505)]
+    assert trace.offsets() == pytest.approx([0.0, 15.0, 105.5]) and trace.rows[0].session == ""
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n")   # the header decides, not the name
+    assert load_trace(path).format == "azure" and load_trace(path).skipped == 0
+
+
+def test_burstgpt_session_ids_kept_where_the_file_has_them(tmp_path):
+    path = tmp_path / "b3.csv"
+    path.write_text("Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                    "1,abc,2.5,ChatGPT,10,5,15,Conversation log\n"
+                    "2,,1.0,GPT-4,20,6,26,API log\n")
+    trace = load_trace(path)
+    assert [r.session for r in trace.rows] == ["abc", ""] and trace.skipped == 0
 
 
 def test_mooncake_jsonl_in_milliseconds_with_hash_ids(tmp_path):
@@ -50,6 +78,13 @@ def test_shared_hash_ids_give_shared_prefixes():
     ("t.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": ["a"]}\n', "list of integers"),
     ("t.jsonl", "{oops\n", r"line 1: not valid JSON"),
     ("t.jsonl", "\n", "holds no request"),
+    ("b.csv", "Timestamp,Model,Request tokens\n1,ChatGPT,5\n", r"b.csv: line 1 lacks column\(s\) Response tokens \(Bu"),
+    ("b.csv", BURSTGPT_HEADER + "1,ChatGPT,5,3,8,API log\nsoon,ChatGPT,5,3,8,API log\n",
+     r"line 3: Timestamp must be seconds >= 0, got 'soon'"),
+    ("b.csv", BURSTGPT_HEADER + "1,ChatGPT,0,3,3,API log\n", r"line 2: Request tokens must be a whole number >= 1"),
+    ("b.csv", BURSTGPT_HEADER + "1,ChatGPT,5,-2,3,API log\n", r"line 2: Response tokens must be a whole number >= 1"),
+    ("b.csv", BURSTGPT_HEADER + "1,ChatGPT,5,0,5,API log\n2,GPT-4,6,0,6,API log\n",
+     r"b.csv holds no request \(2 failed request\(s\), with Response tokens 0, left out\)"),
 ])
 def test_bad_traces_name_the_line(tmp_path, name, content, message):
     path = tmp_path / name
