@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("reports.cli", "turn a run directory into summary.json, report.html/.md and figures"),
     "compare": ("servecap.compare.cli", "A/B: two servers under load interleaved in slices, a paired verdict (CI gate)"),
     "predict": ("reports.predict.cli", "predicted latency curves and max load under an SLO from a run's calibration"),
+    "plan": ("servecap.plan.cli", "a fleet over a day of traffic, simulated: replicas, SLO attainment, cost, N+1"),
 }
 
 

@@ -1,0 +1,1 @@
+"""calculators/plan: `servecap plan`, a fleet simulated over a demand trace."""

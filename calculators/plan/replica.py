@@ -1,0 +1,142 @@
+"""One simulated replica on a fleet's shared clock: the engine's own scheduler, stepped as far as asked.
+
+    replica = ReplicaSim(server, step_model, num_kv_blocks=..., seed=..., ready_at=t)
+    replica.submit(i, prompt_token_ids, output_tokens, t)   # the router sent request i at t
+    replica.advance(until)                                   # run every step that starts before `until`
+    replica.ended / replica.first_tokens                     # (i, t) pairs since the caller last drained them
+
+The step loop is `calculators.sim.sim_engine.run_engine`'s (the strategy's real scheduler over a real
+`BlockManager`, the engine's `postprocess`, `StepClock` for durations, the steady-decode fast path), cut
+so that a fleet can interleave replicas: a replica never looks past `until`, because a request the
+router has not yet placed may still arrive there. Between `advance` calls nothing changes, so a replica
+whose next step starts after the fleet's next event costs nothing until then.
+
+Prompts are token lists, so requests that share leading tokens share KV blocks in the prefix cache,
+as on a real replica behind a prefix-aware router.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from calculators.sim.sim_engine import MAX_FAST_STEPS, NO_STOP, SHORT_RUN, SIM_TOKEN
+from calculators.sim.state import StepClock
+from calculators.sim.step_model import StepTimeModel
+from calculators.sim.workload import ServerConfig
+from reference_server.scheduling.batch_shape import batch_shape
+from reference_server.scheduling.block_manager import BlockManager
+from reference_server.scheduling.postprocess import postprocess
+from reference_server.scheduling.sampling import SamplingParams
+from reference_server.scheduling.sequence import Sequence
+from reference_server.scheduling.steady_decode import advance_decodes, is_steady, plan_steady_run
+from reference_server.scheduling.strategies import make_scheduler
+
+
+class ReplicaSim:
+    """A replica that is ready at `ready_at` (s, the fleet's clock). `ended` and `first_tokens` collect
+    (request index, time) as steps finish them; the caller drains them."""
+
+    def __init__(self, server: ServerConfig, step_model: StepTimeModel, *, num_kv_blocks: int, seed: int = 0,
+                 ready_at: float = 0.0, rng: np.random.Generator | None = None) -> None:
+        self.block_manager = BlockManager(num_kv_blocks, server.block_size)
+        self.scheduler = make_scheduler(server.limits, self.block_manager)
+        self.clock = StepClock(step_model, rng if rng is not None else np.random.default_rng(seed))
+        self.now = float(ready_at)
+        self.ended: list[tuple[int, float]] = []
+        self.first_tokens: list[tuple[int, float]] = []
+        self.steps = 0
+        self.busy_s = 0.0
+        self.preemptions = 0
+
+    # -- what the router and the autoscaler read ------------------------------------------------
+    @property
+    def running(self) -> int:
+        return len(self.scheduler.running)
+
+    @property
+    def waiting(self) -> int:
+        return len(self.scheduler.waiting)
+
+    @property
+    def kv_usage(self) -> float:
+        return self.block_manager.num_used_blocks / self.block_manager.num_blocks
+
+    def unfinished(self) -> list[int]:
+        """Request indices still here (running, then waiting): what a killed replica loses."""
+        return [int(seq.request_id) for seq in (*self.scheduler.running, *self.scheduler.waiting)]
+
+    # -- driving it --------------------------------------------------------------------------------
+    def submit(self, i: int, prompt_token_ids: list[int], output_tokens: int, t: float) -> None:
+        """Request `i` reaches this replica at `t` (the engine sees it at its next step)."""
+        self.scheduler.add(Sequence(str(i), prompt_token_ids, SamplingParams(max_tokens=int(output_tokens),
+                                                                             ignore_eos=True), arrival_time=t))
+        if self.now < t:   # idle until now: the clock catches up with the request
+            self.now = t
+
+    def advance(self, until: float) -> None:
+        """Run the steps that start before `until`; an idle replica's clock moves to `until`."""
+        scheduler, clock = self.scheduler, self.clock
+        while self.now < until:
+            batch = scheduler.schedule(self.now)
+            if batch is None:
+                clock.idle()
+                wait = scheduler.seconds_until_schedulable(self.now)
+                if wait is None or not scheduler.has_unfinished():
+                    self.now = until
+                    return
+                self.now = min(until, self.now + wait) if wait > 0 else math.nextafter(self.now, math.inf)
+                continue
+            shape = batch_shape(batch)
+            tokens = [SIM_TOKEN if seq.num_computed_tokens + count == len(seq.token_ids) else None
+                      for seq, count in zip(batch.seqs, batch.num_new_tokens)]
+            clock.now = self.now
+            duration = clock.step(shape.sequences, shape.prefill_tokens, shape.context_tokens)
+            self.now += duration
+            self.steps += 1
+            self.busy_s += duration
+            self.preemptions += len(batch.preempted)
+            finished = 0
+            for seq, _, reason in postprocess(scheduler, batch, tokens, NO_STOP):
+                produced = len(seq.token_ids) - seq.num_prompt_tokens
+                if reason is None and produced > 1:
+                    continue
+                i = int(seq.request_id)
+                if produced == 1:
+                    self.first_tokens.append((i, self.now))
+                if reason is not None:
+                    finished += 1
+                    self.ended.append((i, self.now))
+            if is_steady(scheduler, batch, finished):
+                size = shape.sequences - finished
+                context = shape.context_tokens - sum(len(seq.token_ids) - 1 for seq in batch.seqs
+                                                     if seq.finish_reason) if finished else shape.context_tokens
+                self._steady_stretch(size, context, until)
+
+    def _steady_stretch(self, size: int, context: int, stop_at: float) -> None:
+        """The steady decode steps that start before `stop_at`, at once (`sim_engine._steady_stretch`)."""
+        scheduler, clock = self.scheduler, self.clock
+        run = plan_steady_run(scheduler, NO_STOP, SIM_TOKEN, MAX_FAST_STEPS)
+        if run.steps == 0 or not self.now < stop_at:
+            return
+        if run.steps < SHORT_RUN:
+            ran = 0
+            while ran < run.steps and self.now < stop_at:
+                ran += 1
+                clock.now = self.now
+                duration = clock.step(size, 0, context + ran * size)
+                self.now += duration
+                self.busy_s += duration
+        else:
+            clock.now = self.now
+            durations = clock.decode_durations(size, context + size, run.steps)
+            ends = np.add.accumulate(np.concatenate(([self.now], durations)))
+            ran = int(np.searchsorted(ends[:-1], stop_at, side="left"))
+            clock.consume(ran)
+            self.now = float(ends[ran])
+            self.busy_s += float(durations[:ran].sum())
+        self.steps += ran
+        for seq in advance_decodes(scheduler, run, ran, SIM_TOKEN, NO_STOP):
+            i = int(seq.request_id)
+            self.ended.append((i, self.now))

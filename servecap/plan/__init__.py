@@ -1,0 +1,1 @@
+"""`servecap plan`: a fleet over traffic that moves, simulated (calculators.plan), and its outputs."""

@@ -1,0 +1,310 @@
+"""`servecap plan`: a fleet over a day of traffic that moves, simulated: how many replicas, when, what
+share of each window meets the p99 SLO, what it costs, and what losing one replica at the peak does.
+
+    servecap plan --gpu h100-sxm --model llama-3.1-8b --trace azure.csv --speedup 1 --router round_robin \\
+        --min-replicas 1 --max-replicas 16 --target 64 --cold-start-s 120 --slo-ttft-ms 500 --slo-e2e-ms 20000
+    servecap plan --calibration runs/cmp --strategy continuous --rate-curve day.csv --prompt-tokens 512 \\
+        --output-tokens 128 --replicas 3 --cold-start-s 3 --slo-ttft-ms 200
+    servecap plan --gpu h100-sxm --model llama-3.1-8b --diurnal 40:5 --duration 86400 --bursts-per-day 6 ...
+
+No server runs: each replica is the simulator's engine (the strategy's real scheduler and block
+manager, a step-time model) on one shared clock, behind a model of vLLM's router's policy and an
+HPA-style autoscaler. Writes OUT/plan.json, OUT/plan.png and OUT/plan.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from calculators.plan.autoscaler import AUTOSCALE_METRICS, AutoscalerConfig
+from calculators.plan.fleet import Fault, FleetConfig, ReplicaSpec
+from calculators.plan.outcome import SloLimits
+from calculators.plan.router import ROUTER_POLICIES
+from servecap.plan.output import write_outputs
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="servecap plan", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    demand = p.add_argument_group("demand (choose one)")
+    demand.add_argument("--trace", help="Azure CSV, Mooncake JSONL or BurstGPT CSV (as `servecap sweep --trace`)")
+    demand.add_argument("--rate-curve", metavar="CSV", help="rows of t_s,rate_rps (a header line is allowed)")
+    demand.add_argument("--diurnal", metavar="PEAK:TROUGH", help="a synthetic day: peak and trough requests/s")
+    demand.add_argument("--speedup", type=float, default=1.0, help="divide the demand's times by this")
+    demand.add_argument("--duration", type=float, help="seconds to plan, after --speedup (default: all of the "
+                                                       "trace or curve; the synthetic day: --period)")
+    demand.add_argument("--prompt-tokens", default="512", help="rate curve / diurnal: N | uniform:LO:HI | ...")
+    demand.add_argument("--output-tokens", default="128", help="same forms as --prompt-tokens")
+    demand.add_argument("--sessions", type=int, default=0, help="rate curve / diurnal: users whose requests "
+                                                                "share a prefix (multi-turn); 0: none")
+    demand.add_argument("--session-prefix-tokens", type=int, default=0, help="tokens of each user's shared prefix")
+    demand.add_argument("--period", type=float, default=86400.0, help="diurnal: seconds per day")
+    demand.add_argument("--bursts-per-day", type=float, default=4.0)
+    demand.add_argument("--burst-multiplier", type=float, default=2.0)
+    demand.add_argument("--burst-duration", type=float, default=600.0, help="seconds per burst")
+    replica = p.add_argument_group("replica (choose one)")
+    replica.add_argument("--gpu", help="catalog GPU (servecap calc gpus), sized as its engine would: with --model")
+    replica.add_argument("--model", help="catalog model (servecap calc models)")
+    replica.add_argument("--dtype", default="bf16")
+    replica.add_argument("--tp", type=int, default=1)
+    replica.add_argument("--engine", choices=("vllm", "tensorrt-llm"), default="vllm")
+    replica.add_argument("--calibration", metavar="RUN_DIR", help="a measured run (servecap sweep), as predict uses")
+    replica.add_argument("--strategy", help="which of the calibration run's strategies")
+    replica.add_argument("--cold-start-s", type=float, help="seconds from asking for a replica to its being ready "
+                                                            "(default: the calibration run's measured time to ready)")
+    fleet = p.add_argument_group("router and autoscaler")
+    fleet.add_argument("--router", default="round_robin", help=f"one of {', '.join(ROUTER_POLICIES)}")
+    fleet.add_argument("--replicas", type=int, help="a fixed fleet of N (or the autoscaler's starting count)")
+    fleet.add_argument("--min-replicas", type=int, help="autoscale between --min-replicas and --max-replicas")
+    fleet.add_argument("--max-replicas", type=int)
+    fleet.add_argument("--metric", default="in_flight", help=f"autoscaler metric: {', '.join(AUTOSCALE_METRICS)}")
+    fleet.add_argument("--target", type=float, help="the metric's target per replica")
+    fleet.add_argument("--interval-s", type=float, default=15.0, help="seconds between autoscaler decisions")
+    fleet.add_argument("--up-window-s", type=float, default=0.0, help="scale-up stabilisation window")
+    fleet.add_argument("--down-window-s", type=float, default=300.0, help="scale-down stabilisation window")
+    fleet.add_argument("--kill", action="append", default=[], metavar="T[:ID]",
+                       help="lose a replica at T seconds (ID, else the busiest); repeatable")
+    slo = p.add_argument_group("SLO (p99, milliseconds) and windows")
+    slo.add_argument("--slo-ttft-ms", type=float)
+    slo.add_argument("--slo-tpot-ms", type=float)
+    slo.add_argument("--slo-e2e-ms", type=float)
+    slo.add_argument("--attainment", type=float, default=0.99, help="share of windows that must meet the SLO")
+    slo.add_argument("--window-s", type=float, default=300.0, help="SLO window (default 5 minutes)")
+    p.add_argument("--search", choices=("none", "target"), default="none",
+                   help="target: the cheapest autoscaler target that meets the attainment (a grid around --target)")
+    p.add_argument("--static-max", type=int, default=64, help="the most replicas the static-fleet search tries")
+    p.add_argument("--replications", type=int, default=1, help="seeded runs for the breach probability")
+    p.add_argument("--no-n-plus-one", action="store_true", help="skip the run with a replica lost at the peak")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="output directory (default runs/plan-TIME)")
+    p.add_argument("--json", action="store_true", help="print plan.json")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    console = Console(stderr=True, soft_wrap=True, highlight=False)
+    try:
+        inputs = _inputs(args)
+        from servecap.plan.run import build_demand, run_plan   # numpy and the simulator: once the flags are good
+
+        inputs["demand"] = build_demand(inputs["demand_spec"])
+        if not len(inputs["demand"]):
+            raise ValueError("the demand has no requests (a trace cut to nothing, or a rate curve of zero)")
+    except (ValueError, OSError) as exc:
+        parser.exit(2, f"servecap plan: error: {exc}\n")
+
+    started = time.perf_counter()
+    try:
+        answer = run_plan(**inputs, progress=lambda text: console.print(f"[dim]{text}[/dim]"))
+    except ValueError as exc:
+        parser.exit(2, f"servecap plan: error: {exc}\n")
+    answer["plan"]["seconds"] = round(time.perf_counter() - started, 2)
+    out = Path(args.out or f"runs/plan-{time.strftime('%Y%m%d-%H%M%S')}")
+    paths = write_outputs(answer, out)
+    if args.json:
+        print(json.dumps(answer["json"], indent=1, default=_json_default))
+    else:
+        for line in answer["lines"]:
+            console.print(line, markup=False)
+    console.print(f"written: {', '.join(str(p) for p in paths)}")
+    return 0
+
+
+def _json_default(value):
+    return float(value) if hasattr(value, "__float__") else str(value)
+
+
+# -- flags to inputs ---------------------------------------------------------------------------------
+def _inputs(args) -> dict:
+    demand_kinds = [k for k in ("trace", "rate_curve", "diurnal") if getattr(args, k)]
+    if len(demand_kinds) != 1:
+        raise ValueError("give one demand: --trace PATH, --rate-curve CSV or --diurnal PEAK:TROUGH")
+    if (args.gpu is None) == (args.calibration is None):
+        raise ValueError("give one replica: --gpu G --model M, or --calibration RUN_DIR")
+    if args.gpu is not None and not args.model:
+        raise ValueError("--gpu needs --model (a catalog model)")
+    for flag, value in (("--speedup", args.speedup), ("--window-s", args.window_s), ("--interval-s", args.interval_s)):
+        if not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"{flag} must be positive, got {value}")
+    if args.duration is not None and not args.duration > 0:
+        raise ValueError(f"--duration must be positive seconds, got {args.duration}")
+    if args.replications < 1:
+        raise ValueError(f"--replications must be at least 1, got {args.replications}")
+    if args.router not in ROUTER_POLICIES:
+        raise ValueError(f"--router {args.router!r}: unknown policy; use one of {', '.join(ROUTER_POLICIES)}")
+    slo = SloLimits(*(None if v is None else v / 1e3 for v in (args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms)),
+                    attainment=args.attainment)
+    if not slo.given:
+        raise ValueError("give at least one SLO: --slo-ttft-ms, --slo-tpot-ms or --slo-e2e-ms")
+    autoscaler = _autoscaler(args)
+    if autoscaler is None and args.replicas is None:
+        raise ValueError("give --replicas N (a fixed fleet) or --min-replicas/--max-replicas (autoscaled)")
+    if args.replicas is not None and args.replicas < (0 if autoscaler else 1):
+        raise ValueError(f"--replicas must be at least {0 if autoscaler else 1}, got {args.replicas}")
+    faults = tuple(_fault(spec) for spec in args.kill)
+    replica, cold_start = _replica(args)
+    initial = args.replicas if args.replicas is not None else max(autoscaler.min_replicas, 1)
+    config = FleetConfig(replica=replica, router=args.router, initial_replicas=initial, cold_start_s=cold_start,
+                         autoscaler=autoscaler, faults=faults, seed=args.seed)
+    return {"demand_spec": _demand_spec(args), "config": config, "slo": slo, "window_s": args.window_s,
+            "search": args.search, "static_max": args.static_max, "replications": args.replications,
+            "n_plus_one": not args.no_n_plus_one, "band": replica_band(args)}
+
+
+def _autoscaler(args) -> AutoscalerConfig | None:
+    if args.min_replicas is None and args.max_replicas is None:
+        if args.target is not None:
+            raise ValueError("--target is the autoscaler's: give --min-replicas and --max-replicas too")
+        return None
+    if args.min_replicas is None or args.max_replicas is None:
+        raise ValueError("autoscaling needs both --min-replicas and --max-replicas")
+    if args.min_replicas > args.max_replicas:
+        raise ValueError(f"--min-replicas {args.min_replicas} is above --max-replicas {args.max_replicas}")
+    if args.target is None:
+        raise ValueError("autoscaling needs --target (the metric's value per replica to aim at)")
+    return AutoscalerConfig(min_replicas=args.min_replicas, max_replicas=args.max_replicas, metric=args.metric,
+                            target=args.target, interval_s=args.interval_s, up_window_s=args.up_window_s,
+                            down_window_s=args.down_window_s)
+
+
+def _fault(spec: str) -> Fault:
+    when, _, rid = spec.partition(":")
+    try:
+        t = float(when)
+        replica = int(rid) if rid else None
+    except ValueError:
+        raise ValueError(f"--kill {spec!r}: expected T[:ID], seconds and a replica id") from None
+    if not (t >= 0 and math.isfinite(t)):
+        raise ValueError(f"--kill {spec!r}: the time must be seconds >= 0")
+    return Fault(t, replica)
+
+
+def _demand_spec(args) -> dict:
+    """What to build the demand from (read here: files; built by servecap.plan.run)."""
+    from contract.distributions import parse_length_distribution
+
+    spec = {"speedup": args.speedup, "duration_s": args.duration, "seed": args.seed}
+    if args.trace:
+        from loadgen.workload.traces import load_trace
+
+        spec.update(kind="trace", trace=load_trace(args.trace))
+        return spec
+    lengths = {"prompt": parse_length_distribution(args.prompt_tokens, "--prompt-tokens"),
+               "output": parse_length_distribution(args.output_tokens, "--output-tokens"),
+               "sessions": args.sessions, "prefix_tokens": args.session_prefix_tokens}
+    if args.sessions < 0 or args.session_prefix_tokens < 0:
+        raise ValueError("--sessions and --session-prefix-tokens must be >= 0")
+    if args.rate_curve:
+        spec.update(kind="rate_curve", curve=_read_curve(Path(args.rate_curve)), source=args.rate_curve, **lengths)
+        return spec
+    peak, _, trough = args.diurnal.partition(":")
+    try:
+        peak_rps, trough_rps = float(peak), float(trough)
+    except ValueError:
+        raise ValueError(f"--diurnal {args.diurnal!r}: expected PEAK:TROUGH requests/s, e.g. 40:5") from None
+    spec.update(kind="diurnal", peak_rps=peak_rps, trough_rps=trough_rps, period_s=args.period,
+                bursts_per_day=args.bursts_per_day, burst_multiplier=args.burst_multiplier,
+                burst_duration_s=args.burst_duration, **lengths)
+    return spec
+
+
+def _read_curve(path: Path) -> tuple[list[float], list[float]]:
+    """t_s,rate_rps rows; a first line that is not numbers is a header."""
+    try:
+        rows = list(csv.reader(path.read_text().splitlines()))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--rate-curve {str(path)!r} cannot be read: {exc}") from None
+    times, rates = [], []
+    for number, row in enumerate(rows, 1):
+        if not row or not "".join(row).strip():
+            continue
+        try:
+            t, rate = float(row[0]), float(row[1])
+        except (ValueError, IndexError):
+            if number == 1:
+                continue   # a header
+            raise ValueError(f"--rate-curve {str(path)!r} line {number}: expected t_s,rate_rps, got {row!r}") from None
+        times.append(t)
+        rates.append(rate)
+    if not times:
+        raise ValueError(f"--rate-curve {str(path)!r} has no rows")
+    return times, rates
+
+
+def _replica(args) -> tuple[ReplicaSpec, float]:
+    if args.gpu is not None:
+        if args.cold_start_s is None:
+            raise ValueError("--gpu needs --cold-start-s: a GPU replica's time to ready (model load, warm-up) "
+                             "is not in the catalog")
+        return gpu_replica(args.gpu, args.model, dtype=args.dtype, tp=args.tp, engine=args.engine), args.cold_start_s
+    return calibration_replica(args.calibration, args.strategy, args.cold_start_s)
+
+
+def gpu_replica(gpu_name: str, model: str, *, dtype: str, tp: int, engine: str) -> ReplicaSpec:
+    """A catalog GPU sized as its engine would size it (the rule of `serve --emulate` and `calc simulate --gpu`)."""
+    from calculators.gpu_engine import engine_defaults, gpu_engine
+    from calculators.gpus import get_gpu
+    from calculators.models import resolve_model
+    from calculators.sim.workload import ServerConfig
+
+    gpu = get_gpu(gpu_name)
+    sizing = gpu_engine(resolve_model(model), gpu, dtype=dtype, tp=tp, engine=engine)
+    server = ServerConfig.from_flags("continuous", num_kv_blocks=sizing.num_kv_blocks, block_size=sizing.block_size,
+                                     **engine_defaults(engine, gpu).limit_flags())
+    return ReplicaSpec(server, sizing.step_model, sizing.num_kv_blocks, gpus=tp, hourly_usd_per_gpu=gpu.hourly_usd,
+                       describe=sizing.describe().removeprefix("emulated "))
+
+
+def calibration_replica(run_dir: str, strategy: str | None, cold_start_s: float | None) -> tuple[ReplicaSpec, float]:
+    """The replica a measured run calibrates (its strategy's limits and KV cache, the fitted step model)."""
+    from reports.predict.calibration import calibrate, strategy_server
+    from reports.predict.evidence import level_samples
+    from reports.predict.prediction import _strategy
+    from reports.run_data import load_run
+    from reports.summary import build_levels
+
+    data = load_run(run_dir)
+    samples = level_samples(data, build_levels(data, data.run.slo))
+    name = _strategy(strategy, samples)
+    calibration = calibrate(samples[name], strategy_server(data.run, name))
+    server = calibration.server
+    if server.num_kv_blocks is None:
+        raise ValueError(f"{run_dir}: run.json does not say the KV cache's block count for {name}")
+    ready = (data.run.server.ready_s or {}).get(name)
+    if cold_start_s is None and ready is None:
+        raise ValueError(f"{run_dir} did not record its server's time to ready (a sweep before run.json kept "
+                         "it, or a --url target): give --cold-start-s")
+    return (ReplicaSpec(server, calibration.step_model, server.num_kv_blocks, gpus=1, hourly_usd_per_gpu=None,
+                        describe=f"{name} replica calibrated on {run_dir}"),
+            cold_start_s if cold_start_s is not None else float(ready))
+
+
+def replica_band(args) -> float | None:
+    """The catalog replica's relative speed band (as calc fleet's), carried through the plan's cost."""
+    if args.gpu is None:
+        return None
+    from calculators.fleet import replica_from_roofline
+    from calculators.gpus import get_gpu
+    from calculators.models import resolve_model
+
+    try:
+        replica = replica_from_roofline(resolve_model(args.model), get_gpu(args.gpu), dtype=args.dtype, tp=args.tp,
+                                        engine=args.engine)
+    except ValueError:
+        return None
+    return None if replica.error_band is None else replica.error_band.relative
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

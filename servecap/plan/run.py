@@ -1,0 +1,133 @@
+"""The plan's runs, in order, and the answer they make: the plan as asked, N+1, the cheapest static
+fleet, the breach probability, the autoscaler-target search and the speed band's ends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+
+from calculators.plan.demand import Demand, diurnal_with_bursts, from_rows, rate_curve_arrivals
+from calculators.plan.fleet import FleetConfig
+from calculators.plan.outcome import SloLimits
+from calculators.plan.planner import Judged, breach_probability, cheapest_static, judge, search_targets
+from calculators.plan.planner import n_plus_one as lose_one_at_peak
+from calculators.sim.step_model import StepTimeModel
+
+TARGET_GRID = (0.5, 0.75, 1.0, 1.5, 2.0)   # --search target: these multiples of --target
+
+
+def build_demand(spec: dict, replication: int = 0) -> Demand:
+    """The demand `spec` describes; a synthetic one is redrawn per replication, a trace is itself."""
+    seed = spec["seed"] + replication
+    if spec["kind"] == "trace":
+        trace = spec["trace"]
+        rows = trace.rows
+        hash_ids = [row.hash_ids for row in rows] if any(row.hash_ids for row in rows) else None
+        sessions = [row.session for row in rows] if any(row.session for row in rows) else None
+        skipped = f" ({trace.skipped} failed rows skipped)" if getattr(trace, "skipped", 0) else ""
+        return from_rows([row.offset_s for row in rows], [row.input_tokens for row in rows],
+                         [row.output_tokens for row in rows], hash_ids, speedup=spec["speedup"],
+                         duration_s=spec["duration_s"], session=sessions,
+                         source=f"{trace.format} trace {trace.path}{skipped}")
+    lengths = dict(prompt=spec["prompt"], output=spec["output"], seed=seed, speedup=spec["speedup"],
+                   sessions=spec["sessions"], turns_prefix_tokens=spec["prefix_tokens"])
+    if spec["kind"] == "rate_curve":
+        times, rates = spec["curve"]
+        return rate_curve_arrivals(times, rates, duration_s=spec["duration_s"], **lengths,
+                                   source=f"rate curve {spec['source']}")
+    # --duration is planned (sped-up) time, as for a trace; the day's curve spans that much of real time
+    day = spec["duration_s"] * spec["speedup"] if spec["duration_s"] else spec["period_s"]
+    times, rates = diurnal_with_bursts(peak_rps=spec["peak_rps"], trough_rps=spec["trough_rps"],
+                                       period_s=spec["period_s"], duration_s=day,
+                                       bursts_per_day=spec["bursts_per_day"],
+                                       burst_multiplier=spec["burst_multiplier"],
+                                       burst_duration_s=spec["burst_duration_s"], seed=seed)
+    return rate_curve_arrivals(times, rates, duration_s=day / spec["speedup"], **lengths,
+                               source=f"a synthetic day: {spec['peak_rps']:g} req/s peak, {spec['trough_rps']:g} "
+                                      f"trough, {spec['bursts_per_day']:g} bursts of x{spec['burst_multiplier']:g}")
+
+
+def scaled(model: StepTimeModel, factor: float) -> StepTimeModel:
+    """Every step `factor` times as long (a replica at an end of its speed band)."""
+    return replace(model, base_s=model.base_s * factor, per_seq_s=model.per_seq_s * factor,
+                   per_prefill_token_s=model.per_prefill_token_s * factor,
+                   per_context_token_s=model.per_context_token_s * factor,
+                   batch_table=tuple(v * factor for v in model.batch_table))
+
+
+def _summary(judged: Judged) -> dict:
+    o, run = judged.outcome, judged.run
+    ready = [life for life in run.lives]
+    return {"attainment": o.attainment, "meets_target": o.meets_target, "requests": o.requests,
+            "unfinished": o.unfinished, "gpu_hours": o.gpu_hours, "usd": o.usd, "usd_per_day": o.usd_per_day,
+            "usd_per_million_tokens": o.usd_per_million_tokens, "replicas_started": len(ready),
+            "replicas_killed": sum(life.killed for life in ready),
+            "retried_requests": int(run.retried.sum())}
+
+
+def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: SloLimits, window_s: float,
+             search: str, static_max: int, replications: int, n_plus_one: bool, band: float | None,
+             progress: Callable[[str], None]) -> dict:
+    """`demand` is `build_demand(demand_spec)`, built by the caller (where its errors are the user's)."""
+    progress(f"{len(demand):,} requests over {demand.span_s:,.0f} s; simulating the plan")
+    plan = judge(demand, config, slo, window_s=window_s,
+                 on_progress=lambda done, total: progress(f"  plan: {done:,} of {total:,} requests routed"))
+    answer: dict = {"plan": {"config": _describe_config(config), "demand": demand.source, "requests": len(demand),
+                             "span_s": float(demand.span_s), "slo": _describe_slo(slo, window_s),
+                             **_summary(plan)}}
+    extra: dict = {}
+    if n_plus_one:
+        progress("N+1: the busiest replica lost at the peak")
+        lost = extra["n_plus_one"] = lose_one_at_peak(demand, config, slo, window_s=window_s)
+        answer["n_plus_one"] = {"fault_at_s": lost.config.faults[-1].t_s, **_summary(lost)}
+    progress("the cheapest static fleet that meets the target")
+    static = cheapest_static(demand, config, slo, window_s=window_s, max_replicas=static_max, progress=progress)
+    answer["static"] = ({"replicas": None, "why": f"no fixed fleet of up to {static_max} replicas meets "
+                                                  f"{slo.attainment:.0%} of windows"} if static is None else
+                        {"replicas": static.config.initial_replicas, **_summary(static)})
+    if replications > 1:
+        progress(f"{replications} seeded replications")
+        probability, attainments = breach_probability(lambda r: build_demand(demand_spec, r), config, slo,
+                                                      replications=replications, window_s=window_s)
+        answer["breach"] = {"replications": replications, "probability": probability, "attainments": attainments}
+    if search == "target":
+        grid = [config.autoscaler.target * f for f in TARGET_GRID] if config.autoscaler else []
+        best, rows = search_targets(demand, config, slo, grid, window_s=window_s, progress=progress)
+        answer["search"] = {"targets": [{"target": t, "attainment": a, "gpu_hours": g, "usd": u} for t, a, g, u in rows],
+                            "best_target": None if best is None else best.config.autoscaler.target}
+    if band:
+        progress(f"the replica's speed band (±{band:.0%})")
+        ends = {}
+        for name, factor in (("fast", 1 / (1 + band)), ("slow", 1 + band)):
+            spec = replace(config.replica, step_model=scaled(config.replica.step_model, factor))
+            ends[name] = _summary(judge(demand, replace(config, replica=spec), slo, window_s=window_s))
+        answer["band"] = {"relative": band, **ends}
+    answer["_runs"] = {"plan": plan, "demand": demand, "static": static, **extra}
+    return answer
+
+
+def _describe_config(config: FleetConfig) -> dict:
+    a = config.autoscaler
+    return {"replica": config.replica.describe, "gpus_per_replica": config.replica.gpus,
+            "hourly_usd_per_gpu": config.replica.hourly_usd_per_gpu, "router": config.router,
+            "initial_replicas": config.initial_replicas, "cold_start_s": config.cold_start_s,
+            "autoscaler": None if a is None else {
+                "min_replicas": a.min_replicas, "max_replicas": a.max_replicas, "metric": a.metric,
+                "target": a.target, "interval_s": a.interval_s, "up_window_s": a.up_window_s,
+                "down_window_s": a.down_window_s},
+            "faults": [{"t_s": f.t_s, "replica": f.replica} for f in config.faults], "seed": config.seed}
+
+
+def _describe_slo(slo: SloLimits, window_s: float) -> dict:
+    return {**{f"{k.removesuffix('_s')}_p99_ms": v * 1e3 for k, v in slo.given.items()},
+            "attainment": slo.attainment, "window_s": window_s}
+
+
+def window_arrays(judged: Judged) -> dict[str, np.ndarray]:
+    """Per window: start, requests, p99 of each metric, met (1/0/nan)."""
+    w = judged.outcome.windows
+    return {"start_s": np.array([x.start_s for x in w]), "requests": np.array([x.requests for x in w]),
+            **{f"{m}_p99": np.array([x.p99[m] for x in w]) for m in ("ttft_s", "tpot_s", "e2e_s")},
+            "met": np.array([np.nan if x.met is None else float(x.met) for x in w])}

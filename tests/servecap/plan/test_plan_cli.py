@@ -1,0 +1,62 @@
+"""`servecap plan` from flags to files: bad input is one line and exit 2; a small plan writes its answer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from servecap.plan.cli import main
+
+GPU = ["--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--cold-start-s", "30"]
+SLO = ["--slo-ttft-ms", "500"]
+
+
+def _error(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+def test_bad_input_is_one_line_naming_the_problem(tmp_path, capsys):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    assert "no" in _error(capsys, ["--trace", str(empty), *GPU, *SLO, "--replicas", "2"]).lower()
+    backwards = tmp_path / "curve.csv"
+    backwards.write_text("t_s,rate_rps\n0,1\n10,2\n5,3\n")
+    assert "backwards" in _error(capsys, ["--rate-curve", str(backwards), *GPU, *SLO, "--replicas", "2"])
+    curve = tmp_path / "ok.csv"
+    curve.write_text("0,1\n60,2\n")
+    assert "--min-replicas 4 is above --max-replicas 2" in _error(
+        capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--min-replicas", "4", "--max-replicas", "2", "--target", "8"])
+    assert "unknown policy" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2",
+                                               "--router", "fastest"])
+    assert "give one demand" in _error(capsys, [*GPU, *SLO, "--replicas", "2"])
+    assert "at least one SLO" in _error(capsys, ["--rate-curve", str(curve), *GPU, "--replicas", "2"])
+    assert "--cold-start-s" in _error(capsys, ["--rate-curve", str(curve), "--gpu", "h100-sxm", "--model",
+                                               "llama-3.1-8b", *SLO, "--replicas", "2"])
+    assert "--kill 'soon'" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2",
+                                              "--kill", "soon"])
+
+
+def test_a_small_plan_writes_its_answer(tmp_path, capsys):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,0.5\n120,2\n240,0.5\n")
+    out = tmp_path / "plan"
+    code = main(["--rate-curve", str(curve), *GPU, "--prompt-tokens", "256", "--output-tokens", "32",
+                 "--min-replicas", "1", "--max-replicas", "3", "--target", "2", "--interval-s", "10",
+                 "--slo-ttft-ms", "500", "--window-s", "60", "--static-max", "4", "--out", str(out)])
+    assert code == 0
+    answer = json.loads((out / "plan.json").read_text())
+    plan = answer["plan"]
+    assert plan["requests"] == answer["timeline"]["replicas"][0]["served"] + sum(
+        r["served"] for r in answer["timeline"]["replicas"][1:])
+    assert plan["unfinished"] == 0 and plan["meets_target"] is True
+    assert answer["static"]["replicas"] == 1 and "n_plus_one" in answer and answer["band"]["relative"] > 0
+    assert [w["start_s"] for w in answer["windows"]] == [0, 60, 120, 180]
+    assert (out / "plan.png").stat().st_size > 10_000
+    assert (out / "plan.md").read_text().startswith("# Fleet plan\n\n- plan: 100.0% of 60-s windows meet")
+    assert "plan:" in capsys.readouterr().err
