@@ -247,23 +247,10 @@ def _replica(args) -> tuple[ReplicaSpec, float]:
         if args.cold_start_s is None:
             raise ValueError("--gpu needs --cold-start-s: a GPU replica's time to ready (model load, warm-up) "
                              "is not in the catalog")
+        from calculators.plan.sizing import gpu_replica
+
         return gpu_replica(args.gpu, args.model, dtype=args.dtype, tp=args.tp, engine=args.engine), args.cold_start_s
     return calibration_replica(args.calibration, args.strategy, args.cold_start_s)
-
-
-def gpu_replica(gpu_name: str, model: str, *, dtype: str, tp: int, engine: str) -> ReplicaSpec:
-    """A catalog GPU sized as its engine would size it (the rule of `serve --emulate` and `calc simulate --gpu`)."""
-    from calculators.gpu_engine import engine_defaults, gpu_engine
-    from calculators.gpus import get_gpu
-    from calculators.models import resolve_model
-    from calculators.sim.workload import ServerConfig
-
-    gpu = get_gpu(gpu_name)
-    sizing = gpu_engine(resolve_model(model), gpu, dtype=dtype, tp=tp, engine=engine)
-    server = ServerConfig.from_flags("continuous", num_kv_blocks=sizing.num_kv_blocks, block_size=sizing.block_size,
-                                     **engine_defaults(engine, gpu).limit_flags())
-    return ReplicaSpec(server, sizing.step_model, sizing.num_kv_blocks, gpus=tp, hourly_usd_per_gpu=gpu.hourly_usd,
-                       describe=sizing.describe().removeprefix("emulated "))
 
 
 def calibration_replica(run_dir: str, strategy: str | None, cold_start_s: float | None) -> tuple[ReplicaSpec, float]:

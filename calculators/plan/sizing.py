@@ -1,0 +1,20 @@
+"""A catalog GPU replica for the plan, sized as its engine would size it: the rule of `servecap serve
+--emulate` and `calc simulate --gpu` (`calculators.gpu_engine`), with the catalog's assumed price."""
+
+from __future__ import annotations
+
+from calculators.gpu_engine import engine_defaults, gpu_engine
+from calculators.gpus import get_gpu
+from calculators.models import resolve_model
+from calculators.plan.fleet import ReplicaSpec
+from calculators.sim.workload import ServerConfig
+
+
+def gpu_replica(gpu_name: str, model: str, *, dtype: str = "bf16", tp: int = 1, engine: str = "vllm") -> ReplicaSpec:
+    """Continuous batching with the engine's default limits, the KV blocks left on that GPU, the fitted step model."""
+    gpu = get_gpu(gpu_name)
+    sizing = gpu_engine(resolve_model(model), gpu, dtype=dtype, tp=tp, engine=engine)
+    server = ServerConfig.from_flags("continuous", num_kv_blocks=sizing.num_kv_blocks, block_size=sizing.block_size,
+                                     **engine_defaults(engine, gpu).limit_flags())
+    return ReplicaSpec(server, sizing.step_model, sizing.num_kv_blocks, gpus=tp, hourly_usd_per_gpu=gpu.hourly_usd,
+                       describe=sizing.describe().removeprefix("emulated "))
