@@ -1,10 +1,10 @@
 """One generation request from admission to its last token, as a stream of text deltas.
 
 Shared by /v1/completions and /v1/chat/completions: admission (429/503), handing the
-request to the engine (400 when the engine rejects it), incremental UTF-8
-decoding, stop strings, usage, TTFT/e2e metrics, and aborting the sequence whenever
-the consumer goes away before the end (client disconnect, drain timeout), so its KV
-blocks are freed within one engine step.
+request to the engine (400 when the engine rejects it), the output text (`output_text.py`:
+UTF-8 decoding, special tokens, the stop token, stop strings), usage, TTFT/e2e metrics,
+and aborting the sequence whenever the consumer goes away before the end (client
+disconnect, drain timeout), so its KV blocks are freed within one engine step.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from reference_server.api.errors import APIError
-from reference_server.api.stop_strings import StopStringMatcher
+from reference_server.api.output_text import OutputText
 from reference_server.runtime.engine_client import RequestAborted
 from reference_server.runtime.engine_loop import ACCEPTED, EngineFailure
-from reference_server.engine.tokenizer import IncrementalDecoder
 
 
 @dataclass
@@ -38,14 +37,13 @@ class Delta:
 class Generation:
     """Use `await Generation.open(...)`, then iterate `deltas()` exactly once."""
 
-    def __init__(self, runtime, request_id: str, queue: asyncio.Queue, ticket, stop: tuple[str, ...],
+    def __init__(self, runtime, request_id: str, queue: asyncio.Queue, ticket, text: OutputText,
                  arrival_s: float, num_prompt_tokens: int) -> None:
         self.runtime = runtime
         self.request_id = request_id
         self._queue = queue
         self._ticket = ticket
-        self._matcher = StopStringMatcher(stop)
-        self._decoder = IncrementalDecoder()
+        self._text = text
         self._arrival_s = arrival_s
         self._finished = False
         self._closed = False
@@ -55,8 +53,9 @@ class Generation:
 
     @classmethod
     async def open(cls, runtime, request_id: str, prompt_token_ids: list[int], params,
-                   stop: tuple[str, ...], arrival_s: float) -> Generation:
-        """Admit and enqueue; returns once the engine accepted the request, else raises APIError."""
+                   text: OutputText, arrival_s: float) -> Generation:
+        """Admit and enqueue; returns once the engine accepted the request, else raises APIError.
+        `text` turns the generated ids into the response's text (a fresh one per request)."""
         ticket = runtime.admission.admit()
         queue = runtime.engine.add_request(request_id, prompt_token_ids, params)
         try:
@@ -71,7 +70,7 @@ class Generation:
                 raise APIError(400, str(first), code="request_rejected")
             raise APIError(500, f"engine error: {first}")
         runtime.metrics.prompt_tokens.inc(len(prompt_token_ids))
-        generation = cls(runtime, request_id, queue, ticket, stop, arrival_s, len(prompt_token_ids))
+        generation = cls(runtime, request_id, queue, ticket, text, arrival_s, len(prompt_token_ids))
         runtime.live[request_id] = generation
         return generation
 
@@ -92,14 +91,15 @@ class Generation:
                 self.prompt_tokens = item.num_prompt_tokens
                 self.completion_tokens = item.num_output_tokens
                 self.cached_prompt_tokens = item.num_cached_prompt_tokens
-                text = self._matcher.feed(self._decoder.feed(item.new_token_ids))
                 finish_reason = item.finish_reason if item.finished else None
-                if self._matcher.stopped:
+                # the engine's "stop": end-of-sequence or a stop token, the last id of this output
+                text = self._text.feed(item.new_token_ids, ends_on_stop_token=finish_reason == "stop")
+                if self._text.stopped:
                     finish_reason = "stop"
                     self.runtime.engine.abort(self.request_id)   # a stop string ends it early
                 elif item.finished:
-                    text += self._matcher.feed(self._decoder.flush()) + self._matcher.flush()
-                    if self._matcher.stopped:
+                    text += self._text.finish()
+                    if self._text.stopped:
                         finish_reason = "stop"
                 if finish_reason is not None:
                     self._finished = True

@@ -4,6 +4,9 @@ Prompt tokens (what `usage.prompt_tokens` counts, exactly):
 - completions, text prompt: `<|bos|>` + one id per UTF-8 byte;
 - completions, token-id prompt: the ids as given (no BOS added);
 - chat: see `chat_template.py`.
+
+Every generation response, streamed or not, names the request fields this server ignored
+in its `x-servecap-ignored-fields` header (`ignored_fields.py`).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from starlette.background import BackgroundTask
 from reference_server.api.chat_template import render_chat
 from reference_server.api.errors import APIError
 from reference_server.api.generation import Generation
+from reference_server.api.ignored_fields import ignored_fields_headers
 from reference_server.api.openai_responses import ResponseShape
 from reference_server.api.openai_schemas import ChatCompletionRequest, CompletionRequest, _SamplingRequest
+from reference_server.api.output_text import OutputText
 from reference_server.api.sse import DONE, SSE_MEDIA_TYPE, sse_event
 from reference_server.scheduling.sampling import SamplingParams
 
@@ -65,8 +70,7 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
     shape = ResponseShape(chat=False, model=runtime.served_model_name, include_usage=body.include_usage(),
                           continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats),
                           prompt_token_ids=prompt_ids if body.return_token_ids else None)
-    return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens),
-                          body.stop_strings(), bool(body.stream), arrival_s)
+    return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens), body, arrival_s)
 
 
 @router.post("/chat/completions", response_model=None)
@@ -74,7 +78,9 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     arrival_s = time.monotonic()
     runtime = request.app.state.runtime
     runtime.check_model(body.model)
-    prompt_ids = render_chat(runtime.tokenizer, [(m.role, m.text()) for m in body.messages])
+    prompt_ids = render_chat(runtime.tokenizer, [(m.role, m.text()) for m in body.messages],
+                             add_generation_prompt=body.add_generation_prompt is not False,
+                             continue_final_message=bool(body.continue_final_message))
     max_tokens = body.token_limit()
     if max_tokens is None:   # as vLLM: whatever context is left after the prompt
         max_tokens = runtime.max_model_len - len(prompt_ids)
@@ -84,8 +90,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     shape = ResponseShape(chat=True, model=runtime.served_model_name, include_usage=body.include_usage(),
                           continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats),
                           prompt_token_ids=prompt_ids if body.return_token_ids else None)
-    return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens),
-                          body.stop_strings(), bool(body.stream), arrival_s)
+    return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens), body, arrival_s)
 
 
 def _model_card(runtime) -> dict:
@@ -109,11 +114,14 @@ def _sampling_params(body: _SamplingRequest, max_tokens: int) -> SamplingParams:
 
 
 async def _respond(request: Request, runtime, shape: ResponseShape, prompt_ids: list[int],
-                   params: SamplingParams, stop: tuple[str, ...], stream: bool, arrival_s: float) -> Response:
-    generation = await Generation.open(runtime, shape.id, prompt_ids, params, stop, arrival_s)
-    if stream:
+                   params: SamplingParams, body: _SamplingRequest, arrival_s: float) -> Response:
+    output_text = OutputText(body.stop_strings(), skip_special_tokens=body.skips_special_tokens(),
+                             keep_stop=body.keep_stop())
+    headers = ignored_fields_headers(body)
+    generation = await Generation.open(runtime, shape.id, prompt_ids, params, output_text, arrival_s)
+    if body.stream:
         return StreamingResponse(_sse(generation, shape), media_type=SSE_MEDIA_TYPE,
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers},
                                  background=BackgroundTask(generation.close))
     try:
         collected = await _collect_unless_disconnected(request, generation)
@@ -122,7 +130,8 @@ async def _respond(request: Request, runtime, shape: ResponseShape, prompt_ids: 
     if collected is None:   # the client left; nobody reads this
         return Response(status_code=499)
     text, last, token_ids = collected
-    return JSONResponse(shape.full(text, last.finish_reason if last else None, last, len(prompt_ids), token_ids))
+    return JSONResponse(shape.full(text, last.finish_reason if last else None, last, len(prompt_ids), token_ids),
+                        headers=headers)
 
 
 async def _sse(generation: Generation, shape: ResponseShape):

@@ -1,10 +1,16 @@
 """Request bodies of the OpenAI-compatible routes (pydantic; they also make the OpenAPI schema).
 
-Strict about input: wrong types are not coerced ("5" is not 5), unknown fields are
-rejected with a message naming them, and OpenAI parameters this server does not
-implement are accepted only at their no-op value (e.g. `n` must be 1, `logprobs` null,
-penalties 0), so nothing a client asks for is silently ignored. `null` means "default"
-for every optional parameter, as many clients send it.
+Strict about the fields it knows: wrong types are not coerced ("5" is not 5), and OpenAI or
+vLLM parameters this server does not implement are accepted only at their no-op value (e.g.
+`n` must be 1, `logprobs` null, penalties 0, `top_k` -1 or 0), so nothing a client asks for
+is silently dropped. `null` means "default" for every optional parameter, as many clients send it.
+
+Fields it does not know are ignored, as vLLM ignores them (its request models allow extra
+fields): routers and clients add their own (vllm-router adds SGLang's extensions to every
+request). Each response names them (`ignored_fields.py`). The vLLM/SGLang extensions that
+mean something here are fields: `ignore_eos`, `min_tokens`, `stop_token_ids`,
+`return_token_ids`, `skip_special_tokens`, `include_stop_str_in_output` / `no_stop_trim`,
+and for chat `add_generation_prompt` and `continue_final_message`.
 """
 
 from __future__ import annotations
@@ -17,16 +23,18 @@ MAX_SEED = 2**63 - 1
 MAX_STOP_STRINGS = 16
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+class _OpenAIModel(BaseModel):
+    """Known fields typed strictly; unknown ones kept aside (`model_extra`) to be reported, not used."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
 
 
-class StreamOptions(_Strict):
+class StreamOptions(_OpenAIModel):
     include_usage: bool | None = False
     continuous_usage_stats: bool | None = False   # vLLM: usage on every chunk
 
 
-class _SamplingRequest(_Strict):
+class _SamplingRequest(_OpenAIModel):
     """Fields shared by /v1/completions and /v1/chat/completions."""
 
     model: str | None = Field(None, description="the served model name; null = the served model")
@@ -34,15 +42,26 @@ class _SamplingRequest(_Strict):
     temperature: float | None = Field(None, ge=0, le=2, description="0 = greedy; default 1")
     top_p: float | None = Field(None, gt=0, le=1, description="nucleus sampling mass; default 1")
     seed: int | None = Field(None, ge=0, le=MAX_SEED, description="per-request sampling seed")
-    stop: str | list[str] | None = Field(None, description="stop strings, not included in the output")
+    stop: str | list[str] | None = Field(None, description="stop strings, not included in the output "
+                                                           "(unless include_stop_str_in_output)")
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     # vLLM extensions that let load tests fix the output length
     ignore_eos: bool | None = Field(False, description="vLLM: keep generating past end-of-sequence")
     min_tokens: int | None = Field(None, ge=0, description="vLLM: no end-of-sequence before this many tokens")
-    stop_token_ids: list[int] | None = Field(None, description="vLLM: token ids that end generation")
+    stop_token_ids: list[int] | None = Field(None, description="vLLM: token ids that end generation (in token_ids; "
+                                                               "their text only with include_stop_str_in_output)")
     return_token_ids: bool | None = Field(False, description="vLLM: add the generated ids (choices[].token_ids) "
                                                              "and the prompt's (prompt_token_ids)")
+    skip_special_tokens: bool | None = Field(True, description="vLLM: special tokens add no text; "
+                                                               "false writes each as its name (<|eos|>)")
+    include_stop_str_in_output: bool | None = Field(
+        False, description="vLLM: keep the stop string (or the stop token's text) that ended generation")
+    no_stop_trim: bool | None = Field(False, description="SGLang's name for include_stop_str_in_output")
+    # accepted vLLM sampling parameters at their no-op value only
+    top_k: int | None = Field(None, description="only -1 or 0 (no top-k filtering) is supported")
+    min_p: float | None = Field(None, description="only 0 is supported")
+    repetition_penalty: float | None = Field(None, description="only 1 is supported")
     # accepted OpenAI parameters at their no-op value only
     n: int | None = Field(1, description="only 1 is supported")
     user: str | None = None
@@ -77,6 +96,12 @@ class _SamplingRequest(_Strict):
                 raise ValueError(f"{name}: only 0 is supported by this server")
         if self.logit_bias:
             raise ValueError("logit_bias: not supported by this server")
+        if self.top_k not in (None, -1, 0):
+            raise ValueError("top_k: only -1 or 0 (no top-k filtering) is supported by this server")
+        if self.min_p not in (None, 0):
+            raise ValueError("min_p: only 0 is supported by this server")
+        if self.repetition_penalty not in (None, 1):
+            raise ValueError("repetition_penalty: only 1 is supported by this server")
         if self.min_tokens and self.max_tokens is not None and self.min_tokens > self.max_tokens:
             raise ValueError(f"min_tokens ({self.min_tokens}) must not exceed max_tokens ({self.max_tokens})")
         return self
@@ -88,6 +113,13 @@ class _SamplingRequest(_Strict):
 
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
+
+    def keep_stop(self) -> bool:
+        """vLLM's include_stop_str_in_output or SGLang's no_stop_trim: either keeps what ended generation."""
+        return bool(self.include_stop_str_in_output or self.no_stop_trim)
+
+    def skips_special_tokens(self) -> bool:
+        return self.skip_special_tokens is not False   # null: the default, true
 
 
 class CompletionRequest(_SamplingRequest):
@@ -127,12 +159,12 @@ class CompletionRequest(_SamplingRequest):
         return prompt
 
 
-class TextPart(_Strict):
+class TextPart(_OpenAIModel):
     type: Literal["text"]
     text: str
 
 
-class ChatMessage(_Strict):
+class ChatMessage(_OpenAIModel):
     role: Literal["system", "developer", "user", "assistant"]
     content: str | list[TextPart] | None = None
     name: str | None = None
@@ -152,11 +184,22 @@ class ChatCompletionRequest(_SamplingRequest):
     max_completion_tokens: int | None = Field(None, ge=1, description="newer name of max_tokens")
     logprobs: bool | None = Field(None, description="only false/null is supported")
     top_logprobs: int | None = Field(None, description="only null is supported")
+    add_generation_prompt: bool | None = Field(True, description="vLLM: end the prompt with the assistant's "
+                                                                 "turn opener")
+    continue_final_message: bool | None = Field(
+        False, description="vLLM: leave the final message open so the model continues it; "
+                           "needs add_generation_prompt false")
+    echo: bool | None = Field(False, description="vLLM: only false is supported")
 
     @model_validator(mode="after")
     def _check_chat_only(self):
         if self.logprobs:
             raise ValueError("logprobs: not supported by this server")
+        if self.continue_final_message and self.add_generation_prompt is not False:
+            raise ValueError("continue_final_message: cannot be used with add_generation_prompt true (its "
+                             "default); send add_generation_prompt: false")
+        if self.echo:
+            raise ValueError("echo: not supported by this server")
         if self.top_logprobs is not None:
             raise ValueError("top_logprobs: not supported by this server")
         if self.max_tokens is not None and self.max_completion_tokens is not None \

@@ -26,8 +26,8 @@ from reference_server.engine.tokenizer import ByteTokenizer
 
 
 # --- stop strings ---------------------------------------------------------------------
-def feed_all(stops: tuple[str, ...], pieces: list[str]) -> tuple[str, bool]:
-    matcher = StopStringMatcher(stops)
+def feed_all(stops: tuple[str, ...], pieces: list[str], keep: bool = False) -> tuple[str, bool]:
+    matcher = StopStringMatcher(stops, keep=keep)
     out = "".join(matcher.feed(p) for p in pieces)
     return out + matcher.flush(), matcher.stopped
 
@@ -60,6 +60,19 @@ def test_stop_matcher_equals_truncating_the_whole_text(text, stop, cuts):
     pieces.append(text[last:])
     expected = text[: text.index(stop)] if stop in text else text
     assert feed_all((stop,), pieces) == (expected, stop in text)
+
+
+@given(text=st.text(alphabet="abc", max_size=40), stops=st.lists(st.text(alphabet="abc", min_size=1, max_size=4),
+                                                                  min_size=1, max_size=3),
+       cuts=st.lists(st.integers(0, 40)))
+def test_kept_stop_string_equals_cutting_the_whole_text_after_the_first_to_end(text, stops, cuts):
+    pieces, last = [], 0
+    for cut in sorted(set(c for c in cuts if c <= len(text))):
+        pieces.append(text[last:cut])
+        last = cut
+    pieces.append(text[last:])
+    ends = [text.index(s) + len(s) for s in stops if s in text]
+    assert feed_all(tuple(stops), pieces, keep=True) == (text[: min(ends)] if ends else text, bool(ends))
 
 
 # --- chat template, SSE -----------------------------------------------------------------
@@ -126,7 +139,8 @@ def test_completion_request_is_strict_and_names_fields():
     with pytest.raises(ValidationError) as bad:
         CompletionRequest.model_validate({"prompt": "x", "max_tokens": "3", "bogus": 1})
     message, param = describe_validation_errors(bad.value.errors(include_url=False))
-    assert param == "max_tokens" and "bogus: Extra inputs are not permitted" in message
+    assert param == "max_tokens" and message == "max_tokens: Input should be a valid integer"   # bogus: ignored
+    assert CompletionRequest.model_validate({"prompt": "x", "bogus": 1}).model_extra == {"bogus": 1}
 
 
 def test_single_prompt_unwraps_one_element_batches():
