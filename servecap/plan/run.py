@@ -64,7 +64,7 @@ def _summary(judged: Judged) -> dict:
             "unfinished": o.unfinished, "gpu_hours": o.gpu_hours, "usd": o.usd, "usd_per_day": o.usd_per_day,
             "usd_per_million_tokens": o.usd_per_million_tokens, "replicas_started": len(ready),
             "replicas_killed": sum(life.killed for life in ready),
-            "retried_requests": int(run.retried.sum())}
+            "retried_requests": int(run.retried.sum()), "prefix_hit_rate": run.prefix_hit_rate()}
 
 
 def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: SloLimits, window_s: float,
