@@ -97,7 +97,9 @@ class FleetPlan:
     rate_per_replica_at_slo: float   # the SLO operating point of one replica
     tokens_per_s: float | None
     error_band: str | None = None                # the replica's predicted-speed band, as text
-    replicas_range: tuple[int, int] | None = None  # replicas needed at the fast and the slow end of it
+    replicas_range: tuple[int | None, int | None] | None = None  # replicas needed at the fast and the slow end
+                                                                 # of it (None: that end meets the SLO at no count)
+    replicas_range_note: str | None = None       # why an end of the range is None
 
 
 def _p99(rate: float, rep: Replica, replicas: int, arrival_cv2: float, service_cv2: float) -> float:
@@ -134,6 +136,7 @@ def fleet(rate_rps: float, slo_p99_s: float, rep: Replica, *, arrival_cv2: float
             else:
                 low = mid
     result = ggc(rate_rps, 1 / rep.service_time_s, high * rep.slots, arrival_cv2=arrival_cv2, service_cv2=service_cv2)
+    ends, note = _replicas_range(rate_rps, slo_p99_s, rep, arrival_cv2, service_cv2, max_replicas)
     return FleetPlan(
         rate_rps=rate_rps, slo_p99_s=slo_p99_s, replica_capacity_rps=rep.capacity_rps, replica_slots=rep.slots,
         replicas=high, gpus=high * rep.gpus, utilization=result.utilization, response_p99_s=result.response_p99_s,
@@ -141,25 +144,28 @@ def fleet(rate_rps: float, slo_p99_s: float, rep: Replica, *, arrival_cv2: float
         rate_per_replica_at_slo=max_rate_under_slo(rep, slo_p99_s, arrival_cv2=arrival_cv2, service_cv2=service_cv2),
         tokens_per_s=None if rep.tokens_per_s is None else rep.tokens_per_s * rate_rps / rep.capacity_rps,
         error_band=None if rep.error_band is None else rep.error_band.describe(),
-        replicas_range=_replicas_range(rate_rps, slo_p99_s, rep, arrival_cv2, service_cv2, max_replicas),
+        replicas_range=ends,
+        replicas_range_note=note,
     )
 
 
 def _replicas_range(rate_rps: float, slo_p99_s: float, rep: Replica, arrival_cv2: float, service_cv2: float,
-                    max_replicas: int) -> tuple[int, int] | None:
-    """Replicas ``fleet`` needs if the replica is as fast / as slow as the ends of its error band."""
+                    max_replicas: int) -> tuple[tuple[int | None, int | None] | None, str | None]:
+    """Replicas ``fleet`` needs if the replica is as fast / as slow as the ends of its error band, and why an
+    end is None: at that end the SLO is met by no replica count (never the search's cap as an answer)."""
     if rep.error_band is None:
-        return None
-    ends = []
-    for factor in (1 / (1 + rep.error_band.relative), 1 + rep.error_band.relative):
+        return None, None
+    ends, notes = [], []
+    for name, factor in (("fast", 1 / (1 + rep.error_band.relative)), ("slow", 1 + rep.error_band.relative)):
         end = replace(rep, capacity_rps=rep.capacity_rps / factor, service_time_s=rep.service_time_s * factor,
                       error_band=None)
         try:
             ends.append(fleet(rate_rps, slo_p99_s, end, arrival_cv2=arrival_cv2, service_cv2=service_cv2,
                               max_replicas=max_replicas).replicas)
-        except ValueError:  # the slow end cannot meet the SLO at all
-            ends.append(max_replicas)
-    return ends[0], ends[1]
+        except ValueError as exc:   # that end cannot meet the SLO at all
+            ends.append(None)
+            notes.append(f"at the {name} end of the band: {exc}")
+    return (ends[0], ends[1]), "; ".join(notes) or None
 
 
 def max_rate_under_slo(rep: Replica, slo_p99_s: float, *, arrival_cv2: float = 1.0, service_cv2: float = 1.0) -> float:

@@ -91,6 +91,15 @@ def test_gpu_predictions_carry_their_published_point_band(calc, calc_json):
                       "--service-cv2", "0")
     low, high = fleet["replicas_range"]
     assert low <= fleet["replicas"] <= high and "published points" in fleet["error_band"]
+    assert fleet["replicas_range_note"] is None
+    # an SLO the slow end of the band cannot meet on an idle replica: that end is null and says why,
+    # never the search's cap (it once printed [2, 100000])
+    tight = calc_json("fleet", "--rate", "20", "--slo-p99-ms", "20000", "--model", "llama-3.1-70b", "--gpu", "h200",
+                      "--dtype", "fp8", "--prompt-tokens", "1000", "--output-tokens", "250", "--max-num-seqs", "64",
+                      "--service-cv2", "0")
+    low, high = tight["replicas_range"]
+    assert low <= tight["replicas"] and high is None
+    assert tight["replicas_range_note"].startswith("at the slow end of the band: slo_p99 20000 ms is unreachable")
     cost = calc_json("cost", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "2")
     cheap, dear = cost["usd_per_million_tokens_range"]
     assert cheap < cost["usd_per_million_tokens"] < dear and cost["error_band"]
