@@ -224,13 +224,16 @@ class _Fleet:
 
     def _events_until(self, t: float) -> None:
         while self.events and self.events[0][0] <= t:
-            when, kind, _, payload = heapq.heappop(self.events)
-            if kind == self.READY:
-                self._ready(when, payload)
-            elif kind == self.FAULT:
-                self._fault(when, payload)
-            else:
-                self._tick(when)
+            self._next_event()
+
+    def _next_event(self) -> None:
+        when, kind, _, payload = heapq.heappop(self.events)
+        if kind == self.READY:
+            self._ready(when, payload)
+        elif kind == self.FAULT:
+            self._fault(when, payload)
+        else:
+            self._tick(when)
 
     def _advance(self, rid: int, t: float) -> None:
         sim = self.sims[rid]
@@ -368,21 +371,14 @@ class _Fleet:
 
     def _finish_all(self) -> None:
         """No more sends: run every replica (and what still waits at the router) to the end."""
-        last_tick = self.decisions[-1][0] if self.decisions else 0.0
         while self.pending or self.starting:
             if not self.events:
                 if self.autoscaler is None or not self.pending:
                     break   # nothing will ever serve them: they stay unfinished
-                last_tick += self.autoscaler.config.interval_s   # it keeps deciding while requests wait
-                self._push(last_tick, self.TICK, None)
-            when, kind, _, payload = heapq.heappop(self.events)
-            if kind == self.READY:
-                self._ready(when, payload)
-            elif kind == self.FAULT:
-                self._fault(when, payload)
-            else:
-                self._tick(when)
-                last_tick = when
+                last_tick = self.decisions[-1][0] if self.decisions else 0.0
+                # it keeps deciding while requests wait
+                self._push(last_tick + self.autoscaler.config.interval_s, self.TICK, None)
+            self._next_event()
         for rid in [rid for rid in self.sims if self.in_flight.get(rid)]:
             self._advance(rid, math.inf)
         end = self._last_end()

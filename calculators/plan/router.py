@@ -42,69 +42,17 @@ from __future__ import annotations
 import bisect
 import math
 import random
-from array import array
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
-from heapq import heapify, heappop, heappush
-from typing import Protocol
+
+from calculators.plan.cache_aware_router import CacheAwareRouter
+from calculators.plan.router_base import M64, ReplicaView, Router, RouterBase, first_least_loaded, mix64
+
+__all__ = ["ROUTER_POLICIES", "ReplicaView", "Router", "make_router"]
 
 ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "power_of_two", "least_load", "consistent_hash",
                                     "cache_aware", "sticky_least_loaded")
 
-_M64 = (1 << 64) - 1
-
-
-@dataclass(frozen=True)
-class ReplicaView:
-    """What the router knows of one routable replica at decision time."""
-
-    index: int       # the replica's stable id (never reused in a run)
-    in_flight: int   # requests the router sent it that have not finished
-
-
-class Router(Protocol):
-    policy: str
-    reads_load: bool   # whether `choose` reads ReplicaView.in_flight (the loop must bring it up to date)
-
-    def choose(self, t: float, key: int | None, prefix: tuple[int, ...], replicas: Sequence[ReplicaView],
-               blocks: int = 0) -> int: ...
-
-    def finished(self, index: int, prefix: tuple[int, ...]) -> None: ...
-
-    def removed(self, index: int) -> None: ...
-
-
-def _mix64(x: int) -> int:
-    """SplitMix64's finaliser: a 64-bit integer hash, the same on every run (Python's str hash is salted)."""
-    x = (x + 0x9E3779B97F4A7C15) & _M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
-    return x ^ (x >> 31)
-
-
-def _first_least_loaded(replicas: Sequence[ReplicaView]) -> int:
-    """vllm-router's `min_by_key(load)`: the least in-flight replica, the first of equals in the list."""
-    best = replicas[0]
-    low = best.in_flight
-    for view in replicas:
-        if view.in_flight < low:
-            best, low = view, view.in_flight
-    return best.index
-
-
-class _Base:
-    policy = ""
-    reads_load = False
-
-    def finished(self, index: int, prefix: tuple[int, ...]) -> None:
-        """vllm-router's `on_request_complete` changes no policy state (the load count is the loop's)."""
-
-    def removed(self, index: int) -> None:
-        """A replica gone: a stateless policy has nothing of it to forget."""
-
-
-class RoundRobinRouter(_Base):
+class RoundRobinRouter(RouterBase):
     """`round_robin` (vllm-router `RoundRobinPolicy`): a counter that grows by one per request, taken
     modulo the number of healthy workers, indexes the healthy list. A replica that leaves is skipped
     because it is no longer in the list; the cycle's phase shifts when the list's length changes, as
@@ -121,7 +69,7 @@ class RoundRobinRouter(_Base):
         return view.index
 
 
-class RandomRouter(_Base):
+class RandomRouter(RouterBase):
     """`random` (vllm-router `RandomPolicy`): a healthy worker drawn uniformly for each request."""
 
     policy = "random"
@@ -133,7 +81,7 @@ class RandomRouter(_Base):
         return replicas[int(self._rng.random() * len(replicas))].index
 
 
-class PowerOfTwoRouter(_Base):
+class PowerOfTwoRouter(RouterBase):
     """`power_of_two` (vllm-router `src/policies/power_of_two.rs`): two distinct healthy workers drawn
     uniformly, and the request goes to the one with fewer in-flight requests, the first drawn on a tie
     (`load1 <= load2`). A lone worker takes everything. vllm-router adds to the in-flight count a load
@@ -159,7 +107,7 @@ class PowerOfTwoRouter(_Base):
         return first.index if first.in_flight <= second.in_flight else second.index
 
 
-class LeastLoadRouter(_Base):
+class LeastLoadRouter(RouterBase):
     """`least_load` (not a vllm-router `--policy`): the replica with the fewest in-flight requests, the
     first in the fleet's order on a tie. It is the shortest-queue rule vllm-router's `cache_aware` uses
     when the load is imbalanced (`select_worker_min_load`), alone: the load-only bound the other
@@ -169,10 +117,10 @@ class LeastLoadRouter(_Base):
     reads_load = True
 
     def choose(self, t, key, prefix, replicas, blocks=0) -> int:
-        return _first_least_loaded(replicas)
+        return first_least_loaded(replicas)
 
 
-class ConsistentHashRouter(_Base):
+class ConsistentHashRouter(RouterBase):
     """`consistent_hash` (vllm-router `src/policies/consistent_hash.rs`, `hash_key.rs`).
 
     A hash ring holds `virtual_nodes` points per worker (vllm-router: 160, hashing "url:i"); a request
@@ -195,7 +143,7 @@ class ConsistentHashRouter(_Base):
     policy = "consistent_hash"
 
     def __init__(self, seed: int, virtual_nodes: int = 160, unkeyed: str = "random") -> None:
-        self._salt = _mix64(seed & _M64)
+        self._salt = mix64(seed & M64)
         self._rng = random.Random(seed)
         self.virtual_nodes = virtual_nodes
         self.unkeyed = unkeyed
@@ -206,8 +154,8 @@ class ConsistentHashRouter(_Base):
     def _rebuild(self, members: tuple[int, ...]) -> None:
         ring = []
         for index in members:
-            base = _mix64(self._salt ^ _mix64(index & _M64))
-            ring.extend((_mix64(base ^ vnode), index) for vnode in range(self.virtual_nodes))
+            base = mix64(self._salt ^ mix64(index & M64))
+            ring.extend((mix64(base ^ vnode), index) for vnode in range(self.virtual_nodes))
         ring.sort()
         self._points = [point for point, _ in ring]
         self._owners = [index for _, index in ring]
@@ -216,9 +164,9 @@ class ConsistentHashRouter(_Base):
     def point_of(self, key: int | None, prefix: tuple[int, ...]) -> int:
         """Where a request lands on the ring (64-bit)."""
         if key is not None:
-            return _mix64(self._salt ^ (key & _M64))
+            return mix64(self._salt ^ (key & M64))
         if self.unkeyed == "prefix":
-            return _mix64(self._salt ^ (hash(prefix) & _M64))
+            return mix64(self._salt ^ (hash(prefix) & M64))
         return self._rng.getrandbits(64)
 
     def choose(self, t, key, prefix, replicas, blocks=0) -> int:
@@ -232,264 +180,7 @@ class ConsistentHashRouter(_Base):
         """Nothing to do now: the next request sees a different worker list and rebuilds the ring."""
 
 
-class _Node:
-    """A radix-tree node: the block ids on the edge from its parent, its children by first block, and
-    the replicas that were sent a request through it, each with its last access (time, then depth)."""
-
-    __slots__ = ("children", "end", "id", "key", "owners", "parent")
-
-    def __init__(self, id: int, parent: _Node | None, key: tuple, end: int) -> None:
-        self.id = id
-        self.parent = parent
-        self.key = key            # block ids on the edge (compressed, as a radix tree's)
-        self.end = end            # blocks from the root to this node's last block
-        self.children: dict = {}
-        self.owners: dict[int, float] = {}   # replica -> last access time, in the order they came
-
-
-class CacheAwareRouter(_Base):
-    """`cache_aware` (vllm-router `src/policies/cache_aware.rs` and its approximate tree, `src/tree.rs`).
-
-    Rule, per request:
-    1. Imbalance: with the in-flight counts' max and min over the workers, the load is imbalanced when
-       max - min > `balance_abs_threshold` and max > min * `balance_rel_threshold`. Then the request
-       goes to the least in-flight worker (the first of equals) and its text is still inserted into
-       the tree under that worker, so a later balanced request can find it there.
-    2. Otherwise, the tree: one radix tree, shared by all workers, of the texts sent so far, each node
-       marked with the workers that were sent a text through it. The request's text is walked down it
-       as far as it matches any worker's; the match rate is the matched length over the request's
-       length. Above `cache_threshold` the request goes to a worker marked at the deepest node
-       reached (the longest match); at or below, to the least in-flight worker. Either way its text
-       is then inserted under the chosen worker. A worker marked there that is no longer routable is
-       dropped from the tree and the request goes to the first worker.
-    3. Eviction: every `eviction_interval_s` a worker's marks beyond `max_tree_size` characters are
-       dropped, least recently used leaves first, and a node no worker marks leaves the tree.
-    A worker removed from the fleet is dropped from the tree (`remove_worker`). The session key is not
-    read: this `cache_aware` routes on the text alone (one revision of vllm-router's source also keeps
-    a session map beside the tree; the 0.1.17 build carries none of that code's decision labels).
-
-    The rule follows vllm-router's published `cache_aware.rs` and `tree.rs`; the 0.1.17 wheel ships
-    the policy compiled, so only its CLI defaults could be read from it (`router_args.py`), and they
-    are the defaults here: cache_threshold 0.3, balance_abs_threshold 64, balance_rel_threshold 1.5,
-    eviction_interval_secs 120, max_tree_size 2**25 characters per worker. (The Rust
-    `CacheAwareConfig::default()`, 0.5 / 32 / 1.1 / 30 s / 10,000, is the library's without the CLI.)
-
-    In blocks rather than characters: the text is the prompt's block ids (`prefix`), matched whole
-    blocks at a time, and the match rate is matched blocks over `blocks`, the prompt's length in
-    blocks, including its own blocks past the shared prefix (0: `len(prefix)`), as vllm-router divides
-    by the whole text's characters. A request's own blocks are inserted too, as a leaf no other
-    request matches, so they fill the worker's budget as its unique text does in vllm-router; they are
-    kept as a count per worker rather than as nodes. The budget in blocks is `max_tree_size /
-    block_chars`, with `block_chars` the characters a block's text has (the trace replay writes one
-    character per token: 512 for a Mooncake block).
-
-    Approximations, each to keep a call cheap:
-    - the worker taken at the deepest node is the first still marked there (the one that first sent a
-      text through it); vllm-router takes the node's cached or first-iterated tenant;
-    - last access is exact LRU over whole paths (an insert touches every node on its path; a match
-      touches nothing); vllm-router stamps the leaf on insert and one match in eight, which orders
-      its eviction only approximately.
-    `decisions` counts the outcomes: "load_balance" (imbalanced), "cache_hit" (match above the
-    threshold), "low_match" (least in-flight), "stale" (the marked worker was gone)."""
-
-    policy = "cache_aware"
-    reads_load = True
-
-    def __init__(self, cache_threshold: float = 0.3, balance_abs_threshold: int = 64,
-                 balance_rel_threshold: float = 1.5, eviction_interval_s: float = 120.0,
-                 max_tree_size: int = 2 ** 25, block_chars: int = 512) -> None:
-        self.cache_threshold = cache_threshold
-        self.balance_abs_threshold = balance_abs_threshold
-        self.balance_rel_threshold = balance_rel_threshold
-        self.eviction_interval_s = eviction_interval_s
-        self.max_tree_size = max_tree_size
-        self.block_chars = block_chars
-        self.budget_blocks = max_tree_size / block_chars
-        self._root = _Node(0, None, (), 0)
-        self._nodes: dict[int, _Node] = {}                 # id -> node in the tree (the heaps hold ids:
-        self._next_id = 1                                  # tuples of numbers, which the GC leaves alone)
-        self._size: dict[int, int] = {}                    # replica -> blocks marked (nodes + own blocks)
-        self._heap: dict[int, list] = {}                   # replica -> lazy LRU heap of (t, -end, node id)
-        self._live: dict[int, int] = {}                    # replica -> nodes it marks (to bound its heap)
-        self._tails: dict[int, tuple[array, array, list]] = {}   # replica -> own-block counts (t, blocks, [head])
-        self._next_eviction = eviction_interval_s
-        self.decisions = {"load_balance": 0, "cache_hit": 0, "low_match": 0, "stale": 0}
-
-    # -- the tree ---------------------------------------------------------------------------------
-    def match(self, prefix: tuple[int, ...]) -> tuple[int, _Node, list[_Node], int]:
-        """Walk `prefix` down the tree: (blocks matched, deepest node reached, the nodes matched whole,
-        blocks matched inside the deepest node when it was matched only in part, else 0)."""
-        node = self._root
-        path: list[_Node] = []
-        depth = i = 0
-        n = len(prefix)
-        while i < n:
-            child = node.children.get(prefix[i])
-            if child is None:
-                break
-            key = child.key
-            size = len(key)
-            if prefix[i:i + size] == key:
-                path.append(child)
-                node = child
-                depth += size
-                i += size
-                continue
-            common, most = 1, min(size, n - i)
-            while common < most and key[common] == prefix[i + common]:
-                common += 1
-            return depth + common, child, path, common
-        return depth, node, path, 0
-
-    def _mark(self, node: _Node, rid: int, t: float) -> None:
-        owners = node.owners
-        if rid not in owners:
-            self._size[rid] = self._size.get(rid, 0) + len(node.key)
-            self._live[rid] = self._live.get(rid, 0) + 1
-        owners[rid] = t
-        heap = self._heap.setdefault(rid, [])
-        heappush(heap, (t, -node.end, node.id))
-        if len(heap) > 64 and len(heap) > 4 * self._live[rid]:
-            self._compact(rid)
-
-    def _compact(self, rid: int) -> None:
-        kept = list({entry for entry in self._heap[rid] if self._stamp(entry[2], rid) == entry[0]})
-        heapify(kept)
-        self._heap[rid] = kept
-
-    def _stamp(self, node_id: int, rid: int) -> float | None:
-        """Replica rid's last access of the node (None: it does not mark it, or the node is gone)."""
-        node = self._nodes.get(node_id)
-        return None if node is None else node.owners.get(rid)
-
-    def _new_node(self, parent: _Node, key: tuple, end: int) -> _Node:
-        node = _Node(self._next_id, parent, key, end)
-        self._nodes[node.id] = node
-        self._next_id += 1
-        return node
-
-    def insert(self, prefix: tuple[int, ...], rid: int, t: float, blocks: int = 0,
-               walked: tuple[int, _Node, list[_Node], int] | None = None) -> None:
-        """Mark `prefix`'s path for replica `rid` at time t, splitting and growing the tree as needed;
-        `blocks` past len(prefix) are the request's own (a leaf of its own, kept as a count)."""
-        depth, node, path, partial = walked if walked is not None else self.match(prefix)
-        if partial:   # the walk stopped inside `node`'s edge: split it where the match ends
-            head = self._new_node(node.parent, node.key[:partial], node.end - len(node.key) + partial)
-            head.owners = dict(node.owners)
-            node.parent.children[node.key[0]] = head
-            node.key = node.key[partial:]
-            node.parent = head
-            head.children[node.key[0]] = node
-            for owner, stamp in head.owners.items():   # its owners mark both halves, as before the split
-                self._live[owner] += 1
-                heappush(self._heap[owner], (stamp, -head.end, head.id))
-            path.append(head)
-            node = head
-        if depth < len(prefix):   # the rest is new: one leaf
-            leaf = self._new_node(node, tuple(prefix[depth:]), len(prefix))
-            node.children[leaf.key[0]] = leaf
-            path.append(leaf)
-        for visited in path:
-            self._mark(visited, rid, t)
-        self._root.owners[rid] = t
-        own = blocks - len(prefix)
-        if own > 0:
-            times, counts, _ = self._tails.setdefault(rid, (array("d"), array("q"), [0]))
-            times.append(t)
-            counts.append(own)
-            self._size[rid] = self._size.get(rid, 0) + own
-
-    def _unmark(self, node: _Node, rid: int) -> None:
-        del node.owners[rid]
-        self._size[rid] -= len(node.key)
-        self._live[rid] -= 1
-        if not node.owners and node.parent is not None:
-            parent = node.parent
-            if parent.children.get(node.key[0]) is node:
-                del parent.children[node.key[0]]
-            del self._nodes[node.id]
-
-    def remove_replica(self, rid: int) -> None:
-        """vllm-router's `remove_tenant`: every mark of the replica goes, and nodes left unmarked."""
-        for _, _, node_id in sorted(set(self._heap.pop(rid, [])), key=lambda e: e[1]):   # deepest first
-            node = self._nodes.get(node_id)
-            if node is not None and rid in node.owners:
-                self._unmark(node, rid)
-        self._root.owners.pop(rid, None)
-        for table in (self._size, self._live, self._tails):
-            table.pop(rid, None)
-
-    def evict(self) -> None:
-        """vllm-router's `evict_tenant_by_size`: each replica over its budget loses its least recently
-        used leaves (a node's path is touched with it, so the oldest mark is always a leaf) until it
-        fits; its own-block counts go oldest first, interleaved with the nodes by time."""
-        for rid in list(self._size):
-            if self._size[rid] <= self.budget_blocks:
-                continue
-            heap = self._heap.get(rid, [])
-            times, counts, head = self._tails.get(rid, (array("d"), array("q"), [0]))
-            while self._size[rid] > self.budget_blocks:
-                while heap and self._stamp(heap[0][2], rid) != heap[0][0]:
-                    heappop(heap)   # stale: the node was touched again since, or left
-                tail_t = times[head[0]] if head[0] < len(times) else math.inf
-                if heap and heap[0][0] < tail_t:
-                    self._unmark(self._nodes[heappop(heap)[2]], rid)
-                elif tail_t < math.inf:
-                    self._size[rid] -= counts[head[0]]
-                    head[0] += 1
-                else:
-                    break
-            if head[0] and head[0] * 2 >= len(times):
-                del times[:head[0]]
-                del counts[:head[0]]
-                head[0] = 0
-
-    # -- the policy -------------------------------------------------------------------------------
-    def choose(self, t, key, prefix, replicas, blocks=0) -> int:
-        if type(prefix) is not tuple:
-            prefix = tuple(prefix)
-        while t >= self._next_eviction:
-            self.evict()
-            self._next_eviction += self.eviction_interval_s
-        low = high = replicas[0].in_flight
-        for view in replicas:
-            load = view.in_flight
-            if load < low:
-                low = load
-            elif load > high:
-                high = load
-        if high - low > self.balance_abs_threshold and high > low * self.balance_rel_threshold:
-            self.decisions["load_balance"] += 1
-            rid = _first_least_loaded(replicas)
-            self.insert(prefix, rid, t, blocks)
-            return rid
-        walked = self.match(prefix)
-        depth, node = walked[0], walked[1]
-        length = max(blocks, len(prefix))
-        if length and depth / length > self.cache_threshold:
-            rid = next(iter(node.owners))
-            for view in replicas:
-                if view.index == rid:
-                    self.decisions["cache_hit"] += 1
-                    self.insert(prefix, rid, t, blocks, walked)
-                    return rid
-            self.decisions["stale"] += 1   # marked by a replica no longer routable: forget it, take the first
-            self.remove_replica(rid)
-            return replicas[0].index
-        self.decisions["low_match"] += 1
-        rid = _first_least_loaded(replicas)
-        self.insert(prefix, rid, t, blocks, walked)
-        return rid
-
-    def removed(self, index: int) -> None:
-        self.remove_replica(index)
-
-    def tree_blocks(self, index: int) -> int:
-        """Blocks the tree marks for replica `index` (its own blocks included)."""
-        return self._size.get(index, 0)
-
-
-class StickyLeastLoadedRouter(_Base):
+class StickyLeastLoadedRouter(RouterBase):
     """`sticky_least_loaded` (vllm-router `src/policies/sticky_least_loaded.rs`).
 
     A session (the key, read as `consistent_hash` reads it) stays on the replica it was first sent to
@@ -505,7 +196,7 @@ class StickyLeastLoadedRouter(_Base):
     policy = "sticky_least_loaded"
 
     def __init__(self, seed: int, session_ttl_s: float = 7200.0, sweep_interval_s: float = 60.0) -> None:
-        self._salt = _mix64(seed & _M64)
+        self._salt = mix64(seed & M64)
         self._rng = random.Random(seed)
         self.session_ttl_s = session_ttl_s
         self.sweep_interval_s = sweep_interval_s
@@ -552,8 +243,8 @@ class StickyLeastLoadedRouter(_Base):
         tied = [view.index for view in replicas if active.get(view.index, 0) == fewest]
         if key is None:
             return tied[int(self._rng.random() * len(tied))] if len(tied) > 1 else tied[0]
-        weight = _mix64(self._salt ^ (key & _M64))
-        rid = max(tied, key=lambda index: _mix64(weight ^ _mix64(index & _M64)))
+        weight = mix64(self._salt ^ (key & M64))
+        rid = max(tied, key=lambda index: mix64(weight ^ mix64(index & M64)))
         self._sessions[key] = [rid, t]
         active[rid] = active.get(rid, 0) + 1
         return rid

@@ -59,11 +59,10 @@ def scaled(model: StepTimeModel, factor: float) -> StepTimeModel:
 
 def _summary(judged: Judged) -> dict:
     o, run = judged.outcome, judged.run
-    ready = [life for life in run.lives]
     return {"attainment": o.attainment, "meets_target": o.meets_target, "requests": o.requests,
             "unfinished": o.unfinished, "gpu_hours": o.gpu_hours, "usd": o.usd, "usd_per_day": o.usd_per_day,
-            "usd_per_million_tokens": o.usd_per_million_tokens, "replicas_started": len(ready),
-            "replicas_killed": sum(life.killed for life in ready),
+            "usd_per_million_tokens": o.usd_per_million_tokens, "replicas_started": len(run.lives),
+            "replicas_killed": sum(life.killed for life in run.lives),
             "retried_requests": int(run.retried.sum()), "prefix_hit_rate": run.prefix_hit_rate()}
 
 
