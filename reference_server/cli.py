@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
     srv.add_argument("--port", type=int, default=8000, help="TCP port; 0 = any free port (printed when ready)")
     srv.add_argument("--served-model-name", default=None, help="the model name clients send (default --model)")
+    srv.add_argument("--replica-name", default=None, metavar="NAME",
+                     help="this server's name in a fleet: every response carries it in the x-servecap-replica "
+                          "header, so a client behind a router records which replica answered")
     srv.add_argument("--api-key", default=os.environ.get(API_KEY_ENV),
                      help=f"require 'Authorization: Bearer KEY' on /v1 and /v2 (default ${API_KEY_ENV})")
     srv.add_argument("--max-waiting", type=int, default=None,
@@ -128,7 +131,8 @@ def configs_from_args(args: argparse.Namespace):
         host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
         max_waiting=args.max_waiting, retry_after_s=args.retry_after_s, drain_grace_s=args.drain_grace_s,
         max_body_bytes=args.max_body_bytes, keep_alive_s=args.keep_alive_s,
-        log_level=args.log_level, engine_mode=args.engine_mode, engine_cpus=args.engine_cpus)
+        log_level=args.log_level, engine_mode=args.engine_mode, engine_cpus=args.engine_cpus,
+        replica_name=args.replica_name)
     classifier = ClassifierConfig(
         enabled=not args.no_classifier, name=args.classifier_name, num_features=args.classifier_features,
         num_classes=args.classifier_classes, hidden_size=args.classifier_hidden, seed=args.seed,

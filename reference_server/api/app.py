@@ -19,6 +19,7 @@ from reference_server.api import engine_record_routes, kserve_routes, openai_rou
 from reference_server.api.auth import ApiKeyMiddleware
 from reference_server.api.body_limit import BodyLimitMiddleware
 from reference_server.api.errors import install_error_handlers
+from reference_server.api.replica_header import ReplicaHeaderMiddleware
 from reference_server.api.runtime import ServingRuntime
 from reference_server.api.settings import ServerConfig
 from reference_server.api.warmup import warm_http_path
@@ -59,6 +60,8 @@ def create_app(engine_config: EngineConfig | None = None, server_config: ServerC
     # added last = outermost: the body limit, then auth, run before any route reads the body
     app.add_middleware(ApiKeyMiddleware, api_key=server_config.api_key)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=server_config.max_body_bytes)
+    if server_config.replica_name is not None:   # outermost: every response is named, refusals too
+        app.add_middleware(ReplicaHeaderMiddleware, name=server_config.replica_name)
     app.include_router(ops_routes.router)
     app.include_router(openai_routes.router)
     app.include_router(engine_record_routes.router)

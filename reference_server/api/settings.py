@@ -27,6 +27,9 @@ class ServerConfig:
             loop: steady token timing); "thread" on a thread of the serving process (lighter).
         engine_cpus: cores the engine process is pinned to (e.g. the ones the load generator and
             the HTTP front end do not use); () = not pinned. Process mode only.
+        replica_name: this server's name in a fleet; every response then carries it in the
+            `x-servecap-replica` header, which a router passes back, so a client's record says
+            which replica served it. None = no header.
     """
 
     host: str = "127.0.0.1"
@@ -41,6 +44,7 @@ class ServerConfig:
     log_level: str = "warning"
     engine_mode: str = "process"
     engine_cpus: tuple[int, ...] = ()
+    replica_name: str | None = None
 
     def __post_init__(self) -> None:
         if not self.host:
@@ -67,5 +71,11 @@ class ServerConfig:
             raise ValueError(f"engine_mode must be one of {', '.join(ENGINE_MODES)}, got {self.engine_mode!r}")
         if any(cpu < 0 for cpu in self.engine_cpus):
             raise ValueError(f"engine_cpus must be core numbers >= 0, got {self.engine_cpus!r}")
+        if self.replica_name is not None and not _header_token(self.replica_name):
+            raise ValueError(f"replica_name must be letters, digits and -_.: (a header value), got {self.replica_name!r}")
         if self.engine_cpus and self.engine_mode != "process":
             raise ValueError("engine_cpus needs engine_mode 'process' (a thread shares its process's cores)")
+
+
+def _header_token(text: str) -> bool:
+    return bool(text) and len(text) <= 64 and all(c.isascii() and (c.isalnum() or c in "-_.:") for c in text)
