@@ -70,6 +70,8 @@ class Record:
     turn: int | None = field(default=None, metadata=SOMETIMES)             # multi-turn: 1, 2, ... in its conversation
     round: int | None = field(default=None, metadata=SOMETIMES)   # sweep --rounds: its level's round (0, 1, ...;
                                                                    # see contract.level_windows)
+    replica: str | None = field(default=None, metadata=SOMETIMES)  # fleet runs: the replica that answered, from its
+                                                                   # x-servecap-replica header (None: the server sent none)
     request_id: str | None = field(default=None, metadata=LOADGEN)           # "<worker>#<seq>", unique in a run
     api: str | None = field(default=None, metadata=LOADGEN)                  # "chat" | "completions" | "classify"
     prompt_tokens_asked: int | None = field(default=None, metadata=LOADGEN)  # length the prompt was built for

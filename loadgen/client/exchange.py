@@ -25,6 +25,7 @@ class Exchange:
     complete: bool = False            # the whole response was read
     failure: str | None = None        # "timeout" | "error" when the exchange broke
     failure_message: str | None = None
+    replica: str | None = None        # the x-servecap-replica response header: which replica of a fleet answered
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Outcome:
     output_tokens: int | None
     usage_from: str  # "server" | "counted" | "none"
     ttft_any_s: float | None = None  # first chunk of any kind (streams only)
+    replica: str | None = None       # the replica that answered (the x-servecap-replica header), when named
 
 
 def _gaps(times: list[float]) -> list[float]:
@@ -60,7 +62,7 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
         except ValueError:
             message = bytes(exchange.body[:200]).decode("utf-8", "replace") or None
         return Outcome(f"http_{code}", message or f"HTTP {code}", None, e2e, [], None,
-                       prompt_tokens_asked, None, "none")
+                       prompt_tokens_asked, None, "none", replica=exchange.replica)
 
     if stream:
         parsed = parse_stream(exchange.lines, pause)
@@ -100,4 +102,5 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
         status, message = "error", error
     else:
         status, message = "ok", None
-    return Outcome(status, message, ttft, e2e, itl, response_id, prompt_tokens, output_tokens, usage_from, ttft_any)
+    return Outcome(status, message, ttft, e2e, itl, response_id, prompt_tokens, output_tokens, usage_from, ttft_any,
+                   replica=exchange.replica)

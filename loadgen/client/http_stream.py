@@ -79,6 +79,9 @@ def _still_open(sock) -> bool:
     return not readable
 
 
+REPLICA_HEADER = "x-servecap-replica"   # reference_server/api/replica_header.py: the replica that answered
+
+
 def send_request(sock, request: bytes, exchange: Exchange) -> None:
     """Stamp t_start and write the whole request: nothing else happens in between."""
     exchange.t_start = time.perf_counter()
@@ -114,6 +117,7 @@ def run_exchange(pool: ConnectionPool, request: bytes, exchange: Exchange, *, st
                 sock, reused, sent = pool.connect(), False, False
         exchange.t_last = time.perf_counter()
         exchange.status_code = response.status_code
+        exchange.replica = response.get(REPLICA_HEADER)
         is_sse = "text/event-stream" in str(response.get("content-type", ""))
         if stream and exchange.status_code == 200 and is_sse:
             lines = exchange.lines

@@ -299,6 +299,7 @@ class LoadRun:
             arm=route.arm,
             slice=route.slice,
             round=self.settings.round,
+            replica=outcome.replica,
             switch=route.switch() if route.switch else None,
             conversation_id=prepared.conversation_id,
             turn=prepared.turn,
