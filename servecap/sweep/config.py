@@ -80,6 +80,7 @@ class SweepConfig:
         think_time_s: multi-turn: the pause between an answer and the next turn.
         trace: a trace to replay (loadgen.workload.traces) as the load plan: one level per strategy, "trace".
         trace_speedup: the trace's times are divided by this.
+        trace_block_tokens: tokens per Mooncake hash id in the replayed prompts (None: 512, Mooncake's).
         seed: workload and arrival seed (the same for every level and strategy).
         slo: p99 objectives used by --auto and written into run.json for the report.
         sample_interval_s: sampler and /metrics scrape interval.
@@ -119,6 +120,7 @@ class SweepConfig:
     think_time_s: float = 0.0
     trace: str | None = None
     trace_speedup: float = 1.0
+    trace_block_tokens: int | None = None   # tokens per Mooncake hash id (None: Locust's default, Mooncake's 512)
     seed: int = 0
     slo: SLO = field(default_factory=SLO)
     sample_interval_s: float = 0.5

@@ -75,6 +75,8 @@ def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path
             command += ["--worker-cpus", ",".join(str(core) for core in worker_cpus)]
     if config.trace is not None:
         command += ["--trace", str(Path(config.trace).resolve()), "--trace-speedup", str(config.trace_speedup)]
+        if config.trace_block_tokens is not None:
+            command += ["--trace-block-tokens", str(config.trace_block_tokens)]
     elif config.open_loop:
         command += ["--arrival", config.arrival, "--rate", str(plan.load)]
     return command
