@@ -1,0 +1,166 @@
+"""The fleet's controller: the plan's autoscaler rule and fault plan, acted out on real replicas.
+
+    controller = FleetController(pool, router, autoscaler=AutoscalerConfig(...), faults=(Fault(300),),
+                                 cold_start_s=20, interval_s=15)
+    controller.start()          # a thread; it waits for `arm(t0)`: the replay's start on the monotonic clock
+    ...
+    controller.stop()
+
+Every `interval_s` after the replay starts it reads each ready replica's /metrics (`replica_metrics`)
+and asks `calculators.plan.autoscaler.Autoscaler` (the rule the plan simulates, stabilisation windows
+and rate limits included) for a count. Up: new replicas start and join the router once ready. Down:
+a replica still starting goes first (the newest), else the ready one holding the fewest requests;
+it leaves the router, then drains (SIGTERM: it finishes what it holds). A fault kills its replica
+(SIGKILL; the one named, else the one holding the most) and takes it out of the router; a fixed
+fleet then starts a replacement, as a Deployment would. The same choices as the plan's fleet loop
+(`calculators.plan.fleet`), so the two can be compared decision by decision.
+
+Every action goes into `events` (t, what, replica, detail) and every decision into `decisions`
+(t, wanted, ready), on the fleet's clock: seconds since the replay's start.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+
+from calculators.plan.autoscaler import Autoscaler, AutoscalerConfig
+from calculators.plan.fleet import Fault
+from servecap.fleet.replica_metrics import replica_load
+from servecap.fleet.replicas import Replica, ReplicaPool
+from servecap.fleet.router import VllmRouter
+
+
+class FleetController:
+    def __init__(self, pool: ReplicaPool, router: VllmRouter, *, autoscaler: AutoscalerConfig | None,
+                 faults: tuple[Fault, ...], cold_start_s: float, horizon_s: float, log=None) -> None:
+        self.pool, self.router = pool, router
+        self.autoscaler = None if autoscaler is None else Autoscaler(autoscaler)
+        self.interval_s = autoscaler.interval_s if autoscaler else None
+        self.metric = autoscaler.metric if autoscaler else "in_flight"
+        self.faults = sorted(faults, key=lambda f: f.t_s)
+        self.cold_start_s, self.horizon_s = cold_start_s, horizon_s
+        self.log = log or (lambda text: None)
+        self.events: list[tuple[float, str, str, str]] = []
+        self.decisions: list[tuple[float, int, int]] = []
+        self.http = httpx.Client(timeout=5)
+        self._armed = threading.Event()
+        self._stop = threading.Event()
+        self._t0 = 0.0
+        self.thread = threading.Thread(target=self._run, name="fleet-controller", daemon=True)
+        self.errors: list[str] = []
+
+    # -- the clock: seconds since the replay's start ------------------------------------------------
+    def now(self) -> float:
+        return time.monotonic() - self._t0
+
+    def arm(self, t0_monotonic: float) -> None:
+        """The replay began at `t0_monotonic`: what happened before it (the initial replicas' starts) moves
+        onto the new clock, at negative times."""
+        shift = t0_monotonic - self._t0
+        self._t0 = t0_monotonic
+        for replica in self.pool.replicas:
+            replica.requested_s -= shift
+            if replica.ready_s is not None:
+                replica.ready_s -= shift
+        self.events = [(round(t - shift, 3), *rest) for t, *rest in self.events]
+        self._armed.set()
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()   # provisional until armed: the initial replicas start before the replay
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._armed.set()
+        self.thread.join(timeout=30)
+        self.http.close()
+
+    def event(self, what: str, replica: Replica | None = None, detail: str = "") -> None:
+        self.events.append((round(self.now(), 3), what, replica.name if replica else "", detail))
+
+    # -- replicas ----------------------------------------------------------------------------------
+    def start_replica(self, wait: bool = False) -> Replica:
+        def joined(replica: Replica) -> None:
+            self.router.add(replica.url)
+            self.event("ready", replica, replica.url)
+
+        replica = self.pool.start(self.cold_start_s, on_ready=joined, wait=wait)
+        self.event("requested", replica)
+        return replica
+
+    def _remove_one(self, loads: dict[int, float]) -> None:
+        starting = self.pool.starting()
+        if starting:
+            replica = starting[-1]
+        else:
+            ready = self.pool.ready()
+            if not ready:
+                return
+            replica = min(reversed(ready), key=lambda r: loads.get(r.id, 0.0))
+            self.router.remove(replica.url)
+        self.pool.drain(replica)
+        self.event("drain", replica)
+
+    def _loads(self, replicas: list[Replica], metric: str) -> dict[int, float]:
+        loads = {}
+        for replica in replicas:
+            try:
+                loads[replica.id] = replica_load(self.http.get(replica.url + "/metrics").text)[metric]
+            except (httpx.HTTPError, ValueError) as exc:
+                self.errors.append(f"{self.now():.1f}s {replica.name}: /metrics: {exc}")
+        return loads
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def _run(self) -> None:
+        self._armed.wait()
+        pending: list[tuple[float, int, object]] = [(f.t_s, 0, f) for f in self.faults]
+        if self.autoscaler is not None:
+            k = 1
+            while k * self.interval_s <= self.horizon_s:
+                pending.append((k * self.interval_s, 1, None))
+                k += 1
+        pending.sort(key=lambda e: (e[0], e[1]))
+        for when, kind, payload in pending:
+            while not self._stop.is_set() and self.now() < when:
+                self._stop.wait(min(0.2, max(0.0, when - self.now())))
+            if self._stop.is_set():
+                return
+            try:
+                self._fault(payload) if kind == 0 else self._tick(when)
+            except Exception as exc:   # a failed action is recorded; the run goes on
+                self.errors.append(f"{self.now():.1f}s: {type(exc).__name__}: {exc}")
+
+    def _tick(self, when: float) -> None:
+        ready = self.pool.ready()
+        loads = self._loads(ready, self.metric)
+        current = len(ready) + len(self.pool.starting())
+        wanted = self.autoscaler.decide(when, current, [loads[r.id] for r in ready if r.id in loads], pending=0)
+        self.decisions.append((when, wanted, len(ready)))
+        if wanted != current:
+            self.log(f"t={when:.0f}s: {current} -> {wanted} replicas ({self.metric} "
+                     f"{sum(loads.values()):.1f} over {len(ready)} ready)")
+        for _ in range(wanted - current):
+            self.start_replica()
+        in_flight = loads if self.metric == "in_flight" else self._loads(ready, "in_flight")
+        for _ in range(current - wanted):
+            self._remove_one(in_flight)
+
+    def _fault(self, fault: Fault) -> None:
+        ready = self.pool.ready()
+        if not ready:
+            return
+        named = [r for r in ready if r.id == fault.replica]
+        if named:
+            victim = named[0]
+        else:
+            loads = self._loads(ready, "in_flight")
+            victim = max(ready, key=lambda r: (loads.get(r.id, 0.0), -r.id))
+        self.router.remove(victim.url)
+        self.pool.kill(victim)
+        self.event("killed", victim)
+        self.log(f"t={self.now():.0f}s: killed {victim.name}")
+        if self.autoscaler is None:   # a fixed fleet's Deployment replaces the pod
+            self.start_replica()

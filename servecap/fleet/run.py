@@ -1,0 +1,246 @@
+"""One fleet run: the router, the replicas, the controller and the replay, in order, and what they left.
+
+    out = run_fleet(FleetRun(...), console)
+
+1. vLLM's router starts with no workers; the initial replicas start, and join it once ready.
+2. The controller's thread starts; it acts once the replay has begun (`ReplayClock`).
+3. `servecap sweep --url ROUTER --trace demand.jsonl` runs the replay: Locust sends each request at
+   its time, open loop, through the router; the run directory is a sweep's (requests.jsonl, run.json,
+   the samplers), and its records name the replica that answered (`x-servecap-replica`).
+4. The controller stops, the replicas stop, and the fleet's own files are written beside the sweep's:
+   fleet_timeline.csv (every action), fleet.json (the replicas' lives, the decisions, and the run
+   judged per SLO window by the plan's own rule, `calculators.plan.outcome`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from calculators.plan.autoscaler import AutoscalerConfig
+from calculators.plan.demand import Demand
+from calculators.plan.fleet import Fault, FleetRun, ReplicaLife
+from calculators.plan.outcome import SloLimits, outcome
+from contract.records import RECORDS_FILE, read_records
+from contract.slo import SLO
+from servecap.fleet.controller import FleetController
+from servecap.fleet.demand_file import write_demand
+from servecap.fleet.replica_metrics import replica_load
+from servecap.fleet.replicas import ReplicaPool
+from servecap.fleet.router import VllmRouter
+from servecap.sweep.config import SweepConfig
+from servecap.sweep.runner import Sweep
+
+DEMAND_FILE = "demand.jsonl"
+TIMELINE_FILE = "fleet_timeline.csv"
+FLEET_FILE = "fleet.json"
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """What to run: the demand, the replicas (a launch spec per name), the router, scaling and faults."""
+
+    demand: Demand
+    launch: object                      # name -> a launch spec (servecap.launch)
+    describe_replica: str
+    model: str | None
+    router: str
+    initial_replicas: int
+    cold_start_s: float
+    autoscaler: AutoscalerConfig | None
+    faults: tuple[Fault, ...]
+    slo: SloLimits
+    window_s: float
+    out: Path
+    seed: int = 0
+    sweep_options: dict = field(default_factory=dict)
+
+
+class ReplayClock:
+    """When the replay began: the fleet's t = 0, on which the controller's decisions and faults are timed.
+
+    Two signals, the first to come arms the controller:
+    - a request arriving at a ready replica (its /metrics shows one running or waiting, polled every
+      50 ms): the replay began then, less the first request's time in the demand;
+    - the first record the load generator writes: its scheduled send time minus its request's time in
+      the demand (Locust sends row i at its time). Exact: `t0_unix` keeps it, and the records are
+      placed on the fleet's clock by it; `arm_error_s` says how far the controller's arming was from it.
+    """
+
+    def __init__(self, records: Path, demand: Demand, pool, on_start) -> None:
+        self.records, self.demand, self.pool, self.on_start = records, demand, pool, on_start
+        self.t0_unix: float | None = None
+        self.armed_unix: float | None = None
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="replay-clock", daemon=True)
+        self.http = httpx.Client(timeout=2)
+
+    @property
+    def arm_error_s(self) -> float | None:
+        return None if self.t0_unix is None or self.armed_unix is None else self.armed_unix - self.t0_unix
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(timeout=5)
+        self.http.close()
+
+    def _arm(self, t0_unix: float) -> None:
+        self.armed_unix = t0_unix
+        self.on_start(time.monotonic() - (time.time() - t0_unix))
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.05):
+            first = self._first_record()
+            if first is not None:
+                index = int(str(first["request_id"]).rsplit("#", 1)[1])
+                self.t0_unix = float(first["t_sched"]) - float(self.demand.t_s[index])
+                if self.armed_unix is None:
+                    self._arm(self.t0_unix)
+                return
+            if self.armed_unix is None and self._arrived():
+                self._arm(time.time() - float(self.demand.t_s[0]))
+
+    def _arrived(self) -> bool:
+        for replica in self.pool.ready():
+            try:
+                if replica_load(self.http.get(replica.url + "/metrics").text)["in_flight"] > 0:
+                    return True
+            except (httpx.HTTPError, ValueError):
+                continue
+        return False
+
+    def _first_record(self) -> dict | None:
+        try:
+            with self.records.open("rb") as file:
+                line = file.readline()
+        except OSError:
+            return None
+        if not line.endswith(b"\n"):
+            return None
+        record = json.loads(line)
+        return record if record.get("t_sched") is not None and record.get("request_id") else None
+
+
+def run_fleet(plan: FleetPlan, console) -> Path:
+    out = plan.out
+    out.mkdir(parents=True, exist_ok=True)
+    demand_path = write_demand(plan.demand, out / DEMAND_FILE)
+    horizon = float(plan.demand.t_s[-1])
+    log = lambda text: console.print(f"[dim]fleet: {text}[/dim]")   # noqa: E731
+    with VllmRouter(plan.router, log_path=out / "router.log") as router:
+        log(f"vllm-router --policy {plan.router} at {router.url}")
+        controller = FleetController(None, router, autoscaler=plan.autoscaler, faults=plan.faults,
+                                     cold_start_s=plan.cold_start_s, horizon_s=horizon, log=log)
+        pool = ReplicaPool(plan.launch, out / "replicas", clock=controller.now)
+        controller.pool = pool
+        controller.start()
+        try:
+            first = [controller.start_replica() for _ in range(plan.initial_replicas)]
+            for thread in pool.threads:
+                thread.join()
+            failed = [r.error for r in first if r.error]
+            if failed:
+                raise ValueError(f"a replica did not start: {failed[0]}")
+            log(f"{len(first)} replica(s) ready: {plan.describe_replica}")
+            clock = ReplayClock(out / RECORDS_FILE, plan.demand, pool, controller.arm)
+            clock.start()
+            sweep = Sweep(_sweep_config(plan, router.url, demand_path), console)
+            sweep.run()
+            clock.stop()
+        finally:
+            controller.stop()
+            pool.close()
+    if clock.t0_unix is None:
+        raise ValueError("no request was recorded: the replay did not run (see locust.log)")
+    _write_outputs(plan, controller, pool, clock.t0_unix, horizon, clock.arm_error_s)
+    return out
+
+
+def _sweep_config(plan: FleetPlan, router_url: str, demand_path: Path) -> SweepConfig:
+    limits = plan.slo
+    return SweepConfig(out_dir=str(plan.out), url=router_url, model=plan.model or "tiny", trace=str(demand_path),
+                       trace_speedup=1.0, trace_block_tokens=plan.demand.prefix_block_tokens, warmup_s=0.0,
+                       seed=plan.seed, pin_cpus=False,
+                       slo=SLO(*(None if v is None else v * 1e3 for v in (limits.ttft_s, limits.tpot_s, limits.e2e_s))),
+                       **plan.sweep_options)
+
+
+# -- what the run left ---------------------------------------------------------------------------------
+def records_as_run(records: list[dict], t0_unix: float, lives: list[ReplicaLife], decisions, horizon_s: float,
+                   names: dict[str, int]) -> FleetRun:
+    """The measured run in the plan's terms: per request (in send order) its send, first token and end on
+    the fleet's clock (NaN: it failed or never finished), and the replica that answered."""
+    rows = sorted((r for r in records if r.get("t_sched") is not None), key=lambda r: r["t_sched"])
+    send = np.array([r["t_sched"] - t0_unix for r in rows], dtype=float)
+    ok = np.array([r["status"] == "ok" for r in rows])
+    start = np.array([r["t_start"] - t0_unix for r in rows], dtype=float)
+    ttft = np.array([np.nan if r.get("ttft_s") is None else r["ttft_s"] for r in rows], dtype=float)
+    e2e = np.array([np.nan if r.get("e2e_s") is None else r["e2e_s"] for r in rows], dtype=float)
+    first = np.where(ok, start + ttft, np.nan)
+    end = np.where(ok, start + e2e, np.nan)
+    output = np.array([r.get("output_tokens") or 0 for r in rows], dtype=np.int64)
+    replica = np.array([names.get(r.get("replica") or "", -1) if r["status"] == "ok" else -1 for r in rows],
+                       dtype=np.int64)
+    return FleetRun(send, first, end, output, replica, np.zeros(len(rows), dtype=bool), lives, list(decisions),
+                    max(horizon_s, float(np.nanmax(end)) if ok.any() else horizon_s))
+
+
+def _lives(pool: ReplicaPool) -> list[ReplicaLife]:
+    """Replicas that were up before the replay count from 0, as the plan's initial ones do."""
+    lives = []
+    for r in pool.replicas:
+        if r.ready_s is None:
+            continue
+        lives.append(ReplicaLife(id=r.id, requested_s=max(r.requested_s, 0.0), ready_s=max(r.ready_s, 0.0),
+                                 drain_s=r.drain_s, stopped_s=r.stopped_s, killed=r.killed))
+    return lives
+
+
+def _write_outputs(plan: FleetPlan, controller: FleetController, pool: ReplicaPool, t0_unix: float,
+                   horizon: float, arm_error_s: float | None) -> None:
+    out = plan.out
+    with (out / TIMELINE_FILE).open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["t_s", "event", "replica", "detail"])
+        writer.writerows(controller.events)
+        writer.writerows((t, "decision", "", f"wanted={w} ready={r}") for t, w, r in controller.decisions)
+    records = read_records(out / RECORDS_FILE)
+    names = {r.name: r.id for r in pool.replicas}
+    run = records_as_run(records, t0_unix, _lives(pool), controller.decisions, horizon, names)
+    for life in run.lives:
+        life.served = int((run.replica == life.id).sum())
+    judged = outcome(run, plan.slo, window_s=plan.window_s)
+    fleet = {
+        "router": plan.router, "replica": plan.describe_replica, "cold_start_s": plan.cold_start_s,
+        "initial_replicas": plan.initial_replicas,
+        "autoscaler": None if plan.autoscaler is None else plan.autoscaler.__dict__,
+        "faults": [{"t_s": f.t_s, "replica": f.replica} for f in plan.faults],
+        "demand": {"source": plan.demand.source, "requests": len(plan.demand), "span_s": float(plan.demand.span_s),
+                   "file": DEMAND_FILE},
+        "t0_unix": t0_unix, "controller_armed_late_s": arm_error_s,
+        "replicas": [{"id": r.id, "name": r.name, "requested_s": r.requested_s, "ready_s": r.ready_s,
+                      "drain_s": r.drain_s, "stopped_s": r.stopped_s, "killed": r.killed, "url": r.url,
+                      "error": r.error, "served": int((run.replica == r.id).sum())} for r in pool.replicas],
+        "decisions": [{"t_s": t, "wanted": w, "ready": r} for t, w, r in controller.decisions],
+        "events": [{"t_s": t, "event": e, "replica": n, "detail": d} for t, e, n, d in controller.events],
+        "unattributed": int(sum(1 for r in records if r["status"] == "ok" and not r.get("replica"))),
+        "controller_errors": controller.errors,
+        "outcome": judged.to_dict(),
+    }
+    (out / FLEET_FILE).write_text(json.dumps(fleet, indent=1, default=_plain) + "\n")
+
+
+def _plain(value):
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return float(value) if hasattr(value, "__float__") else str(value)

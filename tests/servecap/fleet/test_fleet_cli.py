@@ -1,0 +1,38 @@
+"""`servecap fleet` refuses bad input with one line and exit 2, before anything starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from servecap.fleet.cli import main
+
+REPLICA = ["--emulate", "l4", "--model", "llama-3.1-8b", "--server-args", "--max-model-len 4096"]
+
+
+def _error(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_bad_input_is_one_line_naming_the_problem(tmp_path, capsys):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    assert "holds no request" in _error(capsys, ["--trace", str(empty), *REPLICA, "--replicas", "2"])
+    backwards = tmp_path / "curve.csv"
+    backwards.write_text("t_s,rate_rps\n0,1\n10,2\n5,3\n")
+    assert "backwards" in _error(capsys, ["--rate-curve", str(backwards), *REPLICA, "--replicas", "2"])
+    curve = tmp_path / "ok.csv"
+    curve.write_text("0,1\n60,2\n")
+    assert "--min-replicas 4 is above --max-replicas 2" in _error(
+        capsys, ["--rate-curve", str(curve), *REPLICA, "--min-replicas", "4", "--max-replicas", "2", "--target", "8"])
+    assert "unknown policy" in _error(capsys, ["--rate-curve", str(curve), *REPLICA, "--replicas", "2",
+                                               "--router", "least_load"])
+    assert "give one demand" in _error(capsys, [*REPLICA, "--replicas", "2"])
+    assert "give one kind of replica" in _error(capsys, ["--rate-curve", str(curve), "--replicas", "2"])
+    assert "--min-replicas must be at least 1" in _error(
+        capsys, ["--rate-curve", str(curve), *REPLICA, "--min-replicas", "0", "--max-replicas", "2", "--target", "8"])
+    assert "{port}" in _error(capsys, ["--rate-curve", str(curve), "--replica-cmd", "vllm serve x", "--replicas", "1"])

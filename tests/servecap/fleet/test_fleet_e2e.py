@@ -1,0 +1,73 @@
+"""A short real fleet: `servecap fleet` with emulated L4 replicas behind vLLM's router (round robin),
+an autoscaler that scales up once as the rate ramps, and one replica killed mid-run.
+
+The real command in a subprocess: the router, the replicas, Locust replaying the demand through the
+router. What must hold: the autoscaler's one scale-up and the kill are in the timeline at their
+times; every answered request names a replica that was in the router when it was sent; nothing is
+sent to the killed replica after its kill; only requests it held fail; the run is judged per window
+over every request sent.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from contract.records import read_records
+from loadgen_helpers import _env
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(300)]
+
+KILL_S = 22.0
+
+
+def test_a_small_fleet_scales_up_loses_a_replica_and_says_who_served_what(tmp_path):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,1\n8,4\n30,4\n")
+    out = tmp_path / "fleet"
+    result = subprocess.run(
+        [sys.executable, "-m", "servecap", "fleet", "--emulate", "l4", "--model", "llama-3.1-8b",
+         "--server-args", "--max-model-len 2048", "--rate-curve", str(curve), "--duration", "30",
+         "--prompt-tokens", "256", "--output-tokens", "32", "--router", "round_robin",
+         "--min-replicas", "1", "--max-replicas", "2", "--target", "2", "--interval-s", "3",
+         "--down-window-s", "60", "--kill", f"{KILL_S:g}:0", "--slo-ttft-ms", "3000", "--window-s", "10",
+         "--out", str(out), "--no-report"], capture_output=True, text=True, timeout=280, env=_env())
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    fleet = json.loads((out / "fleet.json").read_text())
+    replicas = {r["name"]: r for r in fleet["replicas"]}
+
+    # one scale-up (1 -> 2), the kill of r0 at its time, then the autoscaler's replacement
+    wanted = [d["wanted"] for d in fleet["decisions"]]
+    assert wanted[0] <= 2 and 2 in wanted and max(wanted) == 2
+    first_up = next(d["t_s"] for d in fleet["decisions"] if d["wanted"] == 2)
+    assert replicas["r1"]["requested_s"] == pytest.approx(first_up, abs=1.0)
+    assert replicas["r0"]["killed"] and replicas["r0"]["drain_s"] == pytest.approx(KILL_S, abs=1.0)
+    assert "r2" in replicas and replicas["r2"]["requested_s"] > KILL_S and not replicas["r2"]["killed"]
+    events = [(row["event"], row["replica"]) for row in csv.DictReader((out / "fleet_timeline.csv").open())]
+    assert ("killed", "r0") in events and ("ready", "r1") in events and ("ready", "r2") in events
+
+    # every answered request names a replica that was in the router when it was sent
+    records = read_records(out / "requests.jsonl")
+    t0 = fleet["t0_unix"]
+    ok = [r for r in records if r["status"] == "ok"]
+    assert len(records) == fleet["demand"]["requests"] and len(ok) >= 0.8 * len(records)
+    assert fleet["unattributed"] == 0 and {r["replica"] for r in ok} <= {"r0", "r1", "r2"}
+    for r in ok:
+        life = replicas[r["replica"]]
+        sent = r["t_start"] - t0
+        assert life["ready_s"] - 0.5 <= sent and (life["drain_s"] is None or sent <= life["drain_s"] + 0.5), (r, life)
+    assert all(replicas[name]["served"] > 0 for name in ("r0", "r1", "r2"))
+    # only what r0 held at its kill failed
+    for r in records:
+        if r["status"] != "ok":
+            sent = r["t_start"] - t0
+            assert sent <= KILL_S + 0.5 <= sent + (r["e2e_s"] or 0) + 1.0, r
+
+    # judged by the plan's rule, per 10 s window, over every request sent
+    windows = fleet["outcome"]["windows"]
+    assert sum(w["requests"] for w in windows) == len(records)
+    assert fleet["outcome"]["unfinished"] == len(records) - len(ok)

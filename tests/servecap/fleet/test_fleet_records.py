@@ -1,0 +1,41 @@
+"""The measured run in the plan's terms (`records_as_run`), and a demand as the trace Locust replays."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from calculators.plan.demand import from_rows
+from calculators.plan.fleet import ReplicaLife
+from loadgen.workload.traces import load_trace
+from servecap.fleet.demand_file import write_demand
+from servecap.fleet.run import records_as_run
+
+T0 = 1_000_000.0
+
+
+def _record(t_sched, t_start, status="ok", ttft=0.1, e2e=1.0, replica="r0", out=10):
+    return {"t_sched": T0 + t_sched, "t_start": T0 + t_start, "status": status, "ttft_s": ttft, "e2e_s": e2e,
+            "replica": replica, "output_tokens": out}
+
+
+def test_records_on_the_fleets_clock_in_send_order():
+    records = [_record(2.0, 2.01, replica="r1"), _record(1.0, 1.02), _record(3.0, 3.0, status="error", ttft=None,
+                                                                             e2e=0.5, replica=None, out=None)]
+    lives = [ReplicaLife(0, 0.0, 0.0), ReplicaLife(1, 0.0, 1.5)]
+    run = records_as_run(records, T0, lives, [(1.5, 2, 1)], 3.0, {"r0": 0, "r1": 1})
+    assert run.send_s.tolist() == [1.0, 2.0, 3.0]
+    assert np.allclose(run.first_token_s[:2], [1.12, 2.11]) and math.isnan(run.first_token_s[2])
+    assert np.allclose(run.end_s[:2], [2.02, 3.01]) and math.isnan(run.end_s[2])   # a failure never finished
+    assert run.replica.tolist() == [0, 1, -1] and run.output.tolist() == [10, 10, 0]
+    assert run.horizon_s == pytest.approx(3.01) and run.decisions == [(1.5, 2, 1)]
+
+
+def test_a_demand_is_written_as_the_trace_that_replays_it(tmp_path):
+    demand = from_rows([0.5, 1.25, 3.0], [600, 700, 100], [10, 20, 30], [(1, 2), (1, 2), ()], speedup=1.0)
+    trace = load_trace(write_demand(demand, tmp_path / "demand.jsonl"))
+    assert trace.format == "mooncake" and trace.offsets() == [0.0, 0.75, 2.5]
+    assert [(r.input_tokens, r.output_tokens, r.hash_ids) for r in trace.rows] == \
+        [(600, 10, (1, 2)), (700, 20, (1, 2)), (100, 30, ())]
