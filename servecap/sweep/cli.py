@@ -120,7 +120,8 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         rounds=args.rounds,
         round_warmup_s=parse_duration(args.round_warmup, "--round-warmup") if args.round_warmup else None,
         prompt_tokens=args.prompt_tokens, seed=args.seed,
-        output_tokens=args.output_tokens if args.output_tokens or args.dataset else "uniform:16:64",
+        # the default applies without a dataset or a trace, which carry their own lengths
+        output_tokens=args.output_tokens if args.output_tokens or args.dataset or args.trace else "uniform:16:64",
         dataset=args.dataset, dataset_sampling=args.dataset_sampling, chars_per_token=args.chars_per_token,
         turns=parse_turns(args.turns), think_time_s=parse_duration(args.think_time, "--think-time"),
         trace=args.trace, trace_speedup=args.trace_speedup,

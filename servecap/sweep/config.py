@@ -71,8 +71,8 @@ class SweepConfig:
         rounds: measure each level in this many rounds of duration_s / rounds each, the levels in a
             serpentine order (contract.level_windows); round_warmup_s: the warm-up of every
             round after the first (the server is warm by then; None: min(warmup_s, 2 s)).
-        prompt_tokens, output_tokens: length distributions in loadgen/chat.py's syntax; with a dataset,
-            output_tokens None means the data's own lengths.
+        prompt_tokens, output_tokens: length distributions in loadgen/chat.py's syntax; with a dataset or a
+            trace, output_tokens None means the data's own lengths (given, it replaces them).
         dataset: a local dataset file (loadgen.workload.datasets), validated here; replaces prompt_tokens.
         dataset_sampling: with-replacement | without-replacement.
         chars_per_token: dataset lengths are estimated as UTF-8 bytes / this.
@@ -187,8 +187,8 @@ class SweepConfig:
             raise ValueError("--loadgen-worker-wait must be positive")
         if self.sample_interval_s <= 0:
             raise ValueError("--sample-interval must be positive")
-        if self.output_tokens is None and self.dataset is None:
-            raise ValueError("--output-tokens is needed without --dataset")
+        if self.output_tokens is None and self.dataset is None and self.trace is None:
+            raise ValueError("--output-tokens is needed without --dataset or --trace")
         if self.dataset is not None:
             load_dataset(self.dataset)   # a bad file fails before any server starts, naming the line
         if self.dataset_sampling not in SAMPLINGS:

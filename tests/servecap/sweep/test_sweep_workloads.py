@@ -122,6 +122,10 @@ def test_a_trace_is_its_own_load_plan(tmp_path):
     command = locust_command(config, LevelPlan("trace", 9, warmup, duration), "http://x:1", tmp_path / "r", None)
     assert _flag(command, "--trace") == str(path.resolve()) and _flag(command, "--trace-speedup") == "2.0"
     assert "--arrival" not in command and _flag(command, "-u") == "1"
+    assert "--output-tokens" not in command   # each row's own output length, not the sweep's default
+    given = config_from_args(_parser().parse_args(["--out", "x", "--trace", str(path), "--output-tokens", "8"]))
+    assert _flag(locust_command(given, LevelPlan("trace", 9, 0, 1), "http://x:1", tmp_path / "r", None),
+                 "--output-tokens") == "8"
     for args, message in ((["--concurrency", "2"], "exactly one load plan"), (["--turns", "2"], "does not combine"),
                           (["--trace-speedup", "0"], "--trace-speedup must be > 0")):
         with pytest.raises(ValueError, match=message):
@@ -139,6 +143,7 @@ def test_sweep_replays_a_trace_against_a_url(tmp_path):
                                      "--warmup", "0")
     rows = read_records(out / "requests.jsonl")
     assert len(rows) == 9 and {r["level"] for r in rows} == {"trace"} and all(r["status"] == "ok" for r in rows)
+    assert {r["output_tokens_asked"] for r in rows} == {4}   # the trace's output_length
     run = json.loads((out / "run.json").read_text())
     assert run["load_plan"]["kind"] == "trace" and run["load_plan"]["trace_speedup"] == 4.0
     summary = json.loads((out / "summary.json").read_text())
