@@ -52,20 +52,48 @@ async def engine_info(request: Request) -> dict:
     return request.app.state.runtime.describe()
 
 
+def _completion_prompt_ids(body: CompletionRequest, runtime) -> list[int]:
+    runtime.check_model(body.model)
+    prompt = body.single_prompt()
+    if isinstance(prompt, str):
+        return runtime.tokenizer.encode(prompt, add_bos=True)
+    prompt_ids = list(prompt)
+    bad = [t for t in prompt_ids if not 0 <= t < runtime.token_space.vocab_size]
+    if bad:
+        raise APIError(400, f"prompt: token ids must be in [0, {runtime.token_space.vocab_size}), "
+                            f"got {bad[:5]}", param="prompt")
+    return prompt_ids
+
+
+def _chat_prompt_ids(body: ChatCompletionRequest, runtime) -> list[int]:
+    runtime.check_model(body.model)
+    return render_chat(runtime.tokenizer, [(m.role, m.text()) for m in body.messages],
+                       add_generation_prompt=body.add_generation_prompt is not False,
+                       continue_final_message=bool(body.continue_final_message))
+
+
+@router.post("/completions/render")
+async def render_completion(body: CompletionRequest, request: Request) -> dict:
+    """vLLM's render endpoint: the prompt's token ids as this request would be served, generating
+    nothing (vLLM's router reads them to route `cache_aware` on tokens)."""
+    return _rendered(_completion_prompt_ids(body, request.app.state.runtime))
+
+
+@router.post("/chat/completions/render")
+async def render_chat_completion(body: ChatCompletionRequest, request: Request) -> dict:
+    """vLLM's render endpoint for chat: the templated prompt's token ids, generating nothing."""
+    return _rendered(_chat_prompt_ids(body, request.app.state.runtime))
+
+
+def _rendered(prompt_ids: list[int]) -> dict:
+    return {"token_ids": prompt_ids, "features": None}
+
+
 @router.post("/completions", response_model=None)
 async def create_completion(body: CompletionRequest, request: Request) -> Response:
     arrival_s = time.monotonic()
     runtime = request.app.state.runtime
-    runtime.check_model(body.model)
-    prompt = body.single_prompt()
-    if isinstance(prompt, str):
-        prompt_ids = runtime.tokenizer.encode(prompt, add_bos=True)
-    else:
-        prompt_ids = list(prompt)
-        bad = [t for t in prompt_ids if not 0 <= t < runtime.token_space.vocab_size]
-        if bad:
-            raise APIError(400, f"prompt: token ids must be in [0, {runtime.token_space.vocab_size}), "
-                                f"got {bad[:5]}", param="prompt")
+    prompt_ids = _completion_prompt_ids(body, runtime)
     max_tokens = body.max_tokens if body.max_tokens is not None else DEFAULT_COMPLETION_MAX_TOKENS
     shape = ResponseShape(chat=False, model=runtime.served_model_name, include_usage=body.include_usage(),
                           continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats),
@@ -77,10 +105,7 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
 async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> Response:
     arrival_s = time.monotonic()
     runtime = request.app.state.runtime
-    runtime.check_model(body.model)
-    prompt_ids = render_chat(runtime.tokenizer, [(m.role, m.text()) for m in body.messages],
-                             add_generation_prompt=body.add_generation_prompt is not False,
-                             continue_final_message=bool(body.continue_final_message))
+    prompt_ids = _chat_prompt_ids(body, runtime)
     max_tokens = body.token_limit()
     if max_tokens is None:   # as vLLM: whatever context is left after the prompt
         max_tokens = runtime.max_model_len - len(prompt_ids)
