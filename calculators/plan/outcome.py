@@ -69,6 +69,8 @@ class Outcome:
     usd_per_day: float | None
     usd_per_million_tokens: float | None
     span_s: float
+    p50: dict[str, float] | None = None   # over every request of the run (NaN: none finished)
+    p99: dict[str, float] | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -76,6 +78,8 @@ class Outcome:
             "unfinished": self.unfinished, "output_tokens": self.output_tokens, "replica_hours": self.replica_hours,
             "gpu_hours": self.gpu_hours, "usd": self.usd, "usd_per_day": self.usd_per_day,
             "usd_per_million_tokens": self.usd_per_million_tokens, "span_s": self.span_s,
+            **{f"{m.removesuffix('_s')}_p50_s": (self.p50 or {}).get(m) for m in METRICS},
+            **{f"{m.removesuffix('_s')}_p99_s": (self.p99 or {}).get(m) for m in METRICS},
             "windows": [{"start_s": w.start_s, "requests": w.requests, "unfinished": w.unfinished,
                          "ready_replicas_mean": w.ready_replicas_mean, "met": w.met,
                          **{f"{m.removesuffix('_s')}_p50_s": w.p50[m] for m in METRICS},
@@ -128,4 +132,5 @@ def outcome(run: FleetRun, slo: SloLimits, *, gpus_per_replica: int = 1, hourly_
         replica_hours=replica_hours, gpu_hours=gpu_hours, usd=usd,
         usd_per_day=None if usd is None else usd * 86400 / run_span,
         usd_per_million_tokens=None if usd is None or not tokens else usd / (tokens / 1e6),
-        span_s=run_span)
+        span_s=run_span, p50={m: _quantile(series[m], 0.50) for m in METRICS},
+        p99={m: _quantile(series[m], 0.99) for m in METRICS})

@@ -10,10 +10,13 @@ from calculators.plan.fleet import ReplicaSpec
 from calculators.sim.workload import ServerConfig
 
 
-def gpu_replica(gpu_name: str, model: str, *, dtype: str = "bf16", tp: int = 1, engine: str = "vllm") -> ReplicaSpec:
-    """Continuous batching with the engine's default limits, the KV blocks left on that GPU, the fitted step model."""
+def gpu_replica(gpu_name: str, model: str, *, dtype: str = "bf16", tp: int = 1, engine: str = "vllm",
+                max_model_len: int | None = None) -> ReplicaSpec:
+    """Continuous batching with the engine's default limits, the KV blocks left on that GPU, the fitted step
+    model. `max_model_len` (default: the model's) as `servecap serve --max-model-len`: a replica whose KV
+    cache cannot hold one request of it does not fit."""
     gpu = get_gpu(gpu_name)
-    sizing = gpu_engine(resolve_model(model), gpu, dtype=dtype, tp=tp, engine=engine)
+    sizing = gpu_engine(resolve_model(model), gpu, dtype=dtype, tp=tp, engine=engine, max_model_len=max_model_len)
     server = ServerConfig.from_flags("continuous", num_kv_blocks=sizing.num_kv_blocks, block_size=sizing.block_size,
                                      **engine_defaults(engine, gpu).limit_flags())
     return ReplicaSpec(server, sizing.step_model, sizing.num_kv_blocks, gpus=tp, hourly_usd_per_gpu=gpu.hourly_usd,

@@ -43,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     replica.add_argument("--dtype", default="bf16")
     replica.add_argument("--tp", type=int, default=1)
     replica.add_argument("--engine", choices=("vllm", "tensorrt-llm"), default="vllm")
+    replica.add_argument("--max-model-len", type=int, help="--gpu: the longest prompt + output the replica admits "
+                                                           "(default the model's), as `servecap serve`'s flag")
     replica.add_argument("--calibration", metavar="RUN_DIR", help="a measured run (servecap sweep), as predict uses")
     replica.add_argument("--strategy", help="which of the calibration run's strategies")
     replica.add_argument("--cold-start-s", type=float, help="seconds from asking for a replica to its being ready "
@@ -219,7 +221,8 @@ def _replica(args) -> tuple[ReplicaSpec, float]:
                              "is not in the catalog")
         from calculators.plan.sizing import gpu_replica
 
-        return gpu_replica(args.gpu, args.model, dtype=args.dtype, tp=args.tp, engine=args.engine), args.cold_start_s
+        return (gpu_replica(args.gpu, args.model, dtype=args.dtype, tp=args.tp, engine=args.engine,
+                            max_model_len=args.max_model_len), args.cold_start_s)
     return calibration_replica(args.calibration, args.strategy, args.cold_start_s)
 
 
