@@ -51,6 +51,7 @@ class FleetController:
         self._t0 = 0.0
         self.thread = threading.Thread(target=self._run, name="fleet-controller", daemon=True)
         self.errors: list[str] = []
+        self.prefix: dict[int, tuple[float, float]] = {}   # replica id -> (hit, looked-up) prompt tokens, last read
 
     # -- the clock: seconds since the replay's start ------------------------------------------------
     def now(self) -> float:
@@ -101,6 +102,7 @@ class FleetController:
                 return
             replica = min(reversed(ready), key=lambda r: loads.get(r.id, 0.0))
             self.router.remove(replica.url)
+            self._loads([replica], "in_flight")   # its prefix counters, before it goes
         self.pool.drain(replica)
         self.event("drain", replica)
 
@@ -108,10 +110,22 @@ class FleetController:
         loads = {}
         for replica in replicas:
             try:
-                loads[replica.id] = replica_load(self.http.get(replica.url + "/metrics").text)[metric]
+                load = replica_load(self.http.get(replica.url + "/metrics").text)
             except (httpx.HTTPError, ValueError) as exc:
                 self.errors.append(f"{self.now():.1f}s {replica.name}: /metrics: {exc}")
+                continue
+            loads[replica.id] = load[metric]
+            self.prefix[replica.id] = (load["prefix_hits"], load["prefix_queries"])
         return loads
+
+    def prefix_hit_rate(self) -> float | None:
+        """Prompt tokens found in a replica's prefix cache over those looked up, fleet-wide, as last read
+        (call `read_all` at the end; a killed replica counts as of its last read)."""
+        queried = sum(q for _, q in self.prefix.values())
+        return sum(h for h, _ in self.prefix.values()) / queried if queried else None
+
+    def read_all(self) -> None:
+        self._loads([r for r in self.pool.replicas if r.url and not r.killed and r.stopped_s is None], "in_flight")
 
     # -- the loop ----------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -155,6 +169,7 @@ class FleetController:
         named = [r for r in ready if r.id == fault.replica]
         if named:
             victim = named[0]
+            self._loads([victim], "in_flight")   # its prefix counters, as near its end as can be
         else:
             loads = self._loads(ready, "in_flight")
             victim = max(ready, key=lambda r: (loads.get(r.id, 0.0), -r.id))

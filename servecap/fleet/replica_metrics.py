@@ -3,6 +3,9 @@
     in_flight  requests it holds: running + waiting (vLLM's num_requests_running + num_requests_waiting)
     waiting    requests queued in its engine, not yet scheduled
     kv_usage   the share of its KV cache in use, in [0, 1]
+and, for the run's prefix-cache hit rate, its counters since it started:
+    prefix_hits     prompt tokens found in its prefix cache
+    prefix_queries  prompt tokens it looked up
 
 The names are `contract.server_metrics`' for the engine the page shows (the reference server, vLLM,
 SGLang, ...); the reference server's KV share is its used blocks over its total.
@@ -16,7 +19,8 @@ from contract.server_metrics import detect_engine, metric_for
 
 
 def replica_load(text: str) -> dict[str, float]:
-    """{in_flight, waiting, kv_usage} from a /metrics page; a value the page lacks is 0."""
+    """{in_flight, waiting, kv_usage, prefix_hits, prefix_queries} from a /metrics page; a value the page
+    lacks is 0."""
     values: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -32,4 +36,5 @@ def replica_load(text: str) -> dict[str, float]:
     if kv is None:
         used, total = read("kv_blocks_used"), read("kv_blocks_total")
         kv = used / total if used is not None and total else 0.0
-    return {"in_flight": running + waiting, "waiting": waiting, "kv_usage": kv}
+    return {"in_flight": running + waiting, "waiting": waiting, "kv_usage": kv,
+            "prefix_hits": read("prefix_cache_hits") or 0.0, "prefix_queries": read("prefix_cache_queries") or 0.0}

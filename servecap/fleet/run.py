@@ -157,6 +157,7 @@ def run_fleet(plan: FleetPlan, console) -> Path:
             sweep = Sweep(_sweep_config(plan, router.url, demand_path), console)
             sweep.run()
             clock.stop()
+            controller.read_all()
         finally:
             controller.stop()
             pool.close()
@@ -169,7 +170,7 @@ def run_fleet(plan: FleetPlan, console) -> Path:
 def _sweep_config(plan: FleetPlan, router_url: str, demand_path: Path) -> SweepConfig:
     limits = plan.slo
     return SweepConfig(out_dir=str(plan.out), url=router_url, model=plan.model or "tiny", trace=str(demand_path),
-                       trace_speedup=1.0, trace_block_tokens=plan.demand.prefix_block_tokens, warmup_s=0.0,
+                       trace_speedup=1.0, trace_block_tokens=plan.demand.prefix_block_tokens, warmup_s=0.0, output_tokens=None,
                        seed=plan.seed, pin_cpus=False,
                        slo=SLO(*(None if v is None else v * 1e3 for v in (limits.ttft_s, limits.tpot_s, limits.e2e_s))),
                        **plan.sweep_options)
@@ -233,6 +234,7 @@ def _write_outputs(plan: FleetPlan, controller: FleetController, pool: ReplicaPo
                       "error": r.error, "served": int((run.replica == r.id).sum())} for r in pool.replicas],
         "decisions": [{"t_s": t, "wanted": w, "ready": r} for t, w, r in controller.decisions],
         "events": [{"t_s": t, "event": e, "replica": n, "detail": d} for t, e, n, d in controller.events],
+        "prefix_hit_rate": controller.prefix_hit_rate(),
         "unattributed": int(sum(1 for r in records if r["status"] == "ok" and not r.get("replica"))),
         "controller_errors": controller.errors,
         "outcome": judged.to_dict(),
