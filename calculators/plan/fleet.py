@@ -10,9 +10,12 @@ becoming ready, each fault. Before a decision, the replicas it reads are advance
 - the autoscaler reads its metric on every ready replica at its interval.
 A request sent while no replica is ready waits at the router (a scale-from-zero activation) and goes
 out when the first replica is ready. A replica the autoscaler removes takes no new requests and
-finishes what it has (a drained pod); it is billed until then. A fault kills a replica: the requests
-it held are sent again at that moment (the router's retry), keeping their first send time, and a
-fixed fleet's Deployment starts its replacement, which is ready a cold start later.
+finishes what it has (a drained pod); it is billed until then. A fault kills a replica, and a fixed
+fleet's Deployment starts its replacement, which is ready a cold start later. The requests it held
+fail (they never finish: every window's p99 counts them as unbounded), as they do behind vLLM's
+router: it retries a request that found no worker, but not a response already streaming, and a
+replica streams its response's head at once. With `retry_lost` (a client that retries) they are
+sent again at that moment instead, keeping their first send time.
 
 Replicas are billed from the moment they are asked for (a GPU is held through the cold start) until
 they stop. Pure: no I/O; the caller reads traces and writes results.
@@ -66,6 +69,7 @@ class FleetConfig:
     cold_start_s: float = 60.0
     autoscaler: AutoscalerConfig | None = None   # None: a fixed fleet of initial_replicas
     faults: tuple[Fault, ...] = ()
+    retry_lost: bool = False                     # a killed replica's requests are sent again (else they fail)
     seed: int = 0
     router_options: dict = field(default_factory=dict)
 
@@ -108,6 +112,7 @@ class FleetRun:
     lives: list[ReplicaLife]
     decisions: list[tuple[float, int, int]]   # (t, replicas wanted, replicas ready) at each autoscaler decision
     horizon_s: float
+    lost: np.ndarray | None = None  # bool: failed with its replica (never finished)
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -159,6 +164,7 @@ class _Fleet:
         self.end = np.full(n, np.nan)
         self.served_by = np.full(n, -1, dtype=np.int64)
         self.retried = np.zeros(n, dtype=bool)
+        self.lost = np.zeros(n, dtype=bool)
         self.lives: list[ReplicaLife] = []
         self.sims: dict[int, ReplicaSim] = {}     # id -> replica that exists and has started (ready)
         self.routable: list[int] = []             # ready replicas taking requests, in start order
@@ -220,7 +226,7 @@ class _Fleet:
         self._events_until(max([horizon, *(fault.t_s for fault in self.config.faults)]))
         self._finish_all()
         return FleetRun(self.send, self.first, self.end, demand.output.astype(np.int64), self.served_by,
-                        self.retried, self.lives, self.decisions, max(horizon, self._last_end()))
+                        self.retried, self.lives, self.decisions, max(horizon, self._last_end()), self.lost)
 
     def _events_until(self, t: float) -> None:
         while self.events and self.events[0][0] <= t:
@@ -357,11 +363,15 @@ class _Fleet:
         for i in lost:
             self.holder.pop(i, None)
             self.first[i] = np.nan
-            self.retried[i] = True
+        if self.config.retry_lost:
+            self.retried[lost] = True
+        else:
+            self.lost[lost] = True
         if self.autoscaler is None:   # a fixed fleet's Deployment replaces the pod
             self._start_replica(t)
-        for i in lost:
-            self._route_retry(i, t)
+        if self.config.retry_lost:
+            for i in lost:
+                self._route_retry(i, t)
 
     def _route_retry(self, i: int, t: float) -> None:
         if not self.routable:

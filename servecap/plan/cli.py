@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
                                                             "(default: the calibration run's measured time to ready)")
     add_scaling_flags(p, f"one of {', '.join(ROUTER_POLICIES)}")
     add_slo_flags(p)
+    p.add_argument("--retry-lost", action="store_true",
+                   help="a killed replica's requests are sent again (a client that retries); default: they fail, "
+                        "as behind vLLM's router, which does not retry a response already streaming")
     p.add_argument("--search", choices=("none", "target"), default="none",
                    help="target: the cheapest autoscaler target that meets the attainment (a grid around --target)")
     p.add_argument("--static-max", type=int, default=64, help="the most replicas the static-fleet search tries")
@@ -128,7 +131,7 @@ def _inputs(args) -> dict:
     replica, cold_start = _replica(args)
     initial = args.replicas if args.replicas is not None else max(autoscaler.min_replicas, 1)
     config = FleetConfig(replica=replica, router=args.router, initial_replicas=initial, cold_start_s=cold_start,
-                         autoscaler=autoscaler, faults=faults, seed=args.seed)
+                         autoscaler=autoscaler, faults=faults, retry_lost=args.retry_lost, seed=args.seed)
     return {"demand_spec": _demand_spec(args), "config": config, "slo": slo, "window_s": args.window_s,
             "search": args.search, "static_max": args.static_max, "replications": args.replications,
             "n_plus_one": not args.no_n_plus_one, "band": replica_band(args)}

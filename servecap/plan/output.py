@@ -51,7 +51,8 @@ def _lines(answer: dict) -> list[str]:
         n1 = answer["n_plus_one"]
         att = "n/a" if n1["attainment"] is None else f"{n1['attainment']:.1%}"
         lines.append(f"N+1: one replica lost at t={n1['fault_at_s']:,.0f} s: attainment {att}, "
-                     f"{n1['retried_requests']} requests retried, {n1['unfinished']} unfinished")
+                     f"{n1['lost_requests']} requests lost with it, {n1['retried_requests']} retried, "
+                     f"{n1['unfinished']} unfinished")
     if "breach" in answer:
         b = answer["breach"]
         lines.append(f"breach probability: {b['probability']:.0%} of {b['replications']} seeded replications "

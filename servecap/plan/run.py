@@ -63,7 +63,8 @@ def _summary(judged: Judged) -> dict:
             "unfinished": o.unfinished, "gpu_hours": o.gpu_hours, "usd": o.usd, "usd_per_day": o.usd_per_day,
             "usd_per_million_tokens": o.usd_per_million_tokens, "replicas_started": len(run.lives),
             "replicas_killed": sum(life.killed for life in run.lives),
-            "retried_requests": int(run.retried.sum()), "prefix_hit_rate": run.prefix_hit_rate(),
+            "retried_requests": int(run.retried.sum()),
+            "lost_requests": 0 if run.lost is None else int(run.lost.sum()), "prefix_hit_rate": run.prefix_hit_rate(),
             **{f"{m.removesuffix('_s')}_{q}_s": getattr(o, q)[m] for q in ("p50", "p99") for m in o.p50}}
 
 

@@ -39,12 +39,22 @@ def test_round_robin_alternates_and_each_request_takes_its_steps():
     assert not run.retried.any()
 
 
-def test_a_killed_replicas_requests_are_retried_on_another_and_its_replacement_starts():
+def test_a_killed_replicas_requests_fail_and_its_replacement_starts():
     # ten long requests at t=0 on replica 0 and 1 alternately; replica "the busiest" dies at 0.5 s
     config = FleetConfig(SPEC, "round_robin", initial_replicas=2, cold_start_s=5.0, faults=(Fault(0.5),))
     run = run_fleet(_demand([0.0] * 10, output=200), config)
+    assert run.lives[0].killed and run.lost.tolist() == [True, False] * 5 and not run.retried.any()
+    assert np.isnan(run.end_s[run.lost]).all() and np.isnan(run.ttft_s[run.lost]).all()
+    assert np.isfinite(run.end_s[~run.lost]).all() and (run.replica[~run.lost] == 1).all()
+    assert run.lives[2].requested_s == 0.5 and run.lives[2].ready_s == 5.5
+
+
+def test_with_retry_lost_a_killed_replicas_requests_are_sent_again_to_another():
+    config = FleetConfig(SPEC, "round_robin", initial_replicas=2, cold_start_s=5.0, faults=(Fault(0.5),),
+                         retry_lost=True)
+    run = run_fleet(_demand([0.0] * 10, output=200), config)
     assert run.lives[0].killed and not run.lives[1].killed          # a tie in load: the lower id goes
-    assert run.retried.sum() == 5 and (run.replica[run.retried] == 1).all()
+    assert run.retried.sum() == 5 and (run.replica[run.retried] == 1).all() and not run.lost.any()
     assert np.isfinite(run.end_s).all()
     # the lost five started over at 0.5 s, keeping their first send: their TTFT counts the loss
     assert (run.ttft_s[run.retried] > 0.5).all() and (run.ttft_s[~run.retried] < 0.1).all()
