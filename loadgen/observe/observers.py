@@ -22,9 +22,11 @@ class Observers:
     """Start with `start()`, end with `stop()`; each returns what run.json says about them."""
 
     def __init__(self, out_dir: Path, interval_s: float, server_pid: int | None, base_url: str,
-                 source: str = "url", canary: bool = False) -> None:
+                 source: str = "url", canary: bool = False, server: bool = True) -> None:
         """`base_url`: the server (its /metrics and /v1/engine/steps); `source`: its key in the engine files;
-        `canary`: also start the canary process (each core's own speed: `sweep --diagnostics`)."""
+        `canary`: also start the canary process (each core's own speed: `sweep --diagnostics`); `server`:
+        False leaves the server's /metrics and step record unread (a router in front of several replicas:
+        its answers would mix them, and each poll it forwards moves a round robin along)."""
         self.out_dir = out_dir
         self.interval_s = interval_s
         self.server_pid = server_pid
@@ -36,12 +38,14 @@ class Observers:
         self.engine_record: EngineRecordPoller | None = None
         self.with_canary = canary
         self.canary: Canary | None = None
-        self.described = ObserverInfo(interval_s=interval_s, metrics_url=self.metrics_url)
+        self.observe_server = server
+        self.described = ObserverInfo(interval_s=interval_s, metrics_url=self.metrics_url if server else None)
 
     def start(self) -> ObserverInfo:
         self.sampler = start_sampler(self.out_dir / "samples.csv", self.interval_s, self.server_pid)
-        self.scraper = start_scraper(self.metrics_url, self.out_dir / "server_metrics.csv", self.interval_s)
-        self.engine_record = EngineRecordPoller(self.base_url, self.out_dir, self.interval_s, self.source).start()
+        if self.observe_server:
+            self.scraper = start_scraper(self.metrics_url, self.out_dir / "server_metrics.csv", self.interval_s)
+            self.engine_record = EngineRecordPoller(self.base_url, self.out_dir, self.interval_s, self.source).start()
         self.canary = start_canary(self.out_dir, self.source) if self.with_canary else None
         self.described = replace(self.described, sampler=self.sampler.kind, sampler_note=self.sampler.note or None)
         return self.described

@@ -171,6 +171,7 @@ def _sweep_config(plan: FleetPlan, router_url: str, demand_path: Path) -> SweepC
     limits = plan.slo
     return SweepConfig(out_dir=str(plan.out), url=router_url, model=plan.model or "tiny", trace=str(demand_path),
                        trace_speedup=1.0, trace_block_tokens=plan.demand.prefix_block_tokens, warmup_s=0.0, output_tokens=None,
+                       observe_server=False,   # through the router they would mix the replicas and move its round robin
                        seed=plan.seed, pin_cpus=False,
                        slo=SLO(*(None if v is None else v * 1e3 for v in (limits.ttft_s, limits.tpot_s, limits.e2e_s))),
                        **plan.sweep_options)

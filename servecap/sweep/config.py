@@ -121,6 +121,7 @@ class SweepConfig:
     trace: str | None = None
     trace_speedup: float = 1.0
     trace_block_tokens: int | None = None   # tokens per Mooncake hash id (None: Locust's default, Mooncake's 512)
+    observe_server: bool = True   # False: leave the target's /metrics and step record unread (a router's fleet)
     seed: int = 0
     slo: SLO = field(default_factory=SLO)
     sample_interval_s: float = 0.5

@@ -148,6 +148,7 @@ class Sweep:
     def _observe(self, url: str, server_pid: int | None, strategy: str | None, model: str | None = None) -> None:
         key = strategy or "url"
         observers = Observers(self.out, self.config.sample_interval_s, server_pid, url, source=key,
+                              server=self.config.observe_server,
                               canary=self.config.diagnostics)
         described = observers.start()
         self.run_json.record_observers(key, described)
