@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _plan(args):
     from calculators.plan.outcome import SloLimits
-    from servecap.plan.cli import _autoscaler, _demand_spec, _fault
+    from servecap.plan.flags import autoscaler_from_flags, demand_spec_from_flags, fault_from_flag
     from servecap.plan.run import build_demand
 
     if args.router not in POLICIES:
@@ -100,7 +100,7 @@ def _plan(args):
         raise ValueError("give one demand: --trace PATH, --rate-curve CSV or --diurnal PEAK:TROUGH")
     slo = SloLimits(*(None if v is None else v / 1e3 for v in (args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms)),
                     attainment=args.attainment)
-    autoscaler = _autoscaler(args)
+    autoscaler = autoscaler_from_flags(args)
     if autoscaler is None and args.replicas is None:
         raise ValueError("give --replicas N (a fixed fleet) or --min-replicas/--max-replicas (autoscaled)")
     if autoscaler is not None and autoscaler.min_replicas < 1:
@@ -109,9 +109,9 @@ def _plan(args):
     initial = args.replicas if args.replicas is not None else autoscaler.min_replicas
     if initial < 1:
         raise ValueError(f"--replicas must be at least 1, got {initial}")
-    faults = tuple(_fault(spec) for spec in args.kill)
+    faults = tuple(fault_from_flag(spec) for spec in args.kill)
     launch, describe = _launch(args)
-    demand = build_demand(_demand_spec(args))
+    demand = build_demand(demand_spec_from_flags(args))
     if not len(demand):
         raise ValueError("the demand has no requests (a trace cut to nothing, or a rate curve of zero)")
     from servecap.fleet.run import FleetPlan

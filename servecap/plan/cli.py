@@ -15,7 +15,6 @@ HPA-style autoscaler. Writes OUT/plan.json, OUT/plan.png and OUT/plan.md.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import sys
@@ -24,11 +23,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from calculators.plan.autoscaler import AutoscalerConfig
-from calculators.plan.fleet import Fault, FleetConfig, ReplicaSpec
+from calculators.plan.fleet import FleetConfig, ReplicaSpec
 from calculators.plan.outcome import SloLimits
 from calculators.plan.router import ROUTER_POLICIES
-from servecap.plan.flags import add_demand_flags, add_scaling_flags, add_slo_flags
+from servecap.plan.flags import (add_demand_flags, add_scaling_flags, add_slo_flags, autoscaler_from_flags,
+                                  demand_spec_from_flags, fault_from_flag)
 from servecap.plan.output import write_outputs
 
 
@@ -122,99 +121,19 @@ def _inputs(args) -> dict:
                     attainment=args.attainment)
     if not slo.given:
         raise ValueError("give at least one SLO: --slo-ttft-ms, --slo-tpot-ms or --slo-e2e-ms")
-    autoscaler = _autoscaler(args)
+    autoscaler = autoscaler_from_flags(args)
     if autoscaler is None and args.replicas is None:
         raise ValueError("give --replicas N (a fixed fleet) or --min-replicas/--max-replicas (autoscaled)")
     if args.replicas is not None and args.replicas < (0 if autoscaler else 1):
         raise ValueError(f"--replicas must be at least {0 if autoscaler else 1}, got {args.replicas}")
-    faults = tuple(_fault(spec) for spec in args.kill)
+    faults = tuple(fault_from_flag(spec) for spec in args.kill)
     replica, cold_start = _replica(args)
     initial = args.replicas if args.replicas is not None else max(autoscaler.min_replicas, 1)
     config = FleetConfig(replica=replica, router=args.router, initial_replicas=initial, cold_start_s=cold_start,
                          autoscaler=autoscaler, faults=faults, retry_lost=args.retry_lost, seed=args.seed)
-    return {"demand_spec": _demand_spec(args), "config": config, "slo": slo, "window_s": args.window_s,
+    return {"demand_spec": demand_spec_from_flags(args), "config": config, "slo": slo, "window_s": args.window_s,
             "search": args.search, "static_max": args.static_max, "replications": args.replications,
             "n_plus_one": not args.no_n_plus_one, "band": replica_band(args)}
-
-
-def _autoscaler(args) -> AutoscalerConfig | None:
-    if args.min_replicas is None and args.max_replicas is None:
-        if args.target is not None:
-            raise ValueError("--target is the autoscaler's: give --min-replicas and --max-replicas too")
-        return None
-    if args.min_replicas is None or args.max_replicas is None:
-        raise ValueError("autoscaling needs both --min-replicas and --max-replicas")
-    if args.min_replicas > args.max_replicas:
-        raise ValueError(f"--min-replicas {args.min_replicas} is above --max-replicas {args.max_replicas}")
-    if args.target is None:
-        raise ValueError("autoscaling needs --target (the metric's value per replica to aim at)")
-    return AutoscalerConfig(min_replicas=args.min_replicas, max_replicas=args.max_replicas, metric=args.metric,
-                            target=args.target, interval_s=args.interval_s, up_window_s=args.up_window_s,
-                            down_window_s=args.down_window_s)
-
-
-def _fault(spec: str) -> Fault:
-    when, _, rid = spec.partition(":")
-    try:
-        t = float(when)
-        replica = int(rid) if rid else None
-    except ValueError:
-        raise ValueError(f"--kill {spec!r}: expected T[:ID], seconds and a replica id") from None
-    if not (t >= 0 and math.isfinite(t)):
-        raise ValueError(f"--kill {spec!r}: the time must be seconds >= 0")
-    return Fault(t, replica)
-
-
-def _demand_spec(args) -> dict:
-    """What to build the demand from (read here: files; built by servecap.plan.run)."""
-    from contract.distributions import parse_length_distribution
-
-    spec = {"speedup": args.speedup, "duration_s": args.duration, "seed": args.seed}
-    if args.trace:
-        from loadgen.workload.traces import load_trace
-
-        spec.update(kind="trace", trace=load_trace(args.trace))
-        return spec
-    lengths = {"prompt": parse_length_distribution(args.prompt_tokens, "--prompt-tokens"),
-               "output": parse_length_distribution(args.output_tokens, "--output-tokens"),
-               "sessions": args.sessions, "prefix_tokens": args.session_prefix_tokens}
-    if args.sessions < 0 or args.session_prefix_tokens < 0:
-        raise ValueError("--sessions and --session-prefix-tokens must be >= 0")
-    if args.rate_curve:
-        spec.update(kind="rate_curve", curve=_read_curve(Path(args.rate_curve)), source=args.rate_curve, **lengths)
-        return spec
-    peak, _, trough = args.diurnal.partition(":")
-    try:
-        peak_rps, trough_rps = float(peak), float(trough)
-    except ValueError:
-        raise ValueError(f"--diurnal {args.diurnal!r}: expected PEAK:TROUGH requests/s, e.g. 40:5") from None
-    spec.update(kind="diurnal", peak_rps=peak_rps, trough_rps=trough_rps, period_s=args.period,
-                bursts_per_day=args.bursts_per_day, burst_multiplier=args.burst_multiplier,
-                burst_duration_s=args.burst_duration, **lengths)
-    return spec
-
-
-def _read_curve(path: Path) -> tuple[list[float], list[float]]:
-    """t_s,rate_rps rows; a first line that is not numbers is a header."""
-    try:
-        rows = list(csv.reader(path.read_text().splitlines()))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--rate-curve {str(path)!r} cannot be read: {exc}") from None
-    times, rates = [], []
-    for number, row in enumerate(rows, 1):
-        if not row or not "".join(row).strip():
-            continue
-        try:
-            t, rate = float(row[0]), float(row[1])
-        except (ValueError, IndexError):
-            if number == 1:
-                continue   # a header
-            raise ValueError(f"--rate-curve {str(path)!r} line {number}: expected t_s,rate_rps, got {row!r}") from None
-        times.append(t)
-        rates.append(rate)
-    if not times:
-        raise ValueError(f"--rate-curve {str(path)!r} has no rows")
-    return times, rates
 
 
 def _replica(args) -> tuple[ReplicaSpec, float]:

@@ -1,10 +1,15 @@
-"""The flags `servecap plan` and `servecap fleet` share: the demand, the autoscaler and faults, the SLO."""
+"""The flags `servecap plan` and `servecap fleet` share (the demand, the autoscaler and faults, the SLO), and
+what they mean: the autoscaler, a fault, the demand to build; a bad value raises ValueError naming it."""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import math
+from pathlib import Path
 
-from calculators.plan.autoscaler import AUTOSCALE_METRICS
+from calculators.plan.autoscaler import AUTOSCALE_METRICS, AutoscalerConfig
+from calculators.plan.fleet import Fault
 
 
 def add_demand_flags(p: argparse.ArgumentParser) -> None:
@@ -48,3 +53,83 @@ def add_slo_flags(p: argparse.ArgumentParser) -> None:
     slo.add_argument("--slo-e2e-ms", type=float)
     slo.add_argument("--attainment", type=float, default=0.99, help="share of windows that must meet the SLO")
     slo.add_argument("--window-s", type=float, default=300.0, help="SLO window (default 5 minutes)")
+
+
+def autoscaler_from_flags(args) -> AutoscalerConfig | None:
+    if args.min_replicas is None and args.max_replicas is None:
+        if args.target is not None:
+            raise ValueError("--target is the autoscaler's: give --min-replicas and --max-replicas too")
+        return None
+    if args.min_replicas is None or args.max_replicas is None:
+        raise ValueError("autoscaling needs both --min-replicas and --max-replicas")
+    if args.min_replicas > args.max_replicas:
+        raise ValueError(f"--min-replicas {args.min_replicas} is above --max-replicas {args.max_replicas}")
+    if args.target is None:
+        raise ValueError("autoscaling needs --target (the metric's value per replica to aim at)")
+    return AutoscalerConfig(min_replicas=args.min_replicas, max_replicas=args.max_replicas, metric=args.metric,
+                            target=args.target, interval_s=args.interval_s, up_window_s=args.up_window_s,
+                            down_window_s=args.down_window_s)
+
+
+def fault_from_flag(spec: str) -> Fault:
+    when, _, rid = spec.partition(":")
+    try:
+        t = float(when)
+        replica = int(rid) if rid else None
+    except ValueError:
+        raise ValueError(f"--kill {spec!r}: expected T[:ID], seconds and a replica id") from None
+    if not (t >= 0 and math.isfinite(t)):
+        raise ValueError(f"--kill {spec!r}: the time must be seconds >= 0")
+    return Fault(t, replica)
+
+
+def demand_spec_from_flags(args) -> dict:
+    """What to build the demand from (read here: files; built by servecap.plan.run)."""
+    from contract.distributions import parse_length_distribution
+
+    spec = {"speedup": args.speedup, "duration_s": args.duration, "seed": args.seed}
+    if args.trace:
+        from loadgen.workload.traces import load_trace
+
+        spec.update(kind="trace", trace=load_trace(args.trace))
+        return spec
+    lengths = {"prompt": parse_length_distribution(args.prompt_tokens, "--prompt-tokens"),
+               "output": parse_length_distribution(args.output_tokens, "--output-tokens"),
+               "sessions": args.sessions, "prefix_tokens": args.session_prefix_tokens}
+    if args.sessions < 0 or args.session_prefix_tokens < 0:
+        raise ValueError("--sessions and --session-prefix-tokens must be >= 0")
+    if args.rate_curve:
+        spec.update(kind="rate_curve", curve=read_rate_curve(Path(args.rate_curve)), source=args.rate_curve, **lengths)
+        return spec
+    peak, _, trough = args.diurnal.partition(":")
+    try:
+        peak_rps, trough_rps = float(peak), float(trough)
+    except ValueError:
+        raise ValueError(f"--diurnal {args.diurnal!r}: expected PEAK:TROUGH requests/s, e.g. 40:5") from None
+    spec.update(kind="diurnal", peak_rps=peak_rps, trough_rps=trough_rps, period_s=args.period,
+                bursts_per_day=args.bursts_per_day, burst_multiplier=args.burst_multiplier,
+                burst_duration_s=args.burst_duration, **lengths)
+    return spec
+
+
+def read_rate_curve(path: Path) -> tuple[list[float], list[float]]:
+    """t_s,rate_rps rows; a first line that is not numbers is a header."""
+    try:
+        rows = list(csv.reader(path.read_text().splitlines()))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--rate-curve {str(path)!r} cannot be read: {exc}") from None
+    times, rates = [], []
+    for number, row in enumerate(rows, 1):
+        if not row or not "".join(row).strip():
+            continue
+        try:
+            t, rate = float(row[0]), float(row[1])
+        except (ValueError, IndexError):
+            if number == 1:
+                continue   # a header
+            raise ValueError(f"--rate-curve {str(path)!r} line {number}: expected t_s,rate_rps, got {row!r}") from None
+        times.append(t)
+        rates.append(rate)
+    if not times:
+        raise ValueError(f"--rate-curve {str(path)!r} has no rows")
+    return times, rates
