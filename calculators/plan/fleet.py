@@ -195,7 +195,8 @@ class _Fleet:
             return   # cancelled while starting
         self.starting.remove(rid)
         self.sims[rid] = ReplicaSim(self.spec.server, self.spec.step_model, num_kv_blocks=self.spec.num_kv_blocks,
-                                    seed=self.config.seed * 1000 + rid, ready_at=t)
+                                    seed=self.config.seed * 1000 + rid, ready_at=t,
+                                    shared_prefixes=self.demand.prefix is not None)
         self.routable.append(rid)
         self.in_flight[rid] = 0
         while self.pending:

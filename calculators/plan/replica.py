@@ -39,8 +39,8 @@ class ReplicaSim:
     (request index, time) as steps finish them; the caller drains them."""
 
     def __init__(self, server: ServerConfig, step_model: StepTimeModel, *, num_kv_blocks: int, seed: int = 0,
-                 ready_at: float = 0.0, rng: np.random.Generator | None = None) -> None:
-        self.block_manager = BlockManager(num_kv_blocks, server.block_size)
+                 ready_at: float = 0.0, rng: np.random.Generator | None = None, shared_prefixes: bool = True) -> None:
+        self.block_manager = BlockManager(num_kv_blocks, server.block_size, shared_prefixes=shared_prefixes)
         self.scheduler = make_scheduler(server.limits, self.block_manager)
         self.clock = StepClock(step_model, rng if rng is not None else np.random.default_rng(seed))
         self.now = float(ready_at)

@@ -5,6 +5,12 @@ has been computed is registered under a hash chained on the previous block's has
 sequence with the same token prefix shares it (ref count + 1) once the tokens compare equal.
 A freed block keeps its hash and contents until it is handed out again, so a finished
 request's prefix stays reusable while the cache has room (oldest-freed is reused first).
+
+`shared_prefixes=False` is for token streams that no two sequences share (the fleet plan's
+requests when its demand has no shared prefix): a sequence's blocks can then be hit only by itself,
+after a preemption frees them. So its full blocks are hashed and registered when it is preempted
+rather than as they fill, and a finished sequence's blocks never: the same hits, the same blocks
+and the same order of reuse, without a hash per full block of every request.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ class Block:
 class BlockManager:
     """Check-then-commit: `can_allocate`/`allocate`, `can_append`/`may_append`, `deallocate`."""
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(self, num_blocks: int, block_size: int, shared_prefixes: bool = True) -> None:
         if num_blocks <= 0 or block_size <= 0:
             raise ValueError(f"num_blocks and block_size must be positive, got {num_blocks}, {block_size}")
         self.num_blocks = num_blocks
@@ -43,6 +49,7 @@ class BlockManager:
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.free_block_ids: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         self.hash_to_block_id: dict[int, int] = {}
+        self.shared_prefixes = shared_prefixes
         self.prefix_cache_query_tokens = 0  # tokens looked up at admission (hit rate = hits / queries)
         self.prefix_cache_hit_tokens = 0    # of which served from the cache
 
@@ -114,6 +121,10 @@ class BlockManager:
 
     def commit_computed(self, seq: Sequence) -> None:
         """Register the hashes of `seq`'s full blocks whose K/V is now in the cache."""
+        if self.shared_prefixes:
+            self._register(seq)
+
+    def _register(self, seq: Sequence) -> None:
         bs = self.block_size
         if seq.num_computed_tokens // bs <= len(seq.block_hashes):
             return   # no block became full: most steps
@@ -128,8 +139,11 @@ class BlockManager:
             seq.block_hashes.append(h)
 
     # -- release -------------------------------------------------------------------------
-    def deallocate(self, seq: Sequence) -> None:
-        """Drop `seq`'s references; blocks reaching zero go back to the free list (hash kept)."""
+    def deallocate(self, seq: Sequence, preempted: bool = False) -> None:
+        """Drop `seq`'s references; blocks reaching zero go back to the free list (hash kept). A preempted
+        sequence's computed blocks stay findable for its recompute (`shared_prefixes`)."""
+        if preempted and not self.shared_prefixes:
+            self._register(seq)
         for block_id in reversed(seq.block_table):
             block = self.blocks[block_id]
             assert block.ref_count > 0, f"block {block_id} freed twice"

@@ -103,7 +103,7 @@ class ContinuousBatchScheduler(Scheduler):
     def _preempt(self, seq: Sequence, batch: ScheduledBatch) -> None:
         """Recompute-preemption: free `seq`'s blocks and put it at the front of the queue."""
         self.running.remove(seq)
-        self.block_manager.deallocate(seq)
+        self.block_manager.deallocate(seq, preempted=True)
         seq.status = SequenceStatus.WAITING
         seq.num_preemptions += 1
         self.num_preemptions += 1

@@ -16,11 +16,11 @@ MODEL = StepTimeModel(base_s=0.002, per_seq_s=0.0002, per_prefill_token_s=1e-5, 
                       jitter=tuple(np.linspace(0.6, 1.8, 97)), jitter_block=8)
 
 
-def _replica_run(server, workload, trace, kv_blocks):
+def _replica_run(server, workload, trace, kv_blocks, shared_prefixes=True):
     rng = np.random.default_rng(workload.seed)   # the step clock's draws come after the workload's, as there
     workload.sample_lengths(rng, workload.requests)
     workload.open_loop_arrivals(rng)
-    replica = ReplicaSim(server, MODEL, num_kv_blocks=kv_blocks, rng=rng)
+    replica = ReplicaSim(server, MODEL, num_kv_blocks=kv_blocks, rng=rng, shared_prefixes=shared_prefixes)
     first, end = np.full(len(trace.prompt), np.nan), np.full(len(trace.prompt), np.nan)
     for i in np.argsort(trace.arrival, kind="stable"):
         t = float(trace.arrival[i])
@@ -36,13 +36,14 @@ def _replica_run(server, workload, trace, kv_blocks):
 
 @pytest.mark.parametrize("strategy", BUILT_IN)
 @pytest.mark.parametrize("kv_blocks", [None, 14])
-def test_fed_one_request_at_a_time_it_replays_the_simulator(strategy, kv_blocks):
+@pytest.mark.parametrize("shared_prefixes", [True, False])   # distinct prompts: registering late, the same run
+def test_fed_one_request_at_a_time_it_replays_the_simulator(strategy, kv_blocks, shared_prefixes):
     server = ServerConfig.from_flags(strategy, num_kv_blocks=kv_blocks)
     workload = Workload(prompt_tokens=LengthDistribution.uniform(8, 64), output_tokens=LengthDistribution.uniform(4, 80),
                         requests=300, rate_rps=150.0, seed=3)
     trace = simulate_trace(server, workload, MODEL)
     blocks = kv_blocks or int(np.ceil((trace.prompt + trace.output).max() / 16)) * min(server.limits.max_running, 300)
-    first, end, replica = _replica_run(server, workload, trace, blocks)
+    first, end, replica = _replica_run(server, workload, trace, blocks, shared_prefixes)
     np.testing.assert_array_equal(first, trace.first_token)
     np.testing.assert_array_equal(end, trace.end)
     assert replica.steps == trace.steps and replica.preemptions == trace.preemptions

@@ -81,6 +81,27 @@ def test_prefix_hit_after_commit_shares_blocks_with_ref_counts():
     assert bm.num_used_blocks == 0
 
 
+def test_without_shared_prefixes_only_a_preempted_sequence_finds_its_own_blocks():
+    bm = BlockManager(num_blocks=10, block_size=4, shared_prefixes=False)
+    a = seq(range(10), "a")
+    bm.allocate(a)
+    compute_all(bm, a)
+    assert a.block_hashes == [] and bm.hash_to_block_id == {}   # nothing hashed as blocks fill
+    bm.deallocate(a, preempted=True)                            # a preemption registers them
+    assert len(bm.hash_to_block_id) == 2
+    again = seq(range(10), "a")
+    bm.allocate(again)
+    assert again.num_cached_tokens == 8 and bm.prefix_cache_hit_tokens == 8
+    compute_all(bm, again)
+    bm.deallocate(again)                                        # finished: nothing more registered
+    b = seq(range(100, 110), "b")
+    bm.allocate(b)
+    compute_all(bm, b)
+    bm.deallocate(b)
+    assert len(bm.hash_to_block_id) == 2 and bm.prefix_cache_query_tokens == 30
+    assert bm.num_used_blocks == 0
+
+
 def test_no_hit_before_the_block_is_computed():
     """Blocks are registered only once their K/V exists, never at allocation."""
     bm = BlockManager(num_blocks=10, block_size=4)
