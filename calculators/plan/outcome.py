@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calculators.plan.fleet import FleetRun
+from calculators.plan.fleet_run import FleetRun
 
 METRICS = ("ttft_s", "tpot_s", "e2e_s")
 

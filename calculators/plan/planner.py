@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from calculators.plan.demand import Demand
-from calculators.plan.fleet import Fault, FleetConfig, FleetRun, run_fleet
+from calculators.plan.fleet import Fault, FleetConfig, run_fleet
+from calculators.plan.fleet_run import FleetRun
 from calculators.plan.outcome import Outcome, SloLimits, outcome
 
 

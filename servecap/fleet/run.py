@@ -26,7 +26,8 @@ import numpy as np
 
 from calculators.plan.autoscaler import AutoscalerConfig
 from calculators.plan.demand import Demand
-from calculators.plan.fleet import Fault, FleetRun, ReplicaLife
+from calculators.plan.fleet import Fault
+from calculators.plan.fleet_run import FleetRun, ReplicaLife
 from calculators.plan.outcome import SloLimits, outcome
 from contract.records import RECORDS_FILE, read_records
 from contract.slo import SLO

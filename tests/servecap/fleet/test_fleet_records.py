@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from calculators.plan.demand import from_rows
-from calculators.plan.fleet import ReplicaLife
+from calculators.plan.fleet_run import ReplicaLife
 from loadgen.workload.traces import load_trace
 from servecap.fleet.demand_file import write_demand
 from servecap.fleet.run import records_as_run

@@ -1,0 +1,74 @@
+"""What a fleet run leaves: each replica's life and, per request, when it was sent, answered and by whom.
+
+Written by the plan's fleet loop (`calculators.plan.fleet`) and, from a real fleet's records, by
+`servecap fleet`; read by `calculators.plan.outcome`, which judges either the same way. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class ReplicaLife:
+    """One replica's span: asked for, ready, told to stop (drain), stopped; killed by a fault or not."""
+
+    id: int
+    requested_s: float
+    ready_s: float
+    drain_s: float | None = None
+    stopped_s: float | None = None
+    killed: bool = False
+    served: int = 0
+    prefix_hit_tokens: int = 0      # prompt tokens its prefix cache held, of
+    prefix_query_tokens: int = 0    # the prompt tokens it looked up
+
+
+@dataclass
+class FleetRun:
+    """Per request (arrays over the demand's order) and the fleet's timeline."""
+
+    send_s: np.ndarray
+    first_token_s: np.ndarray
+    end_s: np.ndarray
+    output: np.ndarray
+    replica: np.ndarray            # the replica that finished it (-1: not finished)
+    retried: np.ndarray            # bool: sent again after its replica was killed
+    lives: list[ReplicaLife]
+    decisions: list[tuple[float, int, int]]   # (t, replicas wanted, replicas ready) at each autoscaler decision
+    horizon_s: float
+    lost: np.ndarray | None = None  # bool: failed with its replica (never finished)
+
+    @property
+    def ttft_s(self) -> np.ndarray:
+        return self.first_token_s - self.send_s
+
+    @property
+    def e2e_s(self) -> np.ndarray:
+        return self.end_s - self.send_s
+
+    @property
+    def tpot_s(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.output > 1, (self.end_s - self.first_token_s) / (self.output - 1), np.nan)
+
+    def prefix_hit_rate(self) -> float | None:
+        """Prompt tokens found in a replica's prefix cache, over those looked up, fleet-wide."""
+        queried = sum(life.prefix_query_tokens for life in self.lives)
+        return sum(life.prefix_hit_tokens for life in self.lives) / queried if queried else None
+
+    def replica_seconds(self) -> float:
+        return sum(((life.stopped_s if life.stopped_s is not None else self.horizon_s) - life.requested_s)
+                   for life in self.lives)
+
+    def ready_over_time(self, times: np.ndarray) -> np.ndarray:
+        """Replicas ready (taking requests) at each of `times`."""
+        out = np.zeros(len(times), dtype=np.int64)
+        for life in self.lives:
+            end = life.drain_s if life.drain_s is not None else (life.stopped_s if life.stopped_s is not None
+                                                                 else math.inf)
+            out += (times >= life.ready_s) & (times < end)
+        return out
