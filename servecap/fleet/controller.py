@@ -1,7 +1,9 @@
 """The fleet's controller: the plan's autoscaler rule and fault plan, acted out on real replicas.
 
-    controller = FleetController(pool, router, autoscaler=AutoscalerConfig(...), faults=(Fault(300),),
-                                 cold_start_s=20, interval_s=15)
+    clock = FleetClock()
+    pool = ReplicaPool(launch, log_dir, clock=clock.now)
+    controller = FleetController(pool, router, clock, autoscaler=AutoscalerConfig(...), faults=(Fault(300),),
+                                 cold_start_s=20, horizon_s=600)
     controller.start()          # a thread; it waits for `arm(t0)`: the replay's start on the monotonic clock
     ...
     controller.stop()
@@ -33,10 +35,27 @@ from servecap.fleet.replicas import Replica, ReplicaPool
 from servecap.fleet.router import VllmRouter
 
 
+class FleetClock:
+    """The fleet's seconds: since the replay's start once `rebase`d to it; until then, since it was made (the
+    initial replicas start before the replay, so their times end up negative)."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def rebase(self, t0_monotonic: float) -> float:
+        """Count from `t0_monotonic` on; returns how far the origin moved."""
+        shift, self.t0 = t0_monotonic - self.t0, t0_monotonic
+        return shift
+
+
 class FleetController:
-    def __init__(self, pool: ReplicaPool, router: VllmRouter, *, autoscaler: AutoscalerConfig | None,
-                 faults: tuple[Fault, ...], cold_start_s: float, horizon_s: float, log=None) -> None:
-        self.pool, self.router = pool, router
+    def __init__(self, pool: ReplicaPool, router: VllmRouter, clock: FleetClock, *,
+                 autoscaler: AutoscalerConfig | None, faults: tuple[Fault, ...], cold_start_s: float,
+                 horizon_s: float, log=None) -> None:
+        self.pool, self.router, self.clock = pool, router, clock
         self.autoscaler = None if autoscaler is None else Autoscaler(autoscaler)
         self.interval_s = autoscaler.interval_s if autoscaler else None
         self.metric = autoscaler.metric if autoscaler else "in_flight"
@@ -48,20 +67,18 @@ class FleetController:
         self.http = httpx.Client(timeout=5)
         self._armed = threading.Event()
         self._stop = threading.Event()
-        self._t0 = 0.0
         self.thread = threading.Thread(target=self._run, name="fleet-controller", daemon=True)
         self.errors: list[str] = []
         self.prefix: dict[int, tuple[float, float]] = {}   # replica id -> (hit, looked-up) prompt tokens, last read
 
     # -- the clock: seconds since the replay's start ------------------------------------------------
     def now(self) -> float:
-        return time.monotonic() - self._t0
+        return self.clock.now()
 
     def arm(self, t0_monotonic: float) -> None:
         """The replay began at `t0_monotonic`: what happened before it (the initial replicas' starts) moves
         onto the new clock, at negative times."""
-        shift = t0_monotonic - self._t0
-        self._t0 = t0_monotonic
+        shift = self.clock.rebase(t0_monotonic)
         for replica in self.pool.replicas:
             replica.requested_s -= shift
             if replica.ready_s is not None:
@@ -70,7 +87,6 @@ class FleetController:
         self._armed.set()
 
     def start(self) -> None:
-        self._t0 = time.monotonic()   # provisional until armed: the initial replicas start before the replay
         self.thread.start()
 
     def stop(self) -> None:

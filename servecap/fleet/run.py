@@ -31,7 +31,7 @@ from calculators.plan.fleet_run import FleetRun, ReplicaLife
 from calculators.plan.outcome import SloLimits, outcome
 from contract.records import RECORDS_FILE, read_records
 from contract.slo import SLO
-from servecap.fleet.controller import FleetController
+from servecap.fleet.controller import FleetClock, FleetController
 from servecap.fleet.demand_file import write_demand
 from servecap.fleet.replica_metrics import replica_load
 from servecap.fleet.replicas import ReplicaPool
@@ -140,10 +140,10 @@ def run_fleet(plan: FleetPlan, console) -> Path:
     log = lambda text: console.print(f"[dim]fleet: {text}[/dim]")   # noqa: E731
     with VllmRouter(plan.router, log_path=out / "router.log") as router:
         log(f"vllm-router --policy {plan.router} at {router.url}")
-        controller = FleetController(None, router, autoscaler=plan.autoscaler, faults=plan.faults,
+        fleet_clock = FleetClock()
+        pool = ReplicaPool(plan.launch, out / "replicas", clock=fleet_clock.now)
+        controller = FleetController(pool, router, fleet_clock, autoscaler=plan.autoscaler, faults=plan.faults,
                                      cold_start_s=plan.cold_start_s, horizon_s=horizon, log=log)
-        pool = ReplicaPool(plan.launch, out / "replicas", clock=controller.now)
-        controller.pool = pool
         controller.start()
         try:
             first = [controller.start_replica() for _ in range(plan.initial_replicas)]
