@@ -23,6 +23,7 @@ from reference_server.api.ignored_fields import (HEADER, MAX_NAMES_IN_HEADER, Wa
 from reference_server.api.openai_schemas import ChatCompletionRequest, CompletionRequest
 from reference_server.api.output_text import OutputText
 from reference_server.engine.tokenizer import ByteTokenizer
+from tiny_app import tiny_app
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -166,18 +167,7 @@ def test_chat_template_switches():
 # --- over HTTP, in-process ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def http():
-    from fastapi.testclient import TestClient
-
-    from reference_server.api import create_app
-    from reference_server.api.settings import ServerConfig
-    from reference_server.classifier.config import ClassifierConfig
-    from reference_server.engine.config import EngineConfig
-    from waiting import wait_until
-
-    app = create_app(EngineConfig(model="tiny", max_model_len=128), ServerConfig(engine_mode="thread"),
-                     ClassifierConfig(enabled=False))
-    with TestClient(app) as client:
-        wait_until(lambda: client.get("/ready").status_code == 200, timeout=120, what="the in-process server ready")
+    with tiny_app() as client:
         yield client
 
 

@@ -7,24 +7,14 @@ to load alone. The ids are exactly those the generation request's `usage.prompt_
 from __future__ import annotations
 
 import pytest
+from tiny_app import tiny_app
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def client():
-    from fastapi.testclient import TestClient
-
-    from reference_server.api import create_app
-    from reference_server.api.settings import ServerConfig
-    from reference_server.classifier.config import ClassifierConfig
-    from reference_server.engine.config import EngineConfig
-    from waiting import wait_until
-
-    app = create_app(EngineConfig(model="tiny", max_model_len=128), ServerConfig(engine_mode="thread"),
-                     ClassifierConfig(enabled=False))
-    with TestClient(app) as client:
-        wait_until(lambda: client.get("/ready").status_code == 200, timeout=120, what="the in-process server ready")
+    with tiny_app() as client:
         yield client
 
 

@@ -8,31 +8,13 @@ import pytest
 from reference_server.api.replica_header import HEADER
 from reference_server.api.settings import ServerConfig
 from reference_server.cli import build_parser, configs_from_args
+from tiny_app import tiny_app
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _client(name: str | None):
-    from fastapi.testclient import TestClient
-
-    from reference_server.api import create_app
-    from reference_server.classifier.config import ClassifierConfig
-    from reference_server.engine.config import EngineConfig
-
-    app = create_app(EngineConfig(model="tiny", max_model_len=64), ServerConfig(engine_mode="thread", replica_name=name),
-                     ClassifierConfig(enabled=False))
-    return TestClient(app)
-
-
-def _ready(client) -> None:
-    from waiting import wait_until
-
-    wait_until(lambda: client.get("/ready").status_code == 200, timeout=120, what="the in-process server ready")
-
-
 def test_every_response_names_the_replica():
-    with _client("r3") as client:
-        _ready(client)
+    with tiny_app(max_model_len=64, replica_name="r3") as client:
         body = {"model": "tiny", "prompt": "hi", "max_tokens": 2}
         assert client.post("/v1/completions", json=body).headers[HEADER] == "r3"
         with client.stream("POST", "/v1/completions", json={**body, "stream": True}) as streamed:
@@ -44,8 +26,7 @@ def test_every_response_names_the_replica():
 
 
 def test_no_name_no_header():
-    with _client(None) as client:
-        _ready(client)
+    with tiny_app(max_model_len=64) as client:
         assert HEADER not in client.post("/v1/completions", json={"model": "tiny", "prompt": "hi", "max_tokens": 1}).headers
 
 
