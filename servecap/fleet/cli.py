@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _plan(args):
     from calculators.plan.outcome import SloLimits
-    from servecap.plan.flags import autoscaler_from_flags, demand_spec_from_flags, fault_from_flag
+    from servecap.plan.flags import (autoscaler_from_flags, check_shared_flags, demand_spec_from_flags,
+                                     fault_from_flag)
     from servecap.plan.run import build_demand
 
     if args.router not in POLICIES:
@@ -93,11 +94,7 @@ def _plan(args):
         raise ValueError("--emulate needs --model (a catalog model)")
     if not (args.cold_start_s >= 0):
         raise ValueError(f"--cold-start-s must be seconds >= 0, got {args.cold_start_s}")
-    if not (args.speedup > 0 and args.window_s > 0 and args.interval_s > 0):
-        raise ValueError("--speedup, --window-s and --interval-s must be positive")
-    demand_kinds = [k for k in ("trace", "rate_curve", "diurnal") if getattr(args, k)]
-    if len(demand_kinds) != 1:
-        raise ValueError("give one demand: --trace PATH, --rate-curve CSV or --diurnal PEAK:TROUGH")
+    check_shared_flags(args)
     slo = SloLimits(*(None if v is None else v / 1e3 for v in (args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms)),
                     attainment=args.attainment)
     autoscaler = autoscaler_from_flags(args)

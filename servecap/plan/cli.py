@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from calculators.plan.fleet import FleetConfig, ReplicaSpec
 from calculators.plan.outcome import SloLimits
 from calculators.plan.router import ROUTER_POLICIES
 from servecap.plan.flags import (add_demand_flags, add_scaling_flags, add_slo_flags, autoscaler_from_flags,
+                                  check_shared_flags,
                                   demand_spec_from_flags, fault_from_flag)
 from servecap.plan.output import write_outputs
 
@@ -101,18 +101,11 @@ def _json_default(value):
 
 # -- flags to inputs ---------------------------------------------------------------------------------
 def _inputs(args) -> dict:
-    demand_kinds = [k for k in ("trace", "rate_curve", "diurnal") if getattr(args, k)]
-    if len(demand_kinds) != 1:
-        raise ValueError("give one demand: --trace PATH, --rate-curve CSV or --diurnal PEAK:TROUGH")
+    check_shared_flags(args)
     if (args.gpu is None) == (args.calibration is None):
         raise ValueError("give one replica: --gpu G --model M, or --calibration RUN_DIR")
     if args.gpu is not None and not args.model:
         raise ValueError("--gpu needs --model (a catalog model)")
-    for flag, value in (("--speedup", args.speedup), ("--window-s", args.window_s), ("--interval-s", args.interval_s)):
-        if not (value > 0 and math.isfinite(value)):
-            raise ValueError(f"{flag} must be positive, got {value}")
-    if args.duration is not None and not args.duration > 0:
-        raise ValueError(f"--duration must be positive seconds, got {args.duration}")
     if args.replications < 1:
         raise ValueError(f"--replications must be at least 1, got {args.replications}")
     if args.router not in ROUTER_POLICIES:

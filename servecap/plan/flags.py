@@ -55,6 +55,18 @@ def add_slo_flags(p: argparse.ArgumentParser) -> None:
     slo.add_argument("--window-s", type=float, default=300.0, help="SLO window (default 5 minutes)")
 
 
+def check_shared_flags(args) -> None:
+    """One demand, and positive times: what `servecap plan` and `servecap fleet` both refuse alike."""
+    demand_kinds = [k for k in ("trace", "rate_curve", "diurnal") if getattr(args, k)]
+    if len(demand_kinds) != 1:
+        raise ValueError("give one demand: --trace PATH, --rate-curve CSV or --diurnal PEAK:TROUGH")
+    for flag, value in (("--speedup", args.speedup), ("--window-s", args.window_s), ("--interval-s", args.interval_s)):
+        if not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"{flag} must be positive, got {value}")
+    if args.duration is not None and not args.duration > 0:
+        raise ValueError(f"--duration must be positive seconds, got {args.duration}")
+
+
 def autoscaler_from_flags(args) -> AutoscalerConfig | None:
     if args.min_replicas is None and args.max_replicas is None:
         if args.target is not None:
