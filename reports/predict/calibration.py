@@ -264,7 +264,8 @@ def _fit_steps(samples: list[LevelSample], server: ServerConfig, sources: dict, 
 # -- predicting -----------------------------------------------------------------------------------
 def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, duration_s: float, *,
             replications: int = 8, seed: int = 0, requests: int | None = None,
-            machine_speed: float | tuple[float, ...] | None = None) -> Replicated:
+            machine_speed: float | tuple[float, ...] | None = None,
+            arrival_times: tuple[float, ...] = ()) -> Replicated:
     """One level of `load` users (kind "concurrency") or requests/s ("rate_rps"), measured as the sweep
     measures: requests sent in [warmup_s, warmup_s + duration_s) that finished by its end; or, given
     `requests`, that many per run, the first 10% and a closed loop's last `load` left out (a machine
@@ -272,12 +273,15 @@ def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, d
     `machine_speed`: the step model scaled by it (a machine that many times slower than the one the
     calibration's steps were timed on; reports.bench.error_sources' canary variants); a tuple: one such
     factor per equal part of the measure window, in order (a level measured in rounds, each at its
-    own speed; the warm-up at the first); None: as calibrated."""
+    own speed; the warm-up at the first); None: as calibrated. `arrival_times`: an open loop's send
+    times (s from the level's start) replayed instead of drawn (a measured level's own arrivals)."""
     window = {} if requests else {"warmup_s": warmup_s, "duration_s": duration_s}
+    replayed = bool(arrival_times) and kind == "rate_rps"
     workload = Workload(lengths=calibration.lengths, **window,
                         requests=requests or _requests_guess(calibration, kind, load, warmup_s + duration_s),
                         concurrency=int(load) if kind == "concurrency" else None,
-                        rate_rps=float(load) if kind == "rate_rps" else None,
+                        rate_rps=float(load) if kind == "rate_rps" and not replayed else None,
+                        arrival_times=tuple(arrival_times) if replayed else (),
                         arrival_cv2=calibration.arrival_cv2, seed=seed)
     front = calibration.front_end
     speeds: tuple[tuple[float, float], ...] = ()
