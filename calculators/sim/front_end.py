@@ -62,6 +62,10 @@ class FrontEnd:
 class FrontEndByLoad:
     """Front-end delays measured at several loads, for any load.
 
+    A load here is the streams the front end carries: a closed loop's users, an open loop's requests
+    in flight (rate x mean E2E, Little's law; `reports.predict.evidence.LevelSample.streams`). Its
+    work is per stream, so a closed-loop calibration answers for an open loop at the same streams.
+
     With three or more measured levels each delay's mean follows a fitted shape
     (`calculators.sim.front_end_curves`: a queue over the level's output tokens/s, or a power of the
     load, whichever predicts the calibration's own levels better when each is left out).

@@ -59,9 +59,9 @@ def _curves_held_out(group, k: int) -> float | None:
     others = [s for i, s in enumerate(group) if i != k and s.front_end is not None]
     if not others or group[k].front_end is None:
         return None
-    by_load = FrontEndByLoad(tuple(s.load for s in others), tuple(s.front_end for s in others),
+    by_load = FrontEndByLoad(tuple(s.streams for s in others), tuple(s.front_end for s in others),
                              tuple(s.output_tokens_per_s or 0.0 for s in others))
-    means = by_load.at(group[k].load, group[k].output_tokens_per_s).mean_s
+    means = by_load.at(group[k].streams, group[k].output_tokens_per_s).mean_s
     return means["in_s"] + means["first_out_s"] + means["last_out_s"]
 
 

@@ -177,7 +177,7 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
     fronts = [s for s in samples if s.front_end is not None]
     front = None
     if len(fronts) == len(samples):
-        front = FrontEndByLoad(tuple(s.load for s in fronts), tuple(s.front_end for s in fronts),
+        front = FrontEndByLoad(tuple(s.streams for s in fronts), tuple(s.front_end for s in fronts),
                                tuple(s.output_tokens_per_s or 0.0 for s in fronts))
         split = ("client records joined with engine_requests.csv per level" if all(s.steps is not None for s in samples)
                  else "client records less the engine's /metrics queue, prefill and decode means per level")
@@ -290,13 +290,22 @@ def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, d
         speeds = tuple((0.0 if k == 0 else warmup_s + k * part, float(f)) for k, f in enumerate(machine_speed))
     elif machine_speed is not None:
         calibration = replace(calibration, step_model=calibration.step_model.scaled(machine_speed))
-    tokens_per_s = None
-    if calibration.residuals or (front is not None and front.shape == QUEUE):
+    tokens_per_s, streams = None, load
+    if front is not None and kind == "rate_rps":
+        # the front end's load is the streams it carries (LevelSample.streams): an open loop's come
+        # from Little's law on a first run on the engine's clock, plus the delays they meet
+        first = simulate_replicated(calibration.server, workload, calibration.step_model, None, replications=1,
+                                    speeds=speeds)
+        tokens_per_s = first.output_tokens_per_s
+        engine_streams = load * first.runs[0].engine_metrics["e2e_s"]["mean"]
+        delays = front.at(max(engine_streams, front.loads[0]), tokens_per_s).mean_s
+        streams = max(engine_streams + load * (delays["in_s"] + delays["last_out_s"]), front.loads[0])
+    elif calibration.residuals or (front is not None and front.shape == QUEUE):
         # the step noise (and a queue-shaped front end) follow the output rate: first find it, with one run
         first = simulate_replicated(calibration.server, workload, calibration.step_model,
                                     front.at(load) if front is not None else None, replications=1, speeds=speeds)
         tokens_per_s = first.output_tokens_per_s
-    delays = None if front is None else front.at(load, tokens_per_s)
+    delays = None if front is None else front.at(streams, tokens_per_s)
     return simulate_replicated(calibration.server, workload, calibration.step_model_at(tokens_per_s), delays,
                                replications=replications, speeds=speeds)
 

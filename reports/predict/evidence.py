@@ -80,6 +80,7 @@ class LevelSample:
                                          # tpot_factors are taken around; decode_step_mean_s)
     window_speeds: tuple[float, ...] = ()   # the canary's machine speed in each of its windows, in time
                                             # order (() when any is unknown)
+    e2e_mean_s: float | None = None      # the client's mean E2E (Little's law: streams in flight, `streams`)
     machine_speed: float | None = None   # the canary's: how much longer than the run's usual the engine's
                                          # cores took for the same work during the level (None: no canary);
                                          # `steps` stay as timed (reports.bench.error_sources tries them rescaled)
@@ -89,6 +90,15 @@ class LevelSample:
         # every calibration (one per held-out level) concatenates them
         object.__setattr__(self, "lengths", np.asarray(self.lengths, dtype=np.int64).reshape(-1, 2))
         object.__setattr__(self, "tpot_factors", np.asarray(self.tpot_factors, dtype=np.float64))
+
+    @property
+    def streams(self) -> float:
+        """The requests in flight the front end carried: a closed loop's users; an open loop's
+        rate x mean E2E (Little's law). The front end's delays follow this, not the load's label: an
+        open loop's requests/s and a closed loop's users are different units of load."""
+        if self.kind == "concurrency" or not self.e2e_mean_s:
+            return self.load
+        return self.load * self.e2e_mean_s
 
     @property
     def requests(self) -> int:
@@ -142,7 +152,7 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
             level=lvl["level"], strategy=source, kind=kind, load=float(load), warmup_s=warmup, duration_s=duration,
             lengths=pairs.to_numpy(dtype=np.int64),
             measured={m: {q: lvl["metrics"][m][q] for q in QUANTILES} for m in METRICS},
-            output_tokens_per_s=lvl["output_tokens_per_s"],
+            output_tokens_per_s=lvl["output_tokens_per_s"], e2e_mean_s=lvl["metrics"]["e2e_s"].get("mean"),
             steps=level_steps, machine_speed=speed,
             window_speeds=tuple(per_window) if per_window and None not in per_window else (),
             tpot_factors=factors, tpot_paths=paths,

@@ -107,3 +107,25 @@ def test_a_calibration_with_too_few_waits_predicts_without_warm_up_and_says_so()
 def test_the_runs_arrival_cv2_is_the_arrival_processs(arrival, cv2):
     """run.json's load_plan.arrival read by the one rule (ArrivalProcess.cv2); 1.0 where there are no gaps."""
     assert arrival_cv2(RunInfo(load_plan=LoadPlan(arrival=arrival))) == cv2
+
+
+def test_an_open_loop_meets_the_front_end_at_its_streams_in_flight_not_at_its_rate_as_users():
+    from calculators.sim.front_end import FrontEnd, FrontEndByLoad
+    from calculators.sim.step_model import StepTimeModel
+    from reports.predict.calibration import Calibration, predict
+
+    def delays(ms: float) -> FrontEnd:
+        return FrontEnd((ms / 1e3,) * 4, (ms / 1e3,) * 4, (ms / 1e3,) * 4)
+
+    users = (1, 2, 4, 8, 16)   # closed loop: each delay 1 ms a user (the front end handles every stream in turn)
+    front = FrontEndByLoad(users, tuple(delays(float(u)) for u in users), tuple(100.0 * u for u in users))
+    calibration = Calibration("continuous", SERVER, StepTimeModel(base_s=0.001), np.array([[16, 8]] * 10), 1.0,
+                              front, ("c=1",), counts=((16.0, 200.0),))
+    # 16 req/s of 8-token requests at 1 ms a step: about 10 ms each, so 0.2 streams in flight, not 16 users
+    open_loop = predict(calibration, "rate_rps", 16.0, 1.0, 10.0, replications=2)
+    closed = predict(calibration, "concurrency", 16.0, 1.0, 10.0, replications=2)
+    assert open_loop.value("ttft_s", "p50") < 0.006                        # ~1 ms in + ~1 step + ~1 ms out
+    assert closed.value("ttft_s", "p50") > 0.032                            # 16 ms in + 16 ms out at 16 users
+    assert LevelSample(level="x", strategy="continuous", kind="rate_rps", load=16.0, warmup_s=1, duration_s=10,
+                       lengths=((16, 8),), measured={}, output_tokens_per_s=128.0, e2e_mean_s=0.01).streams == \
+        pytest.approx(0.16)
