@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from reports.predict.coverage import describe_distance
 from reports.predict.prediction import PredictPlan, predict_run
 from reports.run_data import RunDirError, load_run
 from contract.slo import SLO
@@ -99,6 +100,10 @@ def _print(console: Console, answer: dict) -> None:
         console.print(f"[bold yellow]{answer['extrapolation']}[/]")
     for note in answer["calibration"]["unavailable"]:
         console.print(f"[yellow]not available:[/] {note}")
+    away = answer["distance"]
+    if away["factor"] > 1 or any(row["distance"]["load_factor"] > 1 for row in answer["loads"]):
+        console.print(f"[yellow]outside the calibration:[/] {describe_distance(away)}; each interval is widened "
+                      "for it (+/- interval_widened_by of the value, in the JSON)")
     table = Table(title=f"predicted {answer['strategy']}, {answer['arrival']} (ms: median of "
                         f"{answer['replications']} runs, their 95% spread)")
     for column in ("offered", "metric", "p50", "p95", "p99", "out tok/s", "SLO"):

@@ -3,14 +3,17 @@ an SLO allows, without running any load. Pure over a loaded `RunData` (the CLI r
 
     predict_run(data, plan) -> {"calibration": {...}, "strategy", "arrival", "workload", "slo",
                                 "extrapolation": note | None,
+                                "distance": {prompt_tokens, output_tokens, arrivals, factor}  (coverage.py)
                                 "loads": [{"offered", "metrics": {ttft_s: {p50: {value, interval}, ...}},
                                            "request_rate_rps", "output_tokens_per_s", "mean_batch_size",
+                                           "distance": {load_factor, factor, interval_widened_by},
                                            "meets_slo", "why_not"}],
                                 "max_load_under_slo": {"offered", "basis"} | None}
 
 The calibration is `reports.predict.calibration.calibrate` on every level of the strategy. Lengths are
 the run's measured (prompt, output) pairs unless --prompt-tokens / --output-tokens give others
-(loadgen's syntax, sampled with the seed). With `gpu`, the step model is extrapolated to that
+(loadgen's syntax, sampled with the seed). The answer says how far the what-if lies from what was
+calibrated (`reports.predict.coverage`), and each interval is widened for that distance. With `gpu`, the step model is extrapolated to that
 catalog GPU (`calculators.sim.gpu_extrapolation`): the answer then says it is an extrapolation.
 """
 
@@ -27,7 +30,8 @@ from calculators.models import get_model
 from calculators.sim.gpu_extrapolation import extrapolate_to_gpu
 from contract.arrivals import parse_arrival
 from contract.distributions import parse_length_distribution
-from reports.predict.calibration import Calibration, calibrate, predict, strategy_server
+from reports.predict.calibration import Calibration, arrival_cv2, calibrate, predict, strategy_server
+from reports.predict.coverage import calibrated, distance, load_factor, widened, widening
 from reports.predict.evidence import level_samples
 from reports.cost import catalog_gpu_for
 from reports.run_data import RunData
@@ -83,14 +87,20 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
     warmup = plan.warmup_s if plan.warmup_s is not None else group[0].warmup_s
     duration = plan.duration_s if plan.duration_s is not None else group[0].duration_s
     kind = "concurrency" if plan.concurrency else "rate_rps"
+    coverage = calibrated(group, arrival_cv2(data.run))
+    away = distance(coverage, calibration.lengths, kind, cv2)
     rows = []
     for load in plan.concurrency or plan.rates:
         count = max(EXTRAPOLATED_REQUESTS, 50 * int(load)) if extrapolation else None
         result = predict(calibration, kind, float(load), warmup, duration, replications=plan.replications,
                          seed=plan.seed, requests=count)
         check = check_level(plan.slo, 0.0, {m: result.value(m, "p99") for m in ("ttft_s", "tpot_s", "e2e_s")})
-        rows.append({"offered": {kind: load}, "metrics": result.metrics, "request_rate_rps": result.request_rate_rps,
+        beyond = load_factor(coverage, result.output_tokens_per_s)
+        share = widening(away["factor"] * beyond)
+        rows.append({"offered": {kind: load}, "metrics": widened(result.metrics, share),
+                     "request_rate_rps": result.request_rate_rps,
                      "output_tokens_per_s": result.output_tokens_per_s, "mean_batch_size": result.mean_batch_size,
+                     "distance": {"load_factor": beyond, "factor": away["factor"] * beyond, "interval_widened_by": share},
                      "meets_slo": check.meets if plan.slo.is_set else None, "why_not": check.reason or None})
     return {"calibration": {"run_dir": str(data.run_dir), **calibration.describe()}, "strategy": strategy,
             "arrival": "closed" if plan.concurrency else plan.arrival,
@@ -101,7 +111,7 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
             "window": ({"requests_per_run": "max(2000, 50 x load)", "left_out": "first 10%, closed loop's last"}
                        if extrapolation else {"warmup_s": warmup, "duration_s": duration}),
             "replications": plan.replications,
-            "slo": plan.slo.as_dict(), "extrapolation": extrapolation, "loads": rows,
+            "slo": plan.slo.as_dict(), "extrapolation": extrapolation, "distance": away, "loads": rows,
             "max_load_under_slo": _max_load(rows, kind) if plan.slo.is_set else None}
 
 

@@ -2,6 +2,7 @@
 
     python -m servecap.bench.transfer run --out DIR [--strategies continuous,dynamic] [--repeats 2]
     python -m servecap.bench.transfer run --out DIR --url http://127.0.0.1:8000    # an external server
+    python -m servecap.bench.transfer run --out DIR --vllm    # vLLM's CPU build (.venv-vllm), the tiny checkpoint
     python -m servecap.bench.transfer analyze DIR [--replications 4] [--json]
 
 `run` measures, in this order:
@@ -72,6 +73,25 @@ def _rates(cal: Path, strategy: str, spec: dict) -> list[float]:
               if lvl["strategy"] in (strategy, None, "unknown") and lvl["request_rate_rps"])
     scale = _mean_tokens({"prompt": CAL_PROMPT, "output": CAL_OUTPUT}) / _mean_tokens(spec)
     return [round(top * scale * f, 2) for f in RATE_FRACTIONS]
+
+
+def run_vllm(args: argparse.Namespace) -> None:
+    """`run` against vLLM's CPU build on the tiny random Llama (servecap.bench.vllm_vs_reference's server),
+    one server for the whole set: its calibration and what-ifs meet the same process."""
+    import tempfile
+
+    from servecap.bench.vllm_vs_reference import REPO, build_checkpoint, vllm_spec
+    from servecap.launch.process import ServerProcess
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    python = REPO / ".venv-vllm" / "bin" / "python"
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint = build_checkpoint(python, Path(tmp) / "tiny")
+        with ServerProcess(vllm_spec(python, checkpoint), log_path=out / "vllm.log", startup_timeout_s=600,
+                           env=env) as server:
+            run(argparse.Namespace(**{**vars(args), "url": server.base_url, "vllm": False}))
 
 
 def run(args: argparse.Namespace) -> None:
@@ -210,19 +230,21 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--model", default="tiny")
     r.add_argument("--server-args", default="")
     r.add_argument("--url", help="an external server instead of the reference server")
+    r.add_argument("--vllm", action="store_true", help="start vLLM's CPU build (.venv-vllm) and measure it")
     r.add_argument("--repeats", type=int, default=2)
     a = sub.add_parser("analyze", help="predict the what-ifs from the calibration and decompose the error")
     a.add_argument("dir")
     a.add_argument("--replications", type=int, default=4)
     a.add_argument("--json", action="store_true")
+    a.add_argument("--json-out", help="where to write the answer (default DIR/transfer.json)")
     args = parser.parse_args(argv)
     if args.command == "run":
         if args.repeats < 1:
             parser.error("--repeats must be at least 1")
-        run(args)
+        run_vllm(args) if args.vllm else run(args)
         return 0
     answer = analyze(args)
-    (Path(args.dir) / "transfer.json").write_text(json.dumps(answer, indent=1, default=float))
+    Path(args.json_out or Path(args.dir) / "transfer.json").write_text(json.dumps(answer, indent=1, default=float))
     if args.json:
         print(json.dumps(answer, indent=1, default=float))
     else:
