@@ -10,6 +10,12 @@ The simulator runs on the engine's clock and draws one measured request's (in, f
 per simulated request, so a slow hop keeps its measured company:
     client ttft = in + engine ttft + first_out;   client e2e = in + engine e2e + last_out
 and a closed-loop user sends again `last_out + think` after the engine finished its request.
+
+An open loop's bursts: a request sent while many others are in flight meets a busier front end
+than the mean. With `burst` (from `FrontEndByLoad.at(..., burst_window_s=W)`), each open-loop
+request's delays are scaled by the curve at its own streams in flight, counted as the sends in
+the W seconds before it (itself included; W the mean E2E, so their mean is the streams'), over
+the curve at the mean. A closed loop always has its users in flight and is not scaled.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import numpy as np
 from calculators.sim import front_end_curves as curves
 from calculators.sim.front_end_curves import DELAYS
 
+BURST_STREAMS_MAX = 4.0   # burst factors reach this many times the highest calibrated streams (then held)
+
 
 @dataclass(frozen=True)
 class FrontEnd:
@@ -30,6 +38,8 @@ class FrontEnd:
     first_out_s: tuple[float, ...]
     last_out_s: tuple[float, ...]
     think_s: float = 0.0
+    burst: tuple[tuple[float, float, float, float], ...] = ()   # (streams, in, first_out, last_out factor), ascending
+    burst_window_s: float = 0.0
 
     def __post_init__(self) -> None:
         lengths = {len(self.in_s), len(self.first_out_s), len(self.last_out_s)}
@@ -42,6 +52,21 @@ class FrontEnd:
             object.__setattr__(self, name, tuple(float(v) for v in values))
         if not (isinstance(self.think_s, (int, float)) and self.think_s >= 0):
             raise ValueError(f"think_s must be >= 0, got {self.think_s!r}")
+        burst = np.asarray(self.burst, dtype=float).reshape(-1, 4)
+        if len(burst) and (not np.all(np.isfinite(burst)) or np.any(burst <= 0) or np.any(np.diff(burst[:, 0]) <= 0)
+                           or not self.burst_window_s > 0):
+            raise ValueError("burst needs ascending streams with positive factors, and burst_window_s > 0")
+        object.__setattr__(self, "burst", tuple(tuple(float(v) for v in row) for row in burst))
+
+    def burst_factors(self, schedule: np.ndarray) -> np.ndarray:
+        """[3, n] factors for (in, first_out, last_out) of open-loop requests sent at `schedule` (sorted):
+        the curve at each one's streams in flight (sends in the window before it) over the mean's."""
+        sends = np.asarray(schedule, dtype=float)
+        if not self.burst:
+            return np.ones((3, len(sends)))
+        streams = np.arange(1, len(sends) + 1) - np.searchsorted(sends, sends - self.burst_window_s, side="right")
+        grid = np.asarray(self.burst)
+        return np.stack([np.interp(streams, grid[:, 0], grid[:, k]) for k in (1, 2, 3)])
 
     @classmethod
     def none(cls) -> "FrontEnd":
@@ -105,32 +130,47 @@ class FrontEndByLoad:
         """The fitted curve (`front_end_curves.fit_queue`'s or `fit_power`'s), or None."""
         return self._fit[1]
 
-    def at(self, load: float, tokens_per_s: float | None = None) -> FrontEnd:
-        x = np.log(np.asarray(self.loads))
-        target = float(np.log(load))
-        nearest = int(np.argmin(np.abs(x - target)))
+    def at(self, load: float, tokens_per_s: float | None = None, *, burst_window_s: float = 0.0) -> FrontEnd:
+        """The delays at `load` streams (and `tokens_per_s`); with `burst_window_s`, an open loop's
+        burst factors too (FrontEnd.burst: the curve at 1 to BURST_STREAMS_MAX x the highest
+        calibrated streams, over the curve at `load`)."""
+        nearest = self._nearest(load)
         base = self.front_ends[nearest]
-        if len(x) == 1:
+        if len(self.loads) == 1:
             return base
-        means = [fe.mean_s for fe in self.front_ends]
+        factors = {name: self._ratio(name, nearest, load, tokens_per_s) for name in DELAYS}
+        scaled = {name: tuple(v * factors[name] for v in getattr(base, name)) for name in DELAYS}
+        burst: tuple = ()
+        if burst_window_s > 0:
+            grid = np.geomspace(1.0, BURST_STREAMS_MAX * max(self.loads[-1], load), 48)
+            burst = tuple((float(n), *(self._ratio(name, nearest, float(n), None if tokens_per_s is None else
+                                                   tokens_per_s * n / load) / factors[name]
+                                       if factors[name] > 0 else 1.0 for name in DELAYS)) for n in grid)
+        return FrontEnd(**scaled, think_s=self._follow("think_s", nearest, load), burst=burst,
+                        burst_window_s=burst_window_s if burst else 0.0)
 
-        def follow(name: str) -> float:
-            values = np.array([m[name] for m in means])
-            if x[0] <= target <= x[-1]:
-                wanted = float(np.interp(target, x, values))
-            else:
-                i = (0, 1) if target < x[0] else (-2, -1)
-                slope = (values[i[1]] - values[i[0]]) / (x[i[1]] - x[i[0]])
-                wanted = float(values[i[0]] + slope * (target - x[i[0]]))
-            return max(wanted, 0.5 * values[nearest])
+    def _nearest(self, load: float) -> int:
+        return int(np.argmin(np.abs(np.log(np.asarray(self.loads)) - np.log(load))))
 
+    def _follow(self, name: str, nearest: int, load: float) -> float:
+        """`name`'s mean at `load`, piecewise linear in log(load) (linear past the ends, never below half
+        the nearest level's)."""
+        x, target = np.log(np.asarray(self.loads)), float(np.log(load))
+        values = np.array([fe.mean_s[name] for fe in self.front_ends])
+        if x[0] <= target <= x[-1]:
+            wanted = float(np.interp(target, x, values))
+        else:
+            i = (0, 1) if target < x[0] else (-2, -1)
+            slope = (values[i[1]] - values[i[0]]) / (x[i[1]] - x[i[0]])
+            wanted = float(values[i[0]] + slope * (target - x[i[0]]))
+        return max(wanted, 0.5 * values[nearest])
+
+    def _ratio(self, name: str, nearest: int, load: float, tokens_per_s: float | None) -> float:
+        """How much `name`'s mean grows from the nearest level's to (load, tokens_per_s)."""
         shape, curve = self._fit
         there = (self.loads[nearest], self.tokens_per_s[nearest] if self.tokens_per_s else None)
-        scaled = {}
-        for name in DELAYS:
-            factor = curves.scale(shape, curve, name, there, (load, tokens_per_s)) if shape else None
-            if factor is None:
-                mean = means[nearest][name]
-                factor = follow(name) / mean if mean > 0 else 1.0
-            scaled[name] = tuple(v * factor for v in getattr(base, name))
-        return FrontEnd(**scaled, think_s=follow("think_s"))
+        factor = curves.scale(shape, curve, name, there, (load, tokens_per_s)) if shape else None
+        if factor is None:
+            mean = self.front_ends[nearest].mean_s[name]
+            factor = self._follow(name, nearest, load) / mean if mean > 0 else 1.0
+        return factor

@@ -68,7 +68,7 @@ class Arrivals:
             for _ in range(min(concurrency, self.n)):
                 self._push(0.0)
         else:
-            in_s, first_out, last_out = self.delays
+            in_s, first_out, last_out = np.asarray(self.delays) * front.burst_factors(schedule)
             reach = np.asarray(schedule, dtype=float) + in_s
             order = np.argsort(reach, kind="stable")
             trace.arrival[:], trace.client_send[:] = reach[order], np.asarray(schedule, dtype=float)[order]

@@ -305,7 +305,8 @@ def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, d
         first = simulate_replicated(calibration.server, workload, calibration.step_model,
                                     front.at(load) if front is not None else None, replications=1, speeds=speeds)
         tokens_per_s = first.output_tokens_per_s
-    delays = None if front is None else front.at(streams, tokens_per_s)
+    window = streams / load if front is not None and kind == "rate_rps" else 0.0   # the mean E2E: each send's
+    delays = None if front is None else front.at(streams, tokens_per_s, burst_window_s=window)   # streams by it
     return simulate_replicated(calibration.server, workload, calibration.step_model_at(tokens_per_s), delays,
                                replications=replications, speeds=speeds)
 

@@ -90,3 +90,20 @@ def test_front_end_by_load_follows_a_queue_over_throughput():
     assert table.at(2, tokens_per_s=300.0).in_s == pytest.approx(level(means[1]).in_s)   # a measured level: itself
     two = FrontEndByLoad((1, 4), (level(0.001), level(0.003)), (100.0, 600.0))
     assert two.curve is None and np.mean(two.at(2).first_out_s) == pytest.approx(0.002)   # log-load midpoint
+
+
+def test_an_open_loop_burst_meets_the_front_end_at_its_own_streams_in_flight():
+    def level(users: float) -> FrontEnd:
+        return FrontEnd((0.001 * users,) * 3, (0.002 * users,) * 3, (0.0005 * users,) * 3)   # 1 ms a stream in
+
+    users = (1, 2, 4, 8, 16)
+    table = FrontEndByLoad(users, tuple(level(u) for u in users))
+    mean = table.at(2.0, burst_window_s=0.1)
+    assert np.mean(mean.in_s) == pytest.approx(0.002, rel=0.01)
+    # sends 0.1 s apart meet one stream each; four inside one window meet 1, 2, 3 and 4
+    factors = mean.burst_factors(np.array([0.0, 0.2, 0.4, 1.0, 1.01, 1.02, 1.03]))
+    assert factors[0] == pytest.approx([0.5, 0.5, 0.5, 0.5, 1.0, 1.5, 2.0], rel=0.02)
+    assert factors[1] == pytest.approx(factors[0], rel=0.02)
+    assert FrontEnd((0.001,), (0.001,), (0.001,)).burst_factors(np.array([0.0, 0.001])).tolist() == [[1.0, 1.0]] * 3
+    with pytest.raises(ValueError, match="burst"):
+        FrontEnd((0.001,), (0.001,), (0.001,), burst=((1.0, 1.0, 1.0, 1.0),), burst_window_s=0.0)
