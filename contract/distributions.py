@@ -76,15 +76,6 @@ class LengthDistribution:
         """Drawn from `values` with replacement, as a lengths file's are."""
         return cls("file", (), tuple(values))
 
-    @property
-    def mean(self) -> float:
-        """The expected length (normal: its mean before the clamp at 1)."""
-        if self.kind == "file":
-            return float(np.mean(self.values))
-        if self.kind == "uniform":
-            return (self.params[0] + self.params[1]) / 2
-        return float(self.params[0])
-
     def sample(self, rng: random.Random) -> int:
         kind, p = self.kind, self.params
         if kind == "fixed":

@@ -20,7 +20,7 @@ the curve at the mean. A closed loop always has its users in flight and is not s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -87,9 +87,10 @@ class FrontEnd:
 class FrontEndByLoad:
     """Front-end delays measured at several loads, for any load.
 
-    A load here is the streams the front end carries: a closed loop's users, an open loop's requests
-    in flight (rate x mean E2E, Little's law; `reports.predict.evidence.LevelSample.streams`). Its
-    work is per stream, so a closed-loop calibration answers for an open loop at the same streams.
+    A load here is the streams a new request meets at the front end, itself included: a closed
+    loop's users, an open loop's 1 + requests in flight (rate x mean E2E, Little's law;
+    `reports.predict.evidence.LevelSample.streams`). Its work is per stream, so a closed-loop
+    calibration answers for an open loop at the same streams.
 
     With three or more measured levels each delay's mean follows a fitted shape
     (`calculators.sim.front_end_curves`: a queue over the level's output tokens/s, or a power of the
@@ -148,6 +149,23 @@ class FrontEndByLoad:
                                        if factors[name] > 0 else 1.0 for name in DELAYS)) for n in grid)
         return FrontEnd(**scaled, think_s=self._follow("think_s", nearest, load), burst=burst,
                         burst_window_s=burst_window_s if burst else 0.0)
+
+    def along(self, base: FrontEnd, there: tuple[float, float | None], here: tuple[float, float | None]) -> FrontEnd:
+        """`base`, delays measured at `there` (streams, output tokens/s) under other arrivals, moved to
+        `here` by this curve's ratio between the two points (its think time kept)."""
+        if len(self.loads) == 1:
+            return replace(base, burst=(), burst_window_s=0.0)
+        k = self.nearest(there[0])
+        factors = {}
+        for name in DELAYS:
+            at_there = self._ratio(name, k, *there)
+            factors[name] = self._ratio(name, k, *here) / at_there if at_there > 0 else 1.0
+        return FrontEnd(**{name: tuple(v * factors[name] for v in getattr(base, name)) for name in DELAYS},
+                        think_s=base.think_s)
+
+    def nearest(self, load: float) -> int:
+        """The index of the measured level nearest `load` in log(load)."""
+        return self._nearest(load)
 
     def _nearest(self, load: float) -> int:
         return int(np.argmin(np.abs(np.log(np.asarray(self.loads)) - np.log(load))))

@@ -65,6 +65,7 @@ class Calibration:
     counts: tuple[tuple[float, int], ...] = ()       # (load, measured requests per second of window)
     # (level's output tokens/s, its fast residual runs, its slow paths: one per window)
     residuals: tuple[tuple[float, tuple[float, ...], tuple[tuple[float, ...], ...]], ...] = ()
+    open_front_end: FrontEndByLoad | None = None     # the calibration stage's open-loop levels' (`calibrate`)
 
     @cached_property
     def slow_factors(self) -> np.ndarray:
@@ -152,13 +153,19 @@ def arrival_cv2(run: RunInfo) -> float:
 
 
 # -- calibrating ----------------------------------------------------------------------------------
-def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0) -> Calibration:
-    """One strategy's calibration from `samples` (any subset of its levels); ValueError if nothing fits."""
+def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0,
+              stage: list[LevelSample] | tuple = ()) -> Calibration:
+    """One strategy's calibration from `samples` (any subset of its levels); ValueError if nothing fits.
+    `stage`: the calibration stage's levels (`reports.predict.stage`): their steps join the step
+    model's fit and noise, and an open-loop one gives the front end under open arrivals
+    (`Calibration.open_front_end`); the workload, the front end's load curve and the counts stay
+    `samples`'."""
     if not samples:
         raise ValueError("no levels to calibrate on")
     sources, unavailable = {}, []
-    model = _fit_steps(samples, server, sources, unavailable)
-    residuals, warm_up = _level_residuals(samples, model)
+    stepped = [*samples, *stage]
+    model = _fit_steps(stepped, server, sources, unavailable)
+    residuals, warm_up = _level_residuals(stepped, model)
     if residuals:
         slow = any(paths for _, _, paths in residuals)
         sources["step_noise"] = (f"each level's residuals ({len(residuals)} levels"
@@ -187,11 +194,21 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
     else:
         unavailable.append("front-end delays: no engine request record to join the client's records with "
                            "(predicted on the engine's clock)")
+    opened = [s for s in stage if s.kind == "rate_rps" and s.front_end is not None]
+    open_front = None
+    if front is not None and opened and all(s.kind == "concurrency" for s in samples):
+        open_front = FrontEndByLoad(tuple(s.streams for s in opened), tuple(s.front_end for s in opened),
+                                    tuple(s.output_tokens_per_s or 0.0 for s in opened))
+        sources["open_front_end"] = (f"the calibration stage's open-loop level{'s' if len(opened) > 1 else ''} "
+                                     f"({', '.join(s.level for s in opened)}): an open loop's delays are its, "
+                                     "moved along the closed loop's curve to the streams asked")
+    if stage:
+        sources["stage"] = f"the calibration stage's levels: {', '.join(s.level for s in stage)} (their steps too)"
     lengths = np.concatenate([s.lengths for s in samples])
     sources["workload"] = f"{len(lengths)} measured (prompt, output) lengths"
     counts = tuple((s.load, s.requests / s.duration_s) for s in samples)
     return Calibration(samples[0].strategy, server, model, lengths, cv2, front, tuple(s.level for s in samples),
-                       sources, tuple(unavailable), counts, residuals)
+                       sources, tuple(unavailable), counts, residuals, open_front)
 
 
 def _level_residuals(samples: list[LevelSample], model: StepTimeModel) -> tuple[tuple, tuple[float, ...]]:
@@ -290,23 +307,30 @@ def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, d
         speeds = tuple((0.0 if k == 0 else warmup_s + k * part, float(f)) for k, f in enumerate(machine_speed))
     elif machine_speed is not None:
         calibration = replace(calibration, step_model=calibration.step_model.scaled(machine_speed))
-    tokens_per_s, streams = None, load
+    tokens_per_s, streams, window = None, load, 0.0
     if front is not None and kind == "rate_rps":
-        # the front end's load is the streams it carries (LevelSample.streams): an open loop's come
-        # from Little's law on a first run on the engine's clock, plus the delays they meet
+        # the front end's load is the streams a request meets (LevelSample.streams): an open loop's
+        # come from Little's law on a first run on the engine's clock, plus the delays they meet
         first = simulate_replicated(calibration.server, workload, calibration.step_model, None, replications=1,
                                     speeds=speeds)
         tokens_per_s = first.output_tokens_per_s
         engine_streams = load * first.runs[0].engine_metrics["e2e_s"]["mean"]
         delays = front.at(max(engine_streams, front.loads[0]), tokens_per_s).mean_s
-        streams = max(engine_streams + load * (delays["in_s"] + delays["last_out_s"]), front.loads[0])
+        window = engine_streams / load + delays["in_s"] + delays["last_out_s"]   # the mean E2E: each send's
+        streams = max(1.0 + load * window, front.loads[0])   # what an arrival meets (LevelSample.streams)
     elif calibration.residuals or (front is not None and front.shape == QUEUE):
         # the step noise (and a queue-shaped front end) follow the output rate: first find it, with one run
         first = simulate_replicated(calibration.server, workload, calibration.step_model,
                                     front.at(load) if front is not None else None, replications=1, speeds=speeds)
         tokens_per_s = first.output_tokens_per_s
-    window = streams / load if front is not None and kind == "rate_rps" else 0.0   # the mean E2E: each send's
-    delays = None if front is None else front.at(streams, tokens_per_s, burst_window_s=window)   # streams by it
+    delays = None if front is None else front.at(streams, tokens_per_s, burst_window_s=window)
+    if front is not None and kind == "rate_rps" and calibration.open_front_end is not None:
+        # measured under open arrivals: the open level's own delays (their bursts in them), moved along
+        # the closed loop's curve from that level's streams to these
+        opened = calibration.open_front_end
+        k = opened.nearest(streams)
+        delays = front.along(opened.front_ends[k], (opened.loads[k], opened.tokens_per_s[k] or None),
+                             (streams, tokens_per_s))
     return simulate_replicated(calibration.server, workload, calibration.step_model_at(tokens_per_s), delays,
                                replications=replications, speeds=speeds)
 

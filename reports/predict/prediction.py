@@ -33,6 +33,7 @@ from contract.distributions import parse_length_distribution
 from reports.predict.calibration import Calibration, arrival_cv2, calibrate, predict, strategy_server
 from reports.predict.coverage import calibrated, distance, load_factor, widened, widening
 from reports.predict.evidence import level_samples
+from reports.predict.stage import stage_samples
 from reports.cost import catalog_gpu_for
 from reports.run_data import RunData
 from reports.summary import build_levels
@@ -79,7 +80,8 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
     group = samples[strategy]
     server = strategy_server(data.run, strategy)
     cv2 = 1.0 if plan.concurrency else parse_arrival(plan.arrival, plan.rates[0]).cv2   # 1.0: unused, closed loop
-    calibration = calibrate(group, server, cv2)
+    stage = stage_samples(data.run_dir, strategy)
+    calibration = calibrate(group, server, cv2, stage)
     calibration = replace(calibration, lengths=_lengths(plan, calibration.lengths))
     extrapolation = None
     if plan.gpu:
@@ -87,7 +89,7 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
     warmup = plan.warmup_s if plan.warmup_s is not None else group[0].warmup_s
     duration = plan.duration_s if plan.duration_s is not None else group[0].duration_s
     kind = "concurrency" if plan.concurrency else "rate_rps"
-    coverage = calibrated(group, arrival_cv2(data.run))
+    coverage = calibrated([*group, *stage], arrival_cv2(data.run) if any(s.kind == "rate_rps" for s in group) else 1.0)
     away = distance(coverage, calibration.lengths, kind, cv2)
     rows = []
     for load in plan.concurrency or plan.rates:

@@ -15,6 +15,7 @@ import sys
 
 from rich.console import Console
 
+from servecap.sweep.calibrate_stage import check_calibrate, run_stage
 from servecap.sweep.runner import Sweep
 from servecap.sweep.config import SweepConfig, parse_duration, parse_number_list
 from servecap.sweep.loadgen_priority import PRIORITY_MODES
@@ -101,6 +102,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-loadgen-priority", action="store_const", dest="loadgen_priority", const="normal",
                    help="the same as --loadgen-priority normal")
     p.add_argument("--no-report", action="store_true", help="skip the report (`servecap report`) at the end")
+    p.add_argument("--calibrate", action="store_true",
+                   help="after a --concurrency sweep, the calibration stage `servecap predict` needs for what-ifs: "
+                        "one open-loop level per strategy and one level of 4x longer prompts (RUN/calibrate/; "
+                        "servecap.sweep.calibrate_stage)")
     p.add_argument("--diagnostics", action="store_true",
                    help="also measure the machine itself, for a host whose speed drifts (a shared VM): a canary "
                         "process times each core (canary.csv, the host's steal time), and a level's stability is "
@@ -144,8 +149,12 @@ def main(argv: list[str]) -> int:
         report_options = ReportOptions(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
                                        slo_e2e_ms=args.slo_e2e_ms, model_config=args.model_config,
                                        diagnostics=args.diagnostics)
+        if args.calibrate:
+            check_calibrate(config)
         sweep = Sweep(config, console)
         out = sweep.run()
+        if args.calibrate and sweep.run_json.info.status == "complete":
+            run_stage(config, out, console)
     except (ValueError, ServerStartError) as exc:
         print(f"servecap sweep: error: {exc}", file=sys.stderr)  # plain: never wrapped mid-message
         return 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -121,11 +123,35 @@ def test_an_open_loop_meets_the_front_end_at_its_streams_in_flight_not_at_its_ra
     front = FrontEndByLoad(users, tuple(delays(float(u)) for u in users), tuple(100.0 * u for u in users))
     calibration = Calibration("continuous", SERVER, StepTimeModel(base_s=0.001), np.array([[16, 8]] * 10), 1.0,
                               front, ("c=1",), counts=((16.0, 200.0),))
-    # 16 req/s of 8-token requests at 1 ms a step: about 10 ms each, so 0.2 streams in flight, not 16 users
+    # 16 req/s of 8-token requests at 1 ms a step: about 10 ms each, so 1.2 streams met, not 16 users
     open_loop = predict(calibration, "rate_rps", 16.0, 1.0, 10.0, replications=2)
     closed = predict(calibration, "concurrency", 16.0, 1.0, 10.0, replications=2)
     assert open_loop.value("ttft_s", "p50") < 0.006                        # ~1 ms in + ~1 step + ~1 ms out
     assert closed.value("ttft_s", "p50") > 0.032                            # 16 ms in + 16 ms out at 16 users
     assert LevelSample(level="x", strategy="continuous", kind="rate_rps", load=16.0, warmup_s=1, duration_s=10,
                        lengths=((16, 8),), measured={}, output_tokens_per_s=128.0, e2e_mean_s=0.01).streams == \
-        pytest.approx(0.16)
+        pytest.approx(1.16)   # itself and the 0.16 in flight a Poisson arrival finds
+
+
+def test_an_open_loop_calibrated_by_the_stage_takes_its_open_levels_delays_moved_along_the_closed_curve():
+    from calculators.sim.front_end import FrontEnd, FrontEndByLoad
+    from calculators.sim.step_model import StepTimeModel
+    from reports.predict.calibration import Calibration, predict
+
+    def delays(ms: float) -> FrontEnd:
+        return FrontEnd((ms / 1e3,) * 4, (ms / 1e3,) * 4, (ms / 1e3,) * 4)
+
+    users = (1, 2, 4, 8, 16)
+    closed = FrontEndByLoad(users, tuple(delays(float(u)) for u in users), tuple(100.0 * u for u in users))
+    opened = FrontEndByLoad((2.0,), (delays(5.0),), (200.0,))   # open arrivals: 5 ms where a closed loop had 2
+    plain = Calibration("continuous", SERVER, StepTimeModel(base_s=0.001), np.array([[16, 8]] * 10), 1.0,
+                        closed, ("c=1",), counts=((16.0, 200.0),))
+    staged = replace(plain, open_front_end=opened)
+    without = predict(plain, "rate_rps", 16.0, 1.0, 10.0, replications=2).value("ttft_s", "p50")
+    with_stage = predict(staged, "rate_rps", 16.0, 1.0, 10.0, replications=2).value("ttft_s", "p50")
+    # ~0.2 streams, held at the lowest calibrated (1): the open level's 5 ms x 1/2 (the closed curve from 2 to 1)
+    assert with_stage == pytest.approx(2.5e-3 + 2.5e-3 + 1e-3, rel=0.25)
+    assert without == pytest.approx(1e-3 + 1e-3 + 1e-3, rel=0.25)
+    closed_at_16 = predict(staged, "concurrency", 16.0, 1.0, 10.0, replications=2).value("ttft_s", "p50")
+    assert closed_at_16 == pytest.approx(predict(plain, "concurrency", 16.0, 1.0, 10.0, replications=2)
+                                         .value("ttft_s", "p50"))   # a closed loop is the closed levels' alone
