@@ -93,12 +93,13 @@ class LevelSample:
 
     @property
     def streams(self) -> float:
-        """The requests in flight the front end carried: a closed loop's users; an open loop's
-        rate x mean E2E (Little's law). The front end's delays follow this, not the load's label: an
-        open loop's requests/s and a closed loop's users are different units of load."""
+        """The requests in flight a new request meets at the front end, itself included: a closed
+        loop's users (the others are its users less one); an open loop's 1 + rate x mean E2E (the
+        mean in flight, Little's law, is what a Poisson arrival finds). The front end's delays follow
+        this, not the load's label: requests/s and users are different units of load."""
         if self.kind == "concurrency" or not self.e2e_mean_s:
             return self.load
-        return self.load * self.e2e_mean_s
+        return 1.0 + self.load * self.e2e_mean_s
 
     @property
     def requests(self) -> int:
