@@ -17,14 +17,16 @@
 
 `analyze` calibrates each strategy on every level of DIR/cal and predicts every what-if level as
 `servecap predict` does (the what-if's length distributions, its arrival cv^2, the rate its
-schedule sent). Then the decomposition: the same prediction with one input taken from the
+schedule sent): `predicted` from the sweep's levels alone, `staged` with its calibration stage too
+(`servecap sweep --calibrate`, DIR/cal/calibrate/). Then the decomposition: the same prediction with one input taken from the
 what-if level's own measurement, one at a time:
     own_steps       the step model and its noise fitted on the level's own engine steps
     own_front_end   the level's own front-end delays (client minus engine, per request)
     own_lengths     the level's measured (prompt, output) pairs instead of the distributions drawn
     own_arrivals    the level's own send times replayed instead of a drawn schedule
-What an input's variant removes from the error is that input's share. The noise floor is the same
-what-if level measured twice: the median |run 1 / run 2 - 1|. Figures go to docs/results.md.
+What an input's variant removes from the error is that input's share. Every repeat's levels are
+held out (the medians pool them). The noise floor is the same what-if level measured twice: the
+median |run 1 / run 2 - 1|. Figures go to docs/results.md.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from contract.calibration_stage import STAGE_DIR
+
 CAL_CONCURRENCY = "1,2,4,8,16"
 CAL_PROMPT, CAL_OUTPUT = "uniform:32:128", "uniform:16:64"      # the sweep's defaults
 WHAT_IFS = {
@@ -48,7 +52,7 @@ WHAT_IFS = {
 RATE_FRACTIONS = (0.25, 0.45, 0.65)
 WINDOW = ("--warmup", "3s", "--duration", "15s")
 KEYS = tuple(f"{m}.{q}" for m in ("ttft_s", "tpot_s", "e2e_s") for q in ("p50", "p99"))
-VARIANTS = ("predicted", "own_steps", "own_front_end", "own_lengths", "own_arrivals")
+VARIANTS = ("predicted", "staged", "own_steps", "own_front_end", "own_lengths", "own_arrivals")
 
 
 def _mean_tokens(spec: dict) -> float:
@@ -101,11 +105,20 @@ def run(args: argparse.Namespace) -> None:
     targets = ({"url": ["--url", args.url]} if args.url else
                {s: ["--model", args.model, "--strategies", s, *(["--server-args", args.server_args] if args.server_args else [])]
                 for s in strategies})
+    first = ["--url", args.url] if args.url else ["--model", args.model, "--strategies", args.strategies,
+                                                   *(["--server-args", args.server_args] if args.server_args else [])]
+    cal_flags = ["--concurrency", CAL_CONCURRENCY, "--prompt-tokens", CAL_PROMPT, "--output-tokens", CAL_OUTPUT]
     if not (out / "cal" / "run.json").exists():
-        first = ["--url", args.url] if args.url else ["--model", args.model, "--strategies", args.strategies,
-                                                       *(["--server-args", args.server_args] if args.server_args else [])]
-        _sweep(out / "cal", first, ["--concurrency", CAL_CONCURRENCY, "--prompt-tokens", CAL_PROMPT,
-                                    "--output-tokens", CAL_OUTPUT])
+        _sweep(out / "cal", first, [*cal_flags, "--calibrate"])
+    elif not (out / "cal" / STAGE_DIR).exists():   # a calibration measured before the stage existed
+        from rich.console import Console
+
+        from servecap.sweep.calibrate_stage import run_stage
+        from servecap.sweep.cli import _parser, config_from_args
+
+        config = config_from_args(_parser().parse_args(["--out", str(out / "cal"), *first, *WINDOW, "--seed", "1",
+                                                        *cal_flags]))
+        run_stage(config, out / "cal", Console(stderr=True))
     for k in range(1, args.repeats + 1):
         for name, spec in WHAT_IFS.items():
             for key, target in targets.items():
@@ -142,7 +155,7 @@ def _errors(predicted, held) -> dict:
     return out
 
 
-def _variants(calibration, held, data, spec: dict, server, replications: int) -> dict:
+def _variants(calibration, held, data, spec: dict, server, replications: int, staged=None) -> dict:
     from calculators.sim.front_end import FrontEndByLoad
     from reports.predict.calibration import calibrate, predict
     from reports.predict.prediction import PredictPlan, _lengths
@@ -153,9 +166,15 @@ def _variants(calibration, held, data, spec: dict, server, replications: int) ->
     kwargs = {"replications": replications}
     window = (held.warmup_s, held.duration_s)
     out = {"predicted": predict(whatif, "rate_rps", held.load, *window, **kwargs)}
-    own = calibrate([held], server, calibration.arrival_cv2)
-    out["own_steps"] = predict(replace(whatif, step_model=own.step_model, residuals=own.residuals),
-                               "rate_rps", held.load, *window, **kwargs)
+    if staged is not None:
+        out["staged"] = predict(replace(staged, lengths=whatif.lengths), "rate_rps", held.load, *window, **kwargs)
+    try:   # one level of an external server (no step record) cannot fit a step model on its own
+        own = calibrate([held], server, calibration.arrival_cv2)
+    except ValueError:
+        own = None
+    if own is not None:
+        out["own_steps"] = predict(replace(whatif, step_model=own.step_model, residuals=own.residuals),
+                                   "rate_rps", held.load, *window, **kwargs)
     if held.front_end is not None:
         single = FrontEndByLoad((held.load,), (held.front_end,), (held.output_tokens_per_s or 0.0,))
         out["own_front_end"] = predict(replace(whatif, front_end=single), "rate_rps", held.load, *window, **kwargs)
@@ -171,35 +190,39 @@ def _median_abs(rows: list[dict], key: str) -> float | None:
 
 
 def analyze(args: argparse.Namespace) -> dict:
-    from reports.predict.calibration import arrival_cv2, calibrate, strategy_server
     from contract.arrivals import parse_arrival
+    from reports.predict.calibration import calibrate, strategy_server
+    from reports.predict.stage import stage_samples
 
     root = Path(args.dir)
     cal_data, cal_samples = _samples(root / "cal")
     answer: dict = {"dir": str(root), "strategies": {}}
     for strategy, group in cal_samples.items():
+        if args.strategy and strategy != args.strategy:
+            continue
         server = strategy_server(cal_data.run, strategy)
         per_whatif: dict = {}
         for name, spec in WHAT_IFS.items():
             cv2 = parse_arrival(spec["arrival"], 1.0).cv2
             calibration = calibrate(group, server, cv2)
+            stage = stage_samples(root / "cal", strategy)
+            staged = calibrate(group, server, cv2, stage) if stage else None
             runs = sorted(root.glob(f"{name}_*/{strategy}"))
             measured = []
             for run_dir in runs:
                 data, samples = _samples(run_dir)
                 measured.append((data, samples.get(strategy, [])))
             rows = []
-            if measured:
-                data, held_levels = measured[0]
+            for k, (data, held_levels) in enumerate(measured, start=1):   # every repeat's levels are held out
                 for i, held in enumerate(held_levels):
-                    print(f"{strategy} {name} {held.level}", file=sys.stderr, flush=True)
-                    row = {"level": held.level, "rate_rps": held.load,
-                           "variants": _variants(calibration, held, data, spec, server, args.replications)}
-                    if len(measured) > 1 and i < len(measured[1][1]):
+                    print(f"{strategy} {name}_{k} {held.level}", file=sys.stderr, flush=True)
+                    row = {"level": held.level, "repeat": k, "rate_rps": held.load,
+                           "variants": _variants(calibration, held, data, spec, server, args.replications, staged)}
+                    if k == 1 and len(measured) > 1 and i < len(measured[1][1]):
                         again = measured[1][1][i]
-                        row["rerun"] = {k: (held.measured[k.split(".")[0]][k.split(".")[1]]
-                                            / again.measured[k.split(".")[0]][k.split(".")[1]] - 1)
-                                        for k in KEYS}
+                        row["rerun"] = {key: (held.measured[key.split(".")[0]][key.split(".")[1]]
+                                              / again.measured[key.split(".")[0]][key.split(".")[1]] - 1)
+                                        for key in KEYS}
                     rows.append(row)
             per_whatif[name] = {
                 "levels": rows,
@@ -235,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("analyze", help="predict the what-ifs from the calibration and decompose the error")
     a.add_argument("dir")
     a.add_argument("--replications", type=int, default=4)
+    a.add_argument("--strategy", help="only this strategy (default: every one the calibration ran)")
     a.add_argument("--json", action="store_true")
     a.add_argument("--json-out", help="where to write the answer (default DIR/transfer.json)")
     args = parser.parse_args(argv)
