@@ -74,20 +74,24 @@ def _weight_read(arch: ModelArchitecture, dt: DType, tp: int, batch: int) -> int
 
 
 def decode_cost(arch: ModelArchitecture, gpu: GpuSpec, dt: DType, kv_dt: DType, *, batch: int, context: float,
-                tp: int, eff: Efficiencies) -> StepCost:
-    """One decode step of ``batch`` sequences at mean ``context`` tokens (module docstring)."""
+                tp: int, eff: Efficiencies, tokens_per_seq: int = 1) -> StepCost:
+    """One decode step of ``batch`` sequences at mean ``context`` tokens (module docstring).
+    ``tokens_per_seq`` > 1: a speculative verification step, each sequence's last token and its
+    k proposals in one pass: the weights and each sequence's KV are read once, while the FLOPs,
+    the experts touched and the all-reduces grow with every token."""
     group = arch.num_heads / arch.num_kv_heads
+    tokens = batch * tokens_per_seq
     kv = batch * kv_bytes_for_tokens(arch, round(context), kv_dt, 1, tp) * (1 + eff.gqa_kv_amplification * (group - 1))
-    weight = _weight_read(arch, dt, tp, batch)
+    weight = _weight_read(arch, dt, tp, tokens)
     attn_width = arch.num_layers * arch.num_heads * arch.head_dim
     lm_head = arch.vocab_size * arch.hidden_size
-    flops = (2 * (_linear_active(arch) + lm_head) * batch + 4 * attn_width * context * batch) / tp
+    flops = (2 * (_linear_active(arch) + lm_head) * tokens + 4 * attn_width * context * tokens) / tp
     bandwidth = gpu.bandwidth_bytes_per_s
     return StepCost(
         weight_bytes=weight, kv_bytes=int(kv), flops=flops,
         memory_s=weight / (bandwidth * eff.weight_bandwidth) + kv / (bandwidth * eff.kv_bandwidth),
         compute_s=flops / (gpu.peak_flops(dt) * eff.decode_compute),
-        comm_s=tp_comm_s(arch, gpu, tp, batch, eff),
+        comm_s=tp_comm_s(arch, gpu, tp, tokens, eff),
         overhead_s=eff.decode_overhead_s + eff.per_sequence_s * batch,
     )
 

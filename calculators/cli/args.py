@@ -47,6 +47,15 @@ def _efficiency(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, help="apply this engine's fitted factors (default: none)")
 
 
+def _speculative(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("speculative decoding (calculators.speculative): TPOT and tokens/s with and "
+                             "without, per batch, and the crossover")
+    g.add_argument("--speculative-method", choices=("draft", "ngram"))
+    g.add_argument("--num-speculative-tokens", type=int, help="k: proposals verified per step")
+    g.add_argument("--speculative-acceptance", help="acceptance rate, or one per position: 0.7 or 0.8,0.7,0.6,0.5")
+    g.add_argument("--speculative-model", help="--speculative-method draft: the draft model (catalog name or config.json)")
+
+
 def _dtypes(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="bf16", help="fp32|bf16|fp16|fp8|int8|int4-g128 (float32/bfloat16/float16 too)")
     p.add_argument("--kv-dtype", help="KV cache format; default the weights' (bf16 for quantized weights)")
@@ -102,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compute-efficiency", type=float, help="override the profile's compute efficiencies")
     p.add_argument("--overhead-ms", type=float, help="override the profile's fixed costs per step and prefill")
     _efficiency(p)
+    _speculative(p)
 
     p = command("queue", "queueing models: mmc, md1, mg1, ggc, batch")
     p.add_argument("--queue", required=True, choices=("mmc", "md1", "mg1", "ggc", "batch"))

@@ -9,7 +9,7 @@ from calculators import batch_queue, cost, fleet, queueing
 from calculators.cli.args import build_parser
 from calculators.cli.calibrate_command import cmd_calibrate
 from calculators.cli.inputs import gpu_from_args, profile_from_args
-from calculators.cli.output import GIB, emit, print_json, print_rows
+from calculators.cli.output import GIB, as_dict, emit, print_json, print_rows, print_speculative
 from calculators.dtypes import default_kv_dtype
 from calculators.fit import fit
 from calculators.gpu_engine import engine_defaults, gpu_engine
@@ -17,6 +17,7 @@ from calculators.gpus import _catalog as gpu_catalog, get_gpu, gpu_names
 from calculators.kv import kv
 from calculators.models import get_model, model_names, resolve_model
 from calculators.roofline import roofline
+from calculators.speculative import Speculation, speculative_decode
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from calculators.weights import weights
 from calculators.whatif import what_if
@@ -69,7 +70,37 @@ def cmd_roofline(args) -> None:
                       profile=profile_from_args(args), engine=args.engine,
                       bandwidth_efficiency=args.bandwidth_efficiency, compute_efficiency=args.compute_efficiency,
                       overhead_s=None if args.overhead_ms is None else args.overhead_ms / 1e3)
+    speculation = speculation_from_args(args)
+    if speculation is None:
+        emit(args, "Roofline (per GPU)", result)
+        return
+    answer = speculative_decode(resolve_model(args.model), gpu_from_args(args), speculation, dtype=args.dtype,
+                                kv_dtype=args.kv_dtype, tp=args.tp, context=args.context,
+                                profile=profile_from_args(args), engine=args.engine)
+    if args.json:
+        print_json({"roofline": as_dict(result), "speculative": as_dict(answer)})
+        return
     emit(args, "Roofline (per GPU)", result)
+    print_speculative(answer)
+
+
+def speculation_from_args(args) -> Speculation | None:
+    """The --speculative-* flags as a Speculation, None without them; ValueError naming a flag."""
+    given = [args.speculative_method, args.num_speculative_tokens, args.speculative_acceptance]
+    if all(v is None for v in given) and args.speculative_model is None:
+        return None
+    if any(v is None for v in given):
+        raise ValueError("speculative decoding needs --speculative-method, --num-speculative-tokens and "
+                         "--speculative-acceptance together")
+    try:
+        rates = tuple(float(a) for a in args.speculative_acceptance.split(","))
+    except ValueError:
+        raise ValueError(f"--speculative-acceptance: {args.speculative_acceptance!r} is not a rate or a comma "
+                         "list of rates") from None
+    draft = resolve_model(args.speculative_model) if args.speculative_model else None
+    if args.speculative_method == "ngram" and draft is not None:
+        raise ValueError("--speculative-model is for --speculative-method draft (ngram needs no draft model)")
+    return Speculation(args.speculative_method, args.num_speculative_tokens, rates, draft)
 
 
 def cmd_queue(args) -> None:

@@ -93,3 +93,14 @@ def print_rows(title: str, rows: list[dict], columns: list[str]) -> None:
 def emit(args: Any, title: str, result: Any) -> None:
     obj = as_dict(result)
     print_json(obj) if args.json else print_key_values(title, obj)
+
+
+def print_speculative(answer: Any) -> None:
+    """`calculators.speculative`'s answer: one row per batch, with and without, then the crossover."""
+    obj = as_dict(answer)
+    rates = ", ".join(f"{a:g}" for a in obj["acceptance"])
+    print_rows(f"Speculative decoding ({obj['method']}, k={obj['num_speculative_tokens']}, acceptance {rates}: "
+               f"{obj['expected_tokens_per_step']:.2f} tokens per verification step; context {obj['context']})",
+               obj["rows"], ["batch", "tpot_plain_s", "tpot_speculative_s", "speedup", "tokens_per_s_plain",
+                             "tokens_per_s_speculative", "verify_step_s", "draft_s"])
+    _console().print(obj["note"])
