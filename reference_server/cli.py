@@ -62,6 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the emulated engine's memory share (default: the engine's, 0.9)")
     emu.add_argument("--step-jitter", type=float, default=None, metavar="CV",
                      help="a seeded per-step variation of this coefficient of variation (default 0: deterministic)")
+    spec = p.add_argument_group("speculative decoding (continuous strategy, real engine)",
+                                "proposals verified in one pass per step; greedy requests only (a sampled one "
+                                "decodes a token a step)")
+    spec.add_argument("--speculative-method", choices=("ngram",), default=None,
+                      help="ngram: prompt lookup, as vLLM's (the continuation of the latest earlier match)")
+    spec.add_argument("--num-speculative-tokens", type=int, default=0, metavar="K", help="proposals per step")
+    spec.add_argument("--prompt-lookup-max", type=int, default=4, help="longest n-gram matched (default 4)")
+    spec.add_argument("--prompt-lookup-min", type=int, default=1, help="shortest n-gram matched (default 1)")
     kv = p.add_argument_group("KV cache")
     kv.add_argument("--block-size", type=int, default=None, help="tokens per KV block (default 16; "
                     "emulated: the engine's)")
@@ -126,7 +134,9 @@ def configs_from_args(args: argparse.Namespace):
         block_size=16 if block_size is None else block_size, kv_blocks=args.kv_blocks,
         kv_memory_bytes=None if args.kv_memory_gib is None else int(args.kv_memory_gib * GIB),
         max_model_len=args.max_model_len, inject_step_delay_ms=args.inject_step_delay_ms,
-        num_threads=args.num_threads, stream_interval=args.stream_interval, **emulation, **limits)
+        num_threads=args.num_threads, stream_interval=args.stream_interval,
+        speculative_method=args.speculative_method, num_speculative_tokens=args.num_speculative_tokens,
+        prompt_lookup_max=args.prompt_lookup_max, prompt_lookup_min=args.prompt_lookup_min, **emulation, **limits)
     server = ServerConfig(
         host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
         max_waiting=args.max_waiting, retry_after_s=args.retry_after_s, drain_grace_s=args.drain_grace_s,

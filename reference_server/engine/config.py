@@ -28,6 +28,9 @@ def normalize_dtype(name: str) -> str:
     return DTYPE_ALIASES[key]
 
 
+SPECULATIVE_METHODS = ("ngram",)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """What to serve and how to batch it.
@@ -83,6 +86,10 @@ class EngineConfig:
     gpu_memory_utilization: float | None = None
     step_jitter_cv: float = 0.0
     stream_interval: int = 1
+    speculative_method: str | None = None
+    num_speculative_tokens: int = 0
+    prompt_lookup_max: int = 4
+    prompt_lookup_min: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -107,6 +114,27 @@ class EngineConfig:
         for name in ("kv_blocks", "kv_memory_bytes", "max_model_len", "num_threads"):
             positive_int(name, getattr(self, name), allow_none=True)
         check_non_negative_number("inject_step_delay_ms", self.inject_step_delay_ms)
+        self._check_speculation()
+
+    def _check_speculation(self) -> None:
+        """Speculative decoding: `ngram` (prompt lookup) on the continuous strategy's real engine."""
+        if self.speculative_method is None:
+            if self.num_speculative_tokens:
+                raise ValueError("num_speculative_tokens needs speculative_method")
+            return
+        if self.speculative_method not in SPECULATIVE_METHODS:
+            raise ValueError(f"speculative_method must be one of {', '.join(SPECULATIVE_METHODS)}, "
+                             f"got {self.speculative_method!r}")
+        positive_int("num_speculative_tokens", self.num_speculative_tokens)
+        positive_int("prompt_lookup_max", self.prompt_lookup_max)
+        positive_int("prompt_lookup_min", self.prompt_lookup_min)
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            raise ValueError(f"prompt_lookup_min ({self.prompt_lookup_min}) exceeds prompt_lookup_max "
+                             f"({self.prompt_lookup_max})")
+        if self.strategy != "continuous":
+            raise ValueError(f"speculative decoding runs with the continuous strategy, not {self.strategy!r}")
+        if self.emulate is not None:
+            raise ValueError("speculative decoding needs the real engine: an emulated GPU does not speculate yet")
 
     def _check_emulation(self) -> None:
         from calculators.dtypes import parse_dtype

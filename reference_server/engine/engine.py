@@ -22,6 +22,7 @@ from reference_server.scheduling.block_manager import BlockManager, cdiv
 from reference_server.scheduling.postprocess import StopRule, postprocess
 from reference_server.scheduling.sampling import SamplingParams
 from reference_server.scheduling.sequence import Sequence
+from reference_server.scheduling.speculative import NgramProposer
 from reference_server.scheduling.strategies import make_scheduler
 from reference_server.scheduling.strategies.base import ScheduledBatch
 
@@ -80,6 +81,9 @@ class Engine:
         self.runner = ModelRunner(arch, config, num_blocks=self.num_kv_blocks, max_model_len=self.max_model_len,
                                   sampler=self.sampler, state_dict=state_dict,
                                   usable_vocab=self.token_space.vocab_size)
+        if config.speculative_method is not None:
+            self.scheduler.proposer = NgramProposer(config.num_speculative_tokens, config.prompt_lookup_max,
+                                                    config.prompt_lookup_min)
         self._init_state()
 
     def _init_emulated(self) -> None:
@@ -122,6 +126,8 @@ class Engine:
         self._total_steps = 0
         self._gpu_free_at: float | None = None   # an emulated GPU's last step end, while work waits (perf_counter)
         self.recorder = StepRecorder()
+        self.spec_drafts = self.spec_draft_tokens = self.spec_accepted_tokens = 0
+        self.spec_accepted_per_position = [0] * self.config.num_speculative_tokens
 
     def emulation(self) -> dict:
         """What an emulated engine stands in for (the /v1/engine `emulation` block)."""
@@ -220,7 +226,8 @@ class Engine:
                               idle_after=idle_after)
         return outputs
 
-    def _postprocess(self, batch: ScheduledBatch, tokens: list[int | None]) -> list[StepOutput]:
+    def _postprocess(self, batch: ScheduledBatch, tokens: list[int | list[int] | None]) -> list[StepOutput]:
+        self._count_speculation(batch, tokens)
         outputs = []
         now = self.clock()
         for seq, token, reason in postprocess(self.scheduler, batch, tokens, self.stop_rule):
@@ -228,6 +235,12 @@ class Engine:
             if reason is not None:
                 self._seqs.pop(seq.request_id, None)
                 self.sampler.forget(seq.request_id)
+            if outputs and outputs[-1].request_id == seq.request_id:   # a verification step's next kept token
+                outputs[-1].new_token_ids.append(token)
+                outputs[-1].finished, outputs[-1].finish_reason = reason is not None, reason
+                outputs[-1].num_output_tokens = seq.num_output_tokens
+                outputs[-1].timings = seq.timings() if reason is not None else None
+                continue
             outputs.append(StepOutput(
                 request_id=seq.request_id, new_token_ids=[token], finished=reason is not None,
                 finish_reason=reason, num_prompt_tokens=seq.num_prompt_tokens,
@@ -236,6 +249,19 @@ class Engine:
                 timings=seq.timings() if reason is not None else None,
             ))
         return outputs
+
+    def _count_speculation(self, batch: ScheduledBatch, tokens: list) -> None:
+        """vLLM's spec-decode counters: drafts, draft tokens, accepted tokens, and accepted per position."""
+        for seq, kept in zip(batch.seqs, tokens):
+            if not isinstance(kept, list):
+                continue
+            proposed = len(seq.spec_token_ids)
+            accepted = len(kept) - 1
+            self.spec_drafts += 1
+            self.spec_draft_tokens += proposed
+            self.spec_accepted_tokens += accepted
+            for position in range(accepted):
+                self.spec_accepted_per_position[position] += 1
 
     def warmup(self) -> None:
         """One real forward pass (a throwaway request), so the first user does not pay for it."""
@@ -246,6 +272,8 @@ class Engine:
             if not self.step():
                 time.sleep(self.seconds_until_schedulable() or 0.0)
         self._total_steps = 0   # counters describe user traffic only
+        self.spec_drafts = self.spec_draft_tokens = self.spec_accepted_tokens = 0
+        self.spec_accepted_per_position = [0] * self.config.num_speculative_tokens
         self.recorder.reset()
         self.block_manager.prefix_cache_query_tokens = self.block_manager.prefix_cache_hit_tokens = 0
 
@@ -261,6 +289,9 @@ class Engine:
             total_prefix_cache_queries=bm.prefix_cache_query_tokens,
             total_preemptions=self.scheduler.num_preemptions, total_steps=self._total_steps,
             last_num_tokens=self._last_num_tokens, records=self.recorder.take(),
+            spec_drafts=self.spec_drafts, spec_draft_tokens=self.spec_draft_tokens,
+            spec_accepted_tokens=self.spec_accepted_tokens,
+            spec_accepted_per_position=tuple(self.spec_accepted_per_position),
         )
 
     def describe(self) -> dict:
@@ -276,6 +307,10 @@ class Engine:
             "kv_cache_bytes": self.runner.kv_cache_bytes if self.gpu is None else self.num_kv_blocks * self.kv_block_bytes,
             "max_model_len": self.max_model_len, "inject_step_delay_ms": cfg.inject_step_delay_ms,
             "stream_interval": cfg.stream_interval,
+            "speculative": None if cfg.speculative_method is None else {
+                "method": cfg.speculative_method, "num_speculative_tokens": cfg.num_speculative_tokens,
+                "prompt_lookup_max": cfg.prompt_lookup_max, "prompt_lookup_min": cfg.prompt_lookup_min,
+                "acceptance": "exact: the target model verifies every proposal (greedy requests)"},
             "seed": cfg.seed, "tokenizer": {"kind": "byte", "vocab_size": self.tokenizer.vocab_size},
             "token_space": self.token_space.describe(),
         }

@@ -19,6 +19,7 @@ from reference_server.engine.model import Transformer, init_random_weights, rope
 from reference_server.engine.sampler import Sampler
 from reference_server.scheduling.postprocess import samples_token
 from reference_server.scheduling.sequence import Sequence
+from reference_server.scheduling.speculative import accept_greedy
 from reference_server.scheduling.strategies.base import ScheduledBatch
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -69,22 +70,40 @@ class ModelRunner:
 
     # -- one step ------------------------------------------------------------------------
     @torch.inference_mode()
-    def run(self, batch: ScheduledBatch) -> list[int | None]:
-        """One forward pass; returns the sampled token per sequence (None: mid-prefill chunk)."""
+    def run(self, batch: ScheduledBatch) -> list[int | list[int] | None]:
+        """One forward pass; returns the sampled token per sequence (None: mid-prefill chunk; a list:
+        a verification step's kept tokens, `scheduling.speculative.accept_greedy`)."""
         logits, sample_seqs = self.forward(batch)
-        sampled = dict(zip(map(id, sample_seqs), self.sampler(logits, sample_seqs))) if sample_seqs else {}
+        if not any(seq.spec_token_ids for seq in sample_seqs):   # one row a sequence: no speculation this step
+            sampled = dict(zip(map(id, sample_seqs), self.sampler(logits, sample_seqs))) if sample_seqs else {}
+            return [sampled.get(id(seq)) for seq in batch.seqs]
+        first, row = [], 0
+        for seq in sample_seqs:
+            first.append(row)
+            row += len(seq.spec_token_ids) + 1
+        plain = [i for i, seq in enumerate(sample_seqs) if not seq.spec_token_ids]
+        sampled = {}
+        if plain:
+            tokens = self.sampler(logits[torch.tensor([first[i] for i in plain])], [sample_seqs[i] for i in plain])
+            sampled = {id(sample_seqs[i]): token for i, token in zip(plain, tokens)}
+        for i, seq in enumerate(sample_seqs):
+            if seq.spec_token_ids:   # greedy: the target's own token after each fed position
+                rows = len(seq.spec_token_ids) + 1
+                target = logits[first[i]:first[i] + rows].float().argmax(dim=-1).tolist()
+                sampled[id(seq)] = accept_greedy(seq.spec_token_ids, target)
         return [sampled.get(id(seq)) for seq in batch.seqs]
 
     @torch.inference_mode()
     def forward(self, batch: ScheduledBatch) -> tuple[torch.Tensor, list[Sequence]]:
-        """Logits [N, usable vocab] of the N sequences whose step reaches their last token (batch order)."""
+        """Logits of the sequences whose step reaches their last token (batch order): one row each,
+        or one per fed position (its last token and each proposal) for a verification step."""
         order = self.step_order(batch)
         seqs = [batch.seqs[i] for i in order]
         counts = [batch.num_new_tokens[i] for i in order]
         starts = [seq.num_computed_tokens for seq in seqs]
         ids: list[int] = []
         for seq, start, n in zip(seqs, starts, counts):
-            ids.extend(seq.token_ids[start:start + n])
+            ids.extend((seq.token_ids + seq.spec_token_ids if seq.spec_token_ids else seq.token_ids)[start:start + n])
         positions = [p for start, n in zip(starts, counts) for p in range(start, start + n)]
         num_decodes = next((i for i, n in enumerate(counts) if n != 1), len(counts))   # decodes lead
         meta = self.attention_planner.plan([seq.block_table for seq in seqs], starts, counts, num_decodes)
@@ -96,7 +115,8 @@ class ModelRunner:
         sample_rows, sample_seqs = [], []
         for i, (seq, n) in enumerate(zip(batch.seqs, batch.num_new_tokens)):
             if samples_token(seq, n):
-                sample_rows.append(last_row[i])
+                k = len(seq.spec_token_ids)
+                sample_rows.extend(range(last_row[i] - k, last_row[i] + 1))
                 sample_seqs.append(seq)
         to = dict(device=self.device, dtype=torch.long)
         start = time.perf_counter()

@@ -45,4 +45,8 @@ class EngineStats:
     total_preemptions: int
     total_steps: int
     last_num_tokens: int = 0           # tokens computed in the last step (== last_batch_size: all decodes)
+    spec_drafts: int = 0               # speculative decoding (vLLM's spec_decode counters): verification steps
+    spec_draft_tokens: int = 0         #   proposals verified
+    spec_accepted_tokens: int = 0      #   proposals kept
+    spec_accepted_per_position: tuple[int, ...] = ()   # proposals kept at position 1, 2, ..., k
     records: EngineRecords = EngineRecords()   # step and request records since the previous stats()

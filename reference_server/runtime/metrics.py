@@ -89,6 +89,16 @@ class ServerMetrics:
             "servecap_prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", registry=r)
         self.preemptions = Counter(
             "servecap_preemptions", "Sequences preempted to free KV blocks.", registry=r)
+        # speculative decoding, vLLM's spec_decode counters under our prefix
+        self.spec_drafts = Counter(
+            "servecap_spec_decode_num_drafts", "Verification steps of a sequence's proposals.", registry=r)
+        self.spec_draft_tokens = Counter(
+            "servecap_spec_decode_num_draft_tokens", "Proposed tokens verified.", registry=r)
+        self.spec_accepted_tokens = Counter(
+            "servecap_spec_decode_num_accepted_tokens", "Proposed tokens accepted.", registry=r)
+        self.spec_accepted_per_position = Counter(
+            "servecap_spec_decode_num_accepted_tokens_per_pos", "Proposed tokens accepted, by position (0 first).",
+            ["position"], registry=r)
         # request lifecycle, from the HTTP side
         self.time_to_first_token = Histogram(
             "servecap_time_to_first_token_seconds", "Request arrival to first generated token.",
@@ -125,6 +135,8 @@ class ServerMetrics:
         self._last_prefix_hits = 0
         self._last_prefix_queries = 0
         self._last_preemptions = 0
+        self._last_spec = (0, 0, 0)
+        self._last_spec_positions: tuple[int, ...] = ()
 
     def set_engine_description(self, description: dict) -> None:
         """Static engine facts, once the engine is built (`engine.describe()`)."""
@@ -154,6 +166,14 @@ class ServerMetrics:
             self.prefix_cache_queries, stats.total_prefix_cache_queries, self._last_prefix_queries)
         self._last_preemptions = _add_delta(
             self.preemptions, stats.total_preemptions, self._last_preemptions)
+        spec = (stats.spec_drafts, stats.spec_draft_tokens, stats.spec_accepted_tokens)
+        if spec != self._last_spec:
+            self._last_spec = tuple(_add_delta(counter, now, last) for counter, now, last in zip(
+                (self.spec_drafts, self.spec_draft_tokens, self.spec_accepted_tokens), spec, self._last_spec))
+            before = self._last_spec_positions or (0,) * len(stats.spec_accepted_per_position)
+            self._last_spec_positions = tuple(
+                _add_delta(self.spec_accepted_per_position.labels(position=str(i)), now, last)
+                for i, (now, last) in enumerate(zip(stats.spec_accepted_per_position, before)))
 
     def observe_request(self, timings) -> None:
         """A finished request's `RequestTimings` (None: it never reached a first token)."""

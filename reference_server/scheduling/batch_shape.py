@@ -2,7 +2,8 @@
 
     prefill_tokens = tokens of the sequences that are not plain decodes (a prompt, a prefill
                      chunk, a preempted sequence being recomputed)
-    decode_seqs    = sequences computing exactly their next token
+    decode_seqs    = sequences computing exactly their next token (with speculative decoding: their
+                     last token and its proposals, verified in one pass)
     context_tokens = sum over the batch of the tokens each attends once the step is done
 
 Read before `postprocess` advances the batch. The engine's step record and the simulator's step
@@ -28,7 +29,7 @@ def batch_shape(batch: ScheduledBatch) -> BatchShape:
     for seq, count in zip(batch.seqs, batch.num_new_tokens):
         computed = seq.num_computed_tokens
         context += computed + count
-        if count > 1 or computed < seq.num_prompt_tokens:
+        if (count > 1 and not seq.spec_token_ids) or computed < seq.num_prompt_tokens:
             prefill += count
         else:
             decodes += 1

@@ -119,6 +119,17 @@ class BlockManager:
         for _ in range(needed):
             seq.block_table.append(self._take_fresh())
 
+    def release_beyond(self, seq: Sequence, num_tokens: int) -> None:
+        """Free `seq`'s blocks past those holding its first `num_tokens` tokens (a verification step's
+        rejected proposals had slots there; nothing in them is cached)."""
+        keep = cdiv(num_tokens, self.block_size)
+        while len(seq.block_table) > keep:
+            block_id = seq.block_table.pop()
+            block = self.blocks[block_id]
+            block.ref_count -= 1
+            if block.ref_count == 0:
+                self.free_block_ids[block_id] = None
+
     def commit_computed(self, seq: Sequence) -> None:
         """Register the hashes of `seq`'s full blocks whose K/V is now in the cache."""
         if self.shared_prefixes:

@@ -16,8 +16,9 @@ from reference_server.scheduling.strategies.base import ScheduledBatch, Schedule
 
 def samples_token(seq: Sequence, num_new_tokens: int) -> bool:
     """Does a step that computes `num_new_tokens` of `seq` produce a token? Only when it reaches the
-    last token (a decode, or the chunk that ends a prompt); an earlier prefill chunk samples nothing."""
-    return seq.num_computed_tokens + num_new_tokens == len(seq.token_ids)
+    last token (a decode, a verification of proposals, or the chunk that ends a prompt); an earlier
+    prefill chunk samples nothing."""
+    return seq.num_computed_tokens + num_new_tokens == len(seq.token_ids) + len(seq.spec_token_ids)
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,10 @@ class SampledToken(NamedTuple):   # a tuple: one is made per generated token
     finish_reason: str | None   # set: `seq` finished with this token and left the scheduler
 
 
-def postprocess(scheduler: Scheduler, batch: ScheduledBatch, tokens: list[int | None],
+def postprocess(scheduler: Scheduler, batch: ScheduledBatch, tokens: list[int | list[int] | None],
                 stop: StopRule) -> list[SampledToken]:
-    """Apply one step's results: `tokens[i]` is what `batch.seqs[i]` sampled (None: a prefill chunk).
+    """Apply one step's results: `tokens[i]` is what `batch.seqs[i]` sampled (None: a prefill chunk;
+    a list: a verification step's kept tokens, `_verified`).
 
     Each sequence's `num_new_tokens` become computed (their full blocks join the prefix cache);
     a sampled token is appended, and a finished sequence leaves the scheduler (blocks freed now).
@@ -57,6 +59,9 @@ def postprocess(scheduler: Scheduler, batch: ScheduledBatch, tokens: list[int | 
     sampled = []
     commit, finish_reason = scheduler.block_manager.commit_computed, stop.finish_reason
     for seq, n, token in zip(batch.seqs, batch.num_new_tokens, tokens):
+        if isinstance(token, list):
+            _verified(scheduler, seq, token, stop, sampled)
+            continue
         seq.num_computed_tokens += n
         commit(seq)
         if token is None:
@@ -68,3 +73,27 @@ def postprocess(scheduler: Scheduler, batch: ScheduledBatch, tokens: list[int | 
             scheduler.finish(seq)
         sampled.append(SampledToken(seq, token, reason))
     return sampled
+
+
+def _verified(scheduler: Scheduler, seq: Sequence, kept: list[int], stop: StopRule, sampled: list) -> None:
+    """A verification step kept `kept` (accepted proposals, then the target's own token): each is
+    appended in turn as a decode would have (the first that finishes the sequence ends it); the
+    fed positions that were kept are computed, and the KV blocks past them (the rejected
+    proposals' slots) go back to the free list."""
+    seq.spec_token_ids = []
+    bm = scheduler.block_manager
+    reason = None
+    for token in kept:
+        seq.token_ids.append(token)
+        reason = stop.finish_reason(seq, token)
+        if reason is not None:
+            seq.finish_reason = reason
+        sampled.append(SampledToken(seq, token, reason))
+        if reason is not None:
+            break
+    seq.num_computed_tokens = len(seq.token_ids) - 1   # every token but the newest has its K/V
+    bm.commit_computed(seq)
+    if reason is not None:
+        scheduler.finish(seq)
+    else:
+        bm.release_beyond(seq, seq.num_computed_tokens)

@@ -44,6 +44,7 @@ class Sequence:
     block_table: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)   # hashes of the leading full, computed blocks
     num_computed_tokens: int = 0
+    spec_token_ids: list[int] = field(default_factory=list)   # this step's proposals (speculative decoding)
     num_cached_tokens: int = 0       # prompt tokens served from the prefix cache (latest admission)
     num_preemptions: int = 0
     finish_reason: str | None = None

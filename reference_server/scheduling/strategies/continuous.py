@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from contract.checks import non_negative_int, positive_int
 from reference_server.scheduling.sequence import Sequence, SequenceStatus
+from reference_server.scheduling.speculative import NgramProposer
 from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler, Strategy
 from reference_server.scheduling.strategies.limits import Limits, limit
 
@@ -47,6 +48,7 @@ class ContinuousLimits(Limits):
 class ContinuousBatchScheduler(Scheduler):
     limits: ContinuousLimits
     steady_decodes = True   # running decodes first; admission fails again with no more free blocks
+    proposer: NgramProposer | None = None   # speculative decoding: a greedy decode verifies its proposals
 
     def schedule(self, now: float) -> ScheduledBatch | None:
         batch = ScheduledBatch()
@@ -65,6 +67,8 @@ class ContinuousBatchScheduler(Scheduler):
                 n = min(n, prefill_budget)
                 if n == 0:
                     continue
+            elif self.proposer is not None:
+                n += self._propose(seq, budget - 1)
             if seq.num_computed_tokens + n > len(seq.block_table) * room:   # bm.blocks_needed > 0: rare in decode
                 while not bm.can_append(seq, n):
                     victim = self.running[-1]
@@ -90,6 +94,17 @@ class ContinuousBatchScheduler(Scheduler):
             prefill_budget -= n
         return batch if batch.seqs else None
 
+    def _propose(self, seq: Sequence, budget: int) -> int:
+        """Set `seq`'s proposals for this step (none for a sampled request, or before its min_tokens);
+        how many. At most what its max_tokens leaves after the target's own token, and the budget."""
+        params = seq.params
+        room = min(budget, params.max_tokens - seq.num_output_tokens - 1)
+        proposals = []
+        if params.greedy and seq.num_output_tokens >= params.min_tokens and room > 0:
+            proposals = self.proposer.propose(seq.token_ids, room)
+        seq.spec_token_ids = proposals
+        return len(proposals)
+
     def _prefill_budget(self) -> int:
         """Prompt tokens this step may compute: capped while any running sequence decodes."""
         cap = self.limits.max_prefill_tokens_with_decodes
@@ -103,6 +118,7 @@ class ContinuousBatchScheduler(Scheduler):
     def _preempt(self, seq: Sequence, batch: ScheduledBatch) -> None:
         """Recompute-preemption: free `seq`'s blocks and put it at the front of the queue."""
         self.running.remove(seq)
+        seq.spec_token_ids = []
         self.block_manager.deallocate(seq, preempted=True)
         seq.status = SequenceStatus.WAITING
         seq.num_preemptions += 1

@@ -318,3 +318,51 @@ def test_finished_outputs_carry_the_request_phases_on_the_engine_clock():
     assert a.prefill_s > 0 and a.decode_s > 0 and a.inference_s == a.prefill_s + a.decode_s
     assert b.queue_s > a.inference_s   # b was scheduled only after a had finished
     assert min(value for t in (a, b) for value in (t.queue_s, t.prefill_s, t.decode_s)) >= 0
+
+
+LOOPING = {   # prompts that repeat themselves: prompt lookup finds matches, and tiny's greedy output loops
+    "r1": "abcabcabcabcabc",
+    "r2": "the cat the cat the cat the cat",
+    "r3": "x",
+    "r4": "1 2 3 4 1 2 3 4 1 2 3",
+}
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_speculative_decoding_gives_greedy_outputs_token_for_token_and_frees_every_block(k):
+    def requests(engine, ignore_eos):
+        return {rid: (engine.tokenizer.encode(text), SamplingParams(max_tokens=40, ignore_eos=ignore_eos, **GREEDY))
+                for rid, text in LOOPING.items()}
+
+    for ignore_eos in (True, False):
+        plain = make_engine(strategy="continuous")
+        spec = make_engine(strategy="continuous", speculative_method="ngram", num_speculative_tokens=k)
+        assert run(spec, requests(spec, ignore_eos)) == run(plain, requests(plain, ignore_eos))
+        stats = spec.stats()
+        assert stats.spec_drafts > 0 and stats.spec_draft_tokens >= stats.spec_drafts
+        assert 0 < stats.spec_accepted_tokens <= stats.spec_draft_tokens   # tiny's loops are predictable
+        assert sum(stats.spec_accepted_per_position) == stats.spec_accepted_tokens
+        assert list(stats.spec_accepted_per_position) == sorted(stats.spec_accepted_per_position, reverse=True)
+        assert stats.total_steps < plain.stats().total_steps   # accepted proposals save steps
+
+
+def test_speculative_decoding_leaves_sampled_requests_to_one_token_a_step_and_under_preemption_stays_exact():
+    spec = make_engine(strategy="continuous", speculative_method="ngram", num_speculative_tokens=3, kv_blocks=20)
+    plain = make_engine(strategy="continuous", kv_blocks=20)
+    params = SamplingParams(max_tokens=40, ignore_eos=True, **GREEDY)
+    requests = {f"p{i}": ([10 * i + j % 3 for j in range(8)], params) for i in range(4)}
+    assert run(spec, requests) == run(plain, requests)
+    assert spec.stats().total_preemptions > 0
+    sampled = make_engine(strategy="continuous", speculative_method="ngram", num_speculative_tokens=3)
+    run(sampled, {"s": ([1, 2, 1, 2, 1, 2], SamplingParams(max_tokens=10, temperature=1.0, seed=3))})
+    assert sampled.stats().spec_drafts == 0
+
+
+@pytest.mark.parametrize("flags, says", [
+    (dict(strategy="dynamic", speculative_method="ngram", num_speculative_tokens=2), "continuous strategy"),
+    (dict(strategy="continuous", speculative_method="ngram"), "num_speculative_tokens"),
+    (dict(strategy="continuous", speculative_method="eagle", num_speculative_tokens=2), "must be one of ngram"),
+    (dict(strategy="continuous", num_speculative_tokens=2), "needs speculative_method")])
+def test_speculation_that_cannot_run_is_refused_naming_the_field(flags, says):
+    with pytest.raises(ValueError, match=says):
+        EngineConfig.from_flags(model="tiny", **flags)
