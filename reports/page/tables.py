@@ -147,6 +147,9 @@ def resources_table(summary: dict) -> pd.DataFrame:
         row["preemptions"] = _num(s.get("preemptions"), "{:.0f}")
         row["prefix hit %"] = _num(s["prefix_cache_hit_rate"] * 100, "{:.1f}") \
             if s.get("prefix_cache_hit_rate") is not None else ""
+        if s.get("spec_acceptance_rate") is not None:   # speculative decoding, from the server's counters
+            row["spec accept %"] = _num(s["spec_acceptance_rate"] * 100, "{:.1f}")
+            row["accepted length"] = _num(s.get("spec_mean_accepted_length"), "{:.2f}")
         for source, d in lvl["device"].items():
             row[f"{source} util %"] = _num(d.get("util_pct"), "{:.1f}")
             row[f"{source} mem GiB"] = _num((d.get("mem_used_bytes") or 0) / 2**30) if d.get("mem_used_bytes") else ""

@@ -4,6 +4,8 @@ over the level's window, whatever engine it is (the fields of contract.server_me
     {"engine": "vllm", "requests_running_mean", "requests_running_max", "requests_waiting_mean",
      "kv_usage_mean" (fraction), "kv_blocks_used_mean", "kv_blocks_total", "kv_block_bytes",
      "preemptions", "prefix_cache_hit_rate", "generation_tokens_per_s", "tokens_per_step_mean",
+     "spec_acceptance_rate" (accepted / proposed tokens), "spec_mean_accepted_length" (1 + accepted per
+     verification: the tokens a verification step yields),
      "batch_size_mean", "step_time_mean_s", "scrapes"}
 
 Only what the engine exports appears. Gauges: mean (and max) over the scrapes in [start, end].
@@ -122,6 +124,11 @@ def server_means(series: ServerSeries, spans: Sequence[Span]) -> dict:
     hits, queries = _delta(window, "prefix_cache_hits"), _delta(window, "prefix_cache_queries")
     if hits is not None and queries:
         out["prefix_cache_hit_rate"] = hits / queries
+    drafts, proposed = _delta(window, "spec_drafts"), _delta(window, "spec_draft_tokens")
+    accepted = _delta(window, "spec_accepted_tokens")
+    if drafts and proposed and accepted is not None:   # speculative decoding, as vLLM reports it
+        out["spec_acceptance_rate"] = accepted / proposed
+        out["spec_mean_accepted_length"] = 1 + accepted / drafts
     tokens = _delta(window, "generation_tokens")
     if tokens is not None:
         out["generation_tokens_per_s"] = tokens / window.seconds
