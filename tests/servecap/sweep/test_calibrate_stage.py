@@ -47,6 +47,7 @@ def test_a_stage_that_cannot_follow_the_plan_is_refused_with_one_line(args, says
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_real_stage_lands_beside_the_sweep_and_predict_calibrates_on_it(tmp_path):
     out = tmp_path / "run"
     with scripted_server(tmp_path, "--ttft", "0.004", "--itl", "0.002") as (url, _):
