@@ -51,7 +51,8 @@ from contract.run_json import RunInfo
 VARIANTS = ("loo", "machine_speed", "canary_speed", "canary_windows", "own_steps", "own_front_end", "noise_floor")
 
 
-def _errors(predicted, held: LevelSample) -> dict:
+def relative_errors(predicted, held: LevelSample) -> dict:
+    """predicted / measured - 1 for each judged metric and quantile (KEYS); None where either is missing."""
     out = {}
     for key in KEYS:
         metric, q = key.split(".")
@@ -83,26 +84,26 @@ def level_error_sources(run: RunInfo, group: list[LevelSample], held: LevelSampl
         return predict(calibration, held.kind, held.load, held.warmup_s, held.duration_s, replications=replications)
 
     base = run_with(loo)
-    out = {"loo": _errors(base, held), "noise_floor": _noise_floor(base)}
+    out = {"loo": relative_errors(base, held), "noise_floor": _noise_floor(base)}
     if held.steps is not None:   # without a step record one level's TPOT cannot fix a step line
         own = calibrate([held], server, cv2)   # the held-out level's own steps (its front end, lengths unused)
-        out["own_steps"] = _errors(run_with(replace(loo, step_model=own.step_model, residuals=own.residuals)), held)
+        out["own_steps"] = relative_errors(run_with(replace(loo, step_model=own.step_model, residuals=own.residuals)), held)
     speed = _relative(speeds if speeds is not None else _speeds(group), held, others)
     out["speed"] = speed
     if speed is not None:
-        out["machine_speed"] = _errors(run_with(replace(loo, step_model=loo.step_model.scaled(speed))), held)
+        out["machine_speed"] = relative_errors(run_with(replace(loo, step_model=loo.step_model.scaled(speed))), held)
     with_steps = [s for s in others if s.steps is not None]
     if held.machine_speed is not None and with_steps and all(s.machine_speed is not None for s in with_steps):
         usual = calibrate([at_usual_speed(s) for s in others], server, cv2)
-        out["canary_speed"] = _errors(predict(usual, held.kind, held.load, held.warmup_s, held.duration_s,
+        out["canary_speed"] = relative_errors(predict(usual, held.kind, held.load, held.warmup_s, held.duration_s,
                                               replications=replications, machine_speed=held.machine_speed), held)
         if held.window_speeds:
             by_window = calibrate([at_usual_speed(s, by_window=True) for s in others], server, cv2)
-            out["canary_windows"] = _errors(predict(by_window, held.kind, held.load, held.warmup_s, held.duration_s,
+            out["canary_windows"] = relative_errors(predict(by_window, held.kind, held.load, held.warmup_s, held.duration_s,
                                                     replications=replications, machine_speed=held.window_speeds), held)
     if loo.front_end is not None and held.front_end is not None:
         exact = FrontEndByLoad((held.load,), (held.front_end,), (held.output_tokens_per_s or 1.0,))
-        out["own_front_end"] = _errors(run_with(replace(loo, front_end=exact)), held)
+        out["own_front_end"] = relative_errors(run_with(replace(loo, front_end=exact)), held)
     return out
 
 

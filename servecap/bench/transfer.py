@@ -51,7 +51,7 @@ WHAT_IFS = {
 }
 RATE_FRACTIONS = (0.25, 0.45, 0.65)
 WINDOW = ("--warmup", "3s", "--duration", "15s")
-KEYS = tuple(f"{m}.{q}" for m in ("ttft_s", "tpot_s", "e2e_s") for q in ("p50", "p99"))
+KEYS = tuple(f"{m}.{q}" for m in ("ttft_s", "tpot_s", "e2e_s") for q in ("p50", "p99"))   # = evidence.KEYS
 VARIANTS = ("predicted", "staged", "own_steps", "own_front_end", "own_lengths", "own_arrivals")
 
 
@@ -146,17 +146,9 @@ def _send_offsets(data, level: str) -> tuple[float, ...]:
     return tuple(sends - sends[0]) if len(sends) else ()
 
 
-def _errors(predicted, held) -> dict:
-    out = {}
-    for key in KEYS:
-        metric, q = key.split(".")
-        value, measured = predicted.value(metric, q), held.measured[metric][q]
-        out[key] = value / measured - 1 if value is not None and measured else None
-    return out
-
-
 def _variants(calibration, held, data, spec: dict, server, replications: int, staged=None) -> dict:
     from calculators.sim.front_end import FrontEndByLoad
+    from reports.bench.error_sources import relative_errors
     from reports.predict.calibration import calibrate, predict
     from reports.predict.prediction import PredictPlan, _lengths
 
@@ -181,7 +173,7 @@ def _variants(calibration, held, data, spec: dict, server, replications: int, st
     out["own_lengths"] = predict(replace(whatif, lengths=held.lengths), "rate_rps", held.load, *window, **kwargs)
     out["own_arrivals"] = predict(whatif, "rate_rps", held.load, *window, arrival_times=_send_offsets(data, held.level),
                                   **kwargs)
-    return {name: _errors(result, held) for name, result in out.items()}
+    return {name: relative_errors(result, held) for name, result in out.items()}
 
 
 def _median_abs(rows: list[dict], key: str) -> float | None:
