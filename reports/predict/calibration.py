@@ -66,6 +66,7 @@ class Calibration:
     # (level's output tokens/s, its fast residual runs, its slow paths: one per window)
     residuals: tuple[tuple[float, tuple[float, ...], tuple[tuple[float, ...], ...]], ...] = ()
     open_front_end: FrontEndByLoad | None = None     # the calibration stage's open-loop levels' (`calibrate`)
+    front_end_open_loop: bool = False                # front_end was measured under open arrivals (bursts in it)
 
     @cached_property
     def slow_factors(self) -> np.ndarray:
@@ -208,7 +209,8 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
     sources["workload"] = f"{len(lengths)} measured (prompt, output) lengths"
     counts = tuple((s.load, s.requests / s.duration_s) for s in samples)
     return Calibration(samples[0].strategy, server, model, lengths, cv2, front, tuple(s.level for s in samples),
-                       sources, tuple(unavailable), counts, residuals, open_front)
+                       sources, tuple(unavailable), counts, residuals, open_front,
+                       front_end_open_loop=any(s.kind == "rate_rps" for s in fronts))
 
 
 def _level_residuals(samples: list[LevelSample], model: StepTimeModel) -> tuple[tuple, tuple[float, ...]]:
@@ -323,6 +325,8 @@ def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, d
         first = simulate_replicated(calibration.server, workload, calibration.step_model,
                                     front.at(load) if front is not None else None, replications=1, speeds=speeds)
         tokens_per_s = first.output_tokens_per_s
+    if calibration.front_end_open_loop:
+        window = 0.0   # its delays were measured under open arrivals: their bursts are in them already
     delays = None if front is None else front.at(streams, tokens_per_s, burst_window_s=window)
     if front is not None and kind == "rate_rps" and calibration.open_front_end is not None:
         # measured under open arrivals: the open level's own delays (their bursts in them), moved along

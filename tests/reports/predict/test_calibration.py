@@ -155,3 +155,18 @@ def test_an_open_loop_calibrated_by_the_stage_takes_its_open_levels_delays_moved
     closed_at_16 = predict(staged, "concurrency", 16.0, 1.0, 10.0, replications=2).value("ttft_s", "p50")
     assert closed_at_16 == pytest.approx(predict(plain, "concurrency", 16.0, 1.0, 10.0, replications=2)
                                          .value("ttft_s", "p50"))   # a closed loop is the closed levels' alone
+
+
+def test_bursts_scale_a_closed_loops_front_end_but_not_one_measured_under_open_arrivals():
+    from calculators.sim.front_end import FrontEnd, FrontEndByLoad
+    from calculators.sim.step_model import StepTimeModel
+    from reports.predict.calibration import Calibration, predict
+
+    users = (1, 2, 4, 8, 16)
+    front = FrontEndByLoad(users, tuple(FrontEnd((u / 1e3,) * 4, (u / 1e3,) * 4, (u / 1e3,) * 4) for u in users))
+    closed = Calibration("continuous", SERVER, StepTimeModel(base_s=0.001), np.array([[16, 8]] * 10), 16.0,
+                         front, ("c=1",), counts=((16.0, 200.0),))   # gamma arrivals, cv^2 16: bursts
+    opened = replace(closed, front_end_open_loop=True)
+    bursty = predict(closed, "rate_rps", 60.0, 1.0, 10.0, replications=2).value("ttft_s", "p99")
+    as_measured = predict(opened, "rate_rps", 60.0, 1.0, 10.0, replications=2).value("ttft_s", "p99")
+    assert bursty > 1.3 * as_measured
