@@ -4,7 +4,6 @@ admission, request schemas, error messages, metrics registries."""
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 from reference_server.scheduling.sequence import RequestTimings
 
@@ -166,10 +165,12 @@ def test_chat_request_token_limit_prefers_max_completion_tokens():
 
 # --- metrics ------------------------------------------------------------------------------
 def stats(**overrides):
+    from reference_server.engine.outputs import EngineStats
+
     fields = dict(num_running=1, num_waiting=2, kv_blocks_used=3, kv_blocks_total=10, last_batch_size=4,
                   last_step_s=0.01, last_forward_s=0.008, total_prefix_cache_hit_tokens=0,
                   total_prefix_cache_queries=0, total_preemptions=0, total_steps=1, last_num_tokens=6)
-    return SimpleNamespace(**{**fields, **overrides})
+    return EngineStats(**{**fields, **overrides})
 
 
 def test_each_metrics_object_has_its_own_registry():
@@ -190,6 +191,21 @@ def test_observe_step_mirrors_gauges_and_adds_counter_deltas():
     assert value("servecap_batch_size_count") == 2 and value("servecap_batch_size_sum") == 8
     assert value("servecap_generation_tokens_total") == 8
     assert value("servecap_iteration_tokens_count") == 2 and value("servecap_iteration_tokens_sum") == 12
+    assert value("servecap_spec_decode_num_drafts_total") == 0   # no speculation: the counters stay at zero
+
+
+def test_observe_step_adds_speculative_decodings_counter_deltas_per_position():
+    m = ServerMetrics()
+    m.observe_step(stats(spec_drafts=2, spec_draft_tokens=8, spec_accepted_tokens=3,
+                         spec_accepted_per_position=(2, 1, 0, 0)), 5, did_work=True)
+    m.observe_step(stats(spec_drafts=5, spec_draft_tokens=20, spec_accepted_tokens=9,
+                         spec_accepted_per_position=(5, 3, 1, 0)), 5, did_work=True)
+    value = m.registry.get_sample_value
+    assert (value("servecap_spec_decode_num_drafts_total"), value("servecap_spec_decode_num_draft_tokens_total"),
+            value("servecap_spec_decode_num_accepted_tokens_total")) == (5, 20, 9)
+    per_position = [value("servecap_spec_decode_num_accepted_tokens_per_pos_total", {"position": str(i)})
+                    for i in range(4)]
+    assert per_position == [5, 3, 1, 0]
 
 
 def test_observe_request_fills_the_phase_histograms_and_skips_requests_without_a_token():
