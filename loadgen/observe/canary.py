@@ -39,7 +39,7 @@ import sys
 import time
 from pathlib import Path
 
-from contract.canary import CANARY_COLUMNS, CANARY_FILE, CANARY_UNITS, STEAL_UNIT
+from contract.canary import CANARY_COLUMNS, CANARY_FILE, STEAL_UNIT
 
 INTERVAL_S = 0.5
 SINGLE_THREADED = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -82,9 +82,12 @@ def engine_config(args: argparse.Namespace, strategy: str, kv_blocks: int) -> En
 
 
 def kv_blocks_for(workload: Workload, args: argparse.Namespace) -> int:
-    """Room for the `max_batch` longest requests at once: no strategy is starved of cache."""
+    """Room for the `max_batch` longest requests at once: no strategy is starved of cache. With fewer
+    requests than `max_batch`, the rest of the batch counts as the longest (the bare forward passes run
+    `max_batch` sequences whatever the workload's size)."""
     longest = sorted((len(p) + o for p, o in zip(workload.prompts, workload.output_lens)), reverse=True)
-    return sum(-(-n // BLOCK_SIZE) for n in longest[: args.max_batch]) + args.max_batch
+    batch = longest[: args.max_batch] + longest[:1] * max(args.max_batch - len(longest), 0)
+    return sum(-(-n // BLOCK_SIZE) for n in batch) + args.max_batch
 
 
 def run_strategy(engine: Engine, workload: Workload, progress: Progress, label: str) -> dict:

@@ -144,3 +144,12 @@ def test_repeats_run_the_strategies_in_turn_and_reverse_and_give_each_figures_sp
                 for p in result["repeats"]]
     assert ratio["values"] == pytest.approx(expected) and ratio["min"] <= ratio["median"] <= ratio["max"]
     assert len(result["spread"]["ideal_gain_vs_static"]["values"]) == 2
+
+
+def test_fewer_requests_than_the_batch_still_get_room_for_the_forward_passes_full_batch():
+    # the bare forward passes run --max-batch sequences whatever the workload's size
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert bench.main(["--preset", "tiny", "--num-requests", "2", "--max-batch", "8", "--forward-iters", "1",
+                           "--threads", "1", "--forward-only", "--json"]) == 0   # default lengths: contexts of ~200
+    assert json.loads(buffer.getvalue())["forward_only"]["tokens_per_s_b8"] > 0
