@@ -124,11 +124,7 @@ class BlockManager:
         rejected proposals had slots there; nothing in them is cached)."""
         keep = cdiv(num_tokens, self.block_size)
         while len(seq.block_table) > keep:
-            block_id = seq.block_table.pop()
-            block = self.blocks[block_id]
-            block.ref_count -= 1
-            if block.ref_count == 0:
-                self.free_block_ids[block_id] = None
+            self._drop_reference(seq.block_table.pop())
 
     def commit_computed(self, seq: Sequence) -> None:
         """Register the hashes of `seq`'s full blocks whose K/V is now in the cache."""
@@ -156,14 +152,18 @@ class BlockManager:
         if preempted and not self.shared_prefixes:
             self._register(seq)
         for block_id in reversed(seq.block_table):
-            block = self.blocks[block_id]
-            assert block.ref_count > 0, f"block {block_id} freed twice"
-            block.ref_count -= 1
-            if block.ref_count == 0:
-                self.free_block_ids[block_id] = None
+            self._drop_reference(block_id)
         seq.block_table.clear()
         seq.block_hashes.clear()
         seq.num_computed_tokens = 0
+
+    def _drop_reference(self, block_id: int) -> None:
+        """One holder fewer; a block nobody holds goes back to the free list (its hash kept)."""
+        block = self.blocks[block_id]
+        assert block.ref_count > 0, f"block {block_id} freed twice"
+        block.ref_count -= 1
+        if block.ref_count == 0:
+            self.free_block_ids[block_id] = None
 
     # -- internals -----------------------------------------------------------------------
     def _take(self, block_id: int) -> None:
