@@ -126,8 +126,7 @@ class Engine:
         self._total_steps = 0
         self._gpu_free_at: float | None = None   # an emulated GPU's last step end, while work waits (perf_counter)
         self.recorder = StepRecorder()
-        self.spec_drafts = self.spec_draft_tokens = self.spec_accepted_tokens = 0
-        self.spec_accepted_per_position = [0] * self.config.num_speculative_tokens
+        self._reset_speculation_counts()
 
     def emulation(self) -> dict:
         """What an emulated engine stands in for (the /v1/engine `emulation` block)."""
@@ -250,6 +249,10 @@ class Engine:
             ))
         return outputs
 
+    def _reset_speculation_counts(self) -> None:
+        self.spec_drafts = self.spec_draft_tokens = self.spec_accepted_tokens = 0
+        self.spec_accepted_per_position = [0] * self.config.num_speculative_tokens
+
     def _count_speculation(self, batch: ScheduledBatch, tokens: list) -> None:
         """vLLM's spec-decode counters: drafts, draft tokens, accepted tokens, and accepted per position."""
         for seq, kept in zip(batch.seqs, tokens):
@@ -272,8 +275,7 @@ class Engine:
             if not self.step():
                 time.sleep(self.seconds_until_schedulable() or 0.0)
         self._total_steps = 0   # counters describe user traffic only
-        self.spec_drafts = self.spec_draft_tokens = self.spec_accepted_tokens = 0
-        self.spec_accepted_per_position = [0] * self.config.num_speculative_tokens
+        self._reset_speculation_counts()
         self.recorder.reset()
         self.block_manager.prefix_cache_query_tokens = self.block_manager.prefix_cache_hit_tokens = 0
 
