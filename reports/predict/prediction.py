@@ -89,7 +89,7 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
     warmup = plan.warmup_s if plan.warmup_s is not None else group[0].warmup_s
     duration = plan.duration_s if plan.duration_s is not None else group[0].duration_s
     kind = "concurrency" if plan.concurrency else "rate_rps"
-    coverage = calibrated([*group, *stage], arrival_cv2(data.run) if any(s.kind == "rate_rps" for s in group) else 1.0)
+    coverage = calibrated([*group, *stage], arrival_cv2(data.run))   # a closed-loop run's: 1.0, the stage's Poisson
     away = distance(coverage, calibration.lengths, kind, cv2)
     rows = []
     for load in plan.concurrency or plan.rates:
