@@ -2,10 +2,11 @@
 
 A draft proposes k tokens per sequence; the target verifies all of them in one forward pass over
 k + 1 tokens per sequence and keeps the longest agreeing prefix plus one token of its own. With
-acceptance alpha_i at position i (each position's, given the ones before it were accepted), a
-verification step yields per sequence
+acceptance r_i at position i as vLLM reports it (of the drafts, the share whose i-th proposal was
+kept; one rate a stands for a^i: `scheduling.speculative.per_position_acceptance`), a verification
+step yields per sequence
 
-    expected_tokens = 1 + sum_{i=1..k} prod_{j<=i} alpha_j        ( = (1 - a^(k+1)) / (1 - a) for one a )
+    expected_tokens = 1 + sum_{i=1..k} r_i        ( = (1 - a^(k+1)) / (1 - a) for one a )
 
 and costs
     verify_s = the target's decode step with k + 1 tokens per sequence (`step_cost.decode_cost`,
@@ -31,6 +32,7 @@ from calculators.dtypes import default_kv_dtype, parse_dtype, parse_kv_dtype
 from calculators.efficiency_profile import EfficiencyProfile, efficiencies_for
 from calculators.gpus import GpuSpec
 from calculators.step_cost import decode_cost
+from reference_server.scheduling.speculative import per_position_acceptance
 
 METHODS = ("draft", "ngram")
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -38,8 +40,8 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 @dataclass(frozen=True)
 class Speculation:
-    """The speculation asked for: the method, k proposals, and the acceptance per position (one value:
-    the same at every position)."""
+    """The speculation asked for: the method, k proposals, and the acceptance: one rate, or one per
+    position as vLLM reports them (stored per position)."""
 
     method: str
     num_tokens: int
@@ -49,28 +51,14 @@ class Speculation:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"speculative method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        if isinstance(self.num_tokens, bool) or not isinstance(self.num_tokens, int) or self.num_tokens < 1:
-            raise ValueError(f"num speculative tokens must be a positive integer, got {self.num_tokens!r}")
-        rates = tuple(self.acceptance)
-        if len(rates) == 1:
-            rates = rates * self.num_tokens
-        if len(rates) != self.num_tokens:
-            raise ValueError(f"speculative acceptance: give one rate or one per position ({self.num_tokens}), "
-                             f"got {len(rates)}")
-        if any(not 0 <= a <= 1 for a in rates):
-            raise ValueError(f"speculative acceptance rates must lie in [0, 1], got {list(rates)}")
-        object.__setattr__(self, "acceptance", tuple(float(a) for a in rates))
+        object.__setattr__(self, "acceptance", per_position_acceptance(self.acceptance, self.num_tokens))
         if self.method == "draft" and self.draft is None:
             raise ValueError("speculative method draft needs the draft model (--speculative-model)")
 
     @property
     def expected_tokens(self) -> float:
         """Tokens a verification step yields per sequence: the accepted prefix's expected length, plus one."""
-        total, run = 1.0, 1.0
-        for a in self.acceptance:
-            run *= a
-            total += run
-        return total
+        return 1.0 + sum(self.acceptance)
 
 
 @dataclass(frozen=True)

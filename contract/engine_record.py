@@ -46,6 +46,8 @@ class StepRecord:
     preempted: int           # sequences preempted while scheduling this step
     idle_after: bool         # the engine had nothing runnable right after: the next step's start
                              # follows a wait, not this step
+    proposal_tokens: int = 0  # speculative decoding: proposals verified this step
+    accepted_tokens: int = 0  # of them, the ones kept (the step's tokens out: decodes + these)
 
 
 @dataclass(slots=True)
@@ -65,6 +67,7 @@ class RequestRecord:
 
 
 STEP_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StepRecord))
+STEP_FIELDS_ADDED: dict[str, int] = {"proposal_tokens": 0, "accepted_tokens": 0}   # what a run from before them reads
 REQUEST_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
 STEP_COLUMNS: tuple[str, ...] = ("source", "seq", *STEP_FIELDS)
 REQUEST_COLUMNS: tuple[str, ...] = ("source", "seq", *REQUEST_FIELDS)

@@ -62,12 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the emulated engine's memory share (default: the engine's, 0.9)")
     emu.add_argument("--step-jitter", type=float, default=None, metavar="CV",
                      help="a seeded per-step variation of this coefficient of variation (default 0: deterministic)")
-    spec = p.add_argument_group("speculative decoding (continuous strategy, real engine)",
-                                "proposals verified in one pass per step; greedy requests only (a sampled one "
-                                "decodes a token a step)")
-    spec.add_argument("--speculative-method", choices=("ngram",), default=None,
-                      help="ngram: prompt lookup, as vLLM's (the continuation of the latest earlier match)")
+    spec = p.add_argument_group("speculative decoding (continuous strategy)",
+                                "proposals verified in one pass per step: greedy requests keep what the target "
+                                "agrees with, sampled ones by rejection sampling")
+    spec.add_argument("--speculative-method", choices=("draft", "ngram"), default=None,
+                      help="ngram: prompt lookup, as vLLM's (the continuation of the latest earlier match); "
+                           "draft: a smaller model proposes (--speculative-model)")
     spec.add_argument("--num-speculative-tokens", type=int, default=0, metavar="K", help="proposals per step")
+    spec.add_argument("--speculative-model", default=None, metavar="PRESET|CHECKPOINT",
+                      help="the draft model, sharing the tokenizer (emulated: a catalog model)")
+    spec.add_argument("--speculative-acceptance", default=None, metavar="A[,A...]",
+                      help="emulated acceptance: one rate, or one per position as vLLM reports them; seeded draws "
+                           "decide what is kept (the only mode with --emulate)")
     spec.add_argument("--prompt-lookup-max", type=int, default=4, help="longest n-gram matched (default 4)")
     spec.add_argument("--prompt-lookup-min", type=int, default=1, help="shortest n-gram matched (default 1)")
     kv = p.add_argument_group("KV cache")
@@ -136,7 +142,9 @@ def configs_from_args(args: argparse.Namespace):
         max_model_len=args.max_model_len, inject_step_delay_ms=args.inject_step_delay_ms,
         num_threads=args.num_threads, stream_interval=args.stream_interval,
         speculative_method=args.speculative_method, num_speculative_tokens=args.num_speculative_tokens,
-        prompt_lookup_max=args.prompt_lookup_max, prompt_lookup_min=args.prompt_lookup_min, **emulation, **limits)
+        prompt_lookup_max=args.prompt_lookup_max, prompt_lookup_min=args.prompt_lookup_min,
+        speculative_model=args.speculative_model, speculative_acceptance=_rates(args.speculative_acceptance),
+        **emulation, **limits)
     server = ServerConfig(
         host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
         max_waiting=args.max_waiting, retry_after_s=args.retry_after_s, drain_grace_s=args.drain_grace_s,
@@ -150,6 +158,16 @@ def configs_from_args(args: argparse.Namespace):
         preferred_batch_sizes=args.classifier_preferred_batch_sizes,
         max_queue_delay_us=args.classifier_max_queue_delay_us, max_waiting=args.classifier_max_waiting)
     return engine, server, classifier
+
+
+def _rates(text: str | None) -> tuple[float, ...] | None:
+    """--speculative-acceptance: one rate or a comma-separated list; ValueError naming the flag."""
+    if text is None:
+        return None
+    try:
+        return tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(f"--speculative-acceptance: {text!r} is not a rate or a comma-separated list of rates") from None
 
 
 def _emulation(args: argparse.Namespace, limits: dict) -> tuple[dict, dict, int]:

@@ -21,7 +21,7 @@ import pandas as pd
 from reports.level_ids import parse_level_id
 from reports.records_reader import RecordsError, read_records
 from contract.canary import CANARY_COLUMNS, CANARY_FILE
-from contract.engine_record import REQUEST_COLUMNS, REQUESTS_FILE, STEP_COLUMNS, STEPS_FILE
+from contract.engine_record import REQUEST_COLUMNS, REQUESTS_FILE, STEP_COLUMNS, STEP_FIELDS_ADDED, STEPS_FILE
 from contract.level_windows import level_windows
 from contract.records import RECORDS_FILE, tpot_s
 from contract.run_json import RunInfo
@@ -113,7 +113,7 @@ def load_run(run_dir: str | Path) -> RunData:
     metrics = _read_csv(run_dir / "server_metrics.csv", METRIC_COLUMNS, missing)
     _note_missing_levels(run, records, missing)
     meta = _read_optional_json(run_dir / "requests.meta.json", missing)
-    steps = _read_optional_csv(run_dir / STEPS_FILE, STEP_COLUMNS, missing)
+    steps = _read_optional_csv(run_dir / STEPS_FILE, STEP_COLUMNS, missing, defaults=STEP_FIELDS_ADDED)
     canary = _numeric_rows(_read_optional_csv(run_dir / CANARY_FILE, CANARY_COLUMNS, missing),
                            ("t", "core", "cpu_s", "wall_s"), CANARY_FILE, missing)
     return RunData(run_dir, run, run_json, records, gaps, gap_rows, samples, metrics, missing, meta,
@@ -129,13 +129,18 @@ def _parse_csv(path: Path, missing: list[str], left_out: str) -> pd.DataFrame | 
         return None
 
 
-def _read_optional_csv(path: Path, columns: tuple[str, ...], missing: list[str]) -> pd.DataFrame | None:
-    """A file only some servers give: None when absent or empty; a damaged one is said in `missing`."""
+def _read_optional_csv(path: Path, columns: tuple[str, ...], missing: list[str],
+                       defaults: dict | None = None) -> pd.DataFrame | None:
+    """A file only some servers give: None when absent or empty; a damaged one is said in `missing`.
+    `defaults`: columns added since, with the value a file written before them stands for."""
     if not path.exists() or path.stat().st_size == 0:
         return None
     frame = _parse_csv(path, missing, "predictions run without it")
     if frame is None:
         return None
+    for name, value in (defaults or {}).items():
+        if name not in frame.columns:
+            frame[name] = value
     absent = [name for name in columns if name not in frame.columns]
     if absent:
         missing.append(f"{path.name} lacks column(s) {', '.join(absent)}; predictions run without it")

@@ -28,7 +28,7 @@ def normalize_dtype(name: str) -> str:
     return DTYPE_ALIASES[key]
 
 
-SPECULATIVE_METHODS = ("ngram",)
+SPECULATIVE_METHODS = ("draft", "ngram")
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,13 @@ class EngineConfig:
         step_jitter_cv: emulation: a seeded per-step variation with this coefficient of variation.
         stream_interval: tokens per stream chunk after the first (vLLM's --stream-interval;
             `reference_server.runtime.stream_interval`).
+        speculative_method: speculative decoding on the continuous strategy: "ngram" (prompt lookup)
+            or "draft" (`speculative_model` proposes); `num_speculative_tokens` proposals a step.
+        speculative_model: the draft: a preset or checkpoint sharing the target's tokenizer (emulated:
+            a catalog model, whose passes the step model times).
+        speculative_acceptance: emulated acceptance: one rate, or one per position as vLLM reports them
+            (`scheduling.speculative.per_position_acceptance`); seeded draws decide how many proposals
+            are kept instead of the target's agreement. An emulated GPU speculates only this way.
     """
 
     model: str = "tiny"
@@ -90,6 +97,8 @@ class EngineConfig:
     num_speculative_tokens: int = 0
     prompt_lookup_max: int = 4
     prompt_lookup_min: int = 1
+    speculative_model: str | None = None
+    speculative_acceptance: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -117,10 +126,15 @@ class EngineConfig:
         self._check_speculation()
 
     def _check_speculation(self) -> None:
-        """Speculative decoding: `ngram` (prompt lookup) on the continuous strategy's real engine."""
+        """Speculative decoding: `ngram` (prompt lookup) or `draft`, on the continuous strategy; exact on the
+        real engine, or with emulated acceptance (the only way on an emulated GPU)."""
+        from reference_server.scheduling.speculative import per_position_acceptance
+
         if self.speculative_method is None:
-            if self.num_speculative_tokens:
-                raise ValueError("num_speculative_tokens needs speculative_method")
+            given = [name for name in ("num_speculative_tokens", "speculative_model", "speculative_acceptance")
+                     if getattr(self, name)]
+            if given:
+                raise ValueError(f"{given[0]} needs speculative_method")
             return
         if self.speculative_method not in SPECULATIVE_METHODS:
             raise ValueError(f"speculative_method must be one of {', '.join(SPECULATIVE_METHODS)}, "
@@ -131,10 +145,25 @@ class EngineConfig:
         if self.prompt_lookup_min > self.prompt_lookup_max:
             raise ValueError(f"prompt_lookup_min ({self.prompt_lookup_min}) exceeds prompt_lookup_max "
                              f"({self.prompt_lookup_max})")
+        if self.speculative_method == "draft" and not self.speculative_model:
+            raise ValueError("speculative_method draft needs speculative_model (the draft model)")
+        if self.speculative_method == "ngram" and self.speculative_model:
+            raise ValueError("speculative_model is for speculative_method draft (ngram needs no draft model)")
+        if self.speculative_acceptance is not None:
+            object.__setattr__(self, "speculative_acceptance", per_position_acceptance(
+                self.speculative_acceptance, self.num_speculative_tokens))
         if self.strategy != "continuous":
             raise ValueError(f"speculative decoding runs with the continuous strategy, not {self.strategy!r}")
-        if self.emulate is not None:
-            raise ValueError("speculative decoding needs the real engine: an emulated GPU does not speculate yet")
+        if self.emulate is not None and self.speculative_acceptance is None:
+            raise ValueError("an emulated GPU speculates with emulated acceptance only: give speculative_acceptance "
+                             "(no model runs to agree with the proposals)")
+
+    @property
+    def speculation_mode(self) -> str | None:
+        """exact (the target verifies every proposal), emulated-acceptance, or None (no speculation)."""
+        if self.speculative_method is None:
+            return None
+        return "exact" if self.speculative_acceptance is None else "emulated-acceptance"
 
     def _check_emulation(self) -> None:
         from calculators.dtypes import parse_dtype

@@ -12,6 +12,10 @@ is a sleep to a deadline on the monotonic clock: a replica costs its host next t
 would be busy, so one machine can run many. `jitter_cv` > 0 stretches or shrinks each step by a
 seeded lognormal factor of that coefficient of variation (mean 1).
 
+With speculative decoding (emulated acceptance, `calculators.sim.speculative_step`), a step also
+lasts the verification's extra tokens and the draft's passes; each proposing sequence keeps as many
+proposals as the seeded draws say, and gets that many tokens plus one from its generator.
+
 Tokens come from a seeded generator per request (the request's own seed when it gave one), never the
 end-of-sequence token: a request runs to its max_tokens or a stop string, as a benchmark with
 ignore_eos does. No weights exist, so none are allocated.
@@ -23,6 +27,7 @@ import math
 import random
 import time
 
+from calculators.sim.speculative_step import SpeculativeStep
 from calculators.sim.step_model import StepTimeModel
 from reference_server.scheduling.batch_shape import BatchShape
 from reference_server.scheduling.postprocess import samples_token
@@ -59,11 +64,14 @@ class EmulatedTokens:
 
 class EmulatedRunner:
     def __init__(self, step_model: StepTimeModel, tokens: EmulatedTokens, *, seed: int = 0,
-                 jitter_cv: float = 0.0, sleep=time.sleep, clock=time.perf_counter) -> None:
+                 jitter_cv: float = 0.0, speculative: SpeculativeStep | None = None, sleep=time.sleep,
+                 clock=time.perf_counter) -> None:
         if not (isinstance(jitter_cv, (int, float)) and jitter_cv >= 0 and math.isfinite(jitter_cv)):
             raise ValueError(f"step jitter must be a coefficient of variation >= 0, got {jitter_cv!r}")
         self.step_model = step_model
         self.tokens = tokens
+        self.speculative = speculative
+        self._draws = None if speculative is None else speculative.draws(seed)
         self.jitter_cv = float(jitter_cv)
         self._jitter = random.Random(f"step-jitter/{seed}")
         self._sigma = math.sqrt(math.log1p(self.jitter_cv ** 2))   # lognormal with this cv and mean 1
@@ -75,11 +83,13 @@ class EmulatedRunner:
     def modelled_s(self, shape: BatchShape) -> float:
         """The step's time on the emulated GPU, jitter included (one draw per call)."""
         seconds = self.step_model.step_s(shape.sequences, shape.prefill_tokens, shape.context_tokens)
+        if self.speculative is not None:
+            seconds += self.speculative.extra_s(self.step_model, shape)
         if self.jitter_cv:
             seconds *= math.exp(self._jitter.gauss(-self._sigma ** 2 / 2, self._sigma))
         return seconds
 
-    def run(self, batch: ScheduledBatch, shape: BatchShape, started: float) -> list[int | None]:
+    def run(self, batch: ScheduledBatch, shape: BatchShape, started: float) -> list[int | list[int] | None]:
         """Wait until `started` (the engine's step start, on `clock`) + the modelled time; then a token for
         every sequence whose step reaches its last token (None: a prefill chunk mid-prompt)."""
         self.last_modelled_s = self.modelled_s(shape)
@@ -88,8 +98,14 @@ class EmulatedRunner:
         while (left := deadline - self._clock()) > 0:
             self._sleep(left)
         self.last_forward_s = self._clock() - begin
-        return [self.tokens.next_token(seq) if samples_token(seq, n) else None
+        return [self._tokens(seq) if samples_token(seq, n) else None
                 for seq, n in zip(batch.seqs, batch.num_new_tokens)]
+
+    def _tokens(self, seq: Sequence) -> int | list[int]:
+        """One token, or for a verification the drawn count of kept proposals plus one, from the request's generator."""
+        if not seq.spec_token_ids:
+            return self.tokens.next_token(seq)
+        return [self.tokens.next_token(seq) for _ in range(self._draws.accepted(len(seq.spec_token_ids)) + 1)]
 
     def settle(self, realised_s: float) -> None:
         """The engine's measure of the step just run (its record's step_s): learn what the wait left out."""

@@ -22,7 +22,7 @@ from reference_server.scheduling.block_manager import BlockManager, cdiv
 from reference_server.scheduling.postprocess import StopRule, postprocess
 from reference_server.scheduling.sampling import SamplingParams
 from reference_server.scheduling.sequence import Sequence
-from reference_server.scheduling.speculative import NgramProposer
+from reference_server.scheduling.speculative import AcceptanceDraws, DraftSlots, NgramProposer
 from reference_server.scheduling.strategies import make_scheduler
 from reference_server.scheduling.strategies.base import ScheduledBatch
 
@@ -78,13 +78,33 @@ class Engine:
         self.scheduler = make_scheduler(config.limits, self.block_manager)
         self.stop_rule = StopRule(eos_id=self.token_space.eos_id, max_model_len=self.max_model_len)
         self.sampler = Sampler(config.seed, self.token_space.eos_id)
+        acceptance = None if config.speculative_acceptance is None else \
+            AcceptanceDraws(config.speculative_acceptance, config.seed)
         self.runner = ModelRunner(arch, config, num_blocks=self.num_kv_blocks, max_model_len=self.max_model_len,
                                   sampler=self.sampler, state_dict=state_dict,
-                                  usable_vocab=self.token_space.vocab_size)
-        if config.speculative_method is not None:
+                                  usable_vocab=self.token_space.vocab_size, acceptance=acceptance)
+        self.draft = None
+        if config.speculative_method == "ngram":
             self.scheduler.proposer = NgramProposer(config.num_speculative_tokens, config.prompt_lookup_max,
                                                     config.prompt_lookup_min)
+        elif config.speculative_method == "draft":
+            self.scheduler.proposer = DraftSlots(config.num_speculative_tokens)
+            self.draft = self._draft_runner(arch)
         self._init_state()
+
+    def _draft_runner(self, target: ModelArchitecture):
+        """The draft model, which must share the target's tokenizer and reach its context length."""
+        from reference_server.engine.draft_runner import DraftRunner
+
+        arch, state_dict = resolve_model(self.config.speculative_model)
+        if arch.vocab_size != target.vocab_size:
+            raise ValueError(f"speculative_model: vocab_size {arch.vocab_size} differs from the target's "
+                             f"{target.vocab_size}: the draft must share the tokenizer")
+        if arch.max_position_embeddings < self.max_model_len:
+            raise ValueError(f"speculative_model: max_position_embeddings {arch.max_position_embeddings} is shorter "
+                             f"than max_model_len {self.max_model_len}")
+        return DraftRunner(arch, self.config, num_blocks=self.num_kv_blocks, max_model_len=self.max_model_len,
+                           state_dict=state_dict, usable_vocab=self.token_space.vocab_size)
 
     def _init_emulated(self) -> None:
         """An emulated GPU (`config.emulate`): the architecture only (no weights), the KV cache and limits its
@@ -115,7 +135,19 @@ class Engine:
         self.scheduler = make_scheduler(limits, self.block_manager)
         self.stop_rule = StopRule(eos_id=self.token_space.eos_id, max_model_len=self.max_model_len)
         self.sampler = EmulatedTokens(cfg.seed, self.token_space.vocab_size, self.token_space.eos_id)
-        self.runner = EmulatedRunner(self.gpu.step_model, self.sampler, seed=cfg.seed, jitter_cv=cfg.step_jitter_cv)
+        self.draft = None
+        speculative = None
+        if cfg.speculative_method is not None:   # emulated acceptance: the draws decide, the step model times it
+            from calculators.sim.speculative_step import SpeculativeStep
+            from calculators.sim.step_model import step_model_from_roofline
+
+            self.scheduler.proposer = DraftSlots(cfg.num_speculative_tokens)
+            draft = None if cfg.speculative_method != "draft" else step_model_from_roofline(
+                resolve_architecture(cfg.speculative_model), get_gpu(cfg.emulate), dtype=cfg.dtype, tp=cfg.tp,
+                engine=cfg.emulate_engine)
+            speculative = SpeculativeStep(cfg.num_speculative_tokens, cfg.speculative_acceptance, draft)
+        self.runner = EmulatedRunner(self.gpu.step_model, self.sampler, seed=cfg.seed, jitter_cv=cfg.step_jitter_cv,
+                                     speculative=speculative)
         self._init_state()
 
     def _init_state(self) -> None:
@@ -180,10 +212,16 @@ class Engine:
 
     def abort_request(self, request_id: str) -> None:
         """Forget the request and free its KV blocks now; unknown or finished ids are ignored."""
-        if self._seqs.pop(request_id, None) is not None:
+        if request_id in self._seqs:
             self.scheduler.abort(request_id)
-            self.sampler.forget(request_id)
+            self._forget(request_id)
             self.recorder.request_dropped(request_id)
+
+    def _forget(self, request_id: str) -> None:
+        self._seqs.pop(request_id, None)
+        self.sampler.forget(request_id)
+        if self.draft is not None:
+            self.draft.forget(request_id)
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished()
@@ -209,6 +247,8 @@ class Engine:
         shape = batch_shape(batch)   # before postprocess advances the batch
         if self.config.inject_step_delay_ms:
             busy_wait(self.config.inject_step_delay_ms / 1e3)
+        if self.draft is not None:
+            self.draft.propose(batch)
         tokens = self.runner.run(batch, shape, start) if self.gpu is not None else self.runner.run(batch)
         outputs = self._postprocess(batch, tokens)
         self._last_batch_size = len(batch)
@@ -222,18 +262,17 @@ class Engine:
             self._gpu_free_at = None if idle_after else start + self._last_step_s
         self.recorder.stepped(t_start, self._last_step_s, shape, batch, outputs, running=len(scheduler.running),
                               waiting=len(scheduler.waiting), kv_blocks_used=self.block_manager.num_used_blocks,
-                              idle_after=idle_after)
+                              idle_after=idle_after, accepted_tokens=self._step_accepted)
         return outputs
 
     def _postprocess(self, batch: ScheduledBatch, tokens: list[int | list[int] | None]) -> list[StepOutput]:
-        self._count_speculation(batch, tokens)
+        self._step_accepted = self._count_speculation(batch, tokens)
         outputs = []
         now = self.clock()
         for seq, token, reason in postprocess(self.scheduler, batch, tokens, self.stop_rule):
             seq.mark_token(now)
             if reason is not None:
-                self._seqs.pop(seq.request_id, None)
-                self.sampler.forget(seq.request_id)
+                self._forget(seq.request_id)
             if outputs and outputs[-1].request_id == seq.request_id:   # a verification step's next kept token
                 outputs[-1].new_token_ids.append(token)
                 outputs[-1].finished, outputs[-1].finish_reason = reason is not None, reason
@@ -253,8 +292,10 @@ class Engine:
         self.spec_drafts = self.spec_draft_tokens = self.spec_accepted_tokens = 0
         self.spec_accepted_per_position = [0] * self.config.num_speculative_tokens
 
-    def _count_speculation(self, batch: ScheduledBatch, tokens: list) -> None:
-        """vLLM's spec-decode counters: drafts, draft tokens, accepted tokens, and accepted per position."""
+    def _count_speculation(self, batch: ScheduledBatch, tokens: list) -> int:
+        """vLLM's spec-decode counters: drafts, draft tokens, accepted tokens, and accepted per position;
+        returns the step's accepted tokens."""
+        step_accepted = 0
         for seq, kept in zip(batch.seqs, tokens):
             if not isinstance(kept, list):
                 continue
@@ -263,8 +304,10 @@ class Engine:
             self.spec_drafts += 1
             self.spec_draft_tokens += proposed
             self.spec_accepted_tokens += accepted
+            step_accepted += accepted
             for position in range(accepted):
                 self.spec_accepted_per_position[position] += 1
+        return step_accepted
 
     def warmup(self) -> None:
         """One real forward pass (a throwaway request), so the first user does not pay for it."""
@@ -296,6 +339,29 @@ class Engine:
             spec_accepted_per_position=tuple(self.spec_accepted_per_position),
         )
 
+    def _describe_speculation(self) -> dict | None:
+        """The /v1/engine `speculative` block: the method, k, and which acceptance mode runs."""
+        cfg = self.config
+        if cfg.speculative_method is None:
+            return None
+        mode = cfg.speculation_mode
+        described = {"method": cfg.speculative_method, "num_speculative_tokens": cfg.num_speculative_tokens,
+                     "mode": mode, "speculative_model": cfg.speculative_model}
+        if self.draft is not None:
+            described["draft_kv_cache_bytes"] = self.draft.kv_cache_bytes
+        if cfg.speculative_method == "ngram":
+            described.update(prompt_lookup_max=cfg.prompt_lookup_max, prompt_lookup_min=cfg.prompt_lookup_min)
+        if mode == "exact":
+            described["acceptance"] = ("exact: the target verifies every proposal (greedy: its argmax agrees; "
+                                       "sampled: rejection sampling)")
+        else:
+            described["acceptance_per_position"] = list(cfg.speculative_acceptance)
+            described["acceptance"] = ("emulated: seeded draws keep proposals at these per-position rates"
+                                       + ("; the step model times the verification and the draft's passes"
+                                          if self.gpu is not None else "; the proposals and the verification "
+                                          "pass run as in the exact mode"))
+        return described
+
     def describe(self) -> dict:
         cfg = self.config
         return {
@@ -309,10 +375,7 @@ class Engine:
             "kv_cache_bytes": self.runner.kv_cache_bytes if self.gpu is None else self.num_kv_blocks * self.kv_block_bytes,
             "max_model_len": self.max_model_len, "inject_step_delay_ms": cfg.inject_step_delay_ms,
             "stream_interval": cfg.stream_interval,
-            "speculative": None if cfg.speculative_method is None else {
-                "method": cfg.speculative_method, "num_speculative_tokens": cfg.num_speculative_tokens,
-                "prompt_lookup_max": cfg.prompt_lookup_max, "prompt_lookup_min": cfg.prompt_lookup_min,
-                "acceptance": "exact: the target model verifies every proposal (greedy requests)"},
+            "speculative": self._describe_speculation(),
             "seed": cfg.seed, "tokenizer": {"kind": "byte", "vocab_size": self.tokenizer.vocab_size},
             "token_space": self.token_space.describe(),
         }

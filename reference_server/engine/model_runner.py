@@ -19,7 +19,7 @@ from reference_server.engine.model import Transformer, init_random_weights, rope
 from reference_server.engine.sampler import Sampler
 from reference_server.scheduling.postprocess import samples_token
 from reference_server.scheduling.sequence import Sequence
-from reference_server.scheduling.speculative import accept_greedy
+from reference_server.scheduling.speculative import AcceptanceDraws
 from reference_server.scheduling.strategies.base import ScheduledBatch
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -33,7 +33,7 @@ def kv_block_bytes(arch: ModelArchitecture, dtype: str, block_size: int) -> int:
 class ModelRunner:
     def __init__(self, arch: ModelArchitecture, config: EngineConfig, *, num_blocks: int,
                  max_model_len: int, sampler: Sampler, state_dict: dict[str, torch.Tensor] | None = None,
-                 usable_vocab: int | None = None) -> None:
+                 usable_vocab: int | None = None, acceptance: AcceptanceDraws | None = None) -> None:
         if config.device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device {config.device!r} requested but torch sees no CUDA device")
         if config.num_threads:
@@ -43,6 +43,7 @@ class ModelRunner:
         self.dtype = TORCH_DTYPES[config.dtype]
         self.block_size = config.block_size
         self.sampler = sampler
+        self.acceptance = acceptance   # emulated acceptance (speculative decoding); None: exact
         self.usable_vocab = usable_vocab or arch.vocab_size
         with torch.device("meta"):
             model = Transformer(arch, max_model_len)
@@ -72,7 +73,7 @@ class ModelRunner:
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch) -> list[int | list[int] | None]:
         """One forward pass; returns the sampled token per sequence (None: mid-prefill chunk; a list:
-        a verification step's kept tokens, `scheduling.speculative.accept_greedy`)."""
+        a verification step's kept tokens, `_verify`)."""
         logits, sample_seqs = self.forward(batch)
         if not any(seq.spec_token_ids for seq in sample_seqs):   # one row a sequence: no speculation this step
             sampled = dict(zip(map(id, sample_seqs), self.sampler(logits, sample_seqs))) if sample_seqs else {}
@@ -87,11 +88,19 @@ class ModelRunner:
             tokens = self.sampler(logits[torch.tensor([first[i] for i in plain])], [sample_seqs[i] for i in plain])
             sampled = {id(sample_seqs[i]): token for i, token in zip(plain, tokens)}
         for i, seq in enumerate(sample_seqs):
-            if seq.spec_token_ids:   # greedy: the target's own token after each fed position
-                rows = len(seq.spec_token_ids) + 1
-                target = logits[first[i]:first[i] + rows].float().argmax(dim=-1).tolist()
-                sampled[id(seq)] = accept_greedy(seq.spec_token_ids, target)
+            if seq.spec_token_ids:   # the target's distribution after the last token and each proposal
+                rows = logits[first[i]:first[i] + len(seq.spec_token_ids) + 1]
+                sampled[id(seq)] = self._verify(rows, seq)
         return [sampled.get(id(seq)) for seq in batch.seqs]
+
+    def _verify(self, rows: torch.Tensor, seq: Sequence) -> list[int]:
+        """Exact acceptance (`Sampler.verify`), or with emulated acceptance the draws' count of proposals
+        and then the target's own token after the last one kept."""
+        proposals = seq.spec_token_ids
+        if self.acceptance is None:
+            return self.sampler.verify(rows, seq, proposals)
+        kept = self.acceptance.accepted(len(proposals))
+        return proposals[:kept] + self.sampler(rows[kept:kept + 1], [seq])
 
     @torch.inference_mode()
     def forward(self, batch: ScheduledBatch) -> tuple[torch.Tensor, list[Sequence]]:

@@ -51,7 +51,8 @@ class StepRecorder:
         self._live.pop(request_id, None)
 
     def stepped(self, t_start: float, step_s: float, shape: BatchShape, batch: ScheduledBatch, outputs: list,
-                *, running: int, waiting: int, kv_blocks_used: int, idle_after: bool) -> None:
+                *, running: int, waiting: int, kv_blocks_used: int, idle_after: bool,
+                accepted_tokens: int = 0) -> None:
         """`outputs`: the step's StepOutputs (request_id, finished, finish_reason, token counts)."""
         t_end = t_start + step_s
         live = self._live
@@ -77,7 +78,8 @@ class StepRecorder:
         self._steps.append(StepRecord(
             t_start=t_start, step_s=step_s, batch=shape.sequences, prefill_tokens=shape.prefill_tokens,
             decode_seqs=shape.decode_seqs, context_tokens=shape.context_tokens, running=running, waiting=waiting,
-            kv_blocks_used=kv_blocks_used, preempted=len(batch.preempted), idle_after=idle_after))
+            kv_blocks_used=kv_blocks_used, preempted=len(batch.preempted), idle_after=idle_after,
+            proposal_tokens=shape.proposal_tokens, accepted_tokens=accepted_tokens))
 
     def take(self) -> EngineRecords:
         if not self._steps and not self._requests:

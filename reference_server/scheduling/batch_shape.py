@@ -5,6 +5,8 @@
     decode_seqs    = sequences computing exactly their next token (with speculative decoding: their
                      last token and its proposals, verified in one pass)
     context_tokens = sum over the batch of the tokens each attends once the step is done
+    proposal_tokens = speculative decoding's proposals verified this step (the tokens a decode
+                     feeds beyond its one), and proposing_seqs the sequences that fed any
 
 Read before `postprocess` advances the batch. The engine's step record and the simulator's step
 clock both count with this, so a model fitted on the one replays on the other.
@@ -22,10 +24,12 @@ class BatchShape(NamedTuple):
     prefill_tokens: int
     decode_seqs: int
     context_tokens: int
+    proposal_tokens: int = 0
+    proposing_seqs: int = 0
 
 
 def batch_shape(batch: ScheduledBatch) -> BatchShape:
-    prefill = context = decodes = 0
+    prefill = context = decodes = proposals = proposing = 0
     for seq, count in zip(batch.seqs, batch.num_new_tokens):
         computed = seq.num_computed_tokens
         context += computed + count
@@ -33,4 +37,7 @@ def batch_shape(batch: ScheduledBatch) -> BatchShape:
             prefill += count
         else:
             decodes += 1
-    return BatchShape(len(batch.seqs), prefill, decodes, context)
+            if count > 1:
+                proposals += count - 1
+                proposing += 1
+    return BatchShape(len(batch.seqs), prefill, decodes, context, proposals, proposing)

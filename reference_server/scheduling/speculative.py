@@ -1,7 +1,10 @@
-"""Speculative decoding's pure parts: the ngram proposer and the greedy acceptance rule. Ints only.
+"""Speculative decoding's pure parts: who proposes, and how many proposals are kept. Ints and floats only.
 
     NgramProposer(k, max_n, min_n).propose(token_ids) -> up to k proposed next tokens
+    DraftSlots(k).propose(token_ids) -> k places for a draft model's tokens (the runner fills them)
     accept_greedy(proposals, target) -> the tokens a verification step keeps
+    per_position_acceptance(rates, k) -> the acceptance at each position, as vLLM reports it
+    AcceptanceDraws(rates, seed).accepted(k) -> how many of k proposals a seeded draw keeps
 
 Prompt lookup (vLLM's `ngram` method): take the sequence's last n tokens (n from max_n down to
 min_n), find their latest earlier occurrence in the sequence, and propose the up to k tokens that
@@ -11,10 +14,18 @@ Verification: the target ran one pass over the sequence's last token and its pro
 giving its own greedy token t_0..t_k after each (t_i follows d_i; t_0 follows the last token).
 It keeps d_1..d_j while each d_i equals t_{i-1}, then its own t_j: j + 1 tokens, exactly what
 greedy decoding without speculation would have produced one step at a time.
+
+Acceptance per position is vLLM's: of the drafts, the share whose i-th proposal was kept
+(`spec_decode_num_accepted_tokens_per_pos` / `spec_decode_num_drafts`). A position is kept only if
+every one before it was, so the rates never rise with the position. One rate a stands for the same
+chance at every position given the ones before it were kept: a, a^2, ..., a^k. A verification step
+then yields 1 + the sum of the rates tokens per sequence on average.
 """
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -59,3 +70,60 @@ def accept_greedy(proposals: list[int], target: list[int]) -> list[int]:
         kept.append(proposed)
     kept.append(target[len(kept)])
     return kept
+
+
+@dataclass(frozen=True)
+class DraftSlots:
+    """A draft model's proposals: k places for every sequence (fewer where max_tokens leaves less), here
+    the sequence's last token repeated. The tokens are the draft's business (the model runner runs it
+    and writes them in before the target's pass) or, with emulated acceptance, nobody's: the draws decide."""
+
+    num_tokens: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.num_tokens, bool) or not isinstance(self.num_tokens, int) or self.num_tokens < 1:
+            raise ValueError(f"num_tokens must be a positive integer, got {self.num_tokens!r}")
+
+    def propose(self, token_ids: list[int], limit: int | None = None) -> list[int]:
+        k = self.num_tokens if limit is None else min(self.num_tokens, limit)
+        return [token_ids[-1]] * k if k > 0 and token_ids else []
+
+
+def per_position_acceptance(rates: Sequence[float], num_tokens: int) -> tuple[float, ...]:
+    """The acceptance at each of `num_tokens` positions, from one rate a (a^i at position i) or one per
+    position as vLLM reports them (never rising: a later position is kept only after the earlier ones)."""
+    rates = tuple(rates)
+    if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 1:
+        raise ValueError(f"num speculative tokens must be a positive integer, got {num_tokens!r}")
+    if any(isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 <= a <= 1 for a in rates):
+        raise ValueError(f"speculative acceptance rates must lie in [0, 1], got {list(rates)}")
+    if len(rates) == 1:
+        return tuple(float(rates[0]) ** i for i in range(1, num_tokens + 1))
+    if len(rates) != num_tokens:
+        raise ValueError(f"speculative acceptance: give one rate or one per position ({num_tokens}), "
+                         f"got {len(rates)}")
+    if any(later > earlier for earlier, later in zip(rates, rates[1:])):
+        raise ValueError(f"speculative acceptance per position cannot rise (a position is kept only after the "
+                         f"ones before it), got {list(rates)}")
+    return tuple(float(a) for a in rates)
+
+
+class AcceptanceDraws:
+    """Emulated acceptance: how many of a sequence's proposals are kept, by seeded draws that give each
+    position its rate (`per_position_acceptance`): position i is tried only when i - 1 was kept, with
+    chance rate_i / rate_(i-1)."""
+
+    def __init__(self, rates: Sequence[float], seed: int = 0) -> None:
+        self.rates = tuple(rates)
+        previous = (1.0,) + self.rates[:-1]
+        self._given_previous = tuple(0.0 if before == 0 else rate / before
+                                     for rate, before in zip(self.rates, previous))
+        self._rng = random.Random(f"speculative-acceptance/{seed}")
+
+    def accepted(self, proposed: int) -> int:
+        kept = 0
+        for chance in self._given_previous[:proposed]:
+            if self._rng.random() >= chance:
+                break
+            kept += 1
+        return kept

@@ -105,7 +105,7 @@ def _append_steps(rows: list, log: list, t0: float, source: str) -> None:
         following = log[j + 1][0] if j + 1 < len(log) else None
         idle_after = following is None or following > start + duration
         rows.append([source, len(rows) + 1, t0 + start, duration, shape.sequences, shape.prefill_tokens,
-                     shape.decode_seqs, shape.context_tokens, 0, 0, 0, 0, idle_after])
+                     shape.decode_seqs, shape.context_tokens, 0, 0, 0, 0, idle_after, shape.proposal_tokens, 0])
 
 
 def _write_csv(path: Path, columns: tuple[str, ...], rows: list) -> None:

@@ -19,7 +19,7 @@ TARGET, DRAFT, GPU = get_model("llama-3.1-70b"), get_model("llama-3.2-1b"), get_
 
 
 @pytest.mark.parametrize("rates, expected", [((0.0,), 1.0), ((1.0,), 5.0), ((0.5,), 1 + 0.5 + 0.25 + 0.125 + 0.0625),
-                                             ((0.8, 0.5, 0.5, 0.0), 1 + 0.8 + 0.4 + 0.2)])
+                                             ((0.8, 0.5, 0.5, 0.0), 1 + 0.8 + 0.5 + 0.5)])
 def test_expected_tokens_per_step_is_the_accepted_prefix_plus_the_targets_own(rates, expected):
     assert Speculation("ngram", 4, rates).expected_tokens == pytest.approx(expected)
     if len(rates) == 1 and 0 < rates[0] < 1:   # the closed form for one rate
@@ -55,6 +55,7 @@ def test_speculation_pays_at_low_batch_and_the_crossover_is_where_it_stops():
 @pytest.mark.parametrize("args, says", [
     (("ngram", 0, (0.5,)), "positive integer"), (("ngram", 3, (0.5, 0.5)), "one per position"),
     (("ngram", 2, (1.5,)), r"\[0, 1\]"), (("draft", 2, (0.5,)), "needs the draft model"),
+    (("ngram", 2, (0.5, 0.6)), "cannot rise"),
     (("medusa", 2, (0.5,)), "must be one of")])
 def test_bad_speculation_names_the_problem(args, says):
     with pytest.raises(ValueError, match=says):

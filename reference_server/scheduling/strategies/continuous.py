@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from contract.checks import non_negative_int, positive_int
 from reference_server.scheduling.sequence import Sequence, SequenceStatus
-from reference_server.scheduling.speculative import NgramProposer
+from reference_server.scheduling.speculative import DraftSlots, NgramProposer
 from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler, Strategy
 from reference_server.scheduling.strategies.limits import Limits, limit
 
@@ -48,7 +48,7 @@ class ContinuousLimits(Limits):
 class ContinuousBatchScheduler(Scheduler):
     limits: ContinuousLimits
     steady_decodes = True   # running decodes first; admission fails again with no more free blocks
-    proposer: NgramProposer | None = None   # speculative decoding: a greedy decode verifies its proposals
+    proposer: NgramProposer | DraftSlots | None = None   # speculative decoding: a decode verifies its proposals
 
     def schedule(self, now: float) -> ScheduledBatch | None:
         batch = ScheduledBatch()
@@ -95,12 +95,12 @@ class ContinuousBatchScheduler(Scheduler):
         return batch if batch.seqs else None
 
     def _propose(self, seq: Sequence, budget: int) -> int:
-        """Set `seq`'s proposals for this step (none for a sampled request, or before its min_tokens);
-        how many. At most what its max_tokens leaves after the target's own token, and the budget."""
+        """Set `seq`'s proposals for this step (none before its min_tokens); how many. At most what its
+        max_tokens leaves after the target's own token, and the budget."""
         params = seq.params
         room = min(budget, params.max_tokens - seq.num_output_tokens - 1)
         proposals = []
-        if params.greedy and seq.num_output_tokens >= params.min_tokens and room > 0:
+        if seq.num_output_tokens >= params.min_tokens and room > 0:
             proposals = self.proposer.propose(seq.token_ids, room)
         seq.spec_token_ids = proposals
         return len(proposals)

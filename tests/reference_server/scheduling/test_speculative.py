@@ -2,7 +2,8 @@
 
 import pytest
 
-from reference_server.scheduling.speculative import NgramProposer, accept_greedy
+from reference_server.scheduling.speculative import (
+    AcceptanceDraws, DraftSlots, NgramProposer, accept_greedy, per_position_acceptance)
 
 
 def test_prompt_lookup_proposes_what_followed_the_latest_earlier_match_of_the_longest_suffix():
@@ -31,3 +32,32 @@ def test_acceptance_keeps_the_agreeing_prefix_and_the_targets_own_next_token():
 def test_bad_proposer_settings_name_the_field(kwargs, says):
     with pytest.raises(ValueError, match=says):
         NgramProposer(**kwargs)
+
+
+def test_a_draft_gets_k_places_or_what_max_tokens_leaves():
+    assert DraftSlots(3).propose([5, 6, 7]) == [7, 7, 7]
+    assert DraftSlots(3).propose([5, 6, 7], limit=1) == [7]
+    assert DraftSlots(3).propose([5], limit=0) == []
+    with pytest.raises(ValueError, match="positive integer"):
+        DraftSlots(0)
+
+
+def test_one_rate_is_a_power_per_position_and_a_list_is_taken_as_vllm_reports_it():
+    assert per_position_acceptance((0.5,), 3) == pytest.approx((0.5, 0.25, 0.125))
+    assert per_position_acceptance((0.9, 0.6, 0.6), 3) == (0.9, 0.6, 0.6)
+    for rates, says in (((0.5, 0.6, 0.1), "cannot rise"), ((0.5, 0.4), "one per position"),
+                        ((1.2,), r"\[0, 1\]")):
+        with pytest.raises(ValueError, match=says):
+            per_position_acceptance(rates, 3)
+
+
+def test_seeded_draws_keep_each_position_at_its_rate_and_never_one_after_a_rejection():
+    rates = (0.8, 0.5, 0.5, 0.1)
+    draws = AcceptanceDraws(rates, seed=3)
+    kept = [draws.accepted(4) for _ in range(20_000)]
+    for position, rate in enumerate(rates, start=1):
+        assert sum(k >= position for k in kept) / len(kept) == pytest.approx(rate, abs=0.015)
+    again = AcceptanceDraws(rates, seed=3)
+    assert [again.accepted(4) for _ in range(5)] == kept[:5]   # seeded
+    fewer = AcceptanceDraws(rates, seed=3)
+    assert max(fewer.accepted(2) for _ in range(1000)) == 2    # at most the proposals there are
