@@ -174,7 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_limit_arguments(p.add_argument_group("batching limits", "as `servecap serve` takes them"))
     p.add_argument("--kv-blocks", type=int, help="default with --model and --gpu: what the engine would size there")
     p.add_argument("--block-size", type=int, help="default 16; with --model and --gpu: the engine's")
+    p.add_argument("--max-model-len", type=int, help="with --model and --gpu: the engine's longest request "
+                   "(default the model's; a shorter one leaves room for the KV cache of a large model)")
     _efficiency(p)
+    _speculative(p)
 
     p = command("calibrate", "fit step time = a + b x batch (+ prefill tokens), or --roofline efficiencies")
     p.add_argument("--steps", required=True,

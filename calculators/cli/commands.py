@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from calculators import batch_queue, cost, fleet, queueing
 from calculators.cli.args import build_parser
@@ -192,7 +192,8 @@ def _gpu_sizing(args, limits: dict):
     if args.step_base_ms is not None or args.model is None or args.gpu is None:
         return None
     return gpu_engine(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, tp=args.tp,
-                      engine=args.engine or "vllm", max_num_seqs=limits.get("max_num_seqs"),
+                      engine=args.engine or "vllm", max_model_len=args.max_model_len,
+                      max_num_seqs=limits.get("max_num_seqs"),
                       max_num_batched_tokens=limits.get("max_num_batched_tokens"))
 
 
@@ -215,14 +216,59 @@ def cmd_simulate(args) -> None:
                         rate_rps=None if args.concurrency else levels[0], arrival_cv2=args.arrival_cv2, seed=args.seed)
     model = sizing.step_model if sizing is not None and args.efficiency_profile is None else _step_model(args)
     results = simulate_levels(server, workload, model, concurrencies=args.concurrency, rates=args.rates)
+    speculative = _speculative_step(args)
+    side = None
+    if speculative is not None:
+        side = simulate_levels(replace(server, speculative=speculative), workload, model,
+                               concurrencies=args.concurrency, rates=args.rates)
+        answer = simulated_crossover("concurrency" if args.concurrency else "rate", levels, results, side)
     if args.json:
+        extra = {} if side is None else {"speculative": {
+            **asdict(speculative), "levels": [r.to_dict() for r in side], "crossover": asdict(answer),
+            "statement": answer.statement()}}
         return print_json({"strategy": args.strategy, "step_model": asdict(model),
-                           "levels": [r.to_dict() for r in results]})
+                           "levels": [r.to_dict() for r in results], **extra})
     rows = [{"offered": next(f"{k}={v}" for k, v in r.offered.items()), "output_tokens_per_s": r.output_tokens_per_s,
              "mean_batch": r.mean_batch_size,
              **{f"{m}_{p}_ms": r.metrics[f"{m}_s"][p] * 1e3 for m in ("ttft", "tpot", "e2e") for p in ("p50", "p99")}}
             for r in results]
     print_rows(f"Simulated {args.strategy} batching", rows, list(rows[0]))
+    if side is not None:
+        rows = [{"offered": next(f"{k}={v}" for k, v in plain.offered.items()),
+                 "tpot_p50_ms": plain.metrics["tpot_s"]["p50"] * 1e3, "spec_tpot_p50_ms": spec.metrics["tpot_s"]["p50"] * 1e3,
+                 "output_tokens_per_s": plain.output_tokens_per_s, "spec_output_tokens_per_s": spec.output_tokens_per_s,
+                 "spec_ttft_p50_ms": spec.metrics["ttft_s"]["p50"] * 1e3, "spec_mean_batch": spec.mean_batch_size}
+                for plain, spec in zip(results, side)]
+        print_rows(f"With speculative decoding ({args.speculative_method}, k={speculative.num_tokens}, "
+                   f"{speculative.expected_tokens:.2f} tokens per verification) beside without", rows, list(rows[0]))
+        print(answer.statement())
+
+
+def simulated_crossover(axis: str, levels, plain, speculative):
+    """The crossover of two simulated curves (`calculators.speculative_crossover`), from their TPOT p50 and tokens/s."""
+    from calculators.speculative_crossover import crossover
+
+    def tpot(results):
+        return [r.metrics["tpot_s"]["p50"] for r in results]
+
+    return crossover(axis, levels, tpot(plain), tpot(speculative), [r.output_tokens_per_s for r in plain],
+                     [r.output_tokens_per_s for r in speculative])
+
+
+def _speculative_step(args):
+    """--speculative-* as the simulator's SpeculativeStep: a draft's passes timed by its roofline on --gpu."""
+    from calculators.sim.speculative_step import SpeculativeStep
+
+    speculation = speculation_from_args(args)
+    if speculation is None:
+        return None
+    draft = None
+    if speculation.draft is not None:
+        if args.gpu is None:
+            raise ValueError("--speculative-model: the draft's passes are timed by its roofline on --gpu; give --gpu")
+        draft = step_model_from_roofline(speculation.draft, gpu_from_args(args), dtype=args.dtype, tp=args.tp,
+                                         profile=profile_from_args(args), engine=args.engine)
+    return SpeculativeStep(speculation.num_tokens, speculation.acceptance, draft)
 
 
 def cmd_gpus(args) -> None:

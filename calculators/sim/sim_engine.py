@@ -37,6 +37,7 @@ from reference_server.scheduling.block_manager import BlockManager, cdiv
 from reference_server.scheduling.postprocess import StopRule, postprocess
 from reference_server.scheduling.sampling import SamplingParams
 from reference_server.scheduling.sequence import Sequence
+from reference_server.scheduling.speculative import DraftSlots
 from reference_server.scheduling.steady_decode import advance_decodes, is_steady, plan_steady_run
 from reference_server.scheduling.strategies import make_scheduler
 
@@ -60,12 +61,19 @@ def num_kv_blocks(server: ServerConfig, trace: Trace) -> int:
 
 def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: Arrivals, *,
                horizon_s: float = math.inf, fast_decodes: bool = True,
-               on_step: Callable[[float, float, BatchShape], None] | None = None) -> None:
+               on_step: Callable[[float, float, BatchShape], None] | None = None, seed: int = 0) -> None:
     """Fill `trace` (first-token and end times, step counters) for every request of the run, or for
     those that finish before `horizon_s` (engine time; the run stops there). `on_step(start, duration,
-    shape)` hears of every step, as an engine's step record would (it turns the fast path off)."""
-    fast_decodes = fast_decodes and on_step is None
+    shape)` hears of every step, as an engine's step record would (it turns the fast path off). With
+    `server.speculative`, every decode proposes and keeps what seeded draws (`seed`) say, and a step
+    lasts its verification and draft too; the fast path is off (steps are no longer alike)."""
+    speculative = server.speculative
+    fast_decodes = fast_decodes and on_step is None and speculative is None
     scheduler = make_scheduler(server.limits, BlockManager(num_kv_blocks(server, trace), server.block_size))
+    draws = None
+    if speculative is not None:
+        scheduler.proposer = DraftSlots(speculative.num_tokens)
+        draws = speculative.draws(seed)
     prompt, output, arrival = trace.prompt.tolist(), trace.output.tolist(), trace.arrival
     first_token, end = [math.nan] * len(prompt), [math.nan] * len(prompt)
     arrived: list[int] = []
@@ -86,8 +94,14 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
         shape = batch_shape(batch)
         tokens = [SIM_TOKEN if seq.num_computed_tokens + count == len(seq.token_ids) else None   # samples_token
                   for seq, count in zip(batch.seqs, batch.num_new_tokens)]
+        extra_s = 0.0
+        if shape.proposal_tokens:   # a verification keeps the drawn count of proposals, then one of its own
+            tokens = [[SIM_TOKEN] * (draws.accepted(len(seq.spec_token_ids)) + 1) if seq.spec_token_ids else token
+                      for seq, token in zip(batch.seqs, tokens)]
+        if speculative is not None:
+            extra_s = speculative.extra_s(clock.model, shape)
         clock.now = now
-        duration = clock.step(shape.sequences, shape.prefill_tokens, shape.context_tokens)
+        duration = clock.step(shape.sequences, shape.prefill_tokens, shape.context_tokens, extra_s)
         if on_step is not None:
             on_step(now, duration, shape)
         now += duration

@@ -84,7 +84,7 @@ def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTim
         arrivals = Arrivals(trace, schedule=schedule, concurrency=workload.concurrency, front_end=front_end,
                             rng=np.random.default_rng([workload.seed, 1]))
         run_engine(server, StepClock(step_model, rng, speeds), trace, arrivals, horizon_s=workload.horizon_s,
-                   fast_decodes=fast_decodes, on_step=on_step)
+                   fast_decodes=fast_decodes, on_step=on_step, seed=workload.seed)
         if workload.arrival_times or not _ran_dry(trace, workload, arrivals):
             return trace
         workload = replace(workload, requests=2 * workload.requests)

@@ -152,8 +152,10 @@ class StepClock:
         i = bisect.bisect_right(self._speed_from, self.now) - 1
         return self._speed[i] if i >= 0 else 1.0
 
-    def step(self, sequences: int, prefill_tokens: int = 0, context_tokens: int = 0) -> float:
-        mean = self.model.step_s(sequences, prefill_tokens, context_tokens)
+    def step(self, sequences: int, prefill_tokens: int = 0, context_tokens: int = 0, extra_s: float = 0.0) -> float:
+        """`extra_s`: what the model leaves out and the step still costs (speculative decoding's verification
+        and draft: `calculators.sim.speculative_step`), under the same factors."""
+        mean = self.model.step_s(sequences, prefill_tokens, context_tokens) + extra_s
         if self.since_idle < len(self._warm):
             mean *= self._warm[self.since_idle]
         self.since_idle += 1

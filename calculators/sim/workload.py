@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from contract.checks import non_negative_int, positive_int, positive_number
+from calculators.sim.speculative_step import SpeculativeStep
 from contract.distributions import LengthDistribution
 from reference_server.scheduling.strategies import Limits, limits_from_flags, resolve  # the pure registry
 
@@ -132,16 +133,20 @@ class ServerConfig:
     ``from_flags("static", batch_size=4)`` builds it from flat fields (the CLI's and run.json's shape).
     ``num_kv_blocks`` (None = as many as ``limits.max_running`` sequences of the longest request
     need): the simulated schedulers allocate blocks like the engine's, so a small cache limits
-    admission and makes continuous batching preempt.
+    admission and makes continuous batching preempt. ``speculative``: speculative decoding, every
+    decode proposing k, kept by seeded draws at the given acceptance (continuous only).
     """
 
     strategy: str | None = None
     limits: Limits | None = None
     num_kv_blocks: int | None = None
     block_size: int = 16
+    speculative: SpeculativeStep | None = None
 
     def __post_init__(self) -> None:
         strategy, limits = resolve(self.strategy, self.limits)
+        if self.speculative is not None and strategy != "continuous":
+            raise ValueError(f"speculative decoding runs with the continuous strategy, not {strategy!r}")
         object.__setattr__(self, "strategy", strategy)
         object.__setattr__(self, "limits", limits)
         positive_int("block_size", self.block_size)
@@ -149,8 +154,8 @@ class ServerConfig:
 
     @classmethod
     def from_flags(cls, strategy: str | None = None, *, num_kv_blocks: int | None = None, block_size: int = 16,
-                   **limit_values) -> "ServerConfig":
+                   speculative: SpeculativeStep | None = None, **limit_values) -> "ServerConfig":
         """Limits as flat fields of any registered strategy (others' are validated, then ignored)."""
         name, _ = resolve(strategy, None)
         return cls(strategy=name, limits=limits_from_flags(name, limit_values), num_kv_blocks=num_kv_blocks,
-                   block_size=block_size)
+                   block_size=block_size, speculative=speculative)

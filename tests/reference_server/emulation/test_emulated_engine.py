@@ -19,9 +19,9 @@ from reference_server.scheduling.batch_shape import BatchShape
 from reference_server.scheduling.sampling import SamplingParams
 
 
-def _emulated(gpu="h100-sxm", model="llama-3.1-8b", **flags) -> Engine:
+def _emulated(gpu="h100-sxm", model="llama-3.1-8b", dtype="bf16", **flags) -> Engine:
     limits = {**engine_defaults("vllm", get_gpu(gpu)).limit_flags(), **flags}
-    return Engine(EngineConfig.from_flags(model=model, emulate=gpu, dtype="bf16", strategy="continuous", **limits))
+    return Engine(EngineConfig.from_flags(model=model, emulate=gpu, dtype=dtype, strategy="continuous", **limits))
 
 
 @pytest.mark.slow   # a CLI subprocess
@@ -201,3 +201,47 @@ def test_a_70b_replica_serves_streams_with_no_weights_and_names_its_emulation_ev
         assert streamed == client.chat.completions.create(**for_seed).choices[0].message.content
         tree = psutil.Process(server.pid).children(recursive=True) + [psutil.Process(server.pid)]
         assert max(p.memory_info().rss for p in tree) < 2 << 30   # no 70 GB shard anywhere
+
+
+def test_a_speculating_step_lasts_its_verification_and_the_drafts_passes():
+    from calculators.sim.speculative_step import SpeculativeStep
+    from calculators.sim.step_model import step_model_from_roofline
+
+    target = gpu_engine(get_model("llama-3.1-70b"), get_gpu("h100-sxm"), dtype="fp8", max_model_len=4096).step_model
+    draft = step_model_from_roofline(get_model("llama-3.2-1b"), get_gpu("h100-sxm"), dtype="fp8")
+    plain = BatchShape(8, 0, 8, 8 * 600)
+    verify = BatchShape(8, 0, 8, 8 * 600 + 8 * 4, proposal_tokens=32, proposing_seqs=8)
+    ngram = SpeculativeStep(4, (0.7,))
+    with_draft = SpeculativeStep(4, (0.7,), draft)
+    assert ngram.extra_s(target, plain) == 0 and ngram.extra_s(target, verify) == pytest.approx(
+        32 * target.per_prefill_token_s)
+    assert with_draft.extra_s(target, verify) == pytest.approx(
+        32 * target.per_prefill_token_s + draft.step_s(8, 0, verify.context_tokens)
+        + 3 * draft.step_s(8, 0, verify.context_tokens))
+    runner = EmulatedRunner(target, EmulatedTokens(0, 264, 2), speculative=with_draft)
+    assert runner.modelled_s(verify) == pytest.approx(target.step_s(8, 0, verify.context_tokens)
+                                                      + with_draft.extra_s(target, verify))
+
+
+def test_an_emulated_gpu_speculates_with_emulated_acceptance_and_says_so():
+    engine = _emulated(model="llama-3.1-70b", speculative_method="draft", num_speculative_tokens=4,
+                       speculative_model="llama-3.2-1b", speculative_acceptance=(0.7,), dtype="fp8",
+                       max_model_len=4096)
+    for i in range(8):
+        engine.add_request(f"r{i}", [i + 1] * 64, SamplingParams(max_tokens=40, temperature=0.0))
+    produced: dict[str, list[int]] = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            produced.setdefault(out.request_id, []).extend(out.new_token_ids)
+    assert all(len(tokens) == 40 for tokens in produced.values())
+    stats = engine.stats()
+    assert stats.spec_drafts > 0 and stats.total_steps < 40   # kept proposals saved steps
+    rates = [n / stats.spec_drafts for n in stats.spec_accepted_per_position]
+    assert rates == sorted(rates, reverse=True) and rates[0] == pytest.approx(0.7, abs=0.12)
+    steps = stats.records.steps
+    assert sum(s.accepted_tokens for s in steps) == stats.spec_accepted_tokens
+    assert sum(s.proposal_tokens for s in steps) == stats.spec_draft_tokens
+    speculative = engine.describe()["speculative"]
+    assert speculative["mode"] == "emulated-acceptance" and "step model" in speculative["acceptance"]
+    with pytest.raises(ValueError, match="emulated acceptance only"):
+        _emulated(speculative_method="ngram", num_speculative_tokens=2)
