@@ -27,6 +27,7 @@ from reports.notices import machine_drift_levels, unstable_levels
 from reports.page.render import answer_sections, levels_section, to_html, to_markdown
 from reports.report import ReportOptions, ReportResult, jsonable
 from reports.run_data import RunData, load_run
+from reports.speculation import measured_crossover
 from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings
 from reports.verdict import build_verdict
 from contract.slo import SLO
@@ -106,6 +107,7 @@ def combined_summary(sides: list[Side], slo: SLO) -> dict:
     verdict = build_verdict(levels, slo, cost)
     return {"run": {"side_by_side": [{"label": s.label, "name": s.name, "setup": s.setup} for s in sides]},
             "levels": levels, "verdict": verdict, "metrics": list(LATENCY_METRICS),
+            "speculation_crossover": measured_crossover(levels),
             "missing": [note for side in sides for note in side.notes], "loadgen_warnings": [],
             "unstable_levels": [row for side in sides for row in side.unstable],
             "machine_drift_levels": [row for side in sides for row in side.drift]}
@@ -155,6 +157,8 @@ def sections(summary: dict, figures: list[FigureFile]) -> list[tuple[str, list[B
     sides = summary["run"]["side_by_side"]
     preface = ["Runs compared: " + "; ".join(
         f"**{s['label']}** = `{s['name']}`" + (f" ({s['setup']})" if s["setup"] else "") for s in sides) + "."]
+    if summary.get("speculation_crossover"):
+        preface.append("Speculative decoding: " + summary["speculation_crossover"]["statement"] + ".")
     out = answer_sections(summary, figures, preface)
     out.append(("Figures", [fig for fig in figures if fig.name != "throughput_vs_latency.png"]))
     out.append(levels_section(summary))
