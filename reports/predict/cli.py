@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reports.predict.coverage import describe_distance
-from reports.predict.prediction import PredictPlan, predict_run
+from reports.predict.prediction import PredictPlan, SpeculativeAsk, draft_step_model, predict_run
 from reports.run_data import RunDirError, load_run
 from contract.slo import SLO
 
@@ -43,6 +43,14 @@ def _parser() -> argparse.ArgumentParser:
     slo.add_argument("--slo-tpot-ms", type=float)
     slo.add_argument("--slo-e2e-ms", type=float)
     parser.add_argument("--gpu", help="what-if on a catalog GPU (e.g. h100-sxm): an extrapolation through the roofline")
+    spec = parser.add_argument_group("speculative decoding (answered with and without, side by side, and the crossover)")
+    spec.add_argument("--speculative-method", choices=("draft", "ngram"))
+    spec.add_argument("--num-speculative-tokens", type=int, metavar="K", help="proposals verified per step")
+    spec.add_argument("--speculative-acceptance", metavar="A[,A...]",
+                      help="one rate, or one per position as vLLM reports them (its spec-decode counters)")
+    spec.add_argument("--speculative-model", help="draft: a catalog model, timed by its roofline on --gpu")
+    spec.add_argument("--speculative-draft-calibration", metavar="RUN_DIR",
+                      help="draft: a run of the draft model, whose calibrated steps time its passes")
     parser.add_argument("--replications", type=int, default=8, help="simulated runs per load (default 8)")
     parser.add_argument("--warmup", type=float, help="seconds of warm-up per load (default: the run's)")
     parser.add_argument("--duration", type=float, help="seconds measured per load (default: the run's)")
@@ -62,7 +70,8 @@ def main(argv: list[str]) -> int:
             rates=_numbers(args.rates, "--rates", float),
             arrival=args.arrival, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
             slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms), gpu=args.gpu,
-            replications=args.replications, warmup_s=args.warmup, duration_s=args.duration, seed=args.seed)
+            replications=args.replications, warmup_s=args.warmup, duration_s=args.duration, seed=args.seed,
+            speculative=_speculative(args))
         data = load_run(args.calibration)
         with console.status("simulating"):
             answer = predict_run(data, plan)
@@ -77,6 +86,21 @@ def main(argv: list[str]) -> int:
         _print(Console(), answer)
     console.print(f"written to {out}")
     return 0
+
+
+def _speculative(args) -> SpeculativeAsk | None:
+    """The --speculative-* flags; ValueError naming the one missing or wrong."""
+    given = (args.speculative_method, args.num_speculative_tokens, args.speculative_acceptance)
+    if all(v is None for v in given) and not (args.speculative_model or args.speculative_draft_calibration):
+        return None
+    if any(v is None for v in given):
+        raise ValueError("speculative decoding needs --speculative-method, --num-speculative-tokens and "
+                         "--speculative-acceptance together")
+    rates = _numbers(args.speculative_acceptance, "--speculative-acceptance", float)
+    draft = None
+    if args.speculative_draft_calibration:
+        draft = draft_step_model(load_run(args.speculative_draft_calibration))
+    return SpeculativeAsk(args.speculative_method, args.num_speculative_tokens, rates, args.speculative_model, draft)
 
 
 def _numbers(text: str | None, option: str, kind) -> tuple:
@@ -118,6 +142,8 @@ def _print(console: Console, answer: dict) -> None:
                           _ms(m["p99"]), f"{row['output_tokens_per_s']:.0f}" if i == 0 else "", slo if i == 0 else "",
                           end_section=i == 2)
     console.print(table)
+    if answer.get("speculative"):
+        _print_speculative(console, answer)
     best = answer["max_load_under_slo"]
     if any(v is not None for v in answer["slo"].values()):
         if best:
@@ -126,6 +152,23 @@ def _print(console: Console, answer: dict) -> None:
                           f"{' req/s' if kind != 'concurrency' else ''}[/] ({best['output_tokens_per_s']:.0f} output tok/s)")
         else:
             console.print("max load under the SLO: [bold red]none of the loads asked[/]")
+
+
+def _print_speculative(console: Console, answer: dict) -> None:
+    spec = answer["speculative"]
+    table = Table(title=f"with speculative decoding ({spec['method']}, k={spec['num_speculative_tokens']}, "
+                        f"{spec['expected_tokens_per_step']:.2f} tokens per verification) beside without (ms)")
+    for column in ("offered", "TPOT p50", "with: TPOT p50", "TTFT p50", "with: TTFT p50", "out tok/s", "with: out tok/s"):
+        table.add_column(column)
+    for row in answer["loads"]:
+        (kind, load), = row["offered"].items()
+        side = row["speculative"]
+        table.add_row(f"c={load}" if kind == "concurrency" else f"{load:g} req/s",
+                      _ms(row["metrics"]["tpot_s"]["p50"]), _ms(side["metrics"]["tpot_s"]["p50"]),
+                      _ms(row["metrics"]["ttft_s"]["p50"]), _ms(side["metrics"]["ttft_s"]["p50"]),
+                      f"{row['output_tokens_per_s']:.0f}", f"{side['output_tokens_per_s']:.0f}")
+    console.print(table)
+    console.print(spec["statement"])
 
 
 if __name__ == "__main__":

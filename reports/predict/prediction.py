@@ -28,6 +28,10 @@ from calculators.sim.calibrate import calibrate_roofline
 from calculators.gpus import get_gpu
 from calculators.models import get_model
 from calculators.sim.gpu_extrapolation import extrapolate_to_gpu
+from calculators.sim.speculative_step import SpeculativeStep
+from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
+from calculators.speculative_crossover import crossover
+from reference_server.scheduling.speculative import per_position_acceptance
 from contract.arrivals import parse_arrival
 from contract.distributions import parse_length_distribution
 from reports.predict.calibration import Calibration, arrival_cv2, calibrate, predict, strategy_server
@@ -41,6 +45,39 @@ from contract.slo import SLO, check_level
 
 SAMPLED_LENGTHS = 4096   # (prompt, output) pairs drawn when the lengths are given as distributions
 EXTRAPOLATED_REQUESTS = 2000   # per run on another GPU: measured by count (its window would hold millions)
+
+
+@dataclass(frozen=True)
+class SpeculativeAsk:
+    """A what-if with speculative decoding: `method` (ngram | draft), k proposals, the acceptance (one rate,
+    or one per position as vLLM reports them), and for `draft` the draft model: a catalog name
+    (`model`, timed by its roofline on --gpu) or its own calibration run's step model (`draft_steps`)."""
+
+    method: str
+    num_tokens: int
+    acceptance: tuple[float, ...]
+    model: str | None = None
+    draft_steps: StepTimeModel | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in ("draft", "ngram"):
+            raise ValueError(f"--speculative-method must be draft or ngram, got {self.method!r}")
+        if self.method == "ngram" and (self.model or self.draft_steps is not None):
+            raise ValueError("--speculative-model and --speculative-draft-calibration are for --speculative-method draft")
+        object.__setattr__(self, "acceptance", per_position_acceptance(self.acceptance, self.num_tokens))
+
+    def step(self, gpu: str | None, dtype: str) -> SpeculativeStep:
+        """The simulator's SpeculativeStep: the draft's passes from its calibration, or on a GPU its roofline."""
+        draft = None
+        if self.method == "draft":
+            if gpu and self.model:
+                draft = step_model_from_roofline(get_model(self.model), get_gpu(gpu), dtype=dtype)
+            elif self.draft_steps is not None:
+                draft = self.draft_steps
+            else:
+                raise ValueError("--speculative-method draft needs the draft's step time: --speculative-draft-calibration "
+                                 "RUN_DIR (a run of the draft model), or --speculative-model with --gpu")
+        return SpeculativeStep(self.num_tokens, self.acceptance, draft)
 
 
 @dataclass(frozen=True)
@@ -59,6 +96,7 @@ class PredictPlan:
     warmup_s: float | None = None      # default: the run's own windows
     duration_s: float | None = None
     seed: int = 0
+    speculative: SpeculativeAsk | None = None
 
     def __post_init__(self) -> None:
         if bool(self.concurrency) == bool(self.rates):
@@ -91,11 +129,19 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
     kind = "concurrency" if plan.concurrency else "rate_rps"
     coverage = calibrated([*group, *stage], arrival_cv2(data.run))   # a closed-loop run's: 1.0, the stage's Poisson
     away = distance(coverage, calibration.lengths, kind, cv2)
+    speculating = None
+    if plan.speculative is not None:
+        step = plan.speculative.step(plan.gpu, str(data.run.server.dtype or "bf16"))
+        speculating = replace(calibration, server=replace(calibration.server, speculative=step))
     rows = []
     for load in plan.concurrency or plan.rates:
         count = max(EXTRAPOLATED_REQUESTS, 50 * int(load)) if extrapolation else None
         result = predict(calibration, kind, float(load), warmup, duration, replications=plan.replications,
                          seed=plan.seed, requests=count)
+        side = None
+        if speculating is not None:
+            side = predict(speculating, kind, float(load), warmup, duration, replications=plan.replications,
+                           seed=plan.seed, requests=count)
         check = check_level(plan.slo, 0.0, {m: result.value(m, "p99") for m in ("ttft_s", "tpot_s", "e2e_s")})
         beyond = load_factor(coverage, result.output_tokens_per_s)
         share = widening(away["factor"] * beyond)
@@ -103,7 +149,10 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
                      "request_rate_rps": result.request_rate_rps,
                      "output_tokens_per_s": result.output_tokens_per_s, "mean_batch_size": result.mean_batch_size,
                      "distance": {"load_factor": beyond, "factor": away["factor"] * beyond, "interval_widened_by": share},
-                     "meets_slo": check.meets if plan.slo.is_set else None, "why_not": check.reason or None})
+                     "meets_slo": check.meets if plan.slo.is_set else None, "why_not": check.reason or None,
+                     **({} if side is None else {"speculative": {
+                         "metrics": widened(side.metrics, share), "output_tokens_per_s": side.output_tokens_per_s,
+                         "request_rate_rps": side.request_rate_rps, "mean_batch_size": side.mean_batch_size}})})
     return {"calibration": {"run_dir": str(data.run_dir), **calibration.describe()}, "strategy": strategy,
             "arrival": "closed" if plan.concurrency else plan.arrival,
             "workload": {"lengths": len(calibration.lengths), "prompt_tokens": plan.prompt_tokens or "measured",
@@ -114,7 +163,35 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
                        if extrapolation else {"warmup_s": warmup, "duration_s": duration}),
             "replications": plan.replications,
             "slo": plan.slo.as_dict(), "extrapolation": extrapolation, "distance": away, "loads": rows,
-            "max_load_under_slo": _max_load(rows, kind) if plan.slo.is_set else None}
+            "max_load_under_slo": _max_load(rows, kind) if plan.slo.is_set else None,
+            "speculative": None if speculating is None else _speculative_answer(plan, speculating, rows, kind)}
+
+
+def _speculative_answer(plan: PredictPlan, speculating: Calibration, rows: list[dict], kind: str) -> dict:
+    """What was asked, and the crossover of the predicted curves with and without (TPOT p50, tokens/s)."""
+    step = speculating.server.speculative
+
+    def tpot(metrics):
+        return metrics["tpot_s"]["p50"]["value"]
+
+    found = crossover("concurrency" if kind == "concurrency" else "rate", [row["offered"][kind] for row in rows],
+                      [tpot(row["metrics"]) for row in rows], [tpot(row["speculative"]["metrics"]) for row in rows],
+                      [row["output_tokens_per_s"] for row in rows],
+                      [row["speculative"]["output_tokens_per_s"] for row in rows])
+    ask = plan.speculative
+    return {"method": ask.method, "num_speculative_tokens": ask.num_tokens, "acceptance_per_position": list(ask.acceptance),
+            "expected_tokens_per_step": step.expected_tokens,
+            "draft": None if step.draft is None else ("roofline of " + ask.model if plan.gpu and ask.model
+                                                      else "the draft run's calibration"),
+            "tpot_level": found.tpot_level, "throughput_level": found.throughput_level,
+            "statement": found.statement() + " (predicted)"}
+
+
+def draft_step_model(data: RunData) -> StepTimeModel:
+    """The step model calibrated on a run of the draft model alone (its only strategy), for `SpeculativeAsk`."""
+    samples = level_samples(data, build_levels(data, data.run.slo))
+    strategy = _strategy(None, samples)
+    return calibrate(samples[strategy], strategy_server(data.run, strategy), 1.0, ()).step_model
 
 
 def _strategy(asked: str | None, samples: dict) -> str:

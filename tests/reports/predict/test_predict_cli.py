@@ -57,7 +57,36 @@ def test_a_gpu_what_if_is_labelled_an_extrapolation(run_dir, tmp_path, capsys):
     assert "EXTRAPOLATION" in capsys.readouterr().out
 
 
+def test_speculation_is_predicted_beside_the_plain_curve_with_its_crossover(run_dir, tmp_path, capsys):
+    out = tmp_path / "spec.json"
+    assert predict_cli.main(["--calibration", str(run_dir), "--concurrency", "1,4", "--replications", "2",
+                             "--speculative-method", "draft", "--num-speculative-tokens", "3",
+                             "--speculative-acceptance", "0.8", "--speculative-draft-calibration", str(run_dir),
+                             "--out", str(out)]) == 0
+    answer = json.loads(out.read_text())
+    spec = answer["speculative"]
+    assert spec["acceptance_per_position"] == pytest.approx([0.8, 0.64, 0.512])
+    assert spec["draft"] == "the draft run's calibration" and spec["statement"].endswith("(predicted)")
+    for row in answer["loads"]:   # a draft as slow as the target: 3 extra passes a step cost more than they save
+        assert row["speculative"]["metrics"]["tpot_s"]["p50"]["value"] > row["metrics"]["tpot_s"]["p50"]["value"]
+    assert spec["tpot_level"] == 1
+    assert "speculation stops lowering TPOT at concurrency 1" in capsys.readouterr().out.replace("\n", "")
+    assert predict_cli.main(["--calibration", str(run_dir), "--concurrency", "1", "--replications", "2",
+                             "--speculative-method", "ngram", "--num-speculative-tokens", "3",
+                             "--speculative-acceptance", "0.8", "--out", str(out)]) == 0
+    ngram = json.loads(out.read_text())
+    assert ngram["speculative"]["draft"] is None
+    assert ngram["loads"][0]["speculative"]["metrics"]["tpot_s"]["p50"]["value"] < \
+        ngram["loads"][0]["metrics"]["tpot_s"]["p50"]["value"]   # no draft to pay for: it pays at one user
+
+
 @pytest.mark.parametrize("args, message", [
+    (["--concurrency", "1", "--speculative-method", "draft", "--num-speculative-tokens", "3",
+      "--speculative-acceptance", "0.7"], "needs the draft's step time"),
+    (["--concurrency", "1", "--speculative-method", "ngram", "--num-speculative-tokens", "3"],
+     "--speculative-acceptance together"),
+    (["--concurrency", "1", "--speculative-method", "ngram", "--num-speculative-tokens", "3",
+      "--speculative-acceptance", "0.3,0.5,0.1"], "cannot rise"),
     (["--concurrency", "1", "--rates", "2"], "exactly one of --concurrency and --rates"),
     (["--concurrency", "two"], "--concurrency: 'two' is not a comma list of whole numbers"),
     (["--concurrency", "1", "--strategy", "static"], "the run has levels of continuous only"),
