@@ -75,7 +75,18 @@ def setup_detail(run: dict) -> str:
         device = f"{host['cpu_model']}" + (f", {host['cores']} cores" if host.get("cores") else "") + ", no GPU"
     else:
         device = None
-    return " on ".join(part for part in (model, device) if part)
+    return " on ".join(part for part in (model, device) if part) + _speculation_detail(run)
+
+
+def _speculation_detail(run: dict) -> str:
+    """", speculating (ngram, k=4, exact acceptance)" when the server's /v1/engine said it speculates."""
+    engines = (run.get("server") or {}).get("engines") or {}
+    spec = next((e.get("speculative") for e in engines.values() if isinstance(e, dict) and e.get("speculative")), None)
+    if not isinstance(spec, dict):
+        return ""
+    draft = f" of {spec['speculative_model']}" if spec.get("speculative_model") else ""
+    return (f", speculating ({spec.get('method')}{draft}, k={spec.get('num_speculative_tokens')}, "
+            f"{spec.get('mode', 'exact')} acceptance)")
 
 
 def _answer_rows(summary: dict) -> dict[str, dict]:

@@ -27,3 +27,14 @@ def test_no_pair_no_crossover():
     assert measured_crossover(plain) is None
     assert measured_crossover([_level("A", 1, 0.03, 30, accept=0.5)]) is None
     assert measured_crossover([_level("A", 1, 0.03, 30), _level("B", 2, 0.01, 30, accept=0.5)]) is None   # no shared load
+
+
+def test_a_speculating_runs_setup_says_so():
+    from reports.answer import setup_detail
+
+    run = {"server": {"model": "small", "engines": {"continuous": {"speculative": {
+        "method": "draft", "speculative_model": "tiny", "num_speculative_tokens": 4, "mode": "exact"}}}},
+           "host": {"cpu_model": "Xeon", "cores": 2}}
+    assert setup_detail(run) == "small on Xeon, 2 cores, no GPU, speculating (draft of tiny, k=4, exact acceptance)"
+    run["server"]["engines"]["continuous"]["speculative"] = None
+    assert setup_detail(run) == "small on Xeon, 2 cores, no GPU"

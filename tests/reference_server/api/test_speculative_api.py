@@ -37,3 +37,19 @@ def test_a_speculating_server_streams_the_same_greedy_text_and_counts_its_drafts
     accepted = _counter(metrics, "servecap_spec_decode_num_accepted_tokens_total")
     assert drafts > 0 and 0 < accepted <= proposed <= 4 * drafts
     assert _counter(metrics, "servecap_spec_decode_num_accepted_tokens_per_pos_total") == accepted
+
+
+def test_a_draft_model_streams_the_same_greedy_text_and_emulated_acceptance_says_it_is_emulated():
+    with tiny_app(engine={"strategy": "continuous"}) as client:
+        plain = _streamed_text(client)
+    draft = {"strategy": "continuous", "speculative_method": "draft", "num_speculative_tokens": 3,
+             "speculative_model": "tiny"}
+    with tiny_app(engine=draft) as client:
+        assert _streamed_text(client) == plain
+        speculative = client.get("/v1/engine").json()["speculative"]
+        assert (speculative["method"], speculative["mode"], speculative["speculative_model"]) == ("draft", "exact", "tiny")
+        assert speculative["draft_kv_cache_bytes"] > 0
+    with tiny_app(engine={**draft, "speculative_acceptance": (0.5,)}) as client:
+        assert len(_streamed_text(client)) > 0
+        speculative = client.get("/v1/engine").json()["speculative"]
+        assert speculative["mode"] == "emulated-acceptance" and speculative["acceptance_per_position"] == [0.5, 0.25, 0.125]
