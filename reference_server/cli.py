@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 
+from reference_server.scheduling.speculative import parse_acceptance
 from reference_server.scheduling.strategies import DEFAULT_STRATEGY, STRATEGIES  # pure: no torch
 from reference_server.scheduling.strategies.flags import add_limit_arguments, limit_values
 from reference_server.scheduling.strategies.limits import parse_int_list
@@ -143,7 +144,7 @@ def configs_from_args(args: argparse.Namespace):
         num_threads=args.num_threads, stream_interval=args.stream_interval,
         speculative_method=args.speculative_method, num_speculative_tokens=args.num_speculative_tokens,
         prompt_lookup_max=args.prompt_lookup_max, prompt_lookup_min=args.prompt_lookup_min,
-        speculative_model=args.speculative_model, speculative_acceptance=_rates(args.speculative_acceptance),
+        speculative_model=args.speculative_model, speculative_acceptance=None if args.speculative_acceptance is None else parse_acceptance(args.speculative_acceptance),
         **emulation, **limits)
     server = ServerConfig(
         host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
@@ -158,16 +159,6 @@ def configs_from_args(args: argparse.Namespace):
         preferred_batch_sizes=args.classifier_preferred_batch_sizes,
         max_queue_delay_us=args.classifier_max_queue_delay_us, max_waiting=args.classifier_max_waiting)
     return engine, server, classifier
-
-
-def _rates(text: str | None) -> tuple[float, ...] | None:
-    """--speculative-acceptance: one rate or a comma-separated list; ValueError naming the flag."""
-    if text is None:
-        return None
-    try:
-        return tuple(float(part) for part in text.split(","))
-    except ValueError:
-        raise ValueError(f"--speculative-acceptance: {text!r} is not a rate or a comma-separated list of rates") from None
 
 
 def _emulation(args: argparse.Namespace, limits: dict) -> tuple[dict, dict, int]:

@@ -20,6 +20,7 @@ from calculators.roofline import roofline
 from calculators.speculative import Speculation, speculative_decode
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from calculators.weights import weights
+from reference_server.scheduling.speculative import parse_acceptance
 from calculators.whatif import what_if
 
 
@@ -92,11 +93,7 @@ def speculation_from_args(args) -> Speculation | None:
     if any(v is None for v in given):
         raise ValueError("speculative decoding needs --speculative-method, --num-speculative-tokens and "
                          "--speculative-acceptance together")
-    try:
-        rates = tuple(float(a) for a in args.speculative_acceptance.split(","))
-    except ValueError:
-        raise ValueError(f"--speculative-acceptance: {args.speculative_acceptance!r} is not a rate or a comma "
-                         "list of rates") from None
+    rates = parse_acceptance(args.speculative_acceptance)
     draft = resolve_model(args.speculative_model) if args.speculative_model else None
     if args.speculative_method == "ngram" and draft is not None:
         raise ValueError("--speculative-model is for --speculative-method draft (ngram needs no draft model)")

@@ -4,6 +4,7 @@
     DraftSlots(k).propose(token_ids) -> k places for a draft model's tokens (the runner fills them)
     accept_greedy(proposals, target) -> the tokens a verification step keeps
     per_position_acceptance(rates, k) -> the acceptance at each position, as vLLM reports it
+    parse_acceptance("0.7" | "0.8,0.6") -> the rates as a flag gives them
     AcceptanceDraws(rates, seed).accepted(k) -> how many of k proposals a seeded draw keeps
 
 Prompt lookup (vLLM's `ngram` method): take the sequence's last n tokens (n from max_n down to
@@ -106,6 +107,15 @@ def per_position_acceptance(rates: Sequence[float], num_tokens: int) -> tuple[fl
         raise ValueError(f"speculative acceptance per position cannot rise (a position is kept only after the "
                          f"ones before it), got {list(rates)}")
     return tuple(float(a) for a in rates)
+
+
+def parse_acceptance(text: str, flag: str = "--speculative-acceptance") -> tuple[float, ...]:
+    """A flag's one rate or comma-separated rates; ValueError naming the flag (checked further by
+    `per_position_acceptance`)."""
+    try:
+        return tuple(float(part) for part in str(text).split(","))
+    except ValueError:
+        raise ValueError(f"{flag}: {text!r} is not a rate or a comma-separated list of rates") from None
 
 
 class AcceptanceDraws:

@@ -22,6 +22,7 @@ from reports.predict.coverage import describe_distance
 from reports.predict.prediction import PredictPlan, SpeculativeAsk, draft_step_model, predict_run
 from reports.run_data import RunDirError, load_run
 from contract.slo import SLO
+from reference_server.scheduling.speculative import parse_acceptance
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -96,7 +97,7 @@ def _speculative(args) -> SpeculativeAsk | None:
     if any(v is None for v in given):
         raise ValueError("speculative decoding needs --speculative-method, --num-speculative-tokens and "
                          "--speculative-acceptance together")
-    rates = _numbers(args.speculative_acceptance, "--speculative-acceptance", float)
+    rates = parse_acceptance(args.speculative_acceptance)
     draft = None
     if args.speculative_draft_calibration:
         draft = draft_step_model(load_run(args.speculative_draft_calibration))

@@ -1,6 +1,7 @@
 """Speculative decoding's crossover, measured and predicted (issue 38's targets).
 
     python -m servecap.bench.speculative_crossover run --setup emulated --out DIR
+    python -m servecap.bench.speculative_crossover run --setup emulated-tp2 --out DIR
     python -m servecap.bench.speculative_crossover run --setup cpu --out DIR
     python -m servecap.bench.speculative_crossover analyze DIR [--json]
 
@@ -8,6 +9,8 @@
 other (no report; each arm is its own run directory):
     emulated   an emulated h100-sxm serving llama-3.1-70b in fp8 (max_model_len 4096):
                plain, and draft (llama-3.2-1b, k = 4, emulated acceptance 0.7)
+    emulated-tp2  the same on two of them (--tp 2): room in the KV cache for every user, so the
+               batch reaches the sizes where a verification's extra tokens turn the step compute bound
     cpu        small on this CPU: plain, draft (the tiny preset as the draft, k = 4, exact), ngram
                (k = 4, exact), and tiny alone (the draft's own calibration)
 `analyze` reads each speculating arm beside the plain one as a side-by-side report does
@@ -35,17 +38,21 @@ from scipy.optimize import brentq
 
 CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 K = 4
-LENGTHS = {"emulated": ("uniform:256:768", "uniform:64:192"), "cpu": ("uniform:32:128", "uniform:16:64")}
-WINDOWS = {"emulated": ("5s", "25s"), "cpu": ("8s", "40s")}
+LENGTHS = {"emulated": ("uniform:256:768", "uniform:64:192"), "emulated-tp2": ("uniform:256:768", "uniform:64:192"),
+           "cpu": ("uniform:32:128", "uniform:16:64")}
+WINDOWS = {"emulated": ("5s", "25s"), "emulated-tp2": ("5s", "25s"), "cpu": ("8s", "40s")}
+TP = {"emulated": 1, "emulated-tp2": 2}
 EMULATED = {"gpu": "h100-sxm", "model": "llama-3.1-70b", "dtype": "fp8", "max_model_len": 4096,
             "draft": "llama-3.2-1b", "acceptance": 0.7}
 SPEC = f"--num-speculative-tokens {K}"
+EMULATED_ARMS = {
+    "plain": [],
+    "draft": [f"--speculative-method draft --speculative-model {EMULATED['draft']} {SPEC} "
+              f"--speculative-acceptance {EMULATED['acceptance']}"],
+}
 ARMS = {
-    "emulated": {
-        "plain": [],
-        "draft": [f"--speculative-method draft --speculative-model {EMULATED['draft']} {SPEC} "
-                  f"--speculative-acceptance {EMULATED['acceptance']}"],
-    },
+    "emulated": EMULATED_ARMS,
+    "emulated-tp2": EMULATED_ARMS,
     "cpu": {
         "plain": [],
         "draft": [f"--speculative-method draft --speculative-model tiny {SPEC}"],
@@ -59,9 +66,10 @@ def _sweep_args(setup: str, arm: str, out: Path) -> list[str]:
     prompt, output = LENGTHS[setup]
     warmup, duration = WINDOWS[setup]
     extra = " ".join(ARMS[setup][arm])
-    if setup == "emulated":
+    if setup in TP:
         target = ["--emulate", EMULATED["gpu"], "--model", EMULATED["model"]]
-        extra = f"--dtype {EMULATED['dtype']} --max-model-len {EMULATED['max_model_len']} {extra}".strip()
+        extra = (f"--dtype {EMULATED['dtype']} --max-model-len {EMULATED['max_model_len']} --tp {TP[setup]} "
+                 f"{extra}").strip()
     else:
         target = ["--model", "tiny" if arm == "tiny" else "small"]
     return [sys.executable, "-m", "servecap", "sweep", "--out", str(out / arm), *target, "--strategies", "continuous",
@@ -103,11 +111,12 @@ def _position(level, levels) -> int:
     return len(levels) if level is None else list(levels).index(level)
 
 
-def _simulated(setup: dict, arm: str, tmp: Path) -> dict:
+def _simulated(setup: str, arm: str) -> dict:
     """calc simulate with and without the arm's speculation, on the emulated replica's own step model."""
-    prompt, output = (spec.split(":")[1:] for spec in LENGTHS["emulated"])
+    prompt, output = (spec.split(":")[1:] for spec in LENGTHS[setup])
     args = [sys.executable, "-m", "servecap", "calc", "simulate", "--model", EMULATED["model"], "--gpu",
             EMULATED["gpu"], "--dtype", EMULATED["dtype"], "--max-model-len", str(EMULATED["max_model_len"]),
+            "--tp", str(TP[setup]),
             "--concurrency", ",".join(map(str, CONCURRENCY)), "--prompt-tokens", "-".join(prompt),
             "--output-tokens", "-".join(output), "--requests", "800", "--json",
             *shlex.split(" ".join(ARMS["emulated"][arm]))]
@@ -156,8 +165,8 @@ def analyze(out: Path) -> dict:
         lengths = [by_c[c]["server"].get("spec_mean_accepted_length") for c in CONCURRENCY if c in by_c]
         lengths = [x for x in lengths if x is not None]
         mean_length = float(np.mean(lengths)) if lengths else 1.0
-        if setup["setup"] == "emulated":
-            model = _simulated(setup, arm, out)
+        if setup["setup"] in TP:
+            model = _simulated(setup["setup"], arm)
         else:
             model = _predicted(out, arm, _acceptance_for(mean_length))
         gap = abs(_position(measured["tpot_level"], CONCURRENCY) - _position(model["tpot_level"], CONCURRENCY))
@@ -172,7 +181,7 @@ def analyze(out: Path) -> dict:
                                       "speculative": [by_c[c]["output_tokens_per_s"] for c in CONCURRENCY]},
             "tpot_crossover_levels_apart": gap, "within_one_level": gap <= 1,
         }
-        if setup["setup"] == "emulated":
+        if setup["setup"] in TP:
             measured_c1 = by_c[1]["metrics"]["tpot_s"]["p50"]
             modelled_c1 = model["tpot_p50_s"]["speculative"][0]
             entry["tpot_c1"] = {"measured_s": measured_c1, "simulated_s": modelled_c1,
