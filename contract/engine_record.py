@@ -21,7 +21,7 @@ Pure: dataclasses only (the engine, the sweep's poller and the report all import
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 
 STEPS_ROUTE = "/v1/engine/steps"
 REQUESTS_ROUTE = "/v1/engine/requests"
@@ -67,7 +67,8 @@ class RequestRecord:
 
 
 STEP_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StepRecord))
-STEP_FIELDS_ADDED: dict[str, int] = {"proposal_tokens": 0, "accepted_tokens": 0}   # what a run from before them reads
+# the fields added after runs were first written, with what a file from before them stands for
+STEP_FIELDS_ADDED: dict[str, int] = {f.name: f.default for f in fields(StepRecord) if f.default is not MISSING}
 REQUEST_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
 STEP_COLUMNS: tuple[str, ...] = ("source", "seq", *STEP_FIELDS)
 REQUEST_COLUMNS: tuple[str, ...] = ("source", "seq", *REQUEST_FIELDS)

@@ -212,12 +212,12 @@ def cmd_simulate(args) -> None:
                         requests=args.requests, concurrency=levels[0] if args.concurrency else None,
                         rate_rps=None if args.concurrency else levels[0], arrival_cv2=args.arrival_cv2, seed=args.seed)
     model = sizing.step_model if sizing is not None and args.efficiency_profile is None else _step_model(args)
+    speculative = _speculative_step(args, "vllm" if sizing is not None else args.engine)
+    speculating = None if speculative is None else replace(server, speculative=speculative)   # checked before running
     results = simulate_levels(server, workload, model, concurrencies=args.concurrency, rates=args.rates)
-    speculative = _speculative_step(args)
     side = None
-    if speculative is not None:
-        side = simulate_levels(replace(server, speculative=speculative), workload, model,
-                               concurrencies=args.concurrency, rates=args.rates)
+    if speculating is not None:
+        side = simulate_levels(speculating, workload, model, concurrencies=args.concurrency, rates=args.rates)
         answer = simulated_crossover("concurrency" if args.concurrency else "rate", levels, results, side)
     if args.json:
         extra = {} if side is None else {"speculative": {
@@ -252,9 +252,9 @@ def simulated_crossover(axis: str, levels, plain, speculative):
                      [r.output_tokens_per_s for r in speculative])
 
 
-def _speculative_step(args):
+def _speculative_step(args, engine: str | None):
     """--speculative-* as the simulator's SpeculativeStep: a draft's passes timed by its roofline on --gpu."""
-    from calculators.sim.speculative_step import SpeculativeStep
+    from calculators.sim.speculative_step import SpeculativeStep, draft_step_model
 
     speculation = speculation_from_args(args)
     if speculation is None:
@@ -263,8 +263,8 @@ def _speculative_step(args):
     if speculation.draft is not None:
         if args.gpu is None:
             raise ValueError("--speculative-model: the draft's passes are timed by its roofline on --gpu; give --gpu")
-        draft = step_model_from_roofline(speculation.draft, gpu_from_args(args), dtype=args.dtype, tp=args.tp,
-                                         profile=profile_from_args(args), engine=args.engine)
+        draft = draft_step_model(speculation.draft, gpu_from_args(args), dtype=args.dtype, tp=args.tp,
+                                 profile=profile_from_args(args), engine=args.engine or engine)
     return SpeculativeStep(speculation.num_tokens, speculation.acceptance, draft)
 
 

@@ -34,7 +34,7 @@ from calculators.sim.state import Arrivals, StepClock, Trace
 from calculators.sim.workload import ServerConfig
 from reference_server.scheduling.batch_shape import BatchShape, batch_shape
 from reference_server.scheduling.block_manager import BlockManager, cdiv
-from reference_server.scheduling.postprocess import StopRule, postprocess
+from reference_server.scheduling.postprocess import StopRule, postprocess, samples_token
 from reference_server.scheduling.sampling import SamplingParams
 from reference_server.scheduling.sequence import Sequence
 from reference_server.scheduling.speculative import DraftSlots
@@ -92,13 +92,11 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
             now = _next_event(now, scheduler.seconds_until_schedulable(now), arrivals.next_time(), server)
             continue
         shape = batch_shape(batch)
-        tokens = [SIM_TOKEN if seq.num_computed_tokens + count == len(seq.token_ids) else None   # samples_token
-                  for seq, count in zip(batch.seqs, batch.num_new_tokens)]
+        tokens = [SIM_TOKEN if samples_token(seq, count) else None for seq, count in zip(batch.seqs, batch.num_new_tokens)]
         extra_s = 0.0
-        if shape.proposal_tokens:   # a verification keeps the drawn count of proposals, then one of its own
+        if speculative is not None:   # a verification keeps the drawn count of proposals, then one of its own
             tokens = [[SIM_TOKEN] * (draws.accepted(len(seq.spec_token_ids)) + 1) if seq.spec_token_ids else token
                       for seq, token in zip(batch.seqs, tokens)]
-        if speculative is not None:
             extra_s = speculative.extra_s(clock.model, shape)
         clock.now = now
         duration = clock.step(shape.sequences, shape.prefill_tokens, shape.context_tokens, extra_s)
@@ -113,7 +111,7 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
             if reason is None and produced > 1:
                 continue   # a decode: nothing to record
             i = int(seq.request_id)
-            if produced == 1:
+            if math.isnan(first_token[i]):   # its first token (a verification may bring several at once)
                 first_token[i] = now
             if reason is not None:
                 finished += 1

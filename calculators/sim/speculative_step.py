@@ -18,9 +18,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calculators.sim.step_model import StepTimeModel
+from calculators.architecture import ModelArchitecture
+from calculators.efficiency_profile import EfficiencyProfile
+from calculators.gpus import GpuSpec
+from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from reference_server.scheduling.batch_shape import BatchShape
 from reference_server.scheduling.speculative import AcceptanceDraws, per_position_acceptance
+
+
+def draft_step_model(draft: ModelArchitecture, gpu: GpuSpec, *, dtype: str, tp: int = 1, engine: str | None = "vllm",
+                     profile: EfficiencyProfile | None = None) -> StepTimeModel:
+    """A draft model's step time on the target's GPU: its roofline under the target's efficiency profile and
+    engine factors (one rule for the emulated replica, `calc simulate` and `predict --gpu`). The draft's
+    weights and KV cache are not taken out of the target's memory."""
+    return step_model_from_roofline(draft, gpu, dtype=dtype, tp=tp, profile=profile, engine=engine)
 
 
 @dataclass(frozen=True)

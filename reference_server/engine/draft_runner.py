@@ -14,7 +14,9 @@ The scheduler has made room for them (`scheduling.speculative.DraftSlots`), and 
 K/V of each proposal lands in that room. The draft has seen a sequence up to the tokens the target
 kept (`min(draft's count, target's computed)`): the K/V of a rejected proposal is overwritten by
 the kept token at the same position on the next pass, and a preempted sequence starts again with
-the target. Proposals are greedy (the draft's argmax): a one-hot draft distribution, which the
+the target. A sequence new to the draft starts from its first token, even where the target's
+prefix cache spares it the prompt: the draft's K/V in a shared block may lack the last
+proposal of the sequence that filled it, which the draft never feeds. Proposals are greedy (the draft's argmax): a one-hot draft distribution, which the
 target's rejection sampling takes as it is (`engine.sampler`).
 """
 
@@ -46,7 +48,6 @@ class DraftRunner:
         self.runner = ModelRunner(arch, config, num_blocks=num_blocks, max_model_len=max_model_len, sampler=None,
                                   state_dict=state_dict, usable_vocab=usable_vocab)
         self._seen: dict[str, int] = {}   # request id -> positions whose draft K/V is in the cache
-        self.last_draft_s = 0.0
 
     @property
     def kv_cache_bytes(self) -> int:
@@ -61,7 +62,7 @@ class DraftRunner:
         views, counts, proposing = [], [], []
         for seq, n in zip(batch.seqs, batch.num_new_tokens):
             computed = seq.num_computed_tokens
-            start = min(self._seen.get(seq.request_id, computed), computed)
+            start = min(self._seen.get(seq.request_id, 0), computed)
             places = len(seq.spec_token_ids)
             end = computed + n - places   # the target's tokens fed this step (the proposals aside)
             views.append(_DraftView(seq.token_ids[:end], start, seq.block_table))

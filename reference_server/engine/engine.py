@@ -96,7 +96,10 @@ class Engine:
         """The draft model, which must share the target's tokenizer and reach its context length."""
         from reference_server.engine.draft_runner import DraftRunner
 
-        arch, state_dict = resolve_model(self.config.speculative_model)
+        try:
+            arch, state_dict = resolve_model(self.config.speculative_model)
+        except ValueError as exc:
+            raise ValueError(f"speculative_model: {str(exc).removeprefix('model: ')}") from None
         if arch.vocab_size != target.vocab_size:
             raise ValueError(f"speculative_model: vocab_size {arch.vocab_size} differs from the target's "
                              f"{target.vocab_size}: the draft must share the tokenizer")
@@ -138,11 +141,10 @@ class Engine:
         self.draft = None
         speculative = None
         if cfg.speculative_method is not None:   # emulated acceptance: the draws decide, the step model times it
-            from calculators.sim.speculative_step import SpeculativeStep
-            from calculators.sim.step_model import step_model_from_roofline
+            from calculators.sim.speculative_step import SpeculativeStep, draft_step_model
 
             self.scheduler.proposer = DraftSlots(cfg.num_speculative_tokens)
-            draft = None if cfg.speculative_method != "draft" else step_model_from_roofline(
+            draft = None if cfg.speculative_method != "draft" else draft_step_model(
                 resolve_architecture(cfg.speculative_model), get_gpu(cfg.emulate), dtype=cfg.dtype, tp=cfg.tp,
                 engine=cfg.emulate_engine)
             speculative = SpeculativeStep(cfg.num_speculative_tokens, cfg.speculative_acceptance, draft)

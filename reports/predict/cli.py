@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reports.predict.coverage import describe_distance
-from reports.predict.prediction import PredictPlan, SpeculativeAsk, draft_step_model, predict_run
+from reports.predict.prediction import PredictPlan, SpeculativeAsk, calibrated_draft, predict_run
 from reports.run_data import RunDirError, load_run
 from contract.slo import SLO
 from reference_server.scheduling.speculative import parse_acceptance
@@ -100,7 +100,7 @@ def _speculative(args) -> SpeculativeAsk | None:
     rates = parse_acceptance(args.speculative_acceptance)
     draft = None
     if args.speculative_draft_calibration:
-        draft = draft_step_model(load_run(args.speculative_draft_calibration))
+        draft = calibrated_draft(load_run(args.speculative_draft_calibration))
     return SpeculativeAsk(args.speculative_method, args.num_speculative_tokens, rates, args.speculative_model, draft)
 
 

@@ -210,7 +210,7 @@ def _effective_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
                                    "batch": frame["batch"].to_numpy(float),
                                    # a verification's proposals are priced as prompt tokens
                                    # (calculators.sim.speculative_step): one regressor for both
-                                   "prefill_tokens": (frame["prefill_tokens"] + frame["proposal_tokens"]).to_numpy(float),
+                                   "prefill_tokens": (frame["prefill_tokens"] + frame["proposal_tokens"].fillna(0)).to_numpy(float),
                                    "context_tokens": frame["context_tokens"].to_numpy(float),
                                    "duration_s": duration, "since_idle": since_idle}))
     return pd.concat(parts, ignore_index=True)

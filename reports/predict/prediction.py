@@ -28,8 +28,8 @@ from calculators.sim.calibrate import calibrate_roofline
 from calculators.gpus import get_gpu
 from calculators.models import get_model
 from calculators.sim.gpu_extrapolation import extrapolate_to_gpu
-from calculators.sim.speculative_step import SpeculativeStep
-from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
+from calculators.sim.speculative_step import SpeculativeStep, draft_step_model
+from calculators.sim.step_model import StepTimeModel
 from calculators.speculative_crossover import crossover
 from reference_server.scheduling.speculative import per_position_acceptance
 from contract.arrivals import parse_arrival
@@ -64,6 +64,9 @@ class SpeculativeAsk:
             raise ValueError(f"--speculative-method must be draft or ngram, got {self.method!r}")
         if self.method == "ngram" and (self.model or self.draft_steps is not None):
             raise ValueError("--speculative-model and --speculative-draft-calibration are for --speculative-method draft")
+        if self.model and self.draft_steps is not None:
+            raise ValueError("give the draft's step time one way: --speculative-model (its roofline on --gpu) or "
+                             "--speculative-draft-calibration (a run of it), not both")
         object.__setattr__(self, "acceptance", per_position_acceptance(self.acceptance, self.num_tokens))
 
     def step(self, gpu: str | None, dtype: str) -> SpeculativeStep:
@@ -71,9 +74,12 @@ class SpeculativeAsk:
         draft = None
         if self.method == "draft":
             if gpu and self.model:
-                draft = step_model_from_roofline(get_model(self.model), get_gpu(gpu), dtype=dtype)
-            elif self.draft_steps is not None:
+                draft = draft_step_model(get_model(self.model), get_gpu(gpu), dtype=dtype)
+            elif self.draft_steps is not None and not gpu:
                 draft = self.draft_steps
+            elif self.draft_steps is not None:
+                raise ValueError("--speculative-draft-calibration times the draft on the machine it ran on, not on "
+                                 "--gpu: give --speculative-model (its roofline there) instead")
             else:
                 raise ValueError("--speculative-method draft needs the draft's step time: --speculative-draft-calibration "
                                  "RUN_DIR (a run of the draft model), or --speculative-model with --gpu")
@@ -130,6 +136,7 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
     coverage = calibrated([*group, *stage], arrival_cv2(data.run))   # a closed-loop run's: 1.0, the stage's Poisson
     away = distance(coverage, calibration.lengths, kind, cv2)
     speculating = None
+    _refuse_speculating_calibration(data, strategy)
     if plan.speculative is not None:
         step = plan.speculative.step(plan.gpu, str(data.run.server.dtype or "bf16"))
         speculating = replace(calibration, server=replace(calibration.server, speculative=step))
@@ -187,11 +194,22 @@ def _speculative_answer(plan: PredictPlan, speculating: Calibration, rows: list[
             "statement": found.statement() + " (predicted)"}
 
 
-def draft_step_model(data: RunData) -> StepTimeModel:
+def calibrated_draft(data: RunData) -> StepTimeModel:
     """The step model calibrated on a run of the draft model alone (its only strategy), for `SpeculativeAsk`."""
     samples = level_samples(data, build_levels(data, data.run.slo))
     strategy = _strategy(None, samples)
+    _refuse_speculating_calibration(data, strategy)
     return calibrate(samples[strategy], strategy_server(data.run, strategy), 1.0, ()).step_model
+
+
+def _refuse_speculating_calibration(data: RunData, strategy: str) -> None:
+    """A run whose server speculated cannot calibrate the plain engine: the draft's passes and the proposals
+    would sit inside its fitted step costs."""
+    engines = (data.run_json.get("server") or {}).get("engines") or {}
+    engine = engines.get(strategy) if isinstance(engines, dict) else None
+    if isinstance(engine, dict) and engine.get("speculative"):
+        raise ValueError(f"{data.run_dir.name}: its server speculated ({engine['speculative'].get('method')}); "
+                         "calibrate on a run without speculative decoding")
 
 
 def _strategy(asked: str | None, samples: dict) -> str:

@@ -95,12 +95,13 @@ class ContinuousBatchScheduler(Scheduler):
         return batch if batch.seqs else None
 
     def _propose(self, seq: Sequence, budget: int) -> int:
-        """Set `seq`'s proposals for this step (none before its min_tokens); how many. At most what its
-        max_tokens leaves after the target's own token, and the budget."""
+        """Set `seq`'s proposals for this step (none on a prompt's last token, or before its min_tokens); how
+        many. At most what its max_tokens leaves after the target's own token, and the budget."""
         params = seq.params
         room = min(budget, params.max_tokens - seq.num_output_tokens - 1)
         proposals = []
-        if seq.num_output_tokens >= params.min_tokens and room > 0:
+        decoding = seq.num_computed_tokens >= seq.num_prompt_tokens   # not a chunked prompt's last token
+        if decoding and seq.num_output_tokens >= params.min_tokens and room > 0:
             proposals = self.proposer.propose(seq.token_ids, room)
         seq.spec_token_ids = proposals
         return len(proposals)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from calculators.cli.commands import main
@@ -74,3 +75,14 @@ def test_calc_simulate_answers_with_and_without_and_names_the_crossover(capsys):
     assert main([*base, *spec]) == 0 and "beside without" in capsys.readouterr().out
     no_gpu = ["simulate", "--concurrency", "1", "--step-base-ms", "20", *spec]
     assert main(no_gpu) == 2 and "give --gpu" in capsys.readouterr().err
+
+
+def test_a_prompts_last_chunk_of_one_token_proposes_nothing_and_every_request_gets_its_first_token():
+    """A prompt one token longer than the step's budget ends in a one-token chunk, which looks like a decode."""
+    server = ServerConfig.from_flags("continuous", max_num_seqs=4, max_num_batched_tokens=64,
+                                     speculative=SpeculativeStep(3, (0.6,)))
+    workload = Workload(prompt_tokens=LengthDistribution.fixed(65), output_tokens=LengthDistribution.fixed(12),
+                        requests=12, concurrency=3, warmup_fraction=0.0)
+    trace = simulate_trace(server, workload, MODEL)
+    assert np.isfinite(trace.first_token).all() and np.isfinite(trace.end).all()
+    assert (trace.first_token < trace.end).all()

@@ -87,6 +87,12 @@ def test_speculation_is_predicted_beside_the_plain_curve_with_its_crossover(run_
      "--speculative-acceptance together"),
     (["--concurrency", "1", "--speculative-method", "ngram", "--num-speculative-tokens", "3",
       "--speculative-acceptance", "0.3,0.5,0.1"], "cannot rise"),
+    (["--concurrency", "1", "--speculative-method", "draft", "--num-speculative-tokens", "3",
+      "--speculative-acceptance", "0.7", "--speculative-draft-calibration", "{run}", "--gpu", "h100-sxm"],
+     "give --speculative-model (its roofline there) instead"),
+    (["--concurrency", "1", "--speculative-method", "draft", "--num-speculative-tokens", "3",
+      "--speculative-acceptance", "0.7", "--speculative-draft-calibration", "{run}", "--speculative-model", "tiny"],
+     "not both"),
     (["--concurrency", "1", "--rates", "2"], "exactly one of --concurrency and --rates"),
     (["--concurrency", "two"], "--concurrency: 'two' is not a comma list of whole numbers"),
     (["--concurrency", "1", "--strategy", "static"], "the run has levels of continuous only"),
@@ -94,6 +100,19 @@ def test_speculation_is_predicted_beside_the_plain_curve_with_its_crossover(run_
     (["--rates", "1", "--arrival", "closed"], "--arrival closed is --concurrency"),
 ])
 def test_bad_input_is_one_line_and_exit_2(run_dir, args, message, capsys):
-    assert predict_cli.main(["--calibration", str(run_dir), *args]) == 2
+    assert predict_cli.main(["--calibration", str(run_dir), *(a.replace("{run}", str(run_dir)) for a in args)]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_run_that_speculated_does_not_calibrate_the_plain_engine(run_dir, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "speculated"
+    shutil.copytree(run_dir, copy)
+    run = json.loads((copy / "run.json").read_text())
+    run.setdefault("server", {}).setdefault("engines", {})["continuous"] = {"speculative": {"method": "ngram"}}
+    (copy / "run.json").write_text(json.dumps(run))
+    assert predict_cli.main(["--calibration", str(copy), "--concurrency", "1", "--replications", "1",
+                             "--out", str(tmp_path / "p.json")]) == 2
+    assert "its server speculated (ngram); calibrate on a run without speculative decoding" in capsys.readouterr().err
