@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "decide what is kept (the only mode with --emulate)")
     spec.add_argument("--prompt-lookup-max", type=int, default=4, help="longest n-gram matched (default 4)")
     spec.add_argument("--prompt-lookup-min", type=int, default=1, help="shortest n-gram matched (default 1)")
+    p.add_argument("--quantization", choices=("int8", "int8-dynamic"), default=None,
+                   help="int8 weights, a scale per output channel: int8 weight-only (activations in --dtype), "
+                        "int8-dynamic with int8 activations too (float32 on a CPU)")
     kv = p.add_argument_group("KV cache")
     kv.add_argument("--block-size", type=int, default=None, help="tokens per KV block (default 16; "
                     "emulated: the engine's)")
@@ -144,8 +147,15 @@ def configs_from_args(args: argparse.Namespace):
         num_threads=args.num_threads, stream_interval=args.stream_interval,
         speculative_method=args.speculative_method, num_speculative_tokens=args.num_speculative_tokens,
         prompt_lookup_max=args.prompt_lookup_max, prompt_lookup_min=args.prompt_lookup_min,
-        speculative_model=args.speculative_model, speculative_acceptance=None if args.speculative_acceptance is None else parse_acceptance(args.speculative_acceptance),
+        speculative_model=args.speculative_model, quantization=args.quantization, speculative_acceptance=None if args.speculative_acceptance is None else parse_acceptance(args.speculative_acceptance),
         **emulation, **limits)
+    if engine.quantization is not None:   # the kernel is torch's: ask it now, so a flag without one exits 2
+        import torch
+
+        from reference_server.engine.model_runner import TORCH_DTYPES
+        from reference_server.engine.quantization import require_kernel
+
+        require_kernel(engine.quantization, TORCH_DTYPES[engine.dtype], torch.device(engine.device))
     server = ServerConfig(
         host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
         max_waiting=args.max_waiting, retry_after_s=args.retry_after_s, drain_grace_s=args.drain_grace_s,

@@ -29,6 +29,7 @@ def normalize_dtype(name: str) -> str:
 
 
 SPECULATIVE_METHODS = ("draft", "ngram")
+QUANTIZATIONS = ("int8", "int8-dynamic")   # reference_server.engine.quantization
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class EngineConfig:
         speculative_acceptance: emulated acceptance: one rate, or one per position as vLLM reports them
             (`scheduling.speculative.per_position_acceptance`); seeded draws decide how many proposals
             are kept instead of the target's agreement. An emulated GPU speculates only this way.
+        quantization: int8 weights with a scale per output channel (`reference_server.engine.quantization`):
+            "int8" weight-only, "int8-dynamic" with int8 activations too (float32 on a CPU).
     """
 
     model: str = "tiny"
@@ -99,6 +102,7 @@ class EngineConfig:
     prompt_lookup_min: int = 1
     speculative_model: str | None = None
     speculative_acceptance: tuple[float, ...] | None = None
+    quantization: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -124,6 +128,19 @@ class EngineConfig:
             positive_int(name, getattr(self, name), allow_none=True)
         check_non_negative_number("inject_step_delay_ms", self.inject_step_delay_ms)
         self._check_speculation()
+        self._check_quantization()
+
+    def _check_quantization(self) -> None:
+        if self.quantization is None:
+            return
+        if self.quantization not in QUANTIZATIONS:
+            raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {self.quantization!r}")
+        if self.emulate is not None:
+            raise ValueError("quantization quantizes the real engine's weights; an emulated GPU takes its weights' "
+                             "format from dtype (fp8, int8, int4)")
+        if self.quantization == "int8-dynamic" and (self.dtype != "float32" or self.device != "cpu"):
+            raise ValueError(f"quantization int8-dynamic runs in float32 on a CPU (torch's dynamic quantization), "
+                             f"not {self.dtype} on {self.device}")
 
     def _check_speculation(self) -> None:
         """Speculative decoding: `ngram` (prompt lookup) or `draft`, on the continuous strategy; exact on the

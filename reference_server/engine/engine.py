@@ -378,6 +378,8 @@ class Engine:
             "max_model_len": self.max_model_len, "inject_step_delay_ms": cfg.inject_step_delay_ms,
             "stream_interval": cfg.stream_interval,
             "speculative": self._describe_speculation(),
+            "quantization": cfg.quantization,
+            "weight_bytes": self.runner.weight_bytes if self.gpu is None else self.gpu.fit.weight_bytes,
             "seed": cfg.seed, "tokenizer": {"kind": "byte", "vocab_size": self.tokenizer.vocab_size},
             "token_space": self.token_space.describe(),
         }

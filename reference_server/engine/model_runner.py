@@ -53,6 +53,10 @@ class ModelRunner:
         else:
             model.load_state_dict(state_dict, strict=True)
         self.model = model.to(self.dtype).eval()
+        if config.quantization is not None:
+            from reference_server.engine.quantization import quantize_model
+
+            quantize_model(self.model, config.quantization)
         cos, sin = rope_tables(arch.head_dim, max_model_len, arch.rope_theta)   # kept in float32
         self.model.rope_cos, self.model.rope_sin = cos.to(self.device), sin.to(self.device)
         # [layers, 2 (K, V), kv_heads, slots, head_dim]: one preallocated tensor, slot = block * bs + offset
@@ -68,6 +72,13 @@ class ModelRunner:
     @property
     def kv_cache_bytes(self) -> int:
         return self.kv_cache.nbytes
+
+    @property
+    def weight_bytes(self) -> int:
+        """What the weights take in memory, quantized ones as stored (rows and scales)."""
+        from reference_server.engine.quantization import weight_bytes
+
+        return weight_bytes(self.model)
 
     # -- one step ------------------------------------------------------------------------
     @torch.inference_mode()

@@ -36,6 +36,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import brentq
 
+from calculators.speculative_crossover import crossover
+
 CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 K = 4
 LENGTHS = {"emulated": ("uniform:256:768", "uniform:64:192"), "emulated-tp2": ("uniform:256:768", "uniform:64:192"),
@@ -132,23 +134,38 @@ def _simulated(setup: str, arm: str) -> dict:
 
 
 def _predicted(out: Path, arm: str, acceptance: float) -> dict:
-    """servecap predict from the plain run's calibration, with the arm's speculation."""
-    target = out / f"predict_{arm}.json"
-    args = [sys.executable, "-m", "servecap", "predict", "--calibration", str(out / "plain"), "--concurrency",
-            ",".join(map(str, CONCURRENCY)), "--speculative-method", arm, "--num-speculative-tokens", str(K),
-            "--speculative-acceptance", f"{acceptance:.4f}", "--replications", "4", "--out", str(target)]
-    if arm == "draft":
-        args += ["--speculative-draft-calibration", str(out / "tiny")]
-    subprocess.run(args, capture_output=True, text=True, check=True)
-    answer = json.loads(target.read_text())
-    spec = answer["speculative"]
-    return {"tpot_level": spec["tpot_level"], "throughput_level": spec["throughput_level"],
-            "statement": spec["statement"], "acceptance": acceptance,
-            "tpot_p50_s": {"plain": [row["metrics"]["tpot_s"]["p50"]["value"] for row in answer["loads"]],
-                           "speculative": [row["speculative"]["metrics"]["tpot_s"]["p50"]["value"]
-                                           for row in answer["loads"]]},
-            "tokens_per_s": {"plain": [row["output_tokens_per_s"] for row in answer["loads"]],
-                             "speculative": [row["speculative"]["output_tokens_per_s"] for row in answer["loads"]]}}
+    """servecap predict from the plain run's calibration, with the arm's speculation, one level at a time:
+    a level where no simulated request finishes inside the run's window is predicted as None (nothing to
+    compare; `crossover` skips it)."""
+    rows = []
+    for c in CONCURRENCY:
+        target = out / f"predict_{arm}_c{c}.json"
+        args = [sys.executable, "-m", "servecap", "predict", "--calibration", str(out / "plain"), "--concurrency",
+                str(c), "--speculative-method", arm, "--num-speculative-tokens", str(K),
+                "--speculative-acceptance", f"{acceptance:.4f}", "--replications", "4", "--out", str(target)]
+        if arm == "draft":
+            args += ["--speculative-draft-calibration", str(out / "tiny")]
+        done = subprocess.run(args, capture_output=True, text=True)
+        if done.returncode != 0:
+            if "no simulated request falls in the measure window" not in done.stderr:
+                raise SystemExit(done.stderr)
+            rows.append(None)
+            continue
+        rows.append(json.loads(target.read_text())["loads"][0])
+
+    def tpot(metrics):
+        return metrics["tpot_s"]["p50"]["value"]
+
+    plain_tpot = [row and tpot(row["metrics"]) for row in rows]
+    spec_tpot = [row and tpot(row["speculative"]["metrics"]) for row in rows]
+    plain_tokens = [row and row["output_tokens_per_s"] for row in rows]
+    spec_tokens = [row and row["speculative"]["output_tokens_per_s"] for row in rows]
+    found = crossover("concurrency", CONCURRENCY, plain_tpot, spec_tpot, plain_tokens, spec_tokens)
+    return {"tpot_level": found.tpot_level, "throughput_level": found.throughput_level,
+            "statement": found.statement() + " (predicted)", "acceptance": acceptance,
+            "levels_outside_the_window": [c for c, row in zip(CONCURRENCY, rows) if row is None],
+            "tpot_p50_s": {"plain": plain_tpot, "speculative": spec_tpot},
+            "tokens_per_s": {"plain": plain_tokens, "speculative": spec_tokens}}
 
 
 def analyze(out: Path) -> dict:
