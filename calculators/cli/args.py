@@ -178,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default the model's; a shorter one leaves room for the KV cache of a large model)")
     _efficiency(p)
     _speculative(p)
+    p.add_argument("--speculative-proposal-share", type=float, default=1.0, metavar="S",
+                   help="the share of decodes that propose (default 1; prompt lookup's is what a server counted: "
+                        "the report's spec_drafts_per_decode)")
 
     p = command("calibrate", "fit step time = a + b x batch (+ prefill tokens), or --roofline efficiencies")
     p.add_argument("--steps", required=True,

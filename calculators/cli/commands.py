@@ -265,7 +265,7 @@ def _speculative_step(args, engine: str | None):
             raise ValueError("--speculative-model: the draft's passes are timed by its roofline on --gpu; give --gpu")
         draft = draft_step_model(speculation.draft, gpu_from_args(args), dtype=args.dtype, tp=args.tp,
                                  profile=profile_from_args(args), engine=args.engine or engine)
-    return SpeculativeStep(speculation.num_tokens, speculation.acceptance, draft)
+    return SpeculativeStep(speculation.num_tokens, speculation.acceptance, draft, args.speculative_proposal_share)
 
 
 def cmd_gpus(args) -> None:

@@ -37,7 +37,6 @@ from reference_server.scheduling.block_manager import BlockManager, cdiv
 from reference_server.scheduling.postprocess import StopRule, postprocess, samples_token
 from reference_server.scheduling.sampling import SamplingParams
 from reference_server.scheduling.sequence import Sequence
-from reference_server.scheduling.speculative import DraftSlots
 from reference_server.scheduling.steady_decode import advance_decodes, is_steady, plan_steady_run
 from reference_server.scheduling.strategies import make_scheduler
 
@@ -72,7 +71,7 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
     scheduler = make_scheduler(server.limits, BlockManager(num_kv_blocks(server, trace), server.block_size))
     draws = None
     if speculative is not None:
-        scheduler.proposer = DraftSlots(speculative.num_tokens)
+        scheduler.proposer = speculative.proposer(seed)
         draws = speculative.draws(seed)
     prompt, output, arrival = trace.prompt.tolist(), trace.output.tolist(), trace.arrival
     first_token, end = [math.nan] * len(prompt), [math.nan] * len(prompt)

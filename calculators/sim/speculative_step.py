@@ -23,7 +23,7 @@ from calculators.efficiency_profile import EfficiencyProfile
 from calculators.gpus import GpuSpec
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from reference_server.scheduling.batch_shape import BatchShape
-from reference_server.scheduling.speculative import AcceptanceDraws, per_position_acceptance
+from reference_server.scheduling.speculative import AcceptanceDraws, DraftSlots, check_share, per_position_acceptance
 
 
 def draft_step_model(draft: ModelArchitecture, gpu: GpuSpec, *, dtype: str, tp: int = 1, engine: str | None = "vllm",
@@ -37,14 +37,17 @@ def draft_step_model(draft: ModelArchitecture, gpu: GpuSpec, *, dtype: str, tp: 
 @dataclass(frozen=True)
 class SpeculativeStep:
     """k proposals a step, kept at `acceptance` per position (vLLM's), and the draft's step model (None:
-    a proposer that costs the GPU nothing, as prompt lookup)."""
+    a proposer that costs the GPU nothing, as prompt lookup). `proposal_share`: the share of decodes
+    that propose (1 for a draft model; prompt lookup's is the server's `spec_drafts_per_decode`)."""
 
     num_tokens: int
     acceptance: tuple[float, ...]
     draft: StepTimeModel | None = None
+    proposal_share: float = 1.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "acceptance", per_position_acceptance(self.acceptance, self.num_tokens))
+        check_share(self.proposal_share)
 
     def extra_s(self, target: StepTimeModel, shape: BatchShape) -> float:
         seconds = target.per_prefill_token_s * shape.proposal_tokens
@@ -56,6 +59,10 @@ class SpeculativeStep:
 
     def draws(self, seed: int) -> AcceptanceDraws:
         return AcceptanceDraws(self.acceptance, seed)
+
+    def proposer(self, seed: int) -> DraftSlots:
+        """The scheduler's proposer for this speculation (every decode, or `proposal_share` of them)."""
+        return DraftSlots(self.num_tokens, self.proposal_share, seed)
 
     @property
     def expected_tokens(self) -> float:

@@ -73,21 +73,30 @@ def accept_greedy(proposals: list[int], target: list[int]) -> list[int]:
     return kept
 
 
-@dataclass(frozen=True)
 class DraftSlots:
     """A draft model's proposals: k places for every sequence (fewer where max_tokens leaves less), here
     the sequence's last token repeated. The tokens are the draft's business (the model runner runs it
-    and writes them in before the target's pass) or, with emulated acceptance, nobody's: the draws decide."""
+    and writes them in before the target's pass) or, with emulated acceptance, nobody's: the draws decide.
+    `share` < 1 (the simulator's, for prompt lookup): a decode proposes with that chance, by seeded
+    draws, as prompt lookup proposes only where the sequence's last tokens recur."""
 
-    num_tokens: int
-
-    def __post_init__(self) -> None:
-        if isinstance(self.num_tokens, bool) or not isinstance(self.num_tokens, int) or self.num_tokens < 1:
-            raise ValueError(f"num_tokens must be a positive integer, got {self.num_tokens!r}")
+    def __init__(self, num_tokens: int, share: float = 1.0, seed: int = 0) -> None:
+        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 1:
+            raise ValueError(f"num_tokens must be a positive integer, got {num_tokens!r}")
+        check_share(share)
+        self.num_tokens, self.share = num_tokens, float(share)
+        self._rng = random.Random(f"proposal-share/{seed}")
 
     def propose(self, token_ids: list[int], limit: int | None = None) -> list[int]:
         k = self.num_tokens if limit is None else min(self.num_tokens, limit)
-        return [token_ids[-1]] * k if k > 0 and token_ids else []
+        if k <= 0 or not token_ids or (self.share < 1.0 and self._rng.random() >= self.share):
+            return []
+        return [token_ids[-1]] * k
+
+
+def check_share(share: float) -> None:
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise ValueError(f"the share of decodes that propose must lie in (0, 1], got {share!r}")
 
 
 def per_position_acceptance(rates: Sequence[float], num_tokens: int) -> tuple[float, ...]:

@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     spec.add_argument("--speculative-model", help="draft: a catalog model, timed by its roofline on --gpu")
     spec.add_argument("--speculative-draft-calibration", metavar="RUN_DIR",
                       help="draft: a run of the draft model, whose calibrated steps time its passes")
+    spec.add_argument("--speculative-proposal-share", type=float, default=1.0, metavar="S",
+                      help="the share of decodes that propose (default 1; prompt lookup's is what a server counted: "
+                           "the report's spec_drafts_per_decode)")
     parser.add_argument("--replications", type=int, default=8, help="simulated runs per load (default 8)")
     parser.add_argument("--warmup", type=float, help="seconds of warm-up per load (default: the run's)")
     parser.add_argument("--duration", type=float, help="seconds measured per load (default: the run's)")
@@ -101,7 +104,8 @@ def _speculative(args) -> SpeculativeAsk | None:
     draft = None
     if args.speculative_draft_calibration:
         draft = calibrated_draft(load_run(args.speculative_draft_calibration))
-    return SpeculativeAsk(args.speculative_method, args.num_speculative_tokens, rates, args.speculative_model, draft)
+    return SpeculativeAsk(args.speculative_method, args.num_speculative_tokens, rates, args.speculative_model, draft,
+                          args.speculative_proposal_share)
 
 
 def _numbers(text: str | None, option: str, kind) -> tuple:

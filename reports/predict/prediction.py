@@ -31,7 +31,7 @@ from calculators.sim.gpu_extrapolation import extrapolate_to_gpu
 from calculators.sim.speculative_step import SpeculativeStep, draft_step_model
 from calculators.sim.step_model import StepTimeModel
 from calculators.speculative_crossover import crossover
-from reference_server.scheduling.speculative import per_position_acceptance
+from reference_server.scheduling.speculative import check_share, per_position_acceptance
 from contract.arrivals import parse_arrival
 from contract.distributions import parse_length_distribution
 from reports.predict.calibration import Calibration, arrival_cv2, calibrate, predict, strategy_server
@@ -51,13 +51,15 @@ EXTRAPOLATED_REQUESTS = 2000   # per run on another GPU: measured by count (its 
 class SpeculativeAsk:
     """A what-if with speculative decoding: `method` (ngram | draft), k proposals, the acceptance (one rate,
     or one per position as vLLM reports them), and for `draft` the draft model: a catalog name
-    (`model`, timed by its roofline on --gpu) or its own calibration run's step model (`draft_steps`)."""
+    (`model`, timed by its roofline on --gpu) or its own calibration run's step model (`draft_steps`);
+    `proposal_share`: the share of decodes that propose (prompt lookup finds no match in the others)."""
 
     method: str
     num_tokens: int
     acceptance: tuple[float, ...]
     model: str | None = None
     draft_steps: StepTimeModel | None = None
+    proposal_share: float = 1.0
 
     def __post_init__(self) -> None:
         if self.method not in ("draft", "ngram"):
@@ -68,6 +70,7 @@ class SpeculativeAsk:
             raise ValueError("give the draft's step time one way: --speculative-model (its roofline on --gpu) or "
                              "--speculative-draft-calibration (a run of it), not both")
         object.__setattr__(self, "acceptance", per_position_acceptance(self.acceptance, self.num_tokens))
+        check_share(self.proposal_share)
 
     def step(self, gpu: str | None, dtype: str) -> SpeculativeStep:
         """The simulator's SpeculativeStep: the draft's passes from its calibration, or on a GPU its roofline."""
@@ -83,7 +86,7 @@ class SpeculativeAsk:
             else:
                 raise ValueError("--speculative-method draft needs the draft's step time: --speculative-draft-calibration "
                                  "RUN_DIR (a run of the draft model), or --speculative-model with --gpu")
-        return SpeculativeStep(self.num_tokens, self.acceptance, draft)
+        return SpeculativeStep(self.num_tokens, self.acceptance, draft, self.proposal_share)
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,7 @@ def _speculative_answer(plan: PredictPlan, speculating: Calibration, rows: list[
                       [row["speculative"]["output_tokens_per_s"] for row in rows])
     ask = plan.speculative
     return {"method": ask.method, "num_speculative_tokens": ask.num_tokens, "acceptance_per_position": list(ask.acceptance),
+            "proposal_share": ask.proposal_share,
             "expected_tokens_per_step": step.expected_tokens,
             "draft": None if step.draft is None else ("roofline of " + ask.model if plan.gpu and ask.model
                                                       else "the draft run's calibration"),

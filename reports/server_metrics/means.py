@@ -4,6 +4,7 @@ over the level's window, whatever engine it is (the fields of contract.server_me
     {"engine": "vllm", "requests_running_mean", "requests_running_max", "requests_waiting_mean",
      "kv_usage_mean" (fraction), "kv_blocks_used_mean", "kv_blocks_total", "kv_block_bytes",
      "preemptions", "prefix_cache_hit_rate", "generation_tokens_per_s", "tokens_per_step_mean",
+     "spec_drafts_per_decode" (the share of decodes that proposed),
      "spec_acceptance_rate" (accepted / proposed tokens), "spec_mean_accepted_length" (1 + accepted per
      verification: the tokens a verification step yields),
      "batch_size_mean", "step_time_mean_s", "scrapes"}
@@ -132,6 +133,13 @@ def server_means(series: ServerSeries, spans: Sequence[Span]) -> dict:
     tokens = _delta(window, "generation_tokens")
     if tokens is not None:
         out["generation_tokens_per_s"] = tokens / window.seconds
+    if drafts and tokens and accepted is not None and series.has(metric_for("ttft_s", engine)):
+        # the share of decodes that proposed (prompt lookup finds no match in some): a decode yields one
+        # token plus those it kept, and each request's first token comes from its prefill
+        _, first_tokens = window.histogram_mean(metric_for("ttft_s", engine))
+        decodes = tokens - accepted - first_tokens
+        if decodes > 0:
+            out["spec_drafts_per_decode"] = min(1.0, drafts / decodes)
     out["scrapes"] = int(scrapes.size)
     return out
 

@@ -18,8 +18,9 @@ other (no report; each arm is its own run directory):
     emulated   `servecap calc simulate` on the same model, GPU, limits and lengths (the step model the
                emulated replica waits by), with the arm's speculative flags
     cpu        `servecap predict --calibration plain` with the arm's method, an acceptance that gives
-               the mean accepted length the arm's server counted, and for draft the tiny run's
-               calibration (--speculative-draft-calibration)
+               the mean accepted length the arm's server counted, for ngram the share of decodes
+               that proposed as its server counted them (--speculative-proposal-share), and for
+               draft the tiny run's calibration (--speculative-draft-calibration)
 A crossover past the last level counts as the level after it. Within one level: the two crossovers'
 positions in CONCURRENCY differ by at most one. The emulated setup also compares TPOT p50 at c=1.
 """
@@ -133,7 +134,7 @@ def _simulated(setup: str, arm: str) -> dict:
                              "speculative": [lvl["output_tokens_per_s"] for lvl in spec["levels"]]}}
 
 
-def _predicted(out: Path, arm: str, acceptance: float) -> dict:
+def _predicted(out: Path, arm: str, acceptance: float, share: float) -> dict:
     """servecap predict from the plain run's calibration, with the arm's speculation, one level at a time:
     a level where no simulated request finishes inside the run's window is predicted as None (nothing to
     compare; `crossover` skips it)."""
@@ -142,7 +143,8 @@ def _predicted(out: Path, arm: str, acceptance: float) -> dict:
         target = out / f"predict_{arm}_c{c}.json"
         args = [sys.executable, "-m", "servecap", "predict", "--calibration", str(out / "plain"), "--concurrency",
                 str(c), "--speculative-method", arm, "--num-speculative-tokens", str(K),
-                "--speculative-acceptance", f"{acceptance:.4f}", "--replications", "4", "--out", str(target)]
+                "--speculative-acceptance", f"{acceptance:.4f}", "--speculative-proposal-share", f"{share:.4f}",
+                "--replications", "4", "--out", str(target)]
         if arm == "draft":
             args += ["--speculative-draft-calibration", str(out / "tiny")]
         done = subprocess.run(args, capture_output=True, text=True)
@@ -162,7 +164,7 @@ def _predicted(out: Path, arm: str, acceptance: float) -> dict:
     spec_tokens = [row and row["speculative"]["output_tokens_per_s"] for row in rows]
     found = crossover("concurrency", CONCURRENCY, plain_tpot, spec_tpot, plain_tokens, spec_tokens)
     return {"tpot_level": found.tpot_level, "throughput_level": found.throughput_level,
-            "statement": found.statement() + " (predicted)", "acceptance": acceptance,
+            "statement": found.statement() + " (predicted)", "acceptance": acceptance, "proposal_share": share,
             "levels_outside_the_window": [c for c, row in zip(CONCURRENCY, rows) if row is None],
             "tpot_p50_s": {"plain": plain_tpot, "speculative": spec_tpot},
             "tokens_per_s": {"plain": plain_tokens, "speculative": spec_tokens}}
@@ -185,7 +187,10 @@ def analyze(out: Path) -> dict:
         if setup["setup"] in TP:
             model = _simulated(setup["setup"], arm)
         else:
-            model = _predicted(out, arm, _acceptance_for(mean_length))
+            shares = [by_c[c]["server"].get("spec_drafts_per_decode") for c in CONCURRENCY if c in by_c]
+            shares = [x for x in shares if x is not None]
+            share = float(np.mean(shares)) if arm == "ngram" and shares else 1.0   # a draft proposes at every decode
+            model = _predicted(out, arm, _acceptance_for(mean_length), share)
         gap = abs(_position(measured["tpot_level"], CONCURRENCY) - _position(model["tpot_level"], CONCURRENCY))
         entry = {
             "measured": {k: measured[k] for k in ("tpot_level", "throughput_level", "statement")},

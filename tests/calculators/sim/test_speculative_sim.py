@@ -86,3 +86,13 @@ def test_a_prompts_last_chunk_of_one_token_proposes_nothing_and_every_request_ge
     trace = simulate_trace(server, workload, MODEL)
     assert np.isfinite(trace.first_token).all() and np.isfinite(trace.end).all()
     assert (trace.first_token < trace.end).all()
+
+
+def test_a_proposal_share_proposes_at_that_share_of_decodes():
+    """Prompt lookup proposes only where the last tokens recur: the server's spec_drafts_per_decode."""
+    plain = simulate_trace(_server(), ONE_USER, MODEL)
+    quarter = simulate_trace(_server(SpeculativeStep(4, (0.0,), proposal_share=0.25)), ONE_USER, MODEL)
+    everything = 20 * (36 * 4 + 3 + 2 + 1) * MODEL.per_prefill_token_s   # every decode proposing (the test above)
+    assert (quarter.busy_s - plain.busy_s) / everything == pytest.approx(0.25, abs=0.04)
+    with pytest.raises(ValueError, match=r"must lie in \(0, 1\]"):
+        SpeculativeStep(4, (0.5,), proposal_share=0.0)

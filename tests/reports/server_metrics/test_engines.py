@@ -70,13 +70,19 @@ def test_every_field_reads_a_name_of_its_engine_and_the_docs_print_the_table():
 def test_speculative_decodings_counters_give_the_acceptance_rate_and_the_mean_accepted_length(engine, prefix):
     running = "servecap_requests_running" if engine == "servecap" else "vllm:num_requests_running"
     rows = []
-    for t, (drafts, proposed, accepted) in ((0.0, (10, 40, 20)), (2.0, (110, 440, 320))):
+    ttft = f"{prefix}time_to_first_token_seconds"
+    for t, (drafts, proposed, accepted, generated, firsts) in ((0.0, (10, 40, 20, 100, 5)),
+                                                               (2.0, (110, 440, 320, 710, 15))):
         rows += [(t, SCRAPE_MARKER, "", 4), (t, running, "", 3.0),
                  (t, f"{prefix}spec_decode_num_drafts_total", "", drafts),
                  (t, f"{prefix}spec_decode_num_draft_tokens_total", "", proposed),
-                 (t, f"{prefix}spec_decode_num_accepted_tokens_total", "", accepted)]
+                 (t, f"{prefix}spec_decode_num_accepted_tokens_total", "", accepted),
+                 (t, f"{prefix}generation_tokens_total", "", generated),
+                 (t, f"{ttft}_count", "", firsts), (t, f"{ttft}_sum", "", firsts * 0.1)]
     series = ServerSeries.from_frame(pd.DataFrame(rows, columns=["t", "name", "labels", "value"]))
     means = server_means(series, [(0.0, 2.0)])
     assert means["engine"] == engine
     assert means["spec_acceptance_rate"] == pytest.approx(300 / 400)        # accepted over proposed in the window
     assert means["spec_mean_accepted_length"] == pytest.approx(1 + 300 / 100)   # tokens a verification yields
+    # 610 tokens = 10 first tokens + 300 kept proposals + 300 decodes, of which 100 proposed
+    assert means["spec_drafts_per_decode"] == pytest.approx(100 / 300)
