@@ -26,7 +26,8 @@ from contract.records import tpot_s
 
 PERCENTILES = (50, 90, 95, 99)
 
-__all__ = ["FrontEnd", "MeasuredLengths", "ServerConfig", "Workload", "SimResult", "Trace", "measured_window",
+__all__ = ["EmptyWindow", "FrontEnd", "MeasuredLengths", "ServerConfig", "Workload", "SimResult", "Trace",
+           "measured_window",
            "simulate", "simulate_levels", "simulate_trace"]
 
 
@@ -63,6 +64,10 @@ def _summary(values: np.ndarray) -> dict:
     points = np.percentile(values, PERCENTILES)
     return {"count": int(len(values)), "mean": float(values.mean()),
             **{f"p{p}": float(v) for p, v in zip(PERCENTILES, points)}}
+
+
+class EmptyWindow(ValueError):
+    """A level whose measure window no simulated request falls in: past what that window can measure."""
 
 
 MAX_REGROWTHS = 8   # a time window that outlasts the requests drawn doubles them, at most this often
@@ -123,7 +128,7 @@ def simulate(server: ServerConfig, workload: Workload, step_model: StepTimeModel
     trace = simulate_trace(server, workload, step_model, front_end, fast_decodes=fast_decodes, speeds=speeds)
     window = measured_window(trace, workload)
     if not len(window):
-        raise ValueError("no simulated request falls in the measure window (too short a window or too slow a step)")
+        raise EmptyWindow("no simulated request falls in the measure window (too short a window or too slow a step)")
     outputs = trace.output[window]
     sends, ends = trace.client_send[window], (trace.client_send + trace.client_e2e())[window]
     duration = max(float(ends.max() - sends.min()), 1e-12)

@@ -147,6 +147,10 @@ def _print(console: Console, answer: dict) -> None:
                           _ms(m["p99"]), f"{row['output_tokens_per_s']:.0f}" if i == 0 else "", slo if i == 0 else "",
                           end_section=i == 2)
     console.print(table)
+    if answer["outside_window"]:
+        console.print(f"[yellow]not predicted:[/] {', '.join(f'{load:g}' for load in answer['outside_window'])}: no "
+                      "simulated request finished inside the measure window (past what it measures; a longer "
+                      "--duration reaches further)")
     if answer.get("speculative"):
         _print_speculative(console, answer)
     best = answer["max_load_under_slo"]
@@ -168,10 +172,13 @@ def _print_speculative(console: Console, answer: dict) -> None:
     for row in answer["loads"]:
         (kind, load), = row["offered"].items()
         side = row["speculative"]
+        if side is None:   # outside the window with speculation
+            side = {"metrics": {m: {"p50": {"value": None}} for m in ("tpot_s", "ttft_s")}, "output_tokens_per_s": None}
         table.add_row(f"c={load}" if kind == "concurrency" else f"{load:g} req/s",
                       _ms(row["metrics"]["tpot_s"]["p50"]), _ms(side["metrics"]["tpot_s"]["p50"]),
                       _ms(row["metrics"]["ttft_s"]["p50"]), _ms(side["metrics"]["ttft_s"]["p50"]),
-                      f"{row['output_tokens_per_s']:.0f}", f"{side['output_tokens_per_s']:.0f}")
+                      f"{row['output_tokens_per_s']:.0f}",
+                      "" if side["output_tokens_per_s"] is None else f"{side['output_tokens_per_s']:.0f}")
     console.print(table)
     console.print(spec["statement"])
 

@@ -28,6 +28,7 @@ from calculators.sim.calibrate import calibrate_roofline
 from calculators.gpus import get_gpu
 from calculators.models import get_model
 from calculators.sim.gpu_extrapolation import extrapolate_to_gpu
+from calculators.sim.simulate import EmptyWindow
 from calculators.sim.speculative_step import SpeculativeStep, draft_step_model
 from calculators.sim.step_model import StepTimeModel
 from calculators.speculative_crossover import crossover
@@ -143,15 +144,22 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
     if plan.speculative is not None:
         step = plan.speculative.step(plan.gpu, str(data.run.server.dtype or "bf16"))
         speculating = replace(calibration, server=replace(calibration.server, speculative=step))
-    rows = []
+    rows, outside = [], []
     for load in plan.concurrency or plan.rates:
         count = max(EXTRAPOLATED_REQUESTS, 50 * int(load)) if extrapolation else None
-        result = predict(calibration, kind, float(load), warmup, duration, replications=plan.replications,
-                         seed=plan.seed, requests=count)
+        try:
+            result = predict(calibration, kind, float(load), warmup, duration, replications=plan.replications,
+                             seed=plan.seed, requests=count)
+        except EmptyWindow:   # every request outlasts the window: past what it measures; the others still answer
+            outside.append(load)
+            continue
         side = None
         if speculating is not None:
-            side = predict(speculating, kind, float(load), warmup, duration, replications=plan.replications,
-                           seed=plan.seed, requests=count)
+            try:
+                side = predict(speculating, kind, float(load), warmup, duration, replications=plan.replications,
+                               seed=plan.seed, requests=count)
+            except EmptyWindow:
+                outside.append(load)
         check = check_level(plan.slo, 0.0, {m: result.value(m, "p99") for m in ("ttft_s", "tpot_s", "e2e_s")})
         beyond = load_factor(coverage, result.output_tokens_per_s)
         share = widening(away["factor"] * beyond)
@@ -160,9 +168,12 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
                      "output_tokens_per_s": result.output_tokens_per_s, "mean_batch_size": result.mean_batch_size,
                      "distance": {"load_factor": beyond, "factor": away["factor"] * beyond, "interval_widened_by": share},
                      "meets_slo": check.meets if plan.slo.is_set else None, "why_not": check.reason or None,
-                     **({} if side is None else {"speculative": {
+                     **({} if speculating is None else {"speculative": None if side is None else {
                          "metrics": widened(side.metrics, share), "output_tokens_per_s": side.output_tokens_per_s,
                          "request_rate_rps": side.request_rate_rps, "mean_batch_size": side.mean_batch_size}})})
+    if not rows:
+        raise ValueError("no simulated request falls in the measure window at any load asked (too short a window "
+                         "or too slow a step)")
     return {"calibration": {"run_dir": str(data.run_dir), **calibration.describe()}, "strategy": strategy,
             "arrival": "closed" if plan.concurrency else plan.arrival,
             "workload": {"lengths": len(calibration.lengths), "prompt_tokens": plan.prompt_tokens or "measured",
@@ -173,7 +184,8 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
                        if extrapolation else {"warmup_s": warmup, "duration_s": duration}),
             "replications": plan.replications,
             "slo": plan.slo.as_dict(), "extrapolation": extrapolation, "distance": away, "loads": rows,
-            "max_load_under_slo": _max_load(rows, kind) if plan.slo.is_set else None,
+            "outside_window": sorted(set(outside)),   # loads (with or without speculation) no request finished in
+            "max_load_under_slo": _max_load(rows, kind, outside) if plan.slo.is_set else None,
             "speculative": None if speculating is None else _speculative_answer(plan, speculating, rows, kind)}
 
 
@@ -184,10 +196,11 @@ def _speculative_answer(plan: PredictPlan, speculating: Calibration, rows: list[
     def tpot(metrics):
         return metrics["tpot_s"]["p50"]["value"]
 
+    sides = [row["speculative"] or {} for row in rows]   # {}: that level's speculative side was outside the window
     found = crossover("concurrency" if kind == "concurrency" else "rate", [row["offered"][kind] for row in rows],
-                      [tpot(row["metrics"]) for row in rows], [tpot(row["speculative"]["metrics"]) for row in rows],
+                      [tpot(row["metrics"]) for row in rows], [tpot(side["metrics"]) if side else None for side in sides],
                       [row["output_tokens_per_s"] for row in rows],
-                      [row["speculative"]["output_tokens_per_s"] for row in rows])
+                      [side.get("output_tokens_per_s") for side in sides])
     ask = plan.speculative
     return {"method": ask.method, "num_speculative_tokens": ask.num_tokens, "acceptance_per_position": list(ask.acceptance),
             "proposal_share": ask.proposal_share,
@@ -265,11 +278,13 @@ def _on_gpu(data: RunData, calibration: Calibration, group: list, gpu_name: str)
         extrapolated.note + "; the KV cache is taken to hold the strategy's running limit of the longest requests"
 
 
-def _max_load(rows: list[dict], kind: str) -> dict | None:
-    """The highest load that meets the SLO with every lower load meeting it too."""
+def _max_load(rows: list[dict], kind: str, outside: list = ()) -> dict | None:
+    """The highest load that meets the SLO with every lower load meeting it too (a load outside the window
+    meets nothing)."""
     best = None
+    first_outside = min(outside, default=float("inf"))
     for row in sorted(rows, key=lambda r: r["offered"][kind]):
-        if not row["meets_slo"]:
+        if not row["meets_slo"] or row["offered"][kind] > first_outside:
             break
         best = row
     if best is None:

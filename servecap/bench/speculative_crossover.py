@@ -159,9 +159,10 @@ def _predicted(out: Path, arm: str, acceptance: float, share: float) -> dict:
         return metrics["tpot_s"]["p50"]["value"]
 
     plain_tpot = [row and tpot(row["metrics"]) for row in rows]
-    spec_tpot = [row and tpot(row["speculative"]["metrics"]) for row in rows]
+    sides = [row and row["speculative"] for row in rows]   # None: outside the window with speculation
+    spec_tpot = [side and tpot(side["metrics"]) for side in sides]
     plain_tokens = [row and row["output_tokens_per_s"] for row in rows]
-    spec_tokens = [row and row["speculative"]["output_tokens_per_s"] for row in rows]
+    spec_tokens = [side and side["output_tokens_per_s"] for side in sides]
     found = crossover("concurrency", CONCURRENCY, plain_tpot, spec_tpot, plain_tokens, spec_tokens)
     return {"tpot_level": found.tpot_level, "throughput_level": found.throughput_level,
             "statement": found.statement() + " (predicted)", "acceptance": acceptance, "proposal_share": share,

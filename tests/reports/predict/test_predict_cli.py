@@ -116,3 +116,16 @@ def test_a_run_that_speculated_does_not_calibrate_the_plain_engine(run_dir, tmp_
     assert predict_cli.main(["--calibration", str(copy), "--concurrency", "1", "--replications", "1",
                              "--out", str(tmp_path / "p.json")]) == 2
     assert "its server speculated (ngram); calibrate on a run without speculative decoding" in capsys.readouterr().err
+
+
+def test_a_load_no_request_finishes_in_the_window_is_said_and_the_others_still_answer(run_dir, tmp_path, capsys):
+    out = tmp_path / "outside.json"
+    assert predict_cli.main(["--calibration", str(run_dir), "--concurrency", "1,64", "--warmup", "0", "--duration",
+                             "0.05", "--slo-e2e-ms", "1000", "--replications", "1", "--out", str(out)]) == 0
+    answer = json.loads(out.read_text())
+    assert answer["outside_window"] == [64] and [row["offered"] for row in answer["loads"]] == [{"concurrency": 1}]
+    assert answer["max_load_under_slo"]["offered"] == {"concurrency": 1}
+    assert "not predicted: 64: no simulated request finished" in capsys.readouterr().out.replace("\n", " ")
+    assert predict_cli.main(["--calibration", str(run_dir), "--concurrency", "64", "--warmup", "0", "--duration",
+                             "0.05", "--replications", "1", "--out", str(out)]) == 2
+    assert "at any load asked" in capsys.readouterr().err
