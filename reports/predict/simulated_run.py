@@ -89,7 +89,7 @@ def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd
 
 
 def sample_run(run_dir: Path, *, concurrencies: tuple[int, ...] = (1, 2, 4, 8), duration_s: float = 6.0) -> Path:
-    """A small simulated run of continuous batching with numbers like the tiny preset's on this VM."""
+    """A small simulated run of continuous batching, with step costs of the order of the tiny preset's on a CPU."""
     rng = np.random.default_rng(13)
     model = StepTimeModel(base_s=0.00095, per_seq_s=0.00009, per_prefill_token_s=1.1e-5, per_context_token_s=1.5e-7,
                           batch_table=(0.00095, 0.00108, 0.00125, 0.00133), jitter=tuple(rng.lognormal(0, 0.12, 4000)),
