@@ -23,6 +23,7 @@ from reports.page.render import sections, to_html, to_markdown
 from reports.run_data import RunData, load_run
 from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings
 from reports.predict.validation import REPLICATIONS, validate
+from reports.quality.carry import read_quality
 from reports.verdict import build_verdict
 from contract.run_json import RunInfo
 from contract.slo import SLO
@@ -93,12 +94,13 @@ def build_summary(data: RunData, options: ReportOptions,
                     held_out=validation.summary["predictions"])
     price = resolve_price(data.run, options.gpu_hourly, options.gpu)
     verdict = build_verdict(levels, slo, cost=lambda point: cost_per_million(point, price))
+    quality, unreadable = read_quality(data.run_dir)
     return {"run": data.run_json, "levels": levels, "validation": validation.summary, "verdict": verdict,
-            "missing": list(data.missing), "loadgen_warnings": loadgen_warnings(data.run, levels),
+            "missing": list(data.missing) + ([unreadable] if unreadable else []), "loadgen_warnings": loadgen_warnings(data.run, levels),
             "unstable_levels": unstable_levels(data.run),
             "machine_drift_levels": machine_drift_levels(data.run) if options.diagnostics else [],
             "diagnostics": options.diagnostics,
-            "metrics": list(LATENCY_METRICS)}
+            "metrics": list(LATENCY_METRICS), "quality": quality}
 
 
 def make_figures(data: RunData, summary: dict, out_dir: Path) -> list[FigureFile]:

@@ -24,6 +24,7 @@ from reports.cost import cost_per_million, resolve_price
 from reports.figures import latency as figures_latency
 from reports.figures.common import FigureFile
 from reports.notices import machine_drift_levels, unstable_levels
+from reports.quality.carry import configuration_statement, quality_sentence, read_quality
 from reports.page.render import answer_sections, levels_section, to_html, to_markdown
 from reports.report import ReportOptions, ReportResult, jsonable
 from reports.run_data import RunData, load_run
@@ -47,6 +48,8 @@ class Side:
     notes: list[str]            # missing data and load-generator warnings, prefixed
     unstable: list[dict]        # reports.notices.unstable_levels, prefixed
     drift: list[dict]           # reports.notices.machine_drift_levels, prefixed
+    engine: dict | None = None  # the run's /v1/engine description (run.json), the first engine's
+    quality: dict | None = None # its quality.json (`servecap quality`), when it has one
 
 
 def is_compare_dir(run_dir: str | Path) -> bool:
@@ -74,10 +77,32 @@ def run_side(run_dir: str | Path, label: str, options: ReportOptions, slo: SLO |
     levels = build_levels(data, slo)
     unstable = [{**row, "level": f"{label}: {row['level']}"} for row in unstable_levels(data.run)]
     drift = [{**row, "level": f"{label}: {row['level']}"} for row in machine_drift_levels(data.run)]
+    quality, unreadable = read_quality(data.run_dir)
+    notes = _notes(data, levels, label) + ([f"{label}: {unreadable}"] if unreadable else [])
     return Side(label, data.run_dir.name, answer.setup_detail(data.run_json),
                 [_prefixed(lvl, label, lvl["strategy"]) for lvl in levels],
-                resolve_price(data.run, options.gpu_hourly, options.gpu), _notes(data, levels, label),
-                unstable, drift), slo
+                resolve_price(data.run, options.gpu_hourly, options.gpu), notes,
+                unstable, drift, _first_engine(data.run_json), quality), slo
+
+
+def _first_engine(run_json: dict) -> dict | None:
+    engines = (run_json.get("server") or {}).get("engines") or {}
+    return next((engine for engine in engines.values() if isinstance(engine, dict)), None)
+
+
+def _configurations(sides: list[Side]) -> list[str]:
+    """Each later side that is another serving configuration of the first (quantized differently, or with its
+    quality measured) against it: KV room, tokens/s at the highest shared load, greedy agreement."""
+    base = sides[0]
+    out = []
+    for side in sides[1:]:
+        if not side.quality and (side.engine or {}).get("quantization") == (base.engine or {}).get("quantization"):
+            continue
+        statement = configuration_statement(side.label, base.label, (base.engine, base.levels),
+                                            (side.engine, side.levels, side.quality))
+        if statement:
+            out.append(statement)
+    return out
 
 
 def arm_sides(run_dir: str | Path, options: ReportOptions) -> tuple[list[Side], SLO]:
@@ -108,6 +133,8 @@ def combined_summary(sides: list[Side], slo: SLO) -> dict:
     return {"run": {"side_by_side": [{"label": s.label, "name": s.name, "setup": s.setup} for s in sides]},
             "levels": levels, "verdict": verdict, "metrics": list(LATENCY_METRICS),
             "speculation_crossover": measured_crossover(levels),
+            "configurations": _configurations(sides) if len(sides) > 1 else [],
+            "quality": {side.label: side.quality for side in sides if side.quality},
             "missing": [note for side in sides for note in side.notes], "loadgen_warnings": [],
             "unstable_levels": [row for side in sides for row in side.unstable],
             "machine_drift_levels": [row for side in sides for row in side.drift]}
@@ -159,6 +186,8 @@ def sections(summary: dict, figures: list[FigureFile]) -> list[tuple[str, list[B
         f"**{s['label']}** = `{s['name']}`" + (f" ({s['setup']})" if s["setup"] else "") for s in sides) + "."]
     if summary.get("speculation_crossover"):
         preface.append("Speculative decoding: " + summary["speculation_crossover"]["statement"] + ".")
+    preface += [statement + "." for statement in summary.get("configurations") or []]
+    preface += [f"{label}: {quality_sentence(quality)}." for label, quality in (summary.get("quality") or {}).items()]
     out = answer_sections(summary, figures, preface)
     out.append(("Figures", [fig for fig in figures if fig.name != "throughput_vs_latency.png"]))
     out.append(levels_section(summary))

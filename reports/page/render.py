@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reports.quality.carry import quality_sentence
 from reports import answer
 from reports.page import tables
 from reports.predict import section as validation_section
@@ -112,7 +113,8 @@ def sections(summary: dict, figures: list[FigureFile],
              validation_figures: list[FigureFile] = ()) -> list[tuple[str, list[Block]]]:
     """The answer first (words, the throughput-vs-latency figure, one row per strategy), then the
     warnings, the client-versus-server split, the validation, and the detail, collapsed."""
-    out = answer_sections(summary, figures)
+    preface = [quality_sentence(summary["quality"]) + "."] if summary.get("quality") else []
+    out = answer_sections(summary, figures, preface)
     client_server = tables.client_server_table(summary)
     if not client_server.empty:
         out.append(("Client versus server", [CLIENT_SERVER_NOTE, client_server]))

@@ -1,0 +1,1 @@
+"""Quality beside speed: how far one serving configuration's outputs move from a reference's."""
