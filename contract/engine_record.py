@@ -48,6 +48,9 @@ class StepRecord:
                              # follows a wait, not this step
     proposal_tokens: int = 0  # speculative decoding: proposals verified this step
     accepted_tokens: int = 0  # of them, the ones kept (the step's tokens out: decodes + these)
+    lora_adapters: int = 0    # distinct LoRA adapters in the step
+    lora_loads: int = 0       # of them, the ones copied into a slot for this step (cold)
+    lora_load_s: float = 0.0  # the time those copies took, inside step_s
 
 
 @dataclass(slots=True)
@@ -64,12 +67,15 @@ class RequestRecord:
     preemptions: int
     cached_tokens: int       # prompt tokens served from the prefix cache
     finish_reason: str
+    lora: str = ""           # the LoRA adapter it ran with ("" the base model)
+    lora_wait_s: float = 0.0  # queue time passed over because its adapter had no free slot
 
 
 STEP_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StepRecord))
 # the fields added after runs were first written, with what a file from before them stands for
 STEP_FIELDS_ADDED: dict[str, int] = {f.name: f.default for f in fields(StepRecord) if f.default is not MISSING}
 REQUEST_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
+REQUEST_FIELDS_ADDED: dict[str, object] = {f.name: f.default for f in fields(RequestRecord) if f.default is not MISSING}
 STEP_COLUMNS: tuple[str, ...] = ("source", "seq", *STEP_FIELDS)
 REQUEST_COLUMNS: tuple[str, ...] = ("source", "seq", *REQUEST_FIELDS)
 

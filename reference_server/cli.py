@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 
+from reference_server.engine.lora_sources import adapter_rank   # json only: no torch
 from reference_server.scheduling.speculative import parse_acceptance
 from reference_server.scheduling.strategies import DEFAULT_STRATEGY, STRATEGIES  # pure: no torch
 from reference_server.scheduling.strategies.flags import add_limit_arguments, limit_values
@@ -80,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quantization", choices=("int8", "int8-dynamic"), default=None,
                    help="int8 weights, a scale per output channel: int8 weight-only (activations in --dtype), "
                         "int8-dynamic with int8 activations too (float32 on a CPU)")
+    lora = p.add_argument_group("LoRA adapters (vLLM's interface; continuous strategy)")
+    lora.add_argument("--enable-lora", action="store_true", help="serve LoRA adapters; a request names one as model")
+    lora.add_argument("--lora-modules", nargs="+", default=[], metavar="NAME=SOURCE",
+                      help="adapters: SOURCE a PEFT directory, 'random' or 'random:RANK' (seeded pairs)")
+    lora.add_argument("--random-loras", type=int, default=0, metavar="N",
+                      help="N more seeded random adapters of rank --max-lora-rank, named lora-1 ... lora-N")
+    lora.add_argument("--max-loras", type=int, default=1, help="adapters resident at once (default 1)")
+    lora.add_argument("--max-lora-rank", type=int, default=16, help="the largest adapter rank (default 16)")
     kv = p.add_argument_group("KV cache")
     kv.add_argument("--block-size", type=int, default=None, help="tokens per KV block (default 16; "
                     "emulated: the engine's)")
@@ -148,6 +157,8 @@ def configs_from_args(args: argparse.Namespace):
         speculative_method=args.speculative_method, num_speculative_tokens=args.num_speculative_tokens,
         prompt_lookup_max=args.prompt_lookup_max, prompt_lookup_min=args.prompt_lookup_min,
         speculative_model=args.speculative_model, quantization=args.quantization, speculative_acceptance=None if args.speculative_acceptance is None else parse_acceptance(args.speculative_acceptance),
+        enable_lora=args.enable_lora, lora_modules=lora_modules(args), max_loras=args.max_loras,
+        max_lora_rank=args.max_lora_rank,
         **emulation, **limits)
     if engine.quantization is not None:   # the kernel is torch's: ask it now, so a flag without one exits 2
         import torch
@@ -169,6 +180,24 @@ def configs_from_args(args: argparse.Namespace):
         preferred_batch_sizes=args.classifier_preferred_batch_sizes,
         max_queue_delay_us=args.classifier_max_queue_delay_us, max_waiting=args.classifier_max_waiting)
     return engine, server, classifier
+
+
+def lora_modules(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    """--lora-modules NAME=SOURCE ... and --random-loras N as (name, source) pairs; ValueError names a bad one."""
+    pairs = []
+    for item in args.lora_modules:
+        name, sep, source = item.partition("=")
+        if not sep or not name or not source:
+            raise ValueError(f"--lora-modules {item!r}: expected NAME=SOURCE (a PEFT directory, random or random:RANK)")
+        pairs.append((name, source))
+    if args.random_loras < 0:
+        raise ValueError(f"--random-loras must be >= 0, got {args.random_loras}")
+    pairs += [(f"lora-{i}", "random") for i in range(1, args.random_loras + 1)]
+    if pairs and not args.enable_lora:
+        raise ValueError("--lora-modules and --random-loras need --enable-lora")
+    for name, source in pairs:   # a missing directory or a rank above the slots: exit 2, not a failed start
+        adapter_rank(name, source, args.max_lora_rank)
+    return tuple(pairs)
 
 
 def _emulation(args: argparse.Namespace, limits: dict) -> tuple[dict, dict, int]:

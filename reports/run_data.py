@@ -21,7 +21,8 @@ import pandas as pd
 from reports.level_ids import parse_level_id
 from reports.records_reader import RecordsError, read_records
 from contract.canary import CANARY_COLUMNS, CANARY_FILE
-from contract.engine_record import REQUEST_COLUMNS, REQUESTS_FILE, STEP_COLUMNS, STEP_FIELDS_ADDED, STEPS_FILE
+from contract.engine_record import (REQUEST_COLUMNS, REQUEST_FIELDS_ADDED, REQUESTS_FILE, STEP_COLUMNS,
+                                   STEP_FIELDS_ADDED, STEPS_FILE)
 from contract.level_windows import level_windows
 from contract.records import RECORDS_FILE, tpot_s
 from contract.run_json import RunInfo
@@ -102,7 +103,8 @@ def load_run(run_dir: str | Path) -> RunData:
     problems: list[str] = []
     run = RunInfo.from_dict(run_json, problems, "run.json")
     missing += problems
-    engine_requests = _read_optional_csv(run_dir / REQUESTS_FILE, REQUEST_COLUMNS, missing)
+    engine_requests = _read_optional_csv(run_dir / REQUESTS_FILE, REQUEST_COLUMNS, missing,
+                                         defaults=REQUEST_FIELDS_ADDED)
     try:
         records, gaps, gap_rows = read_records(run_dir / RECORDS_FILE, missing,
                                                response_id=engine_requests is not None)

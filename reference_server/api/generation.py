@@ -53,11 +53,11 @@ class Generation:
 
     @classmethod
     async def open(cls, runtime, request_id: str, prompt_token_ids: list[int], params,
-                   text: OutputText, arrival_s: float) -> Generation:
+                   text: OutputText, arrival_s: float, lora: str | None = None) -> Generation:
         """Admit and enqueue; returns once the engine accepted the request, else raises APIError.
         `text` turns the generated ids into the response's text (a fresh one per request)."""
         ticket = runtime.admission.admit()
-        queue = runtime.engine.add_request(request_id, prompt_token_ids, params)
+        queue = runtime.engine.add_request(request_id, prompt_token_ids, params, lora=lora)
         try:
             first = await queue.get()
         except BaseException:   # client gone while the engine was busy

@@ -36,13 +36,17 @@ router = APIRouter(prefix="/v1", tags=["openai"])
 @router.get("/models")
 async def list_models(request: Request) -> dict:
     """The served model, with the engine's configuration under `engine` (see /v1/engine)."""
-    return {"object": "list", "data": [_model_card(request.app.state.runtime)]}
+    runtime = request.app.state.runtime
+    return {"object": "list", "data": [_model_card(runtime), *(_adapter_card(runtime, name, source)
+                                                               for name, source in runtime.lora_sources.items())]}
 
 
 @router.get("/models/{model_id:path}")
 async def retrieve_model(model_id: str, request: Request) -> dict:
     runtime = request.app.state.runtime
     runtime.check_model(model_id)
+    if model_id in runtime.lora_sources:
+        return _adapter_card(runtime, model_id, runtime.lora_sources[model_id])
     return _model_card(runtime)
 
 
@@ -95,7 +99,8 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
     runtime = request.app.state.runtime
     prompt_ids = _completion_prompt_ids(body, runtime)
     max_tokens = body.max_tokens if body.max_tokens is not None else DEFAULT_COMPLETION_MAX_TOKENS
-    shape = ResponseShape(chat=False, model=runtime.served_model_name, include_usage=body.include_usage(),
+    shape = ResponseShape(chat=False, model=runtime.adapter_for(body.model) or runtime.served_model_name,
+                          include_usage=body.include_usage(),
                           continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats),
                           prompt_token_ids=prompt_ids if body.return_token_ids else None)
     return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens), body, arrival_s)
@@ -112,10 +117,17 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         if max_tokens < 1:
             raise APIError(400, f"messages: the prompt is {len(prompt_ids)} tokens, which leaves no room "
                                 f"in the model's context of {runtime.max_model_len} tokens", param="messages")
-    shape = ResponseShape(chat=True, model=runtime.served_model_name, include_usage=body.include_usage(),
+    shape = ResponseShape(chat=True, model=runtime.adapter_for(body.model) or runtime.served_model_name,
+                          include_usage=body.include_usage(),
                           continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats),
                           prompt_token_ids=prompt_ids if body.return_token_ids else None)
     return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens), body, arrival_s)
+
+
+def _adapter_card(runtime, name: str, source: str) -> dict:
+    """A LoRA adapter as vLLM lists one: its parent is the base model, its root where it came from."""
+    return {"id": name, "object": "model", "created": runtime.created, "owned_by": "servecap",
+            "root": source, "parent": runtime.served_model_name, "max_model_len": runtime.max_model_len}
 
 
 def _model_card(runtime) -> dict:
@@ -143,7 +155,8 @@ async def _respond(request: Request, runtime, shape: ResponseShape, prompt_ids: 
     output_text = OutputText(body.stop_strings(), skip_special_tokens=body.skips_special_tokens(),
                              keep_stop=body.keep_stop())
     headers = ignored_fields_headers(body)
-    generation = await Generation.open(runtime, shape.id, prompt_ids, params, output_text, arrival_s)
+    generation = await Generation.open(runtime, shape.id, prompt_ids, params, output_text, arrival_s,
+                                       lora=runtime.adapter_for(body.model))
     if body.stream:
         return StreamingResponse(_sse(generation, shape), media_type=SSE_MEDIA_TYPE,
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers},

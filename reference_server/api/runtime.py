@@ -66,6 +66,7 @@ class ServingRuntime:
         self.http_warm = False                 # set by api.warmup once a streamed request went through
         self.warmup_error: str | None = None   # why that warm-up request failed, if it did
         self.served_model_name = server_config.served_model_name or _default_model_name(engine_config.model)
+        self.lora_sources = dict(engine_config.lora_modules)   # adapter name -> its source (a request's `model`)
 
     # --- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
@@ -113,12 +114,17 @@ class ServingRuntime:
 
     def check_model(self, model: str | None) -> None:
         """404 for a model this server does not serve; 503 while the engine is still loading."""
-        if model is not None and model != self.served_model_name:
+        if model is not None and model != self.served_model_name and model not in self.lora_sources:
+            adapters = f" and {len(self.lora_sources)} LoRA adapters (GET /v1/models)" if self.lora_sources else ""
             raise APIError(404, f"the model {model!r} does not exist; this server serves "
-                                f"{self.served_model_name!r}", param="model", code="model_not_found")
+                                f"{self.served_model_name!r}{adapters}", param="model", code="model_not_found")
         if not self.engine.ready.is_set():
             raise APIError(503, self.failed or "the model is still loading; poll GET /ready",
                            code="not_ready", headers={"Retry-After": str(self.server_config.retry_after_s)})
+
+    def adapter_for(self, model: str | None) -> str | None:
+        """The LoRA adapter a request's `model` names (None: the base model); check_model first."""
+        return model if model in self.lora_sources else None
 
     def describe(self) -> dict:
         """The engine's own description plus the serving limits (what /v1/engine returns)."""

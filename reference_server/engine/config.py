@@ -76,6 +76,11 @@ class EngineConfig:
             are kept instead of the target's agreement. An emulated GPU speculates only this way.
         quantization: int8 weights with a scale per output channel (`reference_server.engine.quantization`):
             "int8" weight-only, "int8-dynamic" with int8 activations too (float32 on a CPU).
+        enable_lora: serve LoRA adapters on the base model (vLLM's --enable-lora), continuous strategy.
+        lora_modules: (name, source) pairs: source "random", "random:RANK" (seeded pairs) or a PEFT
+            directory (`reference_server.engine.lora`). A request names its adapter as its `model`.
+        max_loras: adapters resident at once (slots); the others wait for one (`scheduling.lora_slots`).
+        max_lora_rank: the largest rank a slot holds; an adapter above it is refused.
     """
 
     model: str = "tiny"
@@ -103,6 +108,10 @@ class EngineConfig:
     speculative_model: str | None = None
     speculative_acceptance: tuple[float, ...] | None = None
     quantization: str | None = None
+    enable_lora: bool = False
+    lora_modules: tuple[tuple[str, str], ...] = ()
+    max_loras: int = 1
+    max_lora_rank: int = 16
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -129,6 +138,27 @@ class EngineConfig:
         check_non_negative_number("inject_step_delay_ms", self.inject_step_delay_ms)
         self._check_speculation()
         self._check_quantization()
+        self._check_lora()
+
+    def _check_lora(self) -> None:
+        positive_int("max_loras", self.max_loras)
+        positive_int("max_lora_rank", self.max_lora_rank)
+        if not self.enable_lora:
+            if self.lora_modules:
+                raise ValueError("lora_modules needs enable_lora")
+            return
+        if self.strategy != "continuous":
+            raise ValueError(f"LoRA adapters are served with the continuous strategy, not {self.strategy!r}")
+        if self.emulate is not None:
+            raise ValueError("enable_lora: an emulated GPU runs no weights for an adapter to change")
+        object.__setattr__(self, "lora_modules", tuple((str(n), str(s)) for n, s in self.lora_modules))
+        names = [name for name, _ in self.lora_modules]
+        for name in names:
+            if not name.strip() or "=" in name:
+                raise ValueError(f"lora_modules: adapter name {name!r} must be non-empty, without '='")
+        duplicate = next((name for name in names if names.count(name) > 1), None)
+        if duplicate is not None:
+            raise ValueError(f"lora_modules: adapter name {duplicate!r} is given twice")
 
     def _check_quantization(self) -> None:
         if self.quantization is None:

@@ -56,6 +56,7 @@ class Engine:
         self.clock = clock
         self.tokenizer = ByteTokenizer()
         self.token_space = token_space(config.model, self.tokenizer)   # ids prompts use and sampling covers
+        self.lora_slots = None   # LoraSlots with --enable-lora (not on an emulated GPU)
         if config.emulated:
             self._init_emulated()
             return
@@ -83,6 +84,8 @@ class Engine:
         self.runner = ModelRunner(arch, config, num_blocks=self.num_kv_blocks, max_model_len=self.max_model_len,
                                   sampler=self.sampler, state_dict=state_dict,
                                   usable_vocab=self.token_space.vocab_size, acceptance=acceptance)
+        if config.enable_lora:
+            self._init_lora(arch)
         self.draft = None
         if config.speculative_method == "ngram":
             self.scheduler.proposer = NgramProposer(config.num_speculative_tokens, config.prompt_lookup_max,
@@ -91,6 +94,26 @@ class Engine:
             self.scheduler.proposer = DraftSlots(config.num_speculative_tokens)
             self.draft = self._draft_runner(arch)
         self._init_state()
+
+    def _init_lora(self, arch: ModelArchitecture) -> None:
+        """Adapters into host memory, the model's linear layers wrapped with `max_loras` slots, and the
+        scheduler's admission rule on the same slots."""
+        from reference_server.engine.lora import LoraBank, load_adapters
+        from reference_server.scheduling.lora_slots import LoraSlots
+
+        cfg = self.config
+        adapters = load_adapters(cfg.lora_modules, arch, cfg.max_lora_rank, cfg.seed, self.runner.dtype)
+        self.lora_slots = LoraSlots(cfg.max_loras)
+        self.scheduler.lora_slots = self.lora_slots
+        self.runner.lora = LoraBank(self.runner.model, adapters, self.lora_slots, cfg.max_lora_rank)
+
+    @property
+    def lora_adapters(self) -> dict[str, dict]:
+        """name -> {rank, source, bytes} of every adapter this engine serves (empty without LoRA)."""
+        if self.lora_slots is None:
+            return {}
+        return {name: {"rank": a.rank, "source": a.source, "bytes": a.nbytes}
+                for name, a in self.runner.lora.adapters.items()}
 
     def _draft_runner(self, target: ModelArchitecture):
         """The draft model, which must share the target's tokenizer and reach its context length."""
@@ -186,11 +209,15 @@ class Engine:
 
     # -- requests --------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams, *,
-                    submitted_at: float | None = None) -> None:
+                    submitted_at: float | None = None, lora: str | None = None) -> None:
         """Queue a request; RequestRejected says why one can never be served. `submitted_at` (unix s):
-        when the serving process handed it over, the arrival in the engine's record (default: now)."""
+        when the serving process handed it over, the arrival in the engine's record (default: now).
+        `lora`: the adapter it runs with (None: the base model)."""
         if request_id in self._seqs:
             raise RequestRejected(f"request id {request_id!r} is already in use")
+        if lora is not None and lora not in self.lora_adapters:
+            raise RequestRejected(f"LoRA adapter {lora!r} is not served here" + (
+                "" if self.lora_slots is not None else " (the engine runs without --enable-lora)"))
         ids = list(prompt_token_ids)
         if not ids:
             raise RequestRejected("prompt is empty: at least one token is needed")
@@ -207,7 +234,7 @@ class Engine:
         if blocks > self.num_kv_blocks:
             raise RequestRejected(f"prompt + max_tokens needs {blocks} KV blocks but the whole cache holds "
                                   f"{self.num_kv_blocks} ({self.config.block_size} tokens each)")
-        seq = Sequence(request_id, ids, params, arrival_time=self.clock())
+        seq = Sequence(request_id, ids, params, arrival_time=self.clock(), lora=lora)
         self._seqs[request_id] = seq
         self.scheduler.add(seq)
         self.recorder.request_added(request_id, time.time() if submitted_at is None else submitted_at)
@@ -264,7 +291,8 @@ class Engine:
             self._gpu_free_at = None if idle_after else start + self._last_step_s
         self.recorder.stepped(t_start, self._last_step_s, shape, batch, outputs, running=len(scheduler.running),
                               waiting=len(scheduler.waiting), kv_blocks_used=self.block_manager.num_used_blocks,
-                              idle_after=idle_after, accepted_tokens=self._step_accepted)
+                              idle_after=idle_after, accepted_tokens=self._step_accepted,
+                              lora_loads=self._lora_loads(), lora_load_s=self._lora_load_s())
         return outputs
 
     def _postprocess(self, batch: ScheduledBatch, tokens: list[int | list[int] | None]) -> list[StepOutput]:
@@ -289,6 +317,12 @@ class Engine:
                 timings=seq.timings() if reason is not None else None,
             ))
         return outputs
+
+    def _lora_loads(self) -> int:
+        return 0 if self.lora_slots is None else len(self.runner.lora.last_loaded)
+
+    def _lora_load_s(self) -> float:
+        return 0.0 if self.lora_slots is None else self.runner.lora.last_load_s
 
     def _reset_speculation_counts(self) -> None:
         self.spec_drafts = self.spec_draft_tokens = self.spec_accepted_tokens = 0
@@ -339,7 +373,14 @@ class Engine:
             spec_drafts=self.spec_drafts, spec_draft_tokens=self.spec_draft_tokens,
             spec_accepted_tokens=self.spec_accepted_tokens,
             spec_accepted_per_position=tuple(self.spec_accepted_per_position),
+            lora_running=self._adapters_of(self.scheduler.running),
+            lora_waiting=self._adapters_of(self.scheduler.waiting),
         )
+
+    def _adapters_of(self, seqs) -> tuple[str, ...]:
+        if self.lora_slots is None:
+            return ()
+        return tuple(sorted({seq.lora for seq in seqs if seq.lora is not None}))
 
     def _describe_speculation(self) -> dict | None:
         """The /v1/engine `speculative` block: the method, k, and which acceptance mode runs."""
@@ -364,6 +405,13 @@ class Engine:
                                           "pass run as in the exact mode"))
         return described
 
+    def _describe_lora(self) -> dict | None:
+        """The /v1/engine `lora` block: the slots, and every adapter with its rank, source and bytes."""
+        if self.lora_slots is None:
+            return None
+        return {"max_loras": self.config.max_loras, "max_lora_rank": self.config.max_lora_rank,
+                "slot_bytes": self.runner.lora.slot_bytes, "adapters": self.lora_adapters}
+
     def describe(self) -> dict:
         cfg = self.config
         return {
@@ -379,6 +427,7 @@ class Engine:
             "stream_interval": cfg.stream_interval,
             "speculative": self._describe_speculation(),
             "quantization": cfg.quantization,
+            "lora": self._describe_lora(),
             "weight_bytes": self.runner.weight_bytes if self.gpu is None else self.gpu.fit.weight_bytes,
             "seed": cfg.seed, "tokenizer": {"kind": "byte", "vocab_size": self.tokenizer.vocab_size},
             "token_space": self.token_space.describe(),

@@ -68,6 +68,7 @@ class ModelRunner:
             overhead_tokens_for(arch.num_kv_heads, arch.head_dim, DTYPE_BYTES[config.dtype]),
             kv_token_elements=2 * arch.num_kv_heads * arch.head_dim)
         self.last_forward_s = 0.0
+        self.lora = None   # reference_server.engine.lora.LoraBank, set by the engine with --enable-lora
 
     @property
     def kv_cache_bytes(self) -> int:
@@ -140,6 +141,8 @@ class ModelRunner:
                 sample_seqs.append(seq)
         to = dict(device=self.device, dtype=torch.long)
         start = time.perf_counter()
+        if self.lora is not None:   # each row's adapter, in step order: the slots' segments
+            self.lora.prepare([seq.lora for seq, n in zip(seqs, counts) for _ in range(n)], self.device)
         hidden = self.model(torch.tensor(ids, **to), torch.tensor(positions, **to), self.kv_cache, meta)
         logits = self.model.compute_logits(hidden[torch.tensor(sample_rows, **to)])[:, : self.usable_vocab]
         if self.device.type == "cuda":

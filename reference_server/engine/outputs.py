@@ -49,4 +49,6 @@ class EngineStats:
     spec_draft_tokens: int = 0         #   proposals verified
     spec_accepted_tokens: int = 0      #   proposals kept
     spec_accepted_per_position: tuple[int, ...] = ()   # proposals kept at position 1, 2, ..., k
+    lora_running: tuple[str, ...] = ()   # LoRA adapters of the running sequences (vLLM's lora_requests_info)
+    lora_waiting: tuple[str, ...] = ()   #   and of the waiting ones
     records: EngineRecords = EngineRecords()   # step and request records since the previous stats()

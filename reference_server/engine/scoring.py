@@ -26,6 +26,8 @@ def sequence_log_probs(runner: ModelRunner, token_ids: list[int]) -> torch.Tenso
                            dtype=runner.dtype, device=runner.device)   # [layers, 2, K, slots, d]
     meta = runner.attention_planner.plan([list(range(num_blocks))], [0], [len(token_ids)], 0)
     to = dict(device=runner.device, dtype=torch.long)
+    if runner.lora is not None:   # the base model's distributions: no adapter rows
+        runner.lora.step.segments = []
     hidden = runner.model(torch.tensor(token_ids, **to), torch.arange(len(token_ids), **to), kv_cache, meta)
     logits = runner.model.compute_logits(hidden)[:, : runner.usable_vocab]
     return torch.log_softmax(logits.float(), dim=-1).cpu()

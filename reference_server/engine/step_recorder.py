@@ -52,7 +52,7 @@ class StepRecorder:
 
     def stepped(self, t_start: float, step_s: float, shape: BatchShape, batch: ScheduledBatch, outputs: list,
                 *, running: int, waiting: int, kv_blocks_used: int, idle_after: bool,
-                accepted_tokens: int = 0) -> None:
+                accepted_tokens: int = 0, lora_loads: int = 0, lora_load_s: float = 0.0) -> None:
         """`outputs`: the step's StepOutputs (request_id, finished, finish_reason, token counts)."""
         t_end = t_start + step_s
         live = self._live
@@ -74,12 +74,13 @@ class StepRecorder:
                     output_tokens=out.num_output_tokens, t_arrival=milestones.arrival,
                     t_scheduled=milestones.scheduled, t_first_token=milestones.first_token, t_finish=t_end,
                     preemptions=seq.num_preemptions, cached_tokens=out.num_cached_prompt_tokens,
-                    finish_reason=out.finish_reason or ""))
+                    finish_reason=out.finish_reason or "", lora=seq.lora or "", lora_wait_s=seq.lora_wait_s))
         self._steps.append(StepRecord(
             t_start=t_start, step_s=step_s, batch=shape.sequences, prefill_tokens=shape.prefill_tokens,
             decode_seqs=shape.decode_seqs, context_tokens=shape.context_tokens, running=running, waiting=waiting,
             kv_blocks_used=kv_blocks_used, preempted=len(batch.preempted), idle_after=idle_after,
-            proposal_tokens=shape.proposal_tokens, accepted_tokens=accepted_tokens))
+            proposal_tokens=shape.proposal_tokens, accepted_tokens=accepted_tokens,
+            lora_adapters=shape.lora_adapters, lora_loads=lora_loads, lora_load_s=lora_load_s))
 
     def take(self) -> EngineRecords:
         if not self._steps and not self._requests:

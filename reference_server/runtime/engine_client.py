@@ -37,11 +37,12 @@ class EngineClient:
         self.description: dict = {}
 
     # --- event-loop side -------------------------------------------------------------
-    def add_request(self, request_id: str, prompt_token_ids: list[int], params) -> asyncio.Queue:
-        """Queue a request for the engine; returns the queue its outputs will arrive on."""
+    def add_request(self, request_id: str, prompt_token_ids: list[int], params,
+                    lora: str | None = None) -> asyncio.Queue:
+        """Queue a request for the engine (`lora`: its adapter); returns the queue its outputs will arrive on."""
         queue: asyncio.Queue = asyncio.Queue()
         self._queues[request_id] = queue
-        self._submit(AddRequest(request_id, list(prompt_token_ids), params, submitted_at=time.time()))
+        self._submit(AddRequest(request_id, list(prompt_token_ids), params, submitted_at=time.time(), lora=lora))
         return queue
 
     def abort(self, request_id: str, queue: asyncio.Queue | None = None) -> None:

@@ -36,6 +36,7 @@ class AddRequest:
     prompt_token_ids: list[int]
     params: object   # SamplingParams
     submitted_at: float | None = None   # unix s the serving process handed it over (the engine record's arrival)
+    lora: str | None = None             # the LoRA adapter it runs with (None: the base model)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ class EngineLoop:
             return
         try:
             self.engine.add_request(command.request_id, command.prompt_token_ids, command.params,
-                                    submitted_at=command.submitted_at)
+                                    submitted_at=command.submitted_at, lora=command.lora)
         except Exception as exc:   # RequestRejected (a ValueError) or a bad argument
             items.append((command.request_id, exc))
             return

@@ -129,6 +129,20 @@ class ServerMetrics:
             buckets=LATENCY_BUCKETS, registry=r)
         self.classifier_requests = Counter(
             "servecap_classifier_requests", "Classifier inference requests served.", registry=r)
+        # LoRA adapters: vLLM's lora_requests_info under our prefix, and per adapter from the engine's records
+        self.lora_requests_info = Gauge(
+            "servecap_lora_requests_info", "Running and waiting LoRA adapters (comma-separated) and the slots; "
+            "the value is the time of the update, as vLLM's.",
+            ["running_lora_adapters", "waiting_lora_adapters", "max_lora"], registry=r)
+        self.lora_requests = Counter(
+            "servecap_lora_requests", "Finished requests, by LoRA adapter.", ["lora_name"], registry=r)
+        self.lora_slot_wait_seconds = Histogram(
+            "servecap_lora_slot_wait_seconds", "Queue time a request was passed over because its adapter had no "
+            "free slot, by adapter.", ["lora_name"], buckets=LATENCY_BUCKETS, registry=r)
+        self.lora_loads = Counter(
+            "servecap_lora_loads", "Adapters copied from host memory into a slot (cold adapters).", registry=r)
+        self.lora_load_seconds = Counter(
+            "servecap_lora_load_seconds", "Time spent copying adapters into slots, inside steps.", registry=r)
         self.engine_info = Info(
             "servecap_engine", "Engine configuration (strategy, model, dtype, device).", registry=r)
         # previous cumulative engine counters, so observe_step can add deltas
@@ -137,11 +151,15 @@ class ServerMetrics:
         self._last_preemptions = 0
         self._last_spec = (0, 0, 0)
         self._last_spec_positions: tuple[int, ...] = ()
+        self._max_loras: int | None = None
+        self._lora_labels: tuple[str, str] | None = None
 
     def set_engine_description(self, description: dict) -> None:
         """Static engine facts, once the engine is built (`engine.describe()`)."""
         self.kv_blocks_total.set(description.get("num_kv_blocks", 0))
         self.kv_block_bytes.set(description.get("kv_block_bytes", 0))
+        lora = description.get("lora")
+        self._max_loras = lora["max_loras"] if isinstance(lora, dict) else None
         self.engine_info.info({
             key: str(description[key])
             for key in ("model", "strategy", "dtype", "device", "block_size", "max_model_len")
@@ -174,6 +192,25 @@ class ServerMetrics:
             self._last_spec_positions = tuple(
                 _add_delta(self.spec_accepted_per_position.labels(position=str(i)), now, last)
                 for i, (now, last) in enumerate(zip(stats.spec_accepted_per_position, before)))
+
+        if self._max_loras is not None:
+            self._observe_lora(stats)
+
+    def _observe_lora(self, stats) -> None:
+        labels = (",".join(stats.lora_running), ",".join(stats.lora_waiting))
+        if labels != self._lora_labels:   # one series at a time, as vLLM keeps it
+            if self._lora_labels is not None:
+                self.lora_requests_info.remove(*self._lora_labels, str(self._max_loras))
+            self._lora_labels = labels
+            self.lora_requests_info.labels(*labels, str(self._max_loras)).set_to_current_time()
+        for record in stats.records.requests:
+            if record.lora:
+                self.lora_requests.labels(lora_name=record.lora).inc()
+                self.lora_slot_wait_seconds.labels(lora_name=record.lora).observe(record.lora_wait_s)
+        for step in stats.records.steps:
+            if step.lora_loads:
+                self.lora_loads.inc(step.lora_loads)
+                self.lora_load_seconds.inc(step.lora_load_s)
 
     def observe_request(self, timings) -> None:
         """A finished request's `RequestTimings` (None: it never reached a first token)."""

@@ -48,6 +48,9 @@ class Sequence:
     num_cached_tokens: int = 0       # prompt tokens served from the prefix cache (latest admission)
     num_preemptions: int = 0
     finish_reason: str | None = None
+    lora: str | None = None          # the LoRA adapter it runs with (None: the base model)
+    lora_wait_s: float = 0.0         # queue time passed over because its adapter had no slot
+    lora_blocked_since: float | None = None   # engine clock: passed over for a slot since then
     first_scheduled_time: float | None = None   # engine clock, the first step that scheduled it
     first_token_time: float | None = None
     last_token_time: float | None = None

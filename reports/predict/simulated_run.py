@@ -69,7 +69,7 @@ def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd
             if done:
                 engine_requests.append([strategy, len(engine_requests) + 1, rid, int(trace.prompt[i]), out,
                                         t0 + trace.arrival[i], t0 + trace.arrival[i], t0 + trace.first_token[i],
-                                        t0 + trace.end[i], 0, 0, "length"])
+                                        t0 + trace.end[i], 0, 0, "length", "", 0.0])
         t0 += horizon + LEVEL_GAP_S
     (run_dir / RECORDS_FILE).write_bytes(b"".join(records))
     _write_csv(run_dir / STEPS_FILE, STEP_COLUMNS, steps)
@@ -105,7 +105,8 @@ def _append_steps(rows: list, log: list, t0: float, source: str) -> None:
         following = log[j + 1][0] if j + 1 < len(log) else None
         idle_after = following is None or following > start + duration
         rows.append([source, len(rows) + 1, t0 + start, duration, shape.sequences, shape.prefill_tokens,
-                     shape.decode_seqs, shape.context_tokens, 0, 0, 0, 0, idle_after, shape.proposal_tokens, 0])
+                     shape.decode_seqs, shape.context_tokens, 0, 0, 0, 0, idle_after, shape.proposal_tokens, 0,
+                     shape.lora_adapters, 0, 0.0])
 
 
 def _write_csv(path: Path, columns: tuple[str, ...], rows: list) -> None:

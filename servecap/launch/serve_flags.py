@@ -65,6 +65,9 @@ def render_serve_flags(values: Mapping[str, object]) -> list[str]:
         if action.nargs == 0:   # store_true / store_false: the flag alone, or nothing
             if value == action.const:
                 argv.append(flag)
+        elif action.nargs == "+":   # several values after one flag (--lora-modules A=... B=...)
+            if value:
+                argv += [flag, *(str(item) for item in value)]
         elif isinstance(value, (tuple, list)):   # comma lists (--engine-cpus, --preferred-batch-sizes)
             argv += [flag, ",".join(str(item) for item in value)]
         else:

@@ -4,7 +4,8 @@ Every step: running sequences first (admission order), each takes its next chunk
 when decoding) out of `max_num_batched_tokens`; when KV blocks run out the newest running
 sequence is preempted (blocks freed, recomputed later from its tokens). Then waiting
 requests are admitted, oldest first, while `max_num_seqs`, the token budget and free blocks
-allow, unless something was preempted this step. Finished sequences leave at once.
+allow, unless something was preempted this step. Finished sequences leave at once. With LoRA
+adapters, a request whose adapter would exceed the slots is passed over (`scheduling.lora_slots`).
 
 Decodes are preferred (Sarathi-Serve's stall-free batching): while any sequence is decoding,
 prompt tokens (prefill chunks, running or newly admitted) share at most
@@ -19,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.checks import non_negative_int, positive_int
+from reference_server.scheduling.lora_slots import LoraSlots
 from reference_server.scheduling.sequence import Sequence, SequenceStatus
 from reference_server.scheduling.speculative import DraftSlots, NgramProposer
 from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler, Strategy
@@ -49,6 +51,7 @@ class ContinuousBatchScheduler(Scheduler):
     limits: ContinuousLimits
     steady_decodes = True   # running decodes first; admission fails again with no more free blocks
     proposer: NgramProposer | DraftSlots | None = None   # speculative decoding: a decode verifies its proposals
+    lora_slots: LoraSlots | None = None   # multi-LoRA: admission waits for one of max_loras adapter slots
 
     def schedule(self, now: float) -> ScheduledBatch | None:
         batch = ScheduledBatch()
@@ -83,16 +86,34 @@ class ContinuousBatchScheduler(Scheduler):
             budget -= n
             if n > 1:
                 prefill_budget -= n
+        passed_over: list[Sequence] = []   # waiting for a LoRA slot: they keep their place at the front
         while (self.waiting and not batch.preempted and min(budget, prefill_budget) > 0
-               and len(self.running) < self.limits.max_num_seqs
-               and self.block_manager.can_allocate(self.waiting[0])):
-            seq = self.waiting.popleft()
+               and len(self.running) < self.limits.max_num_seqs):
+            seq = self.waiting[0]
+            if self.lora_slots is not None and not self._slot_for(seq, now):
+                passed_over.append(self.waiting.popleft())
+                continue
+            if not self.block_manager.can_allocate(seq):
+                break
+            self.waiting.popleft()
             self._admit(seq)
             n = min(seq.num_uncomputed_tokens, budget, prefill_budget)
             batch.add(seq, n)
             budget -= n
             prefill_budget -= n
+        self.waiting.extendleft(reversed(passed_over))
         return batch if batch.seqs else None
+
+    def _slot_for(self, seq: Sequence, now: float) -> bool:
+        """Whether `seq`'s adapter may run beside the running ones; times how long it was passed over."""
+        if self.lora_slots.admits(seq.lora, self.running):
+            if seq.lora_blocked_since is not None:
+                seq.lora_wait_s += now - seq.lora_blocked_since
+                seq.lora_blocked_since = None
+            return True
+        if seq.lora_blocked_since is None:
+            seq.lora_blocked_since = now
+        return False
 
     def _propose(self, seq: Sequence, budget: int) -> int:
         """Set `seq`'s proposals for this step (none on a prompt's last token, or before its min_tokens); how

@@ -39,6 +39,8 @@ def _example(action) -> object:
     """A non-default value of the option's type (comma lists, choices, numbers, text, switches)."""
     if action.nargs == 0:
         return action.const
+    if action.nargs == "+":
+        return ["a=random", "b=random:4"]
     if action.choices:
         return list(action.choices)[-1]
     if action.type in (int, float):
