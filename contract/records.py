@@ -72,6 +72,8 @@ class Record:
                                                                    # see contract.level_windows)
     replica: str | None = field(default=None, metadata=SOMETIMES)  # fleet runs: the replica that answered, from its
                                                                    # x-servecap-replica header (None: the server sent none)
+    model: str | None = field(default=None, metadata=SOMETIMES)    # --model-mix runs: the model (a LoRA adapter, or
+                                                                   # the base) the request asked for
     request_id: str | None = field(default=None, metadata=LOADGEN)           # "<worker>#<seq>", unique in a run
     api: str | None = field(default=None, metadata=LOADGEN)                  # "chat" | "completions" | "classify"
     prompt_tokens_asked: int | None = field(default=None, metadata=LOADGEN)  # length the prompt was built for

@@ -160,6 +160,7 @@ class Workload(Section):
     dataset_sampling: str | None = None  # with-replacement | without-replacement
     turns: int | str | None = None       # turns per conversation (1: single-turn), or "all" (the dataset's own)
     think_time_s: float | None = None    # multi-turn: pause between an answer and the next turn
+    model_mix: str | None = None         # --model-mix: the mix each request's model was drawn from
 
 
 @dataclass(kw_only=True)

@@ -5,6 +5,7 @@
 
 Flags (also in the web UI):
   --model NAME               model in requests (default: first id of GET /v1/models)
+  --model-mix MIX            each request's model: NAME:WEIGHT,... ('base' = --model) or zipf:N[:S] (lora-1..N)
   --api chat|completions     /v1/chat/completions (default) or /v1/completions
   --prompt-tokens SPEC       N | uniform:LO:HI | normal:MEAN:SD | lognormal:MEAN:SIGMA | file:PATH
   --output-tokens SPEC       max_tokens per request, same forms (default 128; with --dataset the data's lengths)
@@ -105,9 +106,21 @@ class ChatScenario:
         prompt_tokens = self.config.prompt_tokens.sample(rng)
         output_tokens = self.config.output_tokens.sample(rng)
         prompt = self.prompts.build(prompt_tokens, rng)
-        body = self._body(self.model, prompt, output_tokens, stream=self.config.stream,
+        model = self.pick_model(rng)
+        body = self._body(model, prompt, output_tokens, stream=self.config.stream,
                           ignore_eos=self.config.ignore_eos)
-        return Prepared(self._http(body), prompt_tokens + self.config.shared_prefix_tokens, output_tokens)
+        return Prepared(self._http(body), prompt_tokens + self.config.shared_prefix_tokens, output_tokens,
+                        model=self.recorded_model(model))
+
+    def pick_model(self, rng: random.Random) -> str:
+        """This request's model: --model-mix's draw, else the one model (drawn after the lengths, so a mix
+        leaves the run's sequence of lengths as it was)."""
+        mix = self.config.model_mix
+        return self.model if mix is None else mix.pick(rng, base=self.model)
+
+    def recorded_model(self, model: str) -> str | None:
+        """The record's `model`: set only in a --model-mix run."""
+        return model if self.config.model_mix is not None else None
 
     def conversation(self, rng: random.Random, conversation_id: str | None = None) -> "ChatConversation":
         """The next conversation: a dataset entry's turns, or --turns synthetic user turns of --prompt-tokens."""
@@ -120,12 +133,13 @@ class ChatScenario:
         plan = ConversationPlan(users, (None,) * len(users), self.prompts.shared_prefix)
         return ChatConversation(self, plan, rng, 1.0, conversation_id)   # synthetic text: one byte, one token
 
-    def render(self, messages: list[dict], output_tokens: int) -> bytes:
+    def render(self, messages: list[dict], output_tokens: int, model: str | None = None) -> bytes:
         options = dict(stream=self.config.stream, ignore_eos=self.config.ignore_eos)
+        model = model or self.model
         if self.api == "chat":
-            return self._http(chat_messages_body(self.model, messages, output_tokens, **options))
+            return self._http(chat_messages_body(model, messages, output_tokens, **options))
         text = "\n".join(message["content"] for message in messages)
-        return self._http(completions_body(self.model, Prompt(None, text), output_tokens, **options))
+        return self._http(completions_body(model, Prompt(None, text), output_tokens, **options))
 
     def _http(self, body: dict) -> bytes:
         return http_request("POST", self.target, self.config.path, body, api_key=self.config.api_key,
@@ -148,8 +162,10 @@ class TraceReplay:
         shared = self.scenario.prompts.shared_prefix
         messages = ([{"role": "system", "content": shared}] if shared else []) + [
             {"role": "user", "content": self.prompts.text(index, row)}]
-        return Prepared(self.scenario.render(messages, output_tokens),
-                        row.input_tokens + config.shared_prefix_tokens, output_tokens)
+        model = self.scenario.pick_model(rng)
+        return Prepared(self.scenario.render(messages, output_tokens, model),
+                        row.input_tokens + config.shared_prefix_tokens, output_tokens,
+                        model=self.scenario.recorded_model(model))
 
 
 class ChatConversation:
@@ -163,6 +179,7 @@ class ChatConversation:
         self.conversation_id = conversation_id
         self.turns = plan.turns
         self.think_time_s = scenario.config.think_time_s
+        self.model = scenario.pick_model(rng)   # a conversation keeps its model (its tenant's adapter)
 
     def prepare(self, turn: int) -> Prepared:
         config = self.scenario.config
@@ -172,8 +189,9 @@ class ChatConversation:
                          else config.output_tokens.sample(self.rng))
         messages = self.history.messages(turn)
         prompt_tokens = sum(estimate_tokens(m["content"], self.chars_per_token) for m in messages)
-        return Prepared(self.scenario.render(messages, output_tokens), prompt_tokens, output_tokens,
-                        conversation_id=self.conversation_id, turn=turn + 1 if self.conversation_id else None)
+        return Prepared(self.scenario.render(messages, output_tokens, self.model), prompt_tokens, output_tokens,
+                        conversation_id=self.conversation_id, turn=turn + 1 if self.conversation_id else None,
+                        model=self.scenario.recorded_model(self.model))
 
     def answered(self, text: str) -> None:
         self.history.answered(text)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from reports.by_model import by_model, slot_waits
 from reports.level_ids import parse_level_id
 from reports.diagnostics.canary_speed import steal_by_core
 from reports.resources import device_means, energy_per_token_j
@@ -141,6 +142,8 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
         },
         "loadgen": loadgen_health(frame, (data.loadgen_meta.get("levels") or {}).get(level)),
         "by_turn": by_turn(ok),
+        "by_model": by_model(ok, data.engine_requests),
+        "lora_slot_waits": slot_waits(ok, data.engine_requests),
         "server": server_means(series, windows),
         "server_latency": server_latency(series, observed_windows(windows, warmups)),
         "device": device_means(data.samples, windows),

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.workload.model_mix import ModelMix, parse_model_mix
 from loadgen.scenario.run_settings import add_common_arguments, parse_bool, parse_float, parse_int
 from loadgen.workload.conversations import parse_turns
 from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS
@@ -56,6 +57,7 @@ class ChatConfig:
     trace: str | None = None         # --trace PATH: replay a trace's send times and lengths (open loop)
     trace_speedup: float = 1.0       # trace offsets are divided by this
     trace_block_tokens: int = MOONCAKE_BLOCK_TOKENS   # tokens per Mooncake hash id
+    model_mix: ModelMix | None = None   # --model-mix: each request's model drawn from this (LoRA adapters, base)
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
@@ -108,6 +110,7 @@ class ChatConfig:
             ignore_eos=parse_bool(get("ignore_eos", True)),
             stream=parse_bool(get("stream", True)),
             api_key=str(get("api_key")) if get("api_key") else None,
+            model_mix=parse_model_mix(str(get("model_mix"))) if get("model_mix") else None,
         )
 
 
@@ -115,6 +118,9 @@ def add_chat_arguments(parser: Any) -> None:
     """Register chat.py's flags on Locust's parser (`events.init_command_line_parser`)."""
     group = parser
     group.add_argument("--model", default="", help="model name sent in requests (default: first of GET /v1/models)")
+    group.add_argument("--model-mix", default="",
+                       help="each request's model drawn from a mix: NAME:WEIGHT,... ('base' = the server's base "
+                            "model), or zipf:N[:EXPONENT] over lora-1 ... lora-N (`servecap serve --random-loras N`)")
     group.add_argument("--api", default="chat", choices=list(APIS), help="chat -> /v1/chat/completions, completions -> /v1/completions")
     group.add_argument("--prompt-tokens", default="128",
                        help="prompt length: N | uniform:LO:HI | normal:MEAN:SD | lognormal:MEAN:SIGMA | file:PATH")

@@ -303,6 +303,7 @@ class LoadRun:
             switch=route.switch() if route.switch else None,
             conversation_id=prepared.conversation_id,
             turn=prepared.turn,
+            model=prepared.model,
         )
         self.sink.put(record)
         if not stopped:  # Locust's stats count exactly the requests that finished

@@ -18,6 +18,7 @@ class Prepared:
     output_tokens_asked: int | None
     conversation_id: str | None = None   # multi-turn: the record's conversation_id and turn (1-based)
     turn: int | None = None
+    model: str | None = None             # --model-mix: the model this request asked for (the record's `model`)
 
 
 class Scenario(Protocol):

@@ -129,6 +129,9 @@ def sections(summary: dict, figures: list[FigureFile],
     turns = tables.turn_table(summary)
     if not turns.empty:
         out.append(("Latency by turn", [turns]))
+    models = tables.model_table(summary)
+    if not models.empty:
+        out.append(("Latency by model", [*tables.slot_wait_sentences(summary), models]))
     out.append(("Figures", [fig for fig in figures if fig.name != ANSWER_FIGURE]))
     out.append(("Detail", [
         *[Details(f"Latency detail: {metric}", [tables.latency_table(summary, metric)])

@@ -97,6 +97,37 @@ def turn_table(summary: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def model_table(summary: dict) -> pd.DataFrame:
+    """Multi-model runs (--model-mix): latency per level and model, with the share that waited for a LoRA slot."""
+    rows = []
+    for lvl in summary["levels"]:
+        for model, m in (lvl.get("by_model") or {}).items():
+            wait = m.get("slot_wait") or {}
+            rows.append({"level": lvl["level"], "model": model, "requests": m["requests"],
+                         **{f"{name} p50/p99 (ms)": f"{_ms(m[metric]['p50'])} / {_ms(m[metric]['p99'])}"
+                            for name, metric in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s"))},
+                         "waited for a slot": "" if not wait else f"{wait['waited_share']:.0%}",
+                         "slot wait mean / p99 (ms)": "" if not wait else
+                         f"{_ms(wait['mean_s'])} / {_ms(wait['p99_s'])}"})
+    return pd.DataFrame(rows)
+
+
+def slot_wait_sentences(summary: dict) -> list[str]:
+    """One line per level whose requests waited for a LoRA adapter slot: how many, how long, what it cost."""
+    lines = []
+    for lvl in summary["levels"]:
+        waits = lvl.get("lora_slot_waits")
+        if not waits or not waits["waited_share"]:
+            continue
+        cost = ""
+        if waits["ttft_p50_waited_s"] is not None and waits["ttft_p50_not_waited_s"] is not None:
+            cost = (f"; TTFT p50 {_ms(waits['ttft_p50_waited_s'])} ms for those, "
+                    f"{_ms(waits['ttft_p50_not_waited_s'])} ms for the rest")
+        lines.append(f"{lvl['level']}: {waits['waited_share']:.0%} of requests waited for a LoRA adapter slot "
+                     f"(p50 {_ms(waits['wait_p50_s'])} ms, p99 {_ms(waits['wait_p99_s'])} ms of those){cost}.")
+    return lines
+
+
 def latency_table(summary: dict, metric: str) -> pd.DataFrame:
     rows = []
     for lvl in summary["levels"]:

@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     work.add_argument("--dataset-sampling", default="with-replacement", choices=list(SAMPLINGS), help=SAMPLING_HELP)
     work.add_argument("--turns", default="1", help=TURNS_HELP)
     work.add_argument("--think-time", default="0", help="multi-turn: pause between an answer and the next turn")
+    work.add_argument("--model-mix", default=None,
+                      help="each request's model: NAME:WEIGHT,... ('base' = the base model) or zipf:N[:EXPONENT] "
+                           "over lora-1 ... lora-N, e.g. with --server-args \"--enable-lora --random-loras 64\"")
     work.add_argument("--chars-per-token", type=float, default=DEFAULT_CHARS_PER_TOKEN, help=CHARS_HELP)
     work.add_argument("--seed", type=int, default=0)
     slo = p.add_argument_group("SLOs (p99, milliseconds)")
@@ -129,7 +132,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         output_tokens=args.output_tokens if args.output_tokens or args.dataset or args.trace else "uniform:16:64",
         dataset=args.dataset, dataset_sampling=args.dataset_sampling, chars_per_token=args.chars_per_token,
         turns=parse_turns(args.turns), think_time_s=parse_duration(args.think_time, "--think-time"),
-        trace=args.trace, trace_speedup=args.trace_speedup,
+        model_mix=args.model_mix, trace=args.trace, trace_speedup=args.trace_speedup,
         slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
         sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
         pin_cpus=not args.no_pin_cpus, model_config=args.model_config, loadgen_processes=args.loadgen_processes,

@@ -118,6 +118,7 @@ class SweepConfig:
     chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
     turns: int | None = 1
     think_time_s: float = 0.0
+    model_mix: str | None = None   # loadgen's --model-mix: each request's model drawn from it (LoRA adapters)
     trace: str | None = None
     trace_speedup: float = 1.0
     trace_block_tokens: int | None = None   # tokens per Mooncake hash id (None: Locust's default, Mooncake's 512)
@@ -200,6 +201,10 @@ class SweepConfig:
             raise ValueError("--turns: multi-turn conversations run closed loop (--concurrency or --auto)")
         if self.turns is None and self.dataset is None:
             raise ValueError("--turns all takes each dataset conversation's turns: it needs --dataset")
+        if self.model_mix:
+            from loadgen.workload.model_mix import parse_model_mix
+
+            parse_model_mix(self.model_mix)   # ValueError names the bad part
         if self.think_time_s and self.turns == 1:
             raise ValueError("--think-time is the pause between turns: it needs --turns")
         try:

@@ -51,7 +51,8 @@ def workload_for(config: SweepConfig) -> Workload:
                     dataset=str(Path(config.dataset).resolve()) if config.dataset else None,
                     dataset_sampling=config.dataset_sampling if config.dataset else None,
                     turns="all" if config.turns is None else config.turns,
-                    think_time_s=config.think_time_s if config.turns != 1 else None)
+                    think_time_s=config.think_time_s if config.turns != 1 else None,
+                    model_mix=config.model_mix)
 
 
 class RunJson:
