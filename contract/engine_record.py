@@ -49,6 +49,7 @@ class StepRecord:
     proposal_tokens: int = 0  # speculative decoding: proposals verified this step
     accepted_tokens: int = 0  # of them, the ones kept (the step's tokens out: decodes + these)
     lora_adapters: int = 0    # distinct LoRA adapters in the step
+    lora_tokens: int = 0      # tokens of sequences with an adapter
     lora_loads: int = 0       # of them, the ones copied into a slot for this step (cold)
     lora_load_s: float = 0.0  # the time those copies took, inside step_s
 

@@ -34,6 +34,7 @@ from calculators.sim.state import Arrivals, StepClock, Trace
 from calculators.sim.workload import ServerConfig
 from reference_server.scheduling.batch_shape import BatchShape, batch_shape
 from reference_server.scheduling.block_manager import BlockManager, cdiv
+from reference_server.scheduling.lora_slots import LoraSlots
 from reference_server.scheduling.postprocess import StopRule, postprocess, samples_token
 from reference_server.scheduling.sampling import SamplingParams
 from reference_server.scheduling.sequence import Sequence
@@ -65,10 +66,15 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
     those that finish before `horizon_s` (engine time; the run stops there). `on_step(start, duration,
     shape)` hears of every step, as an engine's step record would (it turns the fast path off). With
     `server.speculative`, every decode proposes and keeps what seeded draws (`seed`) say, and a step
-    lasts its verification and draft too; the fast path is off (steps are no longer alike)."""
-    speculative = server.speculative
-    fast_decodes = fast_decodes and on_step is None and speculative is None
+    lasts its verification and draft too; the fast path is off (steps are no longer alike). With
+    `server.lora`, requests carry the adapters `trace.lora` names, wait for the engine's slots, and a step
+    lasts what its adapters add (`calculators.sim.lora_step`); the fast path is off too."""
+    speculative, lora = server.speculative, server.lora
+    fast_decodes = fast_decodes and on_step is None and speculative is None and lora is None
     scheduler = make_scheduler(server.limits, BlockManager(num_kv_blocks(server, trace), server.block_size))
+    adapters = trace.lora if lora is not None and trace.lora is not None else None
+    if lora is not None:
+        scheduler.lora_slots = LoraSlots(lora.max_loras)
     draws = None
     if speculative is not None:
         scheduler.proposer = speculative.proposer(seed)
@@ -83,7 +89,7 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
         arrivals.pop_until(now, arrived)
         for i in arrived:
             scheduler.add(Sequence(str(i), [i] * prompt[i], SamplingParams(max_tokens=output[i], ignore_eos=True),
-                                   arrival_time=float(arrival[i])))
+                                   arrival_time=float(arrival[i]), lora=None if adapters is None else adapters[i]))
         arrived.clear()
         batch = scheduler.schedule(now)
         if batch is None:
@@ -97,6 +103,9 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
             tokens = [[SIM_TOKEN] * (draws.accepted(len(seq.spec_token_ids)) + 1) if seq.spec_token_ids else token
                       for seq, token in zip(batch.seqs, tokens)]
             extra_s = speculative.extra_s(clock.model, shape)
+        if lora is not None:   # the step's adapters take their slots (the cold ones loaded) and their products
+            loaded = scheduler.lora_slots.activate([seq.lora for seq in batch.seqs]).loaded
+            extra_s += lora.extra_s(shape, len(loaded))
         clock.now = now
         duration = clock.step(shape.sequences, shape.prefill_tokens, shape.context_tokens, extra_s)
         if on_step is not None:

@@ -19,6 +19,7 @@ import numpy as np
 
 from calculators.sim.front_end import FrontEnd
 from calculators.sim.sim_engine import run_engine
+from contract.model_mix import BASE
 from calculators.sim.state import Arrivals, StepClock, Trace
 from calculators.sim.workload import MeasuredLengths, ServerConfig, Workload
 from calculators.sim.step_model import StepTimeModel
@@ -85,6 +86,9 @@ def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTim
         prompt, output = workload.sample_lengths(rng, n)
         trace = Trace(prompt=prompt, output=output, arrival=np.zeros(n), first_token=np.full(n, np.nan),
                       end=np.full(n, np.nan))
+        if workload.model_mix is not None:   # a stream of its own: the lengths and arrivals stay as they were
+            names = workload.model_mix.draw_many(np.random.default_rng([workload.seed, 2]), n)
+            trace.lora = [None if name == BASE else name for name in names]
         schedule = None if workload.concurrency else workload.open_loop_arrivals(rng)
         arrivals = Arrivals(trace, schedule=schedule, concurrency=workload.concurrency, front_end=front_end,
                             rng=np.random.default_rng([workload.seed, 1]))

@@ -33,6 +33,7 @@ class Trace:
     sequences_in_steps: int = 0   # sum over steps of sequences in the step
     busy_s: float = 0.0
     preemptions: int = 0          # running sequences sent back to the queue when KV blocks ran out
+    lora: list | None = None      # each request's LoRA adapter (None: the base model), when the mix names any
 
     def __post_init__(self) -> None:
         n = len(self.prompt)

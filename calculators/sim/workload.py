@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from contract.checks import non_negative_int, positive_int, positive_number
+from calculators.sim.lora_step import LoraServing
 from calculators.sim.speculative_step import SpeculativeStep
+from contract.model_mix import ModelMix
 from contract.distributions import LengthDistribution
 from reference_server.scheduling.strategies import Limits, limits_from_flags, resolve  # the pure registry
 
@@ -76,6 +78,7 @@ class Workload:
     arrival_times: tuple[float, ...] = ()
     warmup_s: float | None = None
     duration_s: float | None = None
+    model_mix: ModelMix | None = None   # each request's LoRA adapter drawn from it ("base": none)
 
     def __post_init__(self) -> None:
         positive_int("requests", self.requests)
@@ -134,7 +137,9 @@ class ServerConfig:
     ``num_kv_blocks`` (None = as many as ``limits.max_running`` sequences of the longest request
     need): the simulated schedulers allocate blocks like the engine's, so a small cache limits
     admission and makes continuous batching preempt. ``speculative``: speculative decoding, every
-    decode proposing k, kept by seeded draws at the given acceptance (continuous only).
+    decode proposing k, kept by seeded draws at the given acceptance (continuous only). ``lora``: LoRA
+    adapters in ``max_loras`` slots and what they cost a step (``calculators.sim.lora_step``); the
+    workload's ``model_mix`` says which adapter each request asks for.
     """
 
     strategy: str | None = None
@@ -142,11 +147,14 @@ class ServerConfig:
     num_kv_blocks: int | None = None
     block_size: int = 16
     speculative: SpeculativeStep | None = None
+    lora: LoraServing | None = None
 
     def __post_init__(self) -> None:
         strategy, limits = resolve(self.strategy, self.limits)
         if self.speculative is not None and strategy != "continuous":
             raise ValueError(f"speculative decoding runs with the continuous strategy, not {strategy!r}")
+        if self.lora is not None and strategy != "continuous":
+            raise ValueError(f"LoRA adapters are served with the continuous strategy, not {strategy!r}")
         object.__setattr__(self, "strategy", strategy)
         object.__setattr__(self, "limits", limits)
         positive_int("block_size", self.block_size)

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.workload.model_mix import ModelMix, parse_model_mix
+from contract.model_mix import ModelMix, parse_model_mix
 from loadgen.scenario.run_settings import add_common_arguments, parse_bool, parse_float, parse_int
 from loadgen.workload.conversations import parse_turns
 from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS

@@ -80,7 +80,7 @@ class StepRecorder:
             decode_seqs=shape.decode_seqs, context_tokens=shape.context_tokens, running=running, waiting=waiting,
             kv_blocks_used=kv_blocks_used, preempted=len(batch.preempted), idle_after=idle_after,
             proposal_tokens=shape.proposal_tokens, accepted_tokens=accepted_tokens,
-            lora_adapters=shape.lora_adapters, lora_loads=lora_loads, lora_load_s=lora_load_s))
+            lora_adapters=shape.lora_adapters, lora_tokens=shape.lora_tokens, lora_loads=lora_loads, lora_load_s=lora_load_s))
 
     def take(self) -> EngineRecords:
         if not self._steps and not self._requests:

@@ -32,8 +32,11 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
+import pandas as pd
 
 from calculators.sim.calibrate import fit_step_model, fit_step_time, residual_runs, step_residuals
+from calculators.sim.lora_step import LoraServing, fit_lora_step
+from contract.model_mix import BASE, ModelMix, mix_of
 from calculators.sim.front_end import FrontEndByLoad
 from calculators.sim.front_end_curves import QUEUE
 from calculators.sim.replicate import Replicated, simulate_replicated
@@ -67,6 +70,7 @@ class Calibration:
     residuals: tuple[tuple[float, tuple[float, ...], tuple[tuple[float, ...], ...]], ...] = ()
     open_front_end: FrontEndByLoad | None = None     # the calibration stage's open-loop levels' (`calibrate`)
     front_end_open_loop: bool = False                # front_end was measured under open arrivals (bursts in it)
+    model_mix: ModelMix | None = None                # a LoRA run's measured mix of models (`_lora`)
 
     @cached_property
     def slow_factors(self) -> np.ndarray:
@@ -132,8 +136,11 @@ def server_config(run: RunInfo, strategy: str) -> ServerConfig:
     """The simulator's ServerConfig for what `strategy` ran with (run.json's engine description)."""
     config = run.server.engine_config(strategy)
     blocks = config.get("num_kv_blocks") or config.get("kv_blocks")
+    lora = config.get("lora")   # the engine served LoRA adapters: their slots (the costs come from the steps)
+    serving = LoraServing(int(lora["max_loras"]), adapters=tuple(lora.get("adapters") or ())) \
+        if isinstance(lora, dict) and lora.get("max_loras") else None
     return ServerConfig(limits=strategy_limits(config), num_kv_blocks=int(blocks) if blocks else None,
-                        block_size=int(config.get("block_size") or 16))
+                        block_size=int(config.get("block_size") or 16), lora=serving)
 
 
 def strategy_server(run: RunInfo, strategy: str) -> ServerConfig:
@@ -165,6 +172,8 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
         raise ValueError("no levels to calibrate on")
     sources, unavailable = {}, []
     stepped = [*samples, *stage]
+    server, stepped, model_mix = _lora(server, stepped, samples, sources)
+    samples, stage = stepped[:len(samples)], stepped[len(samples):]
     model = _fit_steps(stepped, server, sources, unavailable)
     residuals, warm_up = _level_residuals(stepped, model)
     if residuals:
@@ -210,7 +219,49 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
     counts = tuple((s.load, s.requests / s.duration_s) for s in samples)
     return Calibration(samples[0].strategy, server, model, lengths, cv2, front, tuple(s.level for s in samples),
                        sources, tuple(unavailable), counts, residuals, open_front,
-                       front_end_open_loop=any(s.kind == "rate_rps" for s in fronts))
+                       front_end_open_loop=any(s.kind == "rate_rps" for s in fronts), model_mix=model_mix)
+
+
+def _lora(server: ServerConfig, stepped: list[LevelSample], samples: list[LevelSample],
+          sources: dict) -> tuple[ServerConfig, list[LevelSample], ModelMix | None]:
+    """A server with LoRA slots: the adapters' step costs fitted on the steps (`fit_lora_step`) and taken off
+    their durations, so the base step model is fitted on what is left; and the measured mix of models (the
+    names the engine does not serve as adapters are the base model). Unchanged without LoRA."""
+    if server.lora is None:
+        return server, stepped, None
+    names = [s.models for s in samples if s.models is not None]
+    mix = None
+    if names:
+        counts = pd.Series(np.concatenate(names)).value_counts()
+        adapters = set(server.lora.adapters)
+        weights: dict[str, int] = {}
+        for name, count in counts.items():
+            key = name if name in adapters else BASE
+            weights[key] = weights.get(key, 0) + int(count)
+        mix = mix_of(weights)
+        sources["model_mix"] = (f"the models the measured requests asked for: {len(weights)} "
+                                f"({', '.join(list(weights)[:3])}{', ...' if len(weights) > 3 else ''})")
+    rows = [s.steps for s in stepped if s.steps is not None and s.steps.lora is not None]
+    if sum(len(r.batch) for r in rows) < MIN_STEPS:
+        return server, stepped, mix
+    cat = lambda name: np.concatenate([getattr(r, name) for r in rows])   # noqa: E731
+    lora = np.concatenate([r.lora for r in rows])
+    fit = fit_lora_step(server.lora.max_loras, cat("batch"), cat("prefill_tokens"), cat("context_tokens"),
+                        cat("duration_s"), lora[:, 0], lora[:, 1], lora[:, 2], lora[:, 3])
+    serving = replace(fit.serving, adapters=server.lora.adapters)
+    sources["lora"] = (f"engine_steps.csv's LoRA columns: {serving.per_adapter_s * 1e3:.3g} ms per adapter in a "
+                       f"step, {serving.per_lora_token_s * 1e6:.3g} us per adapter token, "
+                       f"{serving.load_s * 1e3:.3g} ms per cold load ({server.lora.max_loras} slots)")
+    adjusted = []
+    for s in stepped:
+        if s.steps is None or s.steps.lora is None:
+            adjusted.append(s)
+            continue
+        own = s.steps.lora
+        lora_s = serving.per_adapter_s * own[:, 0] + serving.per_lora_token_s * own[:, 1] + own[:, 3]
+        adjusted.append(replace(s, steps=replace(s.steps, duration_s=np.maximum(s.steps.duration_s - lora_s,
+                                                                                 1e-6))))
+    return replace(server, lora=serving), adjusted, mix
 
 
 def _level_residuals(samples: list[LevelSample], model: StepTimeModel) -> tuple[tuple, tuple[float, ...]]:
@@ -301,7 +352,7 @@ def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, d
                         concurrency=int(load) if kind == "concurrency" else None,
                         rate_rps=float(load) if kind == "rate_rps" and not replayed else None,
                         arrival_times=tuple(arrival_times) if replayed else (),
-                        arrival_cv2=calibration.arrival_cv2, seed=seed)
+                        arrival_cv2=calibration.arrival_cv2, seed=seed, model_mix=calibration.model_mix)
     front = calibration.front_end
     speeds: tuple[tuple[float, float], ...] = ()
     if isinstance(machine_speed, tuple):

@@ -34,6 +34,8 @@ QUANTILES = ("p50", "p95", "p99")
 METRICS = ("ttft_s", "tpot_s", "e2e_s")
 KEYS = tuple(f"{metric}.{q}" for metric in METRICS for q in ("p50", "p99"))   # what the validation judges
 
+LORA_COLUMNS = ("lora_adapters", "lora_tokens", "lora_loads", "lora_load_s")   # the step record's, StepRows.lora
+
 
 @dataclass(frozen=True)
 class StepRows:
@@ -46,6 +48,7 @@ class StepRows:
     window: np.ndarray | None = None     # [S] which of the level's windows (rounds, in time order) it ran in
     t_start: np.ndarray | None = None    # [S] unix s each began (the engine's clock)
     since_idle: np.ndarray | None = None  # [S] steps since the engine last waited (0: the first after a wait)
+    lora: np.ndarray | None = None       # [S, 4] LoRA: adapters, their tokens, loads, load seconds (None: none ran)
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class LevelSample:
     window_speeds: tuple[float, ...] = ()   # the canary's machine speed in each of its windows, in time
                                             # order (() when any is unknown)
     e2e_mean_s: float | None = None      # the client's mean E2E (Little's law: streams in flight, `streams`)
+    models: np.ndarray | None = None     # [n] object: each ok record's model (--model-mix runs), else None
     machine_speed: float | None = None   # the canary's: how much longer than the run's usual the engine's
                                          # cores took for the same work during the level (None: no canary);
                                          # `steps` stay as timed (reports.bench.error_sources tries them rescaled)
@@ -161,12 +165,21 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
             front_end=_level_front_end(joined.get(lvl["level"]), frame, engine_means, kind, load, duration, lvl,
                                        max(len(its_windows), 1), step_wait),
             server_means=means, running_mean=server.get("requests_running_mean"), engine_means=engine_means or None,
-            prompt_tokens_per_s=lvl.get("prompt_tokens_per_s"))
+            prompt_tokens_per_s=lvl.get("prompt_tokens_per_s"),
+            models=_models(frame, pairs.index))
         if len(sample.lengths):
             out.setdefault(source, []).append(sample)
     for samples in out.values():
         samples.sort(key=lambda s: s.load)
     return out
+
+
+def _models(frame: pd.DataFrame, rows) -> np.ndarray | None:
+    """The model each of the level's measured requests asked for (a --model-mix run), else None."""
+    if "model" not in frame.columns:
+        return None
+    models = frame.loc[rows, "model"].astype(object)
+    return None if models.isna().all() else models.fillna("").to_numpy(dtype=object)
 
 
 def _engine_cores(data: RunData) -> list[int]:
@@ -212,7 +225,8 @@ def _effective_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
                                    # (calculators.sim.speculative_step): one regressor for both
                                    "prefill_tokens": (frame["prefill_tokens"] + frame["proposal_tokens"].fillna(0)).to_numpy(float),
                                    "context_tokens": frame["context_tokens"].to_numpy(float),
-                                   "duration_s": duration, "since_idle": since_idle}))
+                                   "duration_s": duration, "since_idle": since_idle,
+                                   **{name: frame[name].fillna(0).to_numpy(float) for name in LORA_COLUMNS}}))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -225,9 +239,10 @@ def _level_steps(steps: pd.DataFrame | None, source: str, windows: list[tuple[fl
         return None
     starts = rows["t_start"].to_numpy(dtype=float)
     window = np.searchsorted([start for start, _ in windows], starts, side="right") - 1   # windows: sorted
+    lora = rows[list(LORA_COLUMNS)].to_numpy(float)
     return StepRows(rows["batch"].to_numpy(), rows["prefill_tokens"].to_numpy(), rows["context_tokens"].to_numpy(),
                     rows["duration_s"].to_numpy(), np.clip(window, 0, len(windows) - 1), starts,
-                    rows["since_idle"].to_numpy())
+                    rows["since_idle"].to_numpy(), lora if lora[:, 0].any() else None)
 
 
 def _client_noise(frame: pd.DataFrame) -> tuple[tuple, np.ndarray]:

@@ -106,7 +106,7 @@ def _append_steps(rows: list, log: list, t0: float, source: str) -> None:
         idle_after = following is None or following > start + duration
         rows.append([source, len(rows) + 1, t0 + start, duration, shape.sequences, shape.prefill_tokens,
                      shape.decode_seqs, shape.context_tokens, 0, 0, 0, 0, idle_after, shape.proposal_tokens, 0,
-                     shape.lora_adapters, 0, 0.0])
+                     shape.lora_adapters, shape.lora_tokens, 0, 0.0])
 
 
 def _write_csv(path: Path, columns: tuple[str, ...], rows: list) -> None:

@@ -202,7 +202,7 @@ class SweepConfig:
         if self.turns is None and self.dataset is None:
             raise ValueError("--turns all takes each dataset conversation's turns: it needs --dataset")
         if self.model_mix:
-            from loadgen.workload.model_mix import parse_model_mix
+            from contract.model_mix import parse_model_mix
 
             parse_model_mix(self.model_mix)   # ValueError names the bad part
         if self.think_time_s and self.turns == 1:

@@ -34,7 +34,7 @@ def test_the_ring_numbers_rows_pages_through_them_and_counts_what_it_dropped():
     ring.extend([_step(i) for i in range(3)])
     page = ring.after(0, limit=2)
     assert [row[0] for row in page["rows"]] == [1, 2] and page["next"] == 2 and page["dropped"] == 0
-    assert page["rows"][1][1:] == [1.0, 0.001, 1, 0, 1, 1, 1, 0, 1, 0, False, 0, 0, 0, 0, 0.0]
+    assert page["rows"][1][1:] == [1.0, 0.001, 1, 0, 1, 1, 1, 0, 1, 0, False, 0, 0, 0, 0, 0, 0.0]
     assert [row[0] for row in ring.after(2)["rows"]] == [3]
     ring.extend([_step(i) for i in range(3, 9)])   # 9 rows into a ring of 5: rows 1-4 are gone
     behind = ring.after(1)

@@ -7,7 +7,8 @@
 
 Real tenant mixes are skewed (a few adapters take most requests, a long tail the rest), which a Zipf
 law describes with one exponent; the exponent defaults to 1. Picks come from the request's seeded RNG,
-so a run's sequence of models is reproducible. Pure: no I/O.
+so a run's sequence of models is reproducible; the simulator draws from the same mix (`draw_many`).
+Pure: numpy only, no I/O (the load generator and the calculators both import it).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import itertools
 import math
 import random
 from dataclasses import dataclass
+
+import numpy as np
 
 BASE = "base"   # in a mix: the server's base model, whatever its name
 
@@ -29,6 +32,11 @@ class ModelMix:
     def pick(self, rng: random.Random, base: str) -> str:
         name = self.names[min(bisect.bisect_right(self.cumulative, rng.random()), len(self.names) - 1)]
         return base if name == BASE else name
+
+    def draw_many(self, rng, n: int) -> list[str]:
+        """`n` names at once from a numpy Generator ("base" left as it is: the caller's base model)."""
+        picks = np.searchsorted(np.asarray(self.cumulative), rng.random(n), side="right")
+        return [self.names[min(int(i), len(self.names) - 1)] for i in picks]
 
     def share(self, name: str) -> float:
         i = self.names.index(name)
@@ -54,6 +62,13 @@ def _normalized(names: list[str], weights: list[float]) -> ModelMix:
     cumulative = [w / total for w in itertools.accumulate(weights)]
     cumulative[-1] = 1.0
     return ModelMix(tuple(names), tuple(cumulative))
+
+
+def mix_of(weights: dict[str, float]) -> ModelMix:
+    """A mix from {name: weight} (e.g. the counts a run measured), in the dict's order."""
+    if not weights or any(not (math.isfinite(w) and w > 0) for w in weights.values()):
+        raise ValueError("a model mix needs at least one name, every weight > 0")
+    return _normalized(list(weights), list(weights.values()))
 
 
 def parse_model_mix(spec: str) -> ModelMix:

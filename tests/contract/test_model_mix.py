@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from scipy import stats
 
-from loadgen.workload.model_mix import parse_model_mix
+from contract.model_mix import parse_model_mix
 from loadgen_helpers import run_python
 
 
@@ -48,7 +48,7 @@ import json, random
 from loadgen.chat import ChatScenario
 from loadgen.client.request_bytes import Target
 from loadgen.scenario.chat_config import ChatConfig
-from loadgen.workload.model_mix import parse_model_mix
+from contract.model_mix import parse_model_mix
 target = Target.from_url("http://127.0.0.1:9")
 mixed = ChatScenario(ChatConfig(model_mix=parse_model_mix("sql:1,base:1"), api="completions"), target, "tiny", 0)
 plain = ChatScenario(ChatConfig(api="completions"), target, "tiny", 0)
