@@ -117,6 +117,11 @@ class Calibration:
             out["step_model"]["residual_p99"] = float(np.percentile(factors, 99))
         if m.warm_up:
             out["step_model"]["warm_up"] = list(m.warm_up)
+        lora = self.server.lora
+        if lora is not None:
+            out["lora"] = {"max_loras": lora.max_loras, "per_adapter_ms": lora.per_adapter_s * 1e3,
+                           "per_lora_token_us": lora.per_lora_token_s * 1e6, "load_ms": lora.load_s * 1e3,
+                           "mix": None if self.model_mix is None else len(self.model_mix.names)}
         if self.slow_factors.size:   # the machine's slow speed per bin, over its mean: how far it swung
             slow = self.slow_factors / self.slow_factors.mean()
             out["step_model"]["slow"] = {"bin_s": SLOW_BIN_S, "paths": sum(len(p) for _, _, p in self.residuals),

@@ -31,8 +31,8 @@ def test_the_model_mix_reaches_locust_and_run_json(tmp_path):
 def test_a_lora_sweep_reports_latency_per_adapter_and_the_slot_waits(tmp_path):
     out = tmp_path / "run"
     result = subprocess.run([sys.executable, "-m", "servecap", "sweep", "--out", str(out), "--strategies", "continuous",
-                             "--concurrency", "4", "--server-args", "--enable-lora --random-loras 6 --max-loras 2",
-                             "--model-mix", "zipf:6", "--warmup", "2s", "--duration", "6s", "--prompt-tokens", "32",
+                             "--concurrency", "1,2,4", "--server-args", "--enable-lora --random-loras 6 --max-loras 2",
+                             "--model-mix", "zipf:6", "--warmup", "2s", "--duration", "5s", "--prompt-tokens", "32",
                              "--output-tokens", "16", "--no-pin-cpus"],
                             capture_output=True, text=True, timeout=300, env=_env())
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
@@ -41,7 +41,7 @@ def test_a_lora_sweep_reports_latency_per_adapter_and_the_slot_waits(tmp_path):
     counts = {k: sum(r["model"] == f"lora-{k}" for r in records) for k in range(1, 7)}
     assert counts[1] > counts[6]   # Zipf: the first adapter the busiest
     summary = json.loads((out / "summary.json").read_text())
-    level = summary["levels"][0]
+    level = summary["levels"][2]   # c=4
     assert set(level["by_model"]) <= {f"lora-{k}" for k in range(1, 7)}
     assert sum(m["requests"] for m in level["by_model"].values()) == level["ok"]
     waits = level["lora_slot_waits"]
@@ -51,3 +51,6 @@ def test_a_lora_sweep_reports_latency_per_adapter_and_the_slot_waits(tmp_path):
     assert "## Latency by model" in report and "waited for a LoRA adapter slot" in report
     engine = json.loads((out / "run.json").read_text())["server"]["engines"]["continuous"]["lora"]
     assert engine["max_loras"] == 2 and len(engine["adapters"]) == 6
+    calibration = summary["validation"]["by_strategy"]["continuous"]["calibration"]   # the prediction knows the slots
+    assert calibration["lora"]["max_loras"] == 2 and calibration["lora"]["mix"] == len(level["by_model"])
+    assert calibration["lora"]["load_ms"] > 0 and "lora" in calibration["sources"]
