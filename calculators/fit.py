@@ -5,6 +5,7 @@ vLLM's budget rule (``gpu_worker.determine_available_memory``), per GPU:
                      - weights (this GPU's tensor-parallel shard)
                      - activation peak (profiled forward pass at max_num_batched_tokens)
                      - non-torch memory (CUDA context, cuBLAS workspaces, NCCL buffers)
+                     - LoRA slots, with max_loras (``calculators.lora.slot_bytes``)
     num_blocks     = kv_cache_bytes // kv_block_bytes           (block = block_size tokens, all layers)
     kv_tokens      = num_blocks x block_size
     max_concurrency (vLLM's "Maximum concurrency for L tokens per request")
@@ -25,6 +26,7 @@ from calculators.architecture import ModelArchitecture
 from calculators.dtypes import DType, default_kv_dtype, parse_dtype, parse_kv_dtype
 from calculators.gpus import GIB, GpuSpec
 from calculators.kv import kv_block_bytes, kv_bytes_for_tokens, kv_heads_per_gpu
+from calculators.lora import slot_bytes
 from calculators.weights import weights
 
 
@@ -67,6 +69,7 @@ class Fit:
     weight_bytes: int
     activation_bytes: int
     non_torch_bytes: int
+    lora_bytes: int                        # LoRA slots (max_loras x max_lora_rank on every target), 0 without
     kv_cache_bytes: int
     block_size: int
     kv_block_bytes: int
@@ -92,7 +95,8 @@ def fit(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", kv_dtype:
         activation_gib: float | None = None, non_torch_gib: float | None = None,
         block_size: int = 16, max_model_len: int | None = None,
         prompt_tokens: int | None = None, output_tokens: int | None = None,
-        keep_embeddings_16bit: bool = False, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256) -> Fit:
+        keep_embeddings_16bit: bool = False, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
+        max_loras: int = 0, max_lora_rank: int = 16) -> Fit:
     """Apply the budget rule of the module docstring; ``fits`` is False (with ``reason``) when nothing is left."""
     dt = parse_dtype(dtype)
     kv_dt = parse_kv_dtype(kv_dtype if kv_dtype is not None else default_kv_dtype(dt))
@@ -125,7 +129,8 @@ def fit(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", kv_dtype:
     activation = (int(activation_gib * GIB) if activation_gib is not None
                   else default_activation_bytes(arch, dt, tp, max_num_batched_tokens, max_num_seqs))
     non_torch = int(non_torch_gib * GIB) if non_torch_gib is not None else default_non_torch_bytes(tp)
-    kv_cache = budget - weight - activation - non_torch
+    lora = slot_bytes(arch, max_loras, max_lora_rank, dt.name, tp) if max_loras else 0
+    kv_cache = budget - weight - activation - non_torch - lora
     block = kv_block_bytes(arch, kv_dt, block_size, tp)
     num_blocks = max(0, kv_cache // block)
     kv_cache = max(0, kv_cache)
@@ -135,9 +140,10 @@ def fit(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", kv_dtype:
     at_mean = None if mean_tokens is None else int(kv_cache // kv_bytes_for_tokens(arch, mean_tokens, kv_dt, block_size, tp))
 
     if num_blocks == 0:
-        need = (weight + activation + non_torch) / GIB
+        need = (weight + activation + non_torch + lora) / GIB
+        adapters = f" + LoRA slots {lora / GIB:.2f} GiB" if lora else ""
         fits, reason = False, (f"does not fit: weights {weight / GIB:.2f} GiB + activations {activation / GIB:.2f} GiB "
-                               f"+ non-torch {non_torch / GIB:.2f} GiB = {need:.2f} GiB per GPU, but only "
+                               f"+ non-torch {non_torch / GIB:.2f} GiB{adapters} = {need:.2f} GiB per GPU, but only "
                                f"{budget / GIB:.2f} GiB is budgeted ({gpu_memory_utilization:g} x {usable / GIB:.2f} GiB)")
     elif max_concurrency < 1:
         fits, reason = False, (f"does not fit: the KV cache holds {num_blocks * block_size} tokens, fewer than one "
@@ -148,7 +154,8 @@ def fit(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", kv_dtype:
     return Fit(
         model=arch.name, gpu=gpu.name, dtype=dt.name, kv_dtype=kv_dt.name, gpus=gpus, tp=tp, replicas=replicas,
         gpu_memory_utilization=gpu_memory_utilization, usable_bytes=usable, budget_bytes=budget,
-        weight_bytes=weight, activation_bytes=activation, non_torch_bytes=non_torch, kv_cache_bytes=kv_cache,
+        weight_bytes=weight, activation_bytes=activation, non_torch_bytes=non_torch, lora_bytes=lora,
+        kv_cache_bytes=kv_cache,
         block_size=block_size, kv_block_bytes=block, num_blocks=num_blocks, kv_tokens=num_blocks * block_size,
         max_model_len=max_model_len, max_concurrency=round(max_concurrency, 3), mean_request_tokens=mean_tokens,
         max_concurrency_at_mean=at_mean, max_concurrency_total=round(max_concurrency * replicas, 3),

@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-num-batched-tokens", type=int,
                    help="default: vLLM's for this GPU (8192 on 70 GiB or more, A100 aside; else 2048)")
     p.add_argument("--keep-embeddings-16bit", action="store_true")
+    p.add_argument("--max-loras", type=int, default=0,
+                   help="LoRA slots the engine reserves (vLLM's --max-loras; 0: no LoRA), taken out of the KV room")
+    p.add_argument("--max-lora-rank", type=int, default=16, help="each slot's rank (vLLM's --max-lora-rank)")
     _efficiency(p)
 
     p = command("roofline", "decode step time, tokens/s and bound; prefill time")

@@ -47,7 +47,8 @@ def cmd_fit(args) -> None:
                  activation_gib=args.activation_gib, non_torch_gib=args.non_torch_gib, block_size=args.block_size,
                  max_model_len=args.max_model_len, prompt_tokens=args.prompt_tokens,
                  output_tokens=args.output_tokens, keep_embeddings_16bit=args.keep_embeddings_16bit,
-                 max_num_batched_tokens=tokens, max_num_seqs=max_num_seqs)
+                 max_num_batched_tokens=tokens, max_num_seqs=max_num_seqs, max_loras=args.max_loras,
+                 max_lora_rank=args.max_lora_rank)
     speed = None
     if result.fits and result.max_concurrency_at_mean:
         speed = what_if(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,

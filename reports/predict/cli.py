@@ -55,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     spec.add_argument("--speculative-proposal-share", type=float, default=1.0, metavar="S",
                       help="the share of decodes that propose (default 1; prompt lookup's is what a server counted: "
                            "the report's spec_drafts_per_decode)")
+    lora = parser.add_argument_group("LoRA adapters (a calibration run that served them: its adapters' step costs)")
+    lora.add_argument("--max-loras", type=int, help="what-if: this many adapter slots")
+    lora.add_argument("--model-mix", help="what-if: this mix of requests (NAME:WEIGHT,... or zipf:N[:EXPONENT])")
     parser.add_argument("--replications", type=int, default=8, help="simulated runs per load (default 8)")
     parser.add_argument("--warmup", type=float, help="seconds of warm-up per load (default: the run's)")
     parser.add_argument("--duration", type=float, help="seconds measured per load (default: the run's)")
@@ -75,7 +78,7 @@ def main(argv: list[str]) -> int:
             arrival=args.arrival, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
             slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms), gpu=args.gpu,
             replications=args.replications, warmup_s=args.warmup, duration_s=args.duration, seed=args.seed,
-            speculative=_speculative(args))
+            speculative=_speculative(args), max_loras=args.max_loras, model_mix=args.model_mix)
         data = load_run(args.calibration)
         with console.status("simulating"):
             answer = predict_run(data, plan)

@@ -35,6 +35,7 @@ from calculators.speculative_crossover import crossover
 from reference_server.scheduling.speculative import check_share, per_position_acceptance
 from contract.arrivals import parse_arrival
 from contract.distributions import parse_length_distribution
+from contract.model_mix import parse_model_mix
 from reports.predict.calibration import Calibration, arrival_cv2, calibrate, predict, strategy_server
 from reports.predict.coverage import calibrated, distance, load_factor, widened, widening
 from reports.predict.evidence import level_samples
@@ -107,8 +108,15 @@ class PredictPlan:
     duration_s: float | None = None
     seed: int = 0
     speculative: SpeculativeAsk | None = None
+    max_loras: int | None = None       # what-if: another count of LoRA slots (a LoRA calibration run's costs)
+    model_mix: str | None = None       # what-if: another mix of adapters (contract.model_mix's syntax)
 
     def __post_init__(self) -> None:
+        if self.max_loras is not None and (isinstance(self.max_loras, bool) or not isinstance(self.max_loras, int)
+                                           or self.max_loras < 1):
+            raise ValueError(f"--max-loras must be a positive integer, got {self.max_loras!r}")
+        if self.model_mix is not None:
+            parse_model_mix(self.model_mix)   # ValueError names the bad part
         if bool(self.concurrency) == bool(self.rates):
             raise ValueError("give exactly one of --concurrency and --rates")
         if any(isinstance(c, bool) or not isinstance(c, int) or c <= 0 for c in self.concurrency):
@@ -121,6 +129,21 @@ class PredictPlan:
             raise ValueError("--replications must be a positive integer")
 
 
+def _lora_what_if(plan: PredictPlan, calibration: Calibration) -> Calibration:
+    """--max-loras / --model-mix: the same adapters' step costs (the calibration run's) with other slots or
+    another mix of requests; ValueError when the run served no adapters (nothing priced them)."""
+    if plan.max_loras is None and plan.model_mix is None:
+        return calibration
+    lora = calibration.server.lora
+    if lora is None:
+        raise ValueError("--max-loras and --model-mix need a calibration run whose server served LoRA adapters "
+                         "(`servecap sweep --server-args \"--enable-lora ...\" --model-mix ...`): its steps price them")
+    if plan.max_loras is not None:
+        lora = replace(lora, max_loras=plan.max_loras)
+    mix = parse_model_mix(plan.model_mix) if plan.model_mix is not None else calibration.model_mix
+    return replace(calibration, server=replace(calibration.server, lora=lora), model_mix=mix)
+
+
 def predict_run(data: RunData, plan: PredictPlan) -> dict:
     levels = build_levels(data, data.run.slo)
     samples = level_samples(data, levels)
@@ -131,6 +154,7 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
     stage = stage_samples(data.run_dir, strategy)
     calibration = calibrate(group, server, cv2, stage)
     calibration = replace(calibration, lengths=_lengths(plan, calibration.lengths))
+    calibration = _lora_what_if(plan, calibration)
     extrapolation = None
     if plan.gpu:
         calibration, extrapolation = _on_gpu(data, calibration, group, plan.gpu)
