@@ -77,13 +77,13 @@ def bits_per_byte(model: Transformer, data: torch.Tensor, context: int, windows:
 
 
 def train(out: Path, *, minutes: float, max_steps: int | None, batch: int, context: int, lr: float, seed: int,
-          threads: int, log=print) -> dict:
+          threads: int, log=print, arch: ModelArchitecture = ARCH, corpus_root: str | None = None) -> dict:
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
-    corpus = stdlib_corpus()
+    corpus = stdlib_corpus(root=corpus_root)
     train_data = torch.tensor(list(corpus.train), dtype=torch.long)
     held_data = torch.tensor(list(corpus.held_out), dtype=torch.long)
-    model = Transformer(ARCH, ARCH.max_position_embeddings)
+    model = Transformer(arch, arch.max_position_embeddings)
     init_random_weights(model, seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
     generator = torch.Generator().manual_seed(seed)
@@ -109,7 +109,7 @@ def train(out: Path, *, minutes: float, max_steps: int | None, batch: int, conte
     seconds = time.perf_counter() - start
     model.eval()
     held = bits_per_byte(model, held_data, context)
-    save_checkpoint(out, ARCH, model.state_dict())
+    save_checkpoint(out, arch, model.state_dict())
     report = {"corpus": {"root": corpus.root, "files": corpus.files, "held_out_files": corpus.held_out_files,
                          "train_bytes": len(corpus.train), "held_out_bytes": len(corpus.held_out),
                          "python": sys.version.split()[0]},

@@ -46,13 +46,26 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=64, help="greedy output tokens per prompt (default 64)")
     p.add_argument("--seed", type=int, default=0, help="the prompts and the bootstrap (default 0)")
     p.add_argument("--text", help="held-out text file: each in-process side's perplexity on it")
+    p.add_argument("--prompt-text", help="take the prompts as seeded windows of this file (default: pseudo-words)")
     p.add_argument("--logprobs", type=int, help="endpoints: ask for the top K log-probabilities (a KL estimate)")
     p.add_argument("--out", help="write the result as JSON here (RUN/quality.json: the report shows it)")
     return p
 
 
-def seeded_prompts(count: int, tokens: int, seed: int) -> list[str]:
-    return [ascii_text(tokens, random.Random(f"quality/{seed}/{i}")) for i in range(count)]
+def seeded_prompts(count: int, tokens: int, seed: int, source: str | None = None) -> list[str]:
+    """`count` prompts of `tokens` bytes: seeded pseudo-words, or seeded windows of `source` (text the
+    model knows the kind of, e.g. held-out text for a trained model), each cut at a line start."""
+    if source is None:
+        return [ascii_text(tokens, random.Random(f"quality/{seed}/{i}")) for i in range(count)]
+    data = source.encode("utf-8", errors="replace")
+    if len(data) < 2 * tokens:
+        raise ValueError(f"--prompt-text holds {len(data)} bytes: too few for prompts of {tokens}")
+    prompts = []
+    for i in range(count):
+        start = random.Random(f"quality/{seed}/{i}").randrange(0, len(data) - 2 * tokens)
+        start = data.find(b"\n", start, start + tokens) + 1 or start
+        prompts.append(data[start:start + tokens].decode("utf-8", errors="ignore"))
+    return prompts
 
 
 def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
@@ -60,6 +73,9 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
     for name in ("prompts", "prompt_tokens", "max_tokens"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    for flag, path in (("--text", args.text), ("--prompt-text", args.prompt_text)):
+        if path is not None and not Path(path).is_file():
+            parser.error(f"{flag} {path}: no such file")
     if args.logprobs is not None and args.logprobs < 1:
         parser.error(f"--logprobs must be at least 1, got {args.logprobs}")
     modes = []
@@ -75,6 +91,15 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
     if modes[0] == "url" and args.text is not None:
         parser.error("--text (perplexity) needs the models in-process: give --a-args/--b-args")
     return "in-process" if modes[0] == "args" else "endpoints"
+
+
+def _read(path: str | None, flag: str) -> str | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ValueError(f"{flag} {path}: {exc.strerror}") from None
 
 
 def _served_model(url: str) -> str:
@@ -103,7 +128,7 @@ def _table(result: dict) -> list[str]:
 
 
 def run(args: argparse.Namespace, mode: str, console: Console) -> dict:
-    prompts = seeded_prompts(args.prompts, args.prompt_tokens, args.seed)
+    prompts = seeded_prompts(args.prompts, args.prompt_tokens, args.seed, _read(args.prompt_text, "--prompt-text"))
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("comparing outputs", total=args.prompts)
 
@@ -113,12 +138,7 @@ def run(args: argparse.Namespace, mode: str, console: Console) -> dict:
         if mode == "in-process":
             from servecap.quality.in_process import compare_engines, engine_from_args
 
-            text = None
-            if args.text is not None:
-                try:
-                    text = Path(args.text).read_text(encoding="utf-8", errors="replace")
-                except OSError as exc:
-                    raise ValueError(f"--text {args.text}: {exc.strerror}") from None
+            text = _read(args.text, "--text")
             a, b = engine_from_args(args.a_args, args.model), engine_from_args(args.b_args, args.model)
             ids = [a.tokenizer.encode(p, add_bos=True) for p in prompts]
             result = compare_engines(a, b, ids, args.max_tokens, seed=args.seed, text=text, progress=progress)
@@ -133,6 +153,7 @@ def run(args: argparse.Namespace, mode: str, console: Console) -> dict:
                                        progress=progress)
             sides = {"a": {"url": a.url, "model": a.model}, "b": {"url": b.url, "model": b.model}}
     return {"kind": "servecap-quality", "mode": mode, **sides, "prompts": args.prompts,
+            "prompt_text": args.prompt_text,
             "prompt_tokens": args.prompt_tokens, "max_tokens": args.max_tokens, "seed": args.seed,
             "text": args.text, **result}
 

@@ -46,6 +46,15 @@ def test_int8_moves_the_distributions_a_little_and_broken_scales_are_caught():
     assert bad["top1_agreement"]["ci95"][1] < good["top1_agreement"]["ci95"][0]
 
 
+def test_prompts_from_a_text_are_seeded_windows_starting_at_lines():
+    text = "".join(f"line {i}: some words here\n" for i in range(200))
+    prompts = seeded_prompts(5, 40, seed=1, source=text)
+    assert prompts == seeded_prompts(5, 40, seed=1, source=text) != seeded_prompts(5, 40, seed=2, source=text)
+    assert all(p.startswith("line ") and len(p) == 40 and p in text for p in prompts)
+    with pytest.raises(ValueError, match="too few for prompts of 40"):
+        seeded_prompts(1, 40, seed=0, source="short")
+
+
 def test_greedy_outputs_have_the_asked_length_whatever_the_end_of_sequence():
     engine = engine_from_args("--max-num-seqs 2", "tiny")   # more prompts than seats: they queue
     outputs = greedy_outputs(engine, _prompts(engine, 5), 9)
@@ -71,11 +80,12 @@ def test_the_cli_writes_the_result_with_perplexity_on_held_out_text(tmp_path, ca
     (["--a-args", "", "--a-url", "http://127.0.0.1:1", "--b-args", ""], "arm A: give exactly one"),
     (["--a-args", "", "--b-url", "http://127.0.0.1:1"], "give both arms as"),
     (["--a-args", "", "--b-args", "", "--logprobs", "5"], "--logprobs is for endpoints"),
-    (["--a-url", "http://127.0.0.1:1", "--b-url", "http://127.0.0.1:1", "--text", "x"], "--text (perplexity)"),
+    (["--a-url", "http://127.0.0.1:1", "--b-url", "http://127.0.0.1:1", "--text", __file__], "--text (perplexity)"),
     (["--a-args", "", "--b-args", "", "--prompts", "0"], "--prompts must be at least 1"),
     (["--a-args", "", "--b-args", "--emulate h100-sxm --model llama-3.1-8b"], "an emulated GPU"),
     (["--a-args", "", "--b-args", "--quantization int4"], "--quantization"),
-    (["--a-args", "", "--b-args", "", "--text", "/nonexistent/held_out.txt"], "--text /nonexistent"),
+    (["--a-args", "", "--b-args", "", "--text", "/nonexistent/held_out.txt"], "--text /nonexistent/held_out.txt: no"),
+    (["--a-args", "", "--b-args", "", "--prompt-text", "/nonexistent/p.txt"], "--prompt-text /nonexistent/p.txt: no"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
