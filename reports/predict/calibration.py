@@ -230,13 +230,13 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
 def _lora(server: ServerConfig, stepped: list[LevelSample], samples: list[LevelSample],
           sources: dict) -> tuple[ServerConfig, list[LevelSample], ModelMix | None]:
     """A server with LoRA slots: the adapters' step costs fitted on the steps (`fit_lora_step`) and taken off
-    their durations, so the base step model is fitted on what is left; and the measured mix of models (the
-    names the engine does not serve as adapters are the base model). Unchanged without LoRA."""
+    their durations, so the base step model is fitted on what is left; and the mix of models the requests
+    sent measured (names the engine does not serve as adapters are the base model). Unchanged without LoRA."""
     if server.lora is None:
         return server, stepped, None
     names = [s.models for s in samples if s.models is not None]
     mix = None
-    if names:
+    if names:   # measured, not run.json's --model-mix: docs/results.md (2026-12-05) has the two compared
         counts = pd.Series(np.concatenate(names)).value_counts()
         adapters = set(server.lora.adapters)
         weights: dict[str, int] = {}

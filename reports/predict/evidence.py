@@ -84,7 +84,8 @@ class LevelSample:
     window_speeds: tuple[float, ...] = ()   # the canary's machine speed in each of its windows, in time
                                             # order (() when any is unknown)
     e2e_mean_s: float | None = None      # the client's mean E2E (Little's law: streams in flight, `streams`)
-    models: np.ndarray | None = None     # [n] object: each ok record's model (--model-mix runs), else None
+    models: np.ndarray | None = None     # [n] object: the model of each request sent in the measure window
+                                         # (--model-mix runs; `_sent_models`), else None
     machine_speed: float | None = None   # the canary's: how much longer than the run's usual the engine's
                                          # cores took for the same work during the level (None: no canary);
                                          # `steps` stay as timed (reports.bench.error_sources tries them rescaled)
@@ -120,6 +121,7 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
     windows = data.level_windows()
     ok = records[data.measured_ok()]
     by_level = dict(tuple(ok.groupby("level", sort=False, observed=True)))
+    models_sent = _sent_models(records)
     steps = _effective_steps(data.engine_steps)
     cores = _engine_cores(data)
     joined = _join_engine_requests(ok, data.engine_requests)
@@ -166,7 +168,7 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
                                        max(len(its_windows), 1), step_wait),
             server_means=means, running_mean=server.get("requests_running_mean"), engine_means=engine_means or None,
             prompt_tokens_per_s=lvl.get("prompt_tokens_per_s"),
-            models=_models(frame, pairs.index))
+            models=models_sent.get(lvl["level"]))
         if len(sample.lengths):
             out.setdefault(source, []).append(sample)
     for samples in out.values():
@@ -174,12 +176,15 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
     return out
 
 
-def _models(frame: pd.DataFrame, rows) -> np.ndarray | None:
-    """The model each of the level's measured requests asked for (a --model-mix run), else None."""
-    if "model" not in frame.columns:
-        return None
-    models = frame.loc[rows, "model"].astype(object)
-    return None if models.isna().all() else models.fillna("").to_numpy(dtype=object)
+def _sent_models(records: pd.DataFrame) -> dict[str, np.ndarray]:
+    """{level: the model each request sent in its measure window asked for} in a --model-mix run. Every
+    request sent, not only those that finished: a rare adapter's requests wait longest for a slot, so
+    more of them are still in flight at the window's end, and the finished ones alone under-count them."""
+    if "model" not in records.columns or records["model"].isna().all():
+        return {}
+    sent = records[records["phase"] == "measure"]
+    return {str(level): group["model"].astype(object).fillna("").to_numpy(dtype=object)
+            for level, group in sent.groupby("level", sort=False, observed=True)}
 
 
 def _engine_cores(data: RunData) -> list[int]:
