@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from contract.model_mix import BASE, ModelMix
 from calculators.plan.autoscaler import Autoscaler, AutoscalerConfig
 from calculators.plan.demand import Demand
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
@@ -73,6 +74,7 @@ class FleetConfig:
     retry_lost: bool = False                     # a killed replica's requests are sent again (else they fail)
     seed: int = 0
     router_options: dict = field(default_factory=dict)
+    model_mix: ModelMix | None = None            # each request's LoRA adapter (the replica's server.lora prices it)
 
     def __post_init__(self) -> None:
         if isinstance(self.initial_replicas, bool) or not isinstance(self.initial_replicas, int) \
@@ -80,6 +82,9 @@ class FleetConfig:
             raise ValueError(f"initial replicas must be an integer >= 0, got {self.initial_replicas!r}")
         if self.autoscaler is None and self.initial_replicas < 1:
             raise ValueError("a fixed fleet needs at least one replica")
+        if self.model_mix is not None and self.replica.server.lora is None:
+            raise ValueError("a model mix needs replicas that serve LoRA adapters (their slots and step costs: a "
+                             "calibration run that served them)")
         if not (isinstance(self.cold_start_s, (int, float)) and math.isfinite(self.cold_start_s)
                 and self.cold_start_s >= 0):
             raise ValueError(f"cold start must be seconds >= 0, got {self.cold_start_s!r}")
@@ -98,6 +103,9 @@ class _Fleet:
         self.stateless = not self.router.reads_load
         self.autoscaler = None if config.autoscaler is None else Autoscaler(config.autoscaler)
         n = len(demand)
+        mix = config.model_mix   # drawn once per request index, on a stream of its own
+        self.lora = None if mix is None else [None if name == BASE else name for name in
+                                              mix.draw_many(np.random.default_rng([config.seed, 3]), n)]
         self.send = demand.t_s.astype(float)
         self.first = np.full(n, np.nan)
         self.end = np.full(n, np.nan)
@@ -233,7 +241,8 @@ class _Fleet:
         blocks = -(-int(self.demand.prompt[i]) // self.demand.prefix_block_tokens)
         rid = self.router.choose(t, None if session < 0 else session, self._prefix(i), views, blocks)
         self._advance(rid, t)
-        self.sims[rid].submit(i, self._prompt_tokens(i), int(self.demand.output[i]), t)
+        self.sims[rid].submit(i, self._prompt_tokens(i), int(self.demand.output[i]), t,
+                              lora=None if self.lora is None else self.lora[i])
         self.in_flight[rid] += 1
         self.holder[i] = rid
 

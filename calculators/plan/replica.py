@@ -27,6 +27,7 @@ from calculators.sim.step_model import StepTimeModel
 from calculators.sim.workload import ServerConfig
 from reference_server.scheduling.batch_shape import batch_shape
 from reference_server.scheduling.block_manager import BlockManager
+from reference_server.scheduling.lora_slots import LoraSlots
 from reference_server.scheduling.postprocess import postprocess
 from reference_server.scheduling.sampling import SamplingParams
 from reference_server.scheduling.sequence import Sequence
@@ -42,6 +43,9 @@ class ReplicaSim:
                  ready_at: float = 0.0, rng: np.random.Generator | None = None, shared_prefixes: bool = True) -> None:
         self.block_manager = BlockManager(num_kv_blocks, server.block_size, shared_prefixes=shared_prefixes)
         self.scheduler = make_scheduler(server.limits, self.block_manager)
+        self.lora = server.lora   # LoRA slots and step costs (calculators.sim.lora_step), or None
+        if self.lora is not None:
+            self.scheduler.lora_slots = LoraSlots(self.lora.max_loras)
         self.clock = StepClock(step_model, rng if rng is not None else np.random.default_rng(seed))
         self.now = float(ready_at)
         self.ended: list[tuple[int, float]] = []
@@ -68,10 +72,12 @@ class ReplicaSim:
         return [int(seq.request_id) for seq in (*self.scheduler.running, *self.scheduler.waiting)]
 
     # -- driving it --------------------------------------------------------------------------------
-    def submit(self, i: int, prompt_token_ids: list[int], output_tokens: int, t: float) -> None:
-        """Request `i` reaches this replica at `t` (the engine sees it at its next step)."""
+    def submit(self, i: int, prompt_token_ids: list[int], output_tokens: int, t: float,
+               lora: str | None = None) -> None:
+        """Request `i` reaches this replica at `t` (the engine sees it at its next step); `lora`: its adapter."""
         self.scheduler.add(Sequence(str(i), prompt_token_ids, SamplingParams(max_tokens=int(output_tokens),
-                                                                             ignore_eos=True), arrival_time=t))
+                                                                             ignore_eos=True), arrival_time=t,
+                                    lora=lora if self.lora is not None else None))
         if self.now < t:   # idle until now: the clock catches up with the request
             self.now = t
 
@@ -91,8 +97,12 @@ class ReplicaSim:
             shape = batch_shape(batch)
             tokens = [SIM_TOKEN if seq.num_computed_tokens + count == len(seq.token_ids) else None
                       for seq, count in zip(batch.seqs, batch.num_new_tokens)]
+            extra_s = 0.0
+            if self.lora is not None:   # the step's adapters take their slots (cold ones loaded), as the engine's
+                loaded = scheduler.lora_slots.activate([seq.lora for seq in batch.seqs]).loaded
+                extra_s = self.lora.extra_s(shape, len(loaded))
             clock.now = self.now
-            duration = clock.step(shape.sequences, shape.prefill_tokens, shape.context_tokens)
+            duration = clock.step(shape.sequences, shape.prefill_tokens, shape.context_tokens, extra_s)
             self.now += duration
             self.steps += 1
             self.busy_s += duration
@@ -108,7 +118,7 @@ class ReplicaSim:
                 if reason is not None:
                     finished += 1
                     self.ended.append((i, self.now))
-            if is_steady(scheduler, batch, finished):
+            if self.lora is None and is_steady(scheduler, batch, finished):   # LoRA steps are not alike
                 size = shape.sequences - finished
                 context = shape.context_tokens - sum(len(seq.token_ids) - 1 for seq in batch.seqs
                                                      if seq.finish_reason) if finished else shape.context_tokens

@@ -18,6 +18,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -48,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     replica.add_argument("--strategy", help="which of the calibration run's strategies")
     replica.add_argument("--cold-start-s", type=float, help="seconds from asking for a replica to its being ready "
                                                             "(default: the calibration run's measured time to ready)")
+    lora = p.add_argument_group("LoRA adapters (a --calibration run that served them prices them)")
+    lora.add_argument("--model-mix", help="each request's adapter: NAME:WEIGHT,... or zipf:N[:EXPONENT] "
+                                           "(default: the mix the calibration run's requests asked for)")
+    lora.add_argument("--max-loras", type=int, help="what-if: this many adapter slots a replica")
     add_scaling_flags(p, f"one of {', '.join(ROUTER_POLICIES)}")
     add_slo_flags(p)
     p.add_argument("--retry-lost", action="store_true",
@@ -120,16 +125,37 @@ def _inputs(args) -> dict:
     if args.replicas is not None and args.replicas < (0 if autoscaler else 1):
         raise ValueError(f"--replicas must be at least {0 if autoscaler else 1}, got {args.replicas}")
     faults = tuple(fault_from_flag(spec) for spec in args.kill)
-    replica, cold_start = _replica(args)
+    replica, cold_start, measured_mix = _replica(args)
+    replica, mix = _lora_replica(args, replica, measured_mix)
     initial = args.replicas if args.replicas is not None else max(autoscaler.min_replicas, 1)
     config = FleetConfig(replica=replica, router=args.router, initial_replicas=initial, cold_start_s=cold_start,
-                         autoscaler=autoscaler, faults=faults, retry_lost=args.retry_lost, seed=args.seed)
+                         autoscaler=autoscaler, faults=faults, retry_lost=args.retry_lost, seed=args.seed,
+                         model_mix=mix)
     return {"demand_spec": demand_spec_from_flags(args), "config": config, "slo": slo, "window_s": args.window_s,
             "search": args.search, "static_max": args.static_max, "replications": args.replications,
             "n_plus_one": not args.no_n_plus_one, "band": replica_band(args)}
 
 
-def _replica(args) -> tuple[ReplicaSpec, float]:
+def _lora_replica(args, replica: ReplicaSpec, measured_mix):
+    """(the replica with --max-loras slots, the mix of adapters requests ask for); a LoRA flag without a
+    calibration run that served adapters is refused (nothing priced them)."""
+    from contract.model_mix import parse_model_mix
+
+    lora = replica.server.lora
+    if lora is None:
+        if args.model_mix is not None or args.max_loras is not None:
+            raise ValueError("--model-mix and --max-loras need --calibration RUN_DIR of a run that served LoRA "
+                             "adapters (`servecap sweep --server-args \"--enable-lora ...\" --model-mix ...`)")
+        return replica, None
+    if args.max_loras is not None:
+        if args.max_loras < 1:
+            raise ValueError(f"--max-loras must be at least 1, got {args.max_loras}")
+        replica = replace(replica, server=replace(replica.server, lora=replace(lora, max_loras=args.max_loras)))
+    return replica, parse_model_mix(args.model_mix) if args.model_mix is not None else measured_mix
+
+
+def _replica(args):
+    """(the replica, its cold start, the mix of models its calibration run's requests asked for, or None)."""
     if args.gpu is not None:
         if args.cold_start_s is None:
             raise ValueError("--gpu needs --cold-start-s: a GPU replica's time to ready (model load, warm-up) "
@@ -137,12 +163,13 @@ def _replica(args) -> tuple[ReplicaSpec, float]:
         from calculators.plan.sizing import gpu_replica
 
         return (gpu_replica(args.gpu, args.model, dtype=args.dtype, tp=args.tp, engine=args.engine,
-                            max_model_len=args.max_model_len), args.cold_start_s)
+                            max_model_len=args.max_model_len), args.cold_start_s, None)
     return calibration_replica(args.calibration, args.strategy, args.cold_start_s)
 
 
-def calibration_replica(run_dir: str, strategy: str | None, cold_start_s: float | None) -> tuple[ReplicaSpec, float]:
-    """The replica a measured run calibrates (its strategy's limits and KV cache, the fitted step model)."""
+def calibration_replica(run_dir: str, strategy: str | None, cold_start_s: float | None):
+    """(The replica a measured run calibrates: its strategy's limits and KV cache, the fitted step model and
+    LoRA costs; its cold start; the mix of models the run's requests asked for, or None)."""
     from reports.predict.calibration import calibrate, strategy_server
     from reports.predict.evidence import level_samples
     from reports.predict.prediction import _strategy
@@ -162,7 +189,7 @@ def calibration_replica(run_dir: str, strategy: str | None, cold_start_s: float 
                          "it, or a --url target): give --cold-start-s")
     return (ReplicaSpec(server, calibration.step_model, server.num_kv_blocks, gpus=1, hourly_usd_per_gpu=None,
                         describe=f"{name} replica calibrated on {run_dir}"),
-            cold_start_s if cold_start_s is not None else float(ready))
+            cold_start_s if cold_start_s is not None else float(ready), calibration.model_mix)
 
 
 def replica_band(args) -> float | None:

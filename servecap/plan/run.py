@@ -118,7 +118,17 @@ def _describe_config(config: FleetConfig) -> dict:
                 "min_replicas": a.min_replicas, "max_replicas": a.max_replicas, "metric": a.metric,
                 "target": a.target, "interval_s": a.interval_s, "up_window_s": a.up_window_s,
                 "down_window_s": a.down_window_s},
-            "faults": [{"t_s": f.t_s, "replica": f.replica} for f in config.faults], "seed": config.seed}
+            "faults": [{"t_s": f.t_s, "replica": f.replica} for f in config.faults], "seed": config.seed,
+            "lora": _describe_lora(config)}
+
+
+def _describe_lora(config: FleetConfig) -> dict | None:
+    lora, mix = config.replica.server.lora, config.model_mix
+    if lora is None:
+        return None
+    return {"max_loras": lora.max_loras, "per_adapter_ms": lora.per_adapter_s * 1e3,
+            "per_lora_token_us": lora.per_lora_token_s * 1e6, "load_ms": lora.load_s * 1e3,
+            "models_in_mix": None if mix is None else len(mix.names)}
 
 
 def _describe_slo(slo: SloLimits, window_s: float) -> dict:

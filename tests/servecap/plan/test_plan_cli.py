@@ -40,6 +40,8 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, capsys):
                                                "llama-3.1-8b", *SLO, "--replicas", "2"])
     assert "--kill 'soon'" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2",
                                               "--kill", "soon"])
+    assert "--model-mix and --max-loras need --calibration RUN_DIR of a run that served LoRA" in _error(
+        capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2", "--model-mix", "zipf:8"])
 
 
 def test_a_small_plan_writes_its_answer(tmp_path, capsys):
