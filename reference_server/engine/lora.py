@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from calculators.architecture import ModelArchitecture
+from calculators.lora import projection_shapes
 from reference_server.engine.lora_sources import adapter_rank, peft_config
 from reference_server.scheduling.lora_slots import LoraSlots
 
@@ -39,14 +40,6 @@ TARGETS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")   # our fused name
 PARTS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "o_proj": ("o_proj",),
          "gate_up_proj": ("gate_proj", "up_proj"), "down_proj": ("down_proj",)}   # PEFT's (HF Llama) names
 PEFT_KEY = re.compile(r"layers\.(\d+)\.(?:self_attn|mlp)\.(\w+_proj)\.lora_([AB])\.weight$")
-
-
-def _shapes(arch: ModelArchitecture) -> dict[str, tuple[int, tuple[int, ...]]]:
-    """Per HF projection: (in features, out features), and per fused target its parts' outs."""
-    q, kv = arch.num_heads * arch.head_dim, arch.num_kv_heads * arch.head_dim
-    d, i = arch.hidden_size, arch.intermediate_size
-    return {"q_proj": (d, q), "k_proj": (d, kv), "v_proj": (d, kv), "o_proj": (q, d),
-            "gate_proj": (d, i), "up_proj": (d, i), "down_proj": (i, d)}
 
 
 @dataclass
@@ -79,7 +72,7 @@ def random_adapter(name: str, rank: int, arch: ModelArchitecture, seed: int, dty
     """Seeded N(0, 0.02) pairs on every target: the same (name, seed) gives the same adapter anywhere."""
     generator = torch.Generator().manual_seed(seed ^ (int.from_bytes(name.encode()[:8].ljust(8, b"\0"), "little")
                                                       & 0x7FFF_FFFF) ^ len(name) * 7919)
-    shapes = _shapes(arch)
+    shapes = projection_shapes(arch)
     layers = []
     for _ in range(arch.num_layers):
         layer = {}
@@ -107,7 +100,7 @@ def peft_adapter(name: str, directory: str, arch: ModelArchitecture, dtype: torc
                 found[(int(match[1]), match[2], match[3])] = tensor.float()
     if not found:
         raise ValueError(f"lora_modules: adapter {name!r}: no lora_A/lora_B weights of decoder layers in {directory}")
-    shapes = _shapes(arch)
+    shapes = projection_shapes(arch)
     layers = []
     for layer_index in range(arch.num_layers):
         layer = {}
@@ -147,7 +140,7 @@ def save_peft_adapter(directory: str | Path, arch: ModelArchitecture, rank: int,
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
     generator = torch.Generator().manual_seed(seed)
-    shapes = _shapes(arch)
+    shapes = projection_shapes(arch)
     tensors = {}
     for layer in range(arch.num_layers):
         for target in targets:
@@ -202,7 +195,7 @@ class LoraBank:
         dtype = model.norm.weight.dtype
         device = model.norm.weight.device if param is None else param.device
         arch = model.arch
-        shapes = _shapes(arch)
+        shapes = projection_shapes(arch)
         for layer in model.layers:
             wrapped = {}
             for parent in (layer.self_attn, layer.mlp):
