@@ -179,7 +179,8 @@ class ChatConversation:
         self.conversation_id = conversation_id
         self.turns = plan.turns
         self.think_time_s = scenario.config.think_time_s
-        self.model = scenario.pick_model(rng)   # a conversation keeps its model (its tenant's adapter)
+        self.model = scenario.pick_model(rng)   # a conversation keeps its model (its tenant's adapter), drawn
+                                                # before its turns' lengths: a mix moves a conversation's lengths
 
     def prepare(self, turn: int) -> Prepared:
         config = self.scenario.config

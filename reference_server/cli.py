@@ -195,7 +195,12 @@ def lora_modules(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
     pairs += [(f"lora-{i}", "random") for i in range(1, args.random_loras + 1)]
     if pairs and not args.enable_lora:
         raise ValueError("--lora-modules and --random-loras need --enable-lora")
+    served = args.served_model_name or (os.path.basename(os.path.normpath(args.model)) if os.sep in args.model
+                                         else args.model)   # the base model's name (api.runtime's rule)
     for name, source in pairs:   # a missing directory or a rank above the slots: exit 2, not a failed start
+        if name == served:
+            raise ValueError(f"--lora-modules: adapter name {name!r} is the base model's: requests could not "
+                             "reach the base (give the adapter another name)")
         adapter_rank(name, source, args.max_lora_rank)
     return tuple(pairs)
 

@@ -215,7 +215,7 @@ class Engine:
         `lora`: the adapter it runs with (None: the base model)."""
         if request_id in self._seqs:
             raise RequestRejected(f"request id {request_id!r} is already in use")
-        if lora is not None and lora not in self.lora_adapters:
+        if lora is not None and (self.lora_slots is None or lora not in self.runner.lora.adapters):
             raise RequestRejected(f"LoRA adapter {lora!r} is not served here" + (
                 "" if self.lora_slots is not None else " (the engine runs without --enable-lora)"))
         ids = list(prompt_token_ids)

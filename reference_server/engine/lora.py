@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,15 +70,17 @@ def _fuse(pairs: list[tuple[torch.Tensor, torch.Tensor]], rank: int, outs: list[
 
 
 def random_adapter(name: str, rank: int, arch: ModelArchitecture, seed: int, dtype: torch.dtype) -> LoraAdapter:
-    """Seeded N(0, 0.02) pairs on every target: the same (name, seed) gives the same adapter anywhere."""
-    generator = torch.Generator().manual_seed(seed ^ (int.from_bytes(name.encode()[:8].ljust(8, b"\0"), "little")
-                                                      & 0x7FFF_FFFF) ^ len(name) * 7919)
+    """Seeded pairs on every target, the same (name, seed) giving the same adapter anywhere: A ~ N(0, 1/in)
+    and B ~ N(0, 0.02), so that x @ A @ B is as large as a rank-`rank` slice of a layer whose weights are
+    N(0, 0.02) like the presets': an adapter that changes outputs as a fine-tune does, more on a narrow
+    model than on a wide one (by sqrt(rank / in))."""
+    generator = torch.Generator().manual_seed(seed ^ zlib.crc32(name.encode()))
     shapes = projection_shapes(arch)
     layers = []
     for _ in range(arch.num_layers):
         layer = {}
         for target, parts in PARTS.items():
-            pairs = [(torch.empty(shapes[p][0], rank).normal_(0, 0.02, generator=generator),
+            pairs = [(torch.empty(shapes[p][0], rank).normal_(0, shapes[p][0] ** -0.5, generator=generator),
                       torch.empty(rank, shapes[p][1]).normal_(0, 0.02, generator=generator)) for p in parts]
             layer[target] = _fuse(pairs, rank, [shapes[p][1] for p in parts], 1.0, dtype)
         layers.append(layer)

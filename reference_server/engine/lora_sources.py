@@ -23,6 +23,12 @@ def peft_config(name: str, directory: str) -> dict:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"lora_modules: adapter {name!r}: cannot read {path / 'adapter_config.json'} "
                          f"({exc.__class__.__name__}: {exc})") from None
+    if int(config["r"]) < 1:
+        raise ValueError(f"lora_modules: adapter {name!r}: adapter_config.json's r must be a positive rank, "
+                         f"got {config['r']!r}")
+    if config.get("use_rslora") or config.get("use_dora"):
+        raise ValueError(f"lora_modules: adapter {name!r}: rsLoRA and DoRA adapters are not served "
+                         "(plain LoRA, scaled by lora_alpha / r)")
     if not any(path.glob("*.safetensors")):
         raise ValueError(f"lora_modules: adapter {name!r}: {directory} has no *.safetensors file")
     return config

@@ -28,6 +28,12 @@ def chain_hash(parent_hash: int | None, token_ids: tuple[int, ...]) -> int:
     return hash((parent_hash, token_ids))
 
 
+def chain_root(seq: Sequence) -> int | None:
+    """Where a sequence's chain of block hashes starts: a LoRA adapter changes every layer's K and V, so
+    the same tokens under another adapter (or the base model) are other blocks."""
+    return None if seq.lora is None else hash(("lora", seq.lora))
+
+
 class Block:
     __slots__ = ("block_id", "ref_count", "hash", "token_ids")
 
@@ -81,7 +87,7 @@ class BlockManager:
             raise RuntimeError(f"not enough free KV blocks for {seq.request_id}")
         bs = self.block_size
         cacheable = (seq.num_tokens - 1) // bs
-        parent: int | None = None
+        parent = chain_root(seq)
         hits = 0
         self.prefix_cache_query_tokens += seq.num_tokens
         for i in range(cacheable):
@@ -136,7 +142,7 @@ class BlockManager:
         if seq.num_computed_tokens // bs <= len(seq.block_hashes):
             return   # no block became full: most steps
         for i in range(len(seq.block_hashes), seq.num_computed_tokens // bs):
-            parent = seq.block_hashes[-1] if seq.block_hashes else None
+            parent = seq.block_hashes[-1] if seq.block_hashes else chain_root(seq)
             tokens = tuple(seq.token_ids[i * bs:(i + 1) * bs])
             h = chain_hash(parent, tokens)
             block = self.blocks[seq.block_table[i]]

@@ -135,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("minutes", "batch", "context", "lr", "threads"):
         if not getattr(args, name) > 0:
             parser.error(f"--{name} must be positive, got {getattr(args, name)}")
+    if args.context >= ARCH.max_position_embeddings:
+        parser.error(f"--context must be below the model's {ARCH.max_position_embeddings} positions, "
+                     f"got {args.context}")
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
     report = train(Path(args.out), minutes=args.minutes, max_steps=args.steps, batch=args.batch,

@@ -246,8 +246,14 @@ def _lora(server: ServerConfig, stepped: list[LevelSample], samples: list[LevelS
         mix = mix_of(weights)
         sources["model_mix"] = (f"the models the measured requests asked for: {len(weights)} "
                                 f"({', '.join(list(weights)[:3])}{', ...' if len(weights) > 3 else ''})")
+    if mix is None:   # nothing says which request ran with which adapter: keep their time in the step model
+        sources["lora"] = ("the records name no model (a run without --model-mix): the adapters' time stays in the "
+                           "step model and their slots are not simulated")
+        return replace(server, lora=None), stepped, None
     rows = [s.steps for s in stepped if s.steps is not None and s.steps.lora is not None]
     if sum(len(r.batch) for r in rows) < MIN_STEPS:
+        sources["lora"] = (f"fewer than {MIN_STEPS} recorded steps with adapters: the slots are simulated, their "
+                           "step costs are not")
         return server, stepped, mix
     cat = lambda name: np.concatenate([getattr(r, name) for r in rows])   # noqa: E731
     lora = np.concatenate([r.lora for r in rows])

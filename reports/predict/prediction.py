@@ -156,6 +156,9 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
     calibration = replace(calibration, lengths=_lengths(plan, calibration.lengths))
     calibration = _lora_what_if(plan, calibration)
     extrapolation = None
+    if plan.gpu and calibration.server.lora is not None:
+        raise ValueError("--gpu extrapolates a plain engine's steps through the roofline; a run that served LoRA "
+                         "adapters has CPU-measured adapter costs that would not move with it")
     if plan.gpu:
         calibration, extrapolation = _on_gpu(data, calibration, group, plan.gpu)
     warmup = plan.warmup_s if plan.warmup_s is not None else group[0].warmup_s

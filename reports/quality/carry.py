@@ -1,9 +1,9 @@
 """A run's quality measurement (`servecap quality --out RUN/quality.json`) carried into its report.
 
     read_quality(run_dir) -> (the measurement | None, a note for `missing` | None)
-    quality_sentence(quality) -> "Quality against its reference (...): top-1 agreement 97.7% (95% CI ...)"
-    configuration_statement(label, base, side) -> "B against A: 1.9x the KV room, 1.3x output tokens/s at
-                                                   c=32, 97.7% top-1 agreement"
+    quality_sentence(quality) -> "Quality against its reference (...): top1 agreement P% (95% CI ...), ..."
+    configuration_statement(label, base, side) -> "B against A: Kx the KV room, Tx output tokens/s at c=N,
+                                                   P% top-1 greedy agreement"
 
 A side is (the run's /v1/engine description, its levels, its quality); the statement compares two runs
 of one model at the highest offered load both measured (when each ran one strategy), the plan's three

@@ -57,8 +57,10 @@ def top_logprob_kl(top_a: dict[str, float], top_b: dict[str, float]) -> float:
     """KL(A || B) over the tokens A's top log-probabilities name, each side renormalized over them; a token B
     did not list gets B's smallest listed log-probability (an upper bound on its mass). For servers that
     return only the top k: an estimate, not the full-vocabulary KL."""
+    top_a = {t: v for t, v in (top_a or {}).items() if v is not None and np.isfinite(v)}
+    top_b = {t: v for t, v in (top_b or {}).items() if v is not None and np.isfinite(v)}
     if not top_a or not top_b:
-        raise ValueError("top log-probabilities are empty")
+        raise ValueError("top log-probabilities are empty (or none finite)")
     tokens = list(top_a)
     floor = min(top_b.values())
     la = np.array([top_a[t] for t in tokens])
@@ -69,7 +71,7 @@ def top_logprob_kl(top_a: dict[str, float], top_b: dict[str, float]) -> float:
 
 def summarize(values: Sequence[float], seed: int = 0) -> dict:
     """The mean of per-prompt values and its 95% percentile-bootstrap interval (prompts resampled)."""
-    data = np.asarray([v for v in values if v is not None], dtype=np.float64)
+    data = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=np.float64)
     if data.size == 0:
         return {"mean": None, "ci95": None, "n": 0}
     mean = float(data.mean())

@@ -78,8 +78,9 @@ def compare_endpoints(a: Endpoint, b: Endpoint, prompts: list[str], max_tokens: 
             shared = int(round(record["prefix_agreement"] * max(len(ca.units), len(cb.units))))
             shared = min(shared + 1, len(ca.top_logprobs), len(cb.top_logprobs))   # the divergent position too
             if shared:
-                record["kl_mean"] = float(np.mean([top_logprob_kl(ta, tb) for ta, tb in
-                                                   zip(ca.top_logprobs[:shared], cb.top_logprobs[:shared])]))
+                kls = [top_logprob_kl(ta, tb) for ta, tb in zip(ca.top_logprobs[:shared], cb.top_logprobs[:shared])
+                       if ta and tb]   # a position a server gave no top log-probabilities for is left out
+                record["kl_mean"] = float(np.mean(kls)) if kls else None
         per_prompt.append(record)
         if progress is not None:
             progress(i + 1, len(prompts))
