@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import socket
 import time
 from itertools import count
@@ -30,6 +29,7 @@ import gevent.pool
 from gevent import GreenletExit
 
 from contract.arrivals import iter_offsets, my_share
+from loadgen.workload.prompts import request_rng
 from loadgen.client.clock import Clock
 from loadgen.client.exchange import Exchange, Outcome, summarize
 from loadgen.client.sse import answer_text
@@ -148,14 +148,15 @@ class LoadRun:
             return
         t_ready = time.perf_counter()   # the intended send time: the user's last request just ended
         index = next(self._seq)
-        rng = random.Random(f"{self.settings.seed}/{self.process_index}/{index}")
+        rng = request_rng(self.settings.seed, self.settings.level, self.process_index, index)
         self.send(index, self.scenario.prepare(rng), t_ready=t_ready)
 
     def converse(self) -> None:
         """Closed loop, multi-turn: one whole conversation, a turn after each answer (plus the think time).
         A turn that fails ends the conversation: its history would lack the answer."""
         number = next(self._conversations)
-        conversation = self.scenario.conversation(random.Random(f"{self.settings.seed}/{self.process_index}/c{number}"),
+        conversation = self.scenario.conversation(request_rng(self.settings.seed, self.settings.level,
+                                                              self.process_index, f"c{number}"),
                                                   f"{self.worker}/c{number}")
         t_ready = time.perf_counter()
         for turn in range(conversation.turns):
@@ -190,7 +191,7 @@ class LoadRun:
                 sleep_until(t_sched - PREPARE_LEAD_S)
                 if self.stopping:
                     break
-                rng = random.Random(f"{self.settings.seed}/{index}")
+                rng = request_rng(self.settings.seed, self.settings.level, "open", index)
                 prepared = trace.prepare(index, rng) if trace is not None else self.scenario.prepare(rng)
                 self.send_at(t_sched, index, prepared, inflight, self.route)
             inflight.join()   # the last answers (Locust's stop timeout bounds the wait when the test stops)

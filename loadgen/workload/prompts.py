@@ -57,3 +57,13 @@ class PromptBuilder:
         if prompt_tokens < 1:
             raise ValueError(f"prompt_tokens must be >= 1, got {prompt_tokens}")
         return Prompt(self.shared_prefix, ascii_text(prompt_tokens, rng))
+
+
+def request_rng(seed: int, level: str | None, stream: object, index: object) -> random.Random:
+    """Request `index` of a stream (a process's closed loop, or an open loop's schedule): its own lengths
+    and text. The level id is part of the seed: a sweep's levels run one after another against one server,
+    whose prefix cache would otherwise serve each level's prompts from the blocks a previous level left,
+    and the run would measure cache hits instead of prefill (and a simulator that assumes distinct
+    prompts would not match it)."""
+    return random.Random(f"{seed}/{level or ''}/{stream}/{index}")
+

@@ -117,3 +117,13 @@ def test_chat_config_and_run_settings_from_options_and_errors():
         ChatConfig(api="embeddings")
     with pytest.raises(ValueError, match="--shared-prefix-tokens"):
         ChatConfig.from_options(argparse.Namespace(shared_prefix_tokens="-2"))
+
+
+def test_each_level_draws_requests_of_its_own_so_a_server_cache_cannot_replay_them():
+    from loadgen.workload.prompts import PromptBuilder, request_rng
+
+    builder = PromptBuilder(0, seed=0)
+    text = lambda level: builder.build(64, request_rng(0, level, 0, 5)).user   # noqa: E731
+    assert text("continuous/c=2") == text("continuous/c=2")
+    assert text("continuous/c=2") != text("continuous/c=4") != text(None)
+    assert request_rng(0, "c=1", 0, 1).random() != request_rng(0, "c=1", 1, 1).random()   # streams differ too

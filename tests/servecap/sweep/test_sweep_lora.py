@@ -40,6 +40,10 @@ def test_a_lora_sweep_reports_latency_per_adapter_and_the_slot_waits(tmp_path):
     assert {r["model"] for r in records} <= {f"lora-{k}" for k in range(1, 7)} and len(records) > 100
     counts = {k: sum(r["model"] == f"lora-{k}" for r in records) for k in range(1, 7)}
     assert counts[1] > counts[6]   # Zipf: the first adapter the busiest
+    import pandas as pd
+
+    engine_requests = pd.read_csv(out / "engine_requests.csv")
+    assert (engine_requests["cached_tokens"] == 0).all()   # every level's prompts its own; adapters' blocks apart
     summary = json.loads((out / "summary.json").read_text())
     level = summary["levels"][2]   # c=4
     assert set(level["by_model"]) <= {f"lora-{k}" for k in range(1, 7)}
