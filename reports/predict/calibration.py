@@ -32,11 +32,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
 from calculators.sim.calibrate import fit_step_model, fit_step_time, residual_runs, step_residuals
-from calculators.sim.lora_step import LoraServing, fit_lora_step
-from contract.model_mix import BASE, ModelMix, mix_of
+from calculators.sim.lora_step import LoraServing
+from contract.model_mix import ModelMix
 from calculators.sim.front_end import FrontEndByLoad
 from calculators.sim.front_end_curves import QUEUE
 from calculators.sim.replicate import Replicated, simulate_replicated
@@ -47,6 +46,7 @@ from calculators.sim.warm_up import MIN_WAITS, fit_warm_up, without_warm_up
 from reference_server.scheduling.strategies import get_strategy, limits_from_flags  # the pure registry
 from reports.predict.external_calibration import fit_steps_from_levels, running_while_stepping
 from reports.predict.evidence import SLOW_BIN_S, LevelSample
+from reports.predict.lora_calibration import calibrate_lora
 from contract.arrivals import parse_arrival
 from contract.run_json import RunInfo
 
@@ -70,7 +70,7 @@ class Calibration:
     residuals: tuple[tuple[float, tuple[float, ...], tuple[tuple[float, ...], ...]], ...] = ()
     open_front_end: FrontEndByLoad | None = None     # the calibration stage's open-loop levels' (`calibrate`)
     front_end_open_loop: bool = False                # front_end was measured under open arrivals (bursts in it)
-    model_mix: ModelMix | None = None                # a LoRA run's measured mix of models (`_lora`)
+    model_mix: ModelMix | None = None                # a LoRA run's measured mix of models (`calibrate_lora`)
 
     @cached_property
     def slow_factors(self) -> np.ndarray:
@@ -177,7 +177,7 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
         raise ValueError("no levels to calibrate on")
     sources, unavailable = {}, []
     stepped = [*samples, *stage]
-    server, stepped, model_mix = _lora(server, stepped, samples, sources)
+    server, stepped, model_mix = calibrate_lora(server, stepped, samples, sources, MIN_STEPS)
     samples, stage = stepped[:len(samples)], stepped[len(samples):]
     model = _fit_steps(stepped, server, sources, unavailable)
     residuals, warm_up = _level_residuals(stepped, model)
@@ -225,54 +225,6 @@ def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0
     return Calibration(samples[0].strategy, server, model, lengths, cv2, front, tuple(s.level for s in samples),
                        sources, tuple(unavailable), counts, residuals, open_front,
                        front_end_open_loop=any(s.kind == "rate_rps" for s in fronts), model_mix=model_mix)
-
-
-def _lora(server: ServerConfig, stepped: list[LevelSample], samples: list[LevelSample],
-          sources: dict) -> tuple[ServerConfig, list[LevelSample], ModelMix | None]:
-    """A server with LoRA slots: the adapters' step costs fitted on the steps (`fit_lora_step`) and taken off
-    their durations, so the base step model is fitted on what is left; and the mix of models the requests
-    sent measured (names the engine does not serve as adapters are the base model). Unchanged without LoRA."""
-    if server.lora is None:
-        return server, stepped, None
-    names = [s.models for s in samples if s.models is not None]
-    mix = None
-    if names:   # measured, not run.json's --model-mix: docs/results.md (2026-12-05) has the two compared
-        counts = pd.Series(np.concatenate(names)).value_counts()
-        adapters = set(server.lora.adapters)
-        weights: dict[str, int] = {}
-        for name, count in counts.items():
-            key = name if name in adapters else BASE
-            weights[key] = weights.get(key, 0) + int(count)
-        mix = mix_of(weights)
-        sources["model_mix"] = (f"the models the measured requests asked for: {len(weights)} "
-                                f"({', '.join(list(weights)[:3])}{', ...' if len(weights) > 3 else ''})")
-    if mix is None:   # nothing says which request ran with which adapter: keep their time in the step model
-        sources["lora"] = ("the records name no model (a run without --model-mix): the adapters' time stays in the "
-                           "step model and their slots are not simulated")
-        return replace(server, lora=None), stepped, None
-    rows = [s.steps for s in stepped if s.steps is not None and s.steps.lora is not None]
-    if sum(len(r.batch) for r in rows) < MIN_STEPS:
-        sources["lora"] = (f"fewer than {MIN_STEPS} recorded steps with adapters: the slots are simulated, their "
-                           "step costs are not")
-        return server, stepped, mix
-    cat = lambda name: np.concatenate([getattr(r, name) for r in rows])   # noqa: E731
-    lora = np.concatenate([r.lora for r in rows])
-    fit = fit_lora_step(server.lora.max_loras, cat("batch"), cat("prefill_tokens"), cat("context_tokens"),
-                        cat("duration_s"), lora[:, 0], lora[:, 1], lora[:, 2], lora[:, 3])
-    serving = replace(fit.serving, adapters=server.lora.adapters)
-    sources["lora"] = (f"engine_steps.csv's LoRA columns: {serving.per_adapter_s * 1e3:.3g} ms per adapter in a "
-                       f"step, {serving.per_lora_token_s * 1e6:.3g} us per adapter token, "
-                       f"{serving.load_s * 1e3:.3g} ms per cold load ({server.lora.max_loras} slots)")
-    adjusted = []
-    for s in stepped:
-        if s.steps is None or s.steps.lora is None:
-            adjusted.append(s)
-            continue
-        own = s.steps.lora
-        lora_s = serving.per_adapter_s * own[:, 0] + serving.per_lora_token_s * own[:, 1] + own[:, 3]
-        adjusted.append(replace(s, steps=replace(s.steps, duration_s=np.maximum(s.steps.duration_s - lora_s,
-                                                                                 1e-6))))
-    return replace(server, lora=serving), adjusted, mix
 
 
 def _level_residuals(samples: list[LevelSample], model: StepTimeModel) -> tuple[tuple, tuple[float, ...]]:
