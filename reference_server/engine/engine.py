@@ -107,14 +107,6 @@ class Engine:
         self.scheduler.lora_slots = self.lora_slots
         self.runner.lora = LoraBank(self.runner.model, adapters, self.lora_slots, cfg.max_lora_rank)
 
-    @property
-    def lora_adapters(self) -> dict[str, dict]:
-        """name -> {rank, source, bytes} of every adapter this engine serves (empty without LoRA)."""
-        if self.lora_slots is None:
-            return {}
-        return {name: {"rank": a.rank, "source": a.source, "bytes": a.nbytes}
-                for name, a in self.runner.lora.adapters.items()}
-
     def _draft_runner(self, target: ModelArchitecture):
         """The draft model, which must share the target's tokenizer and reach its context length."""
         from reference_server.engine.draft_runner import DraftRunner
@@ -292,7 +284,8 @@ class Engine:
         self.recorder.stepped(t_start, self._last_step_s, shape, batch, outputs, running=len(scheduler.running),
                               waiting=len(scheduler.waiting), kv_blocks_used=self.block_manager.num_used_blocks,
                               idle_after=idle_after, accepted_tokens=self._step_accepted,
-                              lora_loads=self._lora_loads(), lora_load_s=self._lora_load_s())
+                              lora_loads=0 if self.lora_slots is None else len(self.runner.lora.last_loaded),
+                              lora_load_s=0.0 if self.lora_slots is None else self.runner.lora.last_load_s)
         return outputs
 
     def _postprocess(self, batch: ScheduledBatch, tokens: list[int | list[int] | None]) -> list[StepOutput]:
@@ -317,12 +310,6 @@ class Engine:
                 timings=seq.timings() if reason is not None else None,
             ))
         return outputs
-
-    def _lora_loads(self) -> int:
-        return 0 if self.lora_slots is None else len(self.runner.lora.last_loaded)
-
-    def _lora_load_s(self) -> float:
-        return 0.0 if self.lora_slots is None else self.runner.lora.last_load_s
 
     def _reset_speculation_counts(self) -> None:
         self.spec_drafts = self.spec_draft_tokens = self.spec_accepted_tokens = 0
@@ -405,13 +392,6 @@ class Engine:
                                           "pass run as in the exact mode"))
         return described
 
-    def _describe_lora(self) -> dict | None:
-        """The /v1/engine `lora` block: the slots, and every adapter with its rank, source and bytes."""
-        if self.lora_slots is None:
-            return None
-        return {"max_loras": self.config.max_loras, "max_lora_rank": self.config.max_lora_rank,
-                "slot_bytes": self.runner.lora.slot_bytes, "adapters": self.lora_adapters}
-
     def describe(self) -> dict:
         cfg = self.config
         return {
@@ -427,7 +407,7 @@ class Engine:
             "stream_interval": cfg.stream_interval,
             "speculative": self._describe_speculation(),
             "quantization": cfg.quantization,
-            "lora": self._describe_lora(),
+            "lora": None if self.lora_slots is None else self.runner.lora.describe(),
             "weight_bytes": self.runner.weight_bytes if self.gpu is None else self.gpu.fit.weight_bytes,
             "seed": cfg.seed, "tokenizer": {"kind": "byte", "vocab_size": self.tokenizer.vocab_size},
             "token_space": self.token_space.describe(),

@@ -246,6 +246,12 @@ class LoraBank:
         self.step.segments = [(slot, torch.tensor(indices, dtype=torch.long, device=device))
                               for slot, indices in rows.items()]
 
+    def describe(self) -> dict:
+        """The /v1/engine `lora` block: the slots, and every adapter with its rank, source and bytes."""
+        return {"max_loras": self.slots.max_loras, "max_lora_rank": self.max_lora_rank, "slot_bytes": self.slot_bytes,
+                "adapters": {name: {"rank": a.rank, "source": a.source, "bytes": a.nbytes}
+                             for name, a in self.adapters.items()}}
+
     @property
     def slot_bytes(self) -> int:
         return sum(lora.lora_a.nbytes + lora.lora_b.nbytes for layer in self.layers for lora in layer.values())
