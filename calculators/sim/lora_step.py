@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 from scipy import optimize
 
-from contract.checks import positive_int
+from contract.checks import non_negative_number, positive_int
 from reference_server.scheduling.batch_shape import BatchShape
 
 
@@ -35,9 +35,7 @@ class LoraServing:
         positive_int("max_loras", self.max_loras)
         object.__setattr__(self, "adapters", tuple(str(a) for a in self.adapters))
         for name in ("per_adapter_s", "per_lora_token_s", "load_s"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"{name} must be >= 0, got {value!r}")
+            non_negative_number(name, getattr(self, name))
 
     def extra_s(self, shape: BatchShape, loaded: int) -> float:
         return (self.per_adapter_s * shape.lora_adapters + self.per_lora_token_s * shape.lora_tokens
