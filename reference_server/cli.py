@@ -127,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     cls.add_argument("--classifier-preferred-batch-sizes", type=parse_int_list, default=(), help="e.g. 8,16")
     cls.add_argument("--classifier-max-queue-delay-us", type=int, default=2000, help="longest wait for a batch")
     cls.add_argument("--classifier-max-waiting", type=int, default=None, help="queued requests before 429")
+    cls.add_argument("--classifier-batching", choices=("on", "off"), default="on",
+                     help="off: every request runs alone (Triton's model without a dynamic batcher)")
+    cls.add_argument("--classifier-instances", type=int, default=1,
+                     help="model instances serving the queue in parallel (Triton's instance_group count)")
+    cls.add_argument("--grpc-port", type=int, default=None,
+                     help="also serve KServe V2 over gRPC on this port (0: any free one; Triton's default is 8001)")
     return p
 
 
@@ -170,7 +176,7 @@ def configs_from_args(args: argparse.Namespace):
     server = ServerConfig(
         host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
         max_waiting=args.max_waiting, retry_after_s=args.retry_after_s, drain_grace_s=args.drain_grace_s,
-        max_body_bytes=args.max_body_bytes, keep_alive_s=args.keep_alive_s,
+        max_body_bytes=args.max_body_bytes, keep_alive_s=args.keep_alive_s, grpc_port=args.grpc_port,
         log_level=args.log_level, engine_mode=args.engine_mode, engine_cpus=args.engine_cpus,
         replica_name=args.replica_name)
     classifier = ClassifierConfig(
@@ -178,7 +184,8 @@ def configs_from_args(args: argparse.Namespace):
         num_classes=args.classifier_classes, hidden_size=args.classifier_hidden, seed=args.seed,
         max_batch_size=args.classifier_max_batch_size,
         preferred_batch_sizes=args.classifier_preferred_batch_sizes,
-        max_queue_delay_us=args.classifier_max_queue_delay_us, max_waiting=args.classifier_max_waiting)
+        max_queue_delay_us=args.classifier_max_queue_delay_us, max_waiting=args.classifier_max_waiting,
+        dynamic_batching=args.classifier_batching == "on", instances=args.classifier_instances)
     return engine, server, classifier
 
 

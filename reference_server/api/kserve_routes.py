@@ -1,4 +1,5 @@
-"""KServe V2 (Open Inference Protocol) routes for the classifier, JSON over HTTP.
+"""KServe V2 (Open Inference Protocol) routes for the classifier over HTTP: JSON, and Triton's
+binary tensor data extension (what `tritonclient.http` sends by default).
 
     POST /v2/models/{name}/infer
       {"id": "r1", "inputs": [{"name": "features", "shape": [2, 16], "datatype": "FP32",
@@ -7,26 +8,42 @@
         "outputs": [{"name": "probabilities", "shape": [2, 4], "datatype": "FP32", "data": [...]},
                     {"name": "label", "shape": [2], "datatype": "INT64", "data": [3, 0]}]}
 
-A 1-D input of shape [F] is one row. Errors are KServe's `{"error": "..."}`.
+Binary extension: with the header `Inference-Header-Content-Length: N`, the body's first N bytes
+are the JSON above and the rest the inputs' raw little-endian bytes, in input order, each input
+giving its size as `parameters.binary_data_size` instead of `data`. Outputs come back the same way
+(the same header, `parameters.binary_data_size` per output) when the request asks with
+`parameters.binary_data_output: true`, or per output with `parameters.binary_data: true`.
+
+A 1-D input of shape [F] is one row. Errors are KServe's `{"error": "..."}`: 400 for a malformed
+request or tensor, 404 for an unknown model, 429/503 when the queue is full or the server drains.
 """
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
 from typing import Any
 
-import numpy as np
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from reference_server.api.errors import APIError
+from reference_server.api.errors import APIError, describe_validation_errors
+from reference_server.api.v2_inference import classifier_service, classify
+from reference_server.api.v2_tensors import (
+    MODEL_VERSION,
+    OutputTensor,
+    V2Error,
+    check_output_names,
+    classifier_outputs,
+    elements_from_raw,
+    elements_from_values,
+    input_rows,
+    model_metadata,
+)
 
-MODEL_VERSION = "1"
-INPUT_NAME = "features"
-OUTPUT_NAMES = ("probabilities", "label")
-ACCEPTED_DATATYPES = {"FP32": np.float32, "FP64": np.float64, "FP16": np.float16,
-                      "INT32": np.int32, "INT64": np.int64}
-
+HEADER_LENGTH = "inference-header-content-length"
 router = APIRouter(prefix="/v2", tags=["kserve-v2"])
 
 
@@ -38,7 +55,7 @@ class InferInput(_Strict):
     name: str
     shape: list[int]
     datatype: str
-    data: list[Any]
+    data: list[Any] | None = None         # None: its bytes follow the JSON (binary extension)
     parameters: dict[str, Any] | None = None
 
 
@@ -56,7 +73,7 @@ class InferRequest(_Strict):
 
 @router.get("")
 async def server_metadata() -> dict:
-    return {"name": "servecap", "version": "0.1.0", "extensions": []}
+    return {"name": "servecap", "version": "0.1.0", "extensions": ["binary_tensor_data"]}
 
 
 @router.get("/health/live")
@@ -70,85 +87,106 @@ async def server_ready(request: Request) -> dict:
 
 
 @router.get("/models/{name}")
-async def model_metadata(name: str, request: Request) -> dict:
-    config = _classifier(request, name).config
-    return {
-        "name": config.name, "versions": [MODEL_VERSION], "platform": "pytorch",
-        "inputs": [{"name": INPUT_NAME, "datatype": "FP32", "shape": [-1, config.num_features]}],
-        "outputs": [{"name": "probabilities", "datatype": "FP32", "shape": [-1, config.num_classes]},
-                    {"name": "label", "datatype": "INT64", "shape": [-1]}],
-        "parameters": {"max_batch_size": config.max_batch_size,
-                       "preferred_batch_sizes": list(config.preferred_batch_sizes),
-                       "max_queue_delay_us": config.max_queue_delay_us},
-    }
+async def model_metadata_route(name: str, request: Request) -> dict:
+    return model_metadata(_service(request, name).config)
 
 
 @router.get("/models/{name}/ready")
 async def model_ready(name: str, request: Request) -> dict:
-    _classifier(request, name)
+    _service(request, name)
     return {"name": name, "ready": True}
 
 
 @router.post("/models/{name}/infer")
-async def infer(name: str, body: InferRequest, request: Request) -> dict:
-    service = _classifier(request, name)
+async def infer(name: str, request: Request) -> Response:
+    received_s = time.monotonic()
+    runtime = request.app.state.runtime
+    service = _service(request, name)
+    body, binary = _split_body(await request.body(), request.headers.get(HEADER_LENGTH))
     config = service.config
-    rows = _input_rows(body, config.num_features, config.max_batch_size)
-    wanted = [o.name for o in body.outputs] if body.outputs else list(OUTPUT_NAMES)
-    unknown = [n for n in wanted if n not in OUTPUT_NAMES]
-    if unknown:
-        raise APIError(400, f"unknown output {unknown[0]!r}; this model has {list(OUTPUT_NAMES)}")
-    ticket = service.admission.admit()
     try:
-        probs = await service.batcher.infer(rows, on_launch=ticket.started)
-    finally:
-        ticket.release()
-    request.app.state.runtime.metrics.classifier_requests.inc()
-    outputs = {
-        "probabilities": {"name": "probabilities", "shape": list(probs.shape), "datatype": "FP32",
-                          "data": probs.reshape(-1).tolist()},
-        "label": {"name": "label", "shape": [probs.shape[0]], "datatype": "INT64",
-                  "data": probs.argmax(axis=1).tolist()},
-    }
-    return {"model_name": config.name, "model_version": MODEL_VERSION,
-            "id": body.id or uuid.uuid4().hex, "outputs": [outputs[n] for n in wanted]}
+        rows = _rows(body, binary, config)
+        wanted = [o.name for o in body.outputs] if body.outputs else None
+        check_output_names(wanted)   # an unknown output fails before the queue
+        probs = await classify(runtime, service, rows, received_s)
+        outputs = classifier_outputs(probs, wanted)
+    except V2Error as exc:
+        raise _api_error(exc) from None
+    return _response(config.name, body, outputs)
 
 
-def _classifier(request: Request, name: str):
-    service = request.app.state.runtime.classifier
-    if service is None or name != service.config.name:
-        known = [service.config.name] if service is not None else []
-        raise APIError(404, f"unknown model {name!r}; served models: {known}")
-    return service
+def _service(request: Request, name: str):
+    try:
+        return classifier_service(request.app.state.runtime, name)
+    except V2Error as exc:
+        raise _api_error(exc) from None
 
 
-def _input_rows(body: InferRequest, num_features: int, max_batch_size: int) -> np.ndarray:
-    """The request's one input as float32 [rows, F]; APIError(400) naming what is wrong."""
+def _api_error(exc: V2Error) -> APIError:
+    if exc.kind == "not_found":
+        return APIError(404, str(exc))
+    if exc.kind == "unavailable":
+        return APIError(503 if "shutting down" in str(exc) else 429, str(exc))
+    return APIError(400, str(exc))
+
+
+def _split_body(raw: bytes, header_length: str | None) -> tuple[InferRequest, bytes]:
+    """(the JSON request, the binary bytes after it) — APIError(400) naming what is wrong."""
+    json_bytes, binary = raw, b""
+    if header_length is not None:
+        try:
+            length = int(header_length)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= len(raw):
+            raise APIError(400, f"Inference-Header-Content-Length must be a byte count within the body's "
+                                f"{len(raw)} bytes, got {header_length!r}")
+        json_bytes, binary = raw[:length], raw[length:]
+    try:
+        return InferRequest.model_validate_json(json_bytes), binary
+    except ValidationError as exc:
+        message, _ = describe_validation_errors(exc.errors())
+        raise APIError(400, message) from None
+
+
+def _rows(body: InferRequest, binary: bytes, config):
     if len(body.inputs) != 1:
-        raise APIError(400, f"expected exactly one input {INPUT_NAME!r}, got {len(body.inputs)}")
+        raise V2Error(f"expected exactly one input 'features', got {len(body.inputs)}")
     tensor = body.inputs[0]
-    if tensor.name != INPUT_NAME:
-        raise APIError(400, f"unknown input {tensor.name!r}; this model's input is {INPUT_NAME!r}")
-    if tensor.datatype not in ACCEPTED_DATATYPES:
-        raise APIError(400, f"input datatype {tensor.datatype!r} not supported; use one of "
-                            f"{sorted(ACCEPTED_DATATYPES)}")
-    shape = tensor.shape
-    if len(shape) == 1:
-        shape = [1, *shape]
-    if len(shape) != 2 or shape[1] != num_features or not 1 <= shape[0] <= max_batch_size:
-        raise APIError(400, f"input shape must be [n, {num_features}] (or [{num_features}]) with "
-                            f"1 <= n <= {max_batch_size}, got {tensor.shape}")
-    try:
-        values = np.asarray(tensor.data)   # nested (row-major) or flat; ragged -> error
-    except (ValueError, TypeError, OverflowError):
-        values = np.asarray([], dtype=object)
-    if values.dtype.kind not in "iuf":     # no strings, booleans, nulls or ragged lists
-        raise APIError(400, f"input data must be a (nested) list of numbers of datatype {tensor.datatype}")
-    values = values.astype(ACCEPTED_DATATYPES[tensor.datatype]).reshape(-1)
-    if values.size != shape[0] * shape[1]:
-        raise APIError(400, f"input data has {values.size} values but shape {tensor.shape} "
-                            f"needs {shape[0] * shape[1]}")
-    rows = values.astype(np.float32).reshape(shape)
-    if not np.isfinite(rows).all():
-        raise APIError(400, "input data must be finite (no NaN or infinity)")
-    return rows
+    size = (tensor.parameters or {}).get("binary_data_size")
+    if size is not None:
+        if tensor.data is not None:
+            raise V2Error(f"input {tensor.name!r} gives both data and binary_data_size")
+        if not isinstance(size, int) or isinstance(size, bool) or size != len(binary):
+            raise V2Error(f"input {tensor.name!r} binary_data_size {size!r} does not match the "
+                          f"{len(binary)} bytes after the JSON header")
+        elements = elements_from_raw(tensor.datatype, tensor.shape, binary, f"input {tensor.name!r}")
+    elif tensor.data is None:
+        raise V2Error(f"input {tensor.name!r} has no data (and no parameters.binary_data_size)")
+    else:
+        if binary:
+            raise V2Error(f"{len(binary)} bytes follow the JSON header but no input has binary_data_size")
+        elements = elements_from_values(tensor.datatype, tensor.data)
+    return input_rows(tensor.name, tensor.datatype, tensor.shape, elements,
+                      num_features=config.num_features, max_batch_size=config.max_batch_size)
+
+
+def _response(model: str, body: InferRequest, outputs: list[OutputTensor]) -> Response:
+    binary_all = bool((body.parameters or {}).get("binary_data_output"))
+    asked = {o.name: bool((o.parameters or {}).get("binary_data", binary_all)) for o in body.outputs or []}
+    header = {"model_name": model, "model_version": MODEL_VERSION, "id": body.id or uuid.uuid4().hex, "outputs": []}
+    blobs = []
+    for output in outputs:
+        entry: dict = {"name": output.name, "datatype": output.datatype, "shape": output.shape}
+        if asked.get(output.name, binary_all):
+            blob = output.array.tobytes()
+            entry["parameters"] = {"binary_data_size": len(blob)}
+            blobs.append(blob)
+        else:
+            entry["data"] = output.array.reshape(-1).tolist()
+        header["outputs"].append(entry)
+    if not blobs:
+        return JSONResponse(header)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    return Response(head + b"".join(blobs), media_type="application/octet-stream",
+                    headers={"Inference-Header-Content-Length": str(len(head))})

@@ -17,7 +17,7 @@ from reference_server.api.errors import APIError
 from reference_server.api.settings import ServerConfig
 from reference_server.runtime.engine_thread import AsyncEngine
 from reference_server.classifier.config import ClassifierConfig
-from reference_server.classifier.batcher import DynamicBatcher
+from reference_server.classifier.batcher import BatchTiming, DynamicBatcher
 from reference_server.engine.config import EngineConfig
 from reference_server.runtime.engine_process import EngineProcess
 from reference_server.runtime.engine_record_log import EngineRecordLog
@@ -37,8 +37,15 @@ class ClassifierService:
         self.admission = AdmissionControl(max_waiting=config.max_waiting, retry_after_s=retry_after_s)
         self.batcher = DynamicBatcher(
             self.model.predict, max_batch_size=config.max_batch_size,
-            preferred_batch_sizes=config.preferred_batch_sizes,
-            max_queue_delay_s=config.max_queue_delay_s, metrics=metrics)
+            preferred_batch_sizes=config.preferred_batch_sizes, max_queue_delay_s=config.max_queue_delay_s,
+            dynamic_batching=config.dynamic_batching, instances=config.instances, on_batch=self._observe_batch)
+        self._metrics = metrics
+
+    def _observe_batch(self, rows: int, timings: list[BatchTiming]) -> None:
+        self._metrics.classifier_batch_size.observe(rows)
+        self._metrics.triton.batch(self.config.name, rows)
+        for timing in timings:
+            self._metrics.classifier_queue_seconds.observe(timing.queue_s)
 
 
 class ServingRuntime:
@@ -67,6 +74,8 @@ class ServingRuntime:
         self.warmup_error: str | None = None   # why that warm-up request failed, if it did
         self.served_model_name = server_config.served_model_name or _default_model_name(engine_config.model)
         self.lora_sources = dict(engine_config.lora_modules)   # adapter name -> its source (a request's `model`)
+        self.grpc_server = None                # KServe V2 over gRPC (--grpc-port), once started
+        self.grpc_port: int | None = None      # its bound port
 
     # --- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
@@ -75,8 +84,15 @@ class ServingRuntime:
             self.classifier = ClassifierService(self.classifier_config, self.metrics,
                                                 self.server_config.retry_after_s)
             self.classifier.batcher.start()
+        if self.server_config.grpc_port is not None:
+            from reference_server.api.kserve_grpc import start_grpc_server   # grpcio: only when asked for
+
+            self.grpc_server, self.grpc_port = await start_grpc_server(
+                self, self.server_config.host, self.server_config.grpc_port)
 
     async def stop(self) -> None:
+        if self.grpc_server is not None:
+            await self.grpc_server.stop(grace=1.0)
         if self.classifier is not None:
             await self.classifier.batcher.stop()
         await asyncio.to_thread(self.engine.stop)

@@ -99,8 +99,9 @@ async def _announce_when_ready(server: DrainingServer, sock: socket.socket, poll
     host, port = sock.getsockname()[:2]
     url_host = f"[{host}]" if ":" in host else host
     description = runtime.engine.description
+    grpc = {"grpc": f"{url_host}:{runtime.grpc_port}"} if runtime.grpc_port is not None else {}
     print(ready_line(f"http://{url_host}:{port}", strategy=description.get("strategy"),
-                     model=runtime.served_model_name, device=description.get("device")), flush=True)
+                     model=runtime.served_model_name, device=description.get("device"), **grpc), flush=True)
     while not runtime.failed:   # an engine process that dies takes the server down with it (exit 1),
         await asyncio.sleep(0.1)   # so a supervisor restarts it instead of routing to a 503 forever
     print(f"servecap serve: error: {runtime.failed}", file=sys.stderr, flush=True)

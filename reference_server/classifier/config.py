@@ -21,6 +21,8 @@ class ClassifierConfig:
         preferred_batch_sizes: batch sizes (rows) launched as soon as reachable.
         max_queue_delay_us: longest a request waits for its batch to fill.
         max_waiting: requests queued for a batch before 429; None = no limit.
+        dynamic_batching: False runs each request alone (Triton's model without `dynamic_batching`).
+        instances: model instances serving the queue in parallel (Triton's instance_group count).
     """
 
     enabled: bool = True
@@ -33,11 +35,13 @@ class ClassifierConfig:
     preferred_batch_sizes: tuple[int, ...] = ()
     max_queue_delay_us: int = 2000
     max_waiting: int | None = None
+    dynamic_batching: bool = True
+    instances: int = 1
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
             raise ValueError(f"classifier name must be non-empty without '/', got {self.name!r}")
-        for field_name in ("num_features", "num_classes", "hidden_size", "max_batch_size"):
+        for field_name in ("num_features", "num_classes", "hidden_size", "max_batch_size", "instances"):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"classifier {field_name} must be a positive integer, got {value!r}")

@@ -9,7 +9,8 @@ Who writes what:
   engine process's pipe): running/waiting gauges, KV blocks, batch size, tokens per step,
   step time, generated tokens, prefix-cache hits, preemptions;
 - the event loop: prompt tokens, time to first token, end-to-end latency, finish
-  reasons, rejections (by reason), and the classifier's batches; and, from a finished
+  reasons, rejections (by reason), and the classifier's batches (also under Triton's names,
+  `triton_metrics`); and, from a finished
   request's engine-side timings (`observe_request`), its queue, prefill, decode and
   inference times, named after vLLM's (docs/server_metrics.md defines each).
 prometheus-client metrics are thread-safe, so both sides write directly.
@@ -26,6 +27,8 @@ from prometheus_client import (
     Info,
     generate_latest,
 )
+
+from reference_server.runtime.triton_metrics import TritonMetrics
 
 # batch sizes are small integers: power-of-two edges keep `le` labels readable
 BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -129,6 +132,8 @@ class ServerMetrics:
             buckets=LATENCY_BUCKETS, registry=r)
         self.classifier_requests = Counter(
             "servecap_classifier_requests", "Classifier inference requests served.", registry=r)
+        self.triton = TritonMetrics()   # the classifier's queue and compute time, under Triton's names
+        r.register(self.triton)
         # LoRA adapters: vLLM's lora_requests_info under our prefix, and per adapter from the engine's records
         self.lora_requests_info = Gauge(
             "servecap_lora_requests_info", "Running and waiting LoRA adapters (comma-separated) and the slots; "

@@ -124,6 +124,13 @@ class ServerProcess:
                                f"\n{self.log_tail()}")
 
     # -- output -----------------------------------------------------------------------------
+    @property
+    def grpc_target(self) -> str | None:
+        """HOST:PORT of the server's KServe V2 gRPC service (`--grpc-port`), from its ready line; else None."""
+        from contract.ready_line import ready_grpc
+
+        return ready_grpc(self.output())
+
     def output(self) -> str:
         """Everything this start has written to stdout and stderr so far."""
         if self._log is None:

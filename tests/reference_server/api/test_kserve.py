@@ -38,7 +38,8 @@ def test_metadata_describes_inputs_outputs_and_batching(server):
     assert meta["name"] == NAME and meta["versions"] == ["1"]
     assert meta["inputs"] == [{"name": "features", "datatype": "FP32", "shape": [-1, FEATURES]}]
     assert [o["name"] for o in meta["outputs"]] == ["probabilities", "label"]
-    assert meta["parameters"] == {"max_batch_size": 8, "preferred_batch_sizes": [4, 8], "max_queue_delay_us": 1000000}
+    assert meta["parameters"] == {"max_batch_size": 8, "preferred_batch_sizes": [4, 8], "max_queue_delay_us": 1000000,
+                                  "dynamic_batching": True, "instances": 1}
     assert httpx.get(f"{server.base_url}/v2/models/{NAME}/ready").json()["ready"] is True
 
 
@@ -68,7 +69,7 @@ def test_nested_data_one_row_and_requested_outputs(server):
 @pytest.mark.parametrize("tensor, words", [
     ({"name": "features", "shape": [2, FEATURES], "datatype": "FP32", "data": [1.0] * FEATURES}, "needs"),
     ({"name": "features", "shape": [1, FEATURES + 1], "datatype": "FP32", "data": [1.0] * (FEATURES + 1)}, "shape"),
-    ({"name": "features", "shape": [9, FEATURES], "datatype": "FP32", "data": [1.0] * 9 * FEATURES}, "<= 8"),
+    ({"name": "features", "shape": [9, FEATURES], "datatype": "FP32", "data": [1.0] * 9 * FEATURES}, "1..8 rows (max_batch_size)"),
     ({"name": "pixels", "shape": [1, FEATURES], "datatype": "FP32", "data": [1.0] * FEATURES}, "unknown input"),
     ({"name": "features", "shape": [1, FEATURES], "datatype": "BYTES", "data": ["a"] * FEATURES}, "datatype"),
     ({"name": "features", "shape": [1, FEATURES], "datatype": "FP32", "data": ["1"] * FEATURES}, "numbers"),

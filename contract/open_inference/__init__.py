@@ -1,0 +1,1 @@
+"""KServe V2 (Open Inference Protocol) over gRPC: the .proto and its generated module."""
