@@ -55,7 +55,7 @@ class Record:
     itl_s: list[float] = field(default_factory=list)  # gaps between successive content chunks (s)
     prompt_tokens: int | None = None  # server usage when given, else asked
     output_tokens: int | None = None  # server usage when given, else content chunks counted
-    status: str                       # see STATUSES, or "http_<code>"
+    status: str                       # see STATUSES, or "http_<code>", or "grpc_<status name>"
     error: str | None = None          # short message or None
     worker: str | None = None         # which Locust process sent it
     response_id: str | None = None    # the server's response `id` (joins with server-side logs)
@@ -74,6 +74,7 @@ class Record:
                                                                    # x-servecap-replica header (None: the server sent none)
     model: str | None = field(default=None, metadata=SOMETIMES)    # --model-mix runs: the model (a LoRA adapter, or
                                                                    # the base) the request asked for
+    protocol: str | None = field(default=None, metadata=SOMETIMES)  # KServe V2 runs: "rest" | "grpc", how it was sent
     request_id: str | None = field(default=None, metadata=LOADGEN)           # "<worker>#<seq>", unique in a run
     api: str | None = field(default=None, metadata=LOADGEN)                  # "chat" | "completions" | "classify"
     prompt_tokens_asked: int | None = field(default=None, metadata=LOADGEN)  # length the prompt was built for
@@ -108,7 +109,10 @@ EXTRA_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Record) if f.metada
 REQUIRED_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Record)  # those without a default
                                          if f.default is MISSING and f.default_factory is MISSING)
 
-STATUSES: tuple[str, ...] = ("ok", "timeout", "error", "incomplete")  # plus "http_<code>"
+STATUSES: tuple[str, ...] = ("ok", "timeout", "error", "incomplete")  # plus "http_<code>", "grpc_<status>"
+GRPC_STATUSES = ("cancelled", "unknown", "invalid_argument", "deadline_exceeded", "not_found", "already_exists",
+                 "permission_denied", "resource_exhausted", "failed_precondition", "aborted", "out_of_range",
+                 "unimplemented", "internal", "unavailable", "data_loss", "unauthenticated")
 PHASES: tuple[str, ...] = ("warmup", "measure")
 
 
@@ -150,6 +154,8 @@ def is_valid_status(status: object) -> bool:
         return False
     if status in STATUSES:
         return True
+    if status.startswith("grpc_"):
+        return status[5:] in GRPC_STATUSES
     return status.startswith("http_") and status[5:].isdigit()
 
 
@@ -161,7 +167,7 @@ def check_record(record: dict[str, Any]) -> list[str]:
     if record["phase"] not in PHASES:
         problems.append(f"phase {record['phase']!r} is not one of {PHASES}")
     if not is_valid_status(record["status"]):
-        problems.append(f"status {record['status']!r} is not ok/timeout/error/incomplete/http_<code>")
+        problems.append(f"status {record['status']!r} is not ok/timeout/error/incomplete/http_<code>/grpc_<status>")
     if not isinstance(record["t_start"], (int, float)):
         problems.append("t_start is not a number")
     if not isinstance(record["itl_s"], list):

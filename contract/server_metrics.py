@@ -134,10 +134,18 @@ def metric_for(field: str, engine: str | None) -> Metric | None:
     return MAPPING.get(field, {}).get(engine) if engine else None
 
 
+# KServe V2 servers' request split, under Triton's names (Triton, and the reference server's classifier):
+# cumulative counters labelled by model and version, read as window deltas (reports.classic)
+TRITON_COUNTERS = ("nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count",
+                   "nv_inference_request_duration_us", "nv_inference_queue_duration_us",
+                   "nv_inference_compute_input_duration_us", "nv_inference_compute_infer_duration_us",
+                   "nv_inference_compute_output_duration_us")
+
+
 def kept_sample_names() -> frozenset[str]:
     """Every sample name some field of some engine reads: what the scraper keeps."""
-    return frozenset(name for per_engine in MAPPING.values() for metric in per_engine.values()
-                     for name in metric.sample_names())
+    return frozenset([*(name for per_engine in MAPPING.values() for metric in per_engine.values()
+                        for name in metric.sample_names()), *TRITON_COUNTERS])
 
 
 def mapping_rows() -> list[dict[str, str]]:

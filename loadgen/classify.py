@@ -3,14 +3,20 @@
     locust -f loadgen/classify.py --host http://127.0.0.1:8000 --headless -u 16 -t 60s \
         --kserve-model tabular-mlp --rows 1 --records runs/x/requests.jsonl
 
+    locust -f loadgen/classify.py --host http://127.0.0.1:8000 --headless -u 16 -t 60s \
+        --protocol grpc --grpc-target 127.0.0.1:8001 --rows 64
+
 Flags: --kserve-model NAME (default tabular-mlp), --features N (default: the model's
 metadata, GET /v2/models/NAME), --rows SPEC (rows per request, the length forms of
-chat.py: 1, uniform:1:8, ...), --input-name (default features), plus the records and
+chat.py: 1, uniform:1:8, ...), --input-name (default features), --protocol rest|grpc
+(KServe V2 over HTTP/JSON, or over gRPC with raw tensor bytes as tritonclient sends them),
+--grpc-target HOST:PORT (default: --host's host, port 8001), plus the records and
 arrival flags of chat.py (--records, --seed, --arrival, --rate, --level, --warmup, ...).
 
 Each request carries its own `id`, which the server echoes: it is the record's
 `response_id`. Records have `api: "classify"`, e2e_s as the latency, no TTFT/ITL, and
-the rows sent in `prompt_tokens_asked`. Locust's stats show it under `E2E`.
+the rows sent in `prompt_tokens_asked`, and `protocol` ("rest" or "grpc"). Locust's stats
+show it under `E2E`. A gRPC error is recorded as `grpc_<status>` (e.g. grpc_invalid_argument).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import struct
 from dataclasses import dataclass
 
 from locust import events
@@ -31,6 +38,8 @@ from loadgen.client.request_bytes import Target, http_request
 from loadgen.scenario.hooks import LoadUser, install  # noqa: F401 - LoadUser: the user class Locust runs
 
 log = logging.getLogger(__name__)
+PROTOCOLS = ("rest", "grpc")
+DEFAULT_GRPC_PORT = 8001   # Triton's
 
 
 @dataclass(frozen=True)
@@ -39,12 +48,18 @@ class ClassifyConfig:
     features: int = 0              # 0 = ask the model's metadata
     rows: LengthDistribution = parse_length_distribution("1", "--rows")
     input_name: str = "features"
+    protocol: str = "rest"
+    grpc_target: str | None = None   # HOST:PORT; None = --host's host, port 8001
 
     def __post_init__(self) -> None:
         if not self.model or "/" in self.model:
             raise ValueError(f"--kserve-model must be a name without '/', got {self.model!r}")
         if self.features < 0:
             raise ValueError(f"--features must be >= 0, got {self.features}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
+        if self.grpc_target is not None and not _is_host_port(self.grpc_target):
+            raise ValueError(f"--grpc-target must be HOST:PORT, got {self.grpc_target!r}")
 
     @classmethod
     def from_options(cls, options) -> "ClassifyConfig":
@@ -53,24 +68,51 @@ class ClassifyConfig:
             return cls()
         get = lambda name, default=None: getattr(options, name, default)  # noqa: E731
         return cls(str(get("kserve_model", "tabular-mlp")), parse_int(get("features", 0), "--features"),
-                   parse_length_distribution(str(get("rows", "1")), "--rows"), str(get("input_name", "features")))
+                   parse_length_distribution(str(get("rows", "1")), "--rows"), str(get("input_name", "features")),
+                   str(get("protocol", "rest")), get("grpc_target") or None)
+
+
+def _is_host_port(text: str) -> bool:
+    host, _, port = text.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
 class ClassifyScenario:
+    """KServe V2 inference requests of seeded rows, over REST (JSON) or gRPC (raw FP32 bytes)."""
+
     api = "classify"
     stream = False
 
     def __init__(self, config: ClassifyConfig, target: Target, features: int) -> None:
         self.config, self.target, self.features = config, target, features
-        self.path = f"/v2/models/{config.model}/infer"
+        self.protocol = config.protocol
+        self.transport = None   # gRPC: the call (LoadRun sends through it instead of HTTP)
+        if config.protocol == "grpc":
+            from loadgen.client.grpc_unary import INFER_METHOD, GrpcUnary
+
+            self.path = INFER_METHOD
+            self.transport = GrpcUnary(config.grpc_target or f"{target.host}:{DEFAULT_GRPC_PORT}")
+        else:
+            self.path = f"/v2/models/{config.model}/infer"
 
     def prepare(self, rng: random.Random) -> Prepared:
         rows = self.config.rows.sample(rng)
         data = [round(rng.uniform(-2.0, 2.0), 4) for _ in range(rows * self.features)]
-        body = {"id": f"req-{rng.getrandbits(64):016x}",
+        request_id = f"req-{rng.getrandbits(64):016x}"
+        if self.transport is not None:
+            return Prepared(self._grpc_request(request_id, rows, data), rows, None)
+        body = {"id": request_id,
                 "inputs": [{"name": self.config.input_name, "shape": [rows, self.features],
                             "datatype": "FP32", "data": data}]}
         return Prepared(http_request("POST", self.target, self.path, body), rows, None)
+
+    def _grpc_request(self, request_id: str, rows: int, data: list[float]) -> bytes:
+        from contract.open_inference.open_inference_pb2 import ModelInferRequest
+
+        request = ModelInferRequest(model_name=self.config.model, id=request_id)
+        request.inputs.add(name=self.config.input_name, datatype="FP32", shape=[rows, self.features])
+        request.raw_input_contents.append(struct.pack(f"<{len(data)}f", *data))
+        return request.SerializeToString()
 
 
 def discover_features(target: Target, model: str) -> int:
@@ -94,6 +136,10 @@ def add_classify_arguments(parser) -> None:
     parser.add_argument("--features", default=0, type=int, help="input row width (default: from model metadata)")
     parser.add_argument("--rows", default="1", help="rows per request: N | uniform:LO:HI | ...")
     parser.add_argument("--input-name", default="features", help="name of the input tensor")
+    parser.add_argument("--protocol", default="rest", choices=PROTOCOLS,
+                        help="KServe V2 over REST (JSON) or gRPC (raw tensor bytes)")
+    parser.add_argument("--grpc-target", default=None,
+                        help=f"HOST:PORT of the gRPC service (default: --host's host, port {DEFAULT_GRPC_PORT})")
     add_common_arguments(parser)
 
 
@@ -102,6 +148,10 @@ def build(options, environment, role: str, settings: RunSettings) -> ClassifySce
     if role in ("check", "master"):
         return None
     target = Target.from_url(environment.host or "")
+    if config.protocol == "grpc":
+        from loadgen.client.grpc_unary import use_gevent
+
+        use_gevent()   # before the first channel
     return ClassifyScenario(config, target, config.features or discover_features(target, config.model))
 
 

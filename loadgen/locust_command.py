@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 CHAT_LOCUSTFILE = Path(__file__).resolve().parent / "chat.py"
+CLASSIFY_LOCUSTFILE = Path(__file__).resolve().parent / "classify.py"
 
 
 def locust_executable() -> list[str]:

@@ -84,6 +84,11 @@ def _run(make: Callable[[Callable[[str], None]], ReportResult]) -> int:
         return _error(console, exc)
     elapsed = time.perf_counter() - started
     summary = result.summary
+    if summary.get("scenario") == "classify":   # a classic model's report: its answer, then where it is
+        console.print(summary["answer"][0].replace("**", ""), markup=False, highlight=False)
+        console.print(f"{len(summary['levels'])} level(s), {len(result.figures)} figure(s) in {elapsed:.1f} s")
+        print(result.html_path)
+        return 0
     console.print(answer.sentences(summary)[0].replace("**", ""), markup=False, highlight=False)
     point, cost = summary["verdict"]["operating_point"], summary["verdict"]["cost"]
     if point:

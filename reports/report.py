@@ -143,6 +143,8 @@ def write_report(run_dir: str | Path, options: ReportOptions | None = None,
     step = progress or (lambda _msg: None)
     step("reading the run directory")
     data = load_run(run_dir)
+    if data.run.workload.api == "classify":
+        return write_classic_report(data, options, step)
     summary = jsonable(build_summary(data, options, progress=lambda lvl: step(f"level {lvl}")))
     out_dir = data.run_dir
     summary_path = out_dir / "summary.json"
@@ -160,3 +162,32 @@ def write_report(run_dir: str | Path, options: ReportOptions | None = None,
     markdown_path.write_text(to_markdown(title, parts))
     html_path.write_text(to_html(title, parts, out_dir))
     return ReportResult(summary, summary_path, markdown_path, html_path, figures + validation_figures)
+
+
+def write_classic_report(data: RunData, options: ReportOptions, step: Callable[[str], None]) -> ReportResult:
+    """A classic model's sweep (KServe V2 inference): reports.classic's page, the SLO on p99 E2E."""
+    from reports.classic import page
+    from reports.classic.predictions import compare, read_predictions
+    from reports.classic.summary import classic_levels
+
+    step("summarising the levels")
+    levels = classic_levels(data)
+    targets = list(dict.fromkeys(str(level).split("/")[0] for level in (lv["level"] for lv in levels)))
+    quality = compare(read_predictions(data.run_dir, targets))
+    limit_ms = options.slo_for(data.run).e2e_ms
+    best = page.best_level(levels, limit_ms / 1e3 if limit_ms is not None else None)
+    summary = jsonable({"scenario": "classify", "run": data.run_json, "slo_e2e_ms": limit_ms,
+                        "answer": page.answer(levels, limit_ms),
+                        "best_level": best["level"] if best else None, "levels": levels, "predictions": quality,
+                        "missing": data.missing})
+    out_dir = data.run_dir
+    summary_path = out_dir / "summary.json"
+    summary_path.write_text(json.dumps(summary, indent=1, allow_nan=False))
+    figure = page.draw_figure(levels, out_dir) if options.figures else None
+    step("writing report.md and report.html")
+    title = f"servecap report: {out_dir.name}"
+    parts = page.sections(levels, limit_ms, figure, data.missing, quality)
+    markdown_path, html_path = out_dir / "report.md", out_dir / "report.html"
+    markdown_path.write_text(to_markdown(title, parts))
+    html_path.write_text(to_html(title, parts, out_dir))
+    return ReportResult(summary, summary_path, markdown_path, html_path, [figure] if figure else [])

@@ -26,6 +26,7 @@ class Exchange:
     failure: str | None = None        # "timeout" | "error" when the exchange broke
     failure_message: str | None = None
     replica: str | None = None        # the x-servecap-replica response header: which replica of a fleet answered
+    grpc_status: str | None = None    # a gRPC call (loadgen.client.grpc_unary): "OK" or the status code's name
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
     `pause`: called now and then while parsing a long stream (see sse.parse_stream)."""
     t0 = exchange.t_start
     e2e = None if (t0 is None or exchange.t_last is None) else exchange.t_last - t0
+    if exchange.grpc_status is not None:
+        return _grpc_outcome(exchange, e2e, prompt_tokens_asked, stopped)
     code = exchange.status_code
 
     if code is not None and code != 200:
@@ -104,3 +107,24 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
         status, message = "ok", None
     return Outcome(status, message, ttft, e2e, itl, response_id, prompt_tokens, output_tokens, usage_from, ttft_any,
                    replica=exchange.replica)
+
+
+def _grpc_outcome(exchange: Exchange, e2e: float | None, prompt_tokens_asked: int | None, stopped: bool) -> Outcome:
+    """A KServe V2 gRPC call's fields: status "grpc_<code>" for a status other than OK (as "http_<code>"
+    for HTTP), the reply's id as the response id."""
+    from contract.open_inference.open_inference_pb2 import ModelInferResponse
+    from google.protobuf.message import DecodeError
+
+    response_id, status, message = None, "ok", None
+    if exchange.failure is not None:
+        status, message = exchange.failure, exchange.failure_message
+    elif exchange.grpc_status != "OK":
+        status, message = f"grpc_{exchange.grpc_status.lower()}", exchange.failure_message
+    elif stopped:
+        status, message = "incomplete", "test stopped while the request was in flight"
+    else:
+        try:
+            response_id = ModelInferResponse.FromString(bytes(exchange.body)).id or None
+        except DecodeError:
+            status, message = "error", "the reply is not a ModelInferResponse protobuf"
+    return Outcome(status, message, None, e2e, [], response_id, prompt_tokens_asked, None, "none")

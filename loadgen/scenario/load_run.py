@@ -212,6 +212,9 @@ class LoadRun:
                 log.warning("open loop: %d requests in flight (--max-inflight); arrivals now wait",
                             self.settings.max_inflight)
             inflight.wait_available()
+        if getattr(route.scenario, "transport", None) is not None:   # gRPC: the call itself is the send
+            sleep_until(t_sched, spin_s=SPIN_S)
+            return inflight.spawn(self.send, index, prepared, t_sched=t_sched, route=route)
         try:
             conn = route.pool.acquire()
         except OSError as exc:
@@ -235,6 +238,9 @@ class LoadRun:
         t_sched: the open-loop slot; t_ready: a closed-loop user's intended send time (perf_counter s).
         Either makes the record's queue_s."""
         route = route or self.route
+        transport = getattr(route.scenario, "transport", None)   # a scenario that is not HTTP (gRPC)
+        if transport is not None:
+            return self._send_by(transport, index, prepared, t_sched, route, t_ready)
         if conn is None:
             try:
                 conn = route.pool.acquire()
@@ -256,6 +262,16 @@ class LoadRun:
             if exchange.t_start is not None or not stopped:
                 outcome = self._finish(index, prepared, exchange, t_sched, stopped, route, t_ready)
         return outcome
+
+    def _send_by(self, transport, index: int, prepared: Prepared, t_sched, route: Route, t_ready) -> Outcome:
+        exchange = Exchange()
+        try:
+            transport.run(prepared.request, exchange, self.settings.request_timeout_s)
+        except GreenletExit:
+            if exchange.t_start is not None:
+                self._finish(index, prepared, exchange, t_sched, True, route, t_ready)
+            raise
+        return self._finish(index, prepared, exchange, t_sched, False, route, t_ready)
 
     def _finish(self, index, prepared: Prepared, exchange: Exchange, t_sched, stopped: bool,
                 route: Route | None = None, t_ready: float | None = None) -> Outcome:
@@ -305,6 +321,7 @@ class LoadRun:
             conversation_id=prepared.conversation_id,
             turn=prepared.turn,
             model=prepared.model,
+            protocol=getattr(scenario, "protocol", None),
         )
         self.sink.put(record)
         if not stopped:  # Locust's stats count exactly the requests that finished

@@ -5,6 +5,9 @@
     servecap sweep --url http://127.0.0.1:8000 --trace mooncake.jsonl --trace-speedup 2 --out runs/replay
     servecap sweep --url http://127.0.0.1:8000 --trace BurstGPT_1.csv --trace-speedup 60 --out runs/burst
     servecap sweep --auto --slo-tpot-ms 50 --strategies continuous --out runs/knee
+    servecap sweep --scenario classify --rows uniform:1:8 --concurrency 1,4,16 --out runs/mlp
+    servecap sweep --scenario classify --protocol grpc --rows 64 --concurrency 4 \
+        --server-args "--classifier-max-queue-delay-us 500 --classifier-instances 2" --out runs/mlp-grpc
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from rich.console import Console
 
 from servecap.sweep.calibrate_stage import check_calibrate, run_stage
 from servecap.sweep.runner import Sweep
-from servecap.sweep.config import SweepConfig, parse_duration, parse_number_list
+from servecap.sweep.config import SweepConfig, parse_duration, parse_number_list, parse_server_args_matrix
 from servecap.sweep.loadgen_priority import PRIORITY_MODES
 from loadgen.scenario.chat_config import CHARS_HELP, DATASET_HELP, SAMPLING_HELP, TRACE_HELP, TURNS_HELP
 from loadgen.workload.conversations import parse_turns
@@ -65,6 +68,24 @@ def _parser() -> argparse.ArgumentParser:
                            "through the run; round k draws its requests with --seed + k (default 1)")
     plan.add_argument("--round-warmup", default=None,
                       help="warm-up of each round after the first (default: the shorter of --warmup and 2s)")
+    classic = p.add_argument_group("classic models (--scenario classify: KServe V2 inference)")
+    classic.add_argument("--scenario", default="chat", choices=("chat", "classify"),
+                         help="chat (default): OpenAI chat completions; classify: KServe V2 inference of the "
+                              "reference server's classifier (its batching in --server-args: "
+                              "--classifier-max-batch-size, --classifier-preferred-batch-sizes, "
+                              "--classifier-max-queue-delay-us, --classifier-instances, --classifier-batching "
+                              "on|off), or of any V2 server at --url")
+    classic.add_argument("--rows", default="1", help="classify: rows per request: N | uniform:LO:HI | ...")
+    classic.add_argument("--protocol", default="rest", choices=("rest", "grpc"),
+                         help="classify: KServe V2 over REST (JSON) or gRPC (raw tensor bytes)")
+    classic.add_argument("--kserve-model", default="tabular-mlp", help="classify: the V2 model name")
+    classic.add_argument("--server-args-matrix", metavar="LABEL:FLAGS|...",
+                         help="classify: run the same plan against one reference server per entry, each with "
+                              "--server-args plus its FLAGS, e.g. \"off:--classifier-batching off|on:\" (the "
+                              "serving guides' validation: batching off, then on); the report compares them, "
+                              "predictions included")
+    classic.add_argument("--grpc-target", help="classify over gRPC with --url: the server's gRPC HOST:PORT "
+                                               "(default: --url's host, port 8001)")
     work = p.add_argument_group("workload")
     work.add_argument("--prompt-tokens", default="uniform:32:128", help="N | uniform:LO:HI | normal:M:SD | lognormal:M:S | file:PATH")
     work.add_argument("--output-tokens", default=None,
@@ -140,6 +161,9 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         loadgen_master_port=args.loadgen_master_port,
         loadgen_worker_wait_s=parse_duration(args.loadgen_worker_wait, "--loadgen-worker-wait"),
         loadgen_priority=args.loadgen_priority, diagnostics=args.diagnostics,
+        scenario=args.scenario, rows=args.rows, protocol=args.protocol, kserve_model=args.kserve_model,
+        grpc_target=args.grpc_target,
+        server_args_matrix=parse_server_args_matrix(args.server_args_matrix) if args.server_args_matrix else (),
     )
 
 
@@ -153,6 +177,8 @@ def main(argv: list[str]) -> int:
                                        slo_e2e_ms=args.slo_e2e_ms, model_config=args.model_config,
                                        diagnostics=args.diagnostics)
         if args.calibrate:
+            if config.scenario != "chat":
+                raise ValueError("--calibrate fits the LLM step model: it needs --scenario chat")
             check_calibrate(config)
         sweep = Sweep(config, console)
         out = sweep.run()

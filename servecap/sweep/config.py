@@ -19,6 +19,9 @@ from contract.slo import SLO
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 TRACE_TAIL_S = 5.0   # a trace level's -t beyond the replay: its last answers (Locust quits when they are in)
+SCENARIOS = ("chat", "classify")
+PROTOCOLS = ("rest", "grpc")
+CLASSIFIER_TARGET = "classifier"   # a classify sweep's one server: its level ids' prefix (classifier/c=8)
 ROUND_WARMUP_S = 2.0  # default warm-up of a later round: the server is warm, only the level's own queue refills
 
 
@@ -96,6 +99,15 @@ class SweepConfig:
             `loadgen_processes` local ones; the master waits for them all (loadgen_worker_wait_s).
         loadgen_master_bind, loadgen_master_port: where each level's master listens for workers
             (127.0.0.1 by default: a worker on another machine needs an address it can reach).
+        scenario: "chat" (OpenAI chat completions) or "classify" (KServe V2 inference of a classic model:
+            the reference server's classifier, or any V2 server at `url`).
+        rows: classify: rows per request, in the length forms (1, uniform:1:64, ...).
+        protocol: classify: KServe V2 over "rest" (JSON) or "grpc"; the reference server then also
+            serves gRPC (--grpc-port 0).
+        kserve_model: classify: the V2 model name.
+        grpc_target: classify over gRPC with `url`: the server's gRPC HOST:PORT (None: url's host, 8001).
+        server_args_matrix: classify: (label, extra `servecap serve` flags) per server configuration to run
+            the same plan against, in turn (e.g. batching off, then on); () = one server, "classifier".
     """
 
     out_dir: str
@@ -122,6 +134,12 @@ class SweepConfig:
     trace: str | None = None
     trace_speedup: float = 1.0
     trace_block_tokens: int | None = None   # tokens per Mooncake hash id (None: Locust's default, Mooncake's 512)
+    scenario: str = "chat"
+    rows: str = "1"
+    protocol: str = "rest"
+    kserve_model: str = "tabular-mlp"
+    grpc_target: str | None = None
+    server_args_matrix: tuple[tuple[str, str], ...] = ()
     observe_server: bool = True   # False: leave the target's /metrics and step record unread (a router's fleet)
     seed: int = 0
     slo: SLO = field(default_factory=SLO)
@@ -211,11 +229,53 @@ class SweepConfig:
             shlex.split(self.server_args)
         except ValueError as exc:
             raise ValueError(f"--server-args is not valid shell quoting: {exc}") from None
+        self._check_scenario()
         if self.model_config is not None:
             try:
                 load_hf_config(self.model_config)
             except ValueError as exc:
                 raise ValueError(f"--model-config: {exc}") from None
+
+    def _check_scenario(self) -> None:
+        if self.scenario not in SCENARIOS:
+            raise ValueError(f"--scenario must be one of {', '.join(SCENARIOS)}, got {self.scenario!r}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
+        if self.scenario == "chat":
+            if self.protocol != "rest" or self.rows != "1" or self.grpc_target or self.server_args_matrix:
+                raise ValueError("--rows, --protocol, --grpc-target and --server-args-matrix describe KServe V2 "
+                                 "runs: they need --scenario classify")
+            return
+        from contract.distributions import parse_length_distribution
+
+        parse_length_distribution(self.rows, "--rows")   # ValueError names the bad form
+        chat_only = [flag for flag, given in (("--dataset", self.dataset), ("--trace", self.trace),
+                                              ("--turns", self.turns != 1), ("--model-mix", self.model_mix))
+                     if given]
+        if chat_only:
+            raise ValueError(f"{', '.join(chat_only)} describe chat requests: not with --scenario classify")
+        if self.strategies != ("continuous",):
+            raise ValueError("--strategies picks an LLM batching strategy; a classify sweep sets the classifier's "
+                             "batching with --server-args (--classifier-max-batch-size, "
+                             "--classifier-max-queue-delay-us, --classifier-instances, --classifier-batching)")
+        if self.grpc_target is not None and (self.url is None or self.protocol != "grpc"):
+            raise ValueError("--grpc-target names an external server's gRPC port: it needs --url and --protocol grpc")
+        if self.server_args_matrix and self.url is not None:
+            raise ValueError("--server-args-matrix starts a reference server per configuration: not with --url")
+        if not self.kserve_model or "/" in self.kserve_model:
+            raise ValueError(f"--kserve-model must be a name without '/', got {self.kserve_model!r}")
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """What the sweep starts a reference server for, in turn: each strategy, or the classifier once."""
+        if self.scenario != "classify":
+            return self.strategies
+        return tuple(label for label, _ in self.server_args_matrix) or (CLASSIFIER_TARGET,)
+
+    def target_args(self, target: str) -> str:
+        """The `servecap serve` flags of one target: --server-args, then its --server-args-matrix entry's."""
+        extra = dict(self.server_args_matrix).get(target, "")
+        return f"{self.server_args} {extra}".strip()
 
     @property
     def open_loop(self) -> bool:
@@ -257,3 +317,24 @@ class SweepConfig:
         else:
             load_id = f"rps={float(load)}" if self.rates else f"c={int(load)}"
         return f"{strategy}/{load_id}" if strategy else load_id
+
+
+def parse_server_args_matrix(text: str) -> tuple[tuple[str, str], ...]:
+    """'off:--classifier-batching off|on:--classifier-batching on' -> (("off", "--classifier-batching off"),
+    ("on", "--classifier-batching on")): each entry LABEL:FLAGS (FLAGS may be empty), labels distinct."""
+    entries = []
+    for part in str(text).split("|"):
+        label, sep, flags = part.partition(":")
+        label = label.strip()
+        if not sep or not label or "/" in label or " " in label:
+            raise ValueError(f"--server-args-matrix: {part.strip()!r} is not LABEL:FLAGS (a label without '/' or "
+                             f"spaces, e.g. off:--classifier-batching off)")
+        try:
+            shlex.split(flags)
+        except ValueError as exc:
+            raise ValueError(f"--server-args-matrix: {label}'s flags are not valid shell quoting: {exc}") from None
+        entries.append((label, flags.strip()))
+    labels = [label for label, _ in entries]
+    if len(set(labels)) != len(labels):
+        raise ValueError("--server-args-matrix names a label twice")
+    return tuple(entries)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contract.records import Record
-from loadgen.locust_command import CHAT_LOCUSTFILE, locust_executable
+from loadgen.locust_command import CHAT_LOCUSTFILE, CLASSIFY_LOCUSTFILE, locust_executable
 from servecap.sweep.config import SweepConfig
 
 STOP_TIMEOUT_S = 30  # Locust waits this long for in-flight requests at the end, then records them incomplete
@@ -39,19 +39,27 @@ def round_seed(seed: int, round_index: int | None) -> int:
 
 
 def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path, model: str | None,
-                   prefix: list[str] = (), worker_cpus: tuple[int, ...] | None = None) -> list[str]:
-    """worker_cpus: with several Locust processes, each worker takes one of these cores (by its index)."""
+                   prefix: list[str] = (), worker_cpus: tuple[int, ...] | None = None,
+                   grpc_target: str | None = None) -> list[str]:
+    """worker_cpus: with several Locust processes, each worker takes one of these cores (by its index).
+    grpc_target: a classify sweep over gRPC: the server's HOST:PORT."""
     run_time = max(1, round(plan.warmup_s + plan.duration_s))
     processes = config.loadgen_processes
     users = processes if config.open_loop else int(plan.load)   # open loop: one schedule driver per process
     command = [
-        *prefix, *locust_executable(), "-f", str(CHAT_LOCUSTFILE), "--headless", "--only-summary",
+        *prefix, *locust_executable(), "-f", str(_locustfile(config)), "--headless", "--only-summary",
         "--host", url, "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
         "--stop-timeout", str(STOP_TIMEOUT_S), "--exit-code-on-error", "0",
         "--records", str(records), "--level", plan.level, "--warmup", str(plan.warmup_s),
-        "--prompt-tokens", config.prompt_tokens, "--seed", str(round_seed(config.seed, plan.round)),
+        "--seed", str(round_seed(config.seed, plan.round)),
     ]
-    if config.output_tokens:
+    if config.scenario == "classify":
+        command += ["--rows", config.rows, "--kserve-model", config.kserve_model, "--protocol", config.protocol]
+        if config.protocol == "grpc" and grpc_target:
+            command += ["--grpc-target", grpc_target]
+    else:
+        command += ["--prompt-tokens", config.prompt_tokens]
+    if config.output_tokens and config.scenario == "chat":
         command += ["--output-tokens", config.output_tokens]
     if plan.round is not None:
         command += ["--round", str(plan.round)]
@@ -60,7 +68,7 @@ def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path
     if config.dataset:
         command += ["--dataset", str(Path(config.dataset).resolve()), "--dataset-sampling", config.dataset_sampling,
                     "--chars-per-token", str(config.chars_per_token)]
-    if model:
+    if model and config.scenario == "chat":
         command += ["--model", model]
     if config.model_mix:
         command += ["--model-mix", config.model_mix]
@@ -90,12 +98,16 @@ def worker_commands(config: SweepConfig, prefix: list[str] = ()) -> list[list[st
     Workers take their settings from the master's spawn message: only the locustfile and the master."""
     if not config.loadgen_external_workers:
         return []
-    command = [*prefix, *locust_executable(), "-f", str(CHAT_LOCUSTFILE), "--worker",
+    command = [*prefix, *locust_executable(), "-f", str(_locustfile(config)), "--worker",
                "--master-host", "127.0.0.1" if config.loadgen_master_bind in ("0.0.0.0", "*", "") else
                config.loadgen_master_bind, "--master-port", str(config.loadgen_master_port)]
     if config.loadgen_processes > 1:
         command += ["--processes", str(config.loadgen_processes)]
     return [command]
+
+
+def _locustfile(config: SweepConfig) -> Path:
+    return CLASSIFY_LOCUSTFILE if config.scenario == "classify" else CHAT_LOCUSTFILE
 
 
 class RecordsTail:

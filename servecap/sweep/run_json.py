@@ -45,6 +45,9 @@ def run_info_for(name: str, config: SweepConfig) -> RunInfo:
 
 def workload_for(config: SweepConfig) -> Workload:
     """run.json's `workload`: what each request is made of."""
+    if config.scenario == "classify":
+        return Workload(api="classify", stream=False, rows=config.rows, protocol=config.protocol,
+                        kserve_model=config.kserve_model)
     return Workload(api="chat", stream=True, ignore_eos=True,
                     prompt_tokens=None if config.dataset else config.prompt_tokens,
                     output_tokens=config.output_tokens,   # None with a dataset: the data's own lengths

@@ -37,15 +37,20 @@ from contract.records import RECORDS_FILE, Record, refuse_existing_run
 from contract.run_json import CpuPinning
 from servecap.sweep.run_json import RunJson
 from servecap.sweep.config import SweepConfig
+from servecap.sweep.prediction_probe import probe_predictions
 from servecap.launch.process import ServerProcess
 from servecap.launch.spec import ReferenceServerSpec
 
 
-def reference_server_spec(config: SweepConfig) -> ReferenceServerSpec:
-    """The reference server the sweep starts (per strategy): --model plus the user's --server-args, parsed
-    once by the server's own parser; ValueError, before anything starts, for a flag it would not take."""
+def reference_server_spec(config: SweepConfig, target: str | None = None) -> ReferenceServerSpec:
+    """The reference server the sweep starts (per strategy, or per --server-args-matrix entry): --model plus
+    the user's --server-args (and the entry's), parsed once by the server's own parser; ValueError, before
+    anything starts, for a flag it would not take."""
+    flags = shlex.split(config.target_args(target) if target is not None else config.server_args)
+    if config.scenario == "classify" and config.protocol == "grpc" and "--grpc-port" not in flags:
+        flags += ["--grpc-port", "0"]   # its ready line names the port
     try:
-        spec = ReferenceServerSpec.from_flags(shlex.split(config.server_args))
+        spec = ReferenceServerSpec.from_flags(flags)
     except ValueError as exc:
         raise ValueError(f"--server-args: {exc}") from None
     for field, sweep_flag in (("model", "--model"), ("strategy", "--strategies")):
@@ -70,10 +75,12 @@ class Sweep:
         self.records = self.out / RECORDS_FILE
         self.run_json: RunJson | None = None
         self.server_spec = reference_server_spec(config)
+        self.target_specs = {target: reference_server_spec(config, target) for target in config.targets}
         self._level_records: dict[str, list[Record]] = {}   # each level's records over its rounds so far
         # what the levels warned of, by kind: said once each, at the end (`grouped_warnings`)
         self.warnings: dict[str, list[str]] = {}
         self._said: set[str] = set()   # notes printed once a sweep
+        self.grpc_target = config.grpc_target   # classify over gRPC: the server's HOST:PORT (a started one's, once up)
         self.cpus = plan_cpus(config.pin_cpus, external_server=config.url is not None,
                               loadgen_processes=config.loadgen_processes,
                               engine_process=self.server_spec.engine_process)
@@ -94,7 +101,7 @@ class Sweep:
         previous = signal.signal(signal.SIGTERM, _raise_interrupted)
         status = "failed"
         try:
-            targets = [None] if self.config.url else list(self.config.strategies)
+            targets = [None] if self.config.url else list(self.config.targets)
             if not self.config.auto:  # the whole plan up front: a killed sweep names what it never ran
                 for strategy in targets:
                     for load in self.config.loads:
@@ -122,15 +129,22 @@ class Sweep:
                                                                     if described.kv_blocks else ""))
             self._observe(config.url, server_pid=None, strategy=None, model=described.model or config.model)
             return
-        spec = self.cpus.place(replace(self.server_spec, strategy=strategy))
+        classify = config.scenario == "classify"   # the classifier: the LLM strategy stays the server's default
+        spec = self.cpus.place(replace(self.target_specs[strategy], strategy=None if classify else strategy))
         self.run_json.record_command(strategy, spec.serve_args())
         server = ServerProcess(spec, log_path=self.out / f"server-{strategy}.log",
                                startup_timeout_s=config.startup_timeout_s)
         self.console.print(f"starting reference server: {strategy} ({config.model})")
         with server:
+            self.grpc_target = server.grpc_target
             self.run_json.record_ready(strategy, server.ready_s)
             self._record_engine(server.base_url, strategy)
             self._observe(server.base_url, server_pid=server.pid, strategy=strategy)
+            if classify:   # the same seeded rows through this configuration: the report compares them
+                try:
+                    probe_predictions(server.base_url, config.kserve_model, config.seed, self.out, strategy)
+                except (requests.RequestException, ValueError, KeyError, IndexError) as exc:
+                    self.run_json.note(f"{strategy}: the prediction probe failed ({exc}); no predictions to compare")
 
     def _record_engine(self, url: str, strategy: str) -> None:
         """The live engine's own description (KV blocks, this strategy's limits) goes into run.json's
@@ -174,7 +188,8 @@ class Sweep:
         in_rounds = config.rounds > 1
         plan = LevelPlan(level, load, *config.round_window(round_index), round=round_index if in_rounds else None)
         prefix = [*self.loadgen_priority.prefix, *self.cpus.prefix(self.cpus.loadgen)]
-        command = locust_command(config, plan, url, self.records, model, prefix, self.cpus.loadgen)
+        command = locust_command(config, plan, url, self.records, model, prefix, self.cpus.loadgen,
+                                 grpc_target=self.grpc_target)
         planned_s = plan.warmup_s + plan.duration_s
         timeout = planned_s + STOP_TIMEOUT_S + 120
         if config.loadgen_external_workers:   # the master first waits for its workers to join

@@ -19,6 +19,6 @@ def test_the_report_reads_with_the_contract_schema():
     assert records_reader.SCHEMA == polars_schema(name for name in (*FIELDS, *SOMETIMES_FIELDS)
                                                   if name != "response_id")
     assert set(records_reader.STRING_COLUMNS) == {"level", "phase", "status", "error", "worker", "arm", "switch",
-                                                  "conversation_id", "replica", "model"}
+                                                  "conversation_id", "replica", "model", "protocol"}
     assert set(records_reader.NUMBER_COLUMNS) == {"t_sched", "t_start", "queue_s", "ttft_s", "ttft_any_s", "e2e_s",
                                                   "prompt_tokens", "output_tokens", "slice", "turn", "round"}

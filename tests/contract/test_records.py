@@ -70,7 +70,7 @@ def test_record_writes_every_field_in_design_order_and_reads_back():
     line = json.loads(record.to_json_line())
     assert list(line) == [*FIELDS, *SOMETIMES_FIELDS, *EXTRA_FIELDS] and check_record(line) == []
     assert line == {**_record(), "arm": None, "slice": None, "switch": None, "queue_s": None,
-                    "conversation_id": None, "turn": None, "round": None, "replica": None, "model": None,
+                    "conversation_id": None, "turn": None, "round": None, "replica": None, "model": None, "protocol": None,
                     "request_id": "local@h:1#0", "api": "chat", "prompt_tokens_asked": None,
                     "output_tokens_asked": None, "usage_from": "server"}
     assert Record.from_dict(line) == record
