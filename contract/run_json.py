@@ -161,9 +161,9 @@ class Workload(Section):
     turns: int | str | None = None       # turns per conversation (1: single-turn), or "all" (the dataset's own)
     think_time_s: float | None = None    # multi-turn: pause between an answer and the next turn
     model_mix: str | None = None         # --model-mix: the mix each request's model was drawn from
-    rows: str | None = None              # classify: rows per request, in the length forms
+    rows: str | None = None              # classify: rows per request; embed: inputs per request (length forms)
     protocol: str | None = None          # classify: KServe V2 over "rest" or "grpc"
-    kserve_model: str | None = None      # classify: the V2 model name
+    classic_model: str | None = None     # classify, embed: the served model's name
 
 
 @dataclass(kw_only=True)

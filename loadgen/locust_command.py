@@ -8,6 +8,7 @@ from pathlib import Path
 
 CHAT_LOCUSTFILE = Path(__file__).resolve().parent / "chat.py"
 CLASSIFY_LOCUSTFILE = Path(__file__).resolve().parent / "classify.py"
+EMBED_LOCUSTFILE = Path(__file__).resolve().parent / "embed.py"
 
 
 def locust_executable() -> list[str]:

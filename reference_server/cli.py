@@ -131,9 +131,31 @@ def build_parser() -> argparse.ArgumentParser:
                      help="off: every request runs alone (Triton's model without a dynamic batcher)")
     cls.add_argument("--classifier-instances", type=int, default=1,
                      help="model instances serving the queue in parallel (Triton's instance_group count)")
+    emb = p.add_argument_group("embedding model (OpenAI POST /v1/embeddings)")
+    emb.add_argument("--no-embedding", action="store_true", help="do not serve the embedding model")
+    emb.add_argument("--embedding-name", default="servecap-embed", help="the model requests name")
+    emb.add_argument("--embedding-dim", type=int, default=128)
+    emb.add_argument("--embedding-layers", type=int, default=2)
+    emb.add_argument("--embedding-max-input-tokens", type=int, default=512, help="longest input (bytes)")
+    emb.add_argument("--embedding-max-batch-size", type=int, default=32, help="most inputs per forward pass")
+    emb.add_argument("--embedding-preferred-batch-sizes", type=parse_int_list, default=(), help="e.g. 8,16")
+    emb.add_argument("--embedding-max-queue-delay-us", type=int, default=2000)
+    emb.add_argument("--embedding-instances", type=int, default=1)
+    emb.add_argument("--embedding-batching", choices=("on", "off"), default="on")
     cls.add_argument("--grpc-port", type=int, default=None,
                      help="also serve KServe V2 over gRPC on this port (0: any free one; Triton's default is 8001)")
     return p
+
+
+def embedding_config_from_args(args: argparse.Namespace):
+    """The embedding model's EmbeddingConfig; ValueError names the bad field."""
+    from reference_server.embedding.config import EmbeddingConfig
+
+    return EmbeddingConfig(
+        enabled=not args.no_embedding, name=args.embedding_name, dim=args.embedding_dim, layers=args.embedding_layers,
+        max_input_tokens=args.embedding_max_input_tokens, seed=args.seed, max_batch_size=args.embedding_max_batch_size,
+        preferred_batch_sizes=args.embedding_preferred_batch_sizes, max_queue_delay_us=args.embedding_max_queue_delay_us,
+        dynamic_batching=args.embedding_batching == "on", instances=args.embedding_instances)
 
 
 def configs_from_args(args: argparse.Namespace):
@@ -237,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)   # bad flags: exit 2
     try:
         engine_config, server_config, classifier_config = configs_from_args(args)
+        embedding_config = embedding_config_from_args(args)
     except ValueError as exc:
         parser.error(str(exc))   # exit 2 with the message
     from reference_server.api.server import bind_socket, run_server
@@ -250,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from reference_server.api.app import create_app
     disable_created_metrics()   # no *_created series: half the /metrics text, nothing lost
-    return run_server(create_app(engine_config, server_config, classifier_config), server_config, sock)
+    return run_server(create_app(engine_config, server_config, classifier_config, embedding_config=embedding_config),
+                      server_config, sock)
 
 
 if __name__ == "__main__":

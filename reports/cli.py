@@ -84,7 +84,7 @@ def _run(make: Callable[[Callable[[str], None]], ReportResult]) -> int:
         return _error(console, exc)
     elapsed = time.perf_counter() - started
     summary = result.summary
-    if summary.get("scenario") == "classify":   # a classic model's report: its answer, then where it is
+    if summary.get("scenario") in ("classify", "embed"):   # a classic model's report: its answer, then where it is
         console.print(summary["answer"][0].replace("**", ""), markup=False, highlight=False)
         console.print(f"{len(summary['levels'])} level(s), {len(result.figures)} figure(s) in {elapsed:.1f} s")
         print(result.html_path)

@@ -143,7 +143,7 @@ def write_report(run_dir: str | Path, options: ReportOptions | None = None,
     step = progress or (lambda _msg: None)
     step("reading the run directory")
     data = load_run(run_dir)
-    if data.run.workload.api == "classify":
+    if data.run.workload.api in ("classify", "embed"):
         return write_classic_report(data, options, step)
     summary = jsonable(build_summary(data, options, progress=lambda lvl: step(f"level {lvl}")))
     out_dir = data.run_dir
@@ -165,7 +165,7 @@ def write_report(run_dir: str | Path, options: ReportOptions | None = None,
 
 
 def write_classic_report(data: RunData, options: ReportOptions, step: Callable[[str], None]) -> ReportResult:
-    """A classic model's sweep (KServe V2 inference): reports.classic's page, the SLO on p99 E2E."""
+    """A classic model's sweep (KServe V2 inference, embeddings): reports.classic's page, the SLO on p99 E2E."""
     from reports.classic import page
     from reports.classic.predictions import compare, read_predictions
     from reports.classic.summary import classic_levels
@@ -176,7 +176,7 @@ def write_classic_report(data: RunData, options: ReportOptions, step: Callable[[
     quality = compare(read_predictions(data.run_dir, targets))
     limit_ms = options.slo_for(data.run).e2e_ms
     best = page.best_level(levels, limit_ms / 1e3 if limit_ms is not None else None)
-    summary = jsonable({"scenario": "classify", "run": data.run_json, "slo_e2e_ms": limit_ms,
+    summary = jsonable({"scenario": data.run.workload.api, "run": data.run_json, "slo_e2e_ms": limit_ms,
                         "answer": page.answer(levels, limit_ms),
                         "best_level": best["level"] if best else None, "levels": levels, "predictions": quality,
                         "missing": data.missing})

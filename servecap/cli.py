@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("servecap.compare.cli", "A/B: two servers under load interleaved in slices, a paired verdict (CI gate)"),
     "predict": ("reports.predict.cli", "predicted latency curves and max load under an SLO from a run's calibration"),
     "plan": ("servecap.plan.cli", "a fleet over a day of traffic, simulated: replicas, SLO attainment, cost, N+1"),
+    "tune": ("servecap.tune.cli", "the batching configuration with the most throughput under a p99 SLO (guided search)"),
     "quality": ("servecap.quality.cli", "a configuration's outputs against a reference's: agreement, KL, perplexity"),
     "fleet": ("servecap.fleet.cli", "the plan run for real: emulated replicas behind vLLM's router, autoscaled, faults"),
 }

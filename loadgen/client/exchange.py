@@ -90,6 +90,8 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
     if usage and isinstance(usage.get("completion_tokens"), int):
         prompt_tokens = usage.get("prompt_tokens", prompt_tokens_asked)
         output_tokens, usage_from = usage["completion_tokens"], "server"
+    elif usage and isinstance(usage.get("prompt_tokens"), int) and not stream:   # embeddings: no output
+        prompt_tokens, output_tokens, usage_from = usage["prompt_tokens"], None, "server"
     else:
         prompt_tokens = prompt_tokens_asked
         output_tokens = counted_output

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from reference_server.api import engine_record_routes, kserve_routes, openai_routes, ops_routes
+from reference_server.api import embedding_routes, engine_record_routes, kserve_routes, openai_routes, ops_routes
 from reference_server.api.auth import ApiKeyMiddleware
 from reference_server.api.body_limit import BodyLimitMiddleware
 from reference_server.api.errors import install_error_handlers
@@ -24,17 +24,21 @@ from reference_server.api.runtime import ServingRuntime
 from reference_server.api.settings import ServerConfig
 from reference_server.api.warmup import warm_http_path
 from reference_server.classifier.config import ClassifierConfig
+from reference_server.embedding.config import EmbeddingConfig
 from reference_server.engine.config import EngineConfig
 
 
 def create_app(engine_config: EngineConfig | None = None, server_config: ServerConfig | None = None,
                classifier_config: ClassifierConfig | None = None, *,
-               build_engine: Callable[[], object] | None = None) -> FastAPI:
-    """A new app with its own runtime and metrics registry (`app.state.runtime`)."""
+               build_engine: Callable[[], object] | None = None,
+               embedding_config: EmbeddingConfig | None = None) -> FastAPI:
+    """A new app with its own runtime and metrics registry (`app.state.runtime`); the embedding model
+    is served only when its config is given (`servecap serve` gives it unless --no-embedding)."""
     engine_config = engine_config or EngineConfig()
     server_config = server_config or ServerConfig()
     classifier_config = classifier_config or ClassifierConfig()
-    runtime = ServingRuntime(engine_config, server_config, classifier_config, build_engine=build_engine)
+    runtime = ServingRuntime(engine_config, server_config, classifier_config, build_engine=build_engine,
+                             embedding_config=embedding_config)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -66,4 +70,5 @@ def create_app(engine_config: EngineConfig | None = None, server_config: ServerC
     app.include_router(openai_routes.router)
     app.include_router(engine_record_routes.router)
     app.include_router(kserve_routes.router)
+    app.include_router(embedding_routes.router)
     return app

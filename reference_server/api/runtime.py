@@ -1,4 +1,4 @@
-"""Everything one serving app owns: engine (process or thread), classifier, admission, metrics, drain.
+"""Everything one serving app owns: engine (process or thread), classifier, embedding model, admission, metrics, drain.
 
 Routes reach it as `request.app.state.runtime`. One runtime per app (and per
 `ServerMetrics` registry), so tests can build several apps in one process.
@@ -17,6 +17,7 @@ from reference_server.api.errors import APIError
 from reference_server.api.settings import ServerConfig
 from reference_server.runtime.engine_thread import AsyncEngine
 from reference_server.classifier.config import ClassifierConfig
+from reference_server.embedding.config import EmbeddingConfig
 from reference_server.classifier.batcher import BatchTiming, DynamicBatcher
 from reference_server.engine.config import EngineConfig
 from reference_server.runtime.engine_process import EngineProcess
@@ -26,26 +27,40 @@ from reference_server.engine.token_space import token_space
 from reference_server.engine.tokenizer import ByteTokenizer
 
 
-class ClassifierService:
-    """The classifier model, its dynamic batcher and its own admission queue."""
+class BatchedModelService:
+    """A classic model (the classifier, the embedding model): the model, its Triton-style dynamic batcher
+    and its own admission queue. `config` has the batcher's settings and `name`."""
 
-    def __init__(self, config: ClassifierConfig, metrics: ServerMetrics, retry_after_s: int) -> None:
-        from reference_server.classifier.model import TabularClassifier   # torch: only a server with a classifier
-
+    def __init__(self, config, run_batch, metrics: ServerMetrics, retry_after_s: int, **batcher_options) -> None:
         self.config = config
-        self.model = TabularClassifier.from_config(config)
         self.admission = AdmissionControl(max_waiting=config.max_waiting, retry_after_s=retry_after_s)
         self.batcher = DynamicBatcher(
-            self.model.predict, max_batch_size=config.max_batch_size,
+            run_batch, max_batch_size=config.max_batch_size,
             preferred_batch_sizes=config.preferred_batch_sizes, max_queue_delay_s=config.max_queue_delay_s,
-            dynamic_batching=config.dynamic_batching, instances=config.instances, on_batch=self._observe_batch)
+            dynamic_batching=config.dynamic_batching, instances=config.instances, on_batch=self._observe_batch,
+            **batcher_options)
         self._metrics = metrics
 
     def _observe_batch(self, rows: int, timings: list[BatchTiming]) -> None:
-        self._metrics.classifier_batch_size.observe(rows)
         self._metrics.triton.batch(self.config.name, rows)
-        for timing in timings:
-            self._metrics.classifier_queue_seconds.observe(timing.queue_s)
+        if isinstance(self.config, ClassifierConfig):
+            self._metrics.classifier_batch_size.observe(rows)
+            for timing in timings:
+                self._metrics.classifier_queue_seconds.observe(timing.queue_s)
+
+
+def classifier_service(config: ClassifierConfig, metrics: ServerMetrics, retry_after_s: int) -> BatchedModelService:
+    from reference_server.classifier.model import TabularClassifier   # torch: only a server with a classifier
+
+    return BatchedModelService(config, TabularClassifier.from_config(config).predict, metrics, retry_after_s)
+
+
+def embedding_service(config: EmbeddingConfig, metrics: ServerMetrics, retry_after_s: int) -> BatchedModelService:
+    """Inputs are token-id arrays of their own lengths: the batch is their list (the model pads it)."""
+    from reference_server.embedding.model import TextEncoder   # torch: only a server with the embedding model
+
+    return BatchedModelService(config, TextEncoder(config).embed, metrics, retry_after_s,
+                               stack=lambda parts: [ids for part in parts for ids in part])
 
 
 class ServingRuntime:
@@ -53,8 +68,10 @@ class ServingRuntime:
     an engine thread, whatever `server_config.engine_mode` says)."""
 
     def __init__(self, engine_config: EngineConfig, server_config: ServerConfig,
-                 classifier_config: ClassifierConfig, *, build_engine: Callable[[], object] | None = None) -> None:
+                 classifier_config: ClassifierConfig, *, build_engine: Callable[[], object] | None = None,
+                 embedding_config: EmbeddingConfig | None = None) -> None:
         self.engine_config = engine_config
+        self.embedding_config = embedding_config or EmbeddingConfig(enabled=False)
         self.server_config = server_config
         self.classifier_config = classifier_config
         self.metrics = ServerMetrics()
@@ -65,7 +82,8 @@ class ServingRuntime:
         self.token_space = token_space(engine_config.model, self.tokenizer)   # the ids a prompt may use
         self.record_log = EngineRecordLog()   # the engine's step and request records (GET /v1/engine/steps)
         self.engine = _engine_client(engine_config, server_config, build_engine, self.metrics, self.record_log)
-        self.classifier: ClassifierService | None = None
+        self.classifier: BatchedModelService | None = None
+        self.embedding: BatchedModelService | None = None
         self.live: dict = {}   # request id -> Generation, for the drain's final abort
         self.created = int(time.time())
         self.draining = False
@@ -81,9 +99,12 @@ class ServingRuntime:
     async def start(self) -> None:
         self.engine.start()
         if self.classifier_config.enabled:
-            self.classifier = ClassifierService(self.classifier_config, self.metrics,
-                                                self.server_config.retry_after_s)
+            self.classifier = classifier_service(self.classifier_config, self.metrics,
+                                                 self.server_config.retry_after_s)
             self.classifier.batcher.start()
+        if self.embedding_config.enabled:
+            self.embedding = embedding_service(self.embedding_config, self.metrics, self.server_config.retry_after_s)
+            self.embedding.batcher.start()
         if self.server_config.grpc_port is not None:
             from reference_server.api.kserve_grpc import start_grpc_server   # grpcio: only when asked for
 
@@ -93,15 +114,16 @@ class ServingRuntime:
     async def stop(self) -> None:
         if self.grpc_server is not None:
             await self.grpc_server.stop(grace=1.0)
-        if self.classifier is not None:
-            await self.classifier.batcher.stop()
+        for service in (self.classifier, self.embedding):
+            if service is not None:
+                await service.batcher.stop()
         await asyncio.to_thread(self.engine.stop)
 
     async def drain(self, grace_s: float, poll_s: float = 0.05) -> int:
         """Stop admitting (503), let in-flight requests finish for up to `grace_s`, then abort
         the rest. Returns how many were aborted."""
         self.draining = True
-        admissions = [self.admission] + ([self.classifier.admission] if self.classifier else [])
+        admissions = [self.admission] + [s.admission for s in (self.classifier, self.embedding) if s is not None]
         for admission in admissions:
             admission.draining = True
         deadline = time.monotonic() + grace_s
@@ -154,6 +176,7 @@ class ServingRuntime:
             "server": server,
             "engine_pid": getattr(self.engine, "pid", os.getpid()),   # the engine process, or this one
             "classifier": asdict(self.classifier_config),
+            "embedding": asdict(self.embedding_config),
         }
 
 

@@ -1,8 +1,9 @@
-"""One classifier inference, whichever protocol asked for it (KServe V2 over REST or gRPC).
+"""One inference of a classic model (the classifier, whichever protocol asked: KServe V2 over REST or
+gRPC; the embedding model), through its batcher.
 
-Finds the model, admits the request into the classifier's queue, waits for its batch and
-counts it under Triton's metric names (`runtime.metrics.triton`). Protocol errors leave as
-`V2Error`, which each protocol turns into its own status.
+Finds the model, admits the request into its queue, waits for its batch and counts it under
+Triton's metric names (`runtime.metrics.triton`). Protocol errors leave as `V2Error`, which each
+protocol turns into its own status.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ def classifier_service(runtime, name: str):
     return service
 
 
-async def classify(runtime, service, rows: np.ndarray, received_s: float) -> np.ndarray:
-    """Probabilities [n, C] for `rows`, computed in a batch; `received_s`: time.monotonic() when
-    the request arrived (the start of Triton's request duration)."""
+async def classify(runtime, service, rows, received_s: float) -> np.ndarray:
+    """The model's output for `rows` (probabilities [n, C], embeddings [n, D]), computed in a batch;
+    `received_s`: time.monotonic() when the request arrived (the start of Triton's request duration)."""
     metrics = runtime.metrics.triton
     try:
         ticket = service.admission.admit()
@@ -41,5 +42,6 @@ async def classify(runtime, service, rows: np.ndarray, received_s: float) -> np.
     finally:
         ticket.release()
     metrics.success(service.config.name, timing, time.monotonic() - received_s)
-    runtime.metrics.classifier_requests.inc()
+    if service is runtime.classifier:
+        runtime.metrics.classifier_requests.inc()
     return probs

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -47,7 +47,7 @@ class BatchTiming:
 
 @dataclass
 class _Pending:
-    rows: np.ndarray            # [n, F]
+    rows: Sequence              # n rows: [n, F] features, or n token-id arrays
     future: asyncio.Future      # -> ([n, C], BatchTiming)
     enqueued_s: float
     on_launch: Callable[[], None] | None = field(default=None)
@@ -58,6 +58,8 @@ class DynamicBatcher:
 
     Args:
         run_batch: [B, F] -> [B, C], called on a worker thread (one per instance).
+        stack: joins the batch's requests' rows into run_batch's input (default np.concatenate:
+            feature rows); the embedding model's rows are token-id arrays of their own lengths.
         max_batch_size, preferred_batch_sizes, max_queue_delay_s: Triton's dynamic batcher settings.
         dynamic_batching: False runs every request alone, as Triton does without a dynamic batcher.
         instances: model instances serving the queue in parallel.
@@ -68,8 +70,10 @@ class DynamicBatcher:
     def __init__(self, run_batch: Callable[[np.ndarray], np.ndarray], *, max_batch_size: int,
                  preferred_batch_sizes: tuple[int, ...] = (), max_queue_delay_s: float = 0.0,
                  dynamic_batching: bool = True, instances: int = 1,
-                 on_batch: Callable[[int, list[BatchTiming]], None] | None = None) -> None:
+                 on_batch: Callable[[int, list[BatchTiming]], None] | None = None,
+                 stack: Callable[[list[Sequence]], Sequence] = np.concatenate) -> None:
         self._run_batch = run_batch
+        self._stack = stack
         self.max_batch_size = max_batch_size
         self.preferred_batch_sizes = tuple(preferred_batch_sizes)
         self.max_queue_delay_s = max_queue_delay_s
@@ -102,11 +106,11 @@ class DynamicBatcher:
                     pass
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    async def infer(self, rows: np.ndarray,
+    async def infer(self, rows: Sequence,
                     on_launch: Callable[[], None] | None = None) -> tuple[np.ndarray, BatchTiming]:
-        """Probabilities for `rows` ([n, F], 1 <= n <= max_batch_size) and the time they took."""
-        if rows.ndim != 2 or not 1 <= rows.shape[0] <= self.max_batch_size:
-            raise ValueError(f"a request must carry 1..{self.max_batch_size} rows, got shape {list(rows.shape)}")
+        """`run_batch`'s output for `rows` (1 <= n <= max_batch_size of them) and the time they took."""
+        if getattr(rows, "ndim", 2) != 2 or not 1 <= len(rows) <= self.max_batch_size:
+            raise ValueError(f"a request must carry 1..{self.max_batch_size} rows, got {len(rows)}")
         future = asyncio.get_running_loop().create_future()
         self._pending.append(_Pending(rows, future, time.monotonic(), on_launch))
         self._wakeup.set()
@@ -135,7 +139,7 @@ class DynamicBatcher:
             if not self.dynamic_batching:
                 return [self._pending.popleft()]
             oldest_wait_s = time.monotonic() - self._pending[0].enqueued_s
-            rows_waiting = sum(p.rows.shape[0] for p in self._pending if not p.future.cancelled())
+            rows_waiting = sum(len(p.rows) for p in self._pending if not p.future.cancelled())
             launch_rows = dynamic_batch_size(
                 rows_waiting, oldest_wait_s, max_batch_size=self.max_batch_size,
                 preferred_batch_sizes=self.preferred_batch_sizes, max_queue_delay_s=self.max_queue_delay_s)
@@ -159,10 +163,10 @@ class DynamicBatcher:
             if head.future.cancelled():
                 self._pending.popleft()
                 continue
-            if batch and rows + head.rows.shape[0] > launch_rows:
+            if batch and rows + len(head.rows) > launch_rows:
                 break
             batch.append(self._pending.popleft())
-            rows += head.rows.shape[0]
+            rows += len(head.rows)
         return batch
 
     async def _run(self, batch: list[_Pending]) -> None:
@@ -171,9 +175,9 @@ class DynamicBatcher:
             for item in batch:
                 if item.on_launch is not None:
                     item.on_launch()
-            stacked = np.concatenate([item.rows for item in batch])   # [sum n, F]
+            stacked = self._stack([item.rows for item in batch])   # sum n rows
             stacked_at = time.monotonic()
-            self.batch_sizes.append(stacked.shape[0])
+            self.batch_sizes.append(len(stacked))
             try:
                 probs, infer_s = await asyncio.get_running_loop().run_in_executor(
                     self._executor, self._timed_forward, stacked)
@@ -185,17 +189,17 @@ class DynamicBatcher:
             output_from = time.monotonic()
             results, start = [], 0
             for item in batch:
-                n = item.rows.shape[0]
+                n = len(item.rows)
                 results.append(probs[start:start + n])
                 start += n
             output_s = time.monotonic() - output_from
             timings = [BatchTiming(launched - item.enqueued_s, stacked_at - launched, infer_s, output_s,
-                                   stacked.shape[0]) for item in batch]
+                                   len(stacked)) for item in batch]
             for item, result, timing in zip(batch, results, timings):
                 if not item.future.done():
                     item.future.set_result((result, timing))
             if self._on_batch is not None:
-                self._on_batch(stacked.shape[0], timings)
+                self._on_batch(len(stacked), timings)
         finally:
             self._free.release()
 

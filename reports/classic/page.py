@@ -29,21 +29,23 @@ def answer(levels: list[dict], p99_limit_ms: float | None) -> list[str]:
     limit = f"p99 E2E <= {p99_limit_ms:g} ms" if p99_limit_ms is not None else "no latency limit given"
     if best is None:
         return [f"No level met {limit} without errors."]
-    rows = f" ({best['rows_per_s']:.0f} rows/s at {best['rows_per_request']:.1f} rows per request)"
+    unit = best.get("unit", "rows")
+    rows = f" ({best['rows_per_s']:.0f} {unit}/s at {best['rows_per_request']:.1f} {unit} per request)"
     text = (f"Highest throughput with {limit}: **{best['req_per_s']:.0f} req/s**{rows} at {best['offered']} "
             f"({best['level']}), p50/p95/p99 {best['e2e_p50_s'] * MS:.2f} / {best['e2e_p95_s'] * MS:.2f} / "
             f"{best['e2e_p99_s'] * MS:.2f} ms.")
     server = best.get("server")
     if server:
         text += (f" The server queued each request {server['queue_s'] * MS:.2f} ms and computed "
-                 f"{server['compute_s'] * MS:.2f} ms on average, in batches of {server['batch_rows']:.1f} rows.")
+                 f"{server['compute_s'] * MS:.2f} ms on average, in batches of {server['batch_rows']:.1f} "
+                 f"{'inputs' if unit == 'tokens' else 'rows'}.")
     return [text]
 
 
 def levels_table(levels: list[dict]) -> pd.DataFrame:
     return pd.DataFrame([{
         "level": lv["level"], "protocol": lv.get("protocol") or "", "req/s": _f(lv.get("req_per_s"), 1),
-        "rows/s": _f(lv.get("rows_per_s"), 0), "p50 (ms)": _f(lv.get("e2e_p50_s"), 2, MS),
+        f"{lv.get('unit', 'rows')}/s": _f(lv.get("rows_per_s"), 0), "p50 (ms)": _f(lv.get("e2e_p50_s"), 2, MS),
         "p95 (ms)": _f(lv.get("e2e_p95_s"), 2, MS), "p99 (ms)": _f(lv.get("e2e_p99_s"), 2, MS),
         "requests": lv["requests"], "errors": lv["errors"] if not lv.get("error_statuses") else
         f"{lv['errors']} ({', '.join(lv['error_statuses'])})",
@@ -74,8 +76,8 @@ def batch_and_memory_table(levels: list[dict]) -> pd.DataFrame:
         server = lv.get("server") or {}
         memory = lv.get("memory") or []
         rows.append({
-            "level": lv["level"], "rows per request": _f(lv.get("rows_per_request"), 1),
-            "rows per batch (server)": _f(server.get("batch_rows"), 1),
+            "level": lv["level"], f"{lv.get('unit', 'rows')} per request": _f(lv.get("rows_per_request"), 1),
+            "rows (inputs) per batch, server": _f(server.get("batch_rows"), 1),
             "batches": _f(server.get("batches"), 0),
             "peak memory": "; ".join(f"{m['device']}: {m['peak_bytes'] / 2**20:.0f} MiB" for m in memory) or "-",
         })

@@ -1,5 +1,6 @@
-"""Per level of a classify sweep: throughput (requests and rows per second), latency percentiles, the
-server's split of a request (`server_split`), the batches it formed, and the memory in use."""
+"""Per level of a classic model's sweep: throughput (requests per second, and rows per second for a
+classifier or input tokens per second for an embedding model), latency percentiles, the server's split
+of a request (`server_split`), the batches it formed, and the memory in use."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def classic_levels(data: RunData) -> list[dict]:
     """One dict per level, in the order the run planned them."""
     records = data.records
     windows = data.level_windows()
-    model = data.run.workload.kserve_model
+    model = data.run.workload.classic_model
+    unit = "tokens" if data.run.workload.api == "embed" else "rows"   # what a record's prompt_tokens counts
     planned = [entry.level for entry in data.run.levels] or list(dict.fromkeys(records["level"].astype(str)))
     out = []
     for level in planned:
@@ -32,6 +34,7 @@ def classic_levels(data: RunData) -> list[dict]:
         span = (min(s for s, _ in spans), max(e for _, e in spans))
         entry = {
             "level": level,
+            "unit": unit,
             "offered": _offered(rows),
             "protocol": _first(ok, "protocol"),
             "requests": int(len(ok)),

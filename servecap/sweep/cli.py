@@ -6,6 +6,7 @@
     servecap sweep --url http://127.0.0.1:8000 --trace BurstGPT_1.csv --trace-speedup 60 --out runs/burst
     servecap sweep --auto --slo-tpot-ms 50 --strategies continuous --out runs/knee
     servecap sweep --scenario classify --rows uniform:1:8 --concurrency 1,4,16 --out runs/mlp
+    servecap sweep --scenario embed --rows uniform:1:8 --prompt-tokens uniform:16:256 --concurrency 1,8 --out runs/emb
     servecap sweep --scenario classify --protocol grpc --rows 64 --concurrency 4 \
         --server-args "--classifier-max-queue-delay-us 500 --classifier-instances 2" --out runs/mlp-grpc
 """
@@ -68,17 +69,21 @@ def _parser() -> argparse.ArgumentParser:
                            "through the run; round k draws its requests with --seed + k (default 1)")
     plan.add_argument("--round-warmup", default=None,
                       help="warm-up of each round after the first (default: the shorter of --warmup and 2s)")
-    classic = p.add_argument_group("classic models (--scenario classify: KServe V2 inference)")
-    classic.add_argument("--scenario", default="chat", choices=("chat", "classify"),
+    classic = p.add_argument_group("classic models (--scenario classify: KServe V2 inference; embed: OpenAI embeddings)")
+    classic.add_argument("--scenario", default="chat", choices=("chat", "classify", "embed"),
                          help="chat (default): OpenAI chat completions; classify: KServe V2 inference of the "
                               "reference server's classifier (its batching in --server-args: "
                               "--classifier-max-batch-size, --classifier-preferred-batch-sizes, "
                               "--classifier-max-queue-delay-us, --classifier-instances, --classifier-batching "
-                              "on|off), or of any V2 server at --url")
-    classic.add_argument("--rows", default="1", help="classify: rows per request: N | uniform:LO:HI | ...")
+                              "on|off), or of any V2 server at --url; embed: POST /v1/embeddings of the reference "
+                              "server's embedding model (--embedding-* alike), or of any OpenAI-compatible --url")
+    classic.add_argument("--rows", default="1", help="classify: rows per request; embed: inputs per request (each "
+                                                     "of --prompt-tokens tokens): N | uniform:LO:HI | ...")
     classic.add_argument("--protocol", default="rest", choices=("rest", "grpc"),
                          help="classify: KServe V2 over REST (JSON) or gRPC (raw tensor bytes)")
-    classic.add_argument("--kserve-model", default="tabular-mlp", help="classify: the V2 model name")
+    classic.add_argument("--classic-model", "--kserve-model", dest="classic_model",
+                         help="classify, embed: the served model's name (default: the reference server's, "
+                              "tabular-mlp or servecap-embed)")
     classic.add_argument("--server-args-matrix", metavar="LABEL:FLAGS|...",
                          help="classify: run the same plan against one reference server per entry, each with "
                               "--server-args plus its FLAGS, e.g. \"off:--classifier-batching off|on:\" (the "
@@ -161,7 +166,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         loadgen_master_port=args.loadgen_master_port,
         loadgen_worker_wait_s=parse_duration(args.loadgen_worker_wait, "--loadgen-worker-wait"),
         loadgen_priority=args.loadgen_priority, diagnostics=args.diagnostics,
-        scenario=args.scenario, rows=args.rows, protocol=args.protocol, kserve_model=args.kserve_model,
+        scenario=args.scenario, rows=args.rows, protocol=args.protocol, classic_model=args.classic_model,
         grpc_target=args.grpc_target,
         server_args_matrix=parse_server_args_matrix(args.server_args_matrix) if args.server_args_matrix else (),
     )

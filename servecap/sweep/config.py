@@ -19,9 +19,11 @@ from contract.slo import SLO
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 TRACE_TAIL_S = 5.0   # a trace level's -t beyond the replay: its last answers (Locust quits when they are in)
-SCENARIOS = ("chat", "classify")
+SCENARIOS = ("chat", "classify", "embed")
+CLASSIC_SCENARIOS = ("classify", "embed")
+DEFAULT_CLASSIC_MODEL = {"classify": "tabular-mlp", "embed": "servecap-embed"}
 PROTOCOLS = ("rest", "grpc")
-CLASSIFIER_TARGET = "classifier"   # a classify sweep's one server: its level ids' prefix (classifier/c=8)
+CLASSIFIER_TARGET = "classifier"   # a classify or embed sweep's one server: its level ids' prefix (classifier/c=8)
 ROUND_WARMUP_S = 2.0  # default warm-up of a later round: the server is warm, only the level's own queue refills
 
 
@@ -99,12 +101,15 @@ class SweepConfig:
             `loadgen_processes` local ones; the master waits for them all (loadgen_worker_wait_s).
         loadgen_master_bind, loadgen_master_port: where each level's master listens for workers
             (127.0.0.1 by default: a worker on another machine needs an address it can reach).
-        scenario: "chat" (OpenAI chat completions) or "classify" (KServe V2 inference of a classic model:
-            the reference server's classifier, or any V2 server at `url`).
-        rows: classify: rows per request, in the length forms (1, uniform:1:64, ...).
+        scenario: "chat" (OpenAI chat completions), "classify" (KServe V2 inference of a classic model:
+            the reference server's classifier, or any V2 server at `url`) or "embed" (OpenAI embeddings:
+            the reference server's embedding model, or any OpenAI-compatible server at `url`).
+        rows: classify: rows per request; embed: inputs per request (each of prompt_tokens tokens); in
+            the length forms (1, uniform:1:64, ...).
         protocol: classify: KServe V2 over "rest" (JSON) or "grpc"; the reference server then also
             serves gRPC (--grpc-port 0).
-        kserve_model: classify: the V2 model name.
+        classic_model: classify, embed: the served model's name (None: the reference server's,
+            DEFAULT_CLASSIC_MODEL).
         grpc_target: classify over gRPC with `url`: the server's gRPC HOST:PORT (None: url's host, 8001).
         server_args_matrix: classify: (label, extra `servecap serve` flags) per server configuration to run
             the same plan against, in turn (e.g. batching off, then on); () = one server, "classifier".
@@ -137,7 +142,7 @@ class SweepConfig:
     scenario: str = "chat"
     rows: str = "1"
     protocol: str = "rest"
-    kserve_model: str = "tabular-mlp"
+    classic_model: str | None = None
     grpc_target: str | None = None
     server_args_matrix: tuple[tuple[str, str], ...] = ()
     observe_server: bool = True   # False: leave the target's /metrics and step record unread (a router's fleet)
@@ -242,9 +247,10 @@ class SweepConfig:
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
         if self.scenario == "chat":
-            if self.protocol != "rest" or self.rows != "1" or self.grpc_target or self.server_args_matrix:
-                raise ValueError("--rows, --protocol, --grpc-target and --server-args-matrix describe KServe V2 "
-                                 "runs: they need --scenario classify")
+            if self.protocol != "rest" or self.rows != "1" or self.grpc_target or self.server_args_matrix \
+                    or self.classic_model:
+                raise ValueError("--rows, --protocol, --grpc-target, --classic-model and --server-args-matrix describe "
+                                 "classic-model runs: they need --scenario classify or embed")
             return
         from contract.distributions import parse_length_distribution
 
@@ -253,24 +259,31 @@ class SweepConfig:
                                               ("--turns", self.turns != 1), ("--model-mix", self.model_mix))
                      if given]
         if chat_only:
-            raise ValueError(f"{', '.join(chat_only)} describe chat requests: not with --scenario classify")
+            raise ValueError(f"{', '.join(chat_only)} describe chat requests: not with --scenario {self.scenario}")
         if self.strategies != ("continuous",):
-            raise ValueError("--strategies picks an LLM batching strategy; a classify sweep sets the classifier's "
-                             "batching with --server-args (--classifier-max-batch-size, "
-                             "--classifier-max-queue-delay-us, --classifier-instances, --classifier-batching)")
+            raise ValueError("--strategies picks an LLM batching strategy; a classic model's sweep sets its batching "
+                             "with --server-args (--classifier-max-batch-size, --classifier-max-queue-delay-us, "
+                             "--classifier-instances, --classifier-batching; --embedding-* alike)")
         if self.grpc_target is not None and (self.url is None or self.protocol != "grpc"):
             raise ValueError("--grpc-target names an external server's gRPC port: it needs --url and --protocol grpc")
         if self.server_args_matrix and self.url is not None:
             raise ValueError("--server-args-matrix starts a reference server per configuration: not with --url")
-        if not self.kserve_model or "/" in self.kserve_model:
-            raise ValueError(f"--kserve-model must be a name without '/', got {self.kserve_model!r}")
+        if self.scenario == "embed" and self.protocol != "rest":
+            raise ValueError("--protocol grpc is KServe V2's: an embed sweep speaks OpenAI's REST API")
+        if self.scenario == "classify" and self.classic_model is not None and "/" in self.classic_model:
+            raise ValueError(f"--classic-model must be a KServe name without '/', got {self.classic_model!r}")
 
     @property
     def targets(self) -> tuple[str, ...]:
         """What the sweep starts a reference server for, in turn: each strategy, or the classifier once."""
-        if self.scenario != "classify":
+        if self.scenario not in CLASSIC_SCENARIOS:
             return self.strategies
         return tuple(label for label, _ in self.server_args_matrix) or (CLASSIFIER_TARGET,)
+
+    @property
+    def model_name(self) -> str | None:
+        """The classic model's served name: the one given, else the reference server's."""
+        return self.classic_model or DEFAULT_CLASSIC_MODEL.get(self.scenario)
 
     def target_args(self, target: str) -> str:
         """The `servecap serve` flags of one target: --server-args, then its --server-args-matrix entry's."""

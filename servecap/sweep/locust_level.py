@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contract.records import Record
-from loadgen.locust_command import CHAT_LOCUSTFILE, CLASSIFY_LOCUSTFILE, locust_executable
+from loadgen.locust_command import CHAT_LOCUSTFILE, CLASSIFY_LOCUSTFILE, EMBED_LOCUSTFILE, locust_executable
 from servecap.sweep.config import SweepConfig
 
 STOP_TIMEOUT_S = 30  # Locust waits this long for in-flight requests at the end, then records them incomplete
@@ -54,9 +54,11 @@ def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path
         "--seed", str(round_seed(config.seed, plan.round)),
     ]
     if config.scenario == "classify":
-        command += ["--rows", config.rows, "--kserve-model", config.kserve_model, "--protocol", config.protocol]
+        command += ["--rows", config.rows, "--kserve-model", config.model_name, "--protocol", config.protocol]
         if config.protocol == "grpc" and grpc_target:
             command += ["--grpc-target", grpc_target]
+    elif config.scenario == "embed":
+        command += ["--inputs", config.rows, "--input-tokens", config.prompt_tokens, "--embed-model", config.model_name]
     else:
         command += ["--prompt-tokens", config.prompt_tokens]
     if config.output_tokens and config.scenario == "chat":
@@ -107,7 +109,7 @@ def worker_commands(config: SweepConfig, prefix: list[str] = ()) -> list[list[st
 
 
 def _locustfile(config: SweepConfig) -> Path:
-    return CLASSIFY_LOCUSTFILE if config.scenario == "classify" else CHAT_LOCUSTFILE
+    return {"classify": CLASSIFY_LOCUSTFILE, "embed": EMBED_LOCUSTFILE}.get(config.scenario, CHAT_LOCUSTFILE)
 
 
 class RecordsTail:

@@ -47,7 +47,10 @@ def workload_for(config: SweepConfig) -> Workload:
     """run.json's `workload`: what each request is made of."""
     if config.scenario == "classify":
         return Workload(api="classify", stream=False, rows=config.rows, protocol=config.protocol,
-                        kserve_model=config.kserve_model)
+                        classic_model=config.model_name)
+    if config.scenario == "embed":
+        return Workload(api="embed", stream=False, rows=config.rows, prompt_tokens=config.prompt_tokens,
+                        protocol="rest", classic_model=config.model_name)
     return Workload(api="chat", stream=True, ignore_eos=True,
                     prompt_tokens=None if config.dataset else config.prompt_tokens,
                     output_tokens=config.output_tokens,   # None with a dataset: the data's own lengths

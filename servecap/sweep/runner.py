@@ -129,8 +129,8 @@ class Sweep:
                                                                     if described.kv_blocks else ""))
             self._observe(config.url, server_pid=None, strategy=None, model=described.model or config.model)
             return
-        classify = config.scenario == "classify"   # the classifier: the LLM strategy stays the server's default
-        spec = self.cpus.place(replace(self.target_specs[strategy], strategy=None if classify else strategy))
+        classic = config.scenario != "chat"   # a classic model: the LLM strategy stays the server's default
+        spec = self.cpus.place(replace(self.target_specs[strategy], strategy=None if classic else strategy))
         self.run_json.record_command(strategy, spec.serve_args())
         server = ServerProcess(spec, log_path=self.out / f"server-{strategy}.log",
                                startup_timeout_s=config.startup_timeout_s)
@@ -140,9 +140,9 @@ class Sweep:
             self.run_json.record_ready(strategy, server.ready_s)
             self._record_engine(server.base_url, strategy)
             self._observe(server.base_url, server_pid=server.pid, strategy=strategy)
-            if classify:   # the same seeded rows through this configuration: the report compares them
+            if config.scenario == "classify":   # the same seeded rows through this configuration: the report compares them
                 try:
-                    probe_predictions(server.base_url, config.kserve_model, config.seed, self.out, strategy)
+                    probe_predictions(server.base_url, config.model_name, config.seed, self.out, strategy)
                 except (requests.RequestException, ValueError, KeyError, IndexError) as exc:
                     self.run_json.note(f"{strategy}: the prediction probe failed ({exc}); no predictions to compare")
 

@@ -92,3 +92,32 @@ def test_batching_off_and_on_over_grpc_in_one_command(tmp_path):
     report = (out / "report.md").read_text()
     assert "## Client versus server" in report and "on against off: the same label on 256 of 256" in report
     assert summary["best_level"] in levels and (out / "classify_throughput_vs_latency.png").exists()
+
+
+def test_an_embed_sweep_runs_the_embed_locustfile():
+    config = args("--scenario", "embed", "--rows", "uniform:1:4", "--prompt-tokens", "64")
+    command = locust_command(config, LevelPlan("classifier/c=2", 2, 1, 2), "http://127.0.0.1:1", "r.jsonl", "tiny")
+    assert command[command.index("-f") + 1].endswith("loadgen/embed.py")
+    assert command[command.index("--inputs") + 1] == "uniform:1:4" and command[command.index("--input-tokens") + 1] == "64"
+    assert command[command.index("--embed-model") + 1] == "servecap-embed"
+    assert workload_for(config).api == "embed"
+    with pytest.raises(ValueError, match="an embed sweep speaks OpenAI's REST API"):
+        args("--scenario", "embed", "--protocol", "grpc")
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_an_embed_sweep_reports_tokens_per_second_and_the_servers_split(tmp_path):
+    out = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-m", "servecap", "sweep", "--out", str(out), "--scenario", "embed",
+                             "--rows", "uniform:1:4", "--prompt-tokens", "uniform:16:64", "--concurrency", "2,4",
+                             "--warmup", "2s", "--duration", "4s", "--no-pin-cpus"],
+                            capture_output=True, text=True, timeout=300, env=_env())
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    records = [r for r in read_records(out / "requests.jsonl") if r["phase"] == "measure"]
+    assert records and all(r["status"] == "ok" and r["api"] == "embed" and r["usage_from"] == "server" for r in records)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scenario"] == "embed" and [lv["unit"] for lv in summary["levels"]] == ["tokens", "tokens"]
+    for level in summary["levels"]:
+        assert level["rows_per_s"] > level["req_per_s"] > 0 and level["server"]["batch_rows"] >= 1
+    assert "tokens/s" in (out / "report.md").read_text()

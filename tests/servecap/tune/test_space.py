@@ -1,0 +1,84 @@
+"""servecap.tune.space: the grid, the guided search's budget and path, the Pareto front; and the CLI's refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from servecap.tune.cli import main
+from servecap.tune.measure import judge
+from contract.slo import SLO
+from servecap.tune.space import Axis, Measurement, exhaustive, grid, guided_search, neighbours, pareto_front, server_args
+
+AXES = [Axis("--classifier-max-queue-delay-us", ("0", "500", "1000", "2000")),
+        Axis("--classifier-preferred-batch-sizes", ("none", "16,32", "32,64")),
+        Axis("--classifier-instances", ("1", "2"))]
+
+
+def surface(point, peak=(2, 1, 1), limit_ms=20.0):
+    """A smooth throughput surface peaking at `peak`; the longest delay breaks the p99 limit."""
+    throughput = 1000 - 100 * sum(abs(a - b) for a, b in zip(point, peak))
+    p99 = 5.0 + 6.0 * point[0]
+    return Measurement(float(throughput), "req/s", {"e2e_ms": p99}, p99 <= limit_ms,
+                       max(p99 / limit_ms, 0.0))
+
+
+def test_the_grid_and_its_flags():
+    assert len(grid(AXES)) == 24
+    assert server_args(AXES, (1, 0, 1)) == "--classifier-max-queue-delay-us 500 --classifier-instances 2"
+    assert neighbours(AXES, (0, 0, 0)) == [(1, 0, 0), (0, 1, 0), (0, 0, 1)]
+
+
+def test_guided_search_finds_the_best_feasible_point_within_a_third_of_the_grid():
+    calls = []
+    result = guided_search(AXES, lambda p: calls.append(p) or surface(p), budget=8)
+    full = exhaustive(AXES, surface)
+    assert result.count == len(calls) <= 8 and len(set(calls)) == len(calls)   # never measures a point twice
+    assert result.best == full.best == (2, 1, 1)
+    assert calls[0] == (0, 0, 0)   # it starts at the least batching
+
+
+def test_guided_search_walks_out_of_infeasible_points_and_keeps_its_budget():
+    # the start breaks the limit; every delay step down the axis comes closer to meeting it
+    measure = lambda p: surface(p, peak=(0, 2, 1), limit_ms=20.0) if p[0] < 3 else Measurement(
+        5000.0, "req/s", {"e2e_ms": 99.0}, False, 4.95)
+    result = guided_search(AXES, measure, budget=3)
+    assert result.count == 3
+    assert result.measured[result.best].meets
+
+
+def test_a_point_that_fails_ranks_below_any_that_meets():
+    meets = Measurement(10.0, "req/s", {"e2e_ms": 19.0}, True)
+    misses = Measurement(5000.0, "req/s", {"e2e_ms": 21.0}, False, 1.05)
+    assert meets.score > misses.score > Measurement(None, "", {}, False).score
+
+
+def test_the_pareto_front_keeps_only_undominated_points():
+    measured = {(0,): Measurement(100.0, "req/s", {"e2e_ms": 5.0}, True), (1,): Measurement(200.0, "req/s", {"e2e_ms": 9.0}, True),
+                (2,): Measurement(150.0, "req/s", {"e2e_ms": 12.0}, True), (3,): Measurement(250.0, "req/s", {"e2e_ms": 30.0}, False)}
+    assert pareto_front(measured, "e2e_ms") == [(0,), (1,), (3,)]
+
+
+def test_judge_reads_throughput_and_p99_from_records():
+    records = [{"phase": "measure", "status": "ok", "t_start": float(i) / 100, "e2e_s": 0.01, "output_tokens": None,
+                "ttft_s": None} for i in range(100)]
+    records.append({"phase": "measure", "status": "http_429", "t_start": 0.5, "e2e_s": 0.001, "output_tokens": None,
+                    "ttft_s": None})
+    found = judge(records, "classify", SLO(e2e_ms=20))
+    assert found.throughput == pytest.approx(100 / (0.99 + 0.01)) and found.p99_ms["e2e_ms"] == pytest.approx(10.0)
+    assert found.meets and found.errors == 1
+    assert not judge(records, "classify", SLO(e2e_ms=5)).meets
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--concurrency", "4", "--max-queue-delay-us", "0,500"], "give an SLO"),
+    (["--concurrency", "4", "--slo-e2e-ms", "20"], "at least one axis"),
+    (["--slo-e2e-ms", "20", "--instances", "1,2"], "choose one load"),
+    (["--concurrency", "4", "--slo-e2e-ms", "20", "--max-num-seqs", "4,8"], "--max-num-seqs is a chat axis"),
+    (["--concurrency", "4", "--slo-e2e-ms", "20", "--instances", "1,1"], "listed twice"),
+    (["--concurrency", "4", "--slo-e2e-ms", "20", "--axis", "no-such-flag=1|2"], "no-such-flag"),
+    (["--concurrency", "4", "--slo-e2e-ms", "20", "--instances", "one"], "--classifier-instances"),
+])
+def test_bad_tune_flags_exit_2_with_one_line(tmp_path, capsys, flags, words):
+    assert main(["--out", str(tmp_path / "t"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("servecap tune: error:") and words in err and not (tmp_path / "t").exists()
