@@ -49,6 +49,10 @@ def reference_server_spec(config: SweepConfig, target: str | None = None) -> Ref
     flags = shlex.split(config.target_args(target) if target is not None else config.server_args)
     if config.scenario == "classify" and config.protocol == "grpc" and "--grpc-port" not in flags:
         flags += ["--grpc-port", "0"]   # its ready line names the port
+    if config.scenario != "chat" and "--engine-mode" not in flags:
+        # a classic model runs in the serving process: the idle LLM engine stays a thread there, so the
+        # CPU plan gives that process the cores an engine process would have had
+        flags += ["--engine-mode", "thread"]
     try:
         spec = ReferenceServerSpec.from_flags(flags)
     except ValueError as exc:

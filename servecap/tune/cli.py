@@ -1,12 +1,14 @@
 """`servecap tune`: the batching configuration with the most throughput under a p99 SLO, after Triton
 Model Analyzer: a guided search over server flags, each configuration measured by a one-level sweep.
 
-    servecap tune --scenario classify --out runs/tune --concurrency 16 --slo-e2e-ms 20 \\
+    servecap tune --scenario classify --out runs/tune --concurrency 1,4,16 --slo-e2e-ms 20 \\
         --max-queue-delay-us 0,500,1000,2000 --preferred-batch-sizes "none|8,16|16,32" --instances 1,2
-    servecap tune --scenario chat --out runs/tune-llm --concurrency 16 --slo-ttft-ms 2000 --slo-tpot-ms 200 \\
+    servecap tune --scenario chat --out runs/tune-llm --concurrency 4,16 --slo-ttft-ms 2000 --slo-tpot-ms 200 \\
         --max-num-seqs 4,8,16 --max-num-batched-tokens 256,512,1024
 
-It measures at most a third of the grid (--budget), starting from the first value of every axis
+Each configuration runs the load levels (like perf_analyzer's concurrency sweep) and counts with its
+best level that meets the SLO. It measures at most a third of the grid (--budget), starting from the
+first value of every axis
 (give each axis's values from the least batching up), and reports how many it measured, the best
 configuration that meets the SLO and the Pareto front of throughput against p99. --exhaustive
 measures the whole grid instead.
@@ -26,7 +28,7 @@ from rich.console import Console
 from contract.records import refuse_existing_run
 from contract.slo import SLO
 from servecap.launch.process import ServerStartError
-from servecap.sweep.config import SweepConfig, parse_duration
+from servecap.sweep.config import SweepConfig, parse_duration, parse_number_list
 from servecap.sweep.runner import reference_server_spec
 from servecap.tune.measure import measure_config
 from servecap.tune.space import Axis, Measurement, describe, exhaustive, grid, guided_search, pareto_front, server_args
@@ -49,9 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="tiny", help="reference-server preset (default tiny)")
     p.add_argument("--strategy", default="continuous", help="chat: the batching strategy whose limits are tuned")
     p.add_argument("--server-args", default="", help="`servecap serve` flags every configuration shares")
-    load = p.add_argument_group("the load each configuration is measured at (one)")
-    load.add_argument("--concurrency", type=int, help="closed loop: this many concurrent users")
-    load.add_argument("--rate", type=float, help="open loop: requests/s (Poisson)")
+    load = p.add_argument_group("the load levels each configuration is measured at (its throughput: the best "
+                                "level's that meets the SLO)")
+    load.add_argument("--concurrency", help="closed loop: concurrent users per level, e.g. 1,2,4,8,16")
+    load.add_argument("--rates", help="open loop: requests/s per level (Poisson), e.g. 100,200,400")
     load.add_argument("--warmup", default="2s")
     load.add_argument("--duration", default="8s")
     work = p.add_argument_group("workload")
@@ -105,13 +108,14 @@ def axes_from_args(args: argparse.Namespace) -> list[Axis]:
 
 
 def base_config(args: argparse.Namespace, out: Path, slo: SLO) -> SweepConfig:
-    if (args.concurrency is None) == (args.rate is None):
-        raise ValueError("choose one load: --concurrency N or --rate R")
+    if (args.concurrency is None) == (args.rates is None):
+        raise ValueError("choose the load levels: --concurrency N,... or --rates R,...")
     chat = args.scenario == "chat"
     return SweepConfig(
         out_dir=str(out / "configs" / "check"), model=args.model, strategies=(args.strategy,) if chat else ("continuous",),
-        server_args=args.server_args, concurrency=(args.concurrency,) if args.concurrency else (),
-        rates=(args.rate,) if args.rate else (), warmup_s=parse_duration(args.warmup, "--warmup"),
+        server_args=args.server_args,
+        concurrency=parse_number_list(args.concurrency, "--concurrency", int) if args.concurrency else (),
+        rates=parse_number_list(args.rates, "--rates") if args.rates else (), warmup_s=parse_duration(args.warmup, "--warmup"),
         duration_s=parse_duration(args.duration, "--duration"), prompt_tokens=args.prompt_tokens,
         output_tokens=args.output_tokens, seed=args.seed, slo=slo, scenario=args.scenario,
         rows=args.rows if not chat else "1", protocol=args.protocol if not chat else "rest")
@@ -185,14 +189,15 @@ def main(argv: list[str]) -> int:
 
 def _measurement(m: Measurement) -> dict:
     return {"throughput": m.throughput, "unit": m.unit, "p99_ms": m.p99_ms, "meets_slo": m.meets, "errors": m.errors,
-            "run_dir": m.run_dir, "reason": m.reason}
+            "level": m.level, "run_dir": m.run_dir, "reason": m.reason}
 
 
 def _line(m: Measurement) -> str:
     if m.throughput is None:
         return m.reason or "no result"
     p99 = ", ".join(f"p99 {k.removesuffix('_ms')} {v:.1f} ms" for k, v in m.p99_ms.items() if v is not None)
-    return f"{m.throughput:.1f} {m.unit}, {p99}" + ("" if m.meets else f" (misses: {m.reason})")
+    at = f" at {m.level}" if m.level else ""
+    return f"{m.throughput:.1f} {m.unit}{at}, {p99}" + ("" if m.meets else f" (misses: {m.reason})")
 
 
 def _markdown(doc: dict) -> str:
@@ -203,11 +208,13 @@ def _markdown(doc: dict) -> str:
     lines += [f"Best meeting the SLO: **{best['config']}** (`{best['server_args']}`): {best['throughput']:.1f} "
               f"{best['unit']}." if best else "No configuration met the SLO.", "",
               "Pareto front: " + "; ".join(doc["pareto_front"]) + ".", "",
-              "| order | configuration | throughput | p99 (ms) | meets SLO |", "| --- | --- | --- | --- | --- |"]
+              "| order | configuration | throughput | at level | p99 (ms) | meets SLO |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for c in doc["configurations"]:
         p99 = ", ".join(f"{k.removesuffix('_ms')} {v:.1f}" for k, v in c["p99_ms"].items() if v is not None)
         tput = f"{c['throughput']:.1f} {c['unit']}" if c["throughput"] is not None else (c["reason"] or "")
-        lines.append(f"| {c['order'] + 1} | {c['config']} | {tput} | {p99} | {'yes' if c['meets_slo'] else 'no'} |")
+        lines.append(f"| {c['order'] + 1} | {c['config']} | {tput} | {c['level'] or ''} | {p99} | "
+                     f"{'yes' if c['meets_slo'] else 'no'} |")
     return "\n".join(lines) + "\n"
 
 

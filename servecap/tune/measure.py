@@ -1,5 +1,6 @@
-"""One configuration of `servecap tune` measured for real: a one-level `servecap sweep` (its own
-reference server, Locust at the tune's load) into RUN/configs/NN, then its throughput and p99s.
+"""One configuration of `servecap tune` measured for real: a `servecap sweep` of the tune's load
+levels (its own reference server, Locust at each level) into RUN/configs/NN, then the throughput and
+p99s of its best level under the SLO.
 
 A classic model (classify) is judged on requests/s and p99 E2E; an LLM on output tokens/s and
 p99 TTFT, TPOT and E2E against the SLO's limits. A level failing more than the SLO rule's share
@@ -24,10 +25,22 @@ LATENCIES = {"ttft_ms": "ttft_s", "tpot_ms": "tpot_s", "e2e_ms": "e2e_s"}
 
 
 def measure_config(base: SweepConfig, server_args: str, run_dir: Path, slo: SLO, console: Console) -> Measurement:
-    """Run `base` (one level) with `server_args` added, into run_dir, and judge it."""
+    """Run `base` (its load levels) with `server_args` added, into run_dir, and judge it: the level of
+    most throughput that meets the SLO (as Model Analyzer reads perf_analyzer's concurrency sweep), else
+    the level that came closest."""
     config = replace(base, out_dir=str(run_dir), server_args=f"{base.server_args} {server_args}".strip())
     Sweep(config, console).run()
-    return judge(read_records(run_dir / RECORDS_FILE), config.scenario, slo, str(run_dir))
+    records = read_records(run_dir / RECORDS_FILE)
+    levels = {}
+    for record in records:
+        levels.setdefault(record["level"], []).append(record)
+    judged = [replace(judge(rows, config.scenario, slo, str(run_dir)), level=level) for level, rows in levels.items()]
+    if not judged:
+        return Measurement(None, "", {}, False, run_dir=str(run_dir), reason="no level ran")
+    meeting = [m for m in judged if m.meets and m.throughput is not None]
+    if meeting:
+        return max(meeting, key=lambda m: m.throughput)
+    return min(judged, key=lambda m: (m.throughput is None, m.excess))
 
 
 def judge(records: list[dict], scenario: str, slo: SLO, run_dir: str | None = None) -> Measurement:

@@ -53,6 +53,7 @@ class Measurement:
     errors: int = 0
     run_dir: str | None = None
     reason: str | None = None
+    level: str | None = None   # the load level these figures are from (the best under the SLO)
 
     @property
     def score(self) -> float:

@@ -72,7 +72,7 @@ def test_judge_reads_throughput_and_p99_from_records():
 @pytest.mark.parametrize("flags, words", [
     (["--concurrency", "4", "--max-queue-delay-us", "0,500"], "give an SLO"),
     (["--concurrency", "4", "--slo-e2e-ms", "20"], "at least one axis"),
-    (["--slo-e2e-ms", "20", "--instances", "1,2"], "choose one load"),
+    (["--slo-e2e-ms", "20", "--instances", "1,2"], "choose the load levels"),
     (["--concurrency", "4", "--slo-e2e-ms", "20", "--max-num-seqs", "4,8"], "--max-num-seqs is a chat axis"),
     (["--concurrency", "4", "--slo-e2e-ms", "20", "--instances", "1,1"], "listed twice"),
     (["--concurrency", "4", "--slo-e2e-ms", "20", "--axis", "no-such-flag=1|2"], "no-such-flag"),
