@@ -33,8 +33,10 @@ from servecap.sweep.runner import reference_server_spec
 from servecap.tune.measure import measure_config
 from servecap.tune.space import Axis, Measurement, describe, exhaustive, grid, guided_search, pareto_front, server_args
 
-CLASSIFY_AXES = {"max_batch_size": "--classifier-max-batch-size", "preferred_batch_sizes": "--classifier-preferred-batch-sizes",
-                 "max_queue_delay_us": "--classifier-max-queue-delay-us", "instances": "--classifier-instances"}
+# searched in this order: the delay decides how much a batch can fill, the sizes what it aims for
+CLASSIFY_AXES = {"max_queue_delay_us": "--classifier-max-queue-delay-us",
+                 "preferred_batch_sizes": "--classifier-preferred-batch-sizes",
+                 "max_batch_size": "--classifier-max-batch-size", "instances": "--classifier-instances"}
 CHAT_AXES = {"max_num_seqs": "--max-num-seqs", "max_num_batched_tokens": "--max-num-batched-tokens"}
 
 

@@ -4,10 +4,10 @@ A space is a grid of `servecap serve` flag values, one axis per flag, each axis'
 order the user gave them (the first is where the search starts: for the classifier, the least
 batching). A configuration is one value per axis.
 
-The search is Triton Model Analyzer's quick mode in spirit: from the least batching, it walks along
-one axis at a time (the delay, then the preferred sizes, then the instances, in the order given),
-as far as each step raises the score, then on to the next axis; it passes over the axes again until
-a pass finds nothing better, or the budget is spent. The score
+The search is Triton Model Analyzer's quick mode in spirit: from the least batching, it searches one
+axis at a time (the queue delay, then the preferred sizes, the max batch size and the instances),
+every value of that axis with the others held at the best point so far, and moves to the best; it
+passes over the axes again while a pass moves the best point, until the budget is spent. The score
 prefers any configuration that meets the SLO (by its throughput) to any that does not (by how far
 its p99 passed the limit), so the climb first walks toward feasibility, then up the throughput.
 """
@@ -100,37 +100,33 @@ def best_point(measured: dict[tuple[int, ...], Measurement]) -> tuple[int, ...] 
 
 
 def guided_search(axes: list[Axis], measure: Callable[[tuple[int, ...]], Measurement], budget: int) -> SearchResult:
-    """Coordinate ascent from the first value of every axis; at most `budget` measurements.
+    """Coordinate search from the first value of every axis; at most `budget` measurements.
 
-    Each pass walks every axis in turn from the best point so far: a step up, and on while each step
-    beats the best (else a step down, and on likewise). Passes repeat until one finds nothing better,
-    or the budget is spent."""
+    Each pass takes the axes in turn and measures every value of the axis with the other axes held
+    at the best point so far (a line search), then moves to the axis's best. Passes repeat while one
+    moves the best point, until the budget is spent. A whole axis is measured, not walked until a
+    step fails: a level that passes its SLO by a hair makes throughput jump between neighbours, and a
+    walk stops at the first dip (docs/results.md, 2026-12-05, the first design)."""
     result = SearchResult()
 
-    def take(point: tuple[int, ...]) -> Measurement | None:
+    def take(point: tuple[int, ...]) -> bool:
         if point not in result.measured:
             if result.count >= budget:
-                return None
+                return False
             result.measured[point] = measure(point)
-        return result.measured[point]
+        return True
 
     best = tuple(0 for _ in axes)
     take(best)
-    improved = True
-    while improved and result.count < budget:
-        improved = False
+    moved = True
+    while moved and result.count < budget:
+        moved = False
         for k, axis in enumerate(axes):
-            for step in (1, -1):
-                moved = False
-                while 0 <= best[k] + step < len(axis.values):
-                    point = best[:k] + (best[k] + step,) + best[k + 1:]
-                    tried_before = point in result.measured
-                    found = take(point)
-                    if found is None or found.score <= result.measured[best].score:
-                        break
-                    best, moved, improved = point, True, improved or not tried_before
-                if moved:
-                    break   # this axis went up: no need to walk it down
+            line = [best[:k] + (j,) + best[k + 1:] for j in range(len(axis.values))]
+            measured = [point for point in line if take(point)]
+            champion = max(measured, key=lambda point: result.measured[point].score)
+            if result.measured[champion].score > result.measured[best].score:
+                best, moved = champion, True
     result.best = best_point(result.measured)
     return result
 

@@ -82,3 +82,25 @@ def test_bad_tune_flags_exit_2_with_one_line(tmp_path, capsys, flags, words):
     assert main(["--out", str(tmp_path / "t"), *flags]) == 2
     err = capsys.readouterr().err
     assert err.startswith("servecap tune: error:") and words in err and not (tmp_path / "t").exists()
+
+
+def test_on_a_measured_grid_the_search_lands_within_5_percent_of_its_best_in_a_third_of_it():
+    """The 24-configuration grid bench/tune/2026-12-05 measured exhaustively (p99 <= 20 ms): throughput jumps
+    between neighbours as a level passes its SLO or not; the search, replayed on those measurements, must
+    still land within 5% of the best while measuring at most 8."""
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).resolve().parents[3] / "bench/tune/2026-12-05/exhaustive/tune.json").read_text())
+    table = {}
+    for config in doc["configurations"]:
+        values = dict(part.split("=") for part in config["config"].split(", "))
+        table[(values["classifier-max-queue-delay-us"], values["classifier-preferred-batch-sizes"],
+               values["classifier-instances"])] = Measurement(config["throughput"], "req/s", config["p99_ms"],
+                                                              config["meets_slo"])
+    axes = [Axis("--classifier-max-queue-delay-us", ("0", "500", "1000", "2000")),
+            Axis("--classifier-preferred-batch-sizes", ("none", "16,32", "32,64")),
+            Axis("--classifier-instances", ("1", "2"))]
+    result = guided_search(axes, lambda p: table[tuple(a.values[i] for a, i in zip(axes, p))], budget=8)
+    best = max(m.throughput for m in table.values() if m.meets)
+    assert result.count <= 8 and result.measured[result.best].throughput >= 0.95 * best
