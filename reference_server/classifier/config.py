@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reference_server.classifier.batching_settings import check_batching
+
 
 @dataclass(frozen=True)
 class ClassifierConfig:
@@ -41,23 +43,13 @@ class ClassifierConfig:
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
             raise ValueError(f"classifier name must be non-empty without '/', got {self.name!r}")
-        for field_name in ("num_features", "num_classes", "hidden_size", "max_batch_size", "instances"):
+        for field_name in ("num_features", "num_classes", "hidden_size"):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"classifier {field_name} must be a positive integer, got {value!r}")
         if self.num_classes < 2:
             raise ValueError(f"classifier num_classes must be at least 2, got {self.num_classes!r}")
-        sizes = tuple(self.preferred_batch_sizes)
-        for size in sizes:
-            if not isinstance(size, int) or not 1 <= size <= self.max_batch_size:
-                raise ValueError(
-                    f"classifier preferred_batch_sizes must be in [1, max_batch_size={self.max_batch_size}], "
-                    f"got {size!r}")
-        object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(set(sizes))))
-        if self.max_queue_delay_us < 0:
-            raise ValueError(f"classifier max_queue_delay_us must be >= 0, got {self.max_queue_delay_us!r}")
-        if self.max_waiting is not None and self.max_waiting < 0:
-            raise ValueError(f"classifier max_waiting must be >= 0, got {self.max_waiting!r}")
+        object.__setattr__(self, "preferred_batch_sizes", check_batching(self, "classifier"))
 
     @property
     def max_queue_delay_s(self) -> float:

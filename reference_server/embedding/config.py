@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reference_server.classifier.batching_settings import check_batching
+
 
 @dataclass(frozen=True)
 class EmbeddingConfig:
@@ -37,22 +39,13 @@ class EmbeddingConfig:
     def __post_init__(self) -> None:
         if not self.name.strip():
             raise ValueError(f"embedding name must be non-empty, got {self.name!r}")
-        for field_name in ("dim", "layers", "heads", "max_input_tokens", "max_batch_size", "instances"):
+        for field_name in ("dim", "layers", "heads", "max_input_tokens"):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"embedding {field_name} must be a positive integer, got {value!r}")
         if self.dim % self.heads:
             raise ValueError(f"embedding dim {self.dim} must be a multiple of its heads {self.heads}")
-        sizes = tuple(self.preferred_batch_sizes)
-        for size in sizes:
-            if not isinstance(size, int) or not 1 <= size <= self.max_batch_size:
-                raise ValueError(f"embedding preferred_batch_sizes must be in [1, max_batch_size="
-                                 f"{self.max_batch_size}], got {size!r}")
-        object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(set(sizes))))
-        if self.max_queue_delay_us < 0:
-            raise ValueError(f"embedding max_queue_delay_us must be >= 0, got {self.max_queue_delay_us!r}")
-        if self.max_waiting is not None and self.max_waiting < 0:
-            raise ValueError(f"embedding max_waiting must be >= 0, got {self.max_waiting!r}")
+        object.__setattr__(self, "preferred_batch_sizes", check_batching(self, "embedding"))
 
     @property
     def max_queue_delay_s(self) -> float:
