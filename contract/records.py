@@ -75,6 +75,11 @@ class Record:
     model: str | None = field(default=None, metadata=SOMETIMES)    # --model-mix runs: the model (a LoRA adapter, or
                                                                    # the base) the request asked for
     protocol: str | None = field(default=None, metadata=SOMETIMES)  # KServe V2 runs: "rest" | "grpc", how it was sent
+    ttfa_s: float | None = field(default=None, metadata=SOMETIMES)  # streams: first answer token - t_start (after any
+                                                                   # reasoning; = ttft_s when nothing reasons)
+    reasoning_tokens: int | None = field(default=None, metadata=SOMETIMES)  # streams: of output_tokens, the reasoning
+                                                                   # (server usage's, else the chunks counted)
+    answer_tokens: int | None = field(default=None, metadata=SOMETIMES)     # output_tokens - reasoning_tokens
     request_id: str | None = field(default=None, metadata=LOADGEN)           # "<worker>#<seq>", unique in a run
     api: str | None = field(default=None, metadata=LOADGEN)                  # "chat" | "completions" | "classify"
     prompt_tokens_asked: int | None = field(default=None, metadata=LOADGEN)  # length the prompt was built for

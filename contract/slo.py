@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 # SLO field -> latency column of a record (and of the report's records frame)
-SLO_METRICS = {"ttft_ms": "ttft_s", "tpot_ms": "tpot_s", "e2e_ms": "e2e_s"}
+SLO_METRICS = {"ttft_ms": "ttft_s", "tpot_ms": "tpot_s", "e2e_ms": "e2e_s", "ttfa_ms": "ttfa_s"}
 ERROR_RATE_LIMIT = 0.01  # a level failing more than 1% of its finished requests is not sustainable
 
 
@@ -30,6 +30,7 @@ class SLO:
     ttft_ms: float | None = None
     tpot_ms: float | None = None
     e2e_ms: float | None = None
+    ttfa_ms: float | None = None   # time to the first answer token (after a reasoning model's reasoning)
 
     def __post_init__(self) -> None:
         for name in SLO_METRICS:
@@ -49,7 +50,7 @@ class SLO:
                 for name, column in SLO_METRICS.items() if getattr(self, name) is not None}
 
     def only(self, column: str) -> "SLO":
-        """This SLO with just the limit on one latency column (`ttft_s`, `tpot_s` or `e2e_s`)."""
+        """This SLO with just the limit on one latency column (`ttft_s`, `tpot_s`, `e2e_s` or `ttfa_s`)."""
         return SLO(**{name: getattr(self, name) for name, col in SLO_METRICS.items() if col == column})
 
     def with_overrides(self, **limits_ms: float | None) -> "SLO":

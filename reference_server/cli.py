@@ -107,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "header, so a client behind a router records which replica answered")
     srv.add_argument("--api-key", default=os.environ.get(API_KEY_ENV),
                      help=f"require 'Authorization: Bearer KEY' on /v1 and /v2 (default ${API_KEY_ENV})")
+    srv.add_argument("--reasoning-tokens", default=None, metavar="DIST",
+                     help="chat requests reason first, as reasoning models do: a draw of this many tokens (256, "
+                          "uniform:128:512, ...) streams as delta.reasoning_content before the answer; a request's "
+                          "own reasoning_tokens field overrides it")
     srv.add_argument("--max-waiting", type=int, default=None,
                      help="generation requests waiting for their first token before new ones get 429")
     srv.add_argument("--stream-interval", type=int, default=1, metavar="N",
@@ -199,6 +203,7 @@ def configs_from_args(args: argparse.Namespace):
         host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
         max_waiting=args.max_waiting, retry_after_s=args.retry_after_s, drain_grace_s=args.drain_grace_s,
         max_body_bytes=args.max_body_bytes, keep_alive_s=args.keep_alive_s, grpc_port=args.grpc_port,
+        reasoning_tokens=args.reasoning_tokens,
         log_level=args.log_level, engine_mode=args.engine_mode, engine_cpus=args.engine_cpus,
         replica_name=args.replica_name)
     classifier = ClassifierConfig(

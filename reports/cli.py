@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--slo-ttft-ms", type=float, help="p99 time-to-first-token SLO in ms")
     parser.add_argument("--slo-tpot-ms", type=float, help="p99 time-per-output-token SLO in ms")
     parser.add_argument("--slo-e2e-ms", type=float, help="p99 end-to-end latency SLO in ms")
+    parser.add_argument("--slo-ttfa-ms", type=float,
+                        help="p99 time to the first answer token in ms (a reasoning model's first visible answer)")
     parser.add_argument("--gpu-hourly", type=float, help="USD per GPU-hour for the cost verdict")
     parser.add_argument("--gpu", help="GPU catalog id to price with when run.json names none (e.g. h100-sxm)")
     parser.add_argument("--no-figures", action="store_true", help="tables only (no PNGs)")
@@ -49,7 +51,7 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         options = ReportOptions(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
-                                slo_e2e_ms=args.slo_e2e_ms, gpu_hourly=args.gpu_hourly, gpu=args.gpu,
+                                slo_e2e_ms=args.slo_e2e_ms, slo_ttfa_ms=args.slo_ttfa_ms, gpu_hourly=args.gpu_hourly, gpu=args.gpu,
                                 figures=not args.no_figures, model_config=args.model_config,
                                 diagnostics=args.diagnostics)
     except ValueError as exc:

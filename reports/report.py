@@ -34,7 +34,8 @@ class ReportOptions:
     """What the user asked of the report.
 
     Attributes:
-        slo_ttft_ms, slo_tpot_ms, slo_e2e_ms: p99 SLOs; None falls back to run.json's `slo`, then to none.
+        slo_ttft_ms, slo_tpot_ms, slo_e2e_ms, slo_ttfa_ms: p99 SLOs (ttfa: the first answer token, after a
+            reasoning model's reasoning); None falls back to run.json's `slo`, then to none.
         gpu_hourly: USD per GPU-hour for the cost verdict; None uses the catalog price.
         gpu: GPU catalog id to price with when run.json names no (known) GPU.
         figures: write the PNGs (and embed them); False for table-only reports.
@@ -47,6 +48,7 @@ class ReportOptions:
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
     slo_e2e_ms: float | None = None
+    slo_ttfa_ms: float | None = None
     gpu_hourly: float | None = None
     gpu: str | None = None
     figures: bool = True
@@ -60,7 +62,7 @@ class ReportOptions:
         if self.gpu_hourly is not None and not (self.gpu_hourly >= 0 and math.isfinite(self.gpu_hourly)):
             raise ValueError(f"gpu_hourly must be a non-negative number of USD, got {self.gpu_hourly!r}")
         # SLO validates its own fields; build one now so bad values fail before any work
-        SLO(self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms)
+        SLO(self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms, self.slo_ttfa_ms)
         if self.model_config is not None:
             try:
                 load_hf_config(self.model_config)
@@ -69,7 +71,8 @@ class ReportOptions:
 
     def slo_for(self, run: RunInfo) -> SLO:
         """run.json's SLO, with the limits given here (not None) taking precedence."""
-        return run.slo.with_overrides(ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms, e2e_ms=self.slo_e2e_ms)
+        return run.slo.with_overrides(ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms, e2e_ms=self.slo_e2e_ms,
+                                      ttfa_ms=self.slo_ttfa_ms)
 
 
 @dataclass(frozen=True)

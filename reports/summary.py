@@ -130,6 +130,7 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
         "output_tokens": int(output_tokens),
         "prompt_tokens_mean": float(ok["prompt_tokens"].mean()) if n_ok else None,
         "output_tokens_mean": float(ok["output_tokens"].mean()) if n_ok else None,
+        "reasoning_tokens_mean": float(ok["reasoning_tokens"].mean()) if n_ok and ok["reasoning_tokens"].notna().any() else None,
         "goodput_rps": goodput_rps(frame, slo, duration),
         "slo_attainment": float(request_meets_slo(finished, slo).mean()) if slo.is_set and requests else None,
         "metrics": {
@@ -137,6 +138,7 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
             "tpot_s": summarize(ok["tpot_s"].to_numpy(), seed),
             "itl_s": summarize(itl_gaps, seed),
             "e2e_s": summarize(ok["e2e_s"].to_numpy(), seed),
+            "ttfa_s": summarize(ok["ttfa_s"].to_numpy(dtype=float), seed),   # first answer token (reasoning models)
             "queue_s": summarize(ok["queue_s"].to_numpy(), seed),
             "e2e_with_queue_s": summarize((ok["e2e_s"] + ok["queue_s"]).to_numpy(), seed),   # NaN without queue_s
         },

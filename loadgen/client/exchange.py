@@ -42,6 +42,9 @@ class Outcome:
     usage_from: str  # "server" | "counted" | "none"
     ttft_any_s: float | None = None  # first chunk of any kind (streams only)
     replica: str | None = None       # the replica that answered (the x-servecap-replica header), when named
+    ttfa_s: float | None = None      # first answer token (after any reasoning); streams only
+    reasoning_tokens: int | None = None   # the server's usage count, else the reasoning chunks counted
+    answer_tokens: int | None = None      # output tokens less reasoning tokens
 
 
 def _gaps(times: list[float]) -> list[float]:
@@ -74,8 +77,11 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
         itl = _gaps(parsed.content_times)
         response_id, usage, error = parsed.response_id, parsed.usage, parsed.error
         counted_output = len(parsed.content_times)
+        ttfa = parsed.answer_times[0] - t0 if (parsed.answer_times and t0 is not None) else None
+        counted_reasoning = parsed.reasoning_chunks
     else:
         ttft, ttft_any, itl, counted_output, error = None, None, [], None, None
+        ttfa, counted_reasoning = None, None
         obj: Any = None
         if exchange.complete:
             try:
@@ -107,8 +113,12 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
         status, message = "error", error
     else:
         status, message = "ok", None
+    details = (usage or {}).get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    reasoning = reasoning if isinstance(reasoning, int) and not isinstance(reasoning, bool) else counted_reasoning
+    answer = output_tokens - reasoning if (output_tokens is not None and reasoning is not None) else None
     return Outcome(status, message, ttft, e2e, itl, response_id, prompt_tokens, output_tokens, usage_from, ttft_any,
-                   replica=exchange.replica)
+                   replica=exchange.replica, ttfa_s=ttfa, reasoning_tokens=reasoning, answer_tokens=answer)
 
 
 def _grpc_outcome(exchange: Exchange, e2e: float | None, prompt_tokens_asked: int | None, stopped: bool) -> Outcome:

@@ -6,7 +6,12 @@ receive loop does no JSON work while tokens are still arriving.
 
 A content chunk is one whose choices carry non-empty `delta.content` (chat),
 `delta.reasoning_content`/`delta.reasoning` (reasoning models) or `text` (completions).
-Role-only and usage-only chunks are not content: TTFT is the first *content* chunk.
+Role-only and usage-only chunks are not content: TTFT is the first *content* chunk, of
+either kind. The answer begins at the first chunk with answer text (`delta.content` or
+`text`): the time to the first answer token (TTFA), equal to TTFT when nothing reasons.
+A reasoning chunk is one whose delta carries a reasoning key, text or not (one engine output
+each: a token that completes no character still counts), so a stream sent a token per chunk
+counts its reasoning tokens exactly.
 `first_chunk_time` is the first chunk with any choice at all (a role-only delta, or a token
 whose text is held back, e.g. a partial UTF-8 character): the record's `ttft_any_s`.
 """
@@ -88,9 +93,31 @@ def error_message(obj: Any) -> str | None:
     return None
 
 
+REASONING_KEYS = ("reasoning_content", "reasoning")
+
+
+def chunk_kinds(event: dict) -> tuple[bool, bool]:
+    """(carries answer text, is a reasoning chunk) for one chunk."""
+    answer = reasoning = False
+    for choice in event.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        if choice.get("text"):
+            answer = True
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            if isinstance(delta.get("content"), str) and delta["content"]:
+                answer = True
+            if any(isinstance(delta.get(key), str) for key in REASONING_KEYS):
+                reasoning = True
+    return answer, reasoning
+
+
 @dataclass
 class StreamParse:
     content_times: list[float] = field(default_factory=list)  # arrival time of each content chunk
+    answer_times: list[float] = field(default_factory=list)   # ... of each chunk with answer text
+    reasoning_chunks: int = 0                                 # chunks carrying reasoning (a token each)
     first_chunk_time: float | None = None                     # arrival of the first chunk with a choice
     response_id: str | None = None
     usage: dict | None = None
@@ -129,4 +156,9 @@ def parse_stream(timed_lines: Iterable[tuple[float, bytes]], pause: Callable[[],
         if text:
             result.content_times.append(t)
             result.text_chars += len(text)
+        answer, reasoning = chunk_kinds(event)
+        if answer:
+            result.answer_times.append(t)
+        if reasoning:
+            result.reasoning_chunks += 1
     return result

@@ -322,6 +322,9 @@ class LoadRun:
             turn=prepared.turn,
             model=prepared.model,
             protocol=getattr(scenario, "protocol", None),
+            ttfa_s=outcome.ttfa_s,
+            reasoning_tokens=outcome.reasoning_tokens,
+            answer_tokens=outcome.answer_tokens,
         )
         self.sink.put(record)
         if not stopped:  # Locust's stats count exactly the requests that finished

@@ -3,7 +3,10 @@
 Streaming emits one chunk per engine output (normally one token), the first carrying
 the chat `role`; the chunk with `finish_reason` is the last choice chunk; with
 `stream_options.include_usage` a final chunk has `choices: []` and the usage, and
-every earlier chunk has `usage: null`, as in OpenAI's API.
+every earlier chunk has `usage: null`, as in OpenAI's API. A reasoning response (`api.reasoning`)
+streams its first tokens as `delta.reasoning_content` (and `reasoning`), puts them in
+`message.reasoning_content` when not streamed, and counts them in
+`usage.completion_tokens_details.reasoning_tokens`.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import time
 import uuid
 
 from reference_server.api.generation import Delta
+from reference_server.api.reasoning import ReasoningSplit
 
 
 def new_response_id(prefix: str) -> str:
@@ -19,23 +23,31 @@ def new_response_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def usage(prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> dict:
-    return {
+def usage(prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0,
+          reasoning_tokens: int | None = None) -> dict:
+    """OpenAI's usage; `reasoning_tokens` (a reasoning response) adds completion_tokens_details as OpenAI's API does."""
+    body = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "prompt_tokens_details": {"cached_tokens": cached_prompt_tokens},
     }
+    if reasoning_tokens is not None:
+        body["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return body
 
 
 class ResponseShape:
     """Builds the bodies of one response; `chat` picks chat.completion vs text_completion."""
 
     def __init__(self, *, chat: bool, model: str, include_usage: bool = False,
-                 continuous_usage: bool = False, prompt_token_ids: list[int] | None = None) -> None:
+                 continuous_usage: bool = False, prompt_token_ids: list[int] | None = None,
+                 reasoning: ReasoningSplit | None = None) -> None:
         """`prompt_token_ids`: given when the request asked `return_token_ids` (vLLM's extension): every
         choice then carries its `token_ids`, and the prompt's ids go where vLLM puts them (completions:
-        in the choice; chat: beside the choices)."""
+        in the choice; chat: beside the choices). `reasoning`: a chat response that reasons first
+        (`api.reasoning`)."""
+        self.reasoning = reasoning
         self.chat = chat
         self.prompt_token_ids = prompt_token_ids
         self.model = model
@@ -46,19 +58,25 @@ class ResponseShape:
         self._sent_role = False
         self._sent_prompt_ids = False
 
-    def full(self, text: str, finish_reason: str | None, last: Delta | None, prompt_tokens: int,
+    def full(self, deltas: list[Delta], finish_reason: str | None, last: Delta | None, prompt_tokens: int,
              token_ids: list[int] | None = None) -> dict:
-        """The non-streaming body."""
+        """The non-streaming body, from the response's deltas in order."""
+        text = "".join(delta.text for delta in deltas)
         if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "logprobs": None, "finish_reason": finish_reason}
+            message = {"role": "assistant", "content": text}
+            if self.reasoning is not None:
+                kinds = [self.reasoning.is_reasoning(delta.num_new_tokens) for delta in deltas]
+                message = {"role": "assistant",
+                           "content": "".join(d.text for d, thinking in zip(deltas, kinds) if not thinking),
+                           "reasoning_content": "".join(d.text for d, thinking in zip(deltas, kinds) if thinking)}
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
         counts = (last.prompt_tokens, last.completion_tokens, last.cached_prompt_tokens) if last \
             else (prompt_tokens, 0, 0)
         body = {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
                 "created": self.created, "model": self.model, "choices": [choice],
-                "usage": usage(*counts)}
+                "usage": usage(*counts, self._reasoning_tokens())}
         self._add_token_ids(body, choice, list(token_ids or []))
         return body
 
@@ -71,7 +89,9 @@ class ResponseShape:
     def chunk(self, delta: Delta) -> dict:
         """One streamed choice chunk."""
         if self.chat:
-            content: dict = {"content": delta.text}
+            thinking = self.reasoning is not None and self.reasoning.is_reasoning(delta.num_new_tokens)
+            content: dict = {"reasoning_content": delta.text, "reasoning": delta.text} if thinking \
+                else {"content": delta.text}
             if not self._sent_role:
                 content = {"role": "assistant", **content}
                 self._sent_role = True
@@ -85,15 +105,18 @@ class ResponseShape:
                 (body if self.chat else choice)["prompt_token_ids"] = self.prompt_token_ids
                 self._sent_prompt_ids = True
         if self.include_usage:
-            body["usage"] = usage(delta.prompt_tokens, delta.completion_tokens, delta.cached_prompt_tokens) \
-                if self.continuous_usage else None
+            body["usage"] = usage(delta.prompt_tokens, delta.completion_tokens, delta.cached_prompt_tokens,
+                                  self._reasoning_tokens()) if self.continuous_usage else None
         return body
 
     def usage_chunk(self, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int) -> dict:
         """The final `choices: []` chunk of `stream_options.include_usage`."""
         body = self._chunk_envelope([])
-        body["usage"] = usage(prompt_tokens, completion_tokens, cached_prompt_tokens)
+        body["usage"] = usage(prompt_tokens, completion_tokens, cached_prompt_tokens, self._reasoning_tokens())
         return body
+
+    def _reasoning_tokens(self) -> int | None:
+        return self.reasoning.tokens if self.reasoning is not None else None
 
     def _chunk_envelope(self, choices: list) -> dict:
         return {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",

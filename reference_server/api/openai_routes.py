@@ -22,6 +22,7 @@ from reference_server.api.chat_template import render_chat
 from reference_server.api.errors import APIError
 from reference_server.api.generation import Generation
 from reference_server.api.ignored_fields import ignored_fields_headers
+from reference_server.api.reasoning import ReasoningSplit
 from reference_server.api.openai_responses import ResponseShape
 from reference_server.api.openai_schemas import ChatCompletionRequest, CompletionRequest, _SamplingRequest
 from reference_server.api.output_text import OutputText
@@ -103,6 +104,9 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
                           include_usage=body.include_usage(),
                           continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats),
                           prompt_token_ids=prompt_ids if body.return_token_ids else None)
+    if body.reasoning_tokens:
+        raise APIError(400, "reasoning_tokens: reasoning streams in chat completions (delta.reasoning_content); "
+                            "/v1/completions has no place for it", param="reasoning_tokens")
     return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens), body, arrival_s)
 
 
@@ -117,10 +121,15 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         if max_tokens < 1:
             raise APIError(400, f"messages: the prompt is {len(prompt_ids)} tokens, which leaves no room "
                                 f"in the model's context of {runtime.max_model_len} tokens", param="messages")
+    budget = runtime.reasoning_budget(body.reasoning_tokens, max_tokens)
+    if budget > max_tokens:
+        raise APIError(400, f"reasoning_tokens ({budget}) must not exceed max_tokens ({max_tokens})",
+                       param="reasoning_tokens")
     shape = ResponseShape(chat=True, model=runtime.adapter_for(body.model) or runtime.served_model_name,
                           include_usage=body.include_usage(),
                           continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats),
-                          prompt_token_ids=prompt_ids if body.return_token_ids else None)
+                          prompt_token_ids=prompt_ids if body.return_token_ids else None,
+                          reasoning=ReasoningSplit(budget) if runtime.reasons(body.reasoning_tokens) else None)
     return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens), body, arrival_s)
 
 
@@ -167,8 +176,8 @@ async def _respond(request: Request, runtime, shape: ResponseShape, prompt_ids: 
         generation.close()
     if collected is None:   # the client left; nobody reads this
         return Response(status_code=499)
-    text, last, token_ids = collected
-    return JSONResponse(shape.full(text, last.finish_reason if last else None, last, len(prompt_ids), token_ids),
+    deltas, last, token_ids = collected
+    return JSONResponse(shape.full(deltas, last.finish_reason if last else None, last, len(prompt_ids), token_ids),
                         headers=headers)
 
 
@@ -193,10 +202,10 @@ async def _collect_unless_disconnected(request: Request, generation: Generation)
     async def collect():
         parts, last, token_ids = [], None, []
         async for delta in generation.deltas():
-            parts.append(delta.text)
+            parts.append(delta)
             token_ids.extend(delta.token_ids)
             last = delta
-        return "".join(parts), last, token_ids
+        return parts, last, token_ids
 
     async def disconnected():
         while (await request.receive())["type"] != "http.disconnect":

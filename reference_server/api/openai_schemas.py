@@ -58,6 +58,9 @@ class _SamplingRequest(_OpenAIModel):
     include_stop_str_in_output: bool | None = Field(
         False, description="vLLM: keep the stop string (or the stop token's text) that ended generation")
     no_stop_trim: bool | None = Field(False, description="SGLang's name for include_stop_str_in_output")
+    reasoning_tokens: int | None = Field(None, ge=0, description="servecap: chat streams its first N generated tokens "
+                                                                 "as reasoning (delta.reasoning_content); default: "
+                                                                 "the server's --reasoning-tokens")
     # accepted vLLM sampling parameters at their no-op value only
     top_k: int | None = Field(None, description="only -1 or 0 (no top-k filtering) is supported")
     min_p: float | None = Field(None, description="only 0 is supported")

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 
+from contract.distributions import parse_length_distribution
 from reference_server.api.admission import AdmissionControl
 from reference_server.api.errors import APIError
 from reference_server.api.settings import ServerConfig
@@ -92,6 +94,9 @@ class ServingRuntime:
         self.warmup_error: str | None = None   # why that warm-up request failed, if it did
         self.served_model_name = server_config.served_model_name or _default_model_name(engine_config.model)
         self.lora_sources = dict(engine_config.lora_modules)   # adapter name -> its source (a request's `model`)
+        self._reasoning_lengths = (parse_length_distribution(server_config.reasoning_tokens, "--reasoning-tokens")
+                                   if server_config.reasoning_tokens else None)
+        self._reasoning_rng = random.Random(engine_config.seed)
         self.grpc_server = None                # KServe V2 over gRPC (--grpc-port), once started
         self.grpc_port: int | None = None      # its bound port
 
@@ -159,6 +164,19 @@ class ServingRuntime:
         if not self.engine.ready.is_set():
             raise APIError(503, self.failed or "the model is still loading; poll GET /ready",
                            code="not_ready", headers={"Retry-After": str(self.server_config.retry_after_s)})
+
+    def reasons(self, requested: int | None) -> bool:
+        """Whether a chat request takes part in reasoning (its usage then counts reasoning tokens, 0 too)."""
+        return requested is not None or self._reasoning_lengths is not None
+
+    def reasoning_budget(self, requested: int | None, max_tokens: int) -> int:
+        """A chat request's reasoning tokens: its own `reasoning_tokens`, else a draw from the server's
+        --reasoning-tokens (seeded by --seed), capped by its max_tokens; 0 = it answers at once."""
+        if requested is not None:
+            return requested
+        if self._reasoning_lengths is None:
+            return 0
+        return min(self._reasoning_lengths.sample(self._reasoning_rng), max_tokens)
 
     def adapter_for(self, model: str | None) -> str | None:
         """The LoRA adapter a request's `model` names (None: the base model); check_model first."""

@@ -27,6 +27,8 @@ class ServerConfig:
             loop: steady token timing); "thread" on a thread of the serving process (lighter).
         engine_cpus: cores the engine process is pinned to (e.g. the ones the load generator and
             the HTTP front end do not use); () = not pinned. Process mode only.
+        reasoning_tokens: a length distribution (contract.distributions: 256, uniform:128:512, ...): each
+            chat request that names no `reasoning_tokens` reasons for a draw of it first; None = no reasoning.
         grpc_port: also serve KServe V2 over gRPC (the classifier) on this port; 0 = any free one
             (the ready line names it); None = REST only.
         replica_name: this server's name in a fleet; every response then carries it in the
@@ -48,12 +50,17 @@ class ServerConfig:
     engine_cpus: tuple[int, ...] = ()
     replica_name: str | None = None
     grpc_port: int | None = None
+    reasoning_tokens: str | None = None
 
     def __post_init__(self) -> None:
         if not self.host:
             raise ValueError("host must not be empty")
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port!r}")
+        if self.reasoning_tokens is not None:
+            from contract.distributions import parse_length_distribution
+
+            parse_length_distribution(self.reasoning_tokens, "--reasoning-tokens")   # ValueError names it
         if self.grpc_port is not None and (not isinstance(self.grpc_port, int) or not 0 <= self.grpc_port <= 65535):
             raise ValueError(f"--grpc-port must be in 0..65535, got {self.grpc_port!r}")
         if self.served_model_name is not None and not self.served_model_name.strip():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-LATENCY_COLUMNS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s", "e2e_with_queue_s")
+LATENCY_COLUMNS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "ttfa_s", "queue_s", "e2e_with_queue_s")
 
 
 def _ms(value: float | None) -> str:

@@ -108,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     slo.add_argument("--slo-ttft-ms", type=float)
     slo.add_argument("--slo-tpot-ms", type=float)
     slo.add_argument("--slo-e2e-ms", type=float)
+    slo.add_argument("--slo-ttfa-ms", type=float, help="the first answer token (after a reasoning model's reasoning)")
     p.add_argument("--sample-interval", default="0.5", help="sampler and /metrics scrape interval")
     p.add_argument("--no-pin-cpus", action="store_true",
                    help="let the OS place Locust and the server (default: Locust on core 0, the engine process on "
@@ -159,7 +160,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         dataset=args.dataset, dataset_sampling=args.dataset_sampling, chars_per_token=args.chars_per_token,
         turns=parse_turns(args.turns), think_time_s=parse_duration(args.think_time, "--think-time"),
         model_mix=args.model_mix, trace=args.trace, trace_speedup=args.trace_speedup,
-        slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms),
+        slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms, args.slo_ttfa_ms),
         sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
         pin_cpus=not args.no_pin_cpus, model_config=args.model_config, loadgen_processes=args.loadgen_processes,
         loadgen_external_workers=args.loadgen_external_workers, loadgen_master_bind=args.loadgen_master_bind,
@@ -179,7 +180,7 @@ def main(argv: list[str]) -> int:
         config = config_from_args(args)
         # built before the sweep: a bad value fails before any load
         report_options = ReportOptions(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
-                                       slo_e2e_ms=args.slo_e2e_ms, model_config=args.model_config,
+                                       slo_e2e_ms=args.slo_e2e_ms, slo_ttfa_ms=args.slo_ttfa_ms, model_config=args.model_config,
                                        diagnostics=args.diagnostics)
         if args.calibrate:
             if config.scenario != "chat":

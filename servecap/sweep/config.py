@@ -189,7 +189,7 @@ class SweepConfig:
                                  "--dataset or --turns")
             self.replayed_trace   # a bad file fails before any server starts, naming the line
         if self.auto and not self.slo.is_set:
-            raise ValueError("--auto needs at least one SLO (--slo-ttft-ms, --slo-tpot-ms or --slo-e2e-ms)")
+            raise ValueError("--auto needs at least one SLO (--slo-ttft-ms, --slo-tpot-ms, --slo-e2e-ms or --slo-ttfa-ms)")
         if self.duration_s <= 0:
             raise ValueError("--duration must be positive")
         if self.rounds < 1:

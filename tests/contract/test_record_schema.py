@@ -21,4 +21,5 @@ def test_the_report_reads_with_the_contract_schema():
     assert set(records_reader.STRING_COLUMNS) == {"level", "phase", "status", "error", "worker", "arm", "switch",
                                                   "conversation_id", "replica", "model", "protocol"}
     assert set(records_reader.NUMBER_COLUMNS) == {"t_sched", "t_start", "queue_s", "ttft_s", "ttft_any_s", "e2e_s",
-                                                  "prompt_tokens", "output_tokens", "slice", "turn", "round"}
+                                                  "prompt_tokens", "output_tokens", "slice", "turn", "round",
+                                                  "ttfa_s", "reasoning_tokens", "answer_tokens"}

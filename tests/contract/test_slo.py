@@ -20,7 +20,8 @@ def test_command_line_slos_override_run_json():
     assert slo.limits_s() == {"ttft_s": 0.15, "e2e_s": 2.0}
     assert slo.only("e2e_s") == SLO(e2e_ms=2000) and slo.only("tpot_s") == SLO()
     assert slo.to_dict() == {"ttft_ms": 150, "e2e_ms": 2000}
-    assert slo.as_dict() == {"ttft_ms": 150, "tpot_ms": None, "e2e_ms": 2000}
+    assert slo.as_dict() == {"ttft_ms": 150, "tpot_ms": None, "e2e_ms": 2000, "ttfa_ms": None}
+    assert slo.with_overrides(ttfa_ms=900).limits_s()["ttfa_s"] == 0.9   # a reasoning model's first answer
     assert not SLO().is_set and slo.is_set
 
 

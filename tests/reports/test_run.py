@@ -153,7 +153,7 @@ def test_open_loop_lateness_is_reported(full_run):
 
 def test_verdict_cost_and_predictions(full_run):
     verdict = full_run[3].summary["verdict"]
-    assert verdict["slo"] == {"ttft_ms": 150, "tpot_ms": 25, "e2e_ms": None}
+    assert verdict["slo"] == {"ttft_ms": 150, "tpot_ms": 25, "e2e_ms": None, "ttfa_ms": None}
     point = verdict["operating_point"]
     rows = {(r["strategy"], r["slo"]): r for r in verdict["max_sustainable"]}
     assert rows[("none", "all")]["first_failing_level"] == "none/c=4"
