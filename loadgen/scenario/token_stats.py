@@ -24,7 +24,7 @@ from locust.stats import RequestStats, StatsEntry
 
 from contract.records import tpot_s
 
-METRICS = ("TTFT", "TPOT", "ITL", "E2E")
+METRICS = ("TTFT", "TTFA", "TPOT", "ITL", "E2E")   # TTFA: a reasoning stream's first answer token
 REPORT_KEY = "servecap_tokens"
 CHART_PERCENTILES = (0.5, 0.95)
 HISTORY_LIMIT = 720            # chart points kept (one per HISTORY_STATS_INTERVAL_SEC: an hour at 5 s)
@@ -40,10 +40,13 @@ class TokenStats:
 
     # -- logging (the process that sent the request) --------------------------------------
     def log(self, api: str, outcome, label: str = "", pause=None) -> None:
-        """An ok request's TTFT, TPOT, every ITL gap and its E2E (ms), `pause()` every PAUSE_EVERY entries."""
+        """An ok request's TTFT, TTFA (when it reasoned first: else it is TTFT), TPOT, every ITL gap and its
+        E2E (ms), `pause()` every PAUSE_EVERY entries."""
         values: list[tuple[str, float]] = []
         if outcome.ttft_s is not None:
             values.append(("TTFT", outcome.ttft_s))
+            if getattr(outcome, "reasoning_tokens", None) and getattr(outcome, "ttfa_s", None) is not None:
+                values.append(("TTFA", outcome.ttfa_s))
             tpot = tpot_s(outcome.e2e_s, outcome.ttft_s, outcome.output_tokens)
             if tpot is not None:
                 values.append(("TPOT", tpot))

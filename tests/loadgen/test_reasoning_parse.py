@@ -54,3 +54,20 @@ def test_a_stream_that_only_reasons_has_no_ttfa():
     thinking = [(10.1, line({"role": "assistant", "reasoning_content": "hm"})), (10.3, line({"reasoning": "m"}))]
     outcome = summarize(exchange(thinking), stream=True, prompt_tokens_asked=5)
     assert outcome.ttft_s == pytest.approx(0.1) and outcome.ttfa_s is None and outcome.answer_tokens == 0
+
+
+@pytest.mark.slow
+def test_the_locust_token_tab_shows_ttfa_only_for_streams_that_reasoned():
+    from loadgen_helpers import run_python
+
+    code = """
+from types import SimpleNamespace as O
+from loadgen.scenario.token_stats import TokenStats
+stats = TokenStats()
+stats.log("chat", O(ttft_s=0.1, ttfa_s=0.5, reasoning_tokens=8, e2e_s=1.0, output_tokens=16, itl_s=[0.06]))
+stats.log("chat", O(ttft_s=0.1, ttfa_s=0.1, reasoning_tokens=0, e2e_s=1.0, output_tokens=16, itl_s=[0.06]))
+print([(row["metric"], row["count"]) for row in stats.rows()])
+"""
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[('TTFT', 2), ('TTFA', 1), ('TPOT', 2), ('ITL', 2), ('E2E', 2)]"
