@@ -104,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"matched {comparison.matched} ok records to the capture ({comparison.unmatched} unmatched: a packet the "
           f"kernel dropped loses the rest of its connection; dropped {capture.dropped}), {comparison.chunks} content chunks")
-    for name, s in (("TTFT", comparison.ttft), ("ITL", comparison.itl), ("send", comparison.send_delay)):
+    rows = [("TTFT", comparison.ttft), ("ITL", comparison.itl), ("send", comparison.send_delay)]
+    if comparison.ttfa is not None:
+        rows.insert(1, ("TTFA", comparison.ttfa))
+    for name, s in rows:
         print(f"{name:>5} |error| ms: p50 {s.p50_abs_ms:.3f}  p99 {s.p99_abs_ms:.3f}  max {s.max_abs_ms:.2f}  "
               f"(mean signed {s.mean_ms:+.3f}, n={s.count})")
     for level, lag in lags.items():

@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadgen.client.sse import chunk_text
+from loadgen.client.sse import chunk_kinds, chunk_text
 
 _MAGIC = {0xA1B2C3D4: 1e-6, 0xA1B23C4D: 1e-9}
 _LINK_HEADER = {1: 14, 113: 16, 276: 20}   # Ethernet, Linux cooked v1, v2
@@ -117,9 +117,10 @@ def read_truth(path: str | Path) -> dict[str, dict]:
             continue
         starts = [requests.time_at(offset) for offset, _ in _messages(bytes(requests.data))]
         for t_read, (begin, body) in zip(starts, _messages(bytes(responses.data))):
-            response_id, chunks = _events(responses, body)
+            response_id, chunks, answers = _events(responses, body)
             if response_id is not None and chunks:
-                truth[response_id] = {"t_read": t_read, "t_chunks": chunks}
+                truth[response_id] = {"t_read": t_read, "t_chunks": chunks,
+                                      "t_answer": answers[0] if answers else None}
     return truth
 
 
@@ -155,8 +156,9 @@ def _messages(data: bytes):
         position = cursor
 
 
-def _events(direction: _Direction, parts: list[tuple[int, bytes]]) -> tuple[str | None, list[float]]:
-    """The response id and, per content chunk, the time of the packet that completed its SSE line."""
+def _events(direction: _Direction, parts: list[tuple[int, bytes]]) -> tuple[str | None, list[float], list[float]]:
+    """The response id and, per content chunk (and per answer chunk: after any reasoning), the time of
+    the packet that completed its SSE line."""
     body = b"".join(chunk for _, chunk in parts)
     starts, raw = [], []   # body offset where each part starts, and its raw offset
     total = 0
@@ -164,7 +166,7 @@ def _events(direction: _Direction, parts: list[tuple[int, bytes]]) -> tuple[str 
         starts.append(total)
         raw.append(offset)
         total += len(chunk)
-    response_id, chunks = None, []
+    response_id, chunks, answers = None, [], []
     for match in _DATA_LINE.finditer(body):
         try:
             event = json.loads(match.group(1))
@@ -178,4 +180,6 @@ def _events(direction: _Direction, parts: list[tuple[int, bytes]]) -> tuple[str 
             last = match.end() - 1
             part = bisect.bisect_right(starts, last) - 1
             chunks.append(direction.time_at(raw[part] + last - starts[part]))
-    return response_id, chunks
+            if chunk_kinds(event)[0]:
+                answers.append(chunks[-1])
+    return response_id, chunks, answers

@@ -18,7 +18,9 @@ prints `listening on http://127.0.0.1:PORT` once it accepts connections. `--proc
 forks N accept loops on one port (SO_REUSEPORT) to feed a fast client. Endpoints:
 POST /v1/chat/completions, POST /v1/completions, GET /v1/models, /health, /ready,
 /metrics (a few Prometheus lines). `--error-every N` answers every Nth request with
-an OpenAI-shaped 503.
+an OpenAI-shaped 503. `--reasoning-tokens N` streams a chat response's first N tokens as
+vLLM's reasoning chunks (`delta.reasoning_content`, or `--reasoning-key reasoning`); the truth
+line's `answer_index` says which chunk starts the answer.
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ MODEL = "scripted"
 
 class ScriptedServer:
     def __init__(self, ttft_s: float, itl_s: float, truth: RecordWriter | None, error_every: int,
-                 usage: bool) -> None:
+                 usage: bool, reasoning_tokens: int = 0, reasoning_key: str = "reasoning_content") -> None:
         self.ttft_s, self.itl_s, self.truth = ttft_s, itl_s, truth
         self.error_every, self.usage = error_every, usage
+        self.reasoning_tokens, self.reasoning_key = reasoning_tokens, reasoning_key
         self.clock = Clock()
         self.counter = itertools.count(1)
         self.nonce = f"{os.getpid():x}{uuid.uuid4().hex[:6]}"
@@ -136,7 +139,10 @@ class ScriptedServer:
             for i in range(max_tokens):
                 await asyncio.sleep(max(0.0, start + self.ttft_s + i * self.itl_s - loop.time()))
                 piece = "tok " if i else "Hello "
-                choice = {"index": 0, "delta": {"content": piece}} if chat else {"index": 0, "text": piece}
+                if chat and i < self.reasoning_tokens:   # vLLM's reasoning chunk: the reasoning key alone
+                    choice = {"index": 0, "delta": {self.reasoning_key: piece}}
+                else:
+                    choice = {"index": 0, "delta": {"content": piece}} if chat else {"index": 0, "text": piece}
                 writer.write(event({**base, "choices": [choice]}))
                 chunk_times.append(self.clock.now())
                 if writer.transport.is_closing():
@@ -146,6 +152,8 @@ class ScriptedServer:
                 if self.usage:
                     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
                              "total_tokens": prompt_tokens + max_tokens}
+                    if chat and self.reasoning_tokens:
+                        usage["completion_tokens_details"] = {"reasoning_tokens": min(self.reasoning_tokens, max_tokens)}
                     writer.write(event({**base, "choices": [], "usage": usage}))
                 data = b"data: [DONE]\n\n"
                 writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
@@ -153,7 +161,8 @@ class ScriptedServer:
         except ConnectionError:
             aborted = True
         finally:
-            self.log(response_id, t_read, chunk_times, max_tokens, prompt_tokens, aborted)
+            self.log(response_id, t_read, chunk_times, max_tokens, prompt_tokens, aborted,
+                     answer_index=min(self.reasoning_tokens, max_tokens) if chat else 0)
 
     async def whole(self, writer, response_id, chat, max_tokens, prompt_tokens, t_read) -> None:
         await asyncio.sleep(self.ttft_s + (max_tokens - 1) * self.itl_s)
@@ -180,10 +189,12 @@ class ScriptedServer:
             {"name": "probabilities", "shape": [rows, 2], "datatype": "FP32", "data": [0.5] * (2 * rows)}]})
         self.log(response_id, t_read, [self.clock.now()], 0, rows, False)
 
-    def log(self, response_id, t_read, chunk_times, max_tokens, prompt_tokens, aborted) -> None:
+    def log(self, response_id, t_read, chunk_times, max_tokens, prompt_tokens, aborted, answer_index: int = 0) -> None:
+        """answer_index: the first answer chunk's index in t_chunks (after the reasoning chunks)."""
         if self.truth is not None:
             self.truth.write({"id": response_id, "t_read": t_read, "t_chunks": chunk_times,
                               "max_tokens": max_tokens, "prompt_tokens": prompt_tokens, "aborted": aborted,
+                              "answer_index": answer_index,
                               "pid": os.getpid(), "wall_offset_s": time.time() - self.clock.now()})
 
     def send_json(self, writer, code: int, payload: dict) -> None:
@@ -220,9 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--error-every", type=int, default=0, help="answer every Nth request with HTTP 503")
     parser.add_argument("--no-usage", action="store_true", help="omit usage (clients must count chunks)")
     parser.add_argument("--processes", type=int, default=1, help="accept loops sharing the port (SO_REUSEPORT)")
+    parser.add_argument("--reasoning-tokens", type=int, default=0,
+                        help="chat: the first N tokens stream as reasoning (vLLM's delta.reasoning_content chunks)")
+    parser.add_argument("--reasoning-key", choices=("reasoning_content", "reasoning"), default="reasoning_content",
+                        help="the delta key reasoning streams under (newer vLLM: reasoning)")
     args = parser.parse_args(argv)
-    if args.ttft < 0 or args.itl < 0 or args.processes < 1 or args.error_every < 0:
-        parser.error("--ttft, --itl and --error-every must be >= 0 and --processes >= 1")
+    if args.ttft < 0 or args.itl < 0 or args.processes < 1 or args.error_every < 0 or args.reasoning_tokens < 0:
+        parser.error("--ttft, --itl, --error-every and --reasoning-tokens must be >= 0 and --processes >= 1")
     sock = _listening_socket(args.port)
     port = sock.getsockname()[1]
     children = []
@@ -233,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             break
         children.append(pid)
     truth = RecordWriter(args.truth) if args.truth else None
-    server = ScriptedServer(args.ttft, args.itl, truth, args.error_every, not args.no_usage)
+    server = ScriptedServer(args.ttft, args.itl, truth, args.error_every, not args.no_usage,
+                            args.reasoning_tokens, args.reasoning_key)
     if children or args.processes == 1:
         print(f"listening on http://127.0.0.1:{port}", flush=True)
 

@@ -100,3 +100,30 @@ def test_a_loopback_capture_agrees_with_the_scripted_servers_log(tmp_path):
     assert comparison.ttft.count == len(ok) and comparison.itl.count == 7 * len(ok)
     assert comparison.ttft.p50_abs_ms < 3   # loose: a shared box; the benchmark gives the figures
     assert lags["c=4"]["loop_lag_p99_s"] is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_capture_unavailable() is not None, reason=str(_capture_unavailable()))
+@pytest.mark.e2e
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+def test_the_first_answer_token_agrees_with_the_wire_after_a_reasoning_models_reasoning(tmp_path, key):
+    """vLLM's reasoning chunk shapes (both names) before the answer: each record's TTFA against the packet that
+    carried the first answer chunk; without usage, the load generator's count of reasoning chunks is the truth's."""
+    records, pcap = tmp_path / "r.jsonl", tmp_path / "cap.pcap"
+    with scripted_server(tmp_path, "--ttft", "0.02", "--itl", "0.004", "--reasoning-tokens", "5",
+                         "--reasoning-key", key, "--no-usage") as (url, truth_path):
+        with Capture(pcap) as capture:
+            proc = subprocess.run([LOCUST, "-f", CHAT, "--headless", "--only-summary", "--host", url, "-u", "4",
+                                   "-r", "4", "-t", "2s", "--output-tokens", "8", "--records", str(records)],
+                                  capture_output=True, text=True, timeout=60, env=_env(), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    if capture.dropped:
+        pytest.skip(f"tcpdump: {capture.dropped} packets dropped by the kernel; the capture is incomplete")
+    ok = [r for r in read_records(records) if r["status"] == "ok"]
+    assert ok and all((r["reasoning_tokens"], r["answer_tokens"], r["output_tokens"]) == (5, 3, 8) for r in ok)
+    assert all(r["ttft_s"] < r["ttfa_s"] for r in ok)
+    comparison, _ = compare_with_capture(records, pcap)
+    assert comparison.ttfa is not None and comparison.ttfa.count == comparison.matched == len(ok)
+    assert comparison.ttfa.p50_abs_ms < 3   # loose: a shared box; the benchmark gives the figures
+    server = scripted_truth(truth_path)
+    assert all(server[r["response_id"]]["answer_index"] == 5 for r in ok)
