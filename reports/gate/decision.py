@@ -22,13 +22,13 @@ from reports.gate.stats import (
     Comparison, between_run_log_sd, block_drift_log_sd, compare_blocked, compare_distributions,
     compare_within_run_ratios, widen_for_run_noise,
 )
-from reports.gate.thresholds import LATENCY_METRICS, RatioCheck, Threshold
+from reports.gate.thresholds import GATEABLE_LATENCY_METRICS, RatioCheck, Threshold
 
 PASS, REGRESSION, NOISE, IMPROVED, NO_DATA = "pass", "REGRESSION", "beyond threshold, not significant", "improved", "no data"
 UNDECIDED = "undecided: within drift"
 # the metric whose per-request values show a level's drift: a request's gaps are not independent
 # values (its TPOT is their mean), and a closed loop's throughput moves with its requests' E2E
-DRIFT_METRIC = {"ttft_s": "ttft_s", "tpot_s": "tpot_s", "itl_s": "tpot_s", "e2e_s": "e2e_s",
+DRIFT_METRIC = {"ttft_s": "ttft_s", "tpot_s": "tpot_s", "itl_s": "tpot_s", "e2e_s": "e2e_s", "ttfa_s": "ttfa_s",
                 "output_tokens_per_s": "e2e_s", "request_rate_rps": "e2e_s"}
 
 
@@ -134,7 +134,7 @@ def compare_threshold(baseline: GateSide, current: GateSide, level: str, thresho
     higher_is_worse = threshold.higher_is_worse
     if baseline.data is not None and current.data is not None:
         comparison = None
-        if threshold.metric in LATENCY_METRICS:
+        if threshold.metric in GATEABLE_LATENCY_METRICS:
             b = baseline.latency_values(level, threshold.metric)
             c = current.latency_values(level, threshold.metric)
             if b is not None and c is not None and len(b[0]) and len(c[0]):

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from reports.gate.decision import REGRESSION, UNDECIDED, GateResult, GateRow, paired_advice
-from reports.gate.thresholds import LATENCY_METRICS
+from reports.gate.thresholds import GATEABLE_LATENCY_METRICS
 
 
 def _value(row: GateRow, value: float | None) -> str:
     """Latency metrics (seconds) in ms; rates and ratios as plain numbers."""
     if value is None:
         return "-"
-    if row.metric.split(".")[0] in LATENCY_METRICS:
+    if row.metric.split(".")[0] in GATEABLE_LATENCY_METRICS:
         return f"{value * 1000:.2f} ms"
     return f"{value:.4g}"
 

@@ -135,6 +135,7 @@ def write_run(run_dir: Path, seed: int, tpot_scale: float = 1.0, n: int = 400, m
                 out.write(json.dumps({
                     "level": level, "phase": "measure", "t_sched": None, "t_start": t, "ttft_s": ttft,
                     "e2e_s": e2e, "itl_s": gaps, "prompt_tokens": 64, "output_tokens": 16, "status": "ok",
+                    "ttfa_s": ttft + sum(gaps[:8]), "reasoning_tokens": 8, "answer_tokens": 8,   # 8 reasoning tokens
                     "error": None, "worker": "w0", "response_id": f"r{level}{i}"}) + "\n")
                 t += e2e / concurrency
     return run_dir
@@ -191,6 +192,21 @@ def test_a_loose_threshold_lets_the_slowdown_pass(runs):
     loose += ",output_tokens_per_s=40%"
     result = gate("--baseline", str(runs["base"]), "--current", str(runs["slow"]), "--max-regression", loose)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_first_answer_token_is_gated_when_asked(runs):
+    """TTFA is not among the defaults (for a server that does not reason it is TTFT again); named, it is judged:
+    8 reasoning tokens 25% slower move it at c=4 well past 10%."""
+    assert not any(t.metric == "ttfa_s" for t in default_thresholds())
+    result = gate("--baseline", str(runs["base"]), "--current", str(runs["slow"]), "--json",
+                  "--max-regression", "ttfa_s.p50=10%")
+    rows = {(row["level"], row["metric"]): row for row in json.loads(result.stdout)["rows"]}
+    assert rows[("continuous/c=4", "ttfa_s.p50")]["verdict"] == "REGRESSION"
+    assert rows[("continuous/c=4", "ttfa_s.p50")]["ratio"] == pytest.approx(1.2, abs=0.05)
+    same = gate("--baseline", str(runs["base"]), "--current", str(runs["same"]), "--json",
+                "--max-regression", "ttfa_s.p50=10%")
+    assert all(row["verdict"] != "REGRESSION" for row in json.loads(same.stdout)["rows"]
+               if row["metric"].startswith("ttfa_s"))
 
 
 def test_summary_json_inputs_use_their_raw_records(runs):
