@@ -171,14 +171,14 @@ def write_classic_report(data: RunData, options: ReportOptions, step: Callable[[
     """A classic model's sweep (KServe V2 inference, embeddings): reports.classic's page, the SLO on p99 E2E."""
     from reports.classic import page
     from reports.classic.predictions import compare, read_predictions
-    from reports.classic.summary import classic_levels
+    from reports.classic.summary import best_level, classic_levels
 
     step("summarising the levels")
     levels = classic_levels(data)
     targets = list(dict.fromkeys(str(level).split("/")[0] for level in (lv["level"] for lv in levels)))
     quality = compare(read_predictions(data.run_dir, targets))
     limit_ms = options.slo_for(data.run).e2e_ms
-    best = page.best_level(levels, limit_ms / 1e3 if limit_ms is not None else None)
+    best = best_level(levels, limit_ms / 1e3 if limit_ms is not None else None)
     summary = jsonable({"scenario": data.run.workload.api, "run": data.run_json, "slo_e2e_ms": limit_ms,
                         "answer": page.answer(levels, limit_ms),
                         "best_level": best["level"] if best else None, "levels": levels, "predictions": quality,

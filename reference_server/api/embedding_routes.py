@@ -21,7 +21,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
 
 from reference_server.api.errors import APIError
-from reference_server.api.v2_inference import classify
+from reference_server.api.v2_inference import infer_batched
 from reference_server.api.v2_tensors import V2Error
 
 router = APIRouter(prefix="/v1", tags=["openai"])
@@ -54,9 +54,9 @@ async def embeddings(body: EmbeddingRequest, request: Request) -> dict:
                             f"{body.dimensions}", param="dimensions")
     inputs = _token_ids(body.input, config)
     try:
-        vectors = await classify(runtime, service, inputs, received_s)
-    except V2Error as exc:
-        raise APIError(503 if "shutting down" in str(exc) else 429, str(exc)) from None
+        vectors = await infer_batched(runtime, service, inputs, received_s)
+    except V2Error as exc:   # only a full queue or a draining server: the admission's 429/503
+        raise exc.api_error from None
     tokens = sum(len(ids) for ids in inputs)
     data = [{"object": "embedding", "index": i, "embedding": _encode(vector, body.encoding_format)}
             for i, vector in enumerate(vectors)]

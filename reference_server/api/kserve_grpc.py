@@ -20,7 +20,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from contract.open_inference import open_inference_pb2 as pb
-from reference_server.api.v2_inference import classifier_service, classify
+from reference_server.api.v2_inference import classifier_service, infer_batched
 from reference_server.api.v2_tensors import (
     MODEL_VERSION,
     V2Error,
@@ -89,7 +89,7 @@ class InferenceService:
         service = classifier_service(self.runtime, request.model_name)
         rows = _rows(request, service.config)
         wanted = check_output_names([o.name for o in request.outputs])
-        probs = await classify(self.runtime, service, rows, received_s)
+        probs = await infer_batched(self.runtime, service, rows, received_s)
         reply = pb.ModelInferResponse(model_name=service.config.name, model_version=MODEL_VERSION,
                                       id=request.id or uuid.uuid4().hex)
         for output in classifier_outputs(probs, wanted):

@@ -30,7 +30,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reference_server.api.errors import APIError, describe_validation_errors
-from reference_server.api.v2_inference import classifier_service, classify
+from reference_server.api.v2_inference import classifier_service, infer_batched
 from reference_server.api.v2_tensors import (
     MODEL_VERSION,
     OutputTensor,
@@ -108,7 +108,7 @@ async def infer(name: str, request: Request) -> Response:
         rows = _rows(body, binary, config)
         wanted = [o.name for o in body.outputs] if body.outputs else None
         check_output_names(wanted)   # an unknown output fails before the queue
-        probs = await classify(runtime, service, rows, received_s)
+        probs = await infer_batched(runtime, service, rows, received_s)
         outputs = classifier_outputs(probs, wanted)
     except V2Error as exc:
         raise _api_error(exc) from None
@@ -125,8 +125,8 @@ def _service(request: Request, name: str):
 def _api_error(exc: V2Error) -> APIError:
     if exc.kind == "not_found":
         return APIError(404, str(exc))
-    if exc.kind == "unavailable":
-        return APIError(503 if "shutting down" in str(exc) else 429, str(exc))
+    if exc.api_error is not None:   # the admission's 429/503, its Retry-After kept
+        return exc.api_error
     return APIError(400, str(exc))
 
 

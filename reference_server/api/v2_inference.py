@@ -25,7 +25,7 @@ def classifier_service(runtime, name: str):
     return service
 
 
-async def classify(runtime, service, rows, received_s: float) -> np.ndarray:
+async def infer_batched(runtime, service, rows, received_s: float) -> np.ndarray:
     """The model's output for `rows` (probabilities [n, C], embeddings [n, D]), computed in a batch;
     `received_s`: time.monotonic() when the request arrived (the start of Triton's request duration)."""
     metrics = runtime.metrics.triton
@@ -33,7 +33,7 @@ async def classify(runtime, service, rows, received_s: float) -> np.ndarray:
         ticket = service.admission.admit()
     except APIError as exc:
         metrics.failure(service.config.name, "REJECTED")
-        raise V2Error(exc.message, "unavailable") from None
+        raise V2Error(exc.message, "unavailable", api_error=exc) from None
     try:
         probs, timing = await service.batcher.infer(rows, on_launch=ticket.started)
     except Exception:

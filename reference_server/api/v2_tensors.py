@@ -25,11 +25,13 @@ DATATYPES: dict[str, np.dtype] = {
 
 class V2Error(ValueError):
     """A request the protocol refuses. kind: "invalid" (HTTP 400, gRPC INVALID_ARGUMENT), "not_found"
-    (404, NOT_FOUND) or "unavailable" (a full queue or a draining server: 429/503, UNAVAILABLE)."""
+    (404, NOT_FOUND) or "unavailable" (a full queue or a draining server: UNAVAILABLE over gRPC; over
+    HTTP, `api_error`, the admission's own 429/503 with its Retry-After)."""
 
-    def __init__(self, message: str, kind: str = "invalid") -> None:
+    def __init__(self, message: str, kind: str = "invalid", api_error=None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.api_error = api_error
 
 
 @dataclass(frozen=True)

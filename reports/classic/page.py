@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports.classic.summary import best_level  # noqa: F401 - re-exported for the report
+from reports.classic.summary import best_level
 from reports.classic.predictions import sentences as predictions_sentences
 from reports.figures.common import FigureFile
 

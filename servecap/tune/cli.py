@@ -21,6 +21,7 @@ import json
 import math
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -136,8 +137,7 @@ def main(argv: list[str]) -> int:
         points = grid(axes)
         for point in points:   # every configuration's flags parse before anything starts
             shlex.split(server_args(axes, point))
-            reference_server_spec(SweepConfig(**{**base.__dict__, "server_args":
-                                                 f"{base.server_args} {server_args(axes, point)}".strip()}))
+            reference_server_spec(replace(base, server_args=f"{base.server_args} {server_args(axes, point)}".strip()))
         budget = len(points) if args.exhaustive else (args.budget or max(1, math.ceil(len(points) / 3)))
         if budget < 1:
             raise ValueError(f"--budget must be >= 1, got {budget}")
