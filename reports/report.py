@@ -22,7 +22,7 @@ from reports.predict.per_level import CALIBRATED_REPLICATIONS, add_predictions
 from reports.page.render import sections, to_html, to_markdown
 from reports.run_data import RunData, load_run
 from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings
-from reports.predict.validation import REPLICATIONS, validate
+from reports.predict.validation import REPLICATIONS, keys_of, validate
 from reports.quality.carry import read_quality
 from reports.verdict import build_verdict
 from contract.run_json import RunInfo
@@ -121,8 +121,10 @@ def make_figures(data: RunData, summary: dict, out_dir: Path) -> list[FigureFile
 
 def make_validation_figures(summary: dict, out_dir: Path) -> list[FigureFile]:
     """Predicted vs measured per metric, from summary.json's `validation`."""
-    made = [figures_validation.predicted_vs_measured(summary["levels"], summary.get("validation") or {}, metric, out_dir)
-            for metric in ("ttft_s", "tpot_s", "e2e_s")]
+    validation = summary.get("validation") or {}
+    metrics = dict.fromkeys(key.split(".")[0] for key in keys_of(validation))
+    made = [figures_validation.predicted_vs_measured(summary["levels"], validation, metric, out_dir)
+            for metric in metrics]
     return [fig for fig in made if fig is not None]
 
 

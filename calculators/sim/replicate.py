@@ -5,7 +5,7 @@ of what one such run would measure:
     value    = median over replications of the replication's percentile
     interval = [2.5%, 97.5%] of those percentiles across replications (numpy's linear interpolation;
                with few replications, close to their minimum and maximum)
-for p50, p95 and p99 of ttft_s, tpot_s and e2e_s, plus the medians of the rates and batch size.
+for p50, p95 and p99 of ttft_s, tpot_s, e2e_s and ttfa_s, plus the medians of the rates and batch size.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from calculators.sim.front_end import FrontEnd
 from calculators.sim.simulate import SimResult, ServerConfig, Workload, simulate
 from calculators.sim.step_model import StepTimeModel
 
-METRICS = ("ttft_s", "tpot_s", "e2e_s")
+METRICS = ("ttft_s", "tpot_s", "e2e_s", "ttfa_s")
 QUANTILES = ("p50", "p95", "p99")
 INTERVAL = (2.5, 97.5)
 

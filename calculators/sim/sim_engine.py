@@ -10,7 +10,8 @@ time is modelled: a step lasts ``StepClock.step(sequences, prefill tokens, conte
 (counted by ``batch_shape``, as the engine's step record counts them); when nothing may run,
 time jumps to the next arrival or to the moment a batch may launch (and the clock hears of the wait:
 the steps after it take the model's warm-up). A request's first token
-comes at the end of the step that finishes its prompt.
+comes at the end of the step that finishes its prompt; a reasoning model's first answer token at the end
+of the step that makes its output token `reasoning + 1` (``Trace.reasoning``).
 
 Fast path: after a steady step (``reference_server.scheduling.steady_decode``: the same batch of
 decodes will repeat until something arrives, finishes or runs out of blocks), the following
@@ -81,6 +82,11 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
         draws = speculative.draws(seed)
     prompt, output, arrival = trace.prompt.tolist(), trace.output.tolist(), trace.arrival
     first_token, end = [math.nan] * len(prompt), [math.nan] * len(prompt)
+    # a reasoning model's answer starts at output token reasoning + 1 (a decode like the others): with
+    # none, it is the first token, and the decodes need not be looked at
+    reasoning = trace.reasoning.tolist()
+    reasons = any(reasoning)
+    first_answer = [math.nan] * len(prompt)
     arrived: list[int] = []
     now, done, n = 0.0, 0, len(prompt)
     steps = sequences = preemptions = 0
@@ -116,11 +122,17 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
         finished = 0
         for seq, _, reason in postprocess(scheduler, batch, tokens, NO_STOP):
             produced = len(seq.token_ids) - seq.num_prompt_tokens
+            if reasons and produced > 0:
+                i = int(seq.request_id)
+                if produced > reasoning[i] and math.isnan(first_answer[i]):
+                    first_answer[i] = now
             if reason is None and produced > 1:
-                continue   # a decode: nothing to record
+                continue   # a decode: nothing else to record
             i = int(seq.request_id)
             if math.isnan(first_token[i]):   # its first token (a verification may bring several at once)
                 first_token[i] = now
+                if not reasons:
+                    first_answer[i] = now
             if reason is not None:
                 finished += 1
                 end[i] = now
@@ -131,33 +143,40 @@ def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: A
             # the last step's context less the finished ones' (their blocks are gone: count their tokens)
             context = shape.context_tokens - sum(len(seq.token_ids) - 1 for seq in batch.seqs if seq.finish_reason) \
                 if finished else shape.context_tokens
-            ran, now, busy, ended = _steady_stretch(scheduler, clock, size, context, now, busy,
-                                                    min(arrivals.next_time() or math.inf, horizon_s))
+            before = [(int(seq.request_id), len(seq.token_ids) - seq.num_prompt_tokens)
+                      for seq in scheduler.running] if reasons else ()
+            ran, now, busy, ended, step_ends = _steady_stretch(scheduler, clock, size, context, now, busy,
+                                                               min(arrivals.next_time() or math.inf, horizon_s))
+            for i, produced in before:   # the stretch's step that made token reasoning + 1, if it ran
+                k = reasoning[i] - produced   # steps before that one
+                if 0 <= k < ran and math.isnan(first_answer[i]):
+                    first_answer[i] = step_ends[k]
             steps, sequences = steps + ran, sequences + ran * size
             for seq in ended:
                 i = int(seq.request_id)
                 end[i] = now
                 arrivals.finished(i, now)
                 done += 1
-    trace.first_token[:], trace.end[:] = first_token, end
+    trace.first_token[:], trace.end[:], trace.first_answer[:] = first_token, end, first_answer
     trace.steps, trace.sequences_in_steps, trace.busy_s, trace.preemptions = steps, sequences, busy, preemptions
 
 
 def _steady_stretch(scheduler, clock: StepClock, size: int, context: int, now: float, busy: float,
-                    stop_at: float) -> tuple[int, float, float, list]:
+                    stop_at: float) -> tuple[int, float, float, list, list[float]]:
     """Run the steady steps that start before `stop_at` (`context`: what the last step attended);
-    (steps run, now, busy, the sequences the last of them finished)."""
+    (steps run, now, busy, the sequences the last of them finished, when each step ended)."""
     run = plan_steady_run(scheduler, NO_STOP, SIM_TOKEN, MAX_FAST_STEPS)
     if run.steps == 0 or not now < stop_at:
-        return 0, now, busy, []
+        return 0, now, busy, [], []
     if run.steps < SHORT_RUN:   # a few steps: the per-step clock, as stepping calls it
-        ran = 0
+        ran, step_ends = 0, []
         while ran < run.steps and now < stop_at:
             ran += 1
             clock.now = now
             duration = clock.step(size, 0, context + ran * size)
             now += duration
             busy += duration
+            step_ends.append(now)
     else:   # step j (0-based) attends `context` + (j + 1) x size: each sequence one token further
         clock.now = now
         durations = clock.decode_durations(size, context + size, run.steps)
@@ -166,7 +185,8 @@ def _steady_stretch(scheduler, clock: StepClock, size: int, context: int, now: f
         clock.consume(ran)
         now = float(ends[ran])
         busy = float(np.add.accumulate(np.concatenate(([busy], durations[:ran])))[-1])
-    return ran, now, busy, advance_decodes(scheduler, run, ran, SIM_TOKEN, NO_STOP)
+        step_ends = ends[1:ran + 1]
+    return ran, now, busy, advance_decodes(scheduler, run, ran, SIM_TOKEN, NO_STOP), step_ends
 
 
 def _next_event(now: float, wait_s: float | None, next_arrival: float | None, server: ServerConfig) -> float:

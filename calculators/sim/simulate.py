@@ -5,7 +5,9 @@ engine's own scheduler for the strategy on a step-time clock (``calculators.sim.
 adds each request's front-end delays (``calculators.sim.front_end``) and summarises the
 measured window as the client sees it:
     ttft_s = in + (engine first token - engine arrival) + first_out;  e2e_s likewise with last_out;
-    tpot_s = (e2e - ttft) / (output tokens - 1)  (requests with one output token have none)
+    tpot_s = (e2e - ttft) / (output tokens - 1)  (requests with one output token have none);
+    ttfa_s = in + (engine first answer token - engine arrival) + first_out  (a reasoning model's
+             answer begins after its reasoning tokens, decoded like any other: ``Workload.reasoning_tokens``)
 Percentiles are numpy's default (linear interpolation), as in the reports' summary.json.
 The step-time model comes from ``calculators.sim.calibrate.fit_step_model`` (measured) or
 ``calculators.sim.step_model.step_model_from_roofline`` (predicted for a GPU).
@@ -83,9 +85,9 @@ def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTim
     for _ in range(MAX_REGROWTHS):
         rng = np.random.default_rng(workload.seed)
         n = workload.request_count
-        prompt, output = workload.sample_lengths(rng, n)
+        prompt, output, reasoning = workload.sample_lengths(rng, n)
         trace = Trace(prompt=prompt, output=output, arrival=np.zeros(n), first_token=np.full(n, np.nan),
-                      end=np.full(n, np.nan))
+                      end=np.full(n, np.nan), reasoning=reasoning)
         if workload.model_mix is not None:   # a stream of its own: the lengths and arrivals stay as they were
             names = workload.model_mix.draw_many(np.random.default_rng([workload.seed, 2]), n)
             trace.lora = [None if name == BASE else name for name in names]
@@ -120,8 +122,9 @@ def measured_window(trace: Trace, workload: Workload) -> np.ndarray:
     return np.arange(first, last)
 
 
-def _metrics(ttft: np.ndarray, e2e: np.ndarray, outputs: np.ndarray) -> dict:
-    return {"ttft_s": _summary(ttft), "tpot_s": _summary(tpot_s(e2e, ttft, outputs)), "e2e_s": _summary(e2e)}
+def _metrics(ttft: np.ndarray, e2e: np.ndarray, outputs: np.ndarray, ttfa: np.ndarray) -> dict:
+    return {"ttft_s": _summary(ttft), "tpot_s": _summary(tpot_s(e2e, ttft, outputs)), "e2e_s": _summary(e2e),
+            "ttfa_s": _summary(ttfa)}
 
 
 def simulate(server: ServerConfig, workload: Workload, step_model: StepTimeModel,
@@ -140,8 +143,9 @@ def simulate(server: ServerConfig, workload: Workload, step_model: StepTimeModel
         duration = workload.duration_s
     offered = ({"concurrency": workload.concurrency} if workload.concurrency else
                {"rate_rps": workload.rate_rps} if workload.rate_rps else {"trace_requests": len(workload.arrival_times)})
-    metrics = _metrics(trace.client_ttft()[window], trace.client_e2e()[window], outputs)
-    engine = _metrics((trace.first_token - trace.arrival)[window], (trace.end - trace.arrival)[window], outputs)
+    metrics = _metrics(trace.client_ttft()[window], trace.client_e2e()[window], outputs, trace.client_ttfa()[window])
+    engine = _metrics((trace.first_token - trace.arrival)[window], (trace.end - trace.arrival)[window], outputs,
+                      (trace.first_answer - trace.arrival)[window])
     return SimResult(
         strategy=server.strategy, offered=offered, requests=len(window), duration_s=duration,
         request_rate_rps=len(window) / duration, output_tokens_per_s=float(outputs.sum()) / duration,

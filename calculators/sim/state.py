@@ -19,6 +19,11 @@ class Trace:
     `arrival`, `first_token`, `end` are the engine's (its queue, its first and last token); the
     client's are `client_send`, `first_token + first_out` and `end + last_out` (all zero delays
     without a front end). Unfinished requests keep NaN.
+
+    `reasoning`: how many of each request's output tokens a reasoning model spends before its answer
+    (zeros: none); `first_answer`: the engine's time of token `reasoning + 1`, the answer's first (NaN
+    while it has none: all of its output reasoned, or it did not get that far). The client has it
+    `first_out` after the engine, as a first token: a token chunk's hop back, whichever it is.
     """
 
     prompt: np.ndarray
@@ -34,18 +39,27 @@ class Trace:
     busy_s: float = 0.0
     preemptions: int = 0          # running sequences sent back to the queue when KV blocks ran out
     lora: list | None = None      # each request's LoRA adapter (None: the base model), when the mix names any
+    reasoning: np.ndarray | None = None
+    first_answer: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.prompt)
         for name in ("client_send", "first_out", "last_out"):
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros(n))
+        if self.reasoning is None:
+            self.reasoning = np.zeros(n, dtype=np.int64)
+        if self.first_answer is None:
+            self.first_answer = np.full(n, np.nan)
 
     def client_ttft(self) -> np.ndarray:
         return self.first_token + self.first_out - self.client_send
 
     def client_e2e(self) -> np.ndarray:
         return self.end + self.last_out - self.client_send
+
+    def client_ttfa(self) -> np.ndarray:
+        return self.first_answer + self.first_out - self.client_send
 
 
 class Arrivals:

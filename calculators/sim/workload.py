@@ -16,12 +16,13 @@ from reference_server.scheduling.strategies import Limits, limits_from_flags, re
 
 
 class MeasuredLengths:
-    """(prompt, output) token counts measured together, kept as one [n, 2] int64 table, checked once:
-    drawn together with replacement, or with ``in_order`` taken in order and cycled (a measured
-    workload replayed request for request).
+    """(prompt, output[, reasoning]) token counts measured together, kept as one [n, 3] int64 table,
+    checked once: drawn together with replacement, or with ``in_order`` taken in order and cycled (a
+    measured workload replayed request for request). ``reasoning``: how many of the output tokens a
+    reasoning model spent reasoning before its answer (0 when pairs are given).
 
-    A ``Workload`` turns the pairs it is given into one, and ``dataclasses.replace`` hands that on:
-    a calibration's workload is rebuilt for every replication with the same pairs, which a
+    A ``Workload`` turns the rows it is given into one, and ``dataclasses.replace`` hands that on:
+    a calibration's workload is rebuilt for every replication with the same rows, which a
     1,000,000-record run makes 1,000,000 long. Compared by identity.
     """
 
@@ -32,20 +33,26 @@ class MeasuredLengths:
             table = np.array(pairs, dtype=np.int64)
         except (TypeError, ValueError):
             table = None
-        if table is None or table.ndim != 2 or table.shape[1] != 2 or not len(table) or (table <= 0).any():
-            raise ValueError("lengths must be (prompt, output) pairs of positive integers")
+        if (table is None or table.ndim != 2 or table.shape[1] not in (2, 3) or not len(table)
+                or (table[:, :2] <= 0).any()):
+            raise ValueError("lengths must be (prompt, output) pairs of positive integers, or (prompt, output, "
+                             "reasoning) triples")
+        if table.shape[1] == 2:
+            table = np.column_stack([table, np.zeros(len(table), dtype=np.int64)])
+        elif ((table[:, 2] < 0) | (table[:, 2] > table[:, 1])).any():
+            raise ValueError("reasoning tokens must be >= 0 and at most the output tokens they are part of")
         table.flags.writeable = False
-        self.table: np.ndarray = table   # [n, 2]: prompt, output
+        self.table: np.ndarray = table   # [n, 3]: prompt, output, reasoning
         self.in_order = in_order
 
     def __len__(self) -> int:
         return len(self.table)
 
-    def sample(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(prompt, output) token counts [n] each."""
+    def sample(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(prompt, output, reasoning) token counts [n] each."""
         rows = np.resize(np.arange(len(self.table)), n) if self.in_order else rng.integers(0, len(self.table), size=n)
-        pairs = self.table[rows]
-        return pairs[:, 0].copy(), pairs[:, 1].copy()
+        picked = self.table[rows]
+        return picked[:, 0].copy(), picked[:, 1].copy(), picked[:, 2].copy()
 
 
 @dataclass(frozen=True)
@@ -56,8 +63,11 @@ class Workload:
     that many requests).
 
     Lengths: ``prompt_tokens`` and ``output_tokens`` drawn apart (``contract.distributions``, the
-    load generator's syntax), or ``lengths``: measured (prompt, output) pairs drawn together
-    (a run's own workload; ``MeasuredLengths``, which a tuple of pairs is turned into).
+    load generator's syntax), or ``lengths``: measured (prompt, output[, reasoning]) rows drawn
+    together (a run's own workload; ``MeasuredLengths``, which a tuple of rows is turned into).
+    Reasoning: ``reasoning_tokens`` drawn apart (a reasoning model's `--reasoning-tokens`), each
+    capped at its request's output tokens, as the server caps a budget at max_tokens; the output
+    counts them, and the answer is the rest. Measured rows carry their own.
 
     The measure window: by count, ``warmup_fraction`` of the first requests are left out, and in
     closed loop so are the last ``concurrency`` (the tail where fewer users remain); or by time,
@@ -79,6 +89,7 @@ class Workload:
     warmup_s: float | None = None
     duration_s: float | None = None
     model_mix: ModelMix | None = None   # each request's LoRA adapter drawn from it ("base": none)
+    reasoning_tokens: LengthDistribution | None = None   # drawn lengths only: of each output, the reasoning
 
     def __post_init__(self) -> None:
         positive_int("requests", self.requests)
@@ -93,6 +104,9 @@ class Workload:
         non_negative_int("seed", self.seed)
         if len(self.lengths) and not isinstance(self.lengths, MeasuredLengths):
             object.__setattr__(self, "lengths", MeasuredLengths(self.lengths))
+        if len(self.lengths) and self.reasoning_tokens is not None:
+            raise ValueError("measured lengths carry their own reasoning tokens: give reasoning_tokens "
+                             "only with drawn lengths")
         if self.arrival_times:
             times = np.asarray(self.arrival_times, dtype=float)
             if not np.all(np.isfinite(times)) or np.any(times < 0) or np.any(np.diff(times) < 0):
@@ -112,11 +126,16 @@ class Workload:
         """End of the time window (the run stops there), or infinity when measuring by count."""
         return math.inf if self.duration_s is None else self.warmup_s + self.duration_s
 
-    def sample_lengths(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(prompt, output) token counts [n] each."""
+    def sample_lengths(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(prompt, output, reasoning) token counts [n] each (reasoning: zeros for a model that does not)."""
         if self.lengths:
             return self.lengths.sample(rng, n)
-        return self.prompt_tokens.sample_array(rng, n), self.output_tokens.sample_array(rng, n)
+        prompt, output = self.prompt_tokens.sample_array(rng, n), self.output_tokens.sample_array(rng, n)
+        if self.reasoning_tokens is None:
+            return prompt, output, np.zeros(n, dtype=np.int64)
+        # a stream of its own, so a reasoning workload draws the same prompts and outputs as its plain twin
+        reasoning = self.reasoning_tokens.sample_array(np.random.default_rng([self.seed, 3]), n)
+        return prompt, output, np.minimum(reasoning, output)
 
     def open_loop_arrivals(self, rng: np.random.Generator) -> np.ndarray:
         """Send times [requests] (s): the trace, or gamma inter-arrivals with mean 1/rate and cv^2 = arrival_cv2."""

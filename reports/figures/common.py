@@ -14,6 +14,7 @@ DPI = 110
 METRIC_TITLES = {
     "ttft_s": "time to first token", "tpot_s": "time per output token",
     "itl_s": "inter-token latency", "e2e_s": "end-to-end latency",
+    "ttfa_s": "time to first answer token",
 }
 SLO_FOR_METRIC = {"ttft_s": "ttft_s", "tpot_s": "tpot_s", "e2e_s": "e2e_s"}
 

@@ -4,6 +4,7 @@ from a measured run's own calibration, without running any load.
     servecap predict --calibration runs/cmp --strategy continuous --concurrency 1,2,4,8,16,32 --slo-ttft-ms 50
     servecap predict --calibration runs/cmp --strategy continuous --rates 10,20,40 --arrival poisson
     servecap predict --calibration runs/cmp --concurrency 8 --prompt-tokens uniform:256:1024 --gpu h100-sxm
+    servecap predict --calibration runs/cmp --concurrency 1,4,8 --output-tokens 320 --reasoning-tokens 256 --slo-ttfa-ms 2000
 
 Prints a table and writes the whole answer as JSON (--out, default RUN_DIR/predict.json).
 """
@@ -39,10 +40,13 @@ def _parser() -> argparse.ArgumentParser:
     workload = parser.add_argument_group("workload (default: the lengths the run measured)")
     workload.add_argument("--prompt-tokens", help="N | uniform:LO:HI | normal:M:SD | lognormal:M:S | file:PATH")
     workload.add_argument("--output-tokens", help="same forms as --prompt-tokens")
+    workload.add_argument("--reasoning-tokens", help="of each output, the tokens a reasoning model spends before its "
+                                                     "answer (same forms; capped at the output)")
     slo = parser.add_argument_group("SLOs (p99, milliseconds)")
     slo.add_argument("--slo-ttft-ms", type=float)
     slo.add_argument("--slo-tpot-ms", type=float)
     slo.add_argument("--slo-e2e-ms", type=float)
+    slo.add_argument("--slo-ttfa-ms", type=float, help="the first answer token (after a reasoning model's reasoning)")
     parser.add_argument("--gpu", help="what-if on a catalog GPU (e.g. h100-sxm): an extrapolation through the roofline")
     spec = parser.add_argument_group("speculative decoding (answered with and without, side by side, and the crossover)")
     spec.add_argument("--speculative-method", choices=("draft", "ngram"))
@@ -76,7 +80,8 @@ def main(argv: list[str]) -> int:
             concurrency=_numbers(args.concurrency, "--concurrency", int),
             rates=_numbers(args.rates, "--rates", float),
             arrival=args.arrival, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
-            slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms), gpu=args.gpu,
+            reasoning_tokens=args.reasoning_tokens,
+            slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms, args.slo_ttfa_ms), gpu=args.gpu,
             replications=args.replications, warmup_s=args.warmup, duration_s=args.duration, seed=args.seed,
             speculative=_speculative(args), max_loras=args.max_loras, model_mix=args.model_mix)
         data = load_run(args.calibration)
@@ -140,15 +145,17 @@ def _print(console: Console, answer: dict) -> None:
                         f"{answer['replications']} runs, their 95% spread)")
     for column in ("offered", "metric", "p50", "p95", "p99", "out tok/s", "SLO"):
         table.add_column(column)
+    reasons = answer["workload"]["reasoning_tokens_mean"] > 0   # TTFA: the answer after the reasoning
     for row in answer["loads"]:
         (kind, load), = row["offered"].items()
         offered = f"c={load}" if kind == "concurrency" else f"{load:g} req/s"
         slo = "" if row["meets_slo"] is None else ("meets" if row["meets_slo"] else f"misses: {row['why_not']}")
-        for i, metric in enumerate(("ttft_s", "tpot_s", "e2e_s")):
+        metrics = ("ttft_s", "tpot_s", "e2e_s", *(("ttfa_s",) if reasons else ()))
+        for i, metric in enumerate(metrics):
             m = row["metrics"][metric]
             table.add_row(offered if i == 0 else "", metric.removesuffix("_s").upper(), _ms(m["p50"]), _ms(m["p95"]),
                           _ms(m["p99"]), f"{row['output_tokens_per_s']:.0f}" if i == 0 else "", slo if i == 0 else "",
-                          end_section=i == 2)
+                          end_section=i == len(metrics) - 1)
     console.print(table)
     if answer["outside_window"]:
         console.print(f"[yellow]not predicted:[/] {', '.join(f'{load:g}' for load in answer['outside_window'])}: no "

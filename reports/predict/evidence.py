@@ -3,7 +3,7 @@ and the front end's evidence from it (`reports.predict.calibration` fits on thes
 
     level_samples(data, levels) -> {strategy: [LevelSample]}   one per summary level with a load
 
-Per level: its (prompt, output) lengths and measured percentiles; the engine's steps inside its
+Per level: its (prompt, output, reasoning) lengths and measured percentiles; the engine's steps inside its
 windows (engine_steps.csv), each step's effective duration (to the next step's start when the
 engine went straight on, so the loop's own work between steps counts) and the steps since the
 engine last waited (`calculators.sim.warm_up`); its front-end delays
@@ -31,8 +31,9 @@ from contract.level_windows import inside
 SLOW_BIN_S = 0.25          # the machine's slow speed: one factor per this much wall time of a window
 MAX_BUSY_GAP_S = 0.25      # between two steps of a busy engine (a slow one is noise: kept; longer is a level's end)
 QUANTILES = ("p50", "p95", "p99")
-METRICS = ("ttft_s", "tpot_s", "e2e_s")
-KEYS = tuple(f"{metric}.{q}" for metric in METRICS for q in ("p50", "p99"))   # what the validation judges
+METRICS = ("ttft_s", "tpot_s", "e2e_s", "ttfa_s")   # ttfa_s: the first answer token (after any reasoning)
+KEYS = tuple(f"{metric}.{q}" for metric in METRICS[:3] for q in ("p50", "p99"))   # what the validation judges
+REASONING_KEYS = ("ttfa_s.p50", "ttfa_s.p99")   # judged too where a level reasoned (else they are TTFT's again)
 
 LORA_COLUMNS = ("lora_adapters", "lora_tokens", "lora_loads", "lora_load_s")   # the step record's, StepRows.lora
 
@@ -66,7 +67,8 @@ class LevelSample:
                                     # rates, 13-17% at the rates sent, on two sweeps)
     warmup_s: float
     duration_s: float
-    lengths: np.ndarray             # [n, 2] int64: each ok request's (prompt, output) tokens (pairs are taken too)
+    lengths: np.ndarray             # [n, 3] int64: each ok request's (prompt, output, reasoning) tokens (pairs are
+                                    # taken too: no reasoning)
     measured: dict                  # {metric: {p50, p95, p99}}
     output_tokens_per_s: float | None
     steps: StepRows | None = None
@@ -93,7 +95,11 @@ class LevelSample:
     def __post_init__(self) -> None:
         # arrays, not tuples of Python numbers: a 1,000,000-record run's levels hold a million of each, and
         # every calibration (one per held-out level) concatenates them
-        object.__setattr__(self, "lengths", np.asarray(self.lengths, dtype=np.int64).reshape(-1, 2))
+        lengths = np.asarray(self.lengths, dtype=np.int64)
+        lengths = lengths.reshape(-1, lengths.shape[-1] if lengths.ndim == 2 else 2)
+        if lengths.shape[1] == 2:
+            lengths = np.column_stack([lengths, np.zeros(len(lengths), dtype=np.int64)])
+        object.__setattr__(self, "lengths", lengths)
         object.__setattr__(self, "tpot_factors", np.asarray(self.tpot_factors, dtype=np.float64))
 
     @property
@@ -109,6 +115,11 @@ class LevelSample:
     @property
     def requests(self) -> int:
         return len(self.lengths)
+
+    @property
+    def reasons(self) -> bool:
+        """Did any of its requests reason before answering?"""
+        return bool(len(self.lengths) and self.lengths[:, 2].any())
 
     @property
     def prompt_mean(self) -> float | None:
@@ -140,8 +151,10 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
         sent = sum(lvl["statuses"].values())   # its measure-phase records, in flight at the end included
         if kind == "rate_rps" and sent > 0:
             load = sent / duration   # the rate its schedule realized (see LevelSample.load)
-        pairs = frame[["prompt_tokens", "output_tokens"]].dropna()
-        pairs = pairs[(pairs["prompt_tokens"] > 0) & (pairs["output_tokens"] > 0)].astype(int)
+        pairs = frame[["prompt_tokens", "output_tokens"]].assign(
+            reasoning_tokens=frame["reasoning_tokens"].fillna(0) if "reasoning_tokens" in frame else 0).dropna()
+        pairs = pairs[(pairs["prompt_tokens"] > 0) & (pairs["output_tokens"] > 0)
+                      & (pairs["reasoning_tokens"] <= pairs["output_tokens"])].astype(int)
         # an external --url target's records say "unknown" (run.json's word for a strategy nobody told us)
         source = "url" if data.run.target.kind == "url" else lvl["strategy"]
         server = lvl["server"]
@@ -158,7 +171,7 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
         sample = LevelSample(
             level=lvl["level"], strategy=source, kind=kind, load=float(load), warmup_s=warmup, duration_s=duration,
             lengths=pairs.to_numpy(dtype=np.int64),
-            measured={m: {q: lvl["metrics"][m][q] for q in QUANTILES} for m in METRICS},
+            measured={m: {q: (lvl["metrics"].get(m) or {}).get(q) for q in QUANTILES} for m in METRICS},
             output_tokens_per_s=lvl["output_tokens_per_s"], e2e_mean_s=lvl["metrics"]["e2e_s"].get("mean"),
             steps=level_steps, machine_speed=speed,
             window_speeds=tuple(per_window) if per_window and None not in per_window else (),

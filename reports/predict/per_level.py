@@ -78,6 +78,8 @@ def _simulated(level: dict, config: dict, model: StepTimeModel) -> dict:
     workload = Workload(
         prompt_tokens=LengthDistribution.fixed(max(1, round(level["prompt_tokens_mean"] or 1))),
         output_tokens=LengthDistribution.fixed(max(1, round(level["output_tokens_mean"] or 1))),
+        reasoning_tokens=(LengthDistribution.fixed(round(level["reasoning_tokens_mean"]))
+                          if round(level.get("reasoning_tokens_mean") or 0) else None),
         requests=requests, concurrency=int(load) if "concurrency" in offered else None,
         rate_rps=float(load) if "rate_rps" in offered else None)
     return simulate(_simulator_config(config), workload, model).metrics
@@ -153,7 +155,7 @@ def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, 
             except ValueError as exc:
                 unavailable.append(f"simulator: {exc}")
             else:
-                for metric in ("ttft_s", "tpot_s", "e2e_s"):
+                for metric in _latency_metrics(level):
                     for pct in ("p50", "p99"):
                         comparisons[f"{metric} {pct}"] = _pair(sim[metric][pct], level["metrics"][metric][pct], "s")
     return {"model": arch.name, "dtype": dtype, "block_size": block_size, "step_model": model_source,
@@ -173,9 +175,16 @@ def _add_calibrated(comparisons: dict, unavailable: list, calibrated: tuple[Cali
     _add_simulated(comparisons, sim.metrics, level)
 
 
+def _latency_metrics(level: dict) -> tuple[str, ...]:
+    """The latencies a level's prediction is compared on: the first answer token's too where it reasoned."""
+    return ("ttft_s", "tpot_s", "e2e_s") + (("ttfa_s",) if level.get("reasoning_tokens_mean") else ())
+
+
 def _add_simulated(comparisons: dict, metrics: dict, level: dict) -> None:
     """`metrics`: a Replicated's {metric: {q: {"value", "interval"}}}."""
-    for metric in ("ttft_s", "tpot_s", "e2e_s"):
+    for metric in _latency_metrics(level):
+        if metric not in metrics or metric not in level["metrics"]:
+            continue
         for pct in ("p50", "p95", "p99"):
             pair = _pair(metrics[metric][pct]["value"], level["metrics"][metric][pct], "s")
             pair["interval"] = metrics[metric][pct]["interval"]

@@ -11,8 +11,10 @@ an SLO allows, without running any load. Pure over a loaded `RunData` (the CLI r
                                 "max_load_under_slo": {"offered", "basis"} | None}
 
 The calibration is `reports.predict.calibration.calibrate` on every level of the strategy. Lengths are
-the run's measured (prompt, output) pairs unless --prompt-tokens / --output-tokens give others
-(loadgen's syntax, sampled with the seed). The answer says how far the what-if lies from what was
+the run's measured (prompt, output, reasoning) rows unless --prompt-tokens / --output-tokens /
+--reasoning-tokens give others (loadgen's syntax, sampled with the seed). Reasoning tokens are part of
+the output, as a reasoning model's server counts them (each capped at its request's output tokens):
+the answer's first token (ttfa_s, with its SLO) waits for them, decoded like any other token. The answer says how far the what-if lies from what was
 calibrated (`reports.predict.coverage`), and each interval is widened for that distance. With `gpu`, the step model is extrapolated to that
 catalog GPU (`calculators.sim.gpu_extrapolation`): the answer then says it is an extrapolation.
 """
@@ -101,6 +103,7 @@ class PredictPlan:
     arrival: str = "poisson"
     prompt_tokens: str | None = None
     output_tokens: str | None = None
+    reasoning_tokens: str | None = None   # of each output, the reasoning before the answer
     slo: SLO = field(default_factory=SLO)
     gpu: str | None = None
     replications: int = 8
@@ -187,7 +190,7 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
                                seed=plan.seed, requests=count)
             except EmptyWindow:
                 outside.append(load)
-        check = check_level(plan.slo, 0.0, {m: result.value(m, "p99") for m in ("ttft_s", "tpot_s", "e2e_s")})
+        check = check_level(plan.slo, 0.0, {m: result.value(m, "p99") for m in ("ttft_s", "tpot_s", "e2e_s", "ttfa_s")})
         beyond = load_factor(coverage, result.output_tokens_per_s)
         share = widening(away["factor"] * beyond)
         rows.append({"offered": {kind: load}, "metrics": widened(result.metrics, share),
@@ -205,8 +208,10 @@ def predict_run(data: RunData, plan: PredictPlan) -> dict:
             "arrival": "closed" if plan.concurrency else plan.arrival,
             "workload": {"lengths": len(calibration.lengths), "prompt_tokens": plan.prompt_tokens or "measured",
                          "output_tokens": plan.output_tokens or "measured",
+                         "reasoning_tokens": plan.reasoning_tokens or "measured",
                          "prompt_tokens_mean": float(np.mean(calibration.lengths[:, 0])),
-                         "output_tokens_mean": float(np.mean(calibration.lengths[:, 1]))},
+                         "output_tokens_mean": float(np.mean(calibration.lengths[:, 1])),
+                         "reasoning_tokens_mean": float(np.mean(calibration.lengths[:, 2]))},
             "window": ({"requests_per_run": "max(2000, 50 x load)", "left_out": "first 10%, closed loop's last"}
                        if extrapolation else {"warmup_s": warmup, "duration_s": duration}),
             "replications": plan.replications,
@@ -269,17 +274,21 @@ def _strategy(asked: str | None, samples: dict) -> str:
 
 
 def _lengths(plan: PredictPlan, measured: np.ndarray) -> np.ndarray:
-    """The measured pairs [n, 2], with either side redrawn from the plan's distribution when it gives one."""
-    if plan.prompt_tokens is None and plan.output_tokens is None:
+    """The measured rows [n, 3] (prompt, output, reasoning), with any side redrawn from the plan's
+    distribution when it gives one; a measured reasoning count stays within a redrawn output."""
+    if plan.prompt_tokens is None and plan.output_tokens is None and plan.reasoning_tokens is None:
         return measured
     rng = random.Random(plan.seed)
     prompt = parse_length_distribution(plan.prompt_tokens, "--prompt-tokens") if plan.prompt_tokens else None
     output = parse_length_distribution(plan.output_tokens, "--output-tokens") if plan.output_tokens else None
-    pairs = []
+    reasoning = parse_length_distribution(plan.reasoning_tokens, "--reasoning-tokens") if plan.reasoning_tokens else None
+    rows = []
     for _ in range(SAMPLED_LENGTHS):
         base = measured[rng.randrange(len(measured))]
-        pairs.append((prompt.sample(rng) if prompt else base[0], output.sample(rng) if output else base[1]))
-    return np.array(pairs, dtype=np.int64)
+        out = output.sample(rng) if output else int(base[1])
+        rows.append((prompt.sample(rng) if prompt else base[0], out,
+                     min(reasoning.sample(rng) if reasoning else int(base[2]), out)))
+    return np.array(rows, dtype=np.int64)
 
 
 def _on_gpu(data: RunData, calibration: Calibration, group: list, gpu_name: str) -> tuple[Calibration, str]:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from reports.page.blocks import Block, Details
 from reports.figures.common import FigureFile
-from reports.predict.validation import KEYS, LONG_LEVEL_REQUESTS, MEDIAN_LOAD_FRACTION, WIDE_GAP
+from reports.predict.validation import LONG_LEVEL_REQUESTS, MEDIAN_LOAD_FRACTION, WIDE_GAP, keys_of
 
 HEADING = "Predictions validated on levels they did not see"
 
@@ -29,15 +29,16 @@ def _signed(value: float | None) -> str:
 
 
 def median_error_table(validation: dict) -> pd.DataFrame:
-    """Median |relative error| per strategy (and over all) for p50 and p99 of TTFT, TPOT, E2E, over the
-    strategies whose grid is dense enough to validate (the pooled row only when none is too sparse)."""
-    entries = validation.get("by_strategy", {})
+    """Median |relative error| per strategy (and over all) for p50 and p99 of TTFT, TPOT, E2E (and the first
+    answer token's where a level reasoned), over the strategies whose grid is dense enough to validate (the
+    pooled row only when none is too sparse)."""
+    entries, keys = validation.get("by_strategy", {}), keys_of(validation)
     rows = [{"strategy": strategy, "levels in median": len(entry["levels_in_median"]),
-             **{key: _pct(entry["median_abs_error"][key]) for key in KEYS}}
+             **{key: _pct(entry["median_abs_error"][key]) for key in keys}}
             for strategy, entry in entries.items() if not entry.get("sparse_grid")]
     if len(rows) > 1 and len(rows) == len(entries):
         rows.append({"strategy": "all", "levels in median": sum(r["levels in median"] for r in rows),
-                     **{key: _pct(validation["median_abs_error"][key]) for key in KEYS}})
+                     **{key: _pct(validation["median_abs_error"][key]) for key in keys}})
     return pd.DataFrame(rows)
 
 
@@ -47,7 +48,7 @@ def levels_table(validation: dict) -> pd.DataFrame:
     predictions = validation.get("predictions", {})
     for level, pairs in validation.get("levels", {}).items():
         row = {"level": level}
-        for key in KEYS:
+        for key in keys_of(validation):
             metric, q = key.split(".")
             pair = pairs[key]
             spread = predictions.get(level, {}).get(metric, {}).get(q, {}).get("interval")

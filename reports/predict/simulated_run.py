@@ -30,14 +30,17 @@ LEVEL_GAP_S = 5.0
 def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd | None, *,
                         strategy: str = "continuous", limits: dict | None = None,
                         concurrencies: tuple[int, ...] = (1, 2, 4, 8, 16), warmup_s: float = 2.0,
-                        duration_s: float = 30.0, lengths: tuple[tuple[int, int], ...] = (), seed: int = 0,
+                        duration_s: float = 30.0, lengths: tuple[tuple[int, ...], ...] = (), seed: int = 0,
                         rates: tuple[float, ...] = ()) -> Path:
+    """`lengths`: (prompt, output) pairs, or (prompt, output, reasoning) triples: a reasoning model, whose
+    records carry the reasoning and answer tokens and the first answer token's time as the load generator's do."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     limits = limits or {}
     server = ServerConfig.from_flags(strategy, **limits)
     lengths = lengths or tuple(zip(np.random.default_rng(seed).integers(16, 64, 500).tolist(),
                                    np.random.default_rng(seed + 1).integers(8, 32, 500).tolist()))
+    reasoning_run = any(len(row) == 3 for row in lengths)
     records, steps, engine_requests = [], [], []
     t0 = T0
     loads = [("rps", r) for r in rates] or [("c", c) for c in concurrencies]
@@ -58,12 +61,15 @@ def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd
                 continue
             done = np.isfinite(trace.end[i]) and trace.end[i] + trace.last_out[i] <= horizon
             ttft, e2e = float(trace.client_ttft()[i]), float(trace.client_e2e()[i])
-            out = int(trace.output[i])
+            out, reasoning = int(trace.output[i]), int(trace.reasoning[i])
+            ttfa = float(trace.client_ttfa()[i])
+            reasons = dict(reasoning_tokens=reasoning, answer_tokens=out - reasoning) if reasoning_run and done else {}
             rid = f"sim-{c}-{i}"
             records.append(Record(
                 level=level, phase="warmup" if trace.client_send[i] < warmup_s else "measure",
                 t_start=t0 + float(trace.client_send[i]), ttft_s=ttft if done else None, e2e_s=e2e if done else None,
                 itl_s=[(e2e - ttft) / (out - 1)] * (out - 1) if done and out > 1 else [],
+                ttfa_s=ttfa if done and np.isfinite(ttfa) else None, **reasons,
                 prompt_tokens=int(trace.prompt[i]), output_tokens=out if done else None,
                 status="ok" if done else "incomplete", worker="sim", response_id=rid).to_json_line())
             if done:

@@ -5,7 +5,9 @@ summary.json's `validation` (the shape issue 13 fixes, plus the extras after it)
     {"method": "leave-one-level-out",
      "levels": {LEVEL: {"ttft_s.p50": {"predicted", "measured", "relative_error"}, ...}},
      "median_abs_error": {"ttft_s.p50": x, "ttft_s.p99": x, "tpot_s.p50": x, "tpot_s.p99": x,
-                          "e2e_s.p50": x, "e2e_s.p99": x},
+                          "e2e_s.p50": x, "e2e_s.p99": x[, "ttfa_s.p50": x, "ttfa_s.p99": x]},
+     "keys": [...],  the judged keys: those six, and the first answer token's where a level reasoned
+                     (a reasoning model's answer waits for its reasoning tokens; elsewhere it is TTFT)
      "predictions": {LEVEL: {"ttft_s": {"p50": {"value", "interval": [lo, hi]}, "p95": ..., "p99": ...}, ...}},
                    the prediction itself: median over replications and their 95% spread
      "by_strategy": {STRATEGY: {"median_abs_error": {...}, "levels_in_median": [...],
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reports.predict.calibration import Calibration, arrival_cv2, calibrate, predict, strategy_server
-from reports.predict.evidence import KEYS, METRICS, LevelSample
+from reports.predict.evidence import KEYS, REASONING_KEYS, LevelSample
 from contract.run_json import RunInfo
 
 METHOD = "leave-one-level-out"
@@ -92,9 +94,24 @@ def _pair(predicted: float | None, measured: float | None) -> dict:
     return {"predicted": predicted, "measured": measured, "relative_error": rel}
 
 
-def _median_abs(levels: dict, names: list[str]) -> dict:
+def judged_keys(samples: dict[str, list[LevelSample]]) -> tuple[str, ...]:
+    """KEYS, and the first answer token's where any level's requests reasoned."""
+    return KEYS + REASONING_KEYS if any(s.reasons for group in samples.values() for s in group) else KEYS
+
+
+def keys_of(summary: dict) -> tuple[str, ...]:
+    """The keys a `validation` summary judged (its `keys`; one written before them: KEYS)."""
+    return tuple(summary.get("keys") or KEYS)
+
+
+def _measured(sample: LevelSample, key: str) -> float | None:
+    metric, q = key.split(".")
+    return (sample.measured.get(metric) or {}).get(q)
+
+
+def _median_abs(levels: dict, names: list[str], keys: tuple[str, ...]) -> dict:
     out = {}
-    for key in KEYS:
+    for key in keys:
         errors = [abs(levels[name][key]["relative_error"]) for name in names
                   if levels[name][key]["relative_error"] is not None]
         out[key] = float(np.median(errors)) if errors else None
@@ -124,6 +141,7 @@ def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replication
     calibrations: dict[str, Calibration] = {}
     eligible_all: list[str] = []
     cv2 = arrival_cv2(run)
+    keys = judged_keys(samples)
     for strategy, group in samples.items():
         try:
             server = strategy_server(run, strategy)
@@ -152,8 +170,7 @@ def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replication
             except (ValueError, RuntimeError) as exc:
                 unavailable.append(f"{held.level}: {exc}")
                 continue
-            levels[held.level] = {f"{m}.{q}": _pair(predicted.value(m, q), held.measured[m][q])
-                                  for m in METRICS for q in ("p50", "p99")}
+            levels[held.level] = {key: _pair(predicted.value(*key.split(".")), _measured(held, key)) for key in keys}
             predictions[held.level] = predicted.metrics
             done.append(held)
         if not done:
@@ -164,11 +181,11 @@ def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replication
         eligible_all += eligible
         full = calibrations.get(strategy)
         gap = widest_gap(group, eligible)
-        by_strategy[strategy] = {"median_abs_error": _median_abs(levels, eligible), "levels_in_median": eligible,
+        by_strategy[strategy] = {"median_abs_error": _median_abs(levels, eligible, keys), "levels_in_median": eligible,
                                  "widest_gap": gap, "sparse_grid": gap is not None and gap >= WIDE_GAP,
                                  "max_output_tokens_per_s": top,
                                  "calibration": full.describe() if full is not None else None}
-    summary = {"method": METHOD, "levels": levels, "median_abs_error": _median_abs(levels, eligible_all),
-               "predictions": predictions, "by_strategy": by_strategy, "replications": replications,
+    summary = {"method": METHOD, "levels": levels, "median_abs_error": _median_abs(levels, eligible_all, keys),
+               "keys": list(keys), "predictions": predictions, "by_strategy": by_strategy, "replications": replications,
                "unavailable": unavailable}
     return Validation(summary, calibrations)

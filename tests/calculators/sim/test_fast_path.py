@@ -3,7 +3,7 @@
 Every strategy; open and closed loop; with and without a KV cache small enough to preempt; with
 block-bootstrapped step jitter, front-end delays and a time window; with the machine's slow speed
 paths (a stretch that crosses a bin is cut there, as stepping takes each step's bin). Compared: every request's engine
-arrival, first token and end, the client-side times, and the run's step, sequence, busy-time and
+arrival, first token, first answer token (after its reasoning) and end, the client-side times, and the run's step, sequence, busy-time and
 preemption counters (the fast path must use the same jitter draws in the same order).
 """
 
@@ -23,8 +23,10 @@ from reference_server.scheduling.strategies import BUILT_IN
 MODEL = StepTimeModel(base_s=0.002, per_seq_s=0.0002, per_prefill_token_s=1e-5, per_context_token_s=1e-7,
                       jitter=tuple(np.linspace(0.6, 1.8, 97)), jitter_block=8, batch_table=(0.0021, 0.0024, 0.0026))
 FRONT = FrontEnd((0.001, 0.0004, 0.003), (0.0005, 0.0002, 0.002), (0.0003, 0.0001, 0.001), think_s=0.0002)
-LENGTHS = dict(prompt_tokens=LengthDistribution.uniform(8, 64), output_tokens=LengthDistribution.uniform(4, 80))
-FIELDS = ("arrival", "first_token", "end", "client_send", "first_out", "last_out")
+# reasoning too: the first answer token lands inside a steady stretch as often as outside one
+LENGTHS = dict(prompt_tokens=LengthDistribution.uniform(8, 64), output_tokens=LengthDistribution.uniform(4, 80),
+               reasoning_tokens=LengthDistribution.uniform(1, 60))
+FIELDS = ("arrival", "first_token", "end", "client_send", "first_out", "last_out", "first_answer")
 
 
 # the machine's slow speed too: bins short enough that steady stretches cross them

@@ -128,11 +128,11 @@ def test_bad_simulation_input_names_the_field(call, message):
 def test_measured_lengths_are_drawn_together_or_replayed_in_order_and_checked_once():
     pairs = ((10, 1), (20, 2), (30, 3))
     workload = Workload(lengths=pairs, concurrency=1)
-    prompt, output = workload.sample_lengths(np.random.default_rng(0), 300)
-    assert set(zip(prompt.tolist(), output.tolist())) == set(pairs)
+    prompt, output, reasoning = workload.sample_lengths(np.random.default_rng(0), 300)
+    assert set(zip(prompt.tolist(), output.tolist())) == set(pairs) and not reasoning.any()
     assert replace(workload, seed=5).lengths is workload.lengths   # a replication does not check them again
     replay = Workload(lengths=MeasuredLengths(pairs, in_order=True), concurrency=1)
-    prompt, output = replay.sample_lengths(np.random.default_rng(0), 5)
+    prompt, output, _ = replay.sample_lengths(np.random.default_rng(0), 5)
     assert prompt.tolist() == [10, 20, 30, 10, 20] and output.tolist() == [1, 2, 3, 1, 2]
 
 

@@ -47,6 +47,29 @@ def test_a_tight_slo_leaves_no_load_and_open_loop_and_other_lengths_work(run_dir
     assert all(row["meets_slo"] is False and "ttft_s p99" in row["why_not"] for row in answer["loads"])
 
 
+def test_a_reasoning_what_if_predicts_the_first_answer_token_after_the_reasoning_and_judges_its_slo(
+        run_dir, tmp_path, capsys):
+    """The run measured no reasoning; asked for 256 reasoning tokens of 320, the answer's first token waits
+    for 256 decodes, E2E is the same 320 tokens' either way, and --slo-ttfa-ms judges the answer."""
+    runs = {}
+    for name, extra in (("plain", []), ("reasoning", ["--reasoning-tokens", "256", "--slo-ttfa-ms", "1"])):
+        out = tmp_path / f"{name}.json"
+        assert predict_cli.main(["--calibration", str(run_dir), "--concurrency", "1,4", "--output-tokens", "320",
+                                 "--replications", "2", "--out", str(out), *extra]) == 0
+        runs[name] = json.loads(out.read_text())
+    plain, reasoning = runs["plain"], runs["reasoning"]
+    assert reasoning["workload"]["reasoning_tokens_mean"] == 256 and plain["workload"]["reasoning_tokens_mean"] == 0
+    for p_row, r_row in zip(plain["loads"], reasoning["loads"]):
+        p, r = p_row["metrics"], r_row["metrics"]
+        assert p["ttfa_s"]["p50"]["value"] == p["ttft_s"]["p50"]["value"]
+        # 256 of the 319 decode steps before the answer: about 256/319 of the decode time after the first token
+        decode = r["e2e_s"]["p50"]["value"] - r["ttft_s"]["p50"]["value"]
+        assert r["ttfa_s"]["p50"]["value"] - r["ttft_s"]["p50"]["value"] == pytest.approx(decode * 256 / 319, rel=0.1)
+        assert r["e2e_s"]["p50"]["value"] == pytest.approx(p["e2e_s"]["p50"]["value"], rel=0.05)
+        assert r_row["meets_slo"] is False and "ttfa_s p99" in r_row["why_not"]
+    assert "TTFA" in capsys.readouterr().out
+
+
 def test_a_gpu_what_if_is_labelled_an_extrapolation(run_dir, tmp_path, capsys):
     out = tmp_path / "gpu.json"
     assert predict_cli.main(["--calibration", str(run_dir), "--concurrency", "4", "--gpu", "h100-sxm",
@@ -98,6 +121,8 @@ def test_speculation_is_predicted_beside_the_plain_curve_with_its_crossover(run_
     (["--concurrency", "1", "--strategy", "static"], "the run has levels of continuous only"),
     (["--concurrency", "1", "--gpu", "tpu-v9"], "unknown gpu"),
     (["--rates", "1", "--arrival", "closed"], "--arrival closed is --concurrency"),
+    (["--concurrency", "1", "--reasoning-tokens", "lots"], "--reasoning-tokens"),
+    (["--concurrency", "1", "--slo-ttfa-ms", "-5"], "ttfa_ms must be a positive number"),
 ])
 def test_bad_input_is_one_line_and_exit_2(run_dir, args, message, capsys):
     assert predict_cli.main(["--calibration", str(run_dir), *(a.replace("{run}", str(run_dir)) for a in args)]) == 2

@@ -225,3 +225,23 @@ def test_an_open_loop_level_is_predicted_at_the_rate_its_schedule_sent_not_the_n
         assert sample.load != nominal and abs(sample.load / nominal - 1) < 0.3
     validation = validate(data.run, samples, replications=2).summary
     assert set(validation["levels"]) == {s.level for s in group}
+
+
+def test_a_reasoning_models_first_answer_token_is_validated_too(tmp_path):
+    """A run whose requests reasoned (32 of 40 output tokens): the validation judges ttfa_s beside the others,
+    and on the simulator's own run finds it within sampling noise where a level lies between two others."""
+    rng = np.random.default_rng(4)
+    lengths = tuple((int(p), 40, 32) for p in rng.integers(16, 48, 300))
+    run = write_simulated_run(tmp_path / "run", MODEL, FRONT, limits={"max_num_seqs": 32}, concurrencies=(1, 2, 4, 8),
+                              duration_s=6.0, lengths=lengths)
+    summary = build_summary(load_run(run), ReportOptions(figures=False, replications=3))
+    validation = summary["validation"]
+    assert validation["keys"] == [*KEYS, "ttfa_s.p50", "ttfa_s.p99"]
+    for level, pairs in validation["levels"].items():
+        assert pairs["ttfa_s.p50"]["measured"] > pairs["ttft_s.p50"]["measured"] + 31 * 0.001   # 31 decodes of >= 1 ms
+    for level in ("continuous/c=2", "continuous/c=4"):
+        assert abs(validation["levels"][level]["ttfa_s.p50"]["relative_error"]) < 0.03, validation["levels"][level]
+    assert validation["median_abs_error"]["ttfa_s.p50"] < 0.03
+    level = summary["levels"][0]
+    assert level["reasoning_tokens_mean"] == 32
+    assert "ttfa_s p50" in level["predicted"]["comparisons"]
