@@ -12,8 +12,10 @@ from contract.run_json import ArmInfo, CompareInfo, Look, RunInfo, Target, write
 
 
 def write_compare_dir(path: Path, *, pairs: int = 20, effect: float = 0.0, noise: float = 0.03, seed: int = 0,
-                      requests_per_slice: int = 30, thresholds: dict | None = None, cpu_effect: float = 0.0) -> Path:
-    """B's TPOT (and so E2E) is `effect` higher than A's, slice by slice, under shared slow drift."""
+                      requests_per_slice: int = 30, thresholds: dict | None = None, cpu_effect: float = 0.0,
+                      reasoning: int = 0) -> Path:
+    """B's TPOT (and so E2E) is `effect` higher than A's, slice by slice, under shared slow drift. With
+    `reasoning`, each stream's first `reasoning` tokens reason: its answer starts that many TPOTs after TTFT."""
     rng = np.random.default_rng(seed)
     path.mkdir(parents=True, exist_ok=True)
     t, slice_index = 1.8e9, 0
@@ -31,7 +33,9 @@ def write_compare_dir(path: Path, *, pairs: int = 20, effect: float = 0.0, noise
                     records.write({"level": f"{arm}/c=4", "phase": "measure", "t_start": t, "ttft_s": ttft,
                                    "e2e_s": ttft + tpot * (out - 1), "itl_s": [tpot] * (out - 1),
                                    "prompt_tokens": 64, "output_tokens": out, "status": "ok", "arm": arm,
-                                   "slice": slice_index})
+                                   "slice": slice_index, "ttfa_s": ttft + tpot * reasoning,
+                                   **({"reasoning_tokens": reasoning, "answer_tokens": out - reasoning}
+                                      if reasoning else {})})
                     t += 0.05
                     tokens += out
                 cpu = tokens * 1e-4 * factor * (1 + cpu_effect if arm == "b" else 1.0)

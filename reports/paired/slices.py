@@ -6,6 +6,8 @@ finished inside the slice or while the slice drained. Records a switch cut off
 
 Per slice, over its `ok` records:
     ttft_s.p50/p90, tpot_s.p50/p90, e2e_s.p50/p90: numpy percentiles of the requests' values;
+    ttfa_s.p50/p90: likewise, the first answer token (after a reasoning model's reasoning; TTFT's
+        again where nothing reasons, so it is judged but never gated unless named);
     itl_s.p50/p90: over every gap of those requests, pooled;
     output_tokens_per_s: their output tokens / (last finish - slice start);
     cpu_s_per_token: the server process tree's CPU seconds in the slice / those output tokens
@@ -17,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "ttfa_s")
 QUANTILES = {"p50": 50.0, "p90": 90.0}
 RATE_METRICS = ("output_tokens_per_s",)
 COST_METRICS = ("cpu_s_per_token",)
@@ -54,8 +56,9 @@ def slice_table(records: pd.DataFrame, itl_gaps: np.ndarray, itl_record: np.ndar
         members = positions[local] if local is not None else np.array([], dtype=np.int64)
         chosen = records.iloc[members]
         row["requests"] = len(members)
-        for metric in ("ttft_s", "tpot_s", "e2e_s"):
-            for q, value in _percentiles(chosen[metric].to_numpy(dtype=np.float64)).items():
+        for metric in ("ttft_s", "tpot_s", "e2e_s", "ttfa_s"):
+            values = chosen[metric].to_numpy(dtype=np.float64) if metric in chosen else np.array([])
+            for q, value in _percentiles(values).items():
                 row[f"{metric}.{q}"] = value
         lo = np.searchsorted(sorted_rows, members, side="left")
         hi = np.searchsorted(sorted_rows, members, side="right")

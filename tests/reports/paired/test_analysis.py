@@ -48,6 +48,19 @@ def test_a_slowdown_is_worse_and_an_a_over_a_is_same_with_the_runs_own_threshold
     assert few.verdict.exit_code == EXIT_UNDECIDED
 
 
+def test_the_first_answer_token_is_judged_beside_the_others_and_gates_when_named(tmp_path):
+    """A reasoning model 15% slower: TTFA (TTFT, then 24 reasoning decodes) is worse, and decides the exit code
+    once --max-regression names it; without the name it is judged for information only."""
+    run = write_compare_dir(tmp_path / "r", pairs=24, effect=0.15, reasoning=24, thresholds={"ttfa_s.p50": 0.05})
+    analysis = analyse(run)
+    ttfa = next(r for r in analysis.verdict.results if r.metric == "ttfa_s.p50")
+    assert ttfa.verdict == "WORSE" and analysis.verdict.worse == ["ttfa_s.p50"]
+    wide = analysis.table.pivot(index="pair", columns="arm", values="ttfa_s.p50")
+    assert np.median(wide["b"] / wide["a"]) == pytest.approx(1.15, rel=0.03)   # pair by pair, under drift and noise
+    assert (wide["a"] > 0.010 + 20 * 0.002).all()   # the answer after its reasoning, not the first token
+    assert "ttfa_s.p50" not in thresholds_for(None)
+
+
 def test_whole_arm_p99s_come_with_a_paired_interval(tmp_path):
     analysis = analyse(write_compare_dir(tmp_path / "c", pairs=16, effect=0.25))
     p99 = {q.metric: q for q in analysis.verdict.arm_p99}
