@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 
+from contract.reasoning_effort import DEFAULT_EFFORT_TOKENS
 from reference_server.engine.lora_sources import adapter_rank   # json only: no torch
 from reference_server.scheduling.speculative import parse_acceptance
 from reference_server.scheduling.strategies import DEFAULT_STRATEGY, STRATEGIES  # pure: no torch
@@ -111,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="chat requests reason first, as reasoning models do: a draw of this many tokens (256, "
                           "uniform:128:512, ...) streams as delta.reasoning_content before the answer; a request's "
                           "own reasoning_tokens field overrides it")
+    srv.add_argument("--reasoning-effort-tokens", default="", metavar="EFFORT=DIST,...",
+                     help="what a chat request's reasoning_effort reasons for: a draw of its DIST (default "
+                          f"{DEFAULT_EFFORT_TOKENS}; 'none' never reasons), e.g. low=128,high=uniform:2048:8192")
     srv.add_argument("--max-waiting", type=int, default=None,
                      help="generation requests waiting for their first token before new ones get 429")
     srv.add_argument("--stream-interval", type=int, default=1, metavar="N",
@@ -203,7 +207,7 @@ def configs_from_args(args: argparse.Namespace):
         host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key or None,
         max_waiting=args.max_waiting, retry_after_s=args.retry_after_s, drain_grace_s=args.drain_grace_s,
         max_body_bytes=args.max_body_bytes, keep_alive_s=args.keep_alive_s, grpc_port=args.grpc_port,
-        reasoning_tokens=args.reasoning_tokens,
+        reasoning_tokens=args.reasoning_tokens, reasoning_effort_tokens=args.reasoning_effort_tokens,
         log_level=args.log_level, engine_mode=args.engine_mode, engine_cpus=args.engine_cpus,
         replica_name=args.replica_name)
     classifier = ClassifierConfig(

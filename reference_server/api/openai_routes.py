@@ -107,6 +107,9 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
     if body.reasoning_tokens:
         raise APIError(400, "reasoning_tokens: reasoning streams in chat completions (delta.reasoning_content); "
                             "/v1/completions has no place for it", param="reasoning_tokens")
+    if body.reasoning_effort is not None:
+        raise APIError(400, "reasoning_effort: reasoning streams in chat completions (delta.reasoning_content); "
+                            "/v1/completions has no place for it", param="reasoning_effort")
     return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens), body, arrival_s)
 
 
@@ -121,7 +124,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         if max_tokens < 1:
             raise APIError(400, f"messages: the prompt is {len(prompt_ids)} tokens, which leaves no room "
                                 f"in the model's context of {runtime.max_model_len} tokens", param="messages")
-    budget = runtime.reasoning_budget(body.reasoning_tokens, max_tokens)
+    budget = runtime.reasoning_budget(body.reasoning_tokens, max_tokens, body.reasoning_effort)
     if budget > max_tokens:
         raise APIError(400, f"reasoning_tokens ({budget}) must not exceed max_tokens ({max_tokens})",
                        param="reasoning_tokens")
@@ -129,7 +132,8 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
                           include_usage=body.include_usage(),
                           continuous_usage=bool(body.stream_options and body.stream_options.continuous_usage_stats),
                           prompt_token_ids=prompt_ids if body.return_token_ids else None,
-                          reasoning=ReasoningSplit(budget) if runtime.reasons(body.reasoning_tokens) else None)
+                          reasoning=ReasoningSplit(budget) if runtime.reasons(body.reasoning_tokens,
+                                                                              body.reasoning_effort) else None)
     return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens), body, arrival_s)
 
 

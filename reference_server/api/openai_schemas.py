@@ -61,6 +61,9 @@ class _SamplingRequest(_OpenAIModel):
     reasoning_tokens: int | None = Field(None, ge=0, description="servecap: chat streams its first N generated tokens "
                                                                  "as reasoning (delta.reasoning_content); default: "
                                                                  "the server's --reasoning-tokens")
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = Field(
+        None, description="OpenAI: how much to reason; a draw of the server's --reasoning-effort-tokens for it "
+                          "(reasoning_tokens, given, wins)")
     # accepted vLLM sampling parameters at their no-op value only
     top_k: int | None = Field(None, description="only -1 or 0 (no top-k filtering) is supported")
     min_p: float | None = Field(None, description="only 0 is supported")

@@ -1,7 +1,9 @@
 """Reasoning, as reasoning models stream it: a request's first N generated tokens are its reasoning
 (`delta.reasoning_content`, and `delta.reasoning` as newer vLLM names it), the rest its answer
 (`delta.content`). N is the request's `reasoning_tokens` (servecap's extension field), else a draw
-from the server's `--reasoning-tokens` distribution, capped by max_tokens.
+for its `reasoning_effort` (OpenAI's none | minimal | low | medium | high) from the server's
+`--reasoning-effort-tokens` map, else a draw from the server's `--reasoning-tokens` distribution;
+a draw is capped by max_tokens. What an effort draws is `contract.reasoning_effort`'s map.
 
 The split is by whole engine outputs: a chunk is reasoning while any of the budget is left when it
 starts, so with `--stream-interval K` the reasoning may run up to K-1 tokens past N.

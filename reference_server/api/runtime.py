@@ -15,6 +15,7 @@ from dataclasses import asdict
 
 from contract.distributions import parse_length_distribution
 from reference_server.api.admission import AdmissionControl
+from contract.reasoning_effort import parse_effort_tokens
 from reference_server.api.errors import APIError
 from reference_server.api.settings import ServerConfig
 from reference_server.runtime.engine_thread import AsyncEngine
@@ -97,6 +98,7 @@ class ServingRuntime:
         self._reasoning_lengths = (parse_length_distribution(server_config.reasoning_tokens, "--reasoning-tokens")
                                    if server_config.reasoning_tokens else None)
         self._reasoning_rng = random.Random(engine_config.seed)
+        self._effort_lengths = parse_effort_tokens(server_config.reasoning_effort_tokens)
         self.grpc_server = None                # KServe V2 over gRPC (--grpc-port), once started
         self.grpc_port: int | None = None      # its bound port
 
@@ -165,18 +167,20 @@ class ServingRuntime:
             raise APIError(503, self.failed or "the model is still loading; poll GET /ready",
                            code="not_ready", headers={"Retry-After": str(self.server_config.retry_after_s)})
 
-    def reasons(self, requested: int | None) -> bool:
+    def reasons(self, requested: int | None, effort: str | None = None) -> bool:
         """Whether a chat request takes part in reasoning (its usage then counts reasoning tokens, 0 too)."""
-        return requested is not None or self._reasoning_lengths is not None
+        return requested is not None or effort is not None or self._reasoning_lengths is not None
 
-    def reasoning_budget(self, requested: int | None, max_tokens: int) -> int:
-        """A chat request's reasoning tokens: its own `reasoning_tokens`, else a draw from the server's
-        --reasoning-tokens (seeded by --seed), capped by its max_tokens; 0 = it answers at once."""
+    def reasoning_budget(self, requested: int | None, max_tokens: int, effort: str | None = None) -> int:
+        """A chat request's reasoning tokens (`api.reasoning`): its own `reasoning_tokens`, else a draw for its
+        `reasoning_effort`, else one from the server's --reasoning-tokens (draws seeded by --seed and capped
+        by its max_tokens); 0 = it answers at once."""
         if requested is not None:
             return requested
-        if self._reasoning_lengths is None:
+        lengths = self._reasoning_lengths if effort is None else self._effort_lengths.get(effort)
+        if lengths is None:   # no server default, or effort "none"
             return 0
-        return min(self._reasoning_lengths.sample(self._reasoning_rng), max_tokens)
+        return min(lengths.sample(self._reasoning_rng), max_tokens)
 
     def adapter_for(self, model: str | None) -> str | None:
         """The LoRA adapter a request's `model` names (None: the base model); check_model first."""

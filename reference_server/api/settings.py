@@ -29,6 +29,8 @@ class ServerConfig:
             the HTTP front end do not use); () = not pinned. Process mode only.
         reasoning_tokens: a length distribution (contract.distributions: 256, uniform:128:512, ...): each
             chat request that names no `reasoning_tokens` reasons for a draw of it first; None = no reasoning.
+        reasoning_effort_tokens: EFFORT=DIST,... (`contract.reasoning_effort`): what a request's
+            `reasoning_effort` draws its reasoning from; efforts left out keep the default's.
         grpc_port: also serve KServe V2 over gRPC (the classifier) on this port; 0 = any free one
             (the ready line names it); None = REST only.
         replica_name: this server's name in a fleet; every response then carries it in the
@@ -51,6 +53,7 @@ class ServerConfig:
     replica_name: str | None = None
     grpc_port: int | None = None
     reasoning_tokens: str | None = None
+    reasoning_effort_tokens: str = ""
 
     def __post_init__(self) -> None:
         if not self.host:
@@ -61,6 +64,9 @@ class ServerConfig:
             from contract.distributions import parse_length_distribution
 
             parse_length_distribution(self.reasoning_tokens, "--reasoning-tokens")   # ValueError names it
+        from contract.reasoning_effort import parse_effort_tokens
+
+        parse_effort_tokens(self.reasoning_effort_tokens)   # ValueError names the bad part
         if self.grpc_port is not None and (not isinstance(self.grpc_port, int) or not 0 <= self.grpc_port <= 65535):
             raise ValueError(f"--grpc-port must be in 0..65535, got {self.grpc_port!r}")
         if self.served_model_name is not None and not self.served_model_name.strip():

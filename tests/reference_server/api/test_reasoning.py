@@ -69,3 +69,39 @@ def test_the_servers_default_reasoning_applies_to_requests_that_name_none():
         assert events[-1]["usage"]["completion_tokens_details"]["reasoning_tokens"] == 3
         events, _ = stream(server.base_url, reasoning_tokens=0)   # the request's own field wins
         assert events[-1]["usage"]["completion_tokens_details"]["reasoning_tokens"] == 0
+
+
+def test_reasoning_effort_draws_from_the_servers_map_on_an_emulated_gpu_too():
+    """OpenAI's reasoning_effort, sent by the official client: each effort reasons for its draw of
+    --reasoning-effort-tokens; "none" answers at once; reasoning_tokens, given, wins; an emulated GPU
+    (no forward pass) streams the same split."""
+    import openai
+
+    spec = ReferenceServerSpec.from_flags(["--emulate", "h100-sxm", "--model", "llama-3.1-8b", "--no-classifier",
+                                           "--no-embedding", "--reasoning-tokens", "2",
+                                           "--reasoning-effort-tokens", "low=3,high=7"])
+    with ServerProcess(spec) as server:
+        client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="none")
+
+        def reasoned(budget: int | None = None, **fields) -> int:
+            extra = {"ignore_eos": True, **({} if budget is None else {"reasoning_tokens": budget})}
+            reply = client.chat.completions.create(model="llama-3.1-8b", max_tokens=12, stream=True,
+                                                   stream_options={"include_usage": True},
+                                                   messages=CHAT["messages"], extra_body=extra, **fields)
+            chunks = list(reply)
+            thinking = [c for c in chunks if c.choices and getattr(c.choices[0].delta, "reasoning_content", None) is not None]
+            count = chunks[-1].usage.completion_tokens_details.reasoning_tokens
+            assert len(thinking) == count   # one token a chunk: what streamed as reasoning is what usage counts
+            return count
+
+        assert "emulated h100-sxm" in server.output()
+        assert reasoned() == 2                                   # the server's --reasoning-tokens
+        assert reasoned(reasoning_effort="low") == 3
+        assert reasoned(reasoning_effort="high") == 7
+        assert reasoned(reasoning_effort="medium") == 12         # the default map's 1024, capped at max_tokens
+        assert reasoned(reasoning_effort="none") == 0
+        assert reasoned(5, reasoning_effort="high") == 5
+        for path, body in (("/v1/chat/completions", {**CHAT, "reasoning_effort": "extreme"}),
+                           ("/v1/completions", {"prompt": "x", "max_tokens": 4, "reasoning_effort": "low"})):
+            reply = httpx.post(server.base_url + path, json=body, timeout=60)
+            assert reply.status_code == 400 and reply.json()["error"]["param"] == "reasoning_effort", reply.text
