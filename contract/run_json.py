@@ -161,6 +161,7 @@ class Workload(Section):
     turns: int | str | None = None       # turns per conversation (1: single-turn), or "all" (the dataset's own)
     think_time_s: float | None = None    # multi-turn: pause between an answer and the next turn
     model_mix: str | None = None         # --model-mix: the mix each request's model was drawn from
+    reasoning_tokens: str | None = None  # --reasoning-tokens: each chat request's reasoning budget (length forms)
     rows: str | None = None              # classify: rows per request; embed: inputs per request (length forms)
     protocol: str | None = None          # classify: KServe V2 over "rest" or "grpc"
     classic_model: str | None = None     # classify, embed: the served model's name

@@ -9,6 +9,8 @@ Flags (also in the web UI):
   --api chat|completions     /v1/chat/completions (default) or /v1/completions
   --prompt-tokens SPEC       N | uniform:LO:HI | normal:MEAN:SD | lognormal:MEAN:SIGMA | file:PATH
   --output-tokens SPEC       max_tokens per request, same forms (default 128; with --dataset the data's lengths)
+  --reasoning-tokens SPEC    a reasoning budget per request, of its max_tokens (sent as reasoning_tokens, the
+                             reference server's extension); a dataset's replies that carry reasoning give theirs
   --dataset PATH             prompts from a local file: ShareGPT JSON, OpenAI chat JSONL, prompt JSONL
                              (loadgen/workload/datasets.py); output lengths from the data's replies
   --dataset-sampling with-replacement|without-replacement   seeded either way
@@ -108,7 +110,7 @@ class ChatScenario:
         prompt = self.prompts.build(prompt_tokens, rng)
         model = self.pick_model(rng)
         body = self._body(model, prompt, output_tokens, stream=self.config.stream,
-                          ignore_eos=self.config.ignore_eos)
+                          ignore_eos=self.config.ignore_eos, reasoning_tokens=self.reasoning(rng, output_tokens))
         return Prepared(self._http(body), prompt_tokens + self.config.shared_prefix_tokens, output_tokens,
                         model=self.recorded_model(model))
 
@@ -117,6 +119,14 @@ class ChatScenario:
         leaves the run's sequence of lengths as it was)."""
         mix = self.config.model_mix
         return self.model if mix is None else mix.pick(rng, base=self.model)
+
+    def reasoning(self, rng: random.Random, output_tokens: int, data: int | None = None) -> int | None:
+        """This request's reasoning budget: the data's, else --reasoning-tokens' draw (drawn last, so a
+        budget leaves the run's lengths and models as they were), capped at its output; None: none asked."""
+        if data is None and self.config.reasoning_tokens is None:
+            return None
+        budget = data if data is not None else self.config.reasoning_tokens.sample(rng)
+        return min(budget, output_tokens)
 
     def recorded_model(self, model: str) -> str | None:
         """The record's `model`: set only in a --model-mix run."""
@@ -133,11 +143,13 @@ class ChatScenario:
         plan = ConversationPlan(users, (None,) * len(users), self.prompts.shared_prefix)
         return ChatConversation(self, plan, rng, 1.0, conversation_id)   # synthetic text: one byte, one token
 
-    def render(self, messages: list[dict], output_tokens: int, model: str | None = None) -> bytes:
+    def render(self, messages: list[dict], output_tokens: int, model: str | None = None,
+               reasoning_tokens: int | None = None) -> bytes:
         options = dict(stream=self.config.stream, ignore_eos=self.config.ignore_eos)
         model = model or self.model
         if self.api == "chat":
-            return self._http(chat_messages_body(model, messages, output_tokens, **options))
+            return self._http(chat_messages_body(model, messages, output_tokens, reasoning_tokens=reasoning_tokens,
+                                                 **options))
         text = "\n".join(message["content"] for message in messages)
         return self._http(completions_body(model, Prompt(None, text), output_tokens, **options))
 
@@ -163,7 +175,8 @@ class TraceReplay:
         messages = ([{"role": "system", "content": shared}] if shared else []) + [
             {"role": "user", "content": self.prompts.text(index, row)}]
         model = self.scenario.pick_model(rng)
-        return Prepared(self.scenario.render(messages, output_tokens, model),
+        reasoning = self.scenario.reasoning(rng, output_tokens)
+        return Prepared(self.scenario.render(messages, output_tokens, model, reasoning),
                         row.input_tokens + config.shared_prefix_tokens, output_tokens,
                         model=self.scenario.recorded_model(model))
 
@@ -190,7 +203,8 @@ class ChatConversation:
                          else config.output_tokens.sample(self.rng))
         messages = self.history.messages(turn)
         prompt_tokens = sum(estimate_tokens(m["content"], self.chars_per_token) for m in messages)
-        return Prepared(self.scenario.render(messages, output_tokens, self.model), prompt_tokens, output_tokens,
+        reasoning = self.scenario.reasoning(self.rng, output_tokens, self.history.plan.reasoning_at(turn))
+        return Prepared(self.scenario.render(messages, output_tokens, self.model, reasoning), prompt_tokens, output_tokens,
                         conversation_id=self.conversation_id, turn=turn + 1 if self.conversation_id else None,
                         model=self.scenario.recorded_model(self.model))
 

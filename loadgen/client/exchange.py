@@ -113,12 +113,23 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
         status, message = "error", error
     else:
         status, message = "ok", None
-    details = (usage or {}).get("completion_tokens_details")
-    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    reasoning = reasoning if isinstance(reasoning, int) and not isinstance(reasoning, bool) else counted_reasoning
+    reasoning = _reasoning_tokens(usage, counted_reasoning)
     answer = output_tokens - reasoning if (output_tokens is not None and reasoning is not None) else None
     return Outcome(status, message, ttft, e2e, itl, response_id, prompt_tokens, output_tokens, usage_from, ttft_any,
                    replica=exchange.replica, ttfa_s=ttfa, reasoning_tokens=reasoning, answer_tokens=answer)
+
+
+def _reasoning_tokens(usage: dict | None, counted: int | None) -> int | None:
+    """The reasoning tokens of a response: the server's usage count, but never fewer than the reasoning
+    chunks streamed (each carries at least one token). vLLM counts only the tokens it sees between <think>
+    and </think> in what it generated, so a model whose chat template opens <think> in the prompt
+    (DeepSeek-R1's, Qwen3's) streams its reasoning while its usage says 0."""
+    details = (usage or {}).get("completion_tokens_details")
+    said = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    said = said if isinstance(said, int) and not isinstance(said, bool) else None
+    if said is None or counted is None:
+        return counted if said is None else said
+    return max(said, counted)
 
 
 def _grpc_outcome(exchange: Exchange, e2e: float | None, prompt_tokens_asked: int | None, stopped: bool) -> Outcome:

@@ -44,21 +44,30 @@ class Target:
         return self.host if self.port == default else f"{self.host}:{self.port}"
 
 
-def chat_body(model: str, prompt: Prompt, max_tokens: int, *, stream: bool, ignore_eos: bool) -> dict:
+def chat_body(model: str, prompt: Prompt, max_tokens: int, *, stream: bool, ignore_eos: bool,
+              reasoning_tokens: int | None = None) -> dict:
     messages = []
     if prompt.system:
         messages.append({"role": "system", "content": prompt.system})
     messages.append({"role": "user", "content": prompt.user})
-    return chat_messages_body(model, messages, max_tokens, stream=stream, ignore_eos=ignore_eos)
+    return chat_messages_body(model, messages, max_tokens, stream=stream, ignore_eos=ignore_eos,
+                              reasoning_tokens=reasoning_tokens)
 
 
-def chat_messages_body(model: str, messages: list[dict], max_tokens: int, *, stream: bool, ignore_eos: bool) -> dict:
-    """A chat request of whole messages ([{"role", "content"}], e.g. a dataset's conversation so far)."""
+def chat_messages_body(model: str, messages: list[dict], max_tokens: int, *, stream: bool, ignore_eos: bool,
+                       reasoning_tokens: int | None = None) -> dict:
+    """A chat request of whole messages ([{"role", "content"}], e.g. a dataset's conversation so far).
+    `reasoning_tokens`: of max_tokens, the reasoning budget (the reference server's extension; a server
+    without it ignores the field, as vLLM does an unknown one)."""
     body: dict = {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": stream}
+    if reasoning_tokens is not None:
+        body["reasoning_tokens"] = reasoning_tokens
     return _finish_body(body, stream=stream, ignore_eos=ignore_eos)
 
 
-def completions_body(model: str, prompt: Prompt, max_tokens: int, *, stream: bool, ignore_eos: bool) -> dict:
+def completions_body(model: str, prompt: Prompt, max_tokens: int, *, stream: bool, ignore_eos: bool,
+                     reasoning_tokens: int | None = None) -> dict:
+    """`reasoning_tokens`: refused by ChatConfig for completions; taken here only so both bodies share a shape."""
     body: dict = {"model": model, "prompt": prompt.completion_text, "max_tokens": max_tokens, "stream": stream}
     return _finish_body(body, stream=stream, ignore_eos=ignore_eos)
 

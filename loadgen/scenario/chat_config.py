@@ -32,6 +32,9 @@ TRACE_HELP = ("replay a trace open loop at its times and lengths: Azure CSV (TIM
               "GeneratedTokens), BurstGPT CSV (Timestamp, Request tokens, Response tokens; failed requests, "
               "with 0 response tokens, left out) or Mooncake JSONL (timestamp ms, input_length, output_length, "
               "hash_ids)")
+REASONING_HELP = ("a reasoning model's budget per request, of its output tokens (same forms as --prompt-tokens): "
+                  "sent as `reasoning_tokens`, which the reference server streams as reasoning before the answer "
+                  "(capped at the request's max_tokens); a dataset's replies that carry reasoning give their own")
 DEFAULT_OUTPUT_TOKENS = "128"
 
 
@@ -58,6 +61,7 @@ class ChatConfig:
     trace_speedup: float = 1.0       # trace offsets are divided by this
     trace_block_tokens: int = MOONCAKE_BLOCK_TOKENS   # tokens per Mooncake hash id
     model_mix: ModelMix | None = None   # --model-mix: each request's model drawn from this (LoRA adapters, base)
+    reasoning_tokens: LengthDistribution | None = None   # --reasoning-tokens: each request's reasoning budget
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
@@ -74,6 +78,8 @@ class ChatConfig:
             raise ValueError(f"--shared-prefix-tokens must be >= 0, got {self.shared_prefix_tokens}")
         if not (math.isfinite(self.trace_speedup) and self.trace_speedup > 0):
             raise ValueError(f"--trace-speedup must be > 0, got {self.trace_speedup}")
+        if self.reasoning_tokens is not None and self.api != "chat":
+            raise ValueError("--reasoning-tokens is for --api chat: a completion has no reasoning to stream apart")
         if self.trace and (self.dataset or self.multi_turn):
             raise ValueError("--trace gives each request's lengths and time: it does not combine with --dataset or --turns")
 
@@ -111,6 +117,8 @@ class ChatConfig:
             stream=parse_bool(get("stream", True)),
             api_key=str(get("api_key")) if get("api_key") else None,
             model_mix=parse_model_mix(str(get("model_mix"))) if get("model_mix") else None,
+            reasoning_tokens=(parse_length_distribution(str(get("reasoning_tokens")), "--reasoning-tokens")
+                              if get("reasoning_tokens") else None),
         )
 
 
@@ -127,6 +135,7 @@ def add_chat_arguments(parser: Any) -> None:
     group.add_argument("--output-tokens", default="",
                        help=f"max_tokens per request, same forms as --prompt-tokens (default {DEFAULT_OUTPUT_TOKENS}; "
                             "with --dataset: the data's own lengths)")
+    group.add_argument("--reasoning-tokens", default="", help=REASONING_HELP)
     group.add_argument("--dataset", default="", help=DATASET_HELP)
     group.add_argument("--dataset-sampling", default="with-replacement", choices=list(SAMPLINGS), help=SAMPLING_HELP)
     group.add_argument("--turns", default="1", help=TURNS_HELP)

@@ -25,10 +25,18 @@ class ConversationPlan:
     users: tuple[str, ...]                    # one user message per turn
     output_tokens: tuple[int | None, ...]     # per turn: the data's answer length, None: the run's --output-tokens
     system: str | None = None
+    reasoning_tokens: tuple[int | None, ...] = ()   # per turn: the data's reasoning length (of the output),
+                                                    # None: the run's --reasoning-tokens; (): none for any turn
 
     def __post_init__(self) -> None:
         if not self.users or len(self.users) != len(self.output_tokens):
             raise ValueError("a conversation plan needs one output length per user turn, and at least one turn")
+        if self.reasoning_tokens and len(self.reasoning_tokens) != len(self.users):
+            raise ValueError("a conversation plan's reasoning lengths need one per user turn")
+
+    def reasoning_at(self, turn: int) -> int | None:
+        """The data's reasoning length for `turn` (0-based), None where it has none."""
+        return self.reasoning_tokens[turn] if self.reasoning_tokens else None
 
     @property
     def turns(self) -> int:

@@ -5,13 +5,20 @@ Formats (told apart by the file's first character and each line's keys):
     ShareGPT JSON        [{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}, ...]}, ...]
                          ("from": human|user, gpt|assistant|chatgpt|bard|bing|model, system)
     OpenAI chat JSONL    {"messages": [{"role": "system"|"user"|"assistant", "content": str | [{"type": "text", ...}]}]}
-    prompt JSONL         {"prompt": "...", "output_tokens": N}      (output_tokens optional)
+                         (an assistant message's "reasoning_content" or "reasoning": its reasoning)
+    prompt JSONL         {"prompt": "...", "output_tokens": N, "reasoning_tokens": R}   (both optional)
 
 Each entry becomes a `Conversation`: an optional system text and its (user, reply) turns;
 `conversation_plan` turns it into what is sent (loadgen.workload.conversations). A single-turn
 request sends the system text and the first user turn; a turn's output length is the entry's
 `output_tokens`, else that turn's reply length in estimated tokens, else the run's
 `--output-tokens`. Entries without a user turn are skipped and counted (`Dataset.skipped`).
+
+A reply that carries reasoning (a reasoning model's: an assistant message's `reasoning_content` or
+`reasoning`, or a reply that opens with `<think>...</think>`, as DeepSeek-R1's and Qwen3's raw text
+does) gives its turn a reasoning length, and the turn's output length is the reasoning's plus the
+answer's, as a reasoning model's server counts them; the request then asks for that much reasoning
+(`reasoning_tokens`, the reference server's budget).
 A turn of a multi-turn run sends the whole history, with the server's own earlier answers.
 
 Lengths are estimated without a tokenizer: ceil(UTF-8 bytes / chars_per_token). The default 4
@@ -44,10 +51,15 @@ _USER = {"human", "user"}
 _ASSISTANT = {"gpt", "assistant", "chatgpt", "bard", "bing", "model"}
 
 
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+REASONING_KEYS = ("reasoning_content", "reasoning")   # an assistant message's reasoning (vLLM's two names)
+
+
 @dataclass(frozen=True)
 class Turn:
     user: str
     reply: str | None = None      # the dataset's answer (None: the data has none)
+    reasoning: str | None = None  # the reasoning before that answer (None: the data has none)
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,7 @@ class Conversation:
     turns: tuple[Turn, ...]
     system: str | None = None
     output_tokens: int | None = None   # stated by the data (prompt JSONL), else estimated from replies
+    reasoning_tokens: int | None = None   # stated by the data (prompt JSONL), else estimated from the reasoning
 
 
 @dataclass(frozen=True)
@@ -134,7 +147,7 @@ def _sharegpt_conversation(messages: Any, where: str) -> Conversation | None:
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("value"), str) or "from" not in message:
             raise ValueError(f"--dataset: {where}: message {i + 1} needs \"from\" and a string \"value\"")
-        pairs.append((_role(message["from"], where, i), message["value"]))
+        pairs.append((_role(message["from"], where, i), message["value"], None))
     return _conversation(pairs)
 
 
@@ -145,17 +158,23 @@ def _chat_conversation(messages: Any, where: str) -> Conversation | None:
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or "role" not in message:
             raise ValueError(f"--dataset: {where}: message {i + 1} needs a \"role\" and a \"content\"")
-        pairs.append((_role(message["role"], where, i), _content_text(message.get("content"), where, i)))
+        role = _role(message["role"], where, i)
+        reasoning = next((message[key] for key in REASONING_KEYS if isinstance(message.get(key), str)), None)
+        pairs.append((role, _content_text(message.get("content"), where, i), reasoning if role == "assistant" else None))
     return _conversation(pairs)
 
 
 def _prompt_conversation(row: dict, where: str) -> Conversation:
-    prompt, output = row["prompt"], row.get("output_tokens")
+    prompt, output, reasoning = row["prompt"], row.get("output_tokens"), row.get("reasoning_tokens")
     if not isinstance(prompt, str) or not prompt:
         raise ValueError(f"--dataset: {where}: \"prompt\" must be a non-empty string")
     if output is not None and (isinstance(output, bool) or not isinstance(output, int) or output < 1):
         raise ValueError(f"--dataset: {where}: \"output_tokens\" must be a whole number >= 1, got {output!r}")
-    return Conversation((Turn(prompt),), output_tokens=output)
+    if reasoning is not None and (isinstance(reasoning, bool) or not isinstance(reasoning, int) or reasoning < 0
+                                  or (output is not None and reasoning > output)):
+        raise ValueError(f"--dataset: {where}: \"reasoning_tokens\" must be a whole number >= 0 and at most "
+                         f"\"output_tokens\" (the reasoning is part of the output), got {reasoning!r}")
+    return Conversation((Turn(prompt),), output_tokens=output, reasoning_tokens=reasoning)
 
 
 def _role(value: Any, where: str, index: int) -> str:
@@ -177,25 +196,41 @@ def _content_text(content: Any, where: str, index: int) -> str:
     raise ValueError(f"--dataset: {where}: message {index + 1} has no text \"content\"")
 
 
-def _conversation(pairs: list[tuple[str, str]]) -> Conversation | None:
-    """(role, text) in order -> system text and user/reply turns; consecutive messages of one role are
-    joined; a reply before the first user turn is dropped; None when there is no user turn."""
-    system = "\n".join(text for role, text in pairs if role == "system") or None
-    merged: list[list[str]] = []
-    for role, text in pairs:
+def _conversation(triples: list[tuple[str, str, str | None]]) -> Conversation | None:
+    """(role, text, reasoning) in order -> system text and user/reply turns; consecutive messages of one role
+    are joined (their reasoning too); a reply before the first user turn is dropped; None when there is no
+    user turn. A reply that opens with <think>...</think> has that part as its reasoning."""
+    system = "\n".join(text for role, text, _ in triples if role == "system") or None
+    merged: list[list] = []
+    for role, text, reasoning in triples:
         if role == "system":
             continue
+        if role == "assistant" and reasoning is None:
+            reasoning, text = split_think(text)
         if merged and merged[-1][0] == role:
             merged[-1][1] += "\n" + text
+            if reasoning is not None:
+                merged[-1][2] = reasoning if merged[-1][2] is None else merged[-1][2] + "\n" + reasoning
         else:
-            merged.append([role, text])
+            merged.append([role, text, reasoning])
     while merged and merged[0][0] != "user":
         merged.pop(0)
     turns = []
     for i in range(0, len(merged), 2):
-        reply = merged[i + 1][1] if i + 1 < len(merged) else None
-        turns.append(Turn(merged[i][1], reply))
+        reply, reasoning = (merged[i + 1][1], merged[i + 1][2]) if i + 1 < len(merged) else (None, None)
+        turns.append(Turn(merged[i][1], reply, reasoning))
     return Conversation(tuple(turns), system) if turns else None
+
+
+def split_think(text: str) -> tuple[str | None, str]:
+    """(the reasoning, the answer) of a reply that opens with <think>...</think>; (None, text) otherwise."""
+    stripped = text.lstrip()
+    if not stripped.startswith(THINK_OPEN):
+        return None, text
+    end = stripped.find(THINK_CLOSE)
+    if end < 0:   # all of it reasoned: no answer
+        return stripped[len(THINK_OPEN):].strip(), ""
+    return stripped[len(THINK_OPEN):end].strip(), stripped[end + len(THINK_CLOSE):].lstrip()
 
 
 class DatasetSampler:
@@ -231,10 +266,17 @@ class DatasetSampler:
 def conversation_plan(conversation: Conversation, turns: int | None, chars_per_token: float,
                       shared_prefix: str | None = None) -> ConversationPlan:
     """The first `turns` turns (None: all) of a dataset conversation, with its system text after any shared
-    prefix; each turn's output length is the data's (stated, else its reply's estimated length) or None."""
+    prefix; each turn's output length is the data's (stated, else its reply's estimated length, its reasoning
+    included) or None, and its reasoning length the data's (stated, else its reasoning's estimated length) or
+    None where the data has none."""
     system = "\n".join(text for text in (shared_prefix, conversation.system) if text) or None
     chosen = conversation.turns if turns is None else conversation.turns[:turns]
-    outputs = [estimate_tokens(turn.reply, chars_per_token) if turn.reply else None for turn in chosen]
+    reasoning = [estimate_tokens(turn.reasoning, chars_per_token) if turn.reasoning else None for turn in chosen]
+    outputs = [None if not turn.reply and not turn.reasoning else
+               (estimate_tokens(turn.reply, chars_per_token) if turn.reply else 0) + (thought or 0)
+               for turn, thought in zip(chosen, reasoning)]
     if conversation.output_tokens is not None:   # prompt JSONL states it
         outputs[0] = conversation.output_tokens
-    return ConversationPlan(tuple(turn.user for turn in chosen), tuple(outputs), system)
+    if conversation.reasoning_tokens is not None:
+        reasoning[0] = conversation.reasoning_tokens
+    return ConversationPlan(tuple(turn.user for turn in chosen), tuple(outputs), system, tuple(reasoning))

@@ -23,7 +23,8 @@ from servecap.sweep.calibrate_stage import check_calibrate, run_stage
 from servecap.sweep.runner import Sweep
 from servecap.sweep.config import SweepConfig, parse_duration, parse_number_list, parse_server_args_matrix
 from servecap.sweep.loadgen_priority import PRIORITY_MODES
-from loadgen.scenario.chat_config import CHARS_HELP, DATASET_HELP, SAMPLING_HELP, TRACE_HELP, TURNS_HELP
+from loadgen.scenario.chat_config import (CHARS_HELP, DATASET_HELP, REASONING_HELP, SAMPLING_HELP, TRACE_HELP,
+                                          TURNS_HELP)
 from loadgen.workload.conversations import parse_turns
 from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS
 from reference_server.scheduling.strategies import strategy_names
@@ -95,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     work.add_argument("--prompt-tokens", default="uniform:32:128", help="N | uniform:LO:HI | normal:M:SD | lognormal:M:S | file:PATH")
     work.add_argument("--output-tokens", default=None,
                       help="same forms as --prompt-tokens (default uniform:16:64; with --dataset the data's lengths)")
+    work.add_argument("--reasoning-tokens", metavar="SPEC", help=REASONING_HELP)
     work.add_argument("--dataset", metavar="PATH", help=DATASET_HELP)
     work.add_argument("--dataset-sampling", default="with-replacement", choices=list(SAMPLINGS), help=SAMPLING_HELP)
     work.add_argument("--turns", default="1", help=TURNS_HELP)
@@ -159,7 +161,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         output_tokens=args.output_tokens if args.output_tokens or args.dataset or args.trace else "uniform:16:64",
         dataset=args.dataset, dataset_sampling=args.dataset_sampling, chars_per_token=args.chars_per_token,
         turns=parse_turns(args.turns), think_time_s=parse_duration(args.think_time, "--think-time"),
-        model_mix=args.model_mix, trace=args.trace, trace_speedup=args.trace_speedup,
+        model_mix=args.model_mix, reasoning_tokens=args.reasoning_tokens, trace=args.trace, trace_speedup=args.trace_speedup,
         slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms, args.slo_ttfa_ms),
         sample_interval_s=parse_duration(args.sample_interval, "--sample-interval"),
         pin_cpus=not args.no_pin_cpus, model_config=args.model_config, loadgen_processes=args.loadgen_processes,

@@ -136,6 +136,7 @@ class SweepConfig:
     turns: int | None = 1
     think_time_s: float = 0.0
     model_mix: str | None = None   # loadgen's --model-mix: each request's model drawn from it (LoRA adapters)
+    reasoning_tokens: str | None = None   # loadgen's --reasoning-tokens: each request's reasoning budget
     trace: str | None = None
     trace_speedup: float = 1.0
     trace_block_tokens: int | None = None   # tokens per Mooncake hash id (None: Locust's default, Mooncake's 512)
@@ -251,12 +252,17 @@ class SweepConfig:
                     or self.classic_model:
                 raise ValueError("--rows, --protocol, --grpc-target, --classic-model and --server-args-matrix describe "
                                  "classic-model runs: they need --scenario classify or embed")
+            if self.reasoning_tokens is not None:
+                from contract.distributions import parse_length_distribution
+
+                parse_length_distribution(self.reasoning_tokens, "--reasoning-tokens")   # names the bad form
             return
         from contract.distributions import parse_length_distribution
 
         parse_length_distribution(self.rows, "--rows")   # ValueError names the bad form
         chat_only = [flag for flag, given in (("--dataset", self.dataset), ("--trace", self.trace),
-                                              ("--turns", self.turns != 1), ("--model-mix", self.model_mix))
+                                              ("--turns", self.turns != 1), ("--model-mix", self.model_mix),
+                                              ("--reasoning-tokens", self.reasoning_tokens))
                      if given]
         if chat_only:
             raise ValueError(f"{', '.join(chat_only)} describe chat requests: not with --scenario {self.scenario}")

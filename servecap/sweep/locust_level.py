@@ -74,6 +74,8 @@ def locust_command(config: SweepConfig, plan: LevelPlan, url: str, records: Path
         command += ["--model", model]
     if config.model_mix:
         command += ["--model-mix", config.model_mix]
+    if config.reasoning_tokens:
+        command += ["--reasoning-tokens", config.reasoning_tokens]
     if config.loadgen_external_workers:
         # a master of its own, waiting for the local workers (worker_commands) and the external ones
         command += ["--master", "--master-bind-host", config.loadgen_master_bind,

@@ -58,7 +58,7 @@ def workload_for(config: SweepConfig) -> Workload:
                     dataset_sampling=config.dataset_sampling if config.dataset else None,
                     turns="all" if config.turns is None else config.turns,
                     think_time_s=config.think_time_s if config.turns != 1 else None,
-                    model_mix=config.model_mix)
+                    model_mix=config.model_mix, reasoning_tokens=config.reasoning_tokens)
 
 
 class RunJson:

@@ -135,6 +135,7 @@ print("requests", runner.stats.get("/v1/chat/completions", "chat").num_requests,
     ("--prompt-tokens", "uniform:9:3", "below low"),
     ("--arrival", "poisson", "--rate"),
     ("--model-mix", "sql:abc", "the weight must be a number"),
+    ("--reasoning-tokens", "uniform:9:3", "--reasoning-tokens"),
 ])
 def test_bad_flags_exit_2_with_one_clear_line(flag, value, message):
     proc = run_locust("--host", "http://127.0.0.1:9", "-t", "1s", flag, value, timeout=30)

@@ -43,6 +43,14 @@ def test_the_servers_usage_count_wins_over_the_chunks():
     assert (outcome.output_tokens, outcome.reasoning_tokens, outcome.answer_tokens) == (6, 4, 2)
 
 
+def test_a_usage_count_below_the_reasoning_streamed_is_not_taken():
+    """vLLM 0.32 with DeepSeek-R1's parser, whose template opens <think> in the prompt: three reasoning chunks
+    streamed, usage says 0 (it counts only between a generated <think> and </think>)."""
+    usage = {"prompt_tokens": 5, "completion_tokens": 4, "completion_tokens_details": {"reasoning_tokens": 0}}
+    outcome = summarize(exchange([*STREAM, (10.8, line(usage=usage))]), stream=True, prompt_tokens_asked=5)
+    assert (outcome.output_tokens, outcome.reasoning_tokens, outcome.answer_tokens) == (4, 3, 1)
+
+
 def test_without_reasoning_ttfa_is_ttft():
     plain = [(10.1, line({"role": "assistant", "content": "Hi"})), (10.2, line({"content": "!"}))]
     outcome = summarize(exchange(plain), stream=True, prompt_tokens_asked=5)

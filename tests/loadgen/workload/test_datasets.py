@@ -117,3 +117,32 @@ def test_sampling_without_replacement_covers_each_entry_once_per_pass_across_pro
     assert sorted(second_pass) == sorted(first_pass) and second_pass != first_pass   # reshuffled
     with pytest.raises(ValueError, match="--dataset-sampling"):
         DatasetSampler(data, seed=1, sampling="sometimes")
+
+
+def test_replies_that_carry_reasoning_give_their_turns_a_reasoning_length(tmp_path):
+    """A reasoning model's data: an assistant message's reasoning_content (or reasoning), a reply opening with
+    <think>...</think>, or a prompt row's reasoning_tokens; the turn's output counts reasoning and answer."""
+    path = _jsonl(tmp_path, [
+        {"messages": [{"role": "user", "content": "q"},
+                      {"role": "assistant", "content": "a" * 8, "reasoning_content": "r" * 32}]},
+        {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a" * 8, "reasoning": "r" * 4}]},
+        {"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "<think>\n" + "t" * 20 +
+                                                                                     "\n</think>\n\nthe answer"}]},
+        {"prompt": "p", "output_tokens": 50, "reasoning_tokens": 40},
+        {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "plain"}]},
+    ])
+    field, newer, think, stated, plain = load_dataset(path).conversations
+    assert field.turns[0] == Turn("q", "a" * 8, "r" * 32) and think.turns[0] == Turn("q", "the answer", "t" * 20)
+    plans = [conversation_plan(c, 1, 1.0) for c in (field, newer, think, stated, plain)]
+    assert [p.reasoning_at(0) for p in plans] == [32, 4, 20, 40, None]
+    assert [p.output_tokens[0] for p in plans] == [40, 12, 30, 50, 5]
+
+
+@pytest.mark.parametrize("row, message", [
+    ({"prompt": "p", "output_tokens": 5, "reasoning_tokens": 6}, "at most \"output_tokens\" .*got 6"),
+    ({"prompt": "p", "reasoning_tokens": -1}, "\"reasoning_tokens\" must be a whole number >= 0"),
+    ({"prompt": "p", "reasoning_tokens": "many"}, "\"reasoning_tokens\" must be a whole number >= 0"),
+])
+def test_a_bad_reasoning_length_names_the_line(tmp_path, row, message):
+    with pytest.raises(ValueError, match=f"line 1: .*{message}"):
+        load_dataset(_jsonl(tmp_path, [row]))

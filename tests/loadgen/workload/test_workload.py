@@ -88,6 +88,8 @@ def test_request_bytes_are_a_complete_http_request():
     assert sent["stream_options"] == {"include_usage": True} and sent["ignore_eos"] is True
     plain = completions_body("m", prompt, 8, stream=False, ignore_eos=False)
     assert "stream_options" not in plain and "ignore_eos" not in plain and plain["prompt"] == prompt.completion_text
+    assert "reasoning_tokens" not in sent
+    assert chat_body("m", prompt, 32, stream=True, ignore_eos=True, reasoning_tokens=24)["reasoning_tokens"] == 24
 
 
 @pytest.mark.parametrize("url", ["", "127.0.0.1:80", "ftp://x", "http://:80", "http://h:notaport"])
@@ -117,6 +119,11 @@ def test_chat_config_and_run_settings_from_options_and_errors():
         ChatConfig(api="embeddings")
     with pytest.raises(ValueError, match="--shared-prefix-tokens"):
         ChatConfig.from_options(argparse.Namespace(shared_prefix_tokens="-2"))
+    assert ChatConfig.from_options(argparse.Namespace(reasoning_tokens="256")).reasoning_tokens.spec == "256"
+    with pytest.raises(ValueError, match="--reasoning-tokens"):
+        ChatConfig.from_options(argparse.Namespace(reasoning_tokens="lots"))
+    with pytest.raises(ValueError, match="--reasoning-tokens is for --api chat"):
+        ChatConfig.from_options(argparse.Namespace(reasoning_tokens="4", api="completions"))
 
 
 def test_each_level_draws_requests_of_its_own_so_a_server_cache_cannot_replay_them():
