@@ -5,7 +5,8 @@ with `-m engine`; any other run deselects them, so `make test` needs no vLLM. vL
 `.venv-vllm` (what `make test-engines` installs; SERVECAP_VLLM_PYTHON names another interpreter),
 the servecap side from the interpreter running pytest. Session fixtures: the tiny checkpoint
 (built by servecap/bench/tiny_llama.py with .venv-vllm's transformers), one vLLM server and one
-reference server serving it, both on 127.0.0.1 ports of their own.
+reference server serving it, both on 127.0.0.1 ports of their own; and the checkpoint built as a
+reasoning model, with a vLLM server that parses its reasoning.
 """
 
 from __future__ import annotations
@@ -34,27 +35,47 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if not item.get_closest_marker("engine")]
 
 
-@pytest.fixture(scope="session")
-def checkpoint(tmp_path_factory) -> Path:
+def _build_checkpoint(out: Path, *flags: str) -> Path:
     if not VLLM_PYTHON.exists():
         pytest.fail(f"{VLLM_PYTHON} is missing: `make test-engines` creates .venv-vllm (vLLM's CPU build)")
-    out = tmp_path_factory.mktemp("tiny-llama")
-    result = subprocess.run([str(VLLM_PYTHON), str(REPO / "servecap" / "bench" / "tiny_llama.py"), str(out)],
+    result = subprocess.run([str(VLLM_PYTHON), str(REPO / "servecap" / "bench" / "tiny_llama.py"), str(out), *flags],
                             capture_output=True, text=True, timeout=300, env={**os.environ, **OFFLINE})
     assert result.returncode == 0, result.stderr[-3000:]
     return out
 
 
-@pytest.fixture(scope="session")
-def vllm_server(checkpoint, tmp_path_factory):
+def _vllm(model_dir: Path, log_dir: Path, *flags: str):
     from servecap.launch.command import CommandSpec
     from servecap.launch.process import ServerProcess
 
-    spec = CommandSpec((str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint),
-                        "--host", "127.0.0.1", "--port", "{port}", *VLLM_ARGS), ready_path="/v1/models")
-    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    with ServerProcess(spec, log_path=log, startup_timeout_s=420,
-                       env={**OFFLINE, "VLLM_CPU_KVCACHE_SPACE": VLLM_KV_GIB}) as server:
+    spec = CommandSpec((str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+                        "--host", "127.0.0.1", "--port", "{port}", *VLLM_ARGS, *flags), ready_path="/v1/models")
+    return ServerProcess(spec, log_path=log_dir / "vllm.log", startup_timeout_s=420,
+                         env={**OFFLINE, "VLLM_CPU_KVCACHE_SPACE": VLLM_KV_GIB})
+
+
+@pytest.fixture(scope="session")
+def checkpoint(tmp_path_factory) -> Path:
+    return _build_checkpoint(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def vllm_server(checkpoint, tmp_path_factory):
+    with _vllm(checkpoint, tmp_path_factory.mktemp("vllm")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def reasoning_checkpoint(tmp_path_factory) -> Path:
+    """The tiny checkpoint as a reasoning model (tiny_llama.py --reasoning: it closes its reasoning with </think>)."""
+    return _build_checkpoint(tmp_path_factory.mktemp("tiny-reasoner"), "--reasoning")
+
+
+@pytest.fixture(scope="session")
+def vllm_reasoner(reasoning_checkpoint, tmp_path_factory):
+    """vLLM serving it with DeepSeek-R1's reasoning parser (everything before </think> is reasoning)."""
+    with _vllm(reasoning_checkpoint, tmp_path_factory.mktemp("vllm-reasoner"), "--reasoning-parser",
+               "deepseek_r1") as server:
         yield server
 
 

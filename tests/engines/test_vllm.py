@@ -68,7 +68,11 @@ def test_for_every_level_the_servers_ttft_is_at_most_the_clients(vllm_run):
     summary = json.loads((vllm_run / "summary.json").read_text())
     for level in summary["levels"]:
         client, server = level["metrics"]["ttft_s"], level["server_latency"]["ttft_s"]
-        assert server["p50"] <= client["p50"], level["level"]
+        # the server's mean is exact (_sum / _count); its p50 is only known to lie in its histogram bucket
+        # (reports.server_metrics.latency), so the bucket is what can be held against the client's exact p50;
+        # a value interpolated inside the bucket can land above it by up to the bucket's width
+        assert server["mean"] <= client["mean"], level["level"]
+        assert server["p50_bucket"][0] <= client["p50"], level["level"]
         # the server's window opens once the warm-up requests are done: (nearly) the measured requests only
         assert 0.7 * client["count"] <= server["count"] <= client["count"] + level["offered"]["concurrency"]
         split = level["client_vs_server"]["ttft_split_mean"]
