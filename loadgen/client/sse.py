@@ -63,12 +63,26 @@ def chunk_text(event: dict) -> str:
     return "".join(out)
 
 
+def chunk_answer_text(event: dict) -> str:
+    """The answer text a chunk carries: `text` or `delta.content`, never a reasoning key."""
+    out = []
+    for choice in event.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        for value in (choice.get("text"), delta.get("content") if isinstance(delta, dict) else None):
+            if isinstance(value, str) and value:
+                out.append(value)
+    return "".join(out)
+
+
 def answer_text(timed_lines: Iterable[tuple[float, bytes]], body: bytes, *, stream: bool) -> str:
-    """The whole generated text of a response (a multi-turn conversation's next history entry):
-    every chunk's text in order, or a non-streamed body's first choice."""
+    """The answer of a response (a multi-turn conversation's next history entry): every chunk's answer
+    text in order, or a non-streamed body's first choice. A reasoning model's reasoning is left out, as
+    chat clients leave it out of the next turn (DeepSeek's API refuses `reasoning_content` in input)."""
     if stream:
         events = (parse_data_line(line) for _, line in timed_lines)
-        return "".join(chunk_text(event) for event in events if isinstance(event, dict))
+        return "".join(chunk_answer_text(event) for event in events if isinstance(event, dict))
     try:
         choice = (json.loads(body or b"null") or {}).get("choices", [{}])[0]
     except (ValueError, AttributeError, IndexError, TypeError):

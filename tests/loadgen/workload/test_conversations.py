@@ -49,3 +49,13 @@ def test_answer_text_joins_streamed_chunks_and_reads_a_whole_body():
     assert answer_text([], body, stream=False) == "whole"
     assert answer_text([], b'{"choices":[{"text":"done"}]}', stream=False) == "done"
     assert answer_text([], b"not json", stream=False) == ""
+
+
+def test_a_reasoning_models_next_turn_carries_its_answer_not_its_reasoning():
+    """The reference server sends reasoning under both of vLLM's keys; neither goes into the history."""
+    lines = [(0.1, b'data: {"choices":[{"delta":{"reasoning_content":"hm","reasoning":"hm"}}]}\n'),
+             (0.2, b'data: {"choices":[{"delta":{"reasoning":" so"}}]}\n'),
+             (0.3, b'data: {"choices":[{"delta":{"content":"Yes"}}]}\n'), (0.4, b"data: [DONE]\n")]
+    assert answer_text(lines, b"", stream=True) == "Yes"
+    body = json.dumps({"choices": [{"message": {"content": "Yes", "reasoning_content": "hm so"}}]}).encode()
+    assert answer_text([], body, stream=False) == "Yes"
