@@ -109,8 +109,9 @@ class ChatScenario:
         output_tokens = self.config.output_tokens.sample(rng)
         prompt = self.prompts.build(prompt_tokens, rng)
         model = self.pick_model(rng)
+        reasoning = self.reasoning_budget(rng, output_tokens)
         body = self._body(model, prompt, output_tokens, stream=self.config.stream,
-                          ignore_eos=self.config.ignore_eos, reasoning_tokens=self.reasoning(rng, output_tokens))
+                          ignore_eos=self.config.ignore_eos, reasoning_tokens=reasoning)
         return Prepared(self._http(body), prompt_tokens + self.config.shared_prefix_tokens, output_tokens,
                         model=self.recorded_model(model))
 
@@ -120,7 +121,7 @@ class ChatScenario:
         mix = self.config.model_mix
         return self.model if mix is None else mix.pick(rng, base=self.model)
 
-    def reasoning(self, rng: random.Random, output_tokens: int, data: int | None = None) -> int | None:
+    def reasoning_budget(self, rng: random.Random, output_tokens: int, data: int | None = None) -> int | None:
         """This request's reasoning budget: the data's, else --reasoning-tokens' draw (drawn last, so a
         budget leaves the run's lengths and models as they were), capped at its output; None: none asked."""
         if data is None and self.config.reasoning_tokens is None:
@@ -175,7 +176,7 @@ class TraceReplay:
         messages = ([{"role": "system", "content": shared}] if shared else []) + [
             {"role": "user", "content": self.prompts.text(index, row)}]
         model = self.scenario.pick_model(rng)
-        reasoning = self.scenario.reasoning(rng, output_tokens)
+        reasoning = self.scenario.reasoning_budget(rng, output_tokens)
         return Prepared(self.scenario.render(messages, output_tokens, model, reasoning),
                         row.input_tokens + config.shared_prefix_tokens, output_tokens,
                         model=self.scenario.recorded_model(model))
@@ -203,7 +204,7 @@ class ChatConversation:
                          else config.output_tokens.sample(self.rng))
         messages = self.history.messages(turn)
         prompt_tokens = sum(estimate_tokens(m["content"], self.chars_per_token) for m in messages)
-        reasoning = self.scenario.reasoning(self.rng, output_tokens, self.history.plan.reasoning_at(turn))
+        reasoning = self.scenario.reasoning_budget(self.rng, output_tokens, self.history.plan.reasoning_at(turn))
         return Prepared(self.scenario.render(messages, output_tokens, self.model, reasoning), prompt_tokens, output_tokens,
                         conversation_id=self.conversation_id, turn=turn + 1 if self.conversation_id else None,
                         model=self.scenario.recorded_model(self.model))
