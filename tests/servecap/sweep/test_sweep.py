@@ -214,6 +214,8 @@ def _recompute(records: list[dict], level: str) -> dict:
             "tokens": sum(r["output_tokens"] for r in ok)}
 
 
+# The tests below run whole sweeps (the module fixture, and an interrupted one): they are the e2e suite's,
+# which keeps `make test` inside its time budget.
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sweep") / "run"
@@ -228,6 +230,7 @@ def swept(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_sweep_writes_every_file(swept):
     for name in ("run.json", "requests.jsonl", "samples.csv", "server_metrics.csv", "summary.json",
                  "report.html", "report.md", "server-none.log", "server-continuous.log", "canary.csv"):
@@ -255,6 +258,7 @@ def test_sweep_writes_every_file(swept):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_the_engine_record_is_polled_and_joins_the_clients_records(swept):
     import pandas as pd
 
@@ -279,6 +283,7 @@ def test_the_engine_record_is_polled_and_joins_the_clients_records(swept):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_the_sweep_reports_in_its_own_process_and_never_imports_torch(swept):
     modules = json.loads((swept.parent / "modules.json").read_text())
     assert "reports.report" in modules and "servecap.launch.process" in modules   # reported and launched here
@@ -286,6 +291,7 @@ def test_the_sweep_reports_in_its_own_process_and_never_imports_torch(swept):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_summary_matches_an_independent_recomputation(swept):
     records = [json.loads(line) for line in (swept / "requests.jsonl").read_text().splitlines()]
     summary = json.loads((swept / "summary.json").read_text())
@@ -309,6 +315,7 @@ def test_summary_matches_an_independent_recomputation(swept):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_the_server_side_view_sits_beside_the_client_one(swept):
     """The reference server's own histograms give each level server-side percentiles; the engine's TTFT
     (route entry to first token) never exceeds what the client saw, and its queue and prefill phases fit in it."""
@@ -350,6 +357,7 @@ def test_the_server_side_view_sits_beside_the_client_one(swept):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_html_references_each_figure(swept):
     html = (swept / "report.html").read_text()
     figures = sorted(p.name for p in swept.glob("*.png"))
@@ -360,6 +368,7 @@ def test_html_references_each_figure(swept):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_interrupted_sweep_leaves_a_reportable_partial_run(tmp_path):
     out = tmp_path / "killed"
     proc = subprocess.Popen(
@@ -384,6 +393,7 @@ def test_interrupted_sweep_leaves_a_reportable_partial_run(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_existing_run_is_never_overwritten(swept):
     result = subprocess.run([*SERVECAP, "sweep", "--out", str(swept), "--concurrency", "1"],
                             capture_output=True, text=True, timeout=60)
