@@ -45,8 +45,14 @@ def parse_data_line(line: bytes) -> Any | None:
         return {"_unparsed": payload[:200].decode("utf-8", "replace")}
 
 
-def chunk_text(event: dict) -> str:
-    """All generated text a chunk carries (empty for role/usage-only chunks)."""
+ANSWER_KEYS = ("content",)
+REASONING_KEYS = ("reasoning_content", "reasoning")   # vLLM's two names for a reasoning delta
+TEXT_KEYS = ANSWER_KEYS + REASONING_KEYS
+
+
+def chunk_text(event: dict, delta_keys: tuple[str, ...] = TEXT_KEYS) -> str:
+    """The generated text a chunk carries (empty for role/usage-only chunks): `text` and the delta's
+    `delta_keys`; every kind by default, the answer alone with ANSWER_KEYS."""
     out = []
     for choice in event.get("choices") or ():
         if not isinstance(choice, dict):
@@ -56,23 +62,10 @@ def chunk_text(event: dict) -> str:
             out.append(text)
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            for key in ("content", "reasoning_content", "reasoning"):
+            for key in delta_keys:
                 value = delta.get(key)
                 if isinstance(value, str) and value:
                     out.append(value)
-    return "".join(out)
-
-
-def chunk_answer_text(event: dict) -> str:
-    """The answer text a chunk carries: `text` or `delta.content`, never a reasoning key."""
-    out = []
-    for choice in event.get("choices") or ():
-        if not isinstance(choice, dict):
-            continue
-        delta = choice.get("delta")
-        for value in (choice.get("text"), delta.get("content") if isinstance(delta, dict) else None):
-            if isinstance(value, str) and value:
-                out.append(value)
     return "".join(out)
 
 
@@ -82,7 +75,7 @@ def answer_text(timed_lines: Iterable[tuple[float, bytes]], body: bytes, *, stre
     chat clients leave it out of the next turn (DeepSeek's API refuses `reasoning_content` in input)."""
     if stream:
         events = (parse_data_line(line) for _, line in timed_lines)
-        return "".join(chunk_answer_text(event) for event in events if isinstance(event, dict))
+        return "".join(chunk_text(event, ANSWER_KEYS) for event in events if isinstance(event, dict))
     try:
         choice = (json.loads(body or b"null") or {}).get("choices", [{}])[0]
     except (ValueError, AttributeError, IndexError, TypeError):
@@ -105,9 +98,6 @@ def error_message(obj: Any) -> str | None:
         if "_unparsed" in obj:
             return obj["_unparsed"]
     return None
-
-
-REASONING_KEYS = ("reasoning_content", "reasoning")
 
 
 def chunk_kinds(event: dict) -> tuple[bool, bool]:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadgen.client.sse import REASONING_KEYS   # a message's reasoning goes by a delta's names
 from loadgen.workload.conversations import ConversationPlan
 from loadgen.workload.input_files import jsonl_objects, read_input_text
 
@@ -52,7 +53,6 @@ _ASSISTANT = {"gpt", "assistant", "chatgpt", "bard", "bing", "model"}
 
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-REASONING_KEYS = ("reasoning_content", "reasoning")   # an assistant message's reasoning (vLLM's two names)
 
 
 @dataclass(frozen=True)
