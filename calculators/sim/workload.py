@@ -15,6 +15,16 @@ from contract.distributions import LengthDistribution
 from reference_server.scheduling.strategies import Limits, limits_from_flags, resolve  # the pure registry
 
 
+def length_rows(rows) -> np.ndarray:
+    """[n, 3] int64 (prompt, output, reasoning) from pairs, triples or nothing; pairs reason for 0 tokens."""
+    table = np.asarray(rows, dtype=np.int64)
+    if table.size == 0:
+        return np.zeros((0, 3), dtype=np.int64)
+    if table.ndim == 2 and table.shape[1] == 2:
+        return np.column_stack([table, np.zeros(len(table), dtype=np.int64)])
+    return table
+
+
 class MeasuredLengths:
     """(prompt, output[, reasoning]) token counts measured together, kept as one [n, 3] int64 table,
     checked once: drawn together with replacement, or with ``in_order`` taken in order and cycled (a
@@ -37,9 +47,8 @@ class MeasuredLengths:
                 or (table[:, :2] <= 0).any()):
             raise ValueError("lengths must be (prompt, output) pairs of positive integers, or (prompt, output, "
                              "reasoning) triples")
-        if table.shape[1] == 2:
-            table = np.column_stack([table, np.zeros(len(table), dtype=np.int64)])
-        elif ((table[:, 2] < 0) | (table[:, 2] > table[:, 1])).any():
+        table = length_rows(table)
+        if ((table[:, 2] < 0) | (table[:, 2] > table[:, 1])).any():
             raise ValueError("reasoning tokens must be >= 0 and at most the output tokens they are part of")
         table.flags.writeable = False
         self.table: np.ndarray = table   # [n, 3]: prompt, output, reasoning

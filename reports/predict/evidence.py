@@ -21,6 +21,7 @@ import pandas as pd
 
 from calculators.sim.calibrate import closed_loop_think_s, fit_front_end
 from calculators.sim.front_end import FrontEnd
+from calculators.sim.workload import length_rows
 from calculators.sim.warm_up import steps_since_idle
 from reports.diagnostics.canary_speed import machine_speed
 from reports.predict.external_calibration import (client_step_noise, decode_step_mean_s, front_end_from_means,
@@ -95,11 +96,7 @@ class LevelSample:
     def __post_init__(self) -> None:
         # arrays, not tuples of Python numbers: a 1,000,000-record run's levels hold a million of each, and
         # every calibration (one per held-out level) concatenates them
-        lengths = np.asarray(self.lengths, dtype=np.int64)
-        lengths = lengths.reshape(-1, lengths.shape[-1] if lengths.ndim == 2 else 2)
-        if lengths.shape[1] == 2:
-            lengths = np.column_stack([lengths, np.zeros(len(lengths), dtype=np.int64)])
-        object.__setattr__(self, "lengths", lengths)
+        object.__setattr__(self, "lengths", length_rows(self.lengths))
         object.__setattr__(self, "tpot_factors", np.asarray(self.tpot_factors, dtype=np.float64))
 
     @property
@@ -171,7 +168,7 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
         sample = LevelSample(
             level=lvl["level"], strategy=source, kind=kind, load=float(load), warmup_s=warmup, duration_s=duration,
             lengths=pairs.to_numpy(dtype=np.int64),
-            measured={m: {q: (lvl["metrics"].get(m) or {}).get(q) for q in QUANTILES} for m in METRICS},
+            measured={m: {q: lvl["metrics"][m][q] for q in QUANTILES} for m in METRICS},
             output_tokens_per_s=lvl["output_tokens_per_s"], e2e_mean_s=lvl["metrics"]["e2e_s"].get("mean"),
             steps=level_steps, machine_speed=speed,
             window_speeds=tuple(per_window) if per_window and None not in per_window else (),

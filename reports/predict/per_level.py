@@ -183,8 +183,6 @@ def _latency_metrics(level: dict) -> tuple[str, ...]:
 def _add_simulated(comparisons: dict, metrics: dict, level: dict) -> None:
     """`metrics`: a Replicated's {metric: {q: {"value", "interval"}}}."""
     for metric in _latency_metrics(level):
-        if metric not in metrics or metric not in level["metrics"]:
-            continue
         for pct in ("p50", "p95", "p99"):
             pair = _pair(metrics[metric][pct]["value"], level["metrics"][metric][pct], "s")
             pair["interval"] = metrics[metric][pct]["interval"]

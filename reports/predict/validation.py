@@ -104,11 +104,6 @@ def keys_of(summary: dict) -> tuple[str, ...]:
     return tuple(summary.get("keys") or KEYS)
 
 
-def _measured(sample: LevelSample, key: str) -> float | None:
-    metric, q = key.split(".")
-    return (sample.measured.get(metric) or {}).get(q)
-
-
 def _median_abs(levels: dict, names: list[str], keys: tuple[str, ...]) -> dict:
     out = {}
     for key in keys:
@@ -170,7 +165,8 @@ def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replication
             except (ValueError, RuntimeError) as exc:
                 unavailable.append(f"{held.level}: {exc}")
                 continue
-            levels[held.level] = {key: _pair(predicted.value(*key.split(".")), _measured(held, key)) for key in keys}
+            levels[held.level] = {f"{m}.{q}": _pair(predicted.value(m, q), held.measured[m][q])
+                                  for m, q in (key.split(".") for key in keys)}
             predictions[held.level] = predicted.metrics
             done.append(held)
         if not done:
