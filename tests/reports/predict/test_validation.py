@@ -172,7 +172,7 @@ def _level(users: int, tokens_per_s: float, kind: str = "concurrency"):
 
 
 def test_the_medians_are_over_levels_below_the_knee_not_a_level_whose_throughput_fell_past_it():
-    # the top at c=4; c=32's throughput fell to 75% of it (as none's did on this VM)
+    # the top at c=4, and a level past it whose throughput fell (a saturated closed loop's)
     group = [_level(1, 600.0), _level(2, 950.0), _level(4, 1000.0), _level(8, 990.0), _level(32, 750.0)]
 
     assert levels_below_knee(group) == ["none/c=1"]

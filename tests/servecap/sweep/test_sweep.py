@@ -337,7 +337,7 @@ def test_the_server_side_view_sits_beside_the_client_one(swept):
         # per request the engine's TTFT is below the client's (the engine-record test pairs them); the two
         # means are over sets that differ at the window's edges (the scrapes bracket it, at most `concurrency`
         # requests in flight at each end), so the server's mean may exceed the client's by at most that share
-        # of the client's spread: stop 22's CI saw none/c=4 read 86.7 ms against 86.3 ms
+        # of the client's spread
         ttfts = [r["ttft_s"] for r in records if r["level"] == level["level"] and r["phase"] == "measure"
                  and r["status"] == "ok"]
         edge = 2 * level["offered"]["concurrency"] + abs(server["ttft_s"]["count"] - client["count"])
