@@ -14,6 +14,7 @@ from calculators.architecture import ModelArchitecture
 from calculators.models import get_model
 from reference_server.engine.config import DTYPE_BYTES, EngineConfig
 from reference_server.engine.outputs import EngineStats, RequestRejected, StepOutput
+from reference_server.engine.speculation_counts import SpeculationCounts, describe_speculation
 from reference_server.engine.step_recorder import StepRecorder
 from reference_server.engine.token_space import token_space
 from reference_server.engine.tokenizer import ByteTokenizer
@@ -175,7 +176,7 @@ class Engine:
         self._total_steps = 0
         self._gpu_free_at: float | None = None   # an emulated GPU's last step end, while work waits (perf_counter)
         self.recorder = StepRecorder()
-        self._reset_speculation_counts()
+        self.speculation = SpeculationCounts(self.config.num_speculative_tokens)
 
     def emulation(self) -> dict:
         """What an emulated engine stands in for (the /v1/engine `emulation` block)."""
@@ -289,7 +290,7 @@ class Engine:
         return outputs
 
     def _postprocess(self, batch: ScheduledBatch, tokens: list[int | list[int] | None]) -> list[StepOutput]:
-        self._step_accepted = self._count_speculation(batch, tokens)
+        self._step_accepted = self.speculation.count(batch, tokens)
         outputs = []
         now = self.clock()
         for seq, token, reason in postprocess(self.scheduler, batch, tokens, self.stop_rule):
@@ -311,27 +312,6 @@ class Engine:
             ))
         return outputs
 
-    def _reset_speculation_counts(self) -> None:
-        self.spec_drafts = self.spec_draft_tokens = self.spec_accepted_tokens = 0
-        self.spec_accepted_per_position = [0] * self.config.num_speculative_tokens
-
-    def _count_speculation(self, batch: ScheduledBatch, tokens: list) -> int:
-        """vLLM's spec-decode counters: drafts, draft tokens, accepted tokens, and accepted per position;
-        returns the step's accepted tokens."""
-        step_accepted = 0
-        for seq, kept in zip(batch.seqs, tokens):
-            if not isinstance(kept, list):
-                continue
-            proposed = len(seq.spec_token_ids)
-            accepted = len(kept) - 1
-            self.spec_drafts += 1
-            self.spec_draft_tokens += proposed
-            self.spec_accepted_tokens += accepted
-            step_accepted += accepted
-            for position in range(accepted):
-                self.spec_accepted_per_position[position] += 1
-        return step_accepted
-
     def warmup(self) -> None:
         """One real forward pass (a throwaway request), so the first user does not pay for it."""
         request_id = "__warmup__"
@@ -341,7 +321,7 @@ class Engine:
             if not self.step():
                 time.sleep(self.seconds_until_schedulable() or 0.0)
         self._total_steps = 0   # counters describe user traffic only
-        self._reset_speculation_counts()
+        self.speculation.reset()
         self.recorder.reset()
         self.block_manager.prefix_cache_query_tokens = self.block_manager.prefix_cache_hit_tokens = 0
 
@@ -357,9 +337,9 @@ class Engine:
             total_prefix_cache_queries=bm.prefix_cache_query_tokens,
             total_preemptions=self.scheduler.num_preemptions, total_steps=self._total_steps,
             last_num_tokens=self._last_num_tokens, records=self.recorder.take(),
-            spec_drafts=self.spec_drafts, spec_draft_tokens=self.spec_draft_tokens,
-            spec_accepted_tokens=self.spec_accepted_tokens,
-            spec_accepted_per_position=tuple(self.spec_accepted_per_position),
+            spec_drafts=self.speculation.drafts, spec_draft_tokens=self.speculation.draft_tokens,
+            spec_accepted_tokens=self.speculation.accepted_tokens,
+            spec_accepted_per_position=tuple(self.speculation.accepted_per_position),
             lora_running=self._adapters_of(self.scheduler.running),
             lora_waiting=self._adapters_of(self.scheduler.waiting),
         )
@@ -368,29 +348,6 @@ class Engine:
         if self.lora_slots is None:
             return ()
         return tuple(sorted({seq.lora for seq in seqs if seq.lora is not None}))
-
-    def _describe_speculation(self) -> dict | None:
-        """The /v1/engine `speculative` block: the method, k, and which acceptance mode runs."""
-        cfg = self.config
-        if cfg.speculative_method is None:
-            return None
-        mode = cfg.speculation_mode
-        described = {"method": cfg.speculative_method, "num_speculative_tokens": cfg.num_speculative_tokens,
-                     "mode": mode, "speculative_model": cfg.speculative_model}
-        if self.draft is not None:
-            described["draft_kv_cache_bytes"] = self.draft.kv_cache_bytes
-        if cfg.speculative_method == "ngram":
-            described.update(prompt_lookup_max=cfg.prompt_lookup_max, prompt_lookup_min=cfg.prompt_lookup_min)
-        if mode == "exact":
-            described["acceptance"] = ("exact: the target verifies every proposal (greedy: its argmax agrees; "
-                                       "sampled: rejection sampling)")
-        else:
-            described["acceptance_per_position"] = list(cfg.speculative_acceptance)
-            described["acceptance"] = ("emulated: seeded draws keep proposals at these per-position rates"
-                                       + ("; the step model times the verification and the draft's passes"
-                                          if self.gpu is not None else "; the proposals and the verification "
-                                          "pass run as in the exact mode"))
-        return described
 
     def describe(self) -> dict:
         cfg = self.config
@@ -405,7 +362,8 @@ class Engine:
             "kv_cache_bytes": self.runner.kv_cache_bytes if self.gpu is None else self.num_kv_blocks * self.kv_block_bytes,
             "max_model_len": self.max_model_len, "inject_step_delay_ms": cfg.inject_step_delay_ms,
             "stream_interval": cfg.stream_interval,
-            "speculative": self._describe_speculation(),
+            "speculative": describe_speculation(self.config, None if self.draft is None else self.draft.kv_cache_bytes,
+                                                emulated=self.gpu is not None),
             "quantization": cfg.quantization,
             "lora": None if self.lora_slots is None else self.runner.lora.describe(),
             "weight_bytes": self.runner.weight_bytes if self.gpu is None else self.gpu.fit.weight_bytes,
