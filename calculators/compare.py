@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from calculators.cost import usd_per_million_tokens
 from calculators.fit import fit
 from calculators.fleet import fleet, replica_from_roofline
-from calculators.dtypes import parse_dtype
-from calculators.gpus import GIB, GpuSpec
+from engine_core.dtypes import parse_dtype
+from engine_core.gpus import GIB, GpuSpec
 from calculators.kv import kv_heads_per_gpu
 from calculators.roofline import roofline
 

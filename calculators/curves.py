@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from calculators.cost import usd_per_million_tokens
 from calculators.fit import fit
 from calculators.fleet import Replica
-from calculators.gpus import GpuSpec
+from engine_core.gpus import GpuSpec
 from calculators.kv import kv_bytes_for_tokens
 from calculators.queueing import ggc
 

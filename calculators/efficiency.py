@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from calculators.dtypes import DType, parse_dtype
+from engine_core.dtypes import DType, parse_dtype
 
 ENGINES = ("tensorrt-llm", "vllm", "sglang", "lmdeploy", "gpt-fast")
 LONG_PROMPT_TOKENS = 1000   # prefills of this many tokens and more carry the long-prompt error band

@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 
-from calculators.dtypes import DType
+from engine_core.dtypes import DType
 from calculators.efficiency import ENGINES, Efficiencies, ErrorBand, dtype_class
-from calculators.gpus import GpuSpec
+from engine_core.gpus import GpuSpec
 
 PROFILE_KIND = "servecap-efficiency-profile"
 PROFILE_VERSION = 1

@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from calculators.architecture import ModelArchitecture
-from calculators.dtypes import DType, default_kv_dtype, parse_dtype, parse_kv_dtype
-from calculators.gpus import GIB, GpuSpec
+from engine_core.architecture import ModelArchitecture
+from engine_core.dtypes import DType, default_kv_dtype, parse_dtype, parse_kv_dtype
+from engine_core.gpus import GIB, GpuSpec
 from calculators.kv import kv_block_bytes, kv_bytes_for_tokens, kv_heads_per_gpu
 from calculators.lora import slot_bytes
 from calculators.weights import weights

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 from dataclasses import replace
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from calculators.efficiency import Efficiencies, ErrorBand
 from calculators.efficiency_profile import EfficiencyProfile
 from calculators.fit import fit
-from calculators.gpus import GpuSpec
+from engine_core.gpus import GpuSpec
 from calculators.queueing import ggc, response_quantile
 from calculators.roofline import roofline
 from calculators.whatif import mixed_band

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calculators.architecture import ModelArchitecture
-from calculators.dtypes import default_kv_dtype, parse_dtype
+from engine_core.architecture import ModelArchitecture
+from engine_core.dtypes import default_kv_dtype, parse_dtype
 from calculators.fit import Fit, fit
-from calculators.gpus import GIB, GpuSpec
+from engine_core.gpus import GIB, GpuSpec
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 
 LARGE_GPU_BYTES = 70 * GIB   # vLLM gives GPUs of this much memory or more (A100s excepted) larger batch limits

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from calculators.architecture import ModelArchitecture
-from calculators.dtypes import DType, parse_kv_dtype
+from engine_core.architecture import ModelArchitecture
+from engine_core.dtypes import DType, parse_kv_dtype
 from contract.checks import non_negative_int, positive_int
 
 

@@ -12,8 +12,8 @@ the slots (the A or B side is split with its layer). Pure: the architecture only
 
 from __future__ import annotations
 
-from calculators.architecture import ModelArchitecture
-from calculators.dtypes import default_kv_dtype, parse_dtype
+from engine_core.architecture import ModelArchitecture
+from engine_core.dtypes import default_kv_dtype, parse_dtype
 
 ALL_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 

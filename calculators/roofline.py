@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calculators.architecture import ModelArchitecture
-from calculators.dtypes import default_kv_dtype, parse_dtype, parse_kv_dtype
+from engine_core.architecture import ModelArchitecture
+from engine_core.dtypes import default_kv_dtype, parse_dtype, parse_kv_dtype
 from calculators.efficiency import Efficiencies, ErrorBand
 from calculators.efficiency_profile import EfficiencyProfile, efficiencies_for
-from calculators.gpus import GpuSpec
+from engine_core.gpus import GpuSpec
 from calculators.kv import kv_heads_per_gpu
 from calculators.step_cost import decode_cost, prefill_cost
 

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calculators.architecture import ModelArchitecture
-from calculators.dtypes import default_kv_dtype, parse_dtype, parse_kv_dtype
+from engine_core.architecture import ModelArchitecture
+from engine_core.dtypes import default_kv_dtype, parse_dtype, parse_kv_dtype
 from calculators.efficiency_profile import EfficiencyProfile, efficiencies_for
-from calculators.gpus import GpuSpec
+from engine_core.gpus import GpuSpec
 from calculators.step_cost import decode_cost
-from reference_server.scheduling.speculative import per_position_acceptance
+from engine_core.scheduling.speculative import per_position_acceptance
 
 METHODS = ("draft", "ngram")
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calculators.architecture import ModelArchitecture
-from calculators.dtypes import DType
+from engine_core.architecture import ModelArchitecture
+from engine_core.dtypes import DType
 from calculators.efficiency import Efficiencies
-from calculators.gpus import GpuSpec
+from engine_core.gpus import GpuSpec
 from calculators.kv import kv_bytes_for_tokens
 from calculators.tp_comm import tp_comm_s
 from calculators.weights import param_counts, weights

@@ -11,9 +11,9 @@ latency and efficiency come from the efficiency profile (fitted on published TP 
 
 from __future__ import annotations
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from calculators.efficiency import Efficiencies
-from calculators.gpus import GpuSpec
+from engine_core.gpus import GpuSpec
 
 ACTIVATION_BYTES = 2
 ALLREDUCES_PER_LAYER = 2

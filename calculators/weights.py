@@ -8,7 +8,7 @@ plus input embedding V*h, output head V*h unless tied, learned positions, final 
 Llama-3.1-8B: 8,030,261,248 parameters -> 16.06e9 bytes in BF16 (published: "8B", 16.06 GB).
 
 Bytes: linear weights in ``dtype`` (group quantization adds its scale/zero overhead,
-see ``calculators.dtypes``); embeddings in ``dtype`` unless ``keep_embeddings_16bit``
+see ``engine_core.dtypes``); embeddings in ``dtype`` unless ``keep_embeddings_16bit``
 keeps them (and the output head) at 16 bits, as GPTQ/AWQ checkpoints do; norms,
 biases and routers stay at 16 bits in quantized formats (the dtype itself otherwise).
 """
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calculators.architecture import ModelArchitecture
-from calculators.dtypes import DType, parse_dtype
+from engine_core.architecture import ModelArchitecture
+from engine_core.dtypes import DType, parse_dtype
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The reference serving process: a small real PyTorch LLM engine with pluggable batching.
 
-Engine side: `scheduling/` (pure: `sequence`, `sampling`, `block_manager`, `postprocess`,
-`strategies/` with the strategy registry), `engine/` (torch: config, model, model_runner, engine),
-`runtime/`, `bench/`. Serving side: `cli`, `api/`.
+Engine side: `engine/` (torch: config, model, model_runner, engine) over the pure core in
+`engine_core.scheduling` (sequences, block manager, strategies), `runtime/`. Serving side:
+`cli`, `api/`.
 """

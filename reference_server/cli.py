@@ -11,10 +11,10 @@ import sys
 
 from contract.reasoning_effort import DEFAULT_EFFORT_TOKENS
 from reference_server.engine.lora_sources import adapter_rank   # json only: no torch
-from reference_server.scheduling.speculative import parse_acceptance
-from reference_server.scheduling.strategies import DEFAULT_STRATEGY, STRATEGIES  # pure: no torch
-from reference_server.scheduling.strategies.flags import add_limit_arguments, limit_values
-from reference_server.scheduling.strategies.limits import parse_int_list
+from engine_core.scheduling.speculative import parse_acceptance
+from engine_core.scheduling.strategies import DEFAULT_STRATEGY, STRATEGIES  # pure: no torch
+from engine_core.scheduling.strategies.flags import add_limit_arguments, limit_values
+from engine_core.scheduling.strategies.limits import parse_int_list
 
 API_KEY_ENV = "SERVECAP_API_KEY"
 GIB = 1 << 30
@@ -247,7 +247,7 @@ def _emulation(args: argparse.Namespace, limits: dict) -> tuple[dict, dict, int]
     """--emulate's EngineConfig fields, the limits with the engine's defaults where no flag gave one, and
     the engine's block size; ValueError names a flag the emulation cannot honour."""
     from calculators.gpu_engine import engine_defaults
-    from calculators.gpus import get_gpu
+    from engine_core.gpus import get_gpu
 
     for flag, given in (("--kv-blocks", args.kv_blocks is not None), ("--kv-memory-gib", args.kv_memory_gib is not None),
                         ("--device", args.device != "cpu")):

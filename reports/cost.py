@@ -7,7 +7,7 @@ GPU catalog for the GPU named by `--gpu` or found in run.json's host section.
 from __future__ import annotations
 
 from calculators.cost import usd_per_million_tokens
-from calculators.gpus import catalog_gpu_for, get_gpu
+from engine_core.gpus import catalog_gpu_for, get_gpu
 from contract.run_json import RunInfo
 
 def resolve_price(run: RunInfo, gpu_hourly: float | None, gpu: str | None) -> dict:

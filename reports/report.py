@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calculators.hf_config import load_hf_config
+from engine_core.hf_config import load_hf_config
 from reports.figures import latency as figures_latency
 from reports.figures import resources as figures_resources
 from reports.figures import validation as figures_validation

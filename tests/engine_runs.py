@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 
 GREEDY = dict(temperature=0.0)
 PROMPTS = {   # shared prefixes, lengths across block boundaries, one-token prompt

@@ -9,7 +9,7 @@ REPO = Path(__file__).resolve().parents[1]
 # bottom first; within a layer, the longest matching prefix decides
 LAYERS: list[tuple[str, ...]] = [
     ("contract",),                        # the run directory's formats and the workload syntax (pure)
-    ("reference_server.scheduling",),     # the pure engine core, which the simulator runs too
+    ("engine_core",),                     # the pure engine core and the model/GPU catalogs, under server and calculators
     ("calculators",),                     # pure capacity models and the simulator
     ("reference_server", "loadgen"),      # the serving process; the load generator
     ("reports",),                         # run dir -> summary, report, predictions, the gate
@@ -36,7 +36,7 @@ def imported_modules(path: Path):
 
 
 def product_files():
-    for top in ("contract", "reference_server", "calculators", "loadgen", "reports", "servecap"):
+    for top in ("contract", "engine_core", "reference_server", "calculators", "loadgen", "reports", "servecap"):
         yield from sorted((REPO / top).rglob("*.py"))
 
 
@@ -59,8 +59,10 @@ def test_no_module_imports_a_layer_above_its_own():
 
 def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
     assert layer_of("loadgen.scenario.load_run") > layer_of("contract.records")
-    assert layer_of("reference_server.scheduling.block_manager") < layer_of("calculators.sim.sim_engine")
-    assert layer_of("reference_server.engine.model") > layer_of("calculators.architecture")
+    assert layer_of("engine_core.scheduling.block_manager") < layer_of("calculators.sim.sim_engine")
+    assert layer_of("engine_core.architecture") < layer_of("calculators.kv")
+    assert layer_of("reference_server.engine.model") > layer_of("engine_core.architecture")
+    assert layer_of("reference_server.engine.model") > layer_of("calculators.sim.step_model")
     fake = tmp_path / "loadgen" / "x.py"
     fake.parent.mkdir()
     fake.write_text("def f():\n    from reports.summary import build\n")

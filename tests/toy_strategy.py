@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.checks import positive_int
-from reference_server.scheduling.strategies.base import Strategy
-from reference_server.scheduling.strategies.limits import Limits, limit
-from reference_server.scheduling.strategies.run_to_completion import RunToCompletionScheduler
+from engine_core.scheduling.strategies.base import Strategy
+from engine_core.scheduling.strategies.limits import Limits, limit
+from engine_core.scheduling.strategies.run_to_completion import RunToCompletionScheduler
 
 
 @dataclass(frozen=True)

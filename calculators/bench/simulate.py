@@ -22,7 +22,7 @@ import time
 from calculators.sim.simulate import ServerConfig, Workload, simulate
 from calculators.sim.step_model import StepTimeModel
 from contract.distributions import LengthDistribution
-from reference_server.scheduling.strategies import STRATEGIES
+from engine_core.scheduling.strategies import STRATEGIES
 
 TARGET_S = 2.0
 

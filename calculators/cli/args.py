@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from calculators.efficiency import ENGINES
-from reference_server.scheduling.strategies import DEFAULT_STRATEGY, strategy_names  # the pure registry
-from reference_server.scheduling.strategies.flags import add_limit_arguments
+from engine_core.scheduling.strategies import DEFAULT_STRATEGY, strategy_names  # the pure registry
+from engine_core.scheduling.strategies.flags import add_limit_arguments
 
 
 def _lengths(text: str) -> tuple[int, int]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from calculators.cli.inputs import gpu_from_args
 from calculators.cli.output import emit, print_json, print_rows
-from calculators.models import resolve_model
+from engine_core.models import resolve_model
 
 
 def cmd_calibrate(args) -> None:

@@ -10,17 +10,17 @@ from calculators.cli.args import build_parser
 from calculators.cli.calibrate_command import cmd_calibrate
 from calculators.cli.inputs import gpu_from_args, profile_from_args
 from calculators.cli.output import GIB, as_dict, emit, print_json, print_rows, print_speculative
-from calculators.dtypes import default_kv_dtype
+from engine_core.dtypes import default_kv_dtype
 from calculators.fit import fit
 from calculators.gpu_engine import engine_defaults, gpu_engine
-from calculators.gpus import _catalog as gpu_catalog, get_gpu, gpu_names
+from engine_core.gpus import _catalog as gpu_catalog, get_gpu, gpu_names
 from calculators.kv import kv
-from calculators.models import get_model, model_names, resolve_model
+from engine_core.models import get_model, model_names, resolve_model
 from calculators.roofline import roofline
 from calculators.speculative import Speculation, speculative_decode
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from calculators.weights import weights
-from reference_server.scheduling.speculative import parse_acceptance
+from engine_core.scheduling.speculative import parse_acceptance
 from calculators.whatif import what_if
 
 
@@ -198,7 +198,7 @@ def _gpu_sizing(args, limits: dict):
 def cmd_simulate(args) -> None:
     from calculators.sim.simulate import ServerConfig, Workload, simulate_levels  # numpy: only here
     from contract.distributions import LengthDistribution
-    from reference_server.scheduling.strategies.flags import limit_values
+    from engine_core.scheduling.strategies.flags import limit_values
 
     limits, kv_blocks, block_size = limit_values(args), args.kv_blocks, args.block_size
     sizing = _gpu_sizing(args, limits)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from calculators.efficiency_profile import EfficiencyProfile, parse_profile_text
-from calculators.gpus import GpuSpec, get_gpu
+from engine_core.gpus import GpuSpec, get_gpu
 
 
 def gpu_from_args(args) -> GpuSpec:

@@ -25,14 +25,14 @@ from calculators.sim.sim_engine import MAX_FAST_STEPS, NO_STOP, SHORT_RUN, SIM_T
 from calculators.sim.state import StepClock
 from calculators.sim.step_model import StepTimeModel
 from calculators.sim.workload import ServerConfig
-from reference_server.scheduling.batch_shape import batch_shape
-from reference_server.scheduling.block_manager import BlockManager
-from reference_server.scheduling.lora_slots import LoraSlots
-from reference_server.scheduling.postprocess import postprocess
-from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.sequence import Sequence
-from reference_server.scheduling.steady_decode import advance_decodes, is_steady, plan_steady_run
-from reference_server.scheduling.strategies import make_scheduler
+from engine_core.scheduling.batch_shape import batch_shape
+from engine_core.scheduling.block_manager import BlockManager
+from engine_core.scheduling.lora_slots import LoraSlots
+from engine_core.scheduling.postprocess import postprocess
+from engine_core.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sequence import Sequence
+from engine_core.scheduling.steady_decode import advance_decodes, is_steady, plan_steady_run
+from engine_core.scheduling.strategies import make_scheduler
 
 
 class ReplicaSim:

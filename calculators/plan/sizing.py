@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from calculators.gpu_engine import engine_defaults, gpu_engine
-from calculators.gpus import get_gpu
-from calculators.models import resolve_model
+from engine_core.gpus import get_gpu
+from engine_core.models import resolve_model
 from calculators.plan.fleet import ReplicaSpec
 from calculators.sim.workload import ServerConfig
 

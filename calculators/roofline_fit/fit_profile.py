@@ -25,7 +25,7 @@ from scipy import optimize
 from calculators.roofline_fit.dataset import PublishedPoint
 from calculators.roofline_fit.point_model import predicted_s
 from calculators.efficiency import ENGINES, Efficiencies, dtype_class
-from calculators.gpus import get_gpu
+from engine_core.gpus import get_gpu
 
 EFFICIENCIES = ("weight_bandwidth", "prefill_compute", "decode_compute")
 # TensorRT-LLM's grouped-query attention kernels changed in v0.7 ("up to 2.4x improvement on Llama-70B over

@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from calculators.roofline_fit.dataset import PublishedPoint
-from calculators.dtypes import DType, parse_dtype, parse_kv_dtype
+from engine_core.dtypes import DType, parse_dtype, parse_kv_dtype
 from calculators.efficiency import IDEAL, Efficiencies
-from calculators.gpus import GpuSpec, get_gpu
-from calculators.models import get_model
+from engine_core.gpus import GpuSpec, get_gpu
+from engine_core.models import get_model
 from calculators.step_cost import decode_cost, prefill_cost
 from calculators.whatif import steady_state_tpot
 

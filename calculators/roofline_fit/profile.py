@@ -20,11 +20,11 @@ from typing import Sequence
 import numpy as np
 from scipy import optimize
 
-from calculators.architecture import ModelArchitecture
-from calculators.dtypes import default_kv_dtype, parse_dtype, parse_kv_dtype
+from engine_core.architecture import ModelArchitecture
+from engine_core.dtypes import default_kv_dtype, parse_dtype, parse_kv_dtype
 from calculators.efficiency import Efficiencies, ErrorBand, dtype_class
 from calculators.efficiency_profile import EfficiencyProfile, ProfileEntry, default_profile
-from calculators.gpus import GpuSpec
+from engine_core.gpus import GpuSpec
 from calculators.step_cost import decode_cost, prefill_cost
 
 FRACTIONS = ("weight_bandwidth", "kv_bandwidth", "prefill_compute", "decode_compute")

@@ -24,7 +24,7 @@ from calculators.roofline_fit.fit_profile import DTYPE_CLASSES, FINAL, GQA_KEYS,
 from calculators.roofline_fit.point_model import phase
 from calculators.efficiency import LONG_PROMPT_TOKENS as LONG_PROMPT, ErrorBand, dtype_class
 from calculators.efficiency_profile import EfficiencyProfile, ProfileEntry
-from calculators.gpus import _catalog as gpu_catalog, get_gpu
+from engine_core.gpus import _catalog as gpu_catalog, get_gpu
 
 TARGET = 0.15
 MIN_BAND_POINTS = 8

@@ -21,10 +21,10 @@ from typing import Sequence
 import numpy as np
 from scipy import optimize, stats
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from calculators.roofline_fit.profile import MeasuredStep, fit_efficiencies
 from calculators.efficiency import Efficiencies
-from calculators.gpus import GpuSpec
+from engine_core.gpus import GpuSpec
 from calculators.sim.front_end import FrontEnd
 from calculators.sim.step_model import StepTimeModel
 

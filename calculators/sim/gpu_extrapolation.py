@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from calculators.sim.calibrate import RooflineCalibration
 from calculators.efficiency_profile import efficiencies_for
-from calculators.gpus import GpuSpec
+from engine_core.gpus import GpuSpec
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 
 

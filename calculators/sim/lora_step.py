@@ -4,7 +4,7 @@
             + per_lora_token_s x tokens of sequences with an adapter    and its weights read once a step)
             + load_s x adapters copied into a slot for the step         (a cold adapter, from host memory)
 
-The slots are the engine's own (`reference_server.scheduling.lora_slots`): the simulator hands its
+The slots are the engine's own (`engine_core.scheduling.lora_slots`): the simulator hands its
 scheduler the same `LoraSlots`, so a request waits for a slot, and a step loads its cold adapters, as the
 engine's would. Fit the three costs on an engine's step record (`fit_lora_step`): the loads' time is
 measured apart (`lora_load_s`), the other two by non-negative least squares, beside the base step model's
@@ -20,7 +20,7 @@ import numpy as np
 from scipy import optimize
 
 from contract.checks import non_negative_number, positive_int
-from reference_server.scheduling.batch_shape import BatchShape
+from engine_core.scheduling.batch_shape import BatchShape
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
     schedule (the real scheduler)  ->  step time (StepClock)  ->  postprocess (shared with the engine)
 
 The scheduler is the class the engine runs for the strategy (from the registry in
-``reference_server.scheduling.strategies``) over a real ``BlockManager``, and ``postprocess`` is
+``engine_core.scheduling.strategies``) over a real ``BlockManager``, and ``postprocess`` is
 the engine's own bookkeeping (tokens computed, one token appended, finish at max_tokens), so
 batching rules, KV-limited admission and preemption are the engine's by construction. Only
 time is modelled: a step lasts ``StepClock.step(sequences, prefill tokens, context tokens)``
@@ -13,7 +13,7 @@ the steps after it take the model's warm-up). A request's first token
 comes at the end of the step that finishes its prompt; a reasoning model's first answer token at the end
 of the step that makes its output token `reasoning + 1` (``Trace.reasoning``).
 
-Fast path: after a steady step (``reference_server.scheduling.steady_decode``: the same batch of
+Fast path: after a steady step (``engine_core.scheduling.steady_decode``: the same batch of
 decodes will repeat until something arrives, finishes or runs out of blocks), the following
 steady steps run at once: their durations in one array, the scheduler advanced by
 ``advance_decodes``, stopping before the next arrival and the horizon. Durations, token counts,
@@ -33,14 +33,14 @@ import numpy as np
 
 from calculators.sim.state import Arrivals, StepClock, Trace
 from calculators.sim.workload import ServerConfig
-from reference_server.scheduling.batch_shape import BatchShape, batch_shape
-from reference_server.scheduling.block_manager import BlockManager, cdiv
-from reference_server.scheduling.lora_slots import LoraSlots
-from reference_server.scheduling.postprocess import StopRule, postprocess, samples_token
-from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.sequence import Sequence
-from reference_server.scheduling.steady_decode import advance_decodes, is_steady, plan_steady_run
-from reference_server.scheduling.strategies import make_scheduler
+from engine_core.scheduling.batch_shape import BatchShape, batch_shape
+from engine_core.scheduling.block_manager import BlockManager, cdiv
+from engine_core.scheduling.lora_slots import LoraSlots
+from engine_core.scheduling.postprocess import StopRule, postprocess, samples_token
+from engine_core.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sequence import Sequence
+from engine_core.scheduling.steady_decode import advance_decodes, is_steady, plan_steady_run
+from engine_core.scheduling.strategies import make_scheduler
 
 SIM_TOKEN = 1          # what every simulated step samples; with ignore_eos only max_tokens ends a request
 NO_STOP = StopRule()   # no end-of-sequence token, no context limit

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from calculators.efficiency_profile import EfficiencyProfile
-from calculators.gpus import GpuSpec
+from engine_core.gpus import GpuSpec
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
-from reference_server.scheduling.batch_shape import BatchShape
-from reference_server.scheduling.speculative import AcceptanceDraws, DraftSlots, check_share, per_position_acceptance
+from engine_core.scheduling.batch_shape import BatchShape
+from engine_core.scheduling.speculative import AcceptanceDraws, DraftSlots, check_share, per_position_acceptance
 
 
 def draft_step_model(draft: ModelArchitecture, gpu: GpuSpec, *, dtype: str, tp: int = 1, engine: str | None = "vllm",

@@ -38,10 +38,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from calculators.efficiency import Efficiencies
 from calculators.efficiency_profile import EfficiencyProfile
-from calculators.gpus import GpuSpec
+from engine_core.gpus import GpuSpec
 
 
 def _positive_floats(values, error: str) -> tuple[float, ...]:

@@ -12,7 +12,7 @@ from calculators.sim.lora_step import LoraServing
 from calculators.sim.speculative_step import SpeculativeStep
 from contract.model_mix import ModelMix
 from contract.distributions import LengthDistribution
-from reference_server.scheduling.strategies import Limits, limits_from_flags, resolve  # the pure registry
+from engine_core.scheduling.strategies import Limits, limits_from_flags, resolve  # the pure registry
 
 
 def length_rows(rows) -> np.ndarray:
@@ -159,7 +159,7 @@ class Workload:
 class ServerConfig:
     """The batching strategy with its limits, as the engine has them, and the KV cache.
 
-    ``limits`` is the strategy's ``Limits`` from ``reference_server.scheduling.strategies`` (the
+    ``limits`` is the strategy's ``Limits`` from ``engine_core.scheduling.strategies`` (the
     registry); ``strategy`` alone gets that strategy's defaults, neither means continuous.
     ``from_flags("static", batch_size=4)`` builds it from flat fields (the CLI's and run.json's shape).
     ``num_kv_blocks`` (None = as many as ``limits.max_running`` sequences of the longest request

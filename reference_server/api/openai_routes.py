@@ -27,7 +27,7 @@ from reference_server.api.openai_responses import ResponseShape
 from reference_server.api.openai_schemas import ChatCompletionRequest, CompletionRequest, _SamplingRequest
 from reference_server.api.output_text import OutputText
 from reference_server.api.sse import DONE, SSE_MEDIA_TYPE, sse_event
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16   # OpenAI's default for /v1/completions
 

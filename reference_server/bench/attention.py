@@ -37,9 +37,9 @@ from reference_server.engine.config import EngineConfig
 from reference_server.engine.model_runner import ModelRunner
 from reference_server.engine.engine import resolve_model
 from reference_server.engine.sampler import Sampler
-from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.sequence import Sequence
-from reference_server.scheduling.strategies.base import ScheduledBatch
+from engine_core.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sequence import Sequence
+from engine_core.scheduling.strategies.base import ScheduledBatch
 
 STDERR = Console(stderr=True)
 BLOCK_SIZE = 16

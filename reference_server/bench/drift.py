@@ -38,7 +38,7 @@ def time_blocks(blocks: int, block_s: float, start_at: float | None = None) -> l
 
     from reference_server.engine.config import EngineConfig
     from reference_server.engine.engine import Engine
-    from reference_server.scheduling.sampling import SamplingParams
+    from engine_core.scheduling.sampling import SamplingParams
 
     torch.set_num_threads(1)
     engine = Engine(EngineConfig(model="tiny", max_model_len=2048))

@@ -34,16 +34,16 @@ import torch
 from rich.console import Console
 from rich.progress import Progress
 
-from calculators.gpus import catalog_gpu_for, get_gpu, gpu_names
+from engine_core.gpus import catalog_gpu_for, get_gpu, gpu_names
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
-from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.strategies import STRATEGIES
-from reference_server.scheduling.strategies.base import ScheduledBatch
-from reference_server.scheduling.strategies.continuous import ContinuousLimits
+from engine_core.scheduling.sampling import SamplingParams
+from engine_core.scheduling.strategies import STRATEGIES
+from engine_core.scheduling.strategies.base import ScheduledBatch
+from engine_core.scheduling.strategies.continuous import ContinuousLimits
 from reference_server.bench.engine_tables import print_spread, print_table
 from reference_server.bench.repeats import spread_over_repeats
-from reference_server.scheduling.sequence import Sequence
+from engine_core.scheduling.sequence import Sequence
 
 STDERR = Console(stderr=True)
 BLOCK_SIZE = 16

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 
 INTERVALS_S = (0.005, 0.0005)   # Python's default, and a 10x shorter one
 

@@ -28,7 +28,7 @@ import numpy as np
 from calculators.sim.lora_step import fit_lora_step
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 
 PROMPT_TOKENS = 48
 

@@ -19,7 +19,7 @@ import time
 
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 
 CONFIGS = {"float32": None, "int8": "int8", "int8-dynamic": "int8-dynamic"}
 PROMPT_TOKENS = 48

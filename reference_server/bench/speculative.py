@@ -21,7 +21,7 @@ import time
 
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 
 PHRASES = ("the cat sat on the mat. ", "abc abc abc ", "1 2 3 4 ", "to be or not to be, ")
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from reference_server.scheduling.strategies.dynamic import dynamic_batch_size
+from engine_core.scheduling.strategies.dynamic import dynamic_batch_size
 
 MIN_WAIT_S = 50e-6   # floor for a timed wait, so a delay rounding to 0 cannot spin
 

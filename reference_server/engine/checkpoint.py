@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 
 CONFIG_FIELDS = {   # HF config.json key -> ModelArchitecture field
     "num_hidden_layers": "num_layers", "hidden_size": "hidden_size", "num_attention_heads": "num_heads",

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from contract.checks import non_negative_int, positive_int
-from reference_server.scheduling.strategies import limits_from_flags, resolve  # pure: no torch
-from reference_server.scheduling.strategies.limits import Limits, check_non_negative_number
+from engine_core.scheduling.strategies import limits_from_flags, resolve  # pure: no torch
+from engine_core.scheduling.strategies.limits import Limits, check_non_negative_number
 
 DTYPE_ALIASES = {
     "float32": "float32", "fp32": "float32", "f32": "float32",
@@ -37,15 +37,15 @@ class EngineConfig:
     """What to serve and how to batch it.
 
     The batching strategy's own limits are one object, `limits` (that strategy's `Limits`
-    dataclass from `reference_server.scheduling.strategies`); `from_flags` builds the whole
+    dataclass from `engine_core.scheduling.strategies`); `from_flags` builds the whole
     config from flat keywords, as the CLI has them.
 
     Attributes:
-        model: preset from `calculators.models` (tiny, small, llama-3.1-8b, ...) or a local
+        model: preset from `engine_core.models` (tiny, small, llama-3.1-8b, ...) or a local
             checkpoint directory (HF-style config.json + *.safetensors; never a hub id).
         device: "cpu", "cuda" or "cuda:N".
         dtype: float32 | bfloat16 | float16 (fp32/bf16/fp16 accepted, stored canonical).
-        strategy: batching strategy name, one of `reference_server.scheduling.strategies.STRATEGIES`
+        strategy: batching strategy name, one of `engine_core.scheduling.strategies.STRATEGIES`
             (default: the strategy of `limits`, else "continuous").
         limits: that strategy's limits (default: its defaults), e.g. `StaticLimits(batch_size=4)`.
         seed: seeds the random weights and the sampling of requests without their own seed.
@@ -175,7 +175,7 @@ class EngineConfig:
     def _check_speculation(self) -> None:
         """Speculative decoding: `ngram` (prompt lookup) or `draft`, on the continuous strategy; exact on the
         real engine, or with emulated acceptance (the only way on an emulated GPU)."""
-        from reference_server.scheduling.speculative import per_position_acceptance
+        from engine_core.scheduling.speculative import per_position_acceptance
 
         if self.speculative_method is None:
             given = [name for name in ("num_speculative_tokens", "speculative_model", "speculative_acceptance")
@@ -213,9 +213,9 @@ class EngineConfig:
         return "exact" if self.speculative_acceptance is None else "emulated-acceptance"
 
     def _check_emulation(self) -> None:
-        from calculators.dtypes import parse_dtype
+        from engine_core.dtypes import parse_dtype
         from calculators.gpu_engine import SIZED_ENGINES
-        from calculators.gpus import get_gpu
+        from engine_core.gpus import get_gpu
 
         get_gpu(self.emulate)   # ValueError names the catalog
         object.__setattr__(self, "dtype", parse_dtype(self.dtype).name)

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.model_runner import ModelRunner
-from reference_server.scheduling.strategies.base import ScheduledBatch
+from engine_core.scheduling.strategies.base import ScheduledBatch
 
 
 @dataclass

@@ -29,10 +29,10 @@ import time
 
 from calculators.sim.speculative_step import SpeculativeStep
 from calculators.sim.step_model import StepTimeModel
-from reference_server.scheduling.batch_shape import BatchShape
-from reference_server.scheduling.postprocess import samples_token
-from reference_server.scheduling.sequence import Sequence
-from reference_server.scheduling.strategies.base import ScheduledBatch
+from engine_core.scheduling.batch_shape import BatchShape
+from engine_core.scheduling.postprocess import samples_token
+from engine_core.scheduling.sequence import Sequence
+from engine_core.scheduling.strategies.base import ScheduledBatch
 
 
 SETTLE_WEIGHT = 0.1   # the moving average's weight of the newest step (about the last ten steps)

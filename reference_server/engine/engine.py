@@ -10,22 +10,22 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 
-from calculators.architecture import ModelArchitecture
-from calculators.models import get_model
+from engine_core.architecture import ModelArchitecture
+from engine_core.models import get_model
 from reference_server.engine.config import DTYPE_BYTES, EngineConfig
 from reference_server.engine.outputs import EngineStats, RequestRejected, StepOutput
 from reference_server.engine.speculation_counts import SpeculationCounts, describe_speculation
 from reference_server.engine.step_recorder import StepRecorder
 from reference_server.engine.token_space import token_space
 from reference_server.engine.tokenizer import ByteTokenizer
-from reference_server.scheduling.batch_shape import batch_shape
-from reference_server.scheduling.block_manager import BlockManager, cdiv
-from reference_server.scheduling.postprocess import StopRule, postprocess
-from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.sequence import Sequence
-from reference_server.scheduling.speculative import AcceptanceDraws, DraftSlots, NgramProposer
-from reference_server.scheduling.strategies import make_scheduler
-from reference_server.scheduling.strategies.base import ScheduledBatch
+from engine_core.scheduling.batch_shape import batch_shape
+from engine_core.scheduling.block_manager import BlockManager, cdiv
+from engine_core.scheduling.postprocess import StopRule, postprocess
+from engine_core.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sequence import Sequence
+from engine_core.scheduling.speculative import AcceptanceDraws, DraftSlots, NgramProposer
+from engine_core.scheduling.strategies import make_scheduler
+from engine_core.scheduling.strategies.base import ScheduledBatch
 
 DEFAULT_TOKENS_PER_SEQ = 512   # default cache: room for limits.max_running sequences of this many tokens
 
@@ -100,7 +100,7 @@ class Engine:
         """Adapters into host memory, the model's linear layers wrapped with `max_loras` slots, and the
         scheduler's admission rule on the same slots."""
         from reference_server.engine.lora import LoraBank, load_adapters
-        from reference_server.scheduling.lora_slots import LoraSlots
+        from engine_core.scheduling.lora_slots import LoraSlots
 
         cfg = self.config
         adapters = load_adapters(cfg.lora_modules, arch, cfg.max_lora_rank, cfg.seed, self.runner.dtype)
@@ -129,8 +129,8 @@ class Engine:
         """An emulated GPU (`config.emulate`): the architecture only (no weights), the KV cache and limits its
         engine would size on that GPU (calculators.gpu_engine), and the step model's wait for a forward pass."""
         from calculators.gpu_engine import gpu_engine
-        from calculators.gpus import get_gpu
-        from calculators.models import resolve_model as resolve_architecture
+        from engine_core.gpus import get_gpu
+        from engine_core.models import resolve_model as resolve_architecture
         from reference_server.engine.emulated_runner import EmulatedRunner, EmulatedTokens
 
         cfg = self.config
@@ -373,6 +373,6 @@ class Engine:
 
 
 def _dtype_bytes(name: str) -> float:
-    from calculators.dtypes import parse_dtype
+    from engine_core.dtypes import parse_dtype
 
     return parse_dtype(name).bytes_per_element

@@ -32,10 +32,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from calculators.lora import projection_shapes
 from reference_server.engine.lora_sources import adapter_rank, peft_config
-from reference_server.scheduling.lora_slots import LoraSlots
+from engine_core.scheduling.lora_slots import LoraSlots
 
 TARGETS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")   # our fused names
 PARTS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "o_proj": ("o_proj",),

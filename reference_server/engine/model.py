@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from reference_server.engine.attention import StepAttention
 
 

@@ -12,15 +12,15 @@ import time
 
 import torch
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from reference_server.engine.config import DTYPE_BYTES, EngineConfig
 from reference_server.engine.attention import AttentionPlanner, overhead_tokens_for
 from reference_server.engine.model import Transformer, init_random_weights, rope_tables
 from reference_server.engine.sampler import Sampler
-from reference_server.scheduling.postprocess import samples_token
-from reference_server.scheduling.sequence import Sequence
-from reference_server.scheduling.speculative import AcceptanceDraws
-from reference_server.scheduling.strategies.base import ScheduledBatch
+from engine_core.scheduling.postprocess import samples_token
+from engine_core.scheduling.sequence import Sequence
+from engine_core.scheduling.speculative import AcceptanceDraws
+from engine_core.scheduling.strategies.base import ScheduledBatch
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

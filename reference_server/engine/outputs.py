@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reference_server.engine.step_recorder import EngineRecords
-from reference_server.scheduling.sequence import RequestTimings
+from engine_core.scheduling.sequence import RequestTimings
 
 
 class RequestRejected(ValueError):

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from reference_server.scheduling.sequence import Sequence
-from reference_server.scheduling.speculative import accept_greedy
+from engine_core.scheduling.sequence import Sequence
+from engine_core.scheduling.speculative import accept_greedy
 
 
 class Sampler:

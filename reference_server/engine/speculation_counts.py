@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reference_server.engine.config import EngineConfig
-from reference_server.scheduling.strategies.base import ScheduledBatch
+from engine_core.scheduling.strategies.base import ScheduledBatch
 
 
 @dataclass

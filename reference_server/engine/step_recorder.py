@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import deque
 from typing import NamedTuple
 
-from reference_server.scheduling.batch_shape import BatchShape
-from reference_server.scheduling.strategies.base import ScheduledBatch
+from engine_core.scheduling.batch_shape import BatchShape
+from engine_core.scheduling.strategies.base import ScheduledBatch
 from contract.engine_record import RequestRecord, StepRecord
 
 MAX_PENDING = 1 << 16

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from reference_server.engine.checkpoint import save_checkpoint
 from reference_server.engine.model import Transformer, init_random_weights, rotate_half
 from reference_server.engine.tokenizer import ByteTokenizer

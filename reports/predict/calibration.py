@@ -43,7 +43,7 @@ from calculators.sim.simulate import ServerConfig, Workload
 from calculators.sim.step_model import StepTimeModel
 from calculators.sim.step_noise import split_slow
 from calculators.sim.warm_up import MIN_WAITS, fit_warm_up, without_warm_up
-from reference_server.scheduling.strategies import get_strategy, limits_from_flags  # the pure registry
+from engine_core.scheduling.strategies import get_strategy, limits_from_flags  # the pure registry
 from reports.predict.external_calibration import fit_steps_from_levels, running_while_stepping
 from reports.predict.evidence import SLOW_BIN_S, LevelSample
 from reports.predict.lora_calibration import calibrate_lora

@@ -23,7 +23,7 @@ from reports.predict.coverage import describe_distance
 from reports.predict.prediction import PredictPlan, SpeculativeAsk, calibrated_draft, predict_run
 from reports.run_data import RunDirError, load_run
 from contract.slo import SLO
-from reference_server.scheduling.speculative import parse_acceptance
+from engine_core.scheduling.speculative import parse_acceptance
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -26,11 +26,11 @@ from __future__ import annotations
 import math
 
 from calculators.sim.calibrate import fit_step_time
-from calculators.gpus import catalog_gpu_for, get_gpu
+from engine_core.gpus import catalog_gpu_for, get_gpu
 from calculators.kv import kv_block_bytes
 from calculators.sim.simulate import ServerConfig, Workload, simulate
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
-from reference_server.scheduling.strategies import get_strategy  # the pure registry
+from engine_core.scheduling.strategies import get_strategy  # the pure registry
 from reports.predict.calibration import Calibration, predict, strategy_limits
 from reports.predict.evidence import LevelSample
 from reports.predict.served_model import kv_comparisons, kv_dtype_for, served_architecture

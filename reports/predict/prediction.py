@@ -27,14 +27,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from calculators.sim.calibrate import calibrate_roofline
-from calculators.gpus import get_gpu
-from calculators.models import get_model
+from engine_core.gpus import get_gpu
+from engine_core.models import get_model
 from calculators.sim.gpu_extrapolation import extrapolate_to_gpu
 from calculators.sim.simulate import EmptyWindow
 from calculators.sim.speculative_step import SpeculativeStep, draft_step_model
 from calculators.sim.step_model import StepTimeModel
 from calculators.speculative_crossover import crossover
-from reference_server.scheduling.speculative import check_share, per_position_acceptance
+from engine_core.scheduling.speculative import check_share, per_position_acceptance
 from contract.arrivals import parse_arrival
 from contract.distributions import parse_length_distribution
 from contract.model_mix import parse_model_mix

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from calculators.architecture import ModelArchitecture
-from calculators.dtypes import parse_kv_dtype
-from calculators.hf_config import load_hf_config, load_hf_config_dtype
+from engine_core.architecture import ModelArchitecture
+from engine_core.dtypes import parse_kv_dtype
+from engine_core.hf_config import load_hf_config, load_hf_config_dtype
 from calculators.kv import kv_blocks_for_memory, kv_bytes_per_token
-from calculators.models import get_model
+from engine_core.models import get_model
 from contract.run_json import RunInfo
 
 _UNSTATED = (None, "", "auto", "unknown")

@@ -31,8 +31,8 @@ import pandas as pd
 import psutil
 
 from calculators.gpu_engine import engine_defaults, gpu_engine
-from calculators.gpus import get_gpu
-from calculators.models import get_model
+from engine_core.gpus import get_gpu
+from engine_core.models import get_model
 from servecap.launch.process import ServerProcess
 from servecap.launch.spec import ReferenceServerSpec
 

@@ -136,7 +136,7 @@ def environment() -> dict:
     """torch, its CUDA build, and the first CUDA device with its catalog datasheet bandwidth."""
     import torch
 
-    from calculators.gpus import catalog_gpu_for, get_gpu
+    from engine_core.gpus import catalog_gpu_for, get_gpu
 
     info = {"torch": torch.__version__, "cuda_build": torch.version.cuda, "cuda_available": torch.cuda.is_available()}
     if torch.cuda.is_available():

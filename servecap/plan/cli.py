@@ -197,8 +197,8 @@ def replica_band(args) -> float | None:
     if args.gpu is None:
         return None
     from calculators.fleet import replica_from_roofline
-    from calculators.gpus import get_gpu
-    from calculators.models import resolve_model
+    from engine_core.gpus import get_gpu
+    from engine_core.models import resolve_model
 
     try:
         replica = replica_from_roofline(resolve_model(args.model), get_gpu(args.gpu), dtype=args.dtype, tp=args.tp,

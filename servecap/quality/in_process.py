@@ -16,7 +16,7 @@ import shlex
 import numpy as np
 
 from reference_server.engine.engine import Engine
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 from reports.quality.measures import kl_divergence, perplexity, prefix_agreement, summarize
 
 PERPLEXITY_WINDOW = 256   # tokens per held-out chunk (less where the model's context is shorter)

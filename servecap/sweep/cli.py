@@ -27,7 +27,7 @@ from loadgen.scenario.chat_config import (CHARS_HELP, DATASET_HELP, REASONING_HE
                                           TURNS_HELP)
 from loadgen.workload.conversations import parse_turns
 from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS
-from reference_server.scheduling.strategies import strategy_names
+from engine_core.scheduling.strategies import strategy_names
 from reports import cli as report_cli
 from reports.report import ReportOptions
 from contract.slo import SLO

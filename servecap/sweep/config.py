@@ -10,8 +10,8 @@ import shlex
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from calculators.hf_config import load_hf_config
-from reference_server.scheduling.strategies import STRATEGIES  # the pure registry: no torch
+from engine_core.hf_config import load_hf_config
+from engine_core.scheduling.strategies import STRATEGIES  # the pure registry: no torch
 from loadgen.workload.datasets import DEFAULT_CHARS_PER_TOKEN, SAMPLINGS, load_dataset
 from servecap.sweep.loadgen_priority import PRIORITY_MODES
 from loadgen.workload.traces import Trace, load_trace

@@ -11,8 +11,8 @@ from calculators.roofline_fit.profile import MeasuredStep, calibrate_profile, fi
 from calculators.cli.commands import main
 from calculators.efficiency import Efficiencies
 from calculators.efficiency_profile import default_profile, parse_profile_text
-from calculators.gpus import get_gpu
-from calculators.models import get_model
+from engine_core.gpus import get_gpu
+from engine_core.models import get_model
 from calculators.roofline import roofline
 
 LLAMA, H100 = get_model("llama-3.1-8b"), get_gpu("h100-sxm")

@@ -6,8 +6,8 @@ from calculators.compare import compare_deployments
 from calculators.cost import usd_per_million_tokens
 from calculators.fit import fit
 from calculators.fleet import fleet, replica_from_roofline
-from calculators.gpus import get_gpu
-from calculators.models import get_model
+from engine_core.gpus import get_gpu
+from engine_core.models import get_model
 
 LLAMA_70B = get_model("llama-3.1-70b")
 H100, H200 = get_gpu("h100-sxm"), get_gpu("h200")

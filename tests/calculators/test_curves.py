@@ -7,9 +7,9 @@ import pytest
 from calculators.curves import cost_vs_utilization, max_concurrency_vs_context
 from calculators.fit import fit
 from calculators.fleet import replica
-from calculators.gpus import get_gpu
+from engine_core.gpus import get_gpu
 from calculators.kv import kv_bytes_for_tokens
-from calculators.models import get_model
+from engine_core.models import get_model
 
 LLAMA_8B = get_model("llama-3.1-8b")
 H100 = get_gpu("h100-sxm")

@@ -9,7 +9,7 @@ import pytest
 from calculators.efficiency import Efficiencies, ErrorBand, dtype_class
 from calculators.efficiency_profile import EfficiencyProfile, ProfileEntry, default_profile, efficiencies_for, \
     parse_profile_text
-from calculators.gpus import get_gpu
+from engine_core.gpus import get_gpu
 
 BAND = ErrorBand(relative=0.2, median=0.1, points=12, sources=3, scope="hopper fp8")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from calculators.fit import fit
-from calculators.gpus import get_gpu
+from engine_core.gpus import get_gpu
 from calculators.lora import adapter_bytes, slot_bytes
-from calculators.models import get_model
+from engine_core.models import get_model
 
 
 def test_an_adapter_holds_rank_by_in_plus_out_on_every_target_of_every_layer():

@@ -6,7 +6,7 @@ import pytest
 
 from calculators.fit import num_blocks_for_budget
 from calculators.kv import kv, kv_block_bytes
-from calculators.models import get_model
+from engine_core.models import get_model
 
 import reference_server.engine.engine as engine_module  # noqa: E402
 from reference_server.engine.config import EngineConfig  # noqa: E402

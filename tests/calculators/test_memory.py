@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from calculators.fit import default_non_torch_bytes, fit, num_blocks_for_budget
-from calculators.gpus import GIB, get_gpu
+from engine_core.gpus import GIB, get_gpu
 from calculators.kv import kv, kv_bytes_for_tokens, kv_bytes_per_token
-from calculators.models import get_model
+from engine_core.models import get_model
 from calculators.weights import param_counts, weights
 
 

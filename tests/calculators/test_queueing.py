@@ -9,8 +9,8 @@ import pytest
 
 from calculators.batch_queue import batch_queue
 from calculators.fleet import fleet, max_rate_under_slo, replica, replica_from_roofline
-from calculators.gpus import get_gpu
-from calculators.models import get_model
+from engine_core.gpus import get_gpu
+from engine_core.models import get_model
 from calculators.queueing import erlang_c, ggc, littles_law, md1, mg1, mmc
 
 

@@ -9,8 +9,8 @@ from calculators.sim.calibrate import calibrate_roofline, fit_step_model, fit_st
 from calculators.cost import cost, slo_operating_point, usd_per_million_requests, usd_per_million_tokens
 from calculators.efficiency import IDEAL, Efficiencies
 from calculators.efficiency_profile import default_profile
-from calculators.gpus import get_gpu
-from calculators.models import get_model
+from engine_core.gpus import get_gpu
+from engine_core.models import get_model
 from calculators.roofline import roofline
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from calculators.weights import weights

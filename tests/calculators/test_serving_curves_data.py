@@ -18,9 +18,9 @@ from calculators.bench.serving_curves import (
     simulator_engine,
 )
 from calculators.cli.args import build_parser
-from calculators.dtypes import parse_dtype
-from calculators.gpus import gpu_names
-from calculators.models import model_names
+from engine_core.dtypes import parse_dtype
+from engine_core.gpus import gpu_names
+from engine_core.models import model_names
 from calculators.roofline_fit.dataset import load_points, load_sources
 
 

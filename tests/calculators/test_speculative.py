@@ -8,10 +8,10 @@ import json
 import pytest
 
 from calculators.cli.commands import main
-from calculators.dtypes import parse_dtype, parse_kv_dtype
+from engine_core.dtypes import parse_dtype, parse_kv_dtype
 from calculators.efficiency_profile import efficiencies_for
-from calculators.gpus import get_gpu
-from calculators.models import get_model
+from engine_core.gpus import get_gpu
+from engine_core.models import get_model
 from calculators.speculative import Speculation, speculative_decode
 from calculators.step_cost import decode_cost
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from calculators.efficiency import Efficiencies
-from calculators.gpus import get_gpu
-from calculators.models import get_model
+from engine_core.gpus import get_gpu
+from engine_core.models import get_model
 from calculators.tp_comm import allreduce_s, tp_comm_s
 
 LLAMA_70B = get_model("llama-2-70b")

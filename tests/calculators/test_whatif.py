@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from calculators.efficiency import Efficiencies
-from calculators.gpus import get_gpu
-from calculators.models import get_model
+from engine_core.gpus import get_gpu
+from engine_core.models import get_model
 from calculators.roofline import roofline
 from calculators.whatif import steady_state_tpot, what_if
 

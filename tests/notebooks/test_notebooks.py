@@ -20,8 +20,8 @@ import requests
 from nbclient import NotebookClient
 
 from calculators.fleet import fleet, replica_from_roofline
-from calculators.gpus import get_gpu
-from calculators.models import resolve_model
+from engine_core.gpus import get_gpu
+from engine_core.models import resolve_model
 from reports.report import ReportOptions, build_summary
 from reports.run_data import load_run
 from waiting import wait_until

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from calculators.kv import kv_block_bytes
-from calculators.models import get_model
+from engine_core.models import get_model
 from reports.report import ReportOptions, write_report
 from servecap.cli import main as servecap_main
 from contract.loadgen_meta import update_meta

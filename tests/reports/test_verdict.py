@@ -2,7 +2,7 @@
 
 import pytest
 
-from calculators.gpus import catalog_gpu_for, get_gpu
+from engine_core.gpus import catalog_gpu_for, get_gpu
 from reports.cost import cost_per_million, resolve_price
 from reports.level_ids import parse_level_id
 from reports.verdict import build_verdict, knee, max_sustainable

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from calculators.roofline_fit.dataset import METRICS, _point, load_points, load_sources
-from calculators.gpus import get_gpu
-from calculators.models import get_model
+from engine_core.gpus import get_gpu
+from engine_core.models import get_model
 
 POINTS = load_points()
 

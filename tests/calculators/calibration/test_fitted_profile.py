@@ -11,7 +11,7 @@ from calculators.roofline_fit.point_model import predicted_s
 from calculators.roofline_fit.validation import TARGET, validate
 from calculators.efficiency import IDEAL
 from calculators.efficiency_profile import default_profile
-from calculators.gpus import get_gpu, gpu_names
+from engine_core.gpus import get_gpu, gpu_names
 
 POINTS = load_points()
 PROFILE = default_profile()

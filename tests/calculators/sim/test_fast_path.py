@@ -18,7 +18,7 @@ from calculators.sim.front_end import FrontEnd
 from calculators.sim.simulate import ServerConfig, Workload, simulate_trace
 from calculators.sim.step_model import StepTimeModel
 from contract.distributions import LengthDistribution
-from reference_server.scheduling.strategies import BUILT_IN
+from engine_core.scheduling.strategies import BUILT_IN
 
 MODEL = StepTimeModel(base_s=0.002, per_seq_s=0.0002, per_prefill_token_s=1e-5, per_context_token_s=1e-7,
                       jitter=tuple(np.linspace(0.6, 1.8, 97)), jitter_block=8, batch_table=(0.0021, 0.0024, 0.0026))

@@ -11,7 +11,7 @@ from calculators.sim.simulate import ServerConfig, Workload, simulate, simulate_
 from calculators.sim.step_model import StepTimeModel
 from contract.distributions import LengthDistribution
 from contract.model_mix import parse_model_mix
-from reference_server.scheduling.batch_shape import BatchShape
+from engine_core.scheduling.batch_shape import BatchShape
 
 MODEL = StepTimeModel(base_s=0.01, per_seq_s=0.001, per_prefill_token_s=1e-5)
 

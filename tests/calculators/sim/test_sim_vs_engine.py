@@ -26,7 +26,7 @@ from calculators.sim.step_model import StepTimeModel  # noqa: E402
 
 import reference_server.engine.engine as engine_module  # noqa: E402
 from reference_server.engine.config import EngineConfig  # noqa: E402
-from reference_server.scheduling.sampling import SamplingParams  # noqa: E402
+from engine_core.scheduling.sampling import SamplingParams  # noqa: E402
 
 WARMUP_FRACTION = 0.1
 PROMPT_TOKENS = np.random.default_rng(2024)   # one stream for the whole process: prompts never repeat

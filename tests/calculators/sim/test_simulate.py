@@ -13,8 +13,8 @@ from calculators.sim.simulate import (MeasuredLengths, ServerConfig, Workload, s
                                       simulate_trace)
 from calculators.sim.step_model import StepTimeModel
 from contract.distributions import LengthDistribution
-from reference_server.scheduling.strategies import STRATEGIES
-from reference_server.scheduling.strategies.static import StaticLimits
+from engine_core.scheduling.strategies import STRATEGIES
+from engine_core.scheduling.strategies.static import StaticLimits
 
 MODEL = StepTimeModel(base_s=0.01, per_seq_s=0.0005, per_prefill_token_s=2e-5)
 MIXED = dict(prompt_tokens=LengthDistribution.uniform(64, 256), output_tokens=LengthDistribution.uniform(16, 256))

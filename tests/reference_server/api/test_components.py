@@ -15,7 +15,7 @@ from reference_server.classifier.batcher import DynamicBatcher
 from reference_server.cli import build_parser, configs_from_args, main
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine, RequestRejected
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 from waiting import wait_until, wait_until_async
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from reference_server.scheduling.sequence import RequestTimings
+from engine_core.scheduling.sequence import RequestTimings
 
 import pytest
 from hypothesis import given

@@ -10,11 +10,11 @@ import sys
 import pytest
 
 from calculators.kv import kv_bytes_for_tokens
-from calculators.models import get_model
+from engine_core.models import get_model
 from calculators.weights import weights
 from reference_server.bench import drift
 from reference_server.bench import engine as bench
-from reference_server.scheduling.strategies import STRATEGIES
+from engine_core.scheduling.strategies import STRATEGIES
 
 TINY = ["--preset", "tiny", "--num-requests", "6", "--prompt-len", "4,20", "--output-len", "2,10",
         "--max-batch", "3", "--forward-iters", "1", "--threads", "1", "--json"]

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from calculators.gpu_engine import engine_defaults, gpu_engine
-from calculators.gpus import get_gpu
-from calculators.models import get_model
+from engine_core.gpus import get_gpu
+from engine_core.models import get_model
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.emulated_runner import EmulatedRunner, EmulatedTokens
 from reference_server.engine.engine import Engine
-from reference_server.scheduling.batch_shape import BatchShape
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.batch_shape import BatchShape
+from engine_core.scheduling.sampling import SamplingParams
 
 
 def _emulated(gpu="h100-sxm", model="llama-3.1-8b", dtype="bf16", **flags) -> Engine:

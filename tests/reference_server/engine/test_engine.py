@@ -8,10 +8,10 @@ from engine_runs import GREEDY, MAX_TOKENS, PROMPTS, make_engine, run
 
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine, RequestRejected
-from reference_server.scheduling.postprocess import StopRule
-from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.strategies import STRATEGIES
-from reference_server.scheduling.strategies.static import StaticLimits
+from engine_core.scheduling.postprocess import StopRule
+from engine_core.scheduling.sampling import SamplingParams
+from engine_core.scheduling.strategies import STRATEGIES
+from engine_core.scheduling.strategies.static import StaticLimits
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

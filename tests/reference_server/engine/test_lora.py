@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from calculators.models import get_model
+from engine_core.models import get_model
 from engine_runs import GREEDY, run
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
 from reference_server.engine.lora import LoraLinear, save_peft_adapter
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 TEXTS = ["hello world", "the quick brown fox", "a", "lorem ipsum dolor sit amet"]

@@ -7,17 +7,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from calculators.models import get_model
-from reference_server.scheduling.block_manager import BlockManager
+from engine_core.models import get_model
+from engine_core.scheduling.block_manager import BlockManager
 from reference_server.engine.checkpoint import load_checkpoint, read_architecture, save_checkpoint
 from reference_server.engine.attention import bucket_bounds
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.model import Transformer, rotate_half, unsupported_features
 from reference_server.engine.model_runner import ModelRunner
 from reference_server.engine.sampler import Sampler
-from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.strategies.base import ScheduledBatch
-from reference_server.scheduling.sequence import Sequence
+from engine_core.scheduling.sampling import SamplingParams
+from engine_core.scheduling.strategies.base import ScheduledBatch
+from engine_core.scheduling.sequence import Sequence
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from calculators.models import get_model
+from engine_core.models import get_model
 from calculators.weights import weights
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
 from reference_server.engine.quantization import quantize_rows
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 
 
 def test_rows_are_int8_within_half_a_step_of_their_scale():

@@ -8,8 +8,8 @@ import torch
 from scipy import stats
 
 from reference_server.engine.sampler import Sampler
-from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.sequence import Sequence
+from engine_core.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sequence import Sequence
 
 P_FIRST = torch.tensor([0.1, 0.5, 0.2, 0.15, 0.05])
 P_SECOND = torch.tensor([0.3, 0.1, 0.1, 0.2, 0.3])

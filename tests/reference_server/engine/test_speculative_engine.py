@@ -5,7 +5,7 @@ import pytest
 from engine_runs import GREEDY, MAX_TOKENS, PROMPTS, make_engine, run
 
 from reference_server.engine.config import EngineConfig
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

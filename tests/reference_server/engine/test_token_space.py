@@ -5,13 +5,13 @@ from dataclasses import replace
 
 import pytest
 
-from calculators.models import get_model
+from engine_core.models import get_model
 from reference_server.engine.checkpoint import read_architecture, save_checkpoint
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
 from reference_server.engine.token_space import token_space
 from reference_server.engine.tokenizer import ByteTokenizer
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

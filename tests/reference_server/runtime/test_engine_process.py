@@ -17,7 +17,7 @@ from reference_server.engine.engine import RequestRejected
 from reference_server.runtime.engine_loop import ACCEPTED, EngineFailure
 from reference_server.runtime.engine_process import EngineProcess
 from reference_server.runtime.metrics import ServerMetrics
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 from servecap.launch.process import ServerProcess
 from servecap.launch.spec import ReferenceServerSpec
 from waiting import wait_until_async

@@ -15,7 +15,7 @@ from reference_server.api import create_app
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
 from reference_server.runtime.engine_record_log import RecordRing
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 from contract.engine_record import REQUEST_FIELDS, STEP_FIELDS, StepRecord
 from waiting import wait_until
 

@@ -7,7 +7,7 @@ import pytest
 from reference_server.engine.outputs import StepOutput
 from reference_server.runtime.engine_loop import ACCEPTED, AbortRequest, AddRequest, EngineLoop
 from reference_server.runtime.stream_interval import StreamInterval
-from reference_server.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sampling import SamplingParams
 
 
 def _out(request_id: str, token: int, finished: bool = False) -> StepOutput:
@@ -54,7 +54,7 @@ def test_a_bad_interval_is_refused_with_its_name(bad):
 def test_the_engine_loop_publishes_the_same_tokens_in_fewer_chunks():
     """The real engine (an emulated GPU: no forward pass), driven by the real loop."""
     from calculators.gpu_engine import engine_defaults
-    from calculators.gpus import get_gpu
+    from engine_core.gpus import get_gpu
     from reference_server.engine.config import EngineConfig
     from reference_server.engine.engine import Engine
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
 from reference_server.engine.scoring import sequence_log_probs

@@ -1,6 +1,6 @@
 """reports.predict.per_level reads each strategy's own limits from run.json (and the flattened ones of older files)."""
 
-from calculators.models import get_model
+from engine_core.models import get_model
 from reports.predict.per_level import predict_level
 from contract.run_json import RunInfo
 

@@ -12,7 +12,7 @@ something is added or aborted, or a sequence finishes or needs a block the free 
     step j: may_append(seq, 1) for each sequence at a block boundary, in running order  (schedule)
             each sequence computes one token and appends `token`; full blocks committed  (postprocess)
     and after the last step, the sequences it finished leave the scheduler, in running order.
-The property tests (tests/reference_server/scheduling/test_properties.py, `fast_forward`) check the
+The property tests (tests/engine_core/scheduling/test_properties.py, `fast_forward`) check the
 contract for every built-in strategy and compare `advance_decodes` with stepping, state for state;
 tests/calculators/sim/test_fast_path.py compares whole simulated runs. Pure: ints only.
 """
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reference_server.scheduling.postprocess import StopRule
-from reference_server.scheduling.sequence import Sequence
-from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler
+from engine_core.scheduling.postprocess import StopRule
+from engine_core.scheduling.sequence import Sequence
+from engine_core.scheduling.strategies.base import ScheduledBatch, Scheduler
 
 ALLOCATE, COMMIT = 0, 1   # within a step: schedule's may_append comes before postprocess's commit
 

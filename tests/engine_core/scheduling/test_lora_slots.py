@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from reference_server.scheduling.block_manager import BlockManager
-from reference_server.scheduling.lora_slots import LoraSlots
-from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.sequence import Sequence
-from reference_server.scheduling.strategies import make_scheduler
-from reference_server.scheduling.strategies.continuous import ContinuousLimits
+from engine_core.scheduling.block_manager import BlockManager
+from engine_core.scheduling.lora_slots import LoraSlots
+from engine_core.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sequence import Sequence
+from engine_core.scheduling.strategies import make_scheduler
+from engine_core.scheduling.strategies.continuous import ContinuousLimits
 
 
 def _seq(rid: str, lora: str | None, now: float = 0.0) -> Sequence:

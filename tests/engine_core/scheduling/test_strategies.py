@@ -2,11 +2,11 @@
 
 import pytest
 
-from reference_server.scheduling.block_manager import BlockManager
-from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.sequence import Sequence, SequenceStatus
-from reference_server.scheduling.strategies import STRATEGIES, limits_from_flags, make_scheduler
-from reference_server.scheduling.strategies.dynamic import dynamic_batch_size
+from engine_core.scheduling.block_manager import BlockManager
+from engine_core.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sequence import Sequence, SequenceStatus
+from engine_core.scheduling.strategies import STRATEGIES, limits_from_flags, make_scheduler
+from engine_core.scheduling.strategies.dynamic import dynamic_batch_size
 
 
 def make(strategy, num_blocks=64, block_size=4, **limits):

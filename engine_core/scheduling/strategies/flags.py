@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from reference_server.scheduling.strategies import STRATEGIES, limits_from_flags
-from reference_server.scheduling.strategies.limits import Limits, flag_for
+from engine_core.scheduling.strategies import STRATEGIES, limits_from_flags
+from engine_core.scheduling.strategies.limits import Limits, flag_for
 
 
 def add_limit_arguments(group) -> None:

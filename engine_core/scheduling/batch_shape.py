@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from reference_server.scheduling.strategies.base import ScheduledBatch
+from engine_core.scheduling.strategies.base import ScheduledBatch
 
 
 class BatchShape(NamedTuple):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.checks import positive_int
-from reference_server.scheduling.strategies.base import Strategy
-from reference_server.scheduling.strategies.limits import Limits, check_non_negative_number, limit
-from reference_server.scheduling.strategies.run_to_completion import CLOCK_EPSILON_S, RunToCompletionScheduler
+from engine_core.scheduling.strategies.base import Strategy
+from engine_core.scheduling.strategies.limits import Limits, check_non_negative_number, limit
+from engine_core.scheduling.strategies.run_to_completion import CLOCK_EPSILON_S, RunToCompletionScheduler
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from reference_server.scheduling.sequence import Sequence
-from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler
+from engine_core.scheduling.sequence import Sequence
+from engine_core.scheduling.strategies.base import ScheduledBatch, Scheduler
 
 
 def samples_token(seq: Sequence, num_new_tokens: int) -> bool:

@@ -9,7 +9,7 @@ Invariants checked after every action, for the block manager alone and for each 
 and at the end, with no more arrivals, every admitted request that was not aborted finishes
 (and the cache is empty again) within a bounded number of steps.
 
-The simulator's fast path (reference_server.scheduling.steady_decode) is checked in the same
+The simulator's fast path (engine_core.scheduling.steady_decode) is checked in the same
 machine: whenever a step is steady, `fast_forward` copies the scheduler and its sequences, runs
 k of the planned steps through `advance_decodes` on the copy and through the real
 schedule/postprocess on the original, and requires (a) every stepped batch to be the running
@@ -28,12 +28,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from reference_server.scheduling.block_manager import BlockManager
-from reference_server.scheduling.postprocess import StopRule, postprocess, samples_token
-from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.sequence import Sequence, SequenceStatus
-from reference_server.scheduling.steady_decode import advance_decodes, is_steady, plan_steady_run
-from reference_server.scheduling.strategies import BUILT_IN, limits_from_flags, make_scheduler
+from engine_core.scheduling.block_manager import BlockManager
+from engine_core.scheduling.postprocess import StopRule, postprocess, samples_token
+from engine_core.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sequence import Sequence, SequenceStatus
+from engine_core.scheduling.steady_decode import advance_decodes, is_steady, plan_steady_run
+from engine_core.scheduling.strategies import BUILT_IN, limits_from_flags, make_scheduler
 
 EOS = 3
 STEADY_TOKEN = 0   # what fast-forwarded steps sample: neither EOS nor a stop token

@@ -12,9 +12,9 @@ from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass, field
 
-from reference_server.scheduling.block_manager import BlockManager
-from reference_server.scheduling.sequence import Sequence, SequenceStatus
-from reference_server.scheduling.strategies.limits import Limits
+from engine_core.scheduling.block_manager import BlockManager
+from engine_core.scheduling.sequence import Sequence, SequenceStatus
+from engine_core.scheduling.strategies.limits import Limits
 
 
 @dataclass(slots=True)
@@ -40,7 +40,7 @@ class ScheduledBatch:
 class Scheduler(ABC):
     """Waiting queue (FIFO, preempted sequences go back to the front) and running list (admission order).
 
-    `steady_decodes` (a strategy opts in; see `reference_server.scheduling.steady_decode`): when a
+    `steady_decodes` (a strategy opts in; see `engine_core.scheduling.steady_decode`): when a
     batch was exactly `running`, every sequence computing one token, nothing preempted, then until a
     request is added, aborted or finishes, and while the free blocks cover every sequence's growth,
     each `schedule(now)` returns that batch again (whatever `now`), admitting nothing, preempting

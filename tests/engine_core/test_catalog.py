@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from calculators.dtypes import parse_dtype, parse_kv_dtype
-from calculators.gpus import GIB, get_gpu, gpu_names
-from calculators.hf_config import architecture_from_hf_config, load_hf_config
+from engine_core.dtypes import parse_dtype, parse_kv_dtype
+from engine_core.gpus import GIB, get_gpu, gpu_names
+from engine_core.hf_config import architecture_from_hf_config, load_hf_config
 from calculators.kv import kv_bytes_per_token
-from calculators.models import get_model, model_names, resolve_model
+from engine_core.models import get_model, model_names, resolve_model
 from calculators.weights import weights
 
 REQUIRED_GPUS = ["t4", "l4", "a10g", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "mi300x", "cpu"]

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from calculators.architecture import ModelArchitecture
+from engine_core.architecture import ModelArchitecture
 from contract.checks import positive_int
 
 # our field -> HF keys tried in order

@@ -11,13 +11,13 @@ from pathlib import Path
 from functools import lru_cache
 from importlib import resources
 
-from calculators.architecture import ModelArchitecture
-from calculators.hf_config import load_hf_config
+from engine_core.architecture import ModelArchitecture
+from engine_core.hf_config import load_hf_config
 
 
 @lru_cache(maxsize=1)
 def _catalog() -> dict[str, ModelArchitecture]:
-    raw = json.loads(resources.files("calculators").joinpath("catalog/models.json").read_text())
+    raw = json.loads(resources.files("engine_core").joinpath("catalog/models.json").read_text())
     return {
         name: ModelArchitecture(name=name, **fields)
         for name, fields in raw.items()

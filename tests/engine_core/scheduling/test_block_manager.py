@@ -2,10 +2,10 @@
 
 import pytest
 
-from reference_server.scheduling import block_manager as bm_module
-from reference_server.scheduling.block_manager import BlockManager
-from reference_server.scheduling.sampling import SamplingParams
-from reference_server.scheduling.sequence import Sequence
+from engine_core.scheduling import block_manager as bm_module
+from engine_core.scheduling.block_manager import BlockManager
+from engine_core.scheduling.sampling import SamplingParams
+from engine_core.scheduling.sequence import Sequence
 
 
 def seq(tokens, rid="r"):

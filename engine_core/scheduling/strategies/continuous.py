@@ -20,11 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.checks import non_negative_int, positive_int
-from reference_server.scheduling.lora_slots import LoraSlots
-from reference_server.scheduling.sequence import Sequence, SequenceStatus
-from reference_server.scheduling.speculative import DraftSlots, NgramProposer
-from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler, Strategy
-from reference_server.scheduling.strategies.limits import Limits, limit
+from engine_core.scheduling.lora_slots import LoraSlots
+from engine_core.scheduling.sequence import Sequence, SequenceStatus
+from engine_core.scheduling.speculative import DraftSlots, NgramProposer
+from engine_core.scheduling.strategies.base import ScheduledBatch, Scheduler, Strategy
+from engine_core.scheduling.strategies.limits import Limits, limit
 
 
 @dataclass(frozen=True)

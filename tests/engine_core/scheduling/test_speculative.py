@@ -2,7 +2,7 @@
 
 import pytest
 
-from reference_server.scheduling.speculative import (
+from engine_core.scheduling.speculative import (
     AcceptanceDraws, DraftSlots, NgramProposer, accept_greedy, per_position_acceptance)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 
-from calculators.dtypes import DType
+from engine_core.dtypes import DType
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -108,7 +108,7 @@ def _from_json(name: str, raw: dict) -> dict:
 
 @lru_cache(maxsize=1)
 def _catalog() -> dict[str, dict]:
-    raw = json.loads(resources.files("calculators").joinpath("catalog/gpus.json").read_text())
+    raw = json.loads(resources.files("engine_core").joinpath("catalog/gpus.json").read_text())
     return {name: _from_json(name, fields) for name, fields in raw.items() if not name.startswith("_")}
 
 

@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from importlib import import_module
 from types import MappingProxyType
 
-from reference_server.scheduling.block_manager import BlockManager
-from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler, Strategy
-from reference_server.scheduling.strategies.limits import Limits
+from engine_core.scheduling.block_manager import BlockManager
+from engine_core.scheduling.strategies.base import ScheduledBatch, Scheduler, Strategy
+from engine_core.scheduling.strategies.limits import Limits
 
 BUILT_IN = ("none", "static", "dynamic", "continuous")   # modules of this package, in --help order
 DEFAULT_STRATEGY = "continuous"

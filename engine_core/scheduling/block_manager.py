@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from reference_server.scheduling.sequence import Sequence
+from engine_core.scheduling.sequence import Sequence
 
 
 def cdiv(a: int, b: int) -> int:

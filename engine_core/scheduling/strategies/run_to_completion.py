@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
-from reference_server.scheduling.strategies.base import ScheduledBatch, Scheduler
+from engine_core.scheduling.strategies.base import ScheduledBatch, Scheduler
 
 CLOCK_EPSILON_S = 1e-9   # `now - arrival` loses bits: waking exactly at a deadline must launch
 

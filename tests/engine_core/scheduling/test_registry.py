@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 
 import toy_strategy
-from reference_server.scheduling.strategies import (BUILT_IN, PLUGIN_ENV, STRATEGIES, Strategy, get_strategy,
+from engine_core.scheduling.strategies import (BUILT_IN, PLUGIN_ENV, STRATEGIES, Strategy, get_strategy,
                                                     limits_from_flags, register, resolve, strategy_names,
                                                     unregister)
-from reference_server.scheduling.strategies.continuous import ContinuousLimits
-from reference_server.scheduling.strategies.dynamic import DynamicLimits
-from reference_server.scheduling.strategies.flags import add_limit_arguments, limits_from_args
-from reference_server.scheduling.strategies.none import NoBatchingLimits, NoBatchingScheduler
-from reference_server.scheduling.strategies.static import StaticBatchScheduler, StaticLimits
+from engine_core.scheduling.strategies.continuous import ContinuousLimits
+from engine_core.scheduling.strategies.dynamic import DynamicLimits
+from engine_core.scheduling.strategies.flags import add_limit_arguments, limits_from_args
+from engine_core.scheduling.strategies.none import NoBatchingLimits, NoBatchingScheduler
+from engine_core.scheduling.strategies.static import StaticBatchScheduler, StaticLimits
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -113,7 +113,7 @@ def test_every_limit_becomes_a_flag_with_its_default_in_the_help():
 def test_the_toy_strategy_runs_in_the_engine(lockstep, one_torch_thread):
     from reference_server.engine.config import EngineConfig
     from reference_server.engine.engine import Engine
-    from reference_server.scheduling.sampling import SamplingParams
+    from engine_core.scheduling.sampling import SamplingParams
 
     config = EngineConfig.from_flags(model="tiny", strategy="lockstep", lockstep_size=3, max_num_seqs=4)
     assert config.limits == toy_strategy.LockstepLimits(lockstep_size=3)
@@ -180,7 +180,7 @@ def test_the_toy_strategy_runs_in_the_simulator(lockstep):
 
 
 def test_the_sweep_and_the_report_take_the_toy_strategy(lockstep, tmp_path):
-    from calculators.models import get_model
+    from engine_core.models import get_model
     from servecap.sweep.config import SweepConfig
     from reports.predict.per_level import predict_level
     from contract.run_json import RunInfo
