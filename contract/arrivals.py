@@ -46,7 +46,7 @@ class ArrivalProcess:
     @property
     def cv2(self) -> float:
         """The gaps' squared coefficient of variation (variance / mean²), as the simulator's gamma gaps
-        take it (`Workload.arrival_cv2`): poisson 1, gamma CV², constant `CONSTANT_CV2`. ValueError for
+        take it (`SimWorkload.arrival_cv2`): poisson 1, gamma CV², constant `CONSTANT_CV2`. ValueError for
         a closed loop, which has no gaps."""
         if not self.open_loop:
             raise ValueError("closed-loop arrivals have no gaps, so no cv²")

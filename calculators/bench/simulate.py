@@ -2,7 +2,7 @@
 
     .venv/bin/python -m calculators.bench.simulate [--requests 10000] [--json]
 
-Workload: prompts 64-256 tokens, outputs 16-256 tokens; closed loop at concurrency 32 and open
+SimWorkload: prompts 64-256 tokens, outputs 16-256 tokens; closed loop at concurrency 32 and open
 loop at 4 requests/s; step time 10 ms + 0.5 ms per sequence + 20 us per prompt token.
 
 The simulator steps the engine's own scheduler and postprocess once per engine step, except over
@@ -19,7 +19,7 @@ import argparse
 import json
 import time
 
-from calculators.sim.simulate import ServerConfig, Workload, simulate
+from calculators.sim.simulate import SimServer, SimWorkload, simulate
 from calculators.sim.step_model import StepTimeModel
 from contract.distributions import LengthDistribution
 from engine_core.scheduling.strategies import STRATEGIES
@@ -37,9 +37,9 @@ def main(argv: list[str] | None = None) -> int:
                    requests=args.requests)
     rows = []
     for strategy in STRATEGIES:
-        server = ServerConfig.from_flags(strategy, max_num_seqs=64, batch_size=16, max_batch_size=16)
-        for label, workload in (("closed c=32", Workload(**lengths, concurrency=32)),
-                                ("open 4 rps", Workload(**lengths, rate_rps=4.0))):
+        server = SimServer.from_flags(strategy, max_num_seqs=64, batch_size=16, max_batch_size=16)
+        for label, workload in (("closed c=32", SimWorkload(**lengths, concurrency=32)),
+                                ("open 4 rps", SimWorkload(**lengths, rate_rps=4.0))):
             start = time.perf_counter()
             result = simulate(server, workload, model)
             elapsed = time.perf_counter() - start

@@ -196,7 +196,7 @@ def _gpu_sizing(args, limits: dict):
 
 
 def cmd_simulate(args) -> None:
-    from calculators.sim.simulate import ServerConfig, Workload, simulate_levels  # numpy: only here
+    from calculators.sim.simulate import SimServer, SimWorkload, simulate_levels  # numpy: only here
     from contract.distributions import LengthDistribution
     from engine_core.scheduling.strategies.flags import limit_values
 
@@ -206,9 +206,9 @@ def cmd_simulate(args) -> None:
         limits = {**engine_defaults(sizing.engine, gpu_from_args(args)).limit_flags(), **limits}
         kv_blocks = sizing.num_kv_blocks if kv_blocks is None else kv_blocks
         block_size = sizing.block_size if block_size is None else block_size
-    server = ServerConfig.from_flags(args.strategy, num_kv_blocks=kv_blocks, block_size=block_size or 16, **limits)
+    server = SimServer.from_flags(args.strategy, num_kv_blocks=kv_blocks, block_size=block_size or 16, **limits)
     levels = args.concurrency or args.rates
-    workload = Workload(prompt_tokens=LengthDistribution.uniform(*args.prompt_tokens),
+    workload = SimWorkload(prompt_tokens=LengthDistribution.uniform(*args.prompt_tokens),
                         output_tokens=LengthDistribution.uniform(*args.output_tokens),
                         requests=args.requests, concurrency=levels[0] if args.concurrency else None,
                         rate_rps=None if args.concurrency else levels[0], arrival_cv2=args.arrival_cv2, seed=args.seed)

@@ -38,7 +38,7 @@ from calculators.plan.fleet_run import FleetRun, ReplicaLife
 from calculators.plan.replica import ReplicaSim
 from calculators.plan.router import ReplicaView, make_router
 from calculators.sim.step_model import StepTimeModel
-from calculators.sim.workload import ServerConfig
+from calculators.sim.workload import SimServer
 
 PREFIX_TOKEN_BASE = 1 << 40   # prefix block tokens live above every request index (unique-prompt tokens)
 
@@ -47,7 +47,7 @@ PREFIX_TOKEN_BASE = 1 << 40   # prefix block tokens live above every request ind
 class ReplicaSpec:
     """What one replica is: its engine's limits and KV cache, its step-time model, and what it costs."""
 
-    server: ServerConfig
+    server: SimServer
     step_model: StepTimeModel
     num_kv_blocks: int
     gpus: int = 1                      # GPUs a replica holds (its TP degree)

@@ -24,7 +24,7 @@ import numpy as np
 from calculators.sim.sim_engine import MAX_FAST_STEPS, NO_STOP, SHORT_RUN, SIM_TOKEN
 from calculators.sim.state import StepClock
 from calculators.sim.step_model import StepTimeModel
-from calculators.sim.workload import ServerConfig
+from calculators.sim.workload import SimServer
 from engine_core.scheduling.batch_shape import batch_shape
 from engine_core.scheduling.block_manager import BlockManager
 from engine_core.scheduling.lora_slots import LoraSlots
@@ -39,7 +39,7 @@ class ReplicaSim:
     """A replica that is ready at `ready_at` (s, the fleet's clock). `ended` and `first_tokens` collect
     (request index, time) as steps finish them; the caller drains them."""
 
-    def __init__(self, server: ServerConfig, step_model: StepTimeModel, *, num_kv_blocks: int, seed: int = 0,
+    def __init__(self, server: SimServer, step_model: StepTimeModel, *, num_kv_blocks: int, seed: int = 0,
                  ready_at: float = 0.0, rng: np.random.Generator | None = None, shared_prefixes: bool = True) -> None:
         self.block_manager = BlockManager(num_kv_blocks, server.block_size, shared_prefixes=shared_prefixes)
         self.scheduler = make_scheduler(server.limits, self.block_manager)

@@ -7,7 +7,7 @@ from calculators.gpu_engine import engine_defaults, gpu_engine
 from engine_core.gpus import get_gpu
 from engine_core.models import resolve_model
 from calculators.plan.fleet import ReplicaSpec
-from calculators.sim.workload import ServerConfig
+from calculators.sim.workload import SimServer
 
 
 def gpu_replica(gpu_name: str, model: str, *, dtype: str = "bf16", tp: int = 1, engine: str = "vllm",
@@ -17,7 +17,7 @@ def gpu_replica(gpu_name: str, model: str, *, dtype: str = "bf16", tp: int = 1, 
     cache cannot hold one request of it does not fit."""
     gpu = get_gpu(gpu_name)
     sizing = gpu_engine(resolve_model(model), gpu, dtype=dtype, tp=tp, engine=engine, max_model_len=max_model_len)
-    server = ServerConfig.from_flags("continuous", num_kv_blocks=sizing.num_kv_blocks, block_size=sizing.block_size,
+    server = SimServer.from_flags("continuous", num_kv_blocks=sizing.num_kv_blocks, block_size=sizing.block_size,
                                      **engine_defaults(engine, gpu).limit_flags())
     return ReplicaSpec(server, sizing.step_model, sizing.num_kv_blocks, gpus=tp, hourly_usd_per_gpu=gpu.hourly_usd,
                        describe=sizing.describe().removeprefix("emulated "))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from calculators.sim.front_end import FrontEnd
-from calculators.sim.simulate import SimResult, ServerConfig, Workload, simulate
+from calculators.sim.simulate import SimResult, SimServer, SimWorkload, simulate
 from calculators.sim.step_model import StepTimeModel
 
 METRICS = ("ttft_s", "tpot_s", "e2e_s", "ttfa_s")
@@ -44,7 +44,7 @@ class Replicated:
                 "requests": self.requests}
 
 
-def simulate_replicated(server: ServerConfig, workload: Workload, step_model: StepTimeModel,
+def simulate_replicated(server: SimServer, workload: SimWorkload, step_model: StepTimeModel,
                         front_end: FrontEnd | None = None, *, replications: int = 8,
                         speeds: tuple[tuple[float, float], ...] = ()) -> Replicated:
     """``simulate`` with seeds workload.seed x 1000 + r, r = 0 .. replications - 1 (``speeds``: the

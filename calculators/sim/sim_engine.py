@@ -32,7 +32,7 @@ from collections.abc import Callable
 import numpy as np
 
 from calculators.sim.state import Arrivals, StepClock, Trace
-from calculators.sim.workload import ServerConfig
+from calculators.sim.workload import SimServer
 from engine_core.scheduling.batch_shape import BatchShape, batch_shape
 from engine_core.scheduling.block_manager import BlockManager, cdiv
 from engine_core.scheduling.lora_slots import LoraSlots
@@ -48,7 +48,7 @@ SHORT_RUN = 16         # steady stretches shorter than this take the per-step cl
 MAX_FAST_STEPS = 1 << 14
 
 
-def num_kv_blocks(server: ServerConfig, trace: Trace) -> int:
+def num_kv_blocks(server: SimServer, trace: Trace) -> int:
     """The configured cache, which must hold the longest request; unset: room for `max_running`
     longest requests (no strategy ever waits for blocks then)."""
     worst = cdiv(int((trace.prompt + trace.output).max()), server.block_size)
@@ -60,7 +60,7 @@ def num_kv_blocks(server: ServerConfig, trace: Trace) -> int:
     return server.num_kv_blocks
 
 
-def run_engine(server: ServerConfig, clock: StepClock, trace: Trace, arrivals: Arrivals, *,
+def run_engine(server: SimServer, clock: StepClock, trace: Trace, arrivals: Arrivals, *,
                horizon_s: float = math.inf, fast_decodes: bool = True,
                on_step: Callable[[float, float, BatchShape], None] | None = None, seed: int = 0) -> None:
     """Fill `trace` (first-token and end times, step counters) for every request of the run, or for
@@ -189,7 +189,7 @@ def _steady_stretch(scheduler, clock: StepClock, size: int, context: int, now: f
     return ran, now, busy, advance_decodes(scheduler, run, ran, SIM_TOKEN, NO_STOP), step_ends
 
 
-def _next_event(now: float, wait_s: float | None, next_arrival: float | None, server: ServerConfig) -> float:
+def _next_event(now: float, wait_s: float | None, next_arrival: float | None, server: SimServer) -> float:
     """Idle: the earlier of the next arrival and the moment the scheduler may launch a batch."""
     if wait_s == 0.0 or (wait_s is None and next_arrival is None):
         raise RuntimeError(f"simulator stalled: the {server.strategy} scheduler runs nothing "

@@ -7,7 +7,7 @@ measured window as the client sees it:
     ttft_s = in + (engine first token - engine arrival) + first_out;  e2e_s likewise with last_out;
     tpot_s = (e2e - ttft) / (output tokens - 1)  (requests with one output token have none);
     ttfa_s = in + (engine first answer token - engine arrival) + first_out  (a reasoning model's
-             answer begins after its reasoning tokens, decoded like any other: ``Workload.reasoning_tokens``)
+             answer begins after its reasoning tokens, decoded like any other: ``SimWorkload.reasoning_tokens``)
 Percentiles are numpy's default (linear interpolation), as in the reports' summary.json.
 The step-time model comes from ``calculators.sim.calibrate.fit_step_model`` (measured) or
 ``calculators.sim.step_model.step_model_from_roofline`` (predicted for a GPU).
@@ -23,13 +23,13 @@ from calculators.sim.front_end import FrontEnd
 from calculators.sim.sim_engine import run_engine
 from contract.model_mix import BASE
 from calculators.sim.state import Arrivals, StepClock, Trace
-from calculators.sim.workload import MeasuredLengths, ServerConfig, Workload
+from calculators.sim.workload import MeasuredLengths, SimServer, SimWorkload
 from calculators.sim.step_model import StepTimeModel
 from contract.records import tpot_s
 
 PERCENTILES = (50, 90, 95, 99)
 
-__all__ = ["EmptyWindow", "FrontEnd", "MeasuredLengths", "ServerConfig", "Workload", "SimResult", "Trace",
+__all__ = ["EmptyWindow", "FrontEnd", "MeasuredLengths", "SimServer", "SimWorkload", "SimResult", "Trace",
            "measured_window",
            "simulate", "simulate_levels", "simulate_trace"]
 
@@ -76,7 +76,7 @@ class EmptyWindow(ValueError):
 MAX_REGROWTHS = 8   # a time window that outlasts the requests drawn doubles them, at most this often
 
 
-def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTimeModel,
+def simulate_trace(server: SimServer, workload: SimWorkload, step_model: StepTimeModel,
                    front_end: FrontEnd | None = None, *, fast_decodes: bool = True, on_step=None,
                    speeds: tuple[tuple[float, float], ...] = ()) -> Trace:
     """Per-request arrival, first-token and end times of one run (the raw data behind ``simulate``).
@@ -102,15 +102,15 @@ def simulate_trace(server: ServerConfig, workload: Workload, step_model: StepTim
     raise RuntimeError(f"the time window needs more than {workload.requests} requests")
 
 
-def _ran_dry(trace: Trace, workload: Workload, arrivals: Arrivals) -> bool:
+def _ran_dry(trace: Trace, workload: SimWorkload, arrivals: Arrivals) -> bool:
     """Did the load stop before the window's end for want of requests (every one sent, the last before it)?"""
     if workload.duration_s is None:
         return False
     return arrivals.sent >= len(trace.prompt) and float(trace.client_send.max()) < workload.horizon_s
 
 
-def measured_window(trace: Trace, workload: Workload) -> np.ndarray:
-    """Indices of the requests a load test would have measured (``Workload``'s window)."""
+def measured_window(trace: Trace, workload: SimWorkload) -> np.ndarray:
+    """Indices of the requests a load test would have measured (``SimWorkload``'s window)."""
     n = len(trace.prompt)
     if workload.duration_s is not None:
         ends = trace.client_e2e() + trace.client_send
@@ -127,7 +127,7 @@ def _metrics(ttft: np.ndarray, e2e: np.ndarray, outputs: np.ndarray, ttfa: np.nd
             "ttfa_s": _summary(ttfa)}
 
 
-def simulate(server: ServerConfig, workload: Workload, step_model: StepTimeModel,
+def simulate(server: SimServer, workload: SimWorkload, step_model: StepTimeModel,
              front_end: FrontEnd | None = None, *, fast_decodes: bool = True,
              speeds: tuple[tuple[float, float], ...] = ()) -> SimResult:
     """Run one load level; deterministic for a given ``workload.seed``. ``speeds``: the machine's
@@ -155,7 +155,7 @@ def simulate(server: ServerConfig, workload: Workload, step_model: StepTimeModel
     )
 
 
-def simulate_levels(server: ServerConfig, workload: Workload, step_model: StepTimeModel, *,
+def simulate_levels(server: SimServer, workload: SimWorkload, step_model: StepTimeModel, *,
                     concurrencies: list[int] | None = None, rates: list[float] | None = None) -> list[SimResult]:
     """``simulate`` at each closed-loop concurrency or open-loop rate (same seed, same lengths)."""
     if (concurrencies is None) == (rates is None):

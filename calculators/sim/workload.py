@@ -31,7 +31,7 @@ class MeasuredLengths:
     measured workload replayed request for request). ``reasoning``: how many of the output tokens a
     reasoning model spent reasoning before its answer (0 when pairs are given).
 
-    A ``Workload`` turns the rows it is given into one, and ``dataclasses.replace`` hands that on:
+    A ``SimWorkload`` turns the rows it is given into one, and ``dataclasses.replace`` hands that on:
     a calibration's workload is rebuilt for every replication with the same rows, which a
     1,000,000-record run makes 1,000,000 long. Compared by identity.
     """
@@ -65,7 +65,7 @@ class MeasuredLengths:
 
 
 @dataclass(frozen=True)
-class Workload:
+class SimWorkload:
     """Requests and how they arrive: closed loop (``concurrency`` users, no think time), open loop
     (``rate_rps``; Poisson when ``arrival_cv2`` = 1, gamma inter-arrival times otherwise, near-constant
     gaps as it goes to 0) or a trace (``arrival_times``: send offsets in s, replayed; the run has
@@ -156,7 +156,7 @@ class Workload:
 
 
 @dataclass(frozen=True)
-class ServerConfig:
+class SimServer:
     """The batching strategy with its limits, as the engine has them, and the KV cache.
 
     ``limits`` is the strategy's ``Limits`` from ``engine_core.scheduling.strategies`` (the
@@ -190,7 +190,7 @@ class ServerConfig:
 
     @classmethod
     def from_flags(cls, strategy: str | None = None, *, num_kv_blocks: int | None = None, block_size: int = 16,
-                   speculative: SpeculativeStep | None = None, **limit_values) -> "ServerConfig":
+                   speculative: SpeculativeStep | None = None, **limit_values) -> "SimServer":
         """Limits as flat fields of any registered strategy (others' are validated, then ignored)."""
         name, _ = resolve(strategy, None)
         return cls(strategy=name, limits=limits_from_flags(name, limit_values), num_kv_blocks=num_kv_blocks,

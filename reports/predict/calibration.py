@@ -39,7 +39,7 @@ from contract.model_mix import ModelMix
 from calculators.sim.front_end import FrontEndByLoad
 from calculators.sim.front_end_curves import QUEUE
 from calculators.sim.replicate import Replicated, simulate_replicated
-from calculators.sim.simulate import ServerConfig, Workload
+from calculators.sim.simulate import SimServer, SimWorkload
 from calculators.sim.step_model import StepTimeModel
 from calculators.sim.step_noise import split_slow
 from calculators.sim.warm_up import MIN_WAITS, fit_warm_up, without_warm_up
@@ -57,7 +57,7 @@ MIN_STEPS = 50             # fewer recorded steps than this: fit from the fallba
 @dataclass(frozen=True)
 class Calibration:
     strategy: str
-    server: ServerConfig
+    server: SimServer
     step_model: StepTimeModel
     lengths: np.ndarray                              # [n, 2] int64: (prompt, output) tokens, its levels' pairs
     arrival_cv2: float
@@ -137,18 +137,18 @@ def strategy_limits(config: dict):
     return limits_from_flags(spec.name, {k: config[k] for k in spec.limits.field_names() if config.get(k) is not None})
 
 
-def server_config(run: RunInfo, strategy: str) -> ServerConfig:
-    """The simulator's ServerConfig for what `strategy` ran with (run.json's engine description)."""
+def server_config(run: RunInfo, strategy: str) -> SimServer:
+    """The simulator's SimServer for what `strategy` ran with (run.json's engine description)."""
     config = run.server.engine_config(strategy)
     blocks = config.get("num_kv_blocks") or config.get("kv_blocks")
     lora = config.get("lora")   # the engine served LoRA adapters: their slots (the costs come from the steps)
     serving = LoraServing(int(lora["max_loras"]), adapters=tuple(lora.get("adapters") or ())) \
         if isinstance(lora, dict) and lora.get("max_loras") else None
-    return ServerConfig(limits=strategy_limits(config), num_kv_blocks=int(blocks) if blocks else None,
+    return SimServer(limits=strategy_limits(config), num_kv_blocks=int(blocks) if blocks else None,
                         block_size=int(config.get("block_size") or 16), lora=serving)
 
 
-def strategy_server(run: RunInfo, strategy: str) -> ServerConfig:
+def strategy_server(run: RunInfo, strategy: str) -> SimServer:
     """`server_config` for a level sample's strategy key: an external --url target's levels ("url", a
     server whose batching nobody told us) are simulated as continuous batching."""
     return server_config(run, "continuous" if strategy == "url" else strategy)
@@ -166,7 +166,7 @@ def arrival_cv2(run: RunInfo) -> float:
 
 
 # -- calibrating ----------------------------------------------------------------------------------
-def calibrate(samples: list[LevelSample], server: ServerConfig, cv2: float = 1.0,
+def calibrate(samples: list[LevelSample], server: SimServer, cv2: float = 1.0,
               stage: list[LevelSample] | tuple = ()) -> Calibration:
     """One strategy's calibration from `samples` (any subset of its levels); ValueError if nothing fits.
     `stage`: the calibration stage's levels (`reports.predict.stage`): their steps join the step
@@ -260,7 +260,7 @@ def _level_residuals(samples: list[LevelSample], model: StepTimeModel) -> tuple[
     return tuple(sorted(out, key=lambda entry: entry[0])), curve
 
 
-def _fit_steps(samples: list[LevelSample], server: ServerConfig, sources: dict, unavailable: list) -> StepTimeModel:
+def _fit_steps(samples: list[LevelSample], server: SimServer, sources: dict, unavailable: list) -> StepTimeModel:
     with_steps = [s.steps for s in samples if s.steps is not None]
     if sum(len(rows.batch) for rows in with_steps) >= MIN_STEPS:
         cat = {name: np.concatenate([getattr(rows, name) for rows in with_steps])
@@ -310,7 +310,7 @@ def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, d
     times (s from the level's start) replayed instead of drawn (a measured level's own arrivals)."""
     window = {} if requests else {"warmup_s": warmup_s, "duration_s": duration_s}
     replayed = bool(arrival_times) and kind == "rate_rps"
-    workload = Workload(lengths=calibration.lengths, **window,
+    workload = SimWorkload(lengths=calibration.lengths, **window,
                         requests=requests or _requests_guess(calibration, kind, load, warmup_s + duration_s),
                         concurrency=int(load) if kind == "concurrency" else None,
                         rate_rps=float(load) if kind == "rate_rps" and not replayed else None,

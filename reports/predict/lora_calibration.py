@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 
 from calculators.sim.lora_step import fit_lora_step
-from calculators.sim.simulate import ServerConfig
+from calculators.sim.simulate import SimServer
 from contract.model_mix import BASE, ModelMix, mix_of
 from reports.predict.evidence import LevelSample
 
 
-def calibrate_lora(server: ServerConfig, stepped: list[LevelSample], samples: list[LevelSample], sources: dict,
-                   min_steps: int) -> tuple[ServerConfig, list[LevelSample], ModelMix | None]:
+def calibrate_lora(server: SimServer, stepped: list[LevelSample], samples: list[LevelSample], sources: dict,
+                   min_steps: int) -> tuple[SimServer, list[LevelSample], ModelMix | None]:
     """A server with LoRA slots: the adapters' step costs fitted on the steps (`fit_lora_step`) and taken off
     their durations, so the base step model is fitted on what is left; and the mix of models the requests
     sent measured (names the engine does not serve as adapters are the base model). Unchanged without LoRA."""

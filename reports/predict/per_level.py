@@ -28,7 +28,7 @@ import math
 from calculators.sim.calibrate import fit_step_time
 from engine_core.gpus import catalog_gpu_for, get_gpu
 from calculators.kv import kv_block_bytes
-from calculators.sim.simulate import ServerConfig, Workload, simulate
+from calculators.sim.simulate import SimServer, SimWorkload, simulate
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from engine_core.scheduling.strategies import get_strategy  # the pure registry
 from reports.predict.calibration import Calibration, predict, strategy_limits
@@ -65,9 +65,9 @@ def _step_model(run: RunInfo, arch, levels: list[dict]) -> tuple[StepTimeModel |
     return model, f"step time fitted to this run's levels (base {fit.base_s * 1e3:.2f} ms + {model.per_seq_s * 1e3:.3f} ms/seq)"
 
 
-def _simulator_config(config: dict) -> ServerConfig:
+def _simulator_config(config: dict) -> SimServer:
     blocks = config.get("num_kv_blocks") or config.get("kv_blocks")
-    return ServerConfig(limits=strategy_limits(config), num_kv_blocks=int(blocks) if blocks else None,
+    return SimServer(limits=strategy_limits(config), num_kv_blocks=int(blocks) if blocks else None,
                         block_size=int(config.get("block_size") or 16))
 
 
@@ -75,7 +75,7 @@ def _simulated(level: dict, config: dict, model: StepTimeModel) -> dict:
     offered = level["offered"]
     load = next(iter(offered.values()))
     requests = int(min(SIM_MAX_REQUESTS, max(400, SIM_REQUESTS_PER_STREAM * load)))
-    workload = Workload(
+    workload = SimWorkload(
         prompt_tokens=LengthDistribution.fixed(max(1, round(level["prompt_tokens_mean"] or 1))),
         output_tokens=LengthDistribution.fixed(max(1, round(level["output_tokens_mean"] or 1))),
         reasoning_tokens=(LengthDistribution.fixed(round(level["reasoning_tokens_mean"]))

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from calculators.sim.front_end import FrontEnd
-from calculators.sim.simulate import ServerConfig, Workload, simulate_trace
+from calculators.sim.simulate import SimServer, SimWorkload, simulate_trace
 from calculators.sim.step_model import StepTimeModel
 from contract.engine_record import REQUEST_COLUMNS, REQUESTS_FILE, STEP_COLUMNS, STEPS_FILE
 from contract.records import RECORDS_FILE, Record
@@ -37,7 +37,7 @@ def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     limits = limits or {}
-    server = ServerConfig.from_flags(strategy, **limits)
+    server = SimServer.from_flags(strategy, **limits)
     lengths = lengths or tuple(zip(np.random.default_rng(seed).integers(16, 64, 500).tolist(),
                                    np.random.default_rng(seed + 1).integers(8, 32, 500).tolist()))
     reasoning_run = any(len(row) == 3 for row in lengths)
@@ -48,7 +48,7 @@ def write_simulated_run(run_dir: Path, model: StepTimeModel, front_end: FrontEnd
         level = f"{strategy}/{kind}={value}"
         c = int(value) if kind == "c" else 0
         offered = {"concurrency": c} if kind == "c" else {"rate_rps": float(value)}
-        workload = Workload(lengths=lengths, requests=int(50 * value) + 2000, warmup_s=warmup_s,
+        workload = SimWorkload(lengths=lengths, requests=int(50 * value) + 2000, warmup_s=warmup_s,
                             duration_s=duration_s, seed=seed + (c if kind == "c" else 1000 + k), **offered)
         log: list[tuple[float, float, object]] = []
         trace = simulate_trace(server, workload, model, front_end, on_step=lambda s, d, shape: log.append((s, d, shape)))

@@ -87,7 +87,7 @@ def _simulated(args, concurrency: int) -> dict:
 
 def _simulated_with_front_end(args, concurrency: int, out: Path) -> dict:
     """The simulator, sized as calc simulate sizes it, with the front end measured in this level's run."""
-    from calculators.sim.simulate import ServerConfig, Workload, simulate
+    from calculators.sim.simulate import SimServer, SimWorkload, simulate
     from contract.distributions import LengthDistribution
     from reports.predict.evidence import level_samples
     from reports.report import ReportOptions
@@ -100,9 +100,9 @@ def _simulated_with_front_end(args, concurrency: int, out: Path) -> dict:
     (sample,) = samples
     sizing = gpu_engine(get_model(args.model), get_gpu(args.gpu), dtype=args.dtype)
     limits = engine_defaults(sizing.engine, get_gpu(args.gpu)).limit_flags()
-    server = ServerConfig.from_flags("continuous", num_kv_blocks=sizing.num_kv_blocks,
+    server = SimServer.from_flags("continuous", num_kv_blocks=sizing.num_kv_blocks,
                                      block_size=sizing.block_size, **limits)
-    workload = Workload(prompt_tokens=LengthDistribution.uniform(args.prompt_tokens, args.prompt_tokens),
+    workload = SimWorkload(prompt_tokens=LengthDistribution.uniform(args.prompt_tokens, args.prompt_tokens),
                         output_tokens=LengthDistribution.uniform(args.output_tokens, args.output_tokens),
                         requests=max(400, 8 * concurrency), concurrency=concurrency, seed=0)
     level = simulate(server, workload, sizing.step_model, sample.front_end).to_dict()

@@ -14,10 +14,10 @@ from calculators.plan.fleet import Fault, FleetConfig, ReplicaSpec, run_fleet
 from calculators.plan.outcome import SloLimits, outcome
 from calculators.plan.planner import cheapest_static
 from calculators.sim.step_model import StepTimeModel
-from calculators.sim.workload import ServerConfig
+from calculators.sim.workload import SimServer
 
 STEP = StepTimeModel(base_s=0.01)   # every step 10 ms, whatever its batch
-SPEC = ReplicaSpec(ServerConfig.from_flags("continuous", num_kv_blocks=4000), STEP, 4000, gpus=2,
+SPEC = ReplicaSpec(SimServer.from_flags("continuous", num_kv_blocks=4000), STEP, 4000, gpus=2,
                    hourly_usd_per_gpu=3.0, describe="test replica")
 
 
@@ -109,7 +109,7 @@ def test_billing_counts_cold_starts_and_the_slo_windows_count_lost_requests_as_f
 def test_the_static_search_finds_the_fewest_replicas_or_says_none_meets_it():
     # 40 requests at once, each 100 ms alone; batching on one replica makes the queue the tail
     demand = _demand(np.zeros(40), output=10)
-    slow = ReplicaSpec(ServerConfig.from_flags("continuous", num_kv_blocks=4000, max_num_seqs=4), STEP, 4000)
+    slow = ReplicaSpec(SimServer.from_flags("continuous", num_kv_blocks=4000, max_num_seqs=4), STEP, 4000)
     config = FleetConfig(slow, "round_robin", initial_replicas=1)
     found = cheapest_static(demand, config, SloLimits(e2e_s=0.35, attainment=1.0), window_s=60.0, max_replicas=16)
     # 4 sequences at a time: with n replicas each holds 40/n, served in waves of 4 of ~110 ms

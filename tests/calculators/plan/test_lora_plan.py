@@ -10,14 +10,14 @@ from calculators.plan.demand import Demand
 from calculators.plan.fleet import FleetConfig, ReplicaSpec, run_fleet
 from calculators.sim.lora_step import LoraServing
 from calculators.sim.step_model import StepTimeModel
-from calculators.sim.workload import ServerConfig
+from calculators.sim.workload import SimServer
 from contract.model_mix import parse_model_mix
 
 STEP = StepTimeModel(base_s=0.01)
 
 
 def _spec(lora: LoraServing | None) -> ReplicaSpec:
-    return ReplicaSpec(ServerConfig(strategy="continuous", lora=lora, num_kv_blocks=4000), STEP, 4000)
+    return ReplicaSpec(SimServer(strategy="continuous", lora=lora, num_kv_blocks=4000), STEP, 4000)
 
 
 def _demand(n: int = 400, gap: float = 0.05) -> Demand:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from calculators.plan.replica import ReplicaSim
-from calculators.sim.simulate import ServerConfig, Workload, simulate_trace
+from calculators.sim.simulate import SimServer, SimWorkload, simulate_trace
 from calculators.sim.step_model import StepTimeModel
 from contract.distributions import LengthDistribution
 from engine_core.scheduling.strategies import BUILT_IN
@@ -38,8 +38,8 @@ def _replica_run(server, workload, trace, kv_blocks, shared_prefixes=True):
 @pytest.mark.parametrize("kv_blocks", [None, 14])
 @pytest.mark.parametrize("shared_prefixes", [True, False])   # distinct prompts: registering late, the same run
 def test_fed_one_request_at_a_time_it_replays_the_simulator(strategy, kv_blocks, shared_prefixes):
-    server = ServerConfig.from_flags(strategy, num_kv_blocks=kv_blocks)
-    workload = Workload(prompt_tokens=LengthDistribution.uniform(8, 64), output_tokens=LengthDistribution.uniform(4, 80),
+    server = SimServer.from_flags(strategy, num_kv_blocks=kv_blocks)
+    workload = SimWorkload(prompt_tokens=LengthDistribution.uniform(8, 64), output_tokens=LengthDistribution.uniform(4, 80),
                         requests=300, rate_rps=150.0, seed=3)
     trace = simulate_trace(server, workload, MODEL)
     blocks = kv_blocks or int(np.ceil((trace.prompt + trace.output).max() / 16)) * min(server.limits.max_running, 300)
@@ -51,7 +51,7 @@ def test_fed_one_request_at_a_time_it_replays_the_simulator(strategy, kv_blocks,
 
 
 def test_shared_leading_tokens_hit_the_prefix_cache():
-    server = ServerConfig.from_flags("continuous", num_kv_blocks=200)
+    server = SimServer.from_flags("continuous", num_kv_blocks=200)
     replica = ReplicaSim(server, MODEL, num_kv_blocks=200)
     shared = [7] * 64
     replica.submit(0, shared + [100] * 16, 4, 0.0)

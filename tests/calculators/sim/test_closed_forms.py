@@ -20,7 +20,7 @@ import pytest
 
 from calculators.batch_queue import batch_queue
 from calculators.queueing import md1, md1_response_quantile, mmc, response_quantile
-from calculators.sim.simulate import ServerConfig, Workload, simulate
+from calculators.sim.simulate import SimServer, SimWorkload, simulate
 from calculators.sim.step_model import StepTimeModel
 from contract.distributions import LengthDistribution
 
@@ -32,8 +32,8 @@ def test_no_batching_is_an_md1_queue_at_every_percentile():
     prompt, output = 100, 20
     service = model.step_s(1, prompt) + (output - 1) * model.step_s(1)
     rate = 0.5 / service   # at 0.7 a 20k-request p99 still wanders by ~6% (long busy periods)
-    result = simulate(ServerConfig(strategy="none"),
-                      Workload(prompt_tokens=LengthDistribution.fixed(prompt),
+    result = simulate(SimServer(strategy="none"),
+                      SimWorkload(prompt_tokens=LengthDistribution.fixed(prompt),
                                output_tokens=LengthDistribution.fixed(output),
                                requests=20_000, rate_rps=rate, seed=3), model)
     e2e = result.metrics["e2e_s"]
@@ -47,8 +47,8 @@ def test_exponential_single_steps_make_an_mm1_queue():
     model = StepTimeModel(base_s=0.01, jitter=exp_quantiles)
     mean_service = 0.01 * float(np.mean(exp_quantiles))
     rate = 0.6 / mean_service
-    result = simulate(ServerConfig(strategy="none"),
-                      Workload(prompt_tokens=LengthDistribution.fixed(1), output_tokens=LengthDistribution.fixed(1),
+    result = simulate(SimServer(strategy="none"),
+                      SimWorkload(prompt_tokens=LengthDistribution.fixed(1), output_tokens=LengthDistribution.fixed(1),
                                requests=30_000, rate_rps=rate, seed=7), model)
     theory = mmc(rate, 1 / mean_service, 1)
     e2e = result.metrics["e2e_s"]
@@ -63,8 +63,8 @@ def test_continuous_batching_with_flat_steps_and_geometric_outputs_is_mmc():
     model = StepTimeModel(base_s=step)   # every step costs the same, whatever its batch
     service = step * float(outputs.mean())
     rate = 0.6 * slots / service
-    server = ServerConfig.from_flags("continuous", max_num_seqs=slots)
-    result = simulate(server, Workload(prompt_tokens=LengthDistribution.fixed(1),
+    server = SimServer.from_flags("continuous", max_num_seqs=slots)
+    result = simulate(server, SimWorkload(prompt_tokens=LengthDistribution.fixed(1),
                                        output_tokens=LengthDistribution.from_values(outputs),
                                        requests=30_000, rate_rps=rate, seed=2), model)
     theory = mmc(rate, 1 / service, slots)
@@ -80,8 +80,8 @@ def test_continuous_batching_with_flat_steps_and_geometric_outputs_is_mmc():
 @pytest.mark.parametrize("rate", [20.0, 200.0])
 def test_dynamic_batching_is_the_batch_service_queue_in_mean_and_tail(rate):
     model = StepTimeModel(base_s=0.02, per_seq_s=0.001)
-    server = ServerConfig.from_flags("dynamic", max_batch_size=32, max_queue_delay_us=0)
-    result = simulate(server, Workload(prompt_tokens=LengthDistribution.fixed(1),
+    server = SimServer.from_flags("dynamic", max_batch_size=32, max_queue_delay_us=0)
+    result = simulate(server, SimWorkload(prompt_tokens=LengthDistribution.fixed(1),
                                        output_tokens=LengthDistribution.fixed(1),
                                        requests=20_000, rate_rps=rate, seed=5), model)
     theory = batch_queue(rate, 0.02, 0.001, 32)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from calculators.sim.front_end import FrontEnd
-from calculators.sim.simulate import ServerConfig, Workload, simulate_trace
+from calculators.sim.simulate import SimServer, SimWorkload, simulate_trace
 from calculators.sim.step_model import StepTimeModel
 from contract.distributions import LengthDistribution
 from engine_core.scheduling.strategies import BUILT_IN
@@ -33,7 +33,7 @@ FIELDS = ("arrival", "first_token", "end", "client_send", "first_out", "last_out
 SLOW = replace(MODEL, slow_paths=((1.0, 1.7, 0.9, 1.3), (2.0, 0.8)), slow_bin_s=0.003)
 
 
-def both(server: ServerConfig, workload: Workload, front: FrontEnd | None, model: StepTimeModel = MODEL):
+def both(server: SimServer, workload: SimWorkload, front: FrontEnd | None, model: StepTimeModel = MODEL):
     return (simulate_trace(server, workload, model, front, fast_decodes=True),
             simulate_trace(server, workload, model, front, fast_decodes=False))
 
@@ -42,11 +42,11 @@ def both(server: ServerConfig, workload: Workload, front: FrontEnd | None, model
 @pytest.mark.parametrize("kv_blocks", [None, 14])
 @pytest.mark.parametrize("load", ["closed", "open", "window"])
 def test_fast_path_replays_stepping_exactly(strategy, kv_blocks, load):
-    server = ServerConfig.from_flags(strategy, num_kv_blocks=kv_blocks, max_num_seqs=6, batch_size=4,
+    server = SimServer.from_flags(strategy, num_kv_blocks=kv_blocks, max_num_seqs=6, batch_size=4,
                                      max_batch_size=4, batch_timeout_ms=1.0)
-    workload = {"closed": Workload(**LENGTHS, requests=300, concurrency=6, seed=3),
-                "open": Workload(**LENGTHS, requests=300, rate_rps=150.0, seed=4),
-                "window": Workload(**LENGTHS, requests=100, concurrency=5, warmup_s=0.2, duration_s=2.0, seed=5)}[load]
+    workload = {"closed": SimWorkload(**LENGTHS, requests=300, concurrency=6, seed=3),
+                "open": SimWorkload(**LENGTHS, requests=300, rate_rps=150.0, seed=4),
+                "window": SimWorkload(**LENGTHS, requests=100, concurrency=5, warmup_s=0.2, duration_s=2.0, seed=5)}[load]
     fast, stepped = both(server, workload, FRONT if load != "open" else None)
     for name in FIELDS:
         np.testing.assert_array_equal(getattr(fast, name), getattr(stepped, name), err_msg=name)
@@ -59,9 +59,9 @@ def test_fast_path_replays_stepping_exactly(strategy, kv_blocks, load):
 @pytest.mark.parametrize("strategy", BUILT_IN)
 @pytest.mark.parametrize("load", ["closed", "window"])
 def test_fast_path_replays_stepping_exactly_under_slow_speed_paths(strategy, load):
-    server = ServerConfig.from_flags(strategy, max_num_seqs=6, batch_size=4, max_batch_size=4, batch_timeout_ms=1.0)
-    workload = {"closed": Workload(**LENGTHS, requests=300, concurrency=6, seed=3),
-                "window": Workload(**LENGTHS, requests=100, concurrency=5, warmup_s=0.2, duration_s=2.0, seed=5)}[load]
+    server = SimServer.from_flags(strategy, max_num_seqs=6, batch_size=4, max_batch_size=4, batch_timeout_ms=1.0)
+    workload = {"closed": SimWorkload(**LENGTHS, requests=300, concurrency=6, seed=3),
+                "window": SimWorkload(**LENGTHS, requests=100, concurrency=5, warmup_s=0.2, duration_s=2.0, seed=5)}[load]
     fast, stepped = both(server, workload, FRONT, SLOW)
     for name in FIELDS:
         np.testing.assert_array_equal(getattr(fast, name), getattr(stepped, name), err_msg=name)
@@ -77,9 +77,9 @@ WARM = replace(SLOW, warm_up=(1.6, 1.3, 1.2, 1.1) + (1.05,) * 12)
 @pytest.mark.parametrize("strategy", BUILT_IN)
 @pytest.mark.parametrize("load", ["closed-1", "open"])
 def test_fast_path_replays_stepping_exactly_with_warm_up(strategy, load):
-    server = ServerConfig.from_flags(strategy, max_num_seqs=6, batch_size=4, max_batch_size=4, batch_timeout_ms=1.0)
-    workload = {"closed-1": Workload(**LENGTHS, requests=200, concurrency=1, seed=6),   # waits before every request
-                "open": Workload(**LENGTHS, requests=200, rate_rps=40.0, seed=7)}[load]
+    server = SimServer.from_flags(strategy, max_num_seqs=6, batch_size=4, max_batch_size=4, batch_timeout_ms=1.0)
+    workload = {"closed-1": SimWorkload(**LENGTHS, requests=200, concurrency=1, seed=6),   # waits before every request
+                "open": SimWorkload(**LENGTHS, requests=200, rate_rps=40.0, seed=7)}[load]
     fast, stepped = both(server, workload, FRONT, WARM)
     for name in FIELDS:
         np.testing.assert_array_equal(getattr(fast, name), getattr(stepped, name), err_msg=name)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from calculators.sim.lora_step import LoraServing, fit_lora_step
-from calculators.sim.simulate import ServerConfig, Workload, simulate, simulate_trace
+from calculators.sim.simulate import SimServer, SimWorkload, simulate, simulate_trace
 from calculators.sim.step_model import StepTimeModel
 from contract.distributions import LengthDistribution
 from contract.model_mix import parse_model_mix
@@ -16,8 +16,8 @@ from engine_core.scheduling.batch_shape import BatchShape
 MODEL = StepTimeModel(base_s=0.01, per_seq_s=0.001, per_prefill_token_s=1e-5)
 
 
-def _workload(mix: str | None, **kw) -> Workload:
-    return Workload(prompt_tokens=LengthDistribution.fixed(32), output_tokens=LengthDistribution.fixed(16),
+def _workload(mix: str | None, **kw) -> SimWorkload:
+    return SimWorkload(prompt_tokens=LengthDistribution.fixed(32), output_tokens=LengthDistribution.fixed(16),
                     requests=600, concurrency=16, model_mix=None if mix is None else parse_model_mix(mix), **kw)
 
 
@@ -29,27 +29,27 @@ def test_a_step_costs_its_adapters_their_tokens_and_its_cold_loads():
     with pytest.raises(ValueError, match="load_s must be >= 0"):
         LoraServing(8, load_s=-1.0)
     with pytest.raises(ValueError, match="continuous strategy"):
-        ServerConfig(strategy="static", lora=serving)
+        SimServer(strategy="static", lora=serving)
 
 
 def test_free_adapters_on_every_slot_change_nothing_and_a_base_mix_is_the_plain_run():
-    plain = simulate(ServerConfig(strategy="continuous"), _workload(None), MODEL)
-    free = simulate(ServerConfig(strategy="continuous", lora=LoraServing(64)), _workload("zipf:64"), MODEL)
+    plain = simulate(SimServer(strategy="continuous"), _workload(None), MODEL)
+    free = simulate(SimServer(strategy="continuous", lora=LoraServing(64)), _workload("zipf:64"), MODEL)
     assert free.metrics == plain.metrics
-    base = simulate(ServerConfig(strategy="continuous", lora=LoraServing(1, per_adapter_s=0.01)),
+    base = simulate(SimServer(strategy="continuous", lora=LoraServing(1, per_adapter_s=0.01)),
                     _workload("base:1"), MODEL)
     assert base.metrics == plain.metrics
 
 
 def test_fewer_slots_make_requests_wait_and_the_tail_grows():
     costs = dict(per_adapter_s=0.002, per_lora_token_s=1e-5, load_s=0.003)
-    wide = simulate(ServerConfig(strategy="continuous", lora=LoraServing(64, **costs)), _workload("zipf:64"), MODEL)
-    narrow = simulate(ServerConfig(strategy="continuous", lora=LoraServing(4, **costs)), _workload("zipf:64"), MODEL)
+    wide = simulate(SimServer(strategy="continuous", lora=LoraServing(64, **costs)), _workload("zipf:64"), MODEL)
+    narrow = simulate(SimServer(strategy="continuous", lora=LoraServing(4, **costs)), _workload("zipf:64"), MODEL)
     assert narrow.metrics["ttft_s"]["p99"] > 2 * wide.metrics["ttft_s"]["p99"]
     assert narrow.output_tokens_per_s < wide.output_tokens_per_s
-    trace = simulate_trace(ServerConfig(strategy="continuous", lora=LoraServing(4, **costs)), _workload("zipf:64"),
+    trace = simulate_trace(SimServer(strategy="continuous", lora=LoraServing(4, **costs)), _workload("zipf:64"),
                            MODEL)
-    assert trace.lora[:5] == simulate_trace(ServerConfig(strategy="continuous"), _workload("zipf:64"), MODEL).lora[:5]
+    assert trace.lora[:5] == simulate_trace(SimServer(strategy="continuous"), _workload("zipf:64"), MODEL).lora[:5]
     assert {name for name in trace.lora} <= {f"lora-{k}" for k in range(1, 65)}
 
 

@@ -21,7 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[3])) if __name__ == "__main__" else None
 
 from calculators.sim.calibrate import fit_step_model  # noqa: E402
-from calculators.sim.simulate import MeasuredLengths, ServerConfig, Workload, simulate, simulate_trace  # noqa: E402
+from calculators.sim.simulate import MeasuredLengths, SimServer, SimWorkload, simulate, simulate_trace  # noqa: E402
 from calculators.sim.step_model import StepTimeModel  # noqa: E402
 
 import reference_server.engine.engine as engine_module  # noqa: E402
@@ -141,9 +141,9 @@ def compare(concurrencies=(1, 4, 8), requests=(24, 48, 64), calibration_requests
     for c, n in zip(concurrencies, requests):
         prompt, output = lengths(rng, n)
         measured = measure_closed_loop(engine, prefills, c, prompt, output, clock=clock)
-        workload = Workload(lengths=MeasuredLengths(tuple(zip(prompt, output)), in_order=True), requests=n,
+        workload = SimWorkload(lengths=MeasuredLengths(tuple(zip(prompt, output)), in_order=True), requests=n,
                             concurrency=c, warmup_fraction=WARMUP_FRACTION, seed=seed)
-        predicted = simulate(ServerConfig.from_flags("continuous", **LIMITS), workload, model)
+        predicted = simulate(SimServer.from_flags("continuous", **LIMITS), workload, model)
         row = {"concurrency": c, "model": model}
         for metric, values in (("ttft_s", measured.ttft), ("tpot_s", measured.tpot)):
             real = float(np.nanpercentile(window(values, c), 50))
@@ -162,9 +162,9 @@ def test_simulator_replays_the_engine_schedule_step_for_step(strategy, concurren
     prompt, output = rng.integers(1, 80, size=20), rng.integers(1, 24, size=20)
     engine, prefills = make_engine(strategy)
     measured = measure_closed_loop(engine, prefills, concurrency, prompt, output)
-    workload = Workload(lengths=MeasuredLengths(tuple(zip(prompt, output)), in_order=True), requests=len(prompt),
+    workload = SimWorkload(lengths=MeasuredLengths(tuple(zip(prompt, output)), in_order=True), requests=len(prompt),
                         concurrency=concurrency)
-    server = ServerConfig.from_flags(strategy, num_kv_blocks=engine.num_kv_blocks, block_size=engine.config.block_size,
+    server = SimServer.from_flags(strategy, num_kv_blocks=engine.num_kv_blocks, block_size=engine.config.block_size,
                                      **LIMITS)
     trace = simulate_trace(server, workload, StepTimeModel(base_s=1.0))
     np.testing.assert_array_equal(trace.first_token.round().astype(int), measured.first_step)

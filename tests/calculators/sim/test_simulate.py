@@ -9,7 +9,7 @@ import pytest
 
 from calculators.batch_queue import batch_queue
 from calculators.queueing import md1
-from calculators.sim.simulate import (MeasuredLengths, ServerConfig, Workload, simulate, simulate_levels,
+from calculators.sim.simulate import (MeasuredLengths, SimServer, SimWorkload, simulate, simulate_levels,
                                       simulate_trace)
 from calculators.sim.step_model import StepTimeModel
 from contract.distributions import LengthDistribution
@@ -21,10 +21,10 @@ MIXED = dict(prompt_tokens=LengthDistribution.uniform(64, 256), output_tokens=Le
 
 
 def test_same_seed_same_answer_other_seed_other_answer():
-    workload = Workload(**MIXED, requests=500, rate_rps=4.0, seed=7)
-    first = simulate(ServerConfig(), workload, MODEL)
-    assert simulate(ServerConfig(), workload, MODEL) == first
-    other = simulate(ServerConfig(), Workload(**MIXED, requests=500, rate_rps=4.0, seed=8), MODEL)
+    workload = SimWorkload(**MIXED, requests=500, rate_rps=4.0, seed=7)
+    first = simulate(SimServer(), workload, MODEL)
+    assert simulate(SimServer(), workload, MODEL) == first
+    other = simulate(SimServer(), SimWorkload(**MIXED, requests=500, rate_rps=4.0, seed=8), MODEL)
     assert other.metrics != first.metrics
 
 
@@ -32,8 +32,8 @@ def test_no_batching_under_poisson_arrivals_is_an_md1_queue():
     prompt, output = 100, 20
     service = MODEL.step_s(1, prompt, prompt) + (output - 1) * MODEL.step_s(1)   # deterministic service time
     rate = 0.7 / service
-    result = simulate(ServerConfig(strategy="none"),
-                      Workload(prompt_tokens=LengthDistribution.fixed(prompt),
+    result = simulate(SimServer(strategy="none"),
+                      SimWorkload(prompt_tokens=LengthDistribution.fixed(prompt),
                                output_tokens=LengthDistribution.fixed(output),
                                requests=8_000, rate_rps=rate, seed=3), MODEL)
     theory = md1(rate, 1 / service)
@@ -43,9 +43,9 @@ def test_no_batching_under_poisson_arrivals_is_an_md1_queue():
 
 def test_dynamic_batching_of_single_step_requests_is_the_batch_service_queue():
     model = StepTimeModel(base_s=0.02, per_seq_s=0.001)
-    server = ServerConfig.from_flags("dynamic", max_batch_size=32, max_queue_delay_us=0)
+    server = SimServer.from_flags("dynamic", max_batch_size=32, max_queue_delay_us=0)
     for rate in (20.0, 200.0):
-        result = simulate(server, Workload(prompt_tokens=LengthDistribution.fixed(1),
+        result = simulate(server, SimWorkload(prompt_tokens=LengthDistribution.fixed(1),
                                            output_tokens=LengthDistribution.fixed(1),
                                            requests=20_000, rate_rps=rate, seed=5), model)
         theory = batch_queue(rate, 0.02, 0.001, 32)
@@ -55,13 +55,13 @@ def test_dynamic_batching_of_single_step_requests_is_the_batch_service_queue():
 
 def test_closed_loop_obeys_littles_law():
     for strategy in ("none", "static", "dynamic", "continuous"):
-        result = simulate(ServerConfig(strategy=strategy), Workload(**MIXED, requests=1000, concurrency=8), MODEL)
+        result = simulate(SimServer(strategy=strategy), SimWorkload(**MIXED, requests=1000, concurrency=8), MODEL)
         in_flight = result.request_rate_rps * result.metrics["e2e_s"]["mean"]
         assert in_flight == pytest.approx(8, rel=0.05), strategy
 
 
 def test_synchronised_continuous_batch_decodes_at_the_step_time_of_its_size():
-    result = simulate(ServerConfig(), Workload(prompt_tokens=LengthDistribution.fixed(32),
+    result = simulate(SimServer(), SimWorkload(prompt_tokens=LengthDistribution.fixed(32),
                                                output_tokens=LengthDistribution.fixed(64),
                                                requests=400, concurrency=6), MODEL)
     assert result.metrics["tpot_s"]["p50"] == pytest.approx(MODEL.step_s(6))
@@ -70,8 +70,8 @@ def test_synchronised_continuous_batch_decodes_at_the_step_time_of_its_size():
 
 
 def test_batching_buys_throughput_in_the_expected_order():
-    levels = {strategy: simulate(ServerConfig.from_flags(strategy, batch_size=16, max_batch_size=16),
-                                 Workload(**MIXED, requests=1000, concurrency=16), MODEL)
+    levels = {strategy: simulate(SimServer.from_flags(strategy, batch_size=16, max_batch_size=16),
+                                 SimWorkload(**MIXED, requests=1000, concurrency=16), MODEL)
               for strategy in ("none", "static", "continuous")}
     assert levels["continuous"].output_tokens_per_s > 1.3 * levels["static"].output_tokens_per_s
     assert levels["static"].output_tokens_per_s > 2 * levels["none"].output_tokens_per_s
@@ -79,24 +79,24 @@ def test_batching_buys_throughput_in_the_expected_order():
 
 def test_kv_blocks_limit_the_batch_as_in_the_engine():
     """300-token requests need 19 blocks of 16 at the end, 13 for the prompt: 40 blocks hold two whole."""
-    workload = Workload(prompt_tokens=LengthDistribution.fixed(200),
+    workload = SimWorkload(prompt_tokens=LengthDistribution.fixed(200),
                         output_tokens=LengthDistribution.fixed(100), requests=200,
                         concurrency=8)
-    static = simulate(ServerConfig.from_flags("static", batch_size=8, num_kv_blocks=40), workload, MODEL)
+    static = simulate(SimServer.from_flags("static", batch_size=8, num_kv_blocks=40), workload, MODEL)
     assert static.mean_batch_size == pytest.approx(2.0, rel=0.02)   # worst case reserved at launch: two fit
     assert static.preemptions == 0
-    continuous = simulate(ServerConfig(num_kv_blocks=40), workload, MODEL)
+    continuous = simulate(SimServer(num_kv_blocks=40), workload, MODEL)
     assert continuous.preemptions > 0    # three prompts fit (39 blocks); growing, one is preempted
     assert continuous.mean_batch_size == pytest.approx(2.0, rel=0.01)   # then two run, staggered
     assert continuous.metrics["e2e_s"]["count"] == continuous.requests  # and every request finishes
-    unlimited = simulate(ServerConfig(), workload, MODEL)
+    unlimited = simulate(SimServer(), workload, MODEL)
     assert unlimited.preemptions == 0 and unlimited.mean_batch_size == pytest.approx(8, rel=0.02)
     with pytest.raises(ValueError, match="cannot hold the longest request"):
-        simulate(ServerConfig(num_kv_blocks=5), Workload(**MIXED, requests=10, concurrency=1), MODEL)
+        simulate(SimServer(num_kv_blocks=5), SimWorkload(**MIXED, requests=10, concurrency=1), MODEL)
 
 
 def test_levels_share_lengths_and_latency_grows_with_load():
-    results = simulate_levels(ServerConfig(), Workload(**MIXED, requests=1000, rate_rps=1.0), MODEL,
+    results = simulate_levels(SimServer(), SimWorkload(**MIXED, requests=1000, rate_rps=1.0), MODEL,
                               rates=[2.0, 8.0, 16.0])
     assert [r.offered["rate_rps"] for r in results] == [2.0, 8.0, 16.0]
     p99s = [r.metrics["e2e_s"]["p99"] for r in results]
@@ -106,19 +106,19 @@ def test_levels_share_lengths_and_latency_grows_with_load():
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: Workload(requests=10), "exactly one of concurrency"),
-    (lambda: Workload(requests=10, concurrency=2, rate_rps=1.0), "exactly one of concurrency"),
-    (lambda: Workload(requests=0, concurrency=2), "requests must be a positive integer"),
-    (lambda: Workload(requests=10, rate_rps=-1.0), "rate_rps must be positive"),
+    (lambda: SimWorkload(requests=10), "exactly one of concurrency"),
+    (lambda: SimWorkload(requests=10, concurrency=2, rate_rps=1.0), "exactly one of concurrency"),
+    (lambda: SimWorkload(requests=0, concurrency=2), "requests must be a positive integer"),
+    (lambda: SimWorkload(requests=10, rate_rps=-1.0), "rate_rps must be positive"),
     (lambda: LengthDistribution.uniform(10, 5), "high \\(5\\) must be >= low \\(10\\)"),
     (lambda: LengthDistribution.from_values((3, -1)), "positive integers"),
-    (lambda: Workload(lengths=((3, 0),), concurrency=1), "pairs of positive integers"),
-    (lambda: ServerConfig(strategy="greedy"), "strategy must be one of"),
-    (lambda: ServerConfig.from_flags(max_num_seqs=0), "max_num_seqs must be a positive integer"),
-    (lambda: ServerConfig.from_flags("dynamic", preferred_batch_sizes=(4, 64)), "preferred_batch_sizes"),
-    (lambda: ServerConfig.from_flags("static", batch_sizes=4), "unknown batching limit"),
-    (lambda: ServerConfig(strategy="none", limits=StaticLimits()), "belongs to strategy 'static'"),
-    (lambda: ServerConfig(num_kv_blocks=0), "num_kv_blocks must be a positive integer"),
+    (lambda: SimWorkload(lengths=((3, 0),), concurrency=1), "pairs of positive integers"),
+    (lambda: SimServer(strategy="greedy"), "strategy must be one of"),
+    (lambda: SimServer.from_flags(max_num_seqs=0), "max_num_seqs must be a positive integer"),
+    (lambda: SimServer.from_flags("dynamic", preferred_batch_sizes=(4, 64)), "preferred_batch_sizes"),
+    (lambda: SimServer.from_flags("static", batch_sizes=4), "unknown batching limit"),
+    (lambda: SimServer(strategy="none", limits=StaticLimits()), "belongs to strategy 'static'"),
+    (lambda: SimServer(num_kv_blocks=0), "num_kv_blocks must be a positive integer"),
 ])
 def test_bad_simulation_input_names_the_field(call, message):
     with pytest.raises(ValueError, match=message):
@@ -127,11 +127,11 @@ def test_bad_simulation_input_names_the_field(call, message):
 
 def test_measured_lengths_are_drawn_together_or_replayed_in_order_and_checked_once():
     pairs = ((10, 1), (20, 2), (30, 3))
-    workload = Workload(lengths=pairs, concurrency=1)
+    workload = SimWorkload(lengths=pairs, concurrency=1)
     prompt, output, reasoning = workload.sample_lengths(np.random.default_rng(0), 300)
     assert set(zip(prompt.tolist(), output.tolist())) == set(pairs) and not reasoning.any()
     assert replace(workload, seed=5).lengths is workload.lengths   # a replication does not check them again
-    replay = Workload(lengths=MeasuredLengths(pairs, in_order=True), concurrency=1)
+    replay = SimWorkload(lengths=MeasuredLengths(pairs, in_order=True), concurrency=1)
     prompt, output, _ = replay.sample_lengths(np.random.default_rng(0), 5)
     assert prompt.tolist() == [10, 20, 30, 10, 20] and output.tolist() == [1, 2, 3, 1, 2]
 
@@ -139,12 +139,12 @@ def test_measured_lengths_are_drawn_together_or_replayed_in_order_and_checked_on
 def test_step_jitter_is_seeded_and_spreads_single_steps_more_than_averages():
     factors = (0.5, 1.0, 1.5)                       # mean 1: the mean step is unchanged
     jittery = StepTimeModel(base_s=0.01, per_seq_s=0.0005, jitter=factors)
-    workload = Workload(prompt_tokens=LengthDistribution.fixed(16),
+    workload = SimWorkload(prompt_tokens=LengthDistribution.fixed(16),
                         output_tokens=LengthDistribution.fixed(64), requests=600,
                         concurrency=4, seed=1)
-    first = simulate(ServerConfig(), workload, jittery)
-    assert simulate(ServerConfig(), workload, jittery) == first
-    steady = simulate(ServerConfig(), workload, StepTimeModel(base_s=0.01, per_seq_s=0.0005))
+    first = simulate(SimServer(), workload, jittery)
+    assert simulate(SimServer(), workload, jittery) == first
+    steady = simulate(SimServer(), workload, StepTimeModel(base_s=0.01, per_seq_s=0.0005))
     assert first.metrics["tpot_s"]["mean"] == pytest.approx(steady.metrics["tpot_s"]["mean"], rel=0.03)
     ttft = first.metrics["ttft_s"]
     assert ttft["p99"] / ttft["p50"] > 1.3 > first.metrics["tpot_s"]["p99"] / first.metrics["tpot_s"]["p50"]
@@ -157,11 +157,11 @@ def test_a_lone_request_takes_its_prefill_then_one_step_per_token_with_the_conte
     waits (static launches its single request at the batch timeout)."""
     model = StepTimeModel(base_s=0.01, per_seq_s=0.0005, per_prefill_token_s=2e-5, per_context_token_s=1e-6)
     prompt, output = 100, 20
-    workload = Workload(prompt_tokens=LengthDistribution.fixed(prompt), output_tokens=LengthDistribution.fixed(output),
+    workload = SimWorkload(prompt_tokens=LengthDistribution.fixed(prompt), output_tokens=LengthDistribution.fixed(output),
                         requests=3, rate_rps=0.001, arrival_cv2=1e-9, warmup_fraction=0.0)
-    trace = simulate_trace(ServerConfig(strategy=strategy), workload, model)
-    launch = {"static": ServerConfig(strategy="static").limits.batch_timeout_s,
-              "dynamic": ServerConfig(strategy="dynamic").limits.max_queue_delay_s}.get(strategy, 0.0)
+    trace = simulate_trace(SimServer(strategy=strategy), workload, model)
+    launch = {"static": SimServer(strategy="static").limits.batch_timeout_s,
+              "dynamic": SimServer(strategy="dynamic").limits.max_queue_delay_s}.get(strategy, 0.0)
     ttft = launch + model.step_s(1, prompt, prompt)
     e2e = ttft + sum(model.step_s(1, 0, prompt + j) for j in range(1, output))
     assert trace.first_token - trace.arrival == pytest.approx([ttft] * 3, rel=1e-9)

@@ -9,19 +9,19 @@ import numpy as np
 import pytest
 
 from calculators.cli.commands import main
-from calculators.sim.simulate import ServerConfig, Workload, simulate, simulate_trace
+from calculators.sim.simulate import SimServer, SimWorkload, simulate, simulate_trace
 from calculators.sim.speculative_step import SpeculativeStep
 from calculators.sim.step_model import StepTimeModel
 from calculators.speculative_crossover import crossover
 from contract.distributions import LengthDistribution
 
 MODEL = StepTimeModel(base_s=0.02, per_seq_s=0.0005, per_prefill_token_s=0.0002)
-ONE_USER = Workload(prompt_tokens=LengthDistribution.fixed(64), output_tokens=LengthDistribution.fixed(41),
+ONE_USER = SimWorkload(prompt_tokens=LengthDistribution.fixed(64), output_tokens=LengthDistribution.fixed(41),
                     requests=20, concurrency=1, warmup_fraction=0.0)
 
 
 def _server(speculative=None):
-    return ServerConfig.from_flags("continuous", max_num_seqs=8, speculative=speculative)
+    return SimServer.from_flags("continuous", max_num_seqs=8, speculative=speculative)
 
 
 def test_nothing_kept_is_one_token_a_step_at_the_price_of_the_verification():
@@ -79,9 +79,9 @@ def test_calc_simulate_answers_with_and_without_and_names_the_crossover(capsys):
 
 def test_a_prompts_last_chunk_of_one_token_proposes_nothing_and_every_request_gets_its_first_token():
     """A prompt one token longer than the step's budget ends in a one-token chunk, which looks like a decode."""
-    server = ServerConfig.from_flags("continuous", max_num_seqs=4, max_num_batched_tokens=64,
+    server = SimServer.from_flags("continuous", max_num_seqs=4, max_num_batched_tokens=64,
                                      speculative=SpeculativeStep(3, (0.6,)))
-    workload = Workload(prompt_tokens=LengthDistribution.fixed(65), output_tokens=LengthDistribution.fixed(12),
+    workload = SimWorkload(prompt_tokens=LengthDistribution.fixed(65), output_tokens=LengthDistribution.fixed(12),
                         requests=12, concurrency=3, warmup_fraction=0.0)
     trace = simulate_trace(server, workload, MODEL)
     assert np.isfinite(trace.first_token).all() and np.isfinite(trace.end).all()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from calculators.sim.front_end import FrontEnd
-from calculators.sim.simulate import ServerConfig, Workload, simulate, simulate_trace
+from calculators.sim.simulate import SimServer, SimWorkload, simulate, simulate_trace
 from calculators.sim.state import StepClock
 from calculators.sim.step_model import StepTimeModel
 
@@ -27,8 +27,8 @@ def test_each_step_takes_the_factor_in_force_at_its_start():
 
 
 def test_requests_in_the_slow_half_of_a_run_take_twice_as_long():
-    server = ServerConfig.from_flags("continuous", max_num_seqs=8)
-    workload = Workload(lengths=((32, 24),), concurrency=4, requests=4000, warmup_s=1.0, duration_s=8.0, seed=3)
+    server = SimServer.from_flags("continuous", max_num_seqs=8)
+    workload = SimWorkload(lengths=((32, 24),), concurrency=4, requests=4000, warmup_s=1.0, duration_s=8.0, seed=3)
     trace = simulate_trace(server, workload, MODEL, speeds=((0.0, 1.0), (5.0, 2.0)))
     send, e2e = trace.client_send, trace.client_e2e()
     fast = np.isfinite(e2e) & (send > 1.0) & (send + e2e < 5.0)
@@ -37,8 +37,8 @@ def test_requests_in_the_slow_half_of_a_run_take_twice_as_long():
 
 
 def test_one_factor_throughout_is_the_model_scaled_by_it():
-    server = ServerConfig.from_flags("continuous", max_num_seqs=8)
-    workload = Workload(lengths=((32, 24), (64, 8)), concurrency=4, requests=2000, warmup_s=1.0, duration_s=5.0, seed=1)
+    server = SimServer.from_flags("continuous", max_num_seqs=8)
+    workload = SimWorkload(lengths=((32, 24), (64, 8)), concurrency=4, requests=2000, warmup_s=1.0, duration_s=5.0, seed=1)
     scheduled = simulate(server, workload, MODEL, speeds=((0.0, 1.5),))
     scaled = simulate(server, workload, MODEL.scaled(1.5))
     for metric in ("ttft_s", "tpot_s", "e2e_s"):
@@ -65,8 +65,8 @@ def test_a_long_slow_stretch_widens_a_queue_s_tail_that_shuffled_steps_average_a
     """A TTFT that waits behind 7 requests sums hundreds of steps: a machine slow for seconds at a
     time (here 1.8x for 1 s in 5) moves it, the same factors drawn step by step hardly do."""
     path = (1.0,) * 16 + (1.8,) * 4
-    server = ServerConfig.from_flags("none")
-    workload = Workload(lengths=((16, 32),), concurrency=8, requests=6000, seed=2)
+    server = SimServer.from_flags("none")
+    workload = SimWorkload(lengths=((16, 32),), concurrency=8, requests=6000, seed=2)
     base = StepTimeModel(base_s=0.001, per_context_token_s=1e-6)
     slow = simulate(server, workload, replace(base, slow_paths=(path,), slow_bin_s=0.25))
     shuffled = simulate(server, workload, replace(base, jitter=path))
@@ -92,8 +92,8 @@ def test_the_steps_after_a_wait_take_the_warm_up_in_order():
 def test_a_closed_loop_at_one_user_pays_the_warm_up_at_every_prefill():
     """One user, 1 ms between a response and the next request reaching the engine: the engine waits
     before every request, so each prefill (the engine's TTFT) is a first step after a wait."""
-    server = ServerConfig.from_flags("continuous", max_num_seqs=8)
-    workload = Workload(lengths=((32, 24),), concurrency=1, requests=200, seed=3)
+    server = SimServer.from_flags("continuous", max_num_seqs=8)
+    workload = SimWorkload(lengths=((32, 24),), concurrency=1, requests=200, seed=3)
     front = FrontEnd((0.001,), (0.0,), (0.0,))
     traces = {name: simulate_trace(server, workload, model, front)
               for name, model in (("cold", MODEL), ("warm", replace(MODEL, warm_up=(1.4, 1.2))))}

@@ -164,12 +164,12 @@ def test_a_strategy_module_that_cannot_be_imported_is_named_when_its_strategy_is
 
 
 def test_the_toy_strategy_runs_in_the_simulator(lockstep):
-    from calculators.sim.simulate import ServerConfig, Workload, simulate, simulate_trace
+    from calculators.sim.simulate import SimServer, SimWorkload, simulate, simulate_trace
     from contract.distributions import LengthDistribution
     from calculators.sim.step_model import StepTimeModel
 
-    server = ServerConfig.from_flags("lockstep", lockstep_size=3, batch_size=8)
-    workload = Workload(prompt_tokens=LengthDistribution.fixed(8),
+    server = SimServer.from_flags("lockstep", lockstep_size=3, batch_size=8)
+    workload = SimWorkload(prompt_tokens=LengthDistribution.fixed(8),
                         output_tokens=LengthDistribution.fixed(4), requests=12,
                         concurrency=6)
     trace = simulate_trace(server, workload, StepTimeModel(base_s=1.0))

@@ -7,12 +7,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from calculators.sim.simulate import ServerConfig
+from calculators.sim.simulate import SimServer
 from contract.run_json import LoadPlan, RunInfo
 from reports.predict.calibration import SLOW_BIN_S, arrival_cv2, calibrate
 from reports.predict.evidence import LevelSample, StepRows
 
-SERVER = ServerConfig.from_flags("continuous", max_num_seqs=8)
+SERVER = SimServer.from_flags("continuous", max_num_seqs=8)
 
 
 def level(name: str, tokens_per_s: float, slow_by_second: list[float], seed: int) -> LevelSample:
