@@ -5,7 +5,7 @@ delay, so each request runs as it comes). Locust runs each arm in turn at the sa
 four arms interleaved in every round, ROUNDS rounds; each arm's figures are its median over rounds,
 with the range, and the ratio REST/gRPC is taken within each round.
 
-    python -m lab.servecap.kserve_protocols --out bench/kserve_protocols/DATE
+    python -m lab.servecap.kserve_protocols --out lab/results/kserve_protocols/DATE
 """
 
 from __future__ import annotations

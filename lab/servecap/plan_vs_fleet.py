@@ -1,7 +1,7 @@
 """The plan against the fleet, on the same demand: `servecap fleet` run for real, then `servecap plan` with
 the same flags, compared on the issue's four checks.
 
-    python -m lab.servecap.plan_vs_fleet --out bench/plan_vs_fleet/RUN --gpu l4 --model llama-3.1-8b \\
+    python -m lab.servecap.plan_vs_fleet --out lab/results/plan_vs_fleet/RUN --gpu l4 --model llama-3.1-8b \\
         --max-model-len 4096 [--routers round_robin,cache_aware] [--compare-only] -- SHARED FLAGS
 
 SHARED FLAGS are the demand, scaling, fault and SLO flags both commands take (e.g. --diurnal 8:1.5
