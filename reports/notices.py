@@ -104,8 +104,8 @@ def _host_steal(summary: dict) -> Notice | None:
         "/proc/stat by the run's canary into canary.csv): every step and every request on that core "
         "waited for it, so their latencies and rates are the host's as much as the server's. A core "
         "the load generator shares delays the client's clock too.",
-        "rerun on a quiet host (a dedicated machine or instance); `python -m reference_server.bench.drift` "
-        "measures the machine alone",
+        "rerun on a quiet host (a dedicated machine or instance); `python -m lab.reference_server.drift`, from a "
+        "servecap checkout, measures the machine alone",
         items)
 
 
@@ -121,7 +121,8 @@ def _machine_drift(summary: dict) -> Notice | None:
         "but the engine's own step record shows why: the same batch shapes took longer in one third than "
         "another. Scaled to the machine's usual speed, the server's throughput was steady. The levels' "
         "percentiles include that drift of the machine (on a shared VM, its host); they are not a server "
-        "that had not settled. `python -m reference_server.bench.drift` measures the machine alone.",
+        "that had not settled. `python -m lab.reference_server.drift`, from a servecap checkout, measures the "
+        "machine alone.",
         None,
         [f"{row['level']} (machine {row['machine']:.0%}, throughput {row['spread']:.0%} raw, "
          f"{row['at_constant_speed']:.0%} at constant speed)" for row in levels

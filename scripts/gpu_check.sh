@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks of issue 17 on one GPU machine, in under 10 minutes:
 #   1. a virtualenv of its own with torch 2.13.0 (the project's pin) as a CUDA build;
-#   2. python -m servecap.bench.gpu_check: the engine bench on cuda in bf16 (tokens/s and the
+#   2. python -m lab.servecap.gpu_check: the engine bench on cuda in bf16 (tokens/s and the
 #      memory bandwidth achieved against the GPU's datasheet figure), the NVML sampler for 30 s,
 #      and a short static-vs-continuous sweep with --device cuda. It prints a summary last.
 #
@@ -21,7 +21,7 @@
 # step is skipped and says so.
 # Other settings: VENV (default /tmp/servecap-gpu-venv), BASE_PYTHON (default python3),
 # GPU_CHECK_PYTHON (use this interpreter as is: no venv, no installs), OUT (default $OUT or
-# ./gpu_check_out). Arguments go to servecap.bench.gpu_check (--device, --quick, --budget-s, ...).
+# ./gpu_check_out). Arguments go to lab.servecap.gpu_check (--device, --quick, --budget-s, ...).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -73,4 +73,4 @@ fi
 
 cd "$REPO"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-exec "$PYTHON" -m servecap.bench.gpu_check --out "$RESULTS" "$@"
+exec "$PYTHON" -m lab.servecap.gpu_check --out "$RESULTS" "$@"

@@ -13,7 +13,7 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sample": ("loadgen.observe.sample_cli", "sample GPU (NVML) or host and scrape /metrics into a run directory"),
     "serve": ("reference_server.cli", "run the reference serving process"),
-    "bench": ("reference_server.bench.engine", "benchmark the engine in-process, per batching strategy"),
+    "bench": ("reference_server.engine_bench.run", "benchmark the engine in-process, per batching strategy"),
     "calc": ("calculators.cli.commands", "capacity calculators: kv, weights, fit, roofline, queue, fleet, cost, simulate"),
     "demo": ("servecap.demo", "start the reference server, send real requests, print what happened"),
     "gate": ("reports.gate.cli", "compare two runs and fail on a significant regression (CI gate)"),

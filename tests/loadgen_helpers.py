@@ -35,10 +35,10 @@ def _env() -> dict:
 
 @contextlib.contextmanager
 def scripted_server(tmp_path: Path, *args: str):
-    """Yield (base_url, truth_path) of a running `loadgen.bench.scripted_server`."""
+    """Yield (base_url, truth_path) of a running `lab.loadgen.scripted_server`."""
     truth = tmp_path / f"truth-{time.monotonic_ns()}.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.bench.scripted_server", "--port", "0", "--truth", str(truth), *args],
+        [sys.executable, "-m", "lab.loadgen.scripted_server", "--port", "0", "--truth", str(truth), *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=REPO)
     try:
         line = proc.stdout.readline()

@@ -1,5 +1,7 @@
 """The house's layers (docs/architecture.md, "Layers"): a module imports only its own layer or those
-below it. A new import that runs up a layer fails here, naming the file, the line and the module."""
+below it. A new import that runs up a layer fails here, naming the file, the line and the module.
+The lab (lab/: benchmarks and evidence) is above them all: it may import any product module, and no
+product module imports it."""
 
 import ast
 from pathlib import Path
@@ -13,8 +15,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("calculators",),                     # pure capacity models and the simulator
     ("reference_server", "loadgen"),      # the serving process; the load generator
     ("reports",),                         # run dir -> summary, report, predictions, the gate
-    ("servecap",),                        # the front door, the orchestrators (sweep, compare), launch, bench
+    ("servecap",),                        # the front door, the orchestrators (sweep, compare), launch
 ]
+PRODUCT = ("contract", "engine_core", "reference_server", "calculators", "loadgen", "reports", "servecap")
 
 
 def layer_of(module: str) -> int | None:
@@ -36,7 +39,7 @@ def imported_modules(path: Path):
 
 
 def product_files():
-    for top in ("contract", "engine_core", "reference_server", "calculators", "loadgen", "reports", "servecap"):
+    for top in PRODUCT:
         yield from sorted((REPO / top).rglob("*.py"))
 
 
@@ -53,8 +56,20 @@ def upward_imports() -> list[str]:
     return found
 
 
+def lab_imports() -> list[str]:
+    return [f"{path.relative_to(REPO)}:{line} imports {target} (the product never imports the lab)"
+            for path in product_files() for line, target in imported_modules(path)
+            if target == "lab" or target.startswith("lab.")]
+
+
 def test_no_module_imports_a_layer_above_its_own():
     assert upward_imports() == []
+
+
+def test_no_product_module_imports_the_lab():
+    assert lab_imports() == []
+    assert not [path for path in product_files() if "bench" in path.relative_to(REPO).parts[:-1]], \
+        "a product package has a bench/ folder again: benchmarks go to lab/<package>/"
 
 
 def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
@@ -70,3 +85,6 @@ def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
     monkeypatch.setitem(globals(), "REPO", tmp_path)
     monkeypatch.setitem(globals(), "product_files", lambda: iter([fake]))
     assert upward_imports() == ["loadgen/x.py:2 imports reports.summary (reports is above reference_server)"]
+    fake.write_text("import lab.reports.synthetic\nfrom lab import reports\n")
+    assert lab_imports() == ["loadgen/x.py:1 imports lab.reports.synthetic (the product never imports the lab)",
+                             "loadgen/x.py:2 imports lab (the product never imports the lab)"]

@@ -156,7 +156,7 @@ def build_profile(validation: Validation) -> EfficiencyProfile:
              f"{len({p.source for p in validation.selected()})} sources (calculators/roofline_fit). "
              f"Leave-one-source-out median |error|: decode {targets['decode']['median_abs_error']:.1%}, "
              f"prefill of 1k+ token prompts {targets['prefill_1k_plus']['median_abs_error']:.1%}. "
-             "Regenerate: python -m calculators.bench.gpu_validation --write")
+             "Regenerate: python -m lab.calculators.gpu_validation --write")
     return EfficiencyProfile(name="fitted on published measurements", entries=tuple(entries),
                              allreduce_latency_s=latency, link_efficiency=LINK_EFFICIENCY,
                              engine_gqa_kv_amplification=gqa, notes=notes)

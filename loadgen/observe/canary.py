@@ -17,7 +17,7 @@ core, which KVM reports and thread CPU time leaves out, while every wall-clock s
               thread (~0.5 ms)
     steal     /proc/stat's steal of each core              time taken by the host
 
-How well it tracks the engine's own speed is measured by `python -m reports.bench.canary_tracking`
+How well it tracks the engine's own speed is measured by `python -m lab.reports.canary_tracking`
 (figures in docs/results.md). A short unit on a fixed cadence misses brief runs of stalled steps.
 
 canary.csv: one row per tick, core and unit (contract.canary owns its columns).

@@ -14,7 +14,7 @@ run in every layer:
   lengths differ carries a padding mask. One rectangle for the whole batch pays for the
   longest context in every row; one call per sequence pays a call per row: the cut
   minimises padded key tokens + `overhead_tokens` per call (measured by
-  `python -m reference_server.bench.attention`).
+  `python -m lab.reference_server.attention`).
 - a prefill chunk: one SDPA call, queries `[1, H, Q, d]` over keys `[1, K, L, d]`
   (`enable_gqa`), causal; with cached tokens before the chunk (L > Q) the causal mask is
   offset, so it is given explicitly.
@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 # One more SDPA call (its gather, mask and launch) costs about this many bytes of key/value
-# traffic on the CPU this was measured on (python -m reference_server.bench.attention):
+# traffic on the CPU this was measured on (python -m lab.reference_server.attention):
 # ~60 key tokens of the `small` preset in float32 (2 KiB of K and V per token and layer).
 CALL_OVERHEAD_BYTES = 32 * 1024
 

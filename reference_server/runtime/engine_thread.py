@@ -9,7 +9,7 @@ Simple and light (one process, one copy of torch), and the way to run an engine 
 a factory that cannot cross a process boundary (tests wrap `Engine` in subclasses). But the
 engine's Python (scheduler, block manager, sampling) and the event loop share one GIL:
 when both are busy, tokens reach clients in bursts and step times wander from run to run
-(see `reference_server.bench.gil`). The default, `EngineProcess`, avoids that.
+(see `lab.reference_server.gil`). The default, `EngineProcess`, avoids that.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ different things: the server had not settled (queues filling, batches forming: t
 shapes change), or the machine ran at a different speed (the same batch shapes took longer:
 a host neighbour, a frequency step). This 2-core VM does the second with nothing else running:
 the engine's decode loop alone, timed over 1 s blocks, ranged 1.20-2.09 ms
-(`python -m reference_server.bench.drift --blocks 25 --block-s 1`).
+(`python -m lab.reference_server.drift --blocks 25 --block-s 1`).
 
     speed_index(steps, start, end, windows) -> (s_1, ..., s_w) | None     (w equal sub-windows)
     speed_index_over(steps, spans) -> (s_1, ..., s_w) | None              (any spans: a level's rounds)

@@ -304,7 +304,7 @@ def predict(calibration: Calibration, kind: str, load: float, warmup_s: float, d
     `requests`, that many per run, the first 10% and a closed loop's last `load` left out (a machine
     far faster than the calibration's would need millions of requests to fill the same window).
     `machine_speed`: the step model scaled by it (a machine that many times slower than the one the
-    calibration's steps were timed on; reports.bench.error_sources' canary variants); a tuple: one such
+    calibration's steps were timed on; lab.reports.error_sources' canary variants); a tuple: one such
     factor per equal part of the measure window, in order (a level measured in rounds, each at its
     own speed; the warm-up at the first); None: as calibrated. `arrival_times`: an open loop's send
     times (s from the level's start) replayed instead of drawn (a measured level's own arrivals)."""

@@ -17,7 +17,7 @@ Axes:
 
 The interval widens by WIDEN_PER_DOUBLING of the value for every doubling outside, over every axis:
     widening = WIDEN_PER_DOUBLING x sum(log2(axis factor)),  interval [lo - w x value, hi + w x value]
-The rate is the transfer benchmark's (`servecap.bench.transfer`): what its what-ifs missed by per
+The rate is the transfer benchmark's (`lab.servecap.transfer`): what its what-ifs missed by per
 doubling of distance, beyond the interpolation's own error. Pure: numbers in, numbers out.
 """
 

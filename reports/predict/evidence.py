@@ -91,7 +91,7 @@ class LevelSample:
                                          # (--model-mix runs; `_sent_models`), else None
     machine_speed: float | None = None   # the canary's: how much longer than the run's usual the engine's
                                          # cores took for the same work during the level (None: no canary);
-                                         # `steps` stay as timed (reports.bench.error_sources tries them rescaled)
+                                         # `steps` stay as timed (lab.reports.error_sources tries them rescaled)
 
     def __post_init__(self) -> None:
         # arrays, not tuples of Python numbers: a 1,000,000-record run's levels hold a million of each, and

@@ -4,7 +4,7 @@ Tests here are marked `engine` (and `slow`: they start processes). They run only
 with `-m engine`; any other run deselects them, so `make test` needs no vLLM. vLLM runs from
 `.venv-vllm` (what `make test-engines` installs; SERVECAP_VLLM_PYTHON names another interpreter),
 the servecap side from the interpreter running pytest. Session fixtures: the tiny checkpoint
-(built by servecap/bench/tiny_llama.py with .venv-vllm's transformers), one vLLM server and one
+(built by lab/servecap/tiny_llama.py with .venv-vllm's transformers), one vLLM server and one
 reference server serving it, both on 127.0.0.1 ports of their own; and the checkpoint built as a
 reasoning model, with a vLLM server that parses its reasoning.
 """
@@ -38,7 +38,7 @@ def pytest_collection_modifyitems(config, items):
 def _build_checkpoint(out: Path, *flags: str) -> Path:
     if not VLLM_PYTHON.exists():
         pytest.fail(f"{VLLM_PYTHON} is missing: `make test-engines` creates .venv-vllm (vLLM's CPU build)")
-    result = subprocess.run([str(VLLM_PYTHON), str(REPO / "servecap" / "bench" / "tiny_llama.py"), str(out), *flags],
+    result = subprocess.run([str(VLLM_PYTHON), str(REPO / "lab" / "servecap" / "tiny_llama.py"), str(out), *flags],
                             capture_output=True, text=True, timeout=300, env={**os.environ, **OFFLINE})
     assert result.returncode == 0, result.stderr[-3000:]
     return out

@@ -1,5 +1,5 @@
 """vLLM's reasoning parser against the load generator: the tiny checkpoint built as a reasoning model
-(servecap/bench/tiny_llama.py --reasoning: it closes its reasoning with </think> after a prompt-dependent
+(lab/servecap/tiny_llama.py --reasoning: it closes its reasoning with </think> after a prompt-dependent
 number of tokens) served by vLLM's CPU build with `--reasoning-parser deepseek_r1`.
 
 What vLLM streams is the truth: the generated token ids say where </think> fell, its chunks say what was

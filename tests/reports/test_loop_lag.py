@@ -4,7 +4,7 @@ only where it is wider than the confidence interval of a percentile it could mov
 import pytest
 
 from contract.loadgen_meta import update_meta
-from reports.bench.synthetic import write_synthetic_run
+from lab.reports.synthetic import write_synthetic_run
 from reports.report import ReportOptions, write_report
 from reports.summary import lag_limited
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reports.bench.synthetic import write_synthetic_run
+from lab.reports.synthetic import write_synthetic_run
 from reports.quality.carry import configuration_statement, quality_sentence, read_quality
 from servecap.cli import main as servecap_main
 

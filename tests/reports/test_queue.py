@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from reports.report import ReportOptions, write_report
-from reports.bench.synthetic import write_synthetic_run
+from lab.reports.synthetic import write_synthetic_run
 
 
 def test_e2e_with_queue_is_e2e_plus_queue_s_and_shown_beside_e2e(tmp_path):

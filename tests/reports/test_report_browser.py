@@ -5,7 +5,7 @@ import pytest
 
 from browser import chromium, console_errors, on_first_screen, save_screenshot
 from reports.report import ReportOptions, write_report
-from reports.bench.synthetic import write_synthetic_run
+from lab.reports.synthetic import write_synthetic_run
 
 pytestmark = pytest.mark.slow  # starts a browser
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from compare_dirs import write_compare_dir
-from reports.bench.synthetic import write_synthetic_run
+from lab.reports.synthetic import write_synthetic_run
 from servecap.cli import main as servecap_main
 
 

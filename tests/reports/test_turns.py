@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from reports.report import ReportOptions, write_report
-from reports.bench.synthetic import write_synthetic_run
+from lab.reports.synthetic import write_synthetic_run
 
 
 def test_levels_with_turns_break_latency_down_by_turn(tmp_path):

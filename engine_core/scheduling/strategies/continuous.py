@@ -12,7 +12,7 @@ prompt tokens (prefill chunks, running or newly admitted) share at most
 `max_prefill_tokens_with_decodes` of the step, so a long prompt arriving cannot stretch the
 step every decoding sequence waits on; with nothing decoding, a prompt gets the whole
 budget. On `small` on a 2-core CPU a 2048-token prefill step took 4 s, against 0.16 s for a
-decode step of 32 (`python -m reference_server.bench.engine`, `decode_step_ms`).
+decode step of 32 (`python -m reference_server.engine_bench`, `decode_step_ms`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def _hf_checkpoint(path, vocab=421, eos=1):
     """servecap's checkpoint writer, then the config as transformers 5 writes it (rope_parameters, eos) and
-    a tokenizer file beside it: what servecap/bench/tiny_llama.py makes, without transformers."""
+    a tokenizer file beside it: what lab/servecap/tiny_llama.py makes, without transformers."""
     arch = replace(get_model("tiny"), vocab_size=vocab, tie_embeddings=False)
     engine = Engine(EngineConfig(model="tiny", dtype="float32"))
     state = engine.runner.model.state_dict()

@@ -5,7 +5,7 @@ Three real sweeps of the tiny preset (reference server + locust), then `servecap
 Thresholds are wide on purpose: this 2-core VM's speed drifts. The engine's own decode loop,
 with no HTTP or Locust at all, took 1.80-2.28 ms per step across 2-second blocks of one
 process and 1.57-2.51 ms in eight fresh processes; identical 8-second sweeps in one session
-ranged 1.83-3.39 ms in p50 TPOT (`python -m servecap.bench.gate_evidence`). No within-run statistic
+ranged 1.83-3.39 ms in p50 TPOT (`python -m lab.servecap.gate_evidence`). No within-run statistic
 can see that noise, so this check proves the gate end to end on a gross regression: the
 injected 20 ms per step is about 10x the tiny preset's step time.
 """

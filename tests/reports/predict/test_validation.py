@@ -116,7 +116,7 @@ def test_error_sources_on_a_known_model_have_a_noise_floor_and_take_each_input_f
     """The decomposition's variants on a run whose model is known: every variant predicts each level;
     with the held-out level's own step model and front end the error can only be the noise floor's."""
     from reports.predict.evidence import level_samples
-    from reports.bench.error_sources import VARIANTS, error_sources
+    from lab.reports.error_sources import VARIANTS, error_sources
     from reports.summary import build_levels
 
     data = load_run(small)
@@ -142,7 +142,7 @@ def test_the_canary_variant_predicts_a_level_at_the_speed_the_canary_read_during
     import pandas as pd
 
     from reports.predict.evidence import level_samples
-    from reports.bench.error_sources import error_sources
+    from lab.reports.error_sources import error_sources
     from reports.summary import build_levels
 
     run = tmp_path / "run"

@@ -2,7 +2,7 @@
 
 Sized to pass on a loaded CI machine: 60% thresholds (an A/A run's per-pair noise there can
 reach 40%), and a regression of 20 ms per engine step (about 10x the tiny preset's step).
-How sharp the paired gate is on a quiet machine is shown by `python -m servecap.bench.gate_evidence
+How sharp the paired gate is on a quiet machine is shown by `python -m lab.servecap.gate_evidence
 --paired`, not here.
 """
 

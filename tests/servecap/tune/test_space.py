@@ -85,13 +85,14 @@ def test_bad_tune_flags_exit_2_with_one_line(tmp_path, capsys, flags, words):
 
 
 def test_on_a_measured_grid_the_search_lands_within_5_percent_of_its_best_in_a_third_of_it():
-    """The 24-configuration grid bench/tune/2026-12-05 measured exhaustively (p99 <= 20 ms): throughput jumps
-    between neighbours as a level passes its SLO or not; the search, replayed on those measurements, must
-    still land within 5% of the best while measuring at most 8."""
+    """The 24-configuration grid lab/results/tune/2026-12-05 measured exhaustively (p99 <= 20 ms): throughput
+    jumps between neighbours as a level passes its SLO or not; the search, replayed on those measurements,
+    must still land within 5% of the best while measuring at most 8."""
     import json
     from pathlib import Path
 
-    doc = json.loads((Path(__file__).resolve().parents[3] / "bench/tune/2026-12-05/exhaustive/tune.json").read_text())
+    grid = Path(__file__).resolve().parents[3] / "lab/results/tune/2026-12-05/exhaustive/tune.json"
+    doc = json.loads(grid.read_text())
     table = {}
     for config in doc["configurations"]:
         values = dict(part.split("=") for part in config["config"].split(", "))

@@ -1,8 +1,0 @@
-#!/bin/bash
-# speculation off: the engine bench before (3aa222f tree, engine unchanged since) and after (HEAD), interleaved
-for i in 1 2 3 4 5 6; do
-  for side in before after; do
-    if [ $side = before ]; then dir=/tmp/base; else dir=/work/main; fi
-    (cd $dir && PYTHONPATH=$dir /work/main/.venv/bin/python -m reference_server.bench.engine --preset tiny --strategies continuous,static --threads 1 --num-requests 64 --repeats 3 --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); print('$side', $i, ' '.join(f\"{k} {v['output_tokens_per_s']:.0f}\" for k,v in d['strategies'].items()))")
-  done
-done

@@ -1,0 +1,176 @@
+"""The plan against the fleet, on the same demand: `servecap fleet` run for real, then `servecap plan` with
+the same flags, compared on the issue's four checks.
+
+    python -m lab.servecap.plan_vs_fleet --out lab/results/plan_vs_fleet/RUN --gpu l4 --model llama-3.1-8b \\
+        --max-model-len 4096 [--routers round_robin,cache_aware] [--compare-only] -- SHARED FLAGS
+
+SHARED FLAGS are the demand, scaling, fault and SLO flags both commands take (e.g. --diurnal 8:1.5
+--period 600 --duration 660 ... --min-replicas 1 --max-replicas 4 --target 8 --kill 300
+--slo-ttft-ms 2000 --window-s 60 --cold-start-s 20 --seed 4). Per router it writes OUT/fleet-ROUTER
+(a fleet run: emulated replicas `--emulate GPU --model M --server-args "--max-model-len N"`) and
+OUT/plan-ROUTER (`--gpu GPU --model M --max-model-len N`), then prints and writes OUT/compare.json:
+- replicas over time: at each autoscaler decision, the plan's count against the fleet's, ready
+  replicas and the count wanted: the share of decision intervals where they are the same;
+- per window with at least 100 requests (in the fleet), p99 TTFT and E2E: the median |plan / fleet - 1|;
+- SLO attainment: plan minus fleet, in points;
+- cache_aware against round_robin: the prefix-cache hit rate, and the TTFT p50 gain (1 - p50 cache_aware
+  / p50 round_robin) over every request, predicted against measured (relative error).
+`--compare-only` recomputes the comparison from the directories already there; `--plans-only` runs the
+plans again (same flags) beside the fleets already there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+MIN_WINDOW_REQUESTS = 100
+
+
+def _run(command: list[str], log: Path) -> None:
+    print("$ " + " ".join(command), flush=True)
+    with log.open("w") as out:
+        code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        raise SystemExit(f"exit {code}: see {log}")
+
+
+def run_pair(out: Path, router: str, args, shared: list[str], fleet_too: bool = True) -> None:
+    fleet, plan = out / f"fleet-{router}", out / f"plan-{router}"
+    if fleet_too:
+        _run([sys.executable, "-m", "servecap", "fleet", "--emulate", args.gpu, "--model", args.model,
+              "--server-args", f"--max-model-len {args.max_model_len} {args.server_args}".strip(), *shared,
+              "--router", router, "--out", str(fleet), "--no-report"], out / f"fleet-{router}.log")
+    if plan.exists():
+        shutil.rmtree(plan)
+    _run([sys.executable, "-m", "servecap", "plan", "--gpu", args.gpu, "--model", args.model,
+          "--max-model-len", str(args.max_model_len), *shared, "--router", router, "--no-n-plus-one",
+          "--static-max", "8", "--out", str(plan)], out / f"plan-{router}.log")
+
+
+def _p99(value) -> float:
+    """A window's p99 as written: null or Infinity when a request never finished (unbounded)."""
+    return math.inf if value is None else float(value)
+
+
+def _rel(predicted, measured) -> float:
+    if predicted is None or measured is None:
+        return math.nan
+    if math.isinf(predicted) or math.isinf(measured) or measured == 0:
+        return 0.0 if predicted == measured else math.inf
+    return predicted / measured - 1
+
+
+def compare_pair(out: Path, router: str) -> dict:
+    fleet = json.loads((out / f"fleet-{router}" / "fleet.json").read_text())
+    plan = json.loads((out / f"plan-{router}" / "plan.json").read_text())
+    interval = (fleet.get("autoscaler") or {}).get("interval_s")
+    decisions = {}
+    for source, rows in (("plan", plan["timeline"]["decisions"]), ("fleet", fleet["decisions"])):
+        for row in rows:
+            decisions.setdefault(round(row["t_s"] / interval), {})[source] = row
+    both = [d for d in decisions.values() if len(d) == 2]
+    same_ready = sum(d["plan"]["ready"] == d["fleet"]["ready"] for d in both)
+    same_wanted = sum(d["plan"]["wanted"] == d["fleet"]["wanted"] for d in both)
+    windows = []
+    measured = {w["start_s"]: w for w in fleet["outcome"]["windows"]}
+    for w in plan["windows"]:
+        m = measured.get(w["start_s"])
+        if m is None or m["requests"] < MIN_WINDOW_REQUESTS:
+            continue
+        windows.append({"start_s": w["start_s"], "requests_plan": w["requests"], "requests_fleet": m["requests"],
+                        **{f"{k}_p99_{side}": _p99(src[f"{k}_p99_s"]) for k in ("ttft", "e2e")
+                           for side, src in (("plan", w), ("fleet", m))},
+                        "ttft_err": _rel(_p99(w["ttft_p99_s"]), _p99(m["ttft_p99_s"])),
+                        "e2e_err": _rel(_p99(w["e2e_p99_s"]), _p99(m["e2e_p99_s"])),
+                        "met_plan": w["met"], "met_fleet": m["met"]})
+    p, f = plan["plan"], fleet["outcome"]
+    return {
+        "router": router, "decision_intervals": len(both),
+        "same_ready_share": same_ready / len(both) if both else None,
+        "same_wanted_share": same_wanted / len(both) if both else None,
+        "windows_judged": len(windows),
+        "ttft_p99_median_abs_err": float(np.median([abs(w["ttft_err"]) for w in windows])) if windows else None,
+        "e2e_p99_median_abs_err": float(np.median([abs(w["e2e_err"]) for w in windows])) if windows else None,
+        "attainment_plan": p["attainment"], "attainment_fleet": f["attainment"],
+        "attainment_points": None if p["attainment"] is None or f["attainment"] is None
+        else 100 * (p["attainment"] - f["attainment"]),
+        "prefix_hit_rate_plan": p.get("prefix_hit_rate"), "prefix_hit_rate_fleet": fleet.get("prefix_hit_rate"),
+        "ttft_p50_plan": p.get("ttft_p50_s"), "ttft_p50_fleet": f.get("ttft_p50_s"),
+        "requests_plan": p["requests"], "requests_fleet": f["requests"], "unfinished_fleet": f["unfinished"],
+        "replicas_started_plan": p["replicas_started"], "replicas_started_fleet": len(fleet["replicas"]),
+        "controller_armed_late_s": fleet.get("controller_armed_late_s"),
+        "windows": windows,
+    }
+
+
+def compare(out: Path, routers: list[str]) -> dict:
+    pairs = {router: compare_pair(out, router) for router in routers}
+    result = {"pairs": pairs}
+    if {"round_robin", "cache_aware"} <= set(pairs):
+        rr, ca = pairs["round_robin"], pairs["cache_aware"]
+        gain = {side: 1 - ca[f"ttft_p50_{side}"] / rr[f"ttft_p50_{side}"] for side in ("plan", "fleet")}
+        result["cache_aware_vs_round_robin"] = {
+            "hit_rate_plan": ca["prefix_hit_rate_plan"], "hit_rate_fleet": ca["prefix_hit_rate_fleet"],
+            "hit_rate_err": _rel(ca["prefix_hit_rate_plan"], ca["prefix_hit_rate_fleet"]),
+            "rr_hit_rate_plan": rr["prefix_hit_rate_plan"], "rr_hit_rate_fleet": rr["prefix_hit_rate_fleet"],
+            "ttft_p50_gain_plan": gain["plan"], "ttft_p50_gain_fleet": gain["fleet"],
+            "ttft_p50_gain_err": _rel(gain["plan"], gain["fleet"])}
+    return result
+
+
+def _print(result: dict) -> None:
+    for router, c in result["pairs"].items():
+        print(f"\n{router}: {c['decision_intervals']} decision intervals, same ready count "
+              f"{c['same_ready_share']:.1%}, same count wanted {c['same_wanted_share']:.1%} (target >= 95%)")
+        print(f"  windows >= {MIN_WINDOW_REQUESTS} requests: {c['windows_judged']}; median |error| p99 TTFT "
+              f"{c['ttft_p99_median_abs_err']:.1%}, E2E {c['e2e_p99_median_abs_err']:.1%} (target <= 15%)")
+        print(f"  attainment plan {c['attainment_plan']:.1%} fleet {c['attainment_fleet']:.1%}: "
+              f"{c['attainment_points']:+.1f} points (target within 3)")
+        for w in c["windows"]:
+            print(f"    t={w['start_s']:>5.0f}s n={w['requests_fleet']:>4} TTFT p99 {w['ttft_p99_plan']:.3f}/"
+                  f"{w['ttft_p99_fleet']:.3f} s ({w['ttft_err']:+.0%})  E2E p99 {w['e2e_p99_plan']:.2f}/"
+                  f"{w['e2e_p99_fleet']:.2f} s ({w['e2e_err']:+.0%})  met {w['met_plan']}/{w['met_fleet']}")
+    versus = result.get("cache_aware_vs_round_robin")
+    if versus:
+        print(f"\ncache_aware vs round_robin: hit rate plan {versus['hit_rate_plan']:.3f} fleet "
+              f"{versus['hit_rate_fleet']:.3f} ({versus['hit_rate_err']:+.1%}); TTFT p50 gain plan "
+              f"{versus['ttft_p50_gain_plan']:.1%} fleet {versus['ttft_p50_gain_fleet']:.1%} "
+              f"({versus['ttft_p50_gain_err']:+.1%}) (target within 20%)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    shared = argv[argv.index("--") + 1:] if "--" in argv else []
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    p = argparse.ArgumentParser(prog="python -m lab.servecap.plan_vs_fleet", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--gpu", default="l4")
+    p.add_argument("--model", default="llama-3.1-8b")
+    p.add_argument("--max-model-len", type=int, default=4096)
+    p.add_argument("--server-args", default="", help="more `servecap serve` flags for the fleet's replicas")
+    p.add_argument("--routers", default="round_robin,cache_aware")
+    p.add_argument("--compare-only", action="store_true")
+    p.add_argument("--plans-only", action="store_true", help="run the plans again beside the fleets already there")
+    args = p.parse_args(own)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    routers = [r for r in args.routers.split(",") if r]
+    if not args.compare_only:
+        for router in routers:
+            run_pair(out, router, args, shared, fleet_too=not args.plans_only)
+    result = compare(out, routers)
+    (out / "compare.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    _print(result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

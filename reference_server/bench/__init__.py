@@ -1,1 +1,0 @@
-"""reference_server/bench."""

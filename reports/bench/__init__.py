@@ -1,1 +1,0 @@
-"""reports/bench."""

@@ -1,1 +1,0 @@
-"""servecap/bench."""
