@@ -1,0 +1,375 @@
+"""How every command reads its options: one parser class, one syntax for durations and lists, and
+`--config FILE`.
+
+Each group of options (the workload, the load, the SLO, the target, the output) is declared once,
+by the module that owns what it means (contract.workload, contract.load, contract.slo, ...), and
+every command that takes the group adds it to its parser with that module's `add_*_arguments`.
+
+A config file (`--config FILE`) holds the same options: YAML (.yaml, .yml), TOML (.toml) or JSON,
+one key per long option name (`prompt-tokens` or `prompt_tokens`), lists for comma lists, true for
+a switch. Flags on the command line override the file. A run directory's run.json is a config too:
+its `config` section is every option the run was started with, so `--config runs/x/run.json`
+repeats a run (the command line then says what changes, e.g. `--out`).
+
+A group is declared as the fields of the frozen dataclass it validates into: `option(...)` gives a
+field its flag, help and parser, `add_options(parser, Spec)` adds them to a parser, and
+`options_from_args(Spec, args)` reads them back (each value parsed by its field's parser, the error
+naming the flag). The command line and the validated object are one schema, as in GuideLLM's
+`BenchmarkArgs` and nano-vllm's one `Config`: nothing is listed twice.
+
+A bad option exits 2 with one line naming it: argparse's own errors, an unknown key in a file, a
+file that cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+import tomllib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+CONFIG_HELP = ("options from a YAML, TOML or JSON file (keys are the long option names; flags given here "
+               "override it), or a run directory's run.json to repeat that run")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+NOT_OPTIONS = ("help", "config")   # dests that are no setting of a run
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser: a bad flag prints the usage and one line `PROG: error: ...`, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def parse_duration(text: str | float, option: str) -> float:
+    """'10' | '30s' | '2m' | '500ms' -> seconds; ValueError naming `option` otherwise."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        match = _DURATION.match(str(text))
+        if not match:
+            raise ValueError(f"{option}: {text!r} is not a duration (e.g. 10, 30s, 2m)")
+        seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
+    if seconds < 0:
+        raise ValueError(f"{option} must not be negative, got {text!r}")
+    return seconds
+
+
+def parse_number_list(text: str | Sequence, option: str, kind=float) -> tuple:
+    """'1,2,4' (or a list from a config file) -> (1, 2, 4); every item positive."""
+    items = [str(item).strip() for item in (text if isinstance(text, (list, tuple)) else str(text).split(","))]
+    items = [item for item in items if item]
+    if not items:
+        raise ValueError(f"{option} needs at least one value, e.g. 1,2,4")
+    values = []
+    for item in items:
+        try:
+            value = kind(item)
+        except ValueError:
+            raise ValueError(f"{option}: {item!r} is not a {'whole ' if kind is int else ''}number") from None
+        if value <= 0:
+            raise ValueError(f"{option}: values must be positive, got {item}")
+        values.append(value)
+    return tuple(values)
+
+
+# -- options declared as dataclass fields --------------------------------------------------------
+KINDS = ("value", "switch", "off", "negatable", "append")
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """How one dataclass field is an option: its flag (default from the field's name), help, the text
+    its default is shown as on the command line (`text`), the parser from a command-line string to the
+    field's value (`parse(text, flag)`), and its kind: a value, a switch that sets the field (store_true),
+    one that clears it ("off": --no-pin-cpus clears pin_cpus), a negatable switch (--x / --no-x) or a
+    repeatable value (append)."""
+
+    help: str
+    flag: str | None = None
+    aliases: tuple[str, ...] = ()
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    parse: Callable[[str, str], Any] | None = None
+    text: str | None = None
+    kind: str = "value"
+
+
+def option(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None, aliases: tuple[str, ...] = (),
+           metavar: str | None = None, choices: tuple[str, ...] | None = None,
+           parse: Callable[[str, str], Any] | None = None, text: str | None = None, kind: str = "value",
+           default_factory: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field that is also a command-line option (see `Option`)."""
+    if kind not in KINDS:
+        raise ValueError(f"an option's kind is one of {KINDS}, got {kind!r}")
+    info = Option(help, flag, tuple(aliases), metavar, tuple(choices) if choices else None, parse, text, kind)
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={"option": info})
+
+
+def option_fields(spec: type, only: Sequence[str] | None = None) -> list[tuple[dataclasses.Field, Option, str]]:
+    """(field, its Option, its flag) of every option field of `spec`; `only`: these flags' names only."""
+    found = []
+    for f in dataclasses.fields(spec):
+        info = f.metadata.get("option")
+        if info is None:
+            continue
+        flag = info.flag or "--" + f.name.replace("_", "-")
+        if only is None or flag[2:] in only:
+            found.append((f, info, flag))
+    if only is not None:
+        unknown = set(only) - {flag[2:] for _, _, flag in found}
+        if unknown:
+            raise ValueError(f"{spec.__name__} has no option {', '.join(sorted(unknown))}")
+    return found
+
+
+def add_options(parser: Any, spec: type, *, title: str | None = None, only: Sequence[str] | None = None,
+                description: str | None = None) -> None:
+    """Add `spec`'s option fields to `parser` (in an argument group when `title` is given; Locust's own
+    parser takes none). The command line keeps each value as text; `options_from_args` parses it."""
+    group = parser.add_argument_group(title, description) if title else parser
+    for f, info, flag in option_fields(spec, only):
+        default = f.default if f.default is not dataclasses.MISSING else None
+        shown = info.text if info.text is not None else default
+        kwargs: dict[str, Any] = {"dest": f.name, "help": info.help}
+        if info.kind == "switch":
+            kwargs.update(action="store_true", default=bool(default))
+        elif info.kind == "off":
+            kwargs.update(action="store_false", default=bool(default))
+        elif info.kind == "negatable":
+            kwargs.update(action=argparse.BooleanOptionalAction, default=bool(default))
+        elif info.kind == "append":
+            kwargs.update(action="append", default=[])
+        else:
+            kwargs.update(default=None if shown is None else str(shown) if not isinstance(shown, str) else shown)
+            if info.metavar:
+                kwargs["metavar"] = info.metavar
+            if info.choices:
+                kwargs["choices"] = info.choices
+        group.add_argument(flag, *info.aliases, **kwargs)
+
+
+def options_from_args(spec: type, args: Any, only: Sequence[str] | None = None, **given: Any) -> dict[str, Any]:
+    """{field: value} of `spec`'s options as `args` holds them (text from a command line or a web UI is
+    parsed by the field's parser; an option `args` lacks keeps the field's default). ValueError names
+    the flag. `given`: values that win over the options'."""
+    values = {}
+    for f, info, flag in option_fields(spec, only):
+        if f.name in given:
+            continue
+        value = getattr(args, f.name, _MISSING)
+        if value is _MISSING or (value is None or value == "") and f.default not in (None, dataclasses.MISSING):
+            continue   # the field's default
+        values[f.name] = parse_option(info, flag, value)
+    return {**values, **given}
+
+
+_MISSING = object()
+
+
+def parse_option(info: Option, flag: str, value: Any) -> Any:
+    """A value as its option's parser reads it (None and "" stay None for a value option)."""
+    if info.kind in ("switch", "off", "negatable"):
+        return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+    if info.kind == "append":
+        return tuple(value or ())
+    if value is None or value == "":
+        return None
+    if info.parse is None or not isinstance(value, str):
+        return value if info.parse is None else info.parse(str(value), flag)
+    return info.parse(value, flag)
+
+
+def parse_int(text: str, flag: str) -> int:
+    """A whole number; ValueError naming the flag."""
+    try:
+        number = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{flag}: {text!r} is not a whole number") from None
+    if number != int(number):
+        raise ValueError(f"{flag}: {text!r} is not a whole number")
+    return int(number)
+
+
+def parse_float(text: str, flag: str) -> float:
+    """A number; ValueError naming the flag."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{flag}: {text!r} is not a number") from None
+
+
+# -- config files --------------------------------------------------------------------------------
+def add_config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """The parsed options: the --config file's (when given) with the command line's over them."""
+    argv = list(argv)
+    path = _config_path(parser, argv)
+    if path is None:
+        return parser.parse_args(argv)
+    try:
+        file_argv = config_argv(parser, read_config(path))
+    except ValueError as exc:
+        parser.error(f"--config {path}: {exc}")
+    return parser.parse_args(file_argv + argv)
+
+
+def _config_path(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """--config's value, taken out of argv (only the last one counts, as for any flag)."""
+    path = None
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if arg == "--config":
+            if index + 1 >= len(argv):
+                parser.error("argument --config: expected one argument")
+            path = argv[index + 1]
+            del argv[index:index + 2]
+        elif arg.startswith("--config="):
+            path = arg.split("=", 1)[1]
+            del argv[index]
+        else:
+            index += 1
+    return path
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """{option: value} from a YAML, TOML or JSON file; a run.json gives its `config` section."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot be read ({exc.__class__.__name__}: {exc})") from None
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        elif suffix == ".toml":
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except Exception as exc:   # each parser has its own error type; all mean "not this format"
+        kind = {".yaml": "YAML", ".yml": "YAML", ".toml": "TOML"}.get(suffix, "JSON")
+        first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        raise ValueError(f"not valid {kind} ({first})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError("must hold a mapping of option names to values")
+    if isinstance(data.get("config"), dict) and "status" in data:   # a run directory's run.json
+        return dict(data["config"])
+    return data
+
+
+def _long_options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """'--prompt-tokens' -> its action, for every option with a long name (help and --config left out)."""
+    found = {}
+    for action in parser._actions:
+        if action.dest in NOT_OPTIONS:
+            continue
+        for option in action.option_strings:
+            if option.startswith("--"):
+                found[option] = action
+    return found
+
+
+def _first_long_options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """Each option once, by its first long name (an alias such as --trace-speedup is left out)."""
+    found = {}
+    for action in parser._actions:
+        names = [option for option in action.option_strings if option.startswith("--")]
+        if action.dest not in NOT_OPTIONS and names:
+            found[names[0]] = action
+    return found
+
+
+def option_key(key: str) -> str:
+    """A config key as its flag: 'prompt_tokens' and 'prompt-tokens' -> '--prompt-tokens'."""
+    return "--" + str(key).strip().lstrip("-").replace("_", "-")
+
+
+def config_argv(parser: argparse.ArgumentParser, config: dict[str, Any]) -> list[str]:
+    """The command-line arguments a config mapping stands for; ValueError naming an unknown key or a
+    value of the wrong kind."""
+    options = _long_options(parser)
+    argv: list[str] = []
+    unknown = [key for key in config if option_key(key) not in options]
+    if unknown:
+        raise ValueError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(str, unknown))} "
+                         f"(keys are {parser.prog}'s long option names)")
+    for key, value in config.items():
+        flag = option_key(key)
+        action = options[flag]
+        if value is None:
+            continue
+        if action.nargs == 0:   # a switch
+            if not isinstance(value, bool):
+                raise ValueError(f"{key}: {flag} is a switch: give true or false, got {value!r}")
+            if isinstance(action, argparse.BooleanOptionalAction):
+                argv.append(flag if value else "--no-" + flag[2:])
+            elif value:
+                argv.append(flag)
+            continue
+        if isinstance(action, argparse._AppendAction):
+            for item in value if isinstance(value, list) else [value]:
+                argv += [flag, _text(item)]
+            continue
+        if isinstance(value, dict):
+            raise ValueError(f"{key}: expected a value or a list, got a mapping")
+        argv += [flag, ",".join(_text(item) for item in value) if isinstance(value, list) else _text(value)]
+    return argv
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return repr(value)
+    return str(value)
+
+
+def settings_of(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> dict[str, Any]:
+    """Every option of the parser as the run was started with it: {long option name: value}, the
+    inverse of `config_argv` (run.json's `config`, which `--config run.json` replays). Switches left
+    at their default are written too, so a replay does not depend on today's defaults."""
+    settings = {}
+    for flag, action in _first_long_options(parser).items():
+        name = flag[2:]
+        if not hasattr(namespace, action.dest):
+            continue
+        value = getattr(namespace, action.dest)
+        if action.nargs == 0 and not isinstance(action, argparse.BooleanOptionalAction):
+            # a switch: true when it was given (store_const / store_true set the dest to its const)
+            value = value == action.const and value != action.default
+        if isinstance(value, tuple):
+            value = list(value)
+        settings[name] = value
+    return settings
+
+
+# -- the output group ----------------------------------------------------------------------------
+def add_output_arguments(parser: argparse.ArgumentParser, *, report: bool = True) -> None:
+    """Where a run goes (and whether its report is written at the end), once for every command."""
+    group = parser.add_argument_group("output")
+    group.add_argument("--out", metavar="DIR", help="the run directory to create (default runs/COMMAND-TIME)")
+    if report:
+        group.add_argument("--no-report", action="store_true", help="skip the report (`servecap report`) at the end")
+
+
+def out_dir(args: argparse.Namespace, command: str) -> str:
+    """--out, else runs/COMMAND-YYYYmmdd-HHMMSS."""
+    import time
+
+    return args.out or f"runs/{command}-{time.strftime('%Y%m%d-%H%M%S')}"
