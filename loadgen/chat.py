@@ -4,11 +4,14 @@
         --prompt-tokens uniform:64:512 --output-tokens 128 --records runs/x/requests.jsonl
 
 Flags (also in the web UI):
+  (the workload's options are contract.workload's, the same for every servecap command)
   --model NAME               model in requests (default: first id of GET /v1/models)
   --model-mix MIX            each request's model: NAME:WEIGHT,... ('base' = --model) or zipf:N[:S] (lora-1..N)
   --api chat|completions     /v1/chat/completions (default) or /v1/completions
   --prompt-tokens SPEC       N | uniform:LO:HI | normal:MEAN:SD | lognormal:MEAN:SIGMA | file:PATH
-  --output-tokens SPEC       max_tokens per request, same forms (default 128; with --dataset the data's lengths)
+                             (default uniform:32:128)
+  --output-tokens SPEC       max_tokens per request, same forms (default uniform:16:64; with --dataset or
+                             --trace the data's lengths)
   --reasoning-tokens SPEC    a reasoning budget per request, of its max_tokens (sent as reasoning_tokens, the
                              reference server's extension); a dataset's replies that carry reasoning give theirs
   --dataset PATH             prompts from a local file: ShareGPT JSON, OpenAI chat JSONL, prompt JSONL
@@ -24,7 +27,7 @@ Flags (also in the web UI):
                              output_length, hash_ids: shared ids give shared prompt prefixes) or BurstGPT CSV
                              (Timestamp, Request tokens, Response tokens); the test ends
                              when the trace does (or at -t); level id "trace"
-  --trace-speedup X          divide the trace's times by X
+  --speedup X                divide the trace's times by X (also spelled --trace-speedup)
   --trace-block-tokens N     tokens per Mooncake hash id (default 512)
   --shared-prefix-tokens N   a common system prompt on top of each prompt (prefix caching)
   --ignore-eos/--no-ignore-eos   send ignore_eos (fixed output lengths; default on)
@@ -32,12 +35,14 @@ Flags (also in the web UI):
   --api-key KEY              Authorization: Bearer KEY
   --seed N                   lengths, prompts and arrival times are reproducible per seed
   --records PATH             one JSON line per finished request (DESIGN.md fields), flushed each
-  --arrival closed|poisson|constant|gamma:CV   closed = Locust users; else open loop at --rate
-  --rate RPS                 open-loop arrival rate for the whole test (all workers together)
+  --rates RPS                an open loop at this rate for the whole test (all workers together);
+                             without it, Locust's users are a closed loop
+  --arrival poisson|constant|gamma:CV   the open loop's arrivals (default poisson)
   --max-inflight N           open loop: in-flight bound per process (default 1000)
   --request-timeout S        per request (default 600)
   --level ID                 level id in records (default c=<users> or rps=<rate>)
-  --warmup S                 records of requests started in the first S s get phase "warmup"
+  --warmup S                 records of requests started in the first S (10, 5s, 500ms; default 5s) get
+                             phase "warmup"
 
 Locust's stats count each finished request once (its path, e.g. /v1/chat/completions, with
 E2E as the response time); failures show as "<status>: <message>" (e.g. "http_503:
@@ -233,14 +238,12 @@ def discover_model(target: Target, api_key: str | None) -> str:
 
 def build(options, environment, role: str, settings: RunSettings) -> ChatScenario | None:
     config = ChatConfig.from_options(options)
-    if config.multi_turn and (settings.arrival.open_loop or settings.slice_plan is not None):
-        raise ValueError("--turns: multi-turn conversations run closed loop (--arrival closed), outside compare runs")
-    if config.think_time_s and not config.multi_turn:
-        raise ValueError("--think-time is the pause between turns: it needs --turns N (N > 1) or --turns all")
+    if config.multi_turn and settings.arrival.open_loop:
+        raise ValueError("--turns: multi-turn conversations run closed loop (no --rates)")
     dataset = load_dataset(config.dataset) if config.dataset else None   # a bad file fails at init, naming the line
     trace = load_trace(config.trace) if config.trace else None
     if trace is not None and (settings.arrival.open_loop or settings.slice_plan is not None):
-        raise ValueError("--trace sets the send times itself: leave --arrival closed (the default), no compare run")
+        raise ValueError("--trace sets the send times itself: no --rates, no compare run")
     if role in ("check", "master"):
         return None
     target = Target.from_url(environment.host or "")

@@ -1,17 +1,17 @@
 """Locust scenario: KServe V2 inference (`POST /v2/models/{name}/infer`) for non-LLM models.
 
     locust -f loadgen/classify.py --host http://127.0.0.1:8000 --headless -u 16 -t 60s \
-        --kserve-model tabular-mlp --rows 1 --records runs/x/requests.jsonl
+        --model tabular-mlp --rows 1 --records runs/x/requests.jsonl
 
     locust -f loadgen/classify.py --host http://127.0.0.1:8000 --headless -u 16 -t 60s \
         --protocol grpc --grpc-target 127.0.0.1:8001 --rows 64
 
-Flags: --kserve-model NAME (default tabular-mlp), --features N (default: the model's
-metadata, GET /v2/models/NAME), --rows SPEC (rows per request, the length forms of
-chat.py: 1, uniform:1:8, ...), --input-name (default features), --protocol rest|grpc
-(KServe V2 over HTTP/JSON, or over gRPC with raw tensor bytes as tritonclient sends them),
---grpc-target HOST:PORT (default: --host's host, port 8001), plus the records and
-arrival flags of chat.py (--records, --seed, --arrival, --rate, --level, --warmup, ...).
+Flags: the workload's (contract.workload: --rows SPEC, rows per request in the length forms,
+1, uniform:1:8, ...; --protocol rest|grpc, KServe V2 over HTTP/JSON, or over gRPC with raw
+tensor bytes as tritonclient sends them; --seed), --model NAME (default tabular-mlp),
+--features N (default: the model's metadata, GET /v2/models/NAME), --input-name (default
+features), --grpc-target HOST:PORT (default: --host's host, port 8001), plus the records and
+arrival flags of chat.py (--records, --rates, --arrival, --level, --warmup, ...).
 
 Each request carries its own `id`, which the server echoes: it is the record's
 `response_id`. Records have `api: "classify"`, e2e_s as the latency, no TTFT/ITL, and
@@ -31,6 +31,7 @@ from locust import events
 
 from loadgen.scenario.run_settings import RunSettings, add_common_arguments, parse_int
 from contract.distributions import LengthDistribution, parse_length_distribution
+from contract.workload import PROTOCOLS, WorkloadSpec, add_workload_arguments
 from loadgen.client.exchange import Exchange
 from loadgen.client.http_stream import ConnectionPool, run_exchange
 from loadgen.scenario.route import Prepared
@@ -38,7 +39,6 @@ from loadgen.client.request_bytes import Target, http_request
 from loadgen.scenario.hooks import LoadUser, install  # noqa: F401 - LoadUser: the user class Locust runs
 
 log = logging.getLogger(__name__)
-PROTOCOLS = ("rest", "grpc")
 DEFAULT_GRPC_PORT = 8001   # Triton's
 
 
@@ -53,7 +53,7 @@ class ClassifyConfig:
 
     def __post_init__(self) -> None:
         if not self.model or "/" in self.model:
-            raise ValueError(f"--kserve-model must be a name without '/', got {self.model!r}")
+            raise ValueError(f"--model must be a KServe name without '/', got {self.model!r}")
         if self.features < 0:
             raise ValueError(f"--features must be >= 0, got {self.features}")
         if self.protocol not in PROTOCOLS:
@@ -67,9 +67,21 @@ class ClassifyConfig:
         if options is None:
             return cls()
         get = lambda name, default=None: getattr(options, name, default)  # noqa: E731
-        return cls(str(get("kserve_model", "tabular-mlp")), parse_int(get("features", 0), "--features"),
-                   parse_length_distribution(str(get("rows", "1")), "--rows"), str(get("input_name", "features")),
-                   str(get("protocol", "rest")), get("grpc_target") or None)
+        workload = scenario_workload(options, "classify")
+        return cls(str(get("model") or "tabular-mlp"), parse_int(get("features", 0), "--features"),
+                   workload.row_counts, str(get("input_name", "features")), workload.protocol,
+                   get("grpc_target") or None)
+
+
+def scenario_workload(options, scenario: str) -> WorkloadSpec:
+    """The workload options of a classic model's locustfile, as that scenario's (naming one it refuses)."""
+    if getattr(options, "scenario", scenario) not in (scenario, "chat", None, ""):
+        raise ValueError(f"loadgen/{scenario}.py sends --scenario {scenario} requests, not --scenario "
+                         f"{options.scenario}")
+    from types import SimpleNamespace
+
+    values = dict(vars(options)) if hasattr(options, "__dict__") else {}
+    return WorkloadSpec.from_args(SimpleNamespace(**{**values, "scenario": scenario}))
 
 
 def _is_host_port(text: str) -> bool:
@@ -132,12 +144,9 @@ def discover_features(target: Target, model: str) -> int:
 
 
 def add_classify_arguments(parser) -> None:
-    parser.add_argument("--kserve-model", default="tabular-mlp", help="model name in /v2/models/NAME/infer")
+    add_workload_arguments(parser, title=None)
     parser.add_argument("--features", default=0, type=int, help="input row width (default: from model metadata)")
-    parser.add_argument("--rows", default="1", help="rows per request: N | uniform:LO:HI | ...")
     parser.add_argument("--input-name", default="features", help="name of the input tensor")
-    parser.add_argument("--protocol", default="rest", choices=PROTOCOLS,
-                        help="KServe V2 over REST (JSON) or gRPC (raw tensor bytes)")
     parser.add_argument("--grpc-target", default=None,
                         help=f"HOST:PORT of the gRPC service (default: --host's host, port {DEFAULT_GRPC_PORT})")
     add_common_arguments(parser)

@@ -1,13 +1,13 @@
 """Locust scenario: OpenAI embeddings (`POST /v1/embeddings`), for embedding models.
 
     locust -f loadgen/embed.py --host http://127.0.0.1:8000 --headless -u 16 -t 60s \
-        --embed-model servecap-embed --inputs uniform:1:8 --input-tokens uniform:16:256 \
+        --model servecap-embed --rows uniform:1:8 --prompt-tokens uniform:16:256 \
         --records runs/x/requests.jsonl
 
-Flags: --embed-model NAME (default servecap-embed), --inputs SPEC (inputs per request) and
---input-tokens SPEC (bytes of seeded ASCII text per input, which a byte-level model counts as its
-tokens), both in the length forms of chat.py (8, uniform:1:8, ...), plus the records and arrival
-flags of chat.py (--records, --seed, --arrival, --rate, --level, --warmup, ...).
+Flags: the workload's (contract.workload: --rows SPEC, inputs per request, and --prompt-tokens SPEC,
+bytes of seeded ASCII text per input, which a byte-level model counts as its tokens, both in the
+length forms, 8, uniform:1:8, ...; --seed), --model NAME (default servecap-embed), plus the records
+and arrival flags of chat.py (--records, --rates, --arrival, --level, --warmup, ...).
 
 Records have `api: "embed"`, e2e_s as the latency, no TTFT/ITL, the inputs' tokens in
 `prompt_tokens` (the server's usage where it gives one) and the inputs sent in
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from locust import events
 
 from contract.distributions import LengthDistribution, parse_length_distribution
+from contract.workload import add_workload_arguments
 from loadgen.client.request_bytes import Target, http_request
 from loadgen.scenario.hooks import LoadUser, install  # noqa: F401 - LoadUser: the user class Locust runs
 from loadgen.scenario.route import Prepared
@@ -34,22 +35,23 @@ PATH = "/v1/embeddings"
 @dataclass(frozen=True)
 class EmbedConfig:
     model: str = "servecap-embed"
-    inputs: LengthDistribution = parse_length_distribution("1", "--inputs")
-    input_tokens: LengthDistribution = parse_length_distribution("uniform:16:128", "--input-tokens")
+    inputs: LengthDistribution = parse_length_distribution("1", "--rows")
+    input_tokens: LengthDistribution = parse_length_distribution("uniform:32:128", "--prompt-tokens")
 
     def __post_init__(self) -> None:
         if not self.model:
-            raise ValueError("--embed-model must not be empty")
+            raise ValueError("--model must not be empty")
 
     @classmethod
     def from_options(cls, options) -> "EmbedConfig":
         """From Locust's parsed options (web-UI values may arrive as strings); None gives the defaults."""
         if options is None:
             return cls()
-        get = lambda name, default: getattr(options, name, default)  # noqa: E731
-        return cls(str(get("embed_model", "servecap-embed")),
-                   parse_length_distribution(str(get("inputs", "1")), "--inputs"),
-                   parse_length_distribution(str(get("input_tokens", "uniform:16:128")), "--input-tokens"))
+        from loadgen.classify import scenario_workload
+
+        workload = scenario_workload(options, "embed")
+        return cls(str(getattr(options, "model", "") or "servecap-embed"), workload.row_counts,
+                   workload.prompt_lengths)
 
 
 class EmbedScenario:
@@ -68,9 +70,7 @@ class EmbedScenario:
 
 
 def add_embed_arguments(parser) -> None:
-    parser.add_argument("--embed-model", default="servecap-embed", help="the embedding model's name")
-    parser.add_argument("--inputs", default="1", help="inputs per request: N | uniform:LO:HI | ...")
-    parser.add_argument("--input-tokens", default="uniform:16:128", help="bytes (tokens) per input: N | uniform:LO:HI | ...")
+    add_workload_arguments(parser, title=None)
     add_common_arguments(parser)
 
 

@@ -92,8 +92,8 @@ def _check(environment, **_) -> None:
         if not options.shape:
             raise ValueError("--shape: loadgen/shapes.py is loaded but no --shape was given")
         parse_shape(options.shape, float(options.shape_spawn_rate or 0))
-        if str(getattr(options, "arrival", "closed")).strip() != "closed":
-            raise ValueError("--shape drives closed-loop users; open-loop arrivals take --rate instead")
+        if getattr(options, "rates", None):
+            raise ValueError("--shape drives closed-loop users: it does not combine with --rates (an open loop)")
     except ValueError as exc:
         print(f"locust: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -54,13 +54,16 @@ def scripted_server(tmp_path: Path, *args: str):
 
 
 def run_locust(*args: str, timeout: float = 60, locustfile: str = CHAT) -> subprocess.CompletedProcess:
-    """`locust -f loadgen/chat.py --headless --only-summary ARGS` to completion."""
-    cmd = [LOCUST, "-f", locustfile, "--headless", "--only-summary", *args]
+    """`locust -f loadgen/chat.py --headless --only-summary ARGS` to completion; without a warm-up (every
+    record measured) unless ARGS give --warmup."""
+    warmup = [] if "--warmup" in args else ["--warmup", "0"]
+    cmd = [LOCUST, "-f", locustfile, "--headless", "--only-summary", *warmup, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(), cwd=REPO)
 
 
 def start_locust(*args: str, locustfile: str = CHAT, headless: bool = True) -> subprocess.Popen:
-    cmd = [LOCUST, "-f", locustfile, *(["--headless", "--only-summary"] if headless else []), *args]
+    warmup = [] if "--warmup" in args else ["--warmup", "0"]
+    cmd = [LOCUST, "-f", locustfile, *(["--headless", "--only-summary"] if headless else []), *warmup, *args]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=REPO)
 
 

@@ -74,7 +74,7 @@ def install(events, add_arguments: Callable[[Any], None], build: Build) -> None:
             options.servecap_t0 = time.time() + DISTRIBUTED_START_S
             options.servecap_users = environment.runner.target_user_count
             workers = int(getattr(options, "expect_workers", 1) or 1)
-            if str(getattr(options, "arrival", "closed")) != "closed" and environment.runner.target_user_count < workers:
+            if getattr(options, "rates", None) and environment.runner.target_user_count < workers:
                 log.warning("open loop over %d workers with only %d users: a worker without a user sends "
                             "nothing, so its share of the schedule is lost; use -u >= %d", workers,
                             environment.runner.target_user_count, workers)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract.arrivals import ArrivalProcess, parse_arrival
+from contract.load import add_load_arguments
+from contract.options import parse_duration
 from loadgen.workload.slice_plan import SlicePlan
 
 
@@ -43,19 +45,33 @@ class RunSettings:
         if options is None:
             return cls()
         get = lambda name, default=None: getattr(options, name, default)  # noqa: E731
-        rate = parse_float(get("rate", 0.0) or 0.0, "--rate")
+        rate = parse_rate(get("rates"))
         return cls(
             seed=parse_int(get("seed", 0), "--seed"),
             records=str(get("records")) if get("records") else None,
-            arrival=parse_arrival(str(get("arrival", "closed")), rate if rate > 0 else None),
+            arrival=parse_arrival(str(get("arrival", "poisson")) if rate else "closed", rate),
             max_inflight=parse_int(get("max_inflight", 1000), "--max-inflight"),
             request_timeout_s=parse_float(get("request_timeout", 600.0), "--request-timeout"),
             level=str(get("level")) if get("level") else None,
-            warmup_s=parse_float(get("warmup", 0.0), "--warmup"),
+            warmup_s=parse_duration(get("warmup_s", 0.0) or 0.0, "--warmup"),
             round=parse_round(get("round")),
             slice_plan=SlicePlan.read(get("slice_plan")) if get("slice_plan") else None,
             worker_cpus=parse_cores(get("worker_cpus", "") or ""),
         )
+
+
+def parse_rate(value: Any) -> float | None:
+    """--rates for one Locust test: one positive requests/s (None: closed loop, Locust's users)."""
+    if value in (None, ""):
+        return None
+    items = [item for item in str(value).split(",") if item.strip()]
+    if len(items) != 1:
+        raise ValueError(f"--rates: a locust test runs one open-loop rate, got {value!r} (the sweep runs a "
+                         "level per rate)")
+    rate = parse_float(items[0], "--rates")
+    if not rate > 0:
+        raise ValueError(f"--rates must be positive requests/s, got {value!r}")
+    return rate
 
 
 def parse_float(value: Any, option: str) -> float:
@@ -103,19 +119,17 @@ def parse_bool(value: Any) -> bool:
 
 
 def add_common_arguments(parser: Any) -> None:
-    """Flags shared by chat.py and classify.py (records, seed, arrivals, timeouts, labels)."""
+    """Flags every locustfile shares (records, the model name, arrivals, timeouts, labels); the workload's
+    own (lengths, --seed) are contract.workload's."""
     group = parser  # no argument groups: only the parser's own add_argument knows the web-UI flags
     group.add_argument("--records", default="", help="append one JSON line per finished request to this file")
-    group.add_argument("--seed", default=0, type=int, help="seed for lengths, prompts and arrival times")
-    group.add_argument("--arrival", default="closed",
-                       help="closed (Locust users) | poisson | constant | gamma:CV (open loop at --rate)")
-    group.add_argument("--rate", default=0.0, type=float, help="open-loop request rate (requests/s, whole test)")
+    group.add_argument("--model", default="", help="the model name in requests (default: chat: the first of GET "
+                                                   "/v1/models; classify: tabular-mlp; embed: servecap-embed)")
+    add_load_arguments(parser, only=("rates", "arrival", "warmup"), title=None)
     group.add_argument("--max-inflight", default=1000, type=int,
                        help="open loop: most requests in flight per process; hits are counted and reported")
     group.add_argument("--request-timeout", default=600.0, type=float, help="seconds before a request is a timeout")
     group.add_argument("--level", default="", help="level id written in records (default c=<users> or rps=<rate>)")
-    group.add_argument("--warmup", default=0.0, type=float,
-                       help="records of requests started in the first S seconds get phase 'warmup'")
     group.add_argument("--round", default=-1, type=int,
                        help="record `round` written in records: which of its level's rounds this is (sweep --rounds)")
     group.add_argument("--worker-cpus", default="",

@@ -12,8 +12,13 @@ one line per slice goes to the slices log and the next group starts. After the l
 group the runner quits.
 
 Request k of a slice is drawn from `random.Random(f"{slice.seed}/{k}")`, and both slices
-of a pair share the seed, so A and B are sent the same sequence. The server CPU time
-(its process tree) is read at the slice's start and after its drain.
+of a pair share the seed, so A and B are sent the same sequence. Multi-turn chats (`--turns`):
+each user runs whole conversations, conversation k of a slice drawn from
+`random.Random(f"{slice.seed}/c{k}")`, its turns sent to the slice's arm while the slice lasts; a
+conversation never crosses a switch (its history holds one arm's answers, its prefix one arm's
+cache), so at a switch a conversation's remaining turns are not sent, and both arms of a pair see
+the same conversations cut alike. The server CPU time (its process tree) is read at the slice's
+start and after its drain.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ import gevent
 import gevent.event
 import gevent.pool
 
+from loadgen.client.exchange import Exchange
 from loadgen.client.http_stream import ConnectionPool
 from loadgen.client.request_bytes import Target
+from loadgen.client.sse import answer_text
 from loadgen.scenario.route import Route, Sender
 from loadgen.observe.process_cpu import tree_cpu_seconds
 from contract.arrivals import iter_offsets
@@ -50,11 +57,16 @@ class ActiveSlice:
     cutting: bool = False          # the switch is cutting the rest off
     drained: int = 0
     excluded: int = 0
+    conversations: int = 0         # multi-turn: conversations begun in this slice
     done: gevent.event.Event = field(default_factory=gevent.event.Event)
 
     def take_index(self) -> int:
         self.sent += 1
         return self.sent - 1
+
+    def take_conversation(self) -> int:
+        self.conversations += 1
+        return self.conversations - 1
 
     def switch_state(self) -> str | None:
         """What the record of a request of this slice, written now, says about the switch."""
@@ -97,9 +109,33 @@ class SliceDriver:
         active = self._user_slice()
         if active is None or active.switched:
             return
+        if getattr(self.arms[active.slice.arm][1], "multi_turn", False):
+            self._converse(active)
+            return
         t_ready = time.perf_counter()   # after the gate: a switch's wait is the plan's, not a queue
         index = active.take_index()
         self._send(active, index, t_sched=None, t_ready=t_ready)
+
+    def _converse(self, active: ActiveSlice) -> None:
+        """Closed loop, multi-turn: one conversation of this slice (module docstring), turn after turn,
+        until it ends, a turn fails, or the slice switches."""
+        _, scenario = self.arms[active.slice.arm]
+        number = active.take_conversation()
+        conversation = scenario.conversation(random.Random(f"{active.slice.seed}/c{number}"),
+                                             f"s{active.slice.index}/c{number}")
+        t_ready = time.perf_counter()
+        for turn in range(conversation.turns):
+            if active.switched or self.finished:
+                return
+            exchange = Exchange()
+            outcome = self._send(active, active.take_index(), t_sched=None, t_ready=t_ready,
+                                 prepared=conversation.prepare(turn), exchange=exchange)
+            if outcome is None or outcome.status != "ok":
+                return
+            conversation.answered(answer_text(exchange.lines, bytes(exchange.body), stream=scenario.stream))
+            if turn + 1 < conversation.turns and conversation.think_time_s:
+                gevent.sleep(conversation.think_time_s)
+            t_ready = time.perf_counter()
 
     def _user_slice(self) -> ActiveSlice | None:
         """The slice this user sends to: the only one running, or in a duet its own arm's."""
@@ -116,12 +152,14 @@ class SliceDriver:
         return Route(pool, scenario, arm=active.slice.arm, slice=active.slice.index, phase=active.slice.phase,
                           switch=active.switch_state)
 
-    def _send(self, active: ActiveSlice, index: int, t_sched: float | None, t_ready: float | None = None) -> None:
-        prepared = self._prepare(active, index)
+    def _send(self, active: ActiveSlice, index: int, t_sched: float | None, t_ready: float | None = None,
+              prepared=None, exchange: Exchange | None = None):
+        prepared = prepared if prepared is not None else self._prepare(active, index)
         me = gevent.getcurrent()
         active.inflight.add(me)
         try:
-            self.run.send(index, prepared, t_sched=t_sched, route=self._route(active), t_ready=t_ready)
+            return self.run.send(index, prepared, t_sched=t_sched, route=self._route(active), t_ready=t_ready,
+                                 exchange=exchange)
         finally:
             active.inflight.discard(me)
             if active.switched and not active.inflight:

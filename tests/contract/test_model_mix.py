@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 
 from contract.model_mix import parse_model_mix
+from contract.workload import WorkloadSpec
 from loadgen_helpers import run_python
 
 
@@ -50,8 +51,8 @@ from loadgen.client.request_bytes import Target
 from loadgen.scenario.chat_config import ChatConfig
 from contract.model_mix import parse_model_mix
 target = Target.from_url("http://127.0.0.1:9")
-mixed = ChatScenario(ChatConfig(model_mix=parse_model_mix("sql:1,base:1"), api="completions"), target, "tiny", 0)
-plain = ChatScenario(ChatConfig(api="completions"), target, "tiny", 0)
+mixed = ChatScenario(ChatConfig(WorkloadSpec(model_mix="sql:1,base:1", api="completions")), target, "tiny", 0)
+plain = ChatScenario(ChatConfig(WorkloadSpec(api="completions")), target, "tiny", 0)
 out = []
 for i in range(40):
     m, p = mixed.prepare(random.Random(i)), plain.prepare(random.Random(i))

@@ -133,7 +133,7 @@ print("requests", runner.stats.get("/v1/chat/completions", "chat").num_requests,
 
 @pytest.mark.parametrize("flag, value, message", [
     ("--prompt-tokens", "uniform:9:3", "below low"),
-    ("--arrival", "poisson", "--rate"),
+    ("--rates", "0", "--rates must be positive"),
     ("--model-mix", "sql:abc", "the weight must be a number"),
     ("--reasoning-tokens", "uniform:9:3", "--reasoning-tokens"),
 ])

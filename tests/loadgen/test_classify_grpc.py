@@ -17,7 +17,7 @@ def test_classify_records_name_the_protocol(reference_server_tiny, tmp_path, pro
     records = tmp_path / "r.jsonl"
     # 4 and 8 rows: the shared server's preferred batch sizes, so no request waits its 1 s delay
     result = run_locust("--host", reference_server_tiny.base_url, "-u", "2", "-r", "2", "-t", "2s",
-                        "--kserve-model", "iris-like", "--protocol", protocol, "--grpc-target", reference_server_tiny.grpc_target, "--rows", "8",
+                        "--model", "iris-like", "--protocol", protocol, "--grpc-target", reference_server_tiny.grpc_target, "--rows", "8",
                         "--records", str(records), "--level", f"{protocol}/c=2", locustfile=CLASSIFY)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_records(records)
@@ -31,7 +31,7 @@ def test_classify_records_name_the_protocol(reference_server_tiny, tmp_path, pro
 def test_a_refused_grpc_request_is_recorded_with_its_status(reference_server_tiny, tmp_path):
     records = tmp_path / "r.jsonl"
     result = run_locust("--host", reference_server_tiny.base_url, "-u", "1", "-r", "1", "-t", "1s",
-                        "--kserve-model", "iris-like", "--protocol", "grpc", "--grpc-target", reference_server_tiny.grpc_target,
+                        "--model", "iris-like", "--protocol", "grpc", "--grpc-target", reference_server_tiny.grpc_target,
                         "--features", "5", "--exit-code-on-error", "0",
                         "--records", str(records), locustfile=CLASSIFY)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -78,7 +78,7 @@ def test_master_and_two_workers_write_every_request_exactly_once(tmp_path):
 def test_distributed_open_loop_splits_one_schedule(tmp_path):
     records = tmp_path / "requests.jsonl"
     with scripted_server(tmp_path, "--ttft", "0.01", "--itl", "0.002") as (url, _):
-        _run_distributed(url, records, "-u", "2", "-r", "2", "--arrival", "constant", "--rate", "40",
+        _run_distributed(url, records, "-u", "2", "-r", "2", "--arrival", "constant", "--rates", "40",
                          "--output-tokens", "2")
     rows = read_records(records)
     by_worker = {}

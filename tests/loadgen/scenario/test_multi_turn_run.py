@@ -63,7 +63,7 @@ def test_synthetic_turns_and_flags_that_do_not_fit(tmp_path):
         assert len(turns) >= 2 and all(seen <= {1, 2} for seen in turns.values())
         second = [r for r in rows if r["turn"] == 2]
         assert second and all(r["prompt_tokens_asked"] == 10 + len(_answer(4)) + 10 for r in second)
-        for args, message in ((["--turns", "2", "--arrival", "poisson", "--rate", "2"], "run closed loop"),
+        for args, message in ((["--turns", "2", "--arrival", "poisson", "--rates", "2"], "run closed loop"),
                               (["--think-time", "1"], "needs --turns"), (["--turns", "all"], "needs --dataset")):
             bad = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "1s", *args)
             assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr

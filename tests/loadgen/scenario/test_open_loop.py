@@ -18,7 +18,7 @@ def test_poisson_open_loop_rate_and_inter_arrivals(tmp_path):
     records = tmp_path / "r.jsonl"
     with scripted_server(tmp_path, "--ttft", "0.02", "--itl", "0.004") as (url, _):
         proc = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "6s", "--arrival", "poisson",
-                          "--rate", str(RATE), "--seed", "3", "--output-tokens", "4", "--prompt-tokens", "16",
+                          "--rates", str(RATE), "--seed", "3", "--output-tokens", "4", "--prompt-tokens", "16",
                           "--records", str(records))
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = sorted(read_records(records), key=lambda r: r["t_sched"])
@@ -54,7 +54,7 @@ def test_constant_open_loop_rate_within_5_percent(tmp_path):
     records = tmp_path / "r.jsonl"
     with scripted_server(tmp_path, "--ttft", "0.01", "--itl", "0.002") as (url, _):
         proc = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "3s", "--arrival", "constant",
-                          "--rate", "50", "--output-tokens", "3", "--records", str(records))
+                          "--rates", "50", "--output-tokens", "3", "--records", str(records))
     assert proc.returncode == 0, proc.stderr[-3000:]
     t_start = np.sort([r["t_start"] for r in read_records(records)])
     assert len(t_start) > 120
@@ -68,7 +68,7 @@ def test_constant_arrivals_with_inflight_cap_are_reported(tmp_path):
     # each request takes ~0.2 s; 40 rps needs ~8 in flight but the cap is 2
     with scripted_server(tmp_path, "--ttft", "0.2", "--itl", "0.01") as (url, _):
         proc = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "2s", "--arrival", "constant",
-                          "--rate", "40", "--max-inflight", "2", "--output-tokens", "1", "--records", str(records))
+                          "--rates", "40", "--max-inflight", "2", "--output-tokens", "1", "--records", str(records))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "--max-inflight" in proc.stderr
     meta = read_meta(records)["levels"]["rps=40"]
@@ -85,7 +85,7 @@ def test_the_open_loop_sends_nothing_after_its_run_time_and_lets_its_last_reques
     records = tmp_path / "r.jsonl"
     with scripted_server(tmp_path, "--ttft", "0.3", "--itl", "0.01") as (url, _):
         proc = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "2s", "--stop-timeout", "20",
-                          "--arrival", "constant", "--rate", "20", "--output-tokens", "3", "--records", str(records))
+                          "--arrival", "constant", "--rates", "20", "--output-tokens", "3", "--records", str(records))
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_records(records)
     starts = np.array([r["t_sched"] for r in rows])

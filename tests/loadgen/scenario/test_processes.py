@@ -15,7 +15,7 @@ def test_two_processes_share_an_open_loop_schedule_and_write_each_request_once(t
     records = tmp_path / "r.jsonl"
     with scripted_server(tmp_path, "--ttft", "0.005", "--itl", "0.002") as (url, _):
         proc = run_locust("--host", url, "--processes", "2", "-u", "2", "-r", "2", "-t", "3s", "--arrival", "constant",
-                          "--rate", "40", "--output-tokens", "4", "--records", str(records), "--level", "p2",
+                          "--rates", "40", "--output-tokens", "4", "--records", str(records), "--level", "p2",
                           "--worker-cpus", "0", timeout=90)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_records(records)

@@ -13,7 +13,7 @@ def test_an_inflight_cap_shows_as_queue_s_and_closed_loop_users_barely_queue(tmp
     capped, closed = tmp_path / "capped.jsonl", tmp_path / "closed.jsonl"
     with scripted_server(tmp_path, "--ttft", "0.1", "--itl", "0.001") as (url, _):
         # 20 req/s offered, one in flight at a time, each ~0.1 s: arrivals pile up behind the cap
-        proc = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "2s", "--arrival", "constant", "--rate", "20",
+        proc = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "2s", "--arrival", "constant", "--rates", "20",
                           "--max-inflight", "1", "--output-tokens", "2", "--records", str(capped))
         assert proc.returncode == 0, proc.stderr[-3000:]
         proc = run_locust("--host", url, "-u", "2", "-r", "2", "-t", "2s", "--output-tokens", "2",

@@ -42,5 +42,5 @@ def test_trace_flags_that_do_not_fit_exit_2(tmp_path):
     assert bad.returncode == 2 and "azure.csv: line 3: TIMESTAMP 'later'" in bad.stderr, bad.stderr
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,5,1\n")
     bad = run_locust("--host", "http://127.0.0.1:9", "-u", "1", "-r", "1", "-t", "1s", "--trace", str(trace),
-                     "--arrival", "poisson", "--rate", "3")
+                     "--arrival", "poisson", "--rates", "3")
     assert bad.returncode == 2 and "--trace sets the send times itself" in bad.stderr and "Traceback" not in bad.stderr

@@ -7,6 +7,8 @@ import statistics
 
 import pytest
 
+from contract.workload import WorkloadSpec
+
 from loadgen.scenario.chat_config import ChatConfig
 from loadgen.scenario.run_settings import RunSettings
 from contract.distributions import parse_length_distribution
@@ -99,14 +101,17 @@ def test_bad_host_is_named(url):
 
 
 def test_chat_config_and_run_settings_from_options_and_errors():
-    ns = argparse.Namespace(prompt_tokens="uniform:4:8", output_tokens="16", arrival="gamma:2", rate="5",
+    ns = argparse.Namespace(prompt_tokens="uniform:4:8", output_tokens="16", arrival="gamma:2", rates="5",
                             stream="false", seed="3", records="", level="")
     config, settings = ChatConfig.from_options(ns), RunSettings.from_options(ns)
     assert settings.arrival.kind == "gamma" and settings.arrival.cv == 2.0 and settings.arrival.rate_rps == 5.0
     assert config.stream is False and settings.seed == 3 and settings.records is None
     assert ChatConfig.from_options(None) == ChatConfig() and RunSettings.from_options(None) == RunSettings()
-    with pytest.raises(ValueError, match="--rate"):
-        RunSettings.from_options(argparse.Namespace(arrival="poisson", rate=0))
+    with pytest.raises(ValueError, match="--rates"):
+        RunSettings.from_options(argparse.Namespace(arrival="poisson", rates="0"))
+    with pytest.raises(ValueError, match="one open-loop rate"):
+        RunSettings.from_options(argparse.Namespace(arrival="poisson", rates="1,2"))
+    assert RunSettings.from_options(argparse.Namespace(arrival="poisson")).arrival.kind == "closed"
     with pytest.raises(ValueError, match="--seed"):
         RunSettings.from_options(argparse.Namespace(seed="1.5"))
     with pytest.raises(ValueError, match="--max-inflight"):
@@ -116,7 +121,7 @@ def test_chat_config_and_run_settings_from_options_and_errors():
     with pytest.raises(ValueError, match="--warmup"):
         RunSettings(warmup_s=-1.0)
     with pytest.raises(ValueError, match="api"):
-        ChatConfig(api="embeddings")
+        ChatConfig(WorkloadSpec(api="embeddings"))
     with pytest.raises(ValueError, match="--shared-prefix-tokens"):
         ChatConfig.from_options(argparse.Namespace(shared_prefix_tokens="-2"))
     assert ChatConfig.from_options(argparse.Namespace(reasoning_tokens="256")).reasoning_tokens.spec == "256"
