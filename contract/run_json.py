@@ -10,7 +10,8 @@ keys the file has always had.
      "load_plan": {...}, "levels": [{...}], "workload": {...}, "slo": {...}, "seeds": {...},
      "host": {...}, "versions": {package: version}, "git_commit", "observers": {key: {...}},
      "notes": [str], "cpu_pinning": {...}, "auto": {strategy: {...}} (--auto only),
-     "compare": {...} (servecap compare only: arms, slice plan, looks)}
+     "compare": {...} (servecap compare only: arms, slice plan, looks),
+     "command": "servecap sweep", "config": {option: value} (what `--config run.json` replays)}
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from typing import Any
 
 from contract.sections import Section, keep_null
 from contract.slo import SLO
+from contract.workload import WorkloadSpec
 
 
 @dataclass(kw_only=True)
 class Target(Section):
-    kind: str | None = None   # "reference_server" | "url"
+    kind: str | None = None   # "reference_server" | "command" | "url" | "compare" | "fleet"
     url: str | None = None    # the external OpenAI-compatible server (kind "url")
+    command: list[str] | None = None   # kind "command": the engine's command as started ({port} filled in)
 
 
 # Engine settings every strategy's server shares; run.json's `server` carries the first engine's.
@@ -60,6 +63,7 @@ class Server(Section):
     kv_cache_memory_bytes: int | None = None       # KV memory the engine states (vLLM cache_config_info)
     kv_capacity_tokens: int | None = None          # tokens its KV cache holds, where it says
     model_config: str | None = None                # --model-config: the HF config.json the predictions use
+    served_model: str | None = None                # the model name requests carried
     ready_s: dict[str, float] | None = None        # strategy -> seconds from the server's spawn to ready (cold start)
 
     def record_ready(self, strategy: str, seconds: float) -> None:
@@ -147,24 +151,6 @@ class LevelEntry(Section):
         if isinstance(data, str):  # hand-written plans: a bare level id
             return cls(level=data)
         return super().from_dict(data, problems, where)
-
-
-@dataclass(kw_only=True)
-class Workload(Section):
-    api: str | None = None
-    stream: bool | None = None
-    ignore_eos: bool | None = None
-    prompt_tokens: str | None = None     # length distributions in loadgen/chat.py's syntax
-    output_tokens: str | None = None     # None with `dataset`: the data's own lengths
-    dataset: str | None = None           # --dataset: the file prompts came from (absolute path)
-    dataset_sampling: str | None = None  # with-replacement | without-replacement
-    turns: int | str | None = None       # turns per conversation (1: single-turn), or "all" (the dataset's own)
-    think_time_s: float | None = None    # multi-turn: pause between an answer and the next turn
-    model_mix: str | None = None         # --model-mix: the mix each request's model was drawn from
-    reasoning_tokens: str | None = None  # --reasoning-tokens: each chat request's reasoning budget (length forms)
-    rows: str | None = None              # classify: rows per request; embed: inputs per request (length forms)
-    protocol: str | None = None          # classify: KServe V2 over "rest" or "grpc"
-    classic_model: str | None = None     # classify, embed: the served model's name
 
 
 @dataclass(kw_only=True)
@@ -285,7 +271,7 @@ class RunInfo(Section):
     server: Server = field(default_factory=Server)
     load_plan: LoadPlan = field(default_factory=LoadPlan)
     levels: list[LevelEntry] = field(default_factory=list)   # in plan order
-    workload: Workload = field(default_factory=Workload)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     slo: SLO = field(default_factory=SLO)
     seeds: Seeds = field(default_factory=Seeds)
     host: Host = field(default_factory=Host)
@@ -296,6 +282,16 @@ class RunInfo(Section):
     cpu_pinning: CpuPinning | None = None
     auto: dict[str, AutoResult] | None = None                 # strategy (or "url") -> the knee --auto found
     compare: CompareInfo | None = None                        # a `servecap compare` run
+    command: str | None = None                                # the command that ran it ("servecap sweep")
+    config: dict[str, Any] | None = None                      # every option it ran with: `--config run.json` repeats it
+
+    @classmethod
+    def from_dict(cls, data: Any, problems: list[str] | None = None, where: str = "run.json") -> "RunInfo":
+        info = super().from_dict(data, problems, where)
+        legacy = data.get("workload") if isinstance(data, dict) else None
+        if isinstance(legacy, dict) and legacy.get("classic_model") and info.server.served_model is None:
+            info.server.served_model = legacy["classic_model"]   # files from before it was the server's
+        return info
 
     def level(self, level: str) -> LevelEntry | None:
         return next((entry for entry in self.levels if entry.level == level), None)

@@ -108,3 +108,32 @@ def check_level(slo: SLO, error_rate: float | None, p99_s: Mapping[str, float | 
         if p99 > limit:
             return LevelCheck(False, f"{column} p99 {p99 * 1000:.1f} ms > {limit * 1000:.1f} ms")
     return LevelCheck(True)
+
+
+def add_slo_arguments(parser: Any, *, title: str = "SLO (p99, milliseconds)") -> None:
+    """The SLO options, once for every command that judges one."""
+    group = parser.add_argument_group(title)
+    group.add_argument("--slo-ttft-ms", type=float, help="p99 time to first token")
+    group.add_argument("--slo-tpot-ms", type=float, help="p99 time per output token after the first")
+    group.add_argument("--slo-e2e-ms", type=float, help="p99 end-to-end latency")
+    group.add_argument("--slo-ttfa-ms", type=float, help="p99 time to the first answer token (after a reasoning "
+                                                         "model's reasoning)")
+
+
+def slo_from_args(args: Any) -> SLO:
+    """The SLO a parser with `add_slo_arguments` read (ValueError names a bad limit)."""
+    return SLO(**{name: getattr(args, f"slo_{name}", None) for name in SLO_METRICS})
+
+
+def judge_records(slo: SLO, records) -> LevelCheck:
+    """The rule over a set of measured `contract.records.Record`s (a level's, an arm's)."""
+    import numpy as np
+
+    finished = [r for r in records if r.status != "incomplete"]
+    ok = [r for r in finished if r.status == "ok"]
+    error_rate = (len(finished) - len(ok)) / len(finished) if finished else None
+    p99 = {}
+    for column in SLO_METRICS.values():
+        values = [v for v in (getattr(r, column) for r in ok) if v is not None]
+        p99[column] = float(np.percentile(values, 99)) if values else None
+    return check_level(slo, error_rate, p99)

@@ -17,6 +17,8 @@ from rich.console import Console
 from reports import answer
 from reports.notices import notices, one_line
 from reports.report import ReportOptions, ReportResult, write_report
+from contract.options import CommandParser
+from contract.slo import add_slo_arguments, slo_from_args
 from reports.run_data import RunDirError
 from reports.side_by_side import is_compare_dir, side_by_side
 
@@ -25,16 +27,12 @@ CONSOLE_NOTICES = 3   # the console's warnings, one line each; the report has th
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="servecap report", description=__doc__)
+    parser = CommandParser(prog="servecap report", description=__doc__)
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                         help="a run directory (run.json, requests.jsonl, samples.csv, server_metrics.csv); two or "
                              "more: their curves on shared axes, into --out; a compare directory: its arms A and B")
     parser.add_argument("--out", help="the directory for the side-by-side report of two or more runs")
-    parser.add_argument("--slo-ttft-ms", type=float, help="p99 time-to-first-token SLO in ms")
-    parser.add_argument("--slo-tpot-ms", type=float, help="p99 time-per-output-token SLO in ms")
-    parser.add_argument("--slo-e2e-ms", type=float, help="p99 end-to-end latency SLO in ms")
-    parser.add_argument("--slo-ttfa-ms", type=float,
-                        help="p99 time to the first answer token in ms (a reasoning model's first visible answer)")
+    add_slo_arguments(parser, title="SLO (p99, milliseconds; default: the run's own)")
     parser.add_argument("--gpu-hourly", type=float, help="USD per GPU-hour for the cost verdict")
     parser.add_argument("--gpu", help="GPU catalog id to price with when run.json names none (e.g. h100-sxm)")
     parser.add_argument("--no-figures", action="store_true", help="tables only (no PNGs)")
@@ -50,8 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
-        options = ReportOptions(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
-                                slo_e2e_ms=args.slo_e2e_ms, slo_ttfa_ms=args.slo_ttfa_ms, gpu_hourly=args.gpu_hourly, gpu=args.gpu,
+        options = ReportOptions(slo=slo_from_args(args), gpu_hourly=args.gpu_hourly, gpu=args.gpu,
                                 figures=not args.no_figures, model_config=args.model_config,
                                 diagnostics=args.diagnostics)
     except ValueError as exc:

@@ -34,8 +34,8 @@ class ReportOptions:
     """What the user asked of the report.
 
     Attributes:
-        slo_ttft_ms, slo_tpot_ms, slo_e2e_ms, slo_ttfa_ms: p99 SLOs (ttfa: the first answer token, after a
-            reasoning model's reasoning); None falls back to run.json's `slo`, then to none.
+        slo: the SLO to judge by; each limit it sets takes precedence over run.json's `slo` (the limits it
+            leaves unset fall back to run.json's, then to none).
         gpu_hourly: USD per GPU-hour for the cost verdict; None uses the catalog price.
         gpu: GPU catalog id to price with when run.json names no (known) GPU.
         figures: write the PNGs (and embed them); False for table-only reports.
@@ -45,10 +45,7 @@ class ReportOptions:
         diagnostics: also show the instruments for a host whose speed drifts (`sweep --diagnostics`).
     """
 
-    slo_ttft_ms: float | None = None
-    slo_tpot_ms: float | None = None
-    slo_e2e_ms: float | None = None
-    slo_ttfa_ms: float | None = None
+    slo: SLO = field(default_factory=SLO)
     gpu_hourly: float | None = None
     gpu: str | None = None
     figures: bool = True
@@ -61,8 +58,6 @@ class ReportOptions:
             raise ValueError(f"replications must be a positive integer, got {self.replications!r}")
         if self.gpu_hourly is not None and not (self.gpu_hourly >= 0 and math.isfinite(self.gpu_hourly)):
             raise ValueError(f"gpu_hourly must be a non-negative number of USD, got {self.gpu_hourly!r}")
-        # SLO validates its own fields; build one now so bad values fail before any work
-        SLO(self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms, self.slo_ttfa_ms)
         if self.model_config is not None:
             try:
                 load_hf_config(self.model_config)
@@ -71,8 +66,7 @@ class ReportOptions:
 
     def slo_for(self, run: RunInfo) -> SLO:
         """run.json's SLO, with the limits given here (not None) taking precedence."""
-        return run.slo.with_overrides(ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms, e2e_ms=self.slo_e2e_ms,
-                                      ttfa_ms=self.slo_ttfa_ms)
+        return run.slo.with_overrides(**self.slo.to_dict())
 
 
 @dataclass(frozen=True)
@@ -148,7 +142,7 @@ def write_report(run_dir: str | Path, options: ReportOptions | None = None,
     step = progress or (lambda _msg: None)
     step("reading the run directory")
     data = load_run(run_dir)
-    if data.run.workload.api in ("classify", "embed"):
+    if data.run.workload.classic:
         return write_classic_report(data, options, step)
     summary = jsonable(build_summary(data, options, progress=lambda lvl: step(f"level {lvl}")))
     out_dir = data.run_dir
@@ -181,7 +175,7 @@ def write_classic_report(data: RunData, options: ReportOptions, step: Callable[[
     quality = compare(read_predictions(data.run_dir, targets))
     limit_ms = options.slo_for(data.run).e2e_ms
     best = best_level(levels, limit_ms / 1e3 if limit_ms is not None else None)
-    summary = jsonable({"scenario": data.run.workload.api, "run": data.run_json, "slo_e2e_ms": limit_ms,
+    summary = jsonable({"scenario": data.run.workload.scenario, "run": data.run_json, "slo_e2e_ms": limit_ms,
                         "answer": page.answer(levels, limit_ms),
                         "best_level": best["level"] if best else None, "levels": levels, "predictions": quality,
                         "missing": data.missing})

@@ -1,4 +1,4 @@
-"""A classify sweep's configurations compared on the same seeded rows (`servecap.sweep.prediction_probe`):
+"""A classify sweep's configurations compared on the same seeded rows (`servecap.experiment.prediction_probe`):
 each against the first, the labels that agree and the largest probability difference."""
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ def classic_levels(data: RunData) -> list[dict]:
     """One dict per level, in the order the run planned them."""
     records = data.records
     windows = data.level_windows()
-    model = data.run.workload.classic_model
-    unit = "tokens" if data.run.workload.api == "embed" else "rows"   # what a record's prompt_tokens counts
+    model = data.run.server.served_model
+    unit = "tokens" if data.run.workload.scenario == "embed" else "rows"   # what a record's prompt_tokens counts
     planned = [entry.level for entry in data.run.levels] or list(dict.fromkeys(records["level"].astype(str)))
     out = []
     for level in planned:

@@ -65,7 +65,7 @@ class CompareConfig:
         schedule: "interleaved" (a pair's slices one after the other, in a random order) or
             "duet" (at the same time, `concurrency` users per arm); see loadgen.workload.slice_plan.
         max_pairs: hard bound on pairs (load tests stay bounded).
-        pin_cpus: Locust on core 0, both arms' servers on the same other cores (servecap.sweep.cpu_pinning).
+        pin_cpus: Locust on core 0, both arms' servers on the same other cores (servecap.experiment.cpu_pinning).
         startup_timeout_s: how long an arm may take to become ready.
     """
 

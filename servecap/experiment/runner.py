@@ -38,7 +38,7 @@ from servecap.experiment.level_stats import STABILITY_WINDOWS, LevelStats, level
 from servecap.experiment.loadgen_priority import LoadgenPriority, choose_priority
 from servecap.experiment.locust import LocustInvocation, run_locust
 from servecap.experiment.prediction_probe import probe_predictions
-from servecap.experiment.profiles import Level, ProfileOutcome
+from servecap.experiment.profiles import Level, ProfileOutcome, drive
 from servecap.experiment.run_json import RunJson
 from servecap.experiment.spec import Experiment
 from servecap.experiment.targets import LiveTarget, TargetSpec
@@ -201,13 +201,7 @@ class Runner:
 
     def _drive(self, profile, live: LiveTarget) -> ProfileOutcome | None:
         """The profile's levels, each sent what the last measured, until it is done."""
-        steps = profile.steps()
-        try:
-            level = next(steps)
-            while True:
-                level = steps.send(self.measure(live, level))
-        except StopIteration as done:
-            return done.value
+        return drive(profile.steps(), lambda level: self.measure(live, level))
 
     # -- one level ------------------------------------------------------------------------
     def _plan(self, key: str | None, level: Level):

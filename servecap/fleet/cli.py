@@ -4,11 +4,11 @@ and faults acted out, the demand replayed open loop by Locust through the router
     servecap fleet --emulate l4 --model llama-3.1-8b --trace day.jsonl --speedup 60 --router cache_aware \\
         --min-replicas 1 --max-replicas 4 --target 16 --interval-s 5 --down-window-s 30 --cold-start-s 20 \\
         --kill 300 --slo-ttft-ms 2000 --window-s 60 --out runs/fleet
-    servecap fleet --replica-cmd "vllm serve ./ckpt --port {port}" --ready-path /health --rate-curve day.csv \\
+    servecap fleet --server-cmd "vllm serve ./ckpt --port {port}" --ready-path /health --rate-curve day.csv \\
         --replicas 2 --slo-e2e-ms 20000
 
 Replicas are emulated-GPU reference servers (`--emulate GPU --model M`: each step waits what that GPU
-would take; no forward pass) or any command with `{port}` (`--replica-cmd`). Each reference replica
+would take; no forward pass) or any command with `{port}` (`--server-cmd`). Each reference replica
 names itself in the `x-servecap-replica` response header, so every record says which replica served
 it. The same demand, scaling and fault flags as `servecap plan`, so `servecap plan` with the same
 flags (and `--gpu` for `--emulate`) predicts this run. The run directory is a sweep's, plus
@@ -21,42 +21,35 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-import time
 from pathlib import Path
 
 from rich.console import Console
 
+from contract.options import CommandParser, add_config_option, add_output_arguments, out_dir, parse_command_line
+from servecap.experiment.run_options import add_run_arguments
+from servecap.experiment.targets import add_target_arguments
 from servecap.fleet.router import POLICIES
-from servecap.plan.flags import add_demand_flags, add_scaling_flags, add_slo_flags
+from servecap.plan.flags import add_demand_flags, add_replica_flags, add_scaling_flags, add_slo_flags
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="servecap fleet", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
+    p = CommandParser(prog="servecap fleet", description=__doc__.split("\n\n")[0],
+                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    add_config_option(p)
+    add_output_arguments(p)
     add_demand_flags(p)
-    replica = p.add_argument_group("replicas (choose one)")
-    replica.add_argument("--emulate", metavar="GPU", help="emulated-GPU reference servers of this catalog GPU")
-    replica.add_argument("--model", help="--emulate: a catalog model")
-    replica.add_argument("--dtype", default="bf16")
-    replica.add_argument("--tp", type=int, default=1)
-    replica.add_argument("--server-args", default="", help="more `servecap serve` flags for each replica")
-    replica.add_argument("--replica-cmd", help="any server command with {port} (e.g. vllm serve ... --port {port})")
-    replica.add_argument("--ready-path", default="/health", help="--replica-cmd: ready when this answers 200")
-    replica.add_argument("--cold-start-s", type=float, default=0.0,
-                         help="seconds from asking for a replica to its joining the router, at least (an emulated "
-                              "GPU loads no weights: give a GPU replica's load time; default: its process's own)")
+    add_target_arguments(p, title="replicas (--emulate GPU with a catalog --model, or --server-cmd)",
+                         strategies=False)
+    add_replica_flags(p)
     add_scaling_flags(p, f"vllm-router's --policy: {', '.join(POLICIES)}")
     add_slo_flags(p)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", help="run directory (default runs/fleet-TIME)")
-    p.add_argument("--no-report", action="store_true", help="skip the sweep's report at the end")
+    add_run_arguments(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parse_command_line(parser, sys.argv[1:] if argv is None else argv)
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     try:
         plan = _plan(args)
@@ -76,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     from reports import cli as report_cli
     from reports.cli import ReportOptions
 
-    return report_cli.report(out, ReportOptions(slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
-                                                slo_e2e_ms=args.slo_e2e_ms))
+    from contract.slo import slo_from_args
+
+    return report_cli.report(out, ReportOptions(slo=slo_from_args(args)))
 
 
 def _plan(args):
@@ -88,10 +82,12 @@ def _plan(args):
 
     if args.router not in POLICIES:
         raise ValueError(f"--router {args.router!r}: unknown policy; vllm-router's are {', '.join(POLICIES)}")
-    if (args.emulate is None) == (args.replica_cmd is None):
-        raise ValueError("give one kind of replica: --emulate GPU --model M, or --replica-cmd 'CMD ... {port}'")
-    if args.emulate is not None and not args.model:
-        raise ValueError("--emulate needs --model (a catalog model)")
+    if args.url:
+        raise ValueError("--url: a fleet starts its own replicas (--emulate GPU --model M, or --server-cmd)")
+    if (args.emulate is None) == (args.server_cmd is None):
+        raise ValueError("give one kind of replica: --emulate GPU --model M, or --server-cmd 'CMD ... {port}'")
+    if args.cold_start_s is None:
+        args.cold_start_s = 0.0
     if not (args.cold_start_s >= 0):
         raise ValueError(f"--cold-start-s must be seconds >= 0, got {args.cold_start_s}")
     check_shared_flags(args)
@@ -111,22 +107,28 @@ def _plan(args):
     demand = build_demand(demand_spec_from_flags(args))
     if not len(demand):
         raise ValueError("the demand has no requests (a trace cut to nothing, or a rate curve of zero)")
-    from servecap.fleet.run import FleetPlan
+    from servecap.experiment.run_options import RunOptions
+    from servecap.fleet.run import FleetSpec
+    from servecap.plan.flags import demand_workload
 
-    return FleetPlan(demand=demand, launch=launch, describe_replica=describe, model=args.model,
+    return FleetSpec(demand=demand, launch=launch, describe_replica=describe,
+                     model=args.served_model or (args.model if args.emulate else None),
                      router=args.router, initial_replicas=initial, cold_start_s=args.cold_start_s,
                      autoscaler=autoscaler, faults=faults, slo=slo, window_s=args.window_s,
-                     out=Path(args.out or f"runs/fleet-{time.strftime('%Y%m%d-%H%M%S')}"), seed=args.seed)
+                     out=Path(out_dir(args, "fleet")), workload=demand_workload(args),
+                     options=RunOptions.from_args(args, observe_server=False))
 
 
 def _launch(args):
     """name -> a launch spec, and the replica in words."""
-    if args.replica_cmd is not None:
+    if args.server_cmd is not None:
         from servecap.launch.command import CommandSpec
+        from servecap.experiment.targets import DEFAULT_READY_PATH
 
-        argv = tuple(shlex.split(args.replica_cmd))
-        CommandSpec(argv, ready_path=args.ready_path)   # a bad command fails here, naming the problem
-        return (lambda name: CommandSpec(argv, ready_path=args.ready_path)), args.replica_cmd
+        argv = tuple(shlex.split(args.server_cmd))
+        ready = args.ready_path or DEFAULT_READY_PATH
+        CommandSpec(argv, ready_path=ready)   # a bad command fails here, naming the problem
+        return (lambda name: CommandSpec(argv, ready_path=ready)), args.server_cmd
     from reference_server.cli import build_parser, configs_from_args
     from servecap.launch.spec import ReferenceServerSpec
 

@@ -1,12 +1,13 @@
 """One fleet run: the router, the replicas, the controller and the replay, in order, and what they left.
 
-    out = run_fleet(FleetRun(...), console)
+    out = run_fleet(FleetSpec(...), console)
 
 1. vLLM's router starts with no workers; the initial replicas start, and join it once ready.
 2. The controller's thread starts; it acts once the replay has begun (`ReplayClock`).
-3. `servecap sweep --url ROUTER --trace demand.jsonl` runs the replay: Locust sends each request at
-   its time, open loop, through the router; the run directory is a sweep's (requests.jsonl, run.json,
-   the samplers), and its records name the replica that answered (`x-servecap-replica`).
+3. The runner replays the demand as a trace through the router (one url target, the workload's
+   other options kept): Locust sends each request at its time, open loop; the run directory is a
+   sweep's (requests.jsonl, run.json, the samplers), and its records name the replica that
+   answered (`x-servecap-replica`).
 4. The controller stops, the replicas stop, and the fleet's own files are written beside the sweep's:
    fleet_timeline.csv (every action), fleet.json (the replicas' lives, the decisions, and the run
    judged per SLO window by the plan's own rule, `calculators.plan.outcome`).
@@ -18,7 +19,7 @@ import csv
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -36,8 +37,11 @@ from servecap.fleet.demand_file import write_demand
 from servecap.fleet.replica_metrics import replica_load
 from servecap.fleet.replicas import ReplicaPool
 from servecap.fleet.router import VllmRouter
-from servecap.sweep.config import SweepConfig
-from servecap.sweep.runner import Sweep
+from contract.workload import WorkloadSpec
+from servecap.experiment.run_options import RunOptions
+from servecap.experiment.runner import Runner
+from servecap.experiment.spec import Experiment
+from servecap.experiment.targets import TargetSpec
 
 DEMAND_FILE = "demand.jsonl"
 TIMELINE_FILE = "fleet_timeline.csv"
@@ -45,8 +49,10 @@ FLEET_FILE = "fleet.json"
 
 
 @dataclass(frozen=True)
-class FleetPlan:
-    """What to run: the demand, the replicas (a launch spec per name), the router, scaling and faults."""
+class FleetSpec:
+    """What to run: the demand, the replicas (a launch spec per name), the router, scaling and faults;
+    `workload`: the options each replayed request keeps beyond the demand's times and lengths (a model
+    mix, a reasoning budget, streaming); `options`: how the runner measures."""
 
     demand: Demand
     launch: object                      # name -> a launch spec (servecap.launch)
@@ -60,8 +66,8 @@ class FleetPlan:
     slo: SloLimits
     window_s: float
     out: Path
-    seed: int = 0
-    sweep_options: dict = field(default_factory=dict)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    options: RunOptions = field(default_factory=lambda: RunOptions(pin_cpus=False, observe_server=False))
 
 
 class ReplayClock:
@@ -132,7 +138,7 @@ class ReplayClock:
         return record if record.get("t_sched") is not None and record.get("request_id") else None
 
 
-def run_fleet(plan: FleetPlan, console) -> Path:
+def run_fleet(plan: FleetSpec, console) -> Path:
     out = plan.out
     out.mkdir(parents=True, exist_ok=True)
     demand_path = write_demand(plan.demand, out / DEMAND_FILE)
@@ -155,8 +161,7 @@ def run_fleet(plan: FleetPlan, console) -> Path:
             log(f"{len(first)} replica(s) ready: {plan.describe_replica}")
             clock = ReplayClock(out / RECORDS_FILE, plan.demand, pool, controller.arm)
             clock.start()
-            sweep = Sweep(_sweep_config(plan, router.url, demand_path), console)
-            sweep.run()
+            Runner(_replay(plan, router.url, demand_path), console, command="servecap fleet").run()
             clock.stop()
             controller.read_all()
         finally:
@@ -168,14 +173,20 @@ def run_fleet(plan: FleetPlan, console) -> Path:
     return out
 
 
-def _sweep_config(plan: FleetPlan, router_url: str, demand_path: Path) -> SweepConfig:
+def _replay(plan: FleetSpec, router_url: str, demand_path: Path) -> Experiment:
+    """The demand as a trace through the router: one url target, no warm-up (the plan counts every request)."""
+    from contract.load import LoadSpec
+
     limits = plan.slo
-    return SweepConfig(out_dir=str(plan.out), url=router_url, model=plan.model or "tiny", trace=str(demand_path),
-                       trace_speedup=1.0, trace_block_tokens=plan.demand.prefix_block_tokens, warmup_s=0.0, output_tokens=None,
-                       observe_server=False,   # through the router they would mix the replicas and move its round robin
-                       seed=plan.seed, pin_cpus=False,
-                       slo=SLO(*(None if v is None else v * 1e3 for v in (limits.ttft_s, limits.tpot_s, limits.e2e_s))),
-                       **plan.sweep_options)
+    workload = replace(plan.workload, trace=str(demand_path), trace_speedup=1.0, output_tokens=None,
+                       prompt_tokens=WorkloadSpec().prompt_tokens,
+                       trace_block_tokens=plan.demand.prefix_block_tokens or WorkloadSpec().trace_block_tokens)
+    # the router's own /metrics would mix the replicas and move its round robin: observe_server off
+    return Experiment(out_dir=str(plan.out), targets=(TargetSpec("url", None, url=router_url,
+                                                                 served_model=plan.model),),
+                      workload=workload, load=LoadSpec(warmup_s=0.0),
+                      slo=SLO(*(None if v is None else v * 1e3 for v in (limits.ttft_s, limits.tpot_s, limits.e2e_s))),
+                      options=replace(plan.options, observe_server=False))
 
 
 # -- what the run left ---------------------------------------------------------------------------------
@@ -209,7 +220,7 @@ def _lives(pool: ReplicaPool) -> list[ReplicaLife]:
     return lives
 
 
-def _write_outputs(plan: FleetPlan, controller: FleetController, pool: ReplicaPool, t0_unix: float,
+def _write_outputs(plan: FleetSpec, controller: FleetController, pool: ReplicaPool, t0_unix: float,
                    horizon: float, arm_error_s: float | None) -> None:
     out = plan.out
     with (out / TIMELINE_FILE).open("w", newline="") as file:

@@ -26,33 +26,31 @@ from rich.console import Console
 from calculators.plan.fleet import FleetConfig, ReplicaSpec
 from calculators.plan.outcome import SloLimits
 from calculators.plan.router import ROUTER_POLICIES
-from servecap.plan.flags import (add_demand_flags, add_scaling_flags, add_slo_flags, autoscaler_from_flags,
-                                  check_shared_flags,
-                                  demand_spec_from_flags, fault_from_flag)
+from contract.options import CommandParser, add_config_option, add_output_arguments, out_dir, parse_command_line
+from servecap.plan.flags import (add_demand_flags, add_replica_flags, add_scaling_flags, add_slo_flags,
+                                 autoscaler_from_flags, check_shared_flags, demand_spec_from_flags, demand_workload,
+                                 fault_from_flag)
 from servecap.plan.output import write_outputs
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="servecap plan", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
+    p = CommandParser(prog="servecap plan", description=__doc__.split("\n\n")[0],
+                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    add_config_option(p)
+    add_output_arguments(p, report=False)
     add_demand_flags(p)
-    replica = p.add_argument_group("replica (choose one)")
+    replica = add_replica_flags(p, title="replica (choose one: --gpu with --model, or --calibration)")
     replica.add_argument("--gpu", help="catalog GPU (servecap calc gpus), sized as its engine would: with --model")
     replica.add_argument("--model", help="catalog model (servecap calc models)")
-    replica.add_argument("--dtype", default="bf16")
-    replica.add_argument("--tp", type=int, default=1)
     replica.add_argument("--engine", choices=("vllm", "tensorrt-llm"), default="vllm")
     replica.add_argument("--max-model-len", type=int, help="--gpu: the longest prompt + output the replica admits "
                                                            "(default the model's), as `servecap serve`'s flag")
     replica.add_argument("--calibration", metavar="RUN_DIR", help="a measured run (servecap sweep), as predict uses")
     replica.add_argument("--strategy", help="which of the calibration run's strategies")
-    replica.add_argument("--cold-start-s", type=float, help="seconds from asking for a replica to its being ready "
-                                                            "(default: the calibration run's measured time to ready)")
-    lora = p.add_argument_group("LoRA adapters (a --calibration run that served them prices them)")
-    lora.add_argument("--model-mix", help="each request's adapter: NAME:WEIGHT,... or zipf:N[:EXPONENT] "
-                                           "(default: the mix the calibration run's requests asked for)")
-    lora.add_argument("--max-loras", type=int, help="what-if: this many adapter slots a replica")
+    replica.add_argument("--max-loras", type=int, help="what-if: this many LoRA adapter slots a replica (a "
+                                                       "--calibration run that served adapters prices them; "
+                                                       "--model-mix: which adapter each request asks for, default "
+                                                       "the calibration run's own mix)")
     add_scaling_flags(p, f"one of {', '.join(ROUTER_POLICIES)}")
     add_slo_flags(p)
     p.add_argument("--retry-lost", action="store_true",
@@ -63,15 +61,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--static-max", type=int, default=64, help="the most replicas the static-fleet search tries")
     p.add_argument("--replications", type=int, default=1, help="seeded runs for the breach probability")
     p.add_argument("--no-n-plus-one", action="store_true", help="skip the run with a replica lost at the peak")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", help="output directory (default runs/plan-TIME)")
     p.add_argument("--json", action="store_true", help="print plan.json")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parse_command_line(parser, sys.argv[1:] if argv is None else argv)
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     try:
         inputs = _inputs(args)
@@ -89,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.exit(2, f"servecap plan: error: {exc}\n")
     answer["plan"]["seconds"] = round(time.perf_counter() - started, 2)
-    out = Path(args.out or f"runs/plan-{time.strftime('%Y%m%d-%H%M%S')}")
+    out = Path(out_dir(args, "plan"))
     paths = write_outputs(answer, out)
     if args.json:
         print(json.dumps(answer["json"], indent=1, default=_json_default))
@@ -129,7 +125,7 @@ def _inputs(args) -> dict:
     replica, mix = _lora_replica(args, replica, measured_mix)
     initial = args.replicas if args.replicas is not None else max(autoscaler.min_replicas, 1)
     config = FleetConfig(replica=replica, router=args.router, initial_replicas=initial, cold_start_s=cold_start,
-                         autoscaler=autoscaler, faults=faults, retry_lost=args.retry_lost, seed=args.seed,
+                         autoscaler=autoscaler, faults=faults, retry_lost=args.retry_lost, seed=demand_workload(args).seed,
                          model_mix=mix)
     return {"demand_spec": demand_spec_from_flags(args), "config": config, "slo": slo, "window_s": args.window_s,
             "search": args.search, "static_max": args.static_max, "replications": args.replications,

@@ -1,5 +1,7 @@
-"""The flags `servecap plan` and `servecap fleet` share (the demand, the autoscaler and faults, the SLO), and
-what they mean: the autoscaler, a fault, the demand to build; a bad value raises ValueError naming it."""
+"""The flags `servecap plan` and `servecap fleet` share beyond the workload and the SLO (contract.workload,
+contract.slo, declared once for every command): the demand's shape, the autoscaler and faults, the SLO's
+windows; and what they mean: the autoscaler, a fault, the demand to build. A bad value raises ValueError
+naming it."""
 
 from __future__ import annotations
 
@@ -10,18 +12,18 @@ from pathlib import Path
 
 from calculators.plan.autoscaler import AUTOSCALE_METRICS, AutoscalerConfig
 from calculators.plan.fleet import Fault
+from contract.options import parse_duration
+from contract.slo import add_slo_arguments
+from contract.workload import WorkloadSpec, add_workload_arguments
 
 
 def add_demand_flags(p: argparse.ArgumentParser) -> None:
-    demand = p.add_argument_group("demand (choose one)")
-    demand.add_argument("--trace", help="Azure CSV, Mooncake JSONL or BurstGPT CSV (as `servecap sweep --trace`)")
+    add_workload_arguments(p, title="workload (the demand's lengths; a --trace is a demand of its own)")
+    demand = p.add_argument_group("demand (a --trace, or one of these)")
     demand.add_argument("--rate-curve", metavar="CSV", help="rows of t_s,rate_rps (a header line is allowed)")
     demand.add_argument("--diurnal", metavar="PEAK:TROUGH", help="a synthetic day: peak and trough requests/s")
-    demand.add_argument("--speedup", type=float, default=1.0, help="divide the demand's times by this")
-    demand.add_argument("--duration", type=float, help="seconds to plan, after --speedup (default: all of the "
-                                                       "trace or curve; the synthetic day: --period)")
-    demand.add_argument("--prompt-tokens", default="512", help="rate curve / diurnal: N | uniform:LO:HI | ...")
-    demand.add_argument("--output-tokens", default="128", help="same forms as --prompt-tokens")
+    demand.add_argument("--horizon", help="how much of the demand to plan, after --speedup (10m, 24h; default: all "
+                                          "of the trace or curve; the synthetic day: --period)")
     demand.add_argument("--sessions", type=int, default=0, help="rate curve / diurnal: users whose requests "
                                                                 "share a prefix (multi-turn); 0: none")
     demand.add_argument("--session-prefix-tokens", type=int, default=0, help="tokens of each user's shared prefix")
@@ -29,6 +31,18 @@ def add_demand_flags(p: argparse.ArgumentParser) -> None:
     demand.add_argument("--bursts-per-day", type=float, default=4.0)
     demand.add_argument("--burst-multiplier", type=float, default=2.0)
     demand.add_argument("--burst-duration", type=float, default=600.0, help="seconds per burst")
+
+
+def add_replica_flags(p: argparse.ArgumentParser, title: str = "replica"):
+    """What a replica is beyond its server (plan and fleet alike); the group, for the command's own options."""
+    replica = p.add_argument_group(title)
+    replica.add_argument("--dtype", default="bf16", help="weights' dtype (bf16, fp8, int8, int4-g128, ...)")
+    replica.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica")
+    replica.add_argument("--cold-start-s", type=float,
+                         help="seconds from asking for a replica to its being ready (plan: default the calibration "
+                              "run's measured time to ready; fleet: at least its process's own; an emulated GPU "
+                              "loads no weights: give a GPU replica's load time)")
+    return replica
 
 
 def add_scaling_flags(p: argparse.ArgumentParser, router_help: str) -> None:
@@ -47,12 +61,22 @@ def add_scaling_flags(p: argparse.ArgumentParser, router_help: str) -> None:
 
 
 def add_slo_flags(p: argparse.ArgumentParser) -> None:
-    slo = p.add_argument_group("SLO (p99, milliseconds) and windows")
-    slo.add_argument("--slo-ttft-ms", type=float)
-    slo.add_argument("--slo-tpot-ms", type=float)
-    slo.add_argument("--slo-e2e-ms", type=float)
-    slo.add_argument("--attainment", type=float, default=0.99, help="share of windows that must meet the SLO")
-    slo.add_argument("--window-s", type=float, default=300.0, help="SLO window (default 5 minutes)")
+    add_slo_arguments(p)
+    windows = p.add_argument_group("SLO windows")
+    windows.add_argument("--attainment", type=float, default=0.99, help="share of windows that must meet the SLO")
+    windows.add_argument("--window-s", type=float, default=300.0, help="SLO window (default 5 minutes)")
+
+
+def demand_workload(args) -> WorkloadSpec:
+    """The workload options as the demand takes them (a dataset, multi-turn chats and classic models are
+    a sweep's: a plan's sessions are --sessions)."""
+    workload = WorkloadSpec.from_args(args)
+    refused = [flag for flag, given in (("--dataset", workload.dataset), ("--turns", workload.turns != 1),
+                                        ("--scenario", workload.classic)) if given]
+    if refused:
+        raise ValueError(f"{', '.join(refused)}: a plan's demand is a --trace, a --rate-curve or a --diurnal day of "
+                         "chat requests (multi-turn users: --sessions)")
+    return workload
 
 
 def check_shared_flags(args) -> None:
@@ -60,11 +84,13 @@ def check_shared_flags(args) -> None:
     demand_kinds = [k for k in ("trace", "rate_curve", "diurnal") if getattr(args, k)]
     if len(demand_kinds) != 1:
         raise ValueError("give one demand: --trace PATH, --rate-curve CSV or --diurnal PEAK:TROUGH")
-    for flag, value in (("--speedup", args.speedup), ("--window-s", args.window_s), ("--interval-s", args.interval_s)):
+    for flag, value in (("--speedup", args.trace_speedup), ("--window-s", args.window_s),
+                        ("--interval-s", args.interval_s)):
         if not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{flag} must be positive, got {value}")
-    if args.duration is not None and not args.duration > 0:
-        raise ValueError(f"--duration must be positive seconds, got {args.duration}")
+    if args.horizon is not None and not parse_duration(args.horizon, "--horizon") > 0:
+        raise ValueError(f"--horizon must be positive, got {args.horizon}")
+    demand_workload(args)
 
 
 def autoscaler_from_flags(args) -> AutoscalerConfig | None:
@@ -97,16 +123,15 @@ def fault_from_flag(spec: str) -> Fault:
 
 def demand_spec_from_flags(args) -> dict:
     """What to build the demand from (read here: files; built by servecap.plan.run)."""
-    from contract.distributions import parse_length_distribution
-
-    spec = {"speedup": args.speedup, "duration_s": args.duration, "seed": args.seed}
-    if args.trace:
+    workload = demand_workload(args)
+    horizon = parse_duration(args.horizon, "--horizon") if args.horizon is not None else None
+    spec = {"speedup": workload.trace_speedup, "duration_s": horizon, "seed": workload.seed}
+    if workload.trace:
         from loadgen.workload.traces import load_trace
 
-        spec.update(kind="trace", trace=load_trace(args.trace))
+        spec.update(kind="trace", trace=load_trace(workload.trace))
         return spec
-    lengths = {"prompt": parse_length_distribution(args.prompt_tokens, "--prompt-tokens"),
-               "output": parse_length_distribution(args.output_tokens, "--output-tokens"),
+    lengths = {"prompt": workload.prompt_lengths, "output": workload.output_lengths,
                "sessions": args.sessions, "prefix_tokens": args.session_prefix_tokens}
     if args.sessions < 0 or args.session_prefix_tokens < 0:
         raise ValueError("--sessions and --session-prefix-tokens must be >= 0")

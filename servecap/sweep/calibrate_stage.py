@@ -29,12 +29,14 @@ OPEN_SHARE = 0.5
 LONG_PROMPT, LONG_OUTPUT = 4, 2
 
 
-def check_calibrate(config) -> None:
+def check_calibrate(experiment) -> None:
     """ValueError naming why `--calibrate` cannot follow this sweep's plan."""
-    if not config.concurrency:
+    if experiment.workload.scenario != "chat":
+        raise ValueError("--calibrate fits the LLM step model: it needs --scenario chat")
+    if not experiment.load.concurrency:
         raise ValueError("--calibrate follows a closed-loop sweep: give --concurrency (its open-loop stage "
                          "is what --rates would measure)")
-    if config.dataset or config.trace:
+    if experiment.workload.dataset or experiment.workload.trace:
         raise ValueError("--calibrate scales the sweep's --prompt-tokens and --output-tokens: it cannot follow "
                          "a --dataset or --trace")
 
@@ -54,21 +56,23 @@ def scaled_lengths(spec: str, factor: int) -> str:
     raise ValueError(f"--calibrate cannot scale the lengths of {spec!r} (a file's)")
 
 
-def stage_configs(config, top_rates: dict[str, float]) -> list[tuple[str, object]]:
-    """(directory name, SweepConfig) of each stage run; `top_rates`: the highest requests/s the sweep
+def stage_experiments(experiment, top_rates: dict[str, float]) -> list[tuple[str, object]]:
+    """(directory name, Experiment) of each stage run; `top_rates`: the highest requests/s the sweep
     measured per target key (strategy, or "url")."""
-    out = Path(config.out_dir) / STAGE_DIR
+    out = Path(experiment.out_dir) / STAGE_DIR
+    load, workload = experiment.load, experiment.workload
     runs = []
     for key, rate in top_rates.items():
         if rate > 0:
-            strategies = config.strategies if key == "url" else (key,)
-            runs.append((f"open-{key}", replace(config, out_dir=str(out / f"open-{key}"), strategies=strategies,
-                                                concurrency=(), rates=(round(OPEN_SHARE * rate, 2),),
-                                                arrival="poisson")))
-    levels = sorted(config.concurrency)
-    runs.append(("long", replace(config, out_dir=str(out / "long"), concurrency=(levels[len(levels) // 2],),
-                                 prompt_tokens=scaled_lengths(config.prompt_tokens, LONG_PROMPT),
-                                 output_tokens=scaled_lengths(config.output_tokens or "uniform:16:64", LONG_OUTPUT))))
+            targets = tuple(t for t in experiment.targets if (t.key or "url") == key) or experiment.targets
+            runs.append((f"open-{key}", replace(experiment, out_dir=str(out / f"open-{key}"), targets=targets,
+                                                load=replace(load, concurrency=(), rates=(round(OPEN_SHARE * rate, 2),),
+                                                             arrival="poisson"))))
+    levels = sorted(load.concurrency)
+    longer = replace(workload, prompt_tokens=scaled_lengths(workload.prompt_tokens, LONG_PROMPT),
+                     output_tokens=scaled_lengths(workload.output_lengths.spec, LONG_OUTPUT))
+    runs.append(("long", replace(experiment, out_dir=str(out / "long"), workload=longer,
+                                 load=replace(load, concurrency=(levels[len(levels) // 2],)))))
     return runs
 
 
@@ -86,12 +90,12 @@ def top_rates(run_dir: Path) -> dict[str, float]:
     return best
 
 
-def run_stage(config, run_dir: Path, console: Console) -> list[Path]:
+def run_stage(experiment, run_dir: Path, console: Console) -> list[Path]:
     """Run the stage's sweeps after the sweep in `run_dir`; their run directories."""
-    from servecap.sweep.runner import Sweep
+    from servecap.experiment.runner import Runner
 
     done = []
-    for name, stage in stage_configs(config, top_rates(run_dir)):
+    for name, stage in stage_experiments(experiment, top_rates(run_dir)):
         console.print(f"calibration stage: {name}")
-        done.append(Sweep(stage, console).run())
+        done.append(Runner(stage, console, command="servecap sweep --calibrate").run())
     return done

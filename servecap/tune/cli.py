@@ -1,17 +1,24 @@
-"""`servecap tune`: the batching configuration with the most throughput under a p99 SLO, after Triton
-Model Analyzer: a guided search over server flags, each configuration measured by a one-level sweep.
+"""`servecap tune`: the server configuration with the most throughput under a p99 SLO, after Triton
+Model Analyzer: a guided search over the target's own flags, each configuration measured by the runner.
 
     servecap tune --scenario classify --out runs/tune --concurrency 1,4,16 --slo-e2e-ms 20 \\
-        --max-queue-delay-us 0,500,1000,2000 --preferred-batch-sizes "none|8,16|16,32" --instances 1,2
-    servecap tune --scenario chat --out runs/tune-llm --concurrency 4,16 --slo-ttft-ms 2000 --slo-tpot-ms 200 \\
+        --classifier-max-queue-delay-us 0,500,1000,2000 --classifier-preferred-batch-sizes "none|8,16|16,32" \\
+        --classifier-instances 1,2
+    servecap tune --out runs/tune-llm --concurrency 4,16 --slo-ttft-ms 2000 --slo-tpot-ms 200 \\
         --max-num-seqs 4,8,16 --max-num-batched-tokens 256,512,1024
+    servecap tune --server-cmd "vllm serve ./ckpt --port {port}" --concurrency 8 --slo-ttft-ms 500 \\
+        --max-num-seqs 4,8,16 --max-num-batched-tokens 256,512
 
-Each configuration runs the load levels (like perf_analyzer's concurrency sweep) and counts with its
-best level that meets the SLO. It measures at most a third of the grid (--budget), starting from the
-first value of every axis
-(give each axis's values from the least batching up), and reports how many it measured, the best
-configuration that meets the SLO and the Pareto front of throughput against p99. --exhaustive
-measures the whole grid instead.
+Every option tune does not know itself is an axis: a flag of the target with its values, comma
+separated (or | separated, when a value holds commas), each value a configuration's setting of it
+("none": the flag left out); `--axis FLAG=V1|V2` says the same. A reference target's axes are
+`servecap serve` flags, checked by its parser before anything starts; a --server-cmd target's are
+added to its command (vLLM's --max-num-seqs, ...). The workload, the load levels (like
+perf_analyzer's concurrency sweep) and the SLO are the sweep's options; each configuration counts
+with its best level that meets the SLO. tune measures at most a third of the grid (--budget), starting
+from the first value of every axis (give each axis's values from the least batching up), and reports
+how many it measured, the best configuration that meets the SLO and the Pareto front of throughput
+against p99. --exhaustive measures the whole grid instead.
 """
 
 from __future__ import annotations
@@ -19,125 +26,106 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shlex
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 
+from contract.load import LoadSpec, add_load_arguments
+from contract.options import CommandParser, add_config_option, add_output_arguments, out_dir, parse_command_line
 from contract.records import refuse_existing_run
-from contract.slo import SLO
+from contract.slo import SLO_METRICS, add_slo_arguments, slo_from_args
+from contract.workload import WorkloadSpec, add_workload_arguments
+from servecap.experiment.run_options import RunOptions, add_run_arguments
+from servecap.experiment.spec import Experiment
+from servecap.experiment.targets import add_target_arguments, strategies_from_args, target_from_args
 from servecap.launch.process import ServerStartError
-from servecap.sweep.config import SweepConfig, parse_duration, parse_number_list
-from servecap.sweep.runner import reference_server_spec
 from servecap.tune.measure import measure_config
 from servecap.tune.space import Axis, Measurement, describe, exhaustive, grid, guided_search, pareto_front, server_args
 
-# searched in this order: the delay decides how much a batch can fill, the sizes what it aims for
-CLASSIFY_AXES = {"max_queue_delay_us": "--classifier-max-queue-delay-us",
-                 "preferred_batch_sizes": "--classifier-preferred-batch-sizes",
-                 "max_batch_size": "--classifier-max-batch-size", "instances": "--classifier-instances"}
-CHAT_AXES = {"max_num_seqs": "--max-num-seqs", "max_num_batched_tokens": "--max-num-batched-tokens"}
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        self.print_usage(sys.stderr)
-        self.exit(2, f"servecap tune: error: {message}\n")
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="servecap tune", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="run directory to create; each configuration's sweep goes under configs/")
-    p.add_argument("--scenario", choices=("classify", "chat"), default="classify")
-    p.add_argument("--model", default="tiny", help="reference-server preset (default tiny)")
-    p.add_argument("--strategy", default="continuous", help="chat: the batching strategy whose limits are tuned")
-    p.add_argument("--server-args", default="", help="`servecap serve` flags every configuration shares")
-    load = p.add_argument_group("the load levels each configuration is measured at (its throughput: the best "
-                                "level's that meets the SLO)")
-    load.add_argument("--concurrency", help="closed loop: concurrent users per level, e.g. 1,2,4,8,16")
-    load.add_argument("--rates", help="open loop: requests/s per level (Poisson), e.g. 100,200,400")
-    load.add_argument("--warmup", default="2s")
-    load.add_argument("--duration", default="8s")
-    work = p.add_argument_group("workload")
-    work.add_argument("--rows", default="1", help="classify: rows per request")
-    work.add_argument("--protocol", choices=("rest", "grpc"), default="rest", help="classify: KServe V2 over REST or gRPC")
-    work.add_argument("--prompt-tokens", default="uniform:32:128", help="chat: prompt lengths")
-    work.add_argument("--output-tokens", default="uniform:16:64", help="chat: output lengths")
-    work.add_argument("--seed", type=int, default=0)
-    space = p.add_argument_group("the search space (values from the least batching up)")
-    space.add_argument("--max-batch-size", help="classify: e.g. 16,32,64")
-    space.add_argument("--preferred-batch-sizes", help='classify: sets separated by |, e.g. "none|8,16|16,32"')
-    space.add_argument("--max-queue-delay-us", help="classify: e.g. 0,500,1000,2000")
-    space.add_argument("--instances", help="classify: model instances, e.g. 1,2")
-    space.add_argument("--max-num-seqs", help="chat: e.g. 4,8,16,32")
-    space.add_argument("--max-num-batched-tokens", help="chat: e.g. 256,512,1024")
-    space.add_argument("--axis", action="append", default=[], metavar="FLAG=V1|V2|...",
-                       help='any other `servecap serve` flag, named without its dashes, e.g. "stream-interval=1|4" '
-                            "(repeatable)")
-    slo = p.add_argument_group("the SLO (p99, milliseconds; at least one)")
-    slo.add_argument("--slo-e2e-ms", type=float)
-    slo.add_argument("--slo-ttft-ms", type=float)
-    slo.add_argument("--slo-tpot-ms", type=float)
-    p.add_argument("--budget", type=int, help="most configurations to measure (default: a third of the grid)")
-    p.add_argument("--exhaustive", action="store_true", help="measure every configuration of the grid")
+def build_parser() -> argparse.ArgumentParser:
+    p = CommandParser(prog="servecap tune", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_option(p)
+    add_output_arguments(p, report=False)
+    add_target_arguments(p)
+    add_workload_arguments(p)
+    add_load_arguments(p, only=("concurrency", "rates", "arrival", "warmup", "duration"),
+                       title="the load levels each configuration is measured at (its throughput: the best level's "
+                             "that meets the SLO)")
+    add_slo_arguments(p, title="the SLO (p99, milliseconds; at least one)")
+    add_run_arguments(p)
+    search = p.add_argument_group("the search (any other --FLAG V1,V2,... is an axis of the target's flags)")
+    search.add_argument("--axis", action="append", default=[], metavar="FLAG=V1|V2|...",
+                        help='an axis named in full, e.g. "stream-interval=1|4" (repeatable)')
+    search.add_argument("--budget", type=int, help="most configurations to measure (default: a third of the grid)")
+    search.add_argument("--exhaustive", action="store_true", help="measure every configuration of the grid")
     return p
 
 
-def axes_from_args(args: argparse.Namespace) -> list[Axis]:
-    named = CLASSIFY_AXES if args.scenario == "classify" else CHAT_AXES
-    other = CHAT_AXES if args.scenario == "classify" else CLASSIFY_AXES
-    for name in other:
-        if getattr(args, name) is not None:
-            raise ValueError(f"--{name.replace('_', '-')} is a {'chat' if args.scenario == 'classify' else 'classify'} "
-                             f"axis: not with --scenario {args.scenario}")
+def axes_from_args(texts: list[str], rest: list[str]) -> list[Axis]:
+    """--axis FLAG=V1|V2 and the unknown `--FLAG VALUES` pairs, in the order given."""
     axes = []
-    for name, flag in named.items():
-        text = getattr(args, name)
-        if text is not None:
-            values = text.split("|") if name == "preferred_batch_sizes" else text.split(",")
-            axes.append(Axis(flag, tuple(v.strip() for v in values if v.strip())))
-    for text in args.axis:
+    for text in texts:
         flag, sep, values = text.partition("=")
         if not sep:
             raise ValueError(f"--axis {text!r} is not FLAG=V1|V2|...")
-        axes.append(Axis("--" + flag.strip().lstrip("-"), tuple(v.strip() for v in values.split("|") if v.strip())))
+        axes.append(Axis("--" + flag.strip().lstrip("-"), _values(values, "|")))
+    index = 0
+    while index < len(rest):
+        flag = rest[index]
+        if not flag.startswith("--") or index + 1 >= len(rest) or rest[index + 1].startswith("--"):
+            raise ValueError(f"{flag!r}: an axis is a target flag with its values, e.g. --max-num-seqs 4,8,16")
+        name, _, inline = flag.partition("=")
+        axes.append(Axis(name, _values(rest[index + 1], "|" if "|" in rest[index + 1] else ",")))
+        index += 2
     if not axes:
-        raise ValueError("give at least one axis to search (e.g. --max-queue-delay-us 0,500,1000 or --max-num-seqs 4,8,16)")
+        raise ValueError("give at least one axis to search (e.g. --max-num-seqs 4,8,16, or "
+                         "--classifier-max-queue-delay-us 0,500,1000 with --scenario classify)")
     if len({axis.flag for axis in axes}) != len(axes):
         raise ValueError("an axis is given twice")
     return axes
 
 
-def base_config(args: argparse.Namespace, out: Path, slo: SLO) -> SweepConfig:
-    if (args.concurrency is None) == (args.rates is None):
+def _values(text: str, separator: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in text.split(separator) if v.strip())
+
+
+def base_experiment(args: argparse.Namespace, out: Path) -> Experiment:
+    load = LoadSpec.from_args(args)
+    if not load.levels:
         raise ValueError("choose the load levels: --concurrency N,... or --rates R,...")
-    chat = args.scenario == "chat"
-    return SweepConfig(
-        out_dir=str(out / "configs" / "check"), model=args.model, strategies=(args.strategy,) if chat else ("continuous",),
-        server_args=args.server_args,
-        concurrency=parse_number_list(args.concurrency, "--concurrency", int) if args.concurrency else (),
-        rates=parse_number_list(args.rates, "--rates") if args.rates else (), warmup_s=parse_duration(args.warmup, "--warmup"),
-        duration_s=parse_duration(args.duration, "--duration"), prompt_tokens=args.prompt_tokens,
-        output_tokens=args.output_tokens, seed=args.seed, slo=slo, scenario=args.scenario,
-        rows=args.rows if not chat else "1", protocol=args.protocol if not chat else "rest")
+    slo = slo_from_args(args)
+    if not slo.is_set:
+        raise ValueError("give an SLO: --slo-e2e-ms (classify), or --slo-ttft-ms / --slo-tpot-ms / --slo-e2e-ms")
+    workload = WorkloadSpec.from_args(args)
+    strategies = strategies_from_args(args)
+    if len(strategies) != 1:
+        raise ValueError("--strategies: tune searches one strategy's flags; give one")
+    target = target_from_args(args, key=None if workload.classic else strategies[0],
+                              strategy=None if workload.classic else strategies[0])
+    if target.external:
+        target = target_from_args(args)
+    return Experiment(out_dir=str(out / "configs" / "check"), targets=(target,), workload=workload, load=load,
+                      slo=slo, options=RunOptions.from_args(args))
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    parser = build_parser()
     console = Console(stderr=True)
-    out = Path(args.out)
     try:
-        slo = SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms)
-        if not slo.is_set:
-            raise ValueError("give an SLO: --slo-e2e-ms (classify), or --slo-ttft-ms / --slo-tpot-ms / --slo-e2e-ms")
-        axes = axes_from_args(args)
-        base = base_config(args, out, slo)
+        args, rest = parser.parse_known_args(_with_config(parser, argv))
+        out = Path(out_dir(args, "tune"))
+        axes = axes_from_args(args.axis, rest)
+        base = base_experiment(args, out)
         points = grid(axes)
-        for point in points:   # every configuration's flags parse before anything starts
-            shlex.split(server_args(axes, point))
-            reference_server_spec(replace(base, server_args=f"{base.server_args} {server_args(axes, point)}".strip()))
+        target = base.targets[0]
+        for point in points:   # every configuration's flags are checked before anything starts
+            extra = server_args(axes, point)
+            if target.kind == "reference":
+                target.with_args(extra).reference_spec(base.workload)
+            else:
+                target.with_args(extra)
         budget = len(points) if args.exhaustive else (args.budget or max(1, math.ceil(len(points) / 3)))
         if budget < 1:
             raise ValueError(f"--budget must be >= 1, got {budget}")
@@ -146,6 +134,7 @@ def main(argv: list[str]) -> int:
         print(f"servecap tune: error: {exc}", file=sys.stderr)
         return 2
     out.mkdir(parents=True)
+    console.print("axes: " + "; ".join(f"{axis.flag} {' | '.join(axis.values)}" for axis in axes))
     order: list[tuple[int, ...]] = []
 
     def measure(point: tuple[int, ...]) -> Measurement:
@@ -154,7 +143,7 @@ def main(argv: list[str]) -> int:
         console.print(f"[bold]configuration {index + 1} (of at most {budget}): {describe(axes, point)}[/]")
         run_dir = out / "configs" / f"{index:02d}"
         try:
-            found = measure_config(base, server_args(axes, point), run_dir, slo, console)
+            found = measure_config(base, server_args(axes, point), run_dir, console)
         except (ServerStartError, OSError, ValueError) as exc:
             first_line = (str(exc).splitlines() or [type(exc).__name__])[0]   # the server's log holds the rest
             found = Measurement(None, "", {}, False, run_dir=str(run_dir), reason=f"did not run: {first_line}")
@@ -162,12 +151,13 @@ def main(argv: list[str]) -> int:
         return found
 
     result = exhaustive(axes, measure) if args.exhaustive else guided_search(axes, measure, budget)
-    latency = "e2e_ms" if args.scenario == "classify" else next(
-        name for name in ("ttft_ms", "tpot_ms", "e2e_ms") if slo.as_dict()[name] is not None)
+    slo = base.slo
+    latency = "e2e_ms" if base.workload.classic else next(name for name in SLO_METRICS if slo.as_dict()[name] is not None)
     front = pareto_front(result.measured, latency)
     best = result.best if result.best is not None and result.measured[result.best].meets else None
     document = {
-        "scenario": args.scenario, "slo": slo.to_dict(), "grid_size": len(points), "measured": result.count,
+        "scenario": base.workload.scenario, "target": target.describe(), "slo": slo.to_dict(),
+        "grid_size": len(points), "measured": result.count,
         "mode": "exhaustive" if args.exhaustive else "guided", "budget": budget,
         "axes": [{"flag": axis.flag, "values": list(axis.values)} for axis in axes],
         "configurations": [{"order": k, "point": list(p), "config": describe(axes, p), "server_args": server_args(axes, p),
@@ -187,6 +177,20 @@ def main(argv: list[str]) -> int:
                   + "; ".join(f"{describe(axes, p)} ({_line(result.measured[p])})" for p in front), markup=False)
     print(out / "tune.md")
     return 0
+
+
+def _with_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """argv with a --config file's options in front (tune parses known options and keeps the rest as axes)."""
+    from contract.options import _config_path, config_argv, read_config
+
+    argv = list(argv)
+    path = _config_path(parser, argv)
+    if path is None:
+        return argv
+    try:
+        return config_argv(parser, read_config(path)) + argv
+    except ValueError as exc:
+        raise ValueError(f"--config {path}: {exc}") from None
 
 
 def _measurement(m: Measurement) -> dict:

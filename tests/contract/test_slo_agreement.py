@@ -1,6 +1,6 @@
 """`servecap sweep --auto` and the report's verdict judge levels by the same rule, so they name the same knee.
 
-The same records go to the sweep's search (servecap.sweep.knee_search over level_stats) and, written
+The same records go to the sweep's search (servecap.experiment.profiles.KneeSearch over level_stats) and, written
 to a run directory, to the report (reports.report.build_summary). The levels are built to sit on
 the rule's edges: 0.5% errors (within the 1% allowance), `incomplete` requests (neither ok nor an
 error), and p99s a hair either side of the limit.
@@ -11,8 +11,8 @@ import json
 import numpy as np
 import pytest
 
-from servecap.sweep.knee_search import search_knee
-from servecap.sweep.level_stats import level_stats
+from servecap.experiment.level_stats import level_stats
+from servecap.experiment.profiles import KneeSearch, drive
 from reports.report import ReportOptions, build_summary
 from reports.run_data import load_run
 from reports.verdict import max_sustainable
@@ -52,12 +52,13 @@ def judged(tmp_path_factory):
     """(what the sweep found, the levels it ran, the report's summary of those levels)."""
     tried: dict[int, list[dict]] = {}
 
-    def sweep_meets(concurrency: int) -> bool:  # what Sweep._auto does after running a level
+    def measure(level):  # what the runner measures at a level: its quick figures
+        concurrency = int(level.load)
         tried[concurrency] = _level_records(concurrency)
         records = [Record.from_dict(r) for r in tried[concurrency]]
-        return level_stats(records, f"continuous/c={concurrency}").check(SLO_UNDER_TEST).meets
+        return level_stats(records, f"continuous/c={concurrency}")
 
-    found = search_knee(sweep_meets, max_concurrency=256)
+    found = drive(KneeSearch(SLO_UNDER_TEST, max_concurrency=256).steps(), measure)
     run_dir = tmp_path_factory.mktemp("agree")
     with RecordWriter(run_dir / "requests.jsonl") as writer:
         for concurrency in sorted(tried):

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from servecap.sweep.level_stats import level_stats
+from servecap.experiment.level_stats import level_stats
 from reports.diagnostics.machine_speed import speed_index
 from contract.records import Record
 

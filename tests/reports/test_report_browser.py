@@ -4,6 +4,7 @@ loaded, no console errors (skips, saying why, where Chromium is not installed)."
 import pytest
 
 from browser import chromium, console_errors, on_first_screen, save_screenshot
+from contract.slo import SLO
 from reports.report import ReportOptions, write_report
 from lab.reports.synthetic import write_synthetic_run
 
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.slow  # starts a browser
 def report(tmp_path_factory):
     run_dir = write_synthetic_run(tmp_path_factory.mktemp("run"), records=3000,
                                   strategies=("none", "static", "continuous"), concurrencies=(1, 4, 8, 16))
-    return write_report(run_dir, ReportOptions(slo_ttft_ms=100, slo_tpot_ms=10, replications=2))
+    return write_report(run_dir, ReportOptions(slo=SLO(ttft_ms=100, tpot_ms=10), replications=2))
 
 
 @pytest.mark.e2e

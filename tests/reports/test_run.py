@@ -15,6 +15,7 @@ import pytest
 
 from calculators.kv import kv_block_bytes
 from engine_core.models import get_model
+from contract.slo import SLO
 from reports.report import ReportOptions, write_report
 from servecap.cli import main as servecap_main
 from contract.loadgen_meta import update_meta
@@ -95,7 +96,7 @@ def write_run(run_dir, levels=LEVELS, samples=True, planned=LEVELS, torn=False):
 def full_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run")
     records, windows = write_run(run_dir)
-    result = write_report(run_dir, ReportOptions(slo_ttft_ms=150, slo_tpot_ms=25, gpu_hourly=2.0))
+    result = write_report(run_dir, ReportOptions(slo=SLO(ttft_ms=150, tpot_ms=25), gpu_hourly=2.0))
     return run_dir, records, windows, result
 
 
@@ -283,7 +284,7 @@ def test_degenerate_runs_report_without_warnings(tmp_path):
         (tmp_path / name / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            result = write_report(tmp_path / name, ReportOptions(slo_ttft_ms=100))
+            result = write_report(tmp_path / name, ReportOptions(slo=SLO(ttft_ms=100)))
         assert result.html_path.exists() and result.figures
     assert result.summary["verdict"]["operating_point"] is None
     assert result.summary["verdict"]["cost"] == {"unavailable": "no level meets the SLOs"}

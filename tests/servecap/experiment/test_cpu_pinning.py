@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from servecap.sweep import cpu_pinning
-from servecap.sweep.config import SweepConfig
-from servecap.experiment.runner import Sweep
+from servecap.experiment import cpu_pinning
+from servecap.experiment.runner import Runner
+from servecap.sweep.cli import build_parser as sweep_parser, experiment_from_args
 from reference_server.cli import build_parser, configs_from_args
 from servecap.launch.spec import ReferenceServerSpec
 
@@ -43,10 +43,12 @@ def test_nothing_is_pinned_on_one_core_or_for_an_external_server(monkeypatch):
     assert cpu_pinning.plan_cpus(enabled=False, external_server=False) == cpu_pinning.CpuPlan(None, None)
 
 
-def sweep(monkeypatch, cores: int, server_args: str = "") -> Sweep:
+def sweep(monkeypatch, cores: int, server_args: str = "") -> Runner:
     monkeypatch.setattr(cpu_pinning.os, "sched_getaffinity", lambda pid: set(range(cores)))
     monkeypatch.setattr(cpu_pinning.shutil, "which", lambda name: "/usr/bin/taskset")
-    return Sweep(SweepConfig(out_dir="unused", strategies=("none",), concurrency=(1,), server_args=server_args))
+    args = sweep_parser().parse_args(["--out", "unused", "--strategies", "none", "--concurrency", "1",
+                                      "--server-args", server_args])
+    return Runner(experiment_from_args(args))
 
 
 def test_the_plan_fills_the_launch_spec(monkeypatch):
@@ -59,7 +61,7 @@ def test_the_plan_fills_the_launch_spec(monkeypatch):
 
 def test_what_the_user_set_in_server_args_wins_over_the_plan(monkeypatch):
     s = sweep(monkeypatch, 4, "--engine-cpus=3 --num-threads 4 --max-num-seqs 16")
-    spec = s.cpus.place(s.server_spec)
+    spec = s.launch["none"]   # placed by the plan
     assert (spec.server_cpus, spec.engine_cpus, spec.num_threads) == ((1,), (3,), 4)
     assert spec.options == ("--max-num-seqs", "16")
     # threads default to the engine's cores, the user's as much as the plan's
@@ -70,21 +72,21 @@ def test_what_the_user_set_in_server_args_wins_over_the_plan(monkeypatch):
 def test_an_engine_thread_from_server_args_changes_the_plan(monkeypatch):
     s = sweep(monkeypatch, 4, "--engine-mode thread")
     assert (s.cpus.loadgen, s.cpus.server, s.cpus.engine) == ((0,), (1, 2, 3), None)
-    spec = s.cpus.place(s.server_spec)
+    spec = s.launch["none"]
     assert spec.engine_cpus == () and spec.num_threads == 3 and spec.server_cpus == (1, 2, 3)
     assert "--engine-cpus" not in spec.serve_args() and "--engine-mode" in spec.serve_args()
 
 
 def test_unpinned_the_server_leaves_one_core_to_locust(monkeypatch):
     s = sweep(monkeypatch, 1)
-    spec = s.cpus.place(s.server_spec)
+    spec = s.launch["none"]
     assert (spec.server_cpus, spec.engine_cpus) == ((), ())
     assert spec.num_threads == cpu_pinning.server_threads() == 1
 
 
 @pytest.mark.parametrize("server_args, message", [
-    ("--strategy none", "must not set --strategy; the sweep's --strategies says it"),
-    ("--model small", "must not set --model; the sweep's --model says it"),
+    ("--strategy none", "must not set --strategy; --strategies says it"),
+    ("--model small", "must not set --model; --model says it"),
     ("--port 8000", "--port is chosen by the launcher"),
     ("--max-num-seq 4", "unrecognized arguments: --max-num-seq 4"),
     ("--num-threads many", "argument --num-threads: invalid int value: 'many'"),

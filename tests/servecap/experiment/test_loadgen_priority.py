@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from servecap.sweep import loadgen_priority
-from servecap.sweep.config import SweepConfig
+from servecap.experiment import loadgen_priority
 from servecap.experiment.loadgen_priority import LOADGEN_NICE, choose_priority
+from servecap.experiment.run_options import RunOptions
 
 
 def test_each_mode_falls_back_to_the_next_where_not_allowed(monkeypatch):
@@ -25,7 +25,7 @@ def test_an_unknown_mode_is_refused_by_name():
     with pytest.raises(ValueError, match="one of realtime, nice, normal, not 'fast'"):
         choose_priority("fast")
     with pytest.raises(ValueError, match="--loadgen-priority must be one of"):
-        SweepConfig(out_dir="x", loadgen_priority="fast")
+        RunOptions(loadgen_priority="fast")
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from servecap.sweep.level_stats import level_stats
+from servecap.experiment.level_stats import level_stats
 from servecap.sweep.config import SweepConfig, parse_duration, parse_number_list
 from contract.records import Record
 from contract.run_json import RunInfo

@@ -13,9 +13,9 @@ from contract.records import read_records
 from loadgen_helpers import _env
 from servecap.sweep.cli import _parser, config_from_args
 from servecap.sweep.config import parse_server_args_matrix
-from servecap.sweep.locust_level import LevelPlan, locust_command
-from servecap.sweep.run_json import workload_for
-from servecap.sweep.runner import reference_server_spec
+from servecap.experiment.locust import LevelPlan, locust_command
+from servecap.experiment.run_json import workload_for
+from servecap.experiment.runner import reference_server_spec
 
 
 def args(*flags: str):

@@ -12,8 +12,8 @@ import pytest
 from contract.records import read_records
 from loadgen_helpers import _env
 from servecap.sweep.cli import _parser, config_from_args
-from servecap.sweep.locust_level import LevelPlan, locust_command
-from servecap.sweep.run_json import workload_for
+from servecap.experiment.locust import LevelPlan, locust_command
+from servecap.experiment.run_json import workload_for
 
 
 def test_the_model_mix_reaches_locust_and_run_json(tmp_path):

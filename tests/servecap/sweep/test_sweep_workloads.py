@@ -10,8 +10,8 @@ import pytest
 
 from servecap.sweep.cli import _parser, config_from_args
 from servecap.sweep.config import SweepConfig
-from servecap.sweep.locust_level import LevelPlan, locust_command
-from servecap.sweep.run_json import workload_for
+from servecap.experiment.locust import LevelPlan, locust_command
+from servecap.experiment.run_json import workload_for
 from contract.records import read_records
 from loadgen_helpers import _env, read_truth, scripted_server
 
@@ -163,7 +163,7 @@ def test_loadgen_processes_reach_locust_with_their_share(tmp_path):
 
 
 def test_external_workers_get_a_master_of_their_own_and_the_local_ones_join_it(tmp_path):
-    from servecap.sweep.locust_level import worker_commands
+    from servecap.experiment.locust import worker_commands
 
     config = _config("--loadgen-processes", "2", "--loadgen-external-workers", "3", "--loadgen-master-bind",
                      "0.0.0.0", "--loadgen-master-port", "6001", "--loadgen-worker-wait", "20s")
