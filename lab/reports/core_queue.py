@@ -1,7 +1,7 @@
 """The front end as one FIFO server on core 0, replayed on a run's own engine events.
 
 On this project's 2-core machines the HTTP front end shares core 0 with the load generator
-(``servecap.sweep.cpu_pinning``), so a request's front-end delays (``calculators.sim.front_end``)
+(``servecap.experiment.cpu_pinning``), so a request's front-end delays (``calculators.sim.front_end``)
 may be its wait behind the core's other work. This module asks how much: every event the core
 handles is a job, taken in arrival order:
 

@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from contract.slo import SLO
 from reports import report as report_module
 from reports.page.render import sections, to_html, to_markdown
 from reports.run_data import load_run
@@ -31,7 +32,7 @@ def run_bench(run_dir: Path, records: int, regenerate: bool) -> dict:
         marker.write_text(json.dumps({"records": records}))
         print(f"generated {records:,} records in {time.perf_counter() - started:.1f} s (not timed below)")
     size_mb = (run_dir / "requests.jsonl").stat().st_size / 1e6
-    options = report_module.ReportOptions(slo_ttft_ms=200, slo_tpot_ms=20)
+    options = report_module.ReportOptions(slo=SLO(ttft_ms=200, tpot_ms=20))
     phases, cpu_phases = {}, {}
     t0, cpu0 = time.perf_counter(), time.process_time()
 
