@@ -1,19 +1,28 @@
-"""What a compare run does: two arms, the load, the workload, the statistics. One frozen dataclass, validated."""
+"""What a compare run adds to an experiment: its two arms, and how their slices are paired and judged.
+
+The arms share the experiment's target options (`--model`, `--server-args`, `--emulate`,
+`--server-cmd`, ...); each arm then adds its own: more flags (`--a-args`: `servecap serve` flags on
+a reference server, more words of the command on a `--server-cmd`), a command of its own
+(`--a-cmd`), or an endpoint already running (`--a-url`).
+"""
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from loadgen.workload.slice_plan import AT_SWITCH, SCHEDULES
+from servecap.experiment.targets import TargetSpec
 
 ARM_KINDS = ("args", "cmd", "url")
+ARMS = ("a", "b")
 
 
 @dataclass(frozen=True)
 class ArmSpec:
-    """One arm, exactly one of: reference-server flags (`args`), any server command with {port} (`cmd`),
-    or an endpoint already running (`url`)."""
+    """One arm, exactly one of: more flags on the shared target (`args`), a command of its own with {port}
+    (`cmd`), or an endpoint already running (`url`)."""
 
     name: str
     args: str | None = None
@@ -33,25 +42,35 @@ class ArmSpec:
                 raise ValueError("empty command")
         except ValueError as exc:
             raise ValueError(f"--{self.name}-{self.kind}: {exc}") from None
-        if self.url is not None and not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"--{self.name}-url must start with http:// or https://, got {self.url!r}")
 
     @property
     def kind(self) -> str:
         return next(kind for kind in ARM_KINDS if getattr(self, kind) is not None)
 
+    def target(self, base: TargetSpec) -> TargetSpec:
+        """This arm's target: its own command or endpoint, or the shared target with its flags."""
+        try:
+            if self.kind == "cmd":
+                return TargetSpec("command", self.name, command=self.cmd, ready_path=base.ready_path,
+                                  served_model=base.served_model)
+            if self.kind == "url":
+                return TargetSpec("url", self.name, url=self.url, ready_path=base.ready_path,
+                                  served_model=base.served_model)
+            flags = shlex.split(self.args)
+            if base.kind == "reference" and any(f == "--model" or f.startswith("--model=") for f in flags):
+                raise ValueError("the model comes from --model")
+            return TargetSpec(base.kind, self.name, model=base.model, server_args=base.server_args,
+                              command=base.command, ready_path=base.ready_path,
+                              served_model=base.served_model).with_args(self.args)
+        except ValueError as exc:
+            raise ValueError(f"--{self.name}-{self.kind}: {exc}") from None
+
 
 @dataclass(frozen=True)
-class CompareConfig:
-    """One compare run.
+class PairedOptions:
+    """How a compare run's slices are laid out, how many pairs it runs and how it judges them.
 
     Attributes:
-        out_dir: the run directory to create.
-        a, b: the arms.
-        model: the reference-server preset for `args` arms (and the model name when an arm lists none).
-        ready_path: polled on `cmd` arms (and checked once on `url` arms) until it answers 200.
-        concurrency: closed loop (Locust users); or `rate` requests/s with `arrival`.
-        prompt_tokens, output_tokens, seed: the workload (loadgen/chat.py syntax); pairs' seeds derive from `seed`.
         min_effect: the change the power analysis sizes the run for (0.10 = 10%).
         max_duration_s: keep adding pairs while a gated metric is UNKNOWN, until this much wall time
             (None: run the planned pairs and judge once).
@@ -59,51 +78,25 @@ class CompareConfig:
         no_defaults: gate only what max_regression names.
         alpha: the false-alarm rate over all looks together.
         pilot_pairs: pairs run to measure the noise before planning.
-        warmup_s: each arm's warm-up slice (records phase "warmup").
         slice_s: slice length; None = from the warm-up (>= 5 x median E2E, >= 2 s).
         at_switch: "drain" or "exclude" (see loadgen.workload.slice_plan.SlicePlan).
-        schedule: "interleaved" (a pair's slices one after the other, in a random order) or
-            "duet" (at the same time, `concurrency` users per arm); see loadgen.workload.slice_plan.
+        schedule: "interleaved" (a pair's slices one after the other, in a random order) or "duet" (at
+            the same time, the users split between the arms); see loadgen.workload.slice_plan.
         max_pairs: hard bound on pairs (load tests stay bounded).
-        pin_cpus: Locust on core 0, both arms' servers on the same other cores (servecap.experiment.cpu_pinning).
-        startup_timeout_s: how long an arm may take to become ready.
     """
 
-    out_dir: str
-    a: ArmSpec
-    b: ArmSpec
-    model: str = "tiny"
-    ready_path: str = "/ready"
-    concurrency: int | None = None
-    rate: float | None = None
-    arrival: str = "poisson"
-    prompt_tokens: str = "uniform:32:128"
-    output_tokens: str = "uniform:16:64"
-    seed: int = 0
     min_effect: float = 0.10
     max_duration_s: float | None = None
     max_regression: dict[str, float] | None = None
     no_defaults: bool = False
     alpha: float = 0.05
     pilot_pairs: int = 4
-    warmup_s: float = 3.0
     slice_s: float | None = None
     at_switch: str = "drain"
     schedule: str = "interleaved"
     max_pairs: int = 400
-    pin_cpus: bool = True
-    startup_timeout_s: float = 180.0
-    sample_interval_s: float = 0.5
 
     def __post_init__(self) -> None:
-        if not self.out_dir:
-            raise ValueError("--out is required (e.g. runs/cmp)")
-        if (self.concurrency is None) == (self.rate is None):
-            raise ValueError("give exactly one load: --concurrency N (closed loop) or --rate R (open loop)")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise ValueError(f"--concurrency must be at least 1, got {self.concurrency}")
-        if self.rate is not None and not self.rate > 0:
-            raise ValueError(f"--rate must be positive, got {self.rate}")
         if not 0 < self.min_effect < 1:
             raise ValueError(f"--min-effect must be a fraction in (0, 1) such as 10%, got {self.min_effect!r}")
         if self.max_duration_s is not None and not self.max_duration_s > 0:
@@ -114,22 +107,36 @@ class CompareConfig:
             raise ValueError(f"--pilot-pairs must be at least 2 (a spread needs two), got {self.pilot_pairs}")
         if self.slice_s is not None and not self.slice_s > 0:
             raise ValueError("--slice must be positive")
-        if not self.warmup_s > 0:
-            raise ValueError("--warmup must be positive")
         if self.at_switch not in AT_SWITCH:
             raise ValueError(f"--at-switch must be one of {', '.join(AT_SWITCH)}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if self.max_pairs < self.pilot_pairs:
             raise ValueError("--max-pairs must be at least --pilot-pairs")
-        if not self.ready_path.startswith("/"):
-            raise ValueError(f"--ready-path must start with '/', got {self.ready_path!r}")
 
-    @property
-    def open_loop(self) -> bool:
-        return self.rate is not None
 
-    @property
-    def load_id(self) -> str:
-        """The level id the records carry after their arm: `c=4` or `rps=2.0`."""
-        return f"rps={float(self.rate)}" if self.open_loop else f"c={self.concurrency}"
+def add_paired_arguments(parser: Any) -> None:
+    for arm in ARMS:
+        group = parser.add_argument_group(f"arm {arm.upper()} (exactly one)")
+        for kind, text in (("args", 'more flags on the shared target, e.g. "--max-num-seqs 8" ("" = as it is)'),
+                           ("cmd", "a server command of its own with {port}"), ("url", "an endpoint already running")):
+            group.add_argument(f"--{arm}-{kind}", help=text)
+    stats = parser.add_argument_group("statistics")
+    stats.add_argument("--max-regression", default="",
+                       help="gated metric=threshold, comma list (servecap gate syntax), e.g. tpot_s.p50=5%%,"
+                            "cpu_s_per_token=10%%; default p50 of ttft_s, tpot_s, itl_s, e2e_s and "
+                            "output_tokens_per_s at 5%%")
+    stats.add_argument("--no-defaults", action="store_true", help="gate only what --max-regression names")
+    stats.add_argument("--min-effect", default="10%", help="the change the power analysis sizes the run for")
+    stats.add_argument("--max-duration", help="keep adding pairs while undecided, up to this wall time (30s, 5m)")
+    stats.add_argument("--alpha", type=float, default=0.05, help="false-alarm rate over all looks (default 0.05)")
+    stats.add_argument("--pilot-pairs", type=int, default=4, help="pairs that measure the noise first")
+    stats.add_argument("--max-pairs", type=int, default=400, help="hard bound on pairs")
+    slices = parser.add_argument_group("slices (each arm's warm-up slice: --warmup)")
+    slices.add_argument("--slice", help="slice length (default from the warm-up: >= 5 x median E2E, >= 2 s)")
+    slices.add_argument("--schedule", choices=SCHEDULES, default="interleaved",
+                        help="interleaved: a pair's two slices one after the other, in a random order; duet: at the "
+                             "same time, --concurrency users per arm, so even fast drift hits both arms alike "
+                             "(each arm's absolute figures then include the other's load)")
+    slices.add_argument("--at-switch", choices=AT_SWITCH, default="drain",
+                        help="requests in flight at a switch: finish first (drain) or are cut off (exclude)")

@@ -127,6 +127,21 @@ class LocustInvocation:
         return timeout
 
 
+def level_invocation(experiment, level, level_id: str, host: str, records: Path, *, model: str | None = None,
+                     grpc_target: str | None = None, worker_cpus: tuple[int, ...] | None = None,
+                     prefix: tuple[str, ...] = ()) -> LocustInvocation:
+    """One level (or round) of an experiment (servecap.experiment.spec) as a Locust run: `level` a
+    servecap.experiment.profiles.Level, its window the plan's round window unless the level has its own."""
+    load = experiment.load
+    warmup_s, duration_s = level.window or load.round_window(level.round or 0)
+    return LocustInvocation(
+        workload=experiment.workload, host=host, records=records, level=level_id,
+        users=1 if level.open_loop else int(level.load), run_time_s=warmup_s + duration_s, warmup_s=warmup_s,
+        model=model, rate_rps=float(level.load) if level.open_loop and not level.trace else None,
+        arrival=load.arrival, round=level.round, grpc_target=grpc_target, options=experiment.options,
+        worker_cpus=worker_cpus, prefix=tuple(prefix))
+
+
 class RecordsTail:
     """Reads the records appended since the last call (whole lines only; a line that is no record is skipped)."""
 

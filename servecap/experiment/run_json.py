@@ -45,9 +45,16 @@ def run_info_for(name: str, experiment: Experiment, command: str | None = None,
                            warmup_s=load.warmup_s, duration_s=load.duration_s,
                            rounds=load.rounds if load.rounds > 1 else None,
                            round_warmup_s=load.round_window(1)[0] if load.rounds > 1 else None),
-        workload=replace(workload, **files), slo=experiment.slo, seeds=Seeds(workload=workload.seed),
+        workload=workload_for(experiment), slo=experiment.slo, seeds=Seeds(workload=workload.seed),
         host=host_info(), versions=versions(), git_commit=git_commit(), command=command, config=config,
     )
+
+
+def workload_for(experiment: Experiment):
+    """run.json's `workload`: the experiment's, its files as absolute paths."""
+    workload = experiment.workload
+    return replace(workload, **{name: str(Path(getattr(workload, name)).resolve()) for name in ("dataset", "trace")
+                                if getattr(workload, name)})
 
 
 class RunJson:

@@ -36,7 +36,7 @@ from servecap.experiment.external import describe_external
 from servecap.experiment.generator_warnings import level_warnings
 from servecap.experiment.level_stats import STABILITY_WINDOWS, LevelStats, level_stats
 from servecap.experiment.loadgen_priority import LoadgenPriority, choose_priority
-from servecap.experiment.locust import LocustInvocation, run_locust
+from servecap.experiment.locust import LocustInvocation, level_invocation, run_locust
 from servecap.experiment.prediction_probe import probe_predictions
 from servecap.experiment.profiles import Level, ProfileOutcome, drive
 from servecap.experiment.run_json import RunJson
@@ -216,15 +216,10 @@ class Runner:
         level_id = experiment.level_id(live.key, level.load, level.open_loop, level.trace)
         entry = self._plan(live.key, level)
         rounds = load.rounds if not level.trace else 1
-        warmup_s, duration_s = level.window or load.round_window(level.round or 0)
-        invocation = LocustInvocation(
-            workload=experiment.workload, host=live.url, records=self.records, level=level_id,
-            users=int(level.load) if not level.open_loop else 1, run_time_s=warmup_s + duration_s,
-            warmup_s=warmup_s, model=live.model,
-            rate_rps=float(level.load) if level.open_loop and not level.trace else None, arrival=load.arrival,
-            round=level.round, grpc_target=live.grpc_target,
-            options=experiment.options, worker_cpus=self.cpus.loadgen,
-            prefix=(*self.loadgen_priority.prefix, *self.cpus.prefix(self.cpus.loadgen)))
+        invocation = level_invocation(experiment, level, level_id, live.url, self.records, model=live.model,
+                                      grpc_target=live.grpc_target, worker_cpus=self.cpus.loadgen,
+                                      prefix=(*self.loadgen_priority.prefix, *self.cpus.prefix(self.cpus.loadgen)))
+        warmup_s, duration_s = invocation.warmup_s, invocation.run_time_s - invocation.warmup_s
         planned_s = warmup_s + duration_s
         self.run_json.level_running(entry)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),

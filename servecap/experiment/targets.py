@@ -35,7 +35,7 @@ from servecap.launch.spec import ReferenceServerSpec, taskset_prefix
 
 KINDS = ("reference", "command", "url")
 DEFAULT_MODEL = "tiny"
-DEFAULT_READY_PATH = "/health"   # vLLM, SGLang, TGI and the reference server all answer it
+READY_HELP = "GET /ready is 200, or /health where a server has no /ready (vLLM, SGLang, TGI)"
 CLASSIC_MODEL = {"classify": "tabular-mlp", "embed": "servecap-embed"}   # the reference server's names
 
 
@@ -73,16 +73,11 @@ class TargetSpec:
                 argv = shlex.split(self.command or "")
             except ValueError as exc:
                 raise ValueError(f"--server-cmd is not valid shell quoting: {exc}") from None
-            CommandSpec(tuple(argv), ready_path=self.ready)   # names a missing {port}
+            CommandSpec(tuple(argv), ready_path=self.ready_path)   # names a missing {port}
         if self.kind == "url" and not str(self.url or "").startswith(("http://", "https://")):
             raise ValueError(f"--url must start with http:// or https://, got {self.url!r}")
         if self.ready_path is not None and not self.ready_path.startswith("/"):
             raise ValueError(f"--ready-path must start with '/', got {self.ready_path!r}")
-
-    @property
-    def ready(self) -> str:
-        """Where a started command is polled until it answers 200."""
-        return self.ready_path or DEFAULT_READY_PATH
 
     @property
     def external(self) -> bool:
@@ -124,7 +119,7 @@ class TargetSpec:
             return cpus.place(self.reference_spec(workload))
         if self.kind == "command":
             prefix = taskset_prefix(cpus.engine or cpus.server)
-            return CommandSpec((*prefix, *shlex.split(self.command)), ready_path=self.ready)
+            return CommandSpec((*prefix, *shlex.split(self.command)), ready_path=self.ready_path)
         return None
 
     def describe(self) -> str:
@@ -224,8 +219,8 @@ class TargetOptions:
     server_cmd: str | None = option(None, metavar="CMD",
                                     help="start any engine: a command with {port} where its port goes, e.g. \"vllm "
                                          "serve ./ckpt --port {port}\"; ready when GET --ready-path answers 200")
-    ready_path: str | None = option(None, help=f"--server-cmd: polled until it answers 200 (default "
-                                               f"{DEFAULT_READY_PATH}); --url: checked once before the load")
+    ready_path: str | None = option(None, help=f"--server-cmd: polled until it answers 200 (default: {READY_HELP}); "
+                                               "--url: checked once before the load")
     model: str = option(DEFAULT_MODEL, help=f"reference server: a preset, a catalog model with --emulate, or a "
                                             f"checkpoint (default {DEFAULT_MODEL})")
     strategies: str = option("continuous", help="reference server: batching strategies, one server each "

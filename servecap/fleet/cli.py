@@ -123,10 +123,9 @@ def _launch(args):
     """name -> a launch spec, and the replica in words."""
     if args.server_cmd is not None:
         from servecap.launch.command import CommandSpec
-        from servecap.experiment.targets import DEFAULT_READY_PATH
 
         argv = tuple(shlex.split(args.server_cmd))
-        ready = args.ready_path or DEFAULT_READY_PATH
+        ready = args.ready_path
         CommandSpec(argv, ready_path=ready)   # a bad command fails here, naming the problem
         return (lambda name: CommandSpec(argv, ready_path=ready)), args.server_cmd
     from reference_server.cli import build_parser, configs_from_args

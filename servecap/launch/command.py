@@ -2,6 +2,11 @@
 
     CommandSpec(("vllm", "serve", "facebook/opt-125m", "--port", "{port}"), ready_path="/health")
 
+Without a ready path, the server is ready when GET /ready answers 200, or, for a server that has no
+/ready (it answers 404), when GET /health does: a reference server answers /health while it still
+loads its model and /ready once it serves; vLLM, SGLang and TGI start their HTTP server once the
+model is loaded and serve /health only.
+
 For servers that cannot bind port 0 and announce it (vLLM, TGI, a stock uvicorn app).
 The launcher picks a free port, which another process can take between the pick and the
 bind: a start that fails with "address already in use" is retried on a fresh port. A
@@ -23,7 +28,7 @@ class CommandSpec:
     """argv with `{port}` where the port goes (substituted textually, so `--port={port}` works too)."""
 
     argv: tuple[str, ...]
-    ready_path: str = "/ready"
+    ready_path: str | None = None
     host: str = "127.0.0.1"
 
     needs_free_port = True
@@ -33,7 +38,7 @@ class CommandSpec:
             raise ValueError("the server command is empty")
         if not any(PORT in arg for arg in self.argv):
             raise ValueError(f"the server command must say where its port goes with {PORT}: {' '.join(self.argv)}")
-        if not self.ready_path.startswith("/"):
+        if self.ready_path is not None and not self.ready_path.startswith("/"):
             raise ValueError(f"--ready-path must start with '/', got {self.ready_path!r}")
 
     @property
@@ -46,7 +51,9 @@ class CommandSpec:
     def ready_url(self, port: int, output: str) -> str | None:
         base_url = f"http://{self.host}:{port}"
         try:
-            ready = requests.get(base_url + self.ready_path, timeout=2).status_code == 200
+            status = requests.get(base_url + (self.ready_path or "/ready"), timeout=2).status_code
+            if status == 404 and self.ready_path is None:
+                status = requests.get(base_url + "/health", timeout=2).status_code
         except requests.RequestException:
             return None
-        return base_url if ready else None
+        return base_url if status == 200 else None

@@ -84,13 +84,12 @@ def check_shared_flags(args) -> None:
     demand_kinds = [k for k in ("trace", "rate_curve", "diurnal") if getattr(args, k)]
     if len(demand_kinds) != 1:
         raise ValueError("give one demand: --trace PATH, --rate-curve CSV or --diurnal PEAK:TROUGH")
-    for flag, value in (("--speedup", args.trace_speedup), ("--window-s", args.window_s),
-                        ("--interval-s", args.interval_s)):
+    demand_workload(args)   # names a bad workload option (--speedup must be > 0, ...)
+    for flag, value in (("--window-s", args.window_s), ("--interval-s", args.interval_s)):
         if not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{flag} must be positive, got {value}")
     if args.horizon is not None and not parse_duration(args.horizon, "--horizon") > 0:
         raise ValueError(f"--horizon must be positive, got {args.horizon}")
-    demand_workload(args)
 
 
 def autoscaler_from_flags(args) -> AutoscalerConfig | None:

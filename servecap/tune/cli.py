@@ -122,10 +122,13 @@ def main(argv: list[str]) -> int:
         target = base.targets[0]
         for point in points:   # every configuration's flags are checked before anything starts
             extra = server_args(axes, point)
-            if target.kind == "reference":
-                target.with_args(extra).reference_spec(base.workload)
-            else:
-                target.with_args(extra)
+            try:
+                configured = target.with_args(extra)
+                if target.kind == "reference":
+                    configured.reference_spec(base.workload)
+            except ValueError as exc:
+                raise ValueError(f"configuration {describe(axes, point)}: "
+                                 f"{str(exc).removeprefix('--server-args: ')}") from None
         budget = len(points) if args.exhaustive else (args.budget or max(1, math.ceil(len(points) / 3)))
         if budget < 1:
             raise ValueError(f"--budget must be >= 1, got {budget}")

@@ -181,11 +181,11 @@ def test_the_toy_strategy_runs_in_the_simulator(lockstep):
 
 def test_the_sweep_and_the_report_take_the_toy_strategy(lockstep, tmp_path):
     from engine_core.models import get_model
-    from servecap.sweep.config import SweepConfig
     from reports.predict.per_level import predict_level
+    from sweep_helpers import experiment
     from contract.run_json import RunInfo
 
-    assert SweepConfig(out_dir=str(tmp_path), strategies=("lockstep", "none"), concurrency=(1,)).strategies[0] == "lockstep"
+    assert experiment("--strategies", "lockstep,none", "--concurrency", "1").targets[0].strategy == "lockstep"
     run = RunInfo.from_dict({"server": {"model": "tiny", "block_size": 16, "engines": {
         "lockstep": {"strategy_limits": {"lockstep_size": 3}, "num_kv_blocks": 64}}}})
     level = {"strategy": "lockstep", "offered": {"concurrency": 8}, "server": {}, "prompt_tokens_mean": 8,

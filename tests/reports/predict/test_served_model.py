@@ -36,11 +36,11 @@ def test_vllm_auto_cache_dtype_takes_the_models_and_predicts_vllms_block_count()
 
 
 def test_a_bad_model_config_is_named_before_any_work(tmp_path):
-    from servecap.sweep.config import SweepConfig
     from reports.report import ReportOptions
+    from sweep_helpers import experiment
 
     with pytest.raises(ValueError, match="--model-config: model config .* does not exist"):
         ReportOptions(model_config=str(tmp_path / "nope"))
     (tmp_path / "config.json").write_text("{\"hidden_size\": 8}")
     with pytest.raises(ValueError, match="--model-config: .*missing num_layers"):
-        SweepConfig(out_dir="x", url="http://127.0.0.1:1", concurrency=(1,), model_config=str(tmp_path))
+        experiment("--url", "http://127.0.0.1:1", "--concurrency", "1", "--model-config", str(tmp_path))

@@ -108,7 +108,9 @@ def test_a_duet_loads_both_arms_at_once_and_catches_the_same_regression(runs):
 @pytest.mark.parametrize("args, message", [
     (["--concurrency", "2", "--a-args", "", "--a-url", "http://x", "--b-args", ""], "exactly one of --a-args"),
     (["--a-args", "", "--b-args", ""], "--concurrency N"),
-    (["--concurrency", "2", "--rate", "1", "--a-args", "", "--b-args", ""], "exactly one load"),
+    (["--concurrency", "2", "--rates", "1", "--a-args", "", "--b-args", ""], "choose one load"),
+    (["--concurrency", "2,4", "--a-args", "", "--b-args", ""], "exactly one load"),
+    (["--concurrency", "2", "--a-args", "", "--b-args", "", "--trace", "t.jsonl"], "--trace"),
     (["--concurrency", "2", "--a-args=--no-such-flag", "--b-args", ""], "no-such-flag"),
     (["--concurrency", "2", "--a-args=--model small", "--b-args", ""], "the model comes from --model"),
     (["--concurrency", "2", "--a-cmd", "python -m x", "--b-args", ""], "{port}"),
@@ -121,3 +123,47 @@ def test_bad_input_exits_2_with_a_message_before_anything_starts(tmp_path, args,
     code, err = _compare_in_process("--out", str(tmp_path / "x"), *args)
     assert code == 2 and message in err and "Traceback" not in err
     assert not (tmp_path / "x" / "requests.jsonl").exists()
+
+
+def _chats(path):
+    """Six three-turn conversations (chat JSONL), lengths in bytes (the reference server's tokens)."""
+    with open(path, "w") as handle:
+        for i in range(6):
+            messages = []
+            for turn in range(3):
+                messages += [{"role": "user", "content": f"question {i}.{turn} " + "x" * (10 + 5 * turn)},
+                             {"role": "assistant", "content": "y" * (8 + 4 * turn)}]
+            handle.write(json.dumps({"messages": messages}) + "\n")
+    return path
+
+
+@pytest.mark.slow
+def test_two_emulated_arms_compared_on_a_dataset_of_multi_turn_chats(tmp_path):
+    """The sweep's workload options reach a compare run: two --emulate arms (the same GPU, B with one running
+    sequence), a dataset's conversations sent turn by turn, each conversation inside its slice."""
+    out = tmp_path / "emulated"
+    done = subprocess.run([*SERVECAP, "compare", "--out", str(out), "--emulate", "h100-sxm", "--model", "llama-3.1-8b",
+                           "--concurrency", "2", "--warmup", "1s", "--slice", "1s", "--pilot-pairs", "2",
+                           "--max-pairs", "3", "--dataset", str(_chats(tmp_path / "chats.jsonl")), "--turns", "all",
+                           "--chars-per-token", "1", "--a-args", "", "--b-args", "--max-num-seqs 1",
+                           "--slo-e2e-ms", "60000", *LOOSE], capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 1, 3), done.stdout[-2000:] + done.stderr[-3000:]
+    run = read_run_json(out / "run.json")
+    arms = run.compare.arms
+    assert all(arm.engine["emulation"]["gpu"] == "h100-sxm" for arm in arms.values())
+    assert arms["b"].engine["strategy_limits"]["max_num_seqs"] == 1 and "--max-num-seqs" not in arms["a"].args
+    assert run.workload.turns is None and run.workload.dataset == str(tmp_path / "chats.jsonl")
+    records = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    measured = [r for r in records if r["phase"] == "measure"]
+    assert {r["arm"] for r in measured} == {"a", "b"} and all(r["status"] == "ok" for r in records)
+    turns = {r["turn"] for r in measured}
+    assert turns >= {1, 2, 3} and all(r["conversation_id"] for r in measured)
+    # a later turn sends the whole history: longer than the first turn of the same conversation
+    by_conversation: dict = {}
+    for r in records:
+        by_conversation.setdefault((r["arm"], r["slice"], r["conversation_id"]), {})[r["turn"]] = r["prompt_tokens_asked"]
+    assert all(turns[2] > turns[1] for turns in by_conversation.values() if 1 in turns and 2 in turns)
+    # a conversation stays in its slice: its turns all went to one arm
+    assert all(len({r["arm"] for r in records if r["conversation_id"] == cid and r["slice"] == s}) == 1
+               for cid, s in {(r["conversation_id"], r["slice"]) for r in records})
+    assert "arm A meets the SLO" in done.stdout and "arm B meets the SLO" in done.stdout

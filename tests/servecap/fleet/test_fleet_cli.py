@@ -35,4 +35,4 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, capsys):
     assert "give one kind of replica" in _error(capsys, ["--rate-curve", str(curve), "--replicas", "2"])
     assert "--min-replicas must be at least 1" in _error(
         capsys, ["--rate-curve", str(curve), *REPLICA, "--min-replicas", "0", "--max-replicas", "2", "--target", "8"])
-    assert "{port}" in _error(capsys, ["--rate-curve", str(curve), "--replica-cmd", "vllm serve x", "--replicas", "1"])
+    assert "{port}" in _error(capsys, ["--rate-curve", str(curve), "--server-cmd", "vllm serve x", "--replicas", "1"])

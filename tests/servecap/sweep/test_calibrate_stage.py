@@ -8,26 +8,25 @@ import sys
 
 import pytest
 
-from servecap.sweep.calibrate_stage import check_calibrate, scaled_lengths, stage_configs
-from servecap.sweep.cli import _parser, config_from_args, main
+from servecap.sweep.calibrate_stage import check_calibrate, scaled_lengths, stage_experiments
+from servecap.sweep.cli import main
 from loadgen_helpers import _env, scripted_server
-
-
-def _config(*args):
-    return config_from_args(_parser().parse_args(["--out", "runs/x", *args]))
+from sweep_helpers import experiment as _config
 
 
 def test_the_stage_is_an_open_loop_level_per_strategy_and_a_long_level_at_the_middle_concurrency():
     config = _config("--concurrency", "1,2,4,8", "--strategies", "continuous,dynamic", "--prompt-tokens", "uniform:32:128",
                      "--output-tokens", "48")
-    runs = dict(stage_configs(config, {"continuous": 100.0, "dynamic": 61.0}))
+    runs = dict(stage_experiments(config, {"continuous": 100.0, "dynamic": 61.0}))
     assert set(runs) == {"open-continuous", "open-dynamic", "long"}
     opened = runs["open-dynamic"]
-    assert (opened.strategies, opened.rates, opened.concurrency, opened.arrival) == (("dynamic",), (30.5,), (), "poisson")
+    assert [t.key for t in opened.targets] == ["dynamic"]
+    assert (opened.load.rates, opened.load.concurrency, opened.load.arrival) == ((30.5,), (), "poisson")
     assert opened.out_dir == "runs/x/calibrate/open-dynamic"
     long = runs["long"]
-    assert (long.concurrency, long.prompt_tokens, long.output_tokens) == ((4,), "uniform:128:512", "96")
-    assert long.strategies == ("continuous", "dynamic")
+    assert (long.load.concurrency, long.workload.prompt_tokens, long.workload.output_tokens) == (
+        (4,), "uniform:128:512", "96")
+    assert [t.key for t in long.targets] == ["continuous", "dynamic"]
 
 
 def test_every_length_form_but_a_file_scales():

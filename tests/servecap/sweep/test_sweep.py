@@ -15,8 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from contract.options import parse_duration, parse_number_list
 from servecap.experiment.level_stats import level_stats
-from servecap.sweep.config import SweepConfig, parse_duration, parse_number_list
+from servecap.experiment.spec import Experiment
+from servecap.sweep.cli import build_parser, experiment_from_args
 from contract.records import Record
 from contract.run_json import RunInfo
 from contract.server_metrics import SCRAPE_MARKER, kept_sample_names
@@ -36,23 +38,32 @@ def test_durations(text, seconds):
     assert parse_duration(text, "--duration") == seconds
 
 
+def experiment(*flags: str) -> Experiment:
+    return experiment_from_args(build_parser().parse_args(["--out", "x", *flags]))
+
+
 def test_bad_plans_name_the_flag():
     with pytest.raises(ValueError, match="--duration"):
         parse_duration("ten seconds", "--duration")
     with pytest.raises(ValueError, match="--concurrency: values must be positive"):
         parse_number_list("1,0", "--concurrency", int)
-    with pytest.raises(ValueError, match="exactly one load plan"):
-        SweepConfig(out_dir="x", concurrency=(1,), rates=(2.0,))
+    with pytest.raises(ValueError, match="choose one load: --concurrency or --rates"):
+        experiment("--concurrency", "1", "--rates", "2")
     with pytest.raises(ValueError, match="unknown fastest"):
-        SweepConfig(out_dir="x", strategies=("fastest",), concurrency=(1,))
+        experiment("--strategies", "fastest", "--concurrency", "1")
     with pytest.raises(ValueError, match="--auto needs at least one SLO"):
-        SweepConfig(out_dir="x", auto=True)
+        experiment("--auto")
+    with pytest.raises(ValueError, match="choose a load"):
+        experiment().profile()
 
 
 def test_level_ids_carry_strategy_and_load():
-    assert SweepConfig(out_dir="x", concurrency=(8,)).level_id("continuous", 8) == "continuous/c=8"
-    assert SweepConfig(out_dir="x", rates=(2,)).level_id("none", 2) == "none/rps=2.0"
-    assert SweepConfig(out_dir="x", url="http://127.0.0.1:1", rates=(2,)).level_id(None, 2) == "rps=2.0"
+    assert Experiment.level_id("continuous", 8, open_loop=False) == "continuous/c=8"
+    assert Experiment.level_id("none", 2, open_loop=True) == "none/rps=2.0"
+    assert Experiment.level_id(None, 2, open_loop=True) == "rps=2.0"
+    assert Experiment.level_id("continuous", 2.5, open_loop=True, trace=True) == "continuous/trace"
+    assert [t.key for t in experiment("--strategies", "none,static", "--concurrency", "1").targets] == ["none", "static"]
+    assert experiment("--url", "http://127.0.0.1:1", "--rates", "2").targets[0].key is None
 
 
 def _record(level, t, ttft, e2e, tokens, status="ok", phase="measure"):

@@ -11,45 +11,47 @@ import pytest
 
 from contract.records import read_records
 from loadgen_helpers import _env
-from servecap.sweep.cli import _parser, config_from_args
-from servecap.sweep.config import parse_server_args_matrix
-from servecap.experiment.locust import LevelPlan, locust_command
 from servecap.experiment.run_json import workload_for
-from servecap.experiment.runner import reference_server_spec
+from servecap.sweep.matrix import parse_server_args_matrix
+from sweep_helpers import command as level_command, experiment
 
 
 def args(*flags: str):
-    return config_from_args(_parser().parse_args(["--out", "runs/x", "--concurrency", "2", *flags]))
+    return experiment("--concurrency", "2", *flags)
 
 
 def test_a_classify_sweep_runs_the_classify_locustfile_with_its_flags(tmp_path):
     config = args("--scenario", "classify", "--rows", "uniform:1:8", "--protocol", "grpc",
                   "--server-args-matrix", "off:--classifier-batching off|on:")
-    assert config.targets == ("off", "on") and config.target_args("off") == "--classifier-batching off"
-    command = locust_command(config, LevelPlan("off/c=2", 2, 1, 2), "http://127.0.0.1:1", tmp_path / "r.jsonl",
-                             "tiny", grpc_target="127.0.0.1:9")
+    off, on = config.targets
+    assert (off.key, on.key) == ("off", "on") and off.server_args == "--classifier-batching off"
+    command = level_command(config, "off/c=2", 2, 1, 2, records=tmp_path / "r.jsonl", model="tabular-mlp",
+                            grpc_target="127.0.0.1:9")
     assert command[command.index("-f") + 1].endswith("loadgen/classify.py")
-    assert command[command.index("--rows") + 1] == "uniform:1:8"
+    assert command[command.index("--rows") + 1] == "uniform:1:8" and command[command.index("--scenario") + 1] == "classify"
     assert command[command.index("--protocol") + 1] == "grpc" and command[command.index("--grpc-target") + 1] == "127.0.0.1:9"
-    assert "--prompt-tokens" not in command and "--output-tokens" not in command and "--model" not in command
+    assert "--prompt-tokens" not in command and "--output-tokens" not in command
+    assert command[command.index("--model") + 1] == "tabular-mlp"
     workload = workload_for(config)
-    assert (workload.api, workload.rows, workload.protocol) == ("classify", "uniform:1:8", "grpc")
+    assert (workload.scenario, workload.rows, workload.protocol) == ("classify", "uniform:1:8", "grpc")
     # over gRPC the server also serves it, on a port its ready line names
-    assert "--grpc-port" in reference_server_spec(config, "off").serve_args()
-    assert "--classifier-batching" in reference_server_spec(config, "off").serve_args()
+    assert "--grpc-port" in off.reference_spec(config.workload).serve_args()
+    assert "--classifier-batching" in off.reference_spec(config.workload).serve_args()
 
 
 def test_a_plain_classify_sweep_has_one_server_named_classifier():
     config = args("--scenario", "classify")
-    assert config.targets == ("classifier",) and config.level_id("classifier", 2) == "classifier/c=2"
+    assert [t.key for t in config.targets] == ["classifier"]
+    assert config.level_id("classifier", 2, open_loop=False) == "classifier/c=2"
 
 
 @pytest.mark.parametrize("flags, words", [
     (["--rows", "4"], "need --scenario classify"),
+    (["--scenario", "classify", "--output-tokens", "4"], "--output-tokens describe chat requests"),
     (["--scenario", "classify", "--rows", "uniform:4"], "--rows"),
     (["--scenario", "classify", "--strategies", "static"], "--strategies picks an LLM batching strategy"),
     (["--scenario", "classify", "--turns", "2"], "--turns describe chat requests"),
-    (["--scenario", "classify", "--grpc-target", "h:1"], "--grpc-target names an external server"),
+    (["--scenario", "classify", "--grpc-target", "h:1"], "--grpc-target names an external server's gRPC port"),
     (["--scenario", "classify", "--server-args-matrix", "off"], "is not LABEL:FLAGS"),
     (["--scenario", "classify", "--server-args-matrix", "a:|a:--x"], "names a label twice"),
 ])
@@ -96,12 +98,12 @@ def test_batching_off_and_on_over_grpc_in_one_command(tmp_path):
 
 def test_an_embed_sweep_runs_the_embed_locustfile():
     config = args("--scenario", "embed", "--rows", "uniform:1:4", "--prompt-tokens", "64")
-    command = locust_command(config, LevelPlan("classifier/c=2", 2, 1, 2), "http://127.0.0.1:1", "r.jsonl", "tiny")
+    command = level_command(config, "classifier/c=2", 2, 1, 2, model="servecap-embed")
     assert command[command.index("-f") + 1].endswith("loadgen/embed.py")
-    assert command[command.index("--inputs") + 1] == "uniform:1:4" and command[command.index("--input-tokens") + 1] == "64"
-    assert command[command.index("--embed-model") + 1] == "servecap-embed"
-    assert workload_for(config).api == "embed"
-    with pytest.raises(ValueError, match="an embed sweep speaks OpenAI's REST API"):
+    assert command[command.index("--rows") + 1] == "uniform:1:4" and command[command.index("--prompt-tokens") + 1] == "64"
+    assert command[command.index("--model") + 1] == "servecap-embed"
+    assert workload_for(config).scenario == "embed"
+    with pytest.raises(ValueError, match="an embed workload speaks OpenAI's REST API"):
         args("--scenario", "embed", "--protocol", "grpc")
 
 

@@ -11,19 +11,17 @@ import pytest
 
 from contract.records import read_records
 from loadgen_helpers import _env
-from servecap.sweep.cli import _parser, config_from_args
-from servecap.experiment.locust import LevelPlan, locust_command
 from servecap.experiment.run_json import workload_for
+from sweep_helpers import command, experiment
 
 
 def test_the_model_mix_reaches_locust_and_run_json(tmp_path):
-    config = config_from_args(_parser().parse_args(["--out", "runs/x", "--concurrency", "2", "--model-mix",
-                                                    "zipf:8:1.2"]))
-    command = locust_command(config, LevelPlan("c=2", 2, 1, 2), "http://127.0.0.1:1", tmp_path / "r.jsonl", None)
-    assert command[command.index("--model-mix") + 1] == "zipf:8:1.2"
+    config = experiment("--concurrency", "2", "--model-mix", "zipf:8:1.2")
+    argv = command(config, "c=2", 2, 1, 2, records=tmp_path / "r.jsonl")
+    assert argv[argv.index("--model-mix") + 1] == "zipf:8:1.2"
     assert workload_for(config).model_mix == "zipf:8:1.2"
     with pytest.raises(ValueError, match="--model-mix 'zipf:0': N must be >= 1"):
-        config_from_args(_parser().parse_args(["--out", "runs/x", "--concurrency", "2", "--model-mix", "zipf:0"]))
+        experiment("--concurrency", "2", "--model-mix", "zipf:0")
 
 
 @pytest.mark.slow

@@ -8,16 +8,14 @@ import sys
 
 import pytest
 
-from servecap.sweep.cli import _parser, config_from_args
-from servecap.sweep.config import SweepConfig
-from servecap.experiment.locust import LevelPlan, locust_command
-from servecap.experiment.run_json import workload_for
 from contract.records import read_records
+from servecap.experiment.run_json import workload_for
 from loadgen_helpers import _env, read_truth, scripted_server
+from sweep_helpers import command as _command, experiment, flag as _flag
 
 
 def _config(*args):
-    return config_from_args(_parser().parse_args(["--out", "runs/x", "--concurrency", "2", *args]))
+    return experiment("--concurrency", "2", *args)
 
 
 def _dataset(tmp_path):
@@ -37,26 +35,22 @@ def _sweep_against_a_scripted_server(tmp_path, out, *args, timeout=180):
     return truth_path
 
 
-def _flag(command, name):
-    return command[command.index(name) + 1] if name in command else None
-
-
 def test_dataset_flags_reach_locust_and_run_json(tmp_path):
     path = _dataset(tmp_path)
     config = _config("--dataset", str(path), "--dataset-sampling", "without-replacement", "--chars-per-token", "1")
-    command = locust_command(config, LevelPlan("c=2", 2, 1, 2), "http://127.0.0.1:1", tmp_path / "r.jsonl", None)
+    command = _command(config, "c=2", 2, 1, 2)
     assert _flag(command, "--dataset") == str(path.resolve())
     assert _flag(command, "--dataset-sampling") == "without-replacement" and _flag(command, "--chars-per-token") == "1.0"
     assert "--output-tokens" not in command                    # the data's own lengths
     workload = workload_for(config)
     assert workload.dataset == str(path.resolve()) and workload.dataset_sampling == "without-replacement"
-    assert workload.prompt_tokens is None and workload.output_tokens is None
+    assert workload.own_lengths and workload.output_tokens is None
     given = _config("--dataset", str(path), "--output-tokens", "5")
-    assert _flag(locust_command(given, LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None),
-                 "--output-tokens") == "5"
+    assert _flag(_command(given, "c=2", 2, 1, 2), "--output-tokens") == "5"
     plain = _config()
-    assert _flag(locust_command(plain, LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None),
-                 "--output-tokens") == "uniform:16:64" and workload_for(plain).dataset is None
+    # the default lengths are the locustfile's own defaults (one declaration): nothing to hand over
+    assert "--output-tokens" not in _command(plain, "c=2", 2, 1, 2) and workload_for(plain).dataset is None
+    assert workload_for(plain).output_lengths.spec == "uniform:16:64"
 
 
 def test_a_bad_dataset_fails_before_anything_starts(tmp_path):
@@ -89,16 +83,15 @@ def test_sweep_with_a_dataset_against_a_url(tmp_path):
 def test_multi_turn_flags_reach_locust_and_run_json(tmp_path):
     path = _dataset(tmp_path)
     config = _config("--dataset", str(path), "--turns", "all", "--think-time", "500ms")
-    command = locust_command(config, LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None)
+    command = _command(config, "c=2", 2, 1, 2)
     assert _flag(command, "--turns") == "all" and _flag(command, "--think-time") == "0.5"
     workload = workload_for(config)
-    assert workload.turns == "all" and workload.think_time_s == 0.5
-    assert _flag(locust_command(_config("--turns", "3"), LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r",
-                                None), "--turns") == "3"
-    assert "--turns" not in locust_command(_config(), LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None)
-    assert workload_for(_config()).turns == 1 and workload_for(_config()).think_time_s is None
+    assert workload.turns is None and workload.to_dict()["turns"] == "all" and workload.think_time_s == 0.5
+    assert _flag(_command(_config("--turns", "3"), "c=2", 2, 1, 2), "--turns") == "3"
+    assert "--turns" not in _command(_config(), "c=2", 2, 1, 2)
+    assert workload_for(_config()).turns == 1 and workload_for(_config()).think_time_s == 0.0
     with pytest.raises(ValueError, match="run closed loop"):
-        SweepConfig(out_dir="x", rates=(1.0,), turns=2)
+        experiment("--rates", "1", "--turns", "2")
     for args, message in ((["--think-time", "1"], "needs --turns"), (["--turns", "all"], "needs --dataset"),
                           (["--turns", "0"], "--turns must be")):
         with pytest.raises(ValueError, match=message):
@@ -114,25 +107,25 @@ def _trace(tmp_path):
 
 def test_a_trace_is_its_own_load_plan(tmp_path):
     path = _trace(tmp_path)
-    config = config_from_args(_parser().parse_args(["--out", "x", "--trace", str(path), "--trace-speedup", "2",
-                                                    "--warmup", "0.5s"]))
-    assert config.loads == (pytest.approx(9 / 1.0),) and config.level_id("continuous", 9) == "continuous/trace"
-    warmup, duration = config.window()    # 2 s of trace at 2x: 1 s, plus the tail for its last answers
+    config = experiment("--trace", str(path), "--trace-speedup", "2", "--warmup", "0.5s")
+    [level] = config.profile().planned()
+    assert level.load == pytest.approx(9 / 1.0) and level.trace
+    assert config.level_id("continuous", level.load, True, trace=True) == "continuous/trace"
+    warmup, duration = level.window    # 2 s of trace at 2x: 1 s, plus the tail for its last answers
     assert warmup == 0.5 and duration == pytest.approx(0.5 + 5.0)
-    command = locust_command(config, LevelPlan("trace", 9, warmup, duration), "http://x:1", tmp_path / "r", None)
-    assert _flag(command, "--trace") == str(path.resolve()) and _flag(command, "--trace-speedup") == "2.0"
-    assert "--arrival" not in command and _flag(command, "-u") == "1"
+    command = _command(config, "trace", 9, warmup, duration)
+    assert _flag(command, "--trace") == str(path.resolve()) and _flag(command, "--speedup") == "2.0"
+    assert "--arrival" not in command and "--rates" not in command and _flag(command, "-u") == "1"
     assert "--output-tokens" not in command   # each row's own output length, not the sweep's default
-    given = config_from_args(_parser().parse_args(["--out", "x", "--trace", str(path), "--output-tokens", "8"]))
-    assert _flag(locust_command(given, LevelPlan("trace", 9, 0, 1), "http://x:1", tmp_path / "r", None),
-                 "--output-tokens") == "8"
-    for args, message in ((["--concurrency", "2"], "exactly one load plan"), (["--turns", "2"], "does not combine"),
-                          (["--trace-speedup", "0"], "--trace-speedup must be > 0")):
+    given = experiment("--trace", str(path), "--output-tokens", "8")
+    assert _flag(_command(given, "trace", 9, 0, 1), "--output-tokens") == "8"
+    for args, message in ((["--concurrency", "2"], "does not combine with --concurrency"),
+                          (["--turns", "2"], "does not combine"), (["--trace-speedup", "0"], "--speedup must be > 0")):
         with pytest.raises(ValueError, match=message):
-            config_from_args(_parser().parse_args(["--out", "x", "--trace", str(path), *args]))
+            experiment("--trace", str(path), *args)
     (tmp_path / "bad.jsonl").write_text('{"timestamp": 0}\n')
     with pytest.raises(ValueError, match="bad.jsonl: line 1"):
-        config_from_args(_parser().parse_args(["--out", "x", "--trace", str(tmp_path / "bad.jsonl")]))
+        experiment("--trace", str(tmp_path / "bad.jsonl"))
 
 
 @pytest.mark.slow
@@ -152,22 +145,30 @@ def test_sweep_replays_a_trace_against_a_url(tmp_path):
 
 def test_loadgen_processes_reach_locust_with_their_share(tmp_path):
     closed = _config("--loadgen-processes", "2")
-    command = locust_command(closed, LevelPlan("c=2", 8, 1, 2), "http://x:1", tmp_path / "r", None, [], (0, 1))
+    command = _command(closed, "c=2", 8, 1, 2, worker_cpus=(0, 1))
     assert _flag(command, "--processes") == "2" and _flag(command, "-u") == "8" and _flag(command, "--worker-cpus") == "0,1"
-    opened = config_from_args(_parser().parse_args(["--out", "x", "--rates", "4", "--loadgen-processes", "3"]))
-    command = locust_command(opened, LevelPlan("rps=4.0", 4, 1, 2), "http://x:1", tmp_path / "r", None, [], (0,))
+    opened = experiment("--rates", "4", "--loadgen-processes", "3")
+    command = _command(opened, "rps=4.0", 4, 1, 2, worker_cpus=(0,))
     assert _flag(command, "-u") == "3" and "--worker-cpus" not in command   # one driver each; one core: shared
-    assert "--processes" not in locust_command(_config(), LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None)
+    assert _flag(command, "--rates") == "4.0" and _flag(command, "--arrival") == "poisson"
+    assert "--processes" not in _command(_config(), "c=2", 2, 1, 2)
     with pytest.raises(ValueError, match="--loadgen-processes must be >= 1"):
         _config("--loadgen-processes", "0")
 
 
 def test_external_workers_get_a_master_of_their_own_and_the_local_ones_join_it(tmp_path):
-    from servecap.experiment.locust import worker_commands
+    from pathlib import Path
+
+    from servecap.experiment.locust import level_invocation
+    from servecap.experiment.profiles import Level
+
+    def worker_commands(config, prefix=()):
+        return level_invocation(config, Level(2, window=(1, 2)), "c=2", "http://x:1", Path("r"),
+                                prefix=tuple(prefix)).worker_argv()
 
     config = _config("--loadgen-processes", "2", "--loadgen-external-workers", "3", "--loadgen-master-bind",
                      "0.0.0.0", "--loadgen-master-port", "6001", "--loadgen-worker-wait", "20s")
-    master = locust_command(config, LevelPlan("c=2", 8, 1, 2), "http://x:1", tmp_path / "r", None, [], (0, 1))
+    master = _command(config, "c=2", 8, 1, 2, worker_cpus=(0, 1))
     assert "--master" in master and "--processes" not in master and "--worker-cpus" not in master
     assert (_flag(master, "--expect-workers"), _flag(master, "--master-bind-host"), _flag(master, "--master-bind-port"),
             _flag(master, "--expect-workers-max-wait")) == ("5", "0.0.0.0", "6001", "20")
@@ -221,21 +222,20 @@ def test_a_worker_from_elsewhere_joins_each_level_and_its_records_are_merged_onc
 
 def test_rounds_split_the_window_and_reach_locust_and_run_json(tmp_path):
     config = _config("--concurrency", "1,4", "--warmup", "5s", "--duration", "20s", "--rounds", "4")
-    assert config.round_window(0) == (5.0, 5.0) and config.round_window(3) == (2.0, 5.0)
-    assert _config("--rounds", "2", "--round-warmup", "0").round_window(1) == (0.0, 10.0)
-    plan = LevelPlan("c=4", 4, *config.round_window(2), round=2)
-    command = locust_command(config, plan, "http://127.0.0.1:1", tmp_path / "r.jsonl", None)
+    load = config.load
+    assert load.round_window(0) == (5.0, 5.0) and load.round_window(3) == (2.0, 5.0)
+    assert _config("--rounds", "2", "--round-warmup", "0").load.round_window(1) == (0.0, 10.0)
+    command = _command(config, "c=4", 4, round=2)
     assert _flag(command, "--round") == "2" and _flag(command, "--warmup") == "2.0"
     # each round draws its own requests and arrival gaps; the first keeps the run's seed
-    assert _flag(command, "--seed") == str(config.seed + 2)
-    first = locust_command(config, LevelPlan("c=4", 4, *config.round_window(0), round=0), "http://x:1",
-                           tmp_path / "r", None)
-    assert _flag(first, "--seed") == str(config.seed)
-    assert "--round" not in locust_command(_config(), LevelPlan("c=2", 2, 1, 2), "http://x:1", tmp_path / "r", None)
+    assert _flag(command, "--seed") == str(config.workload.seed + 2)
+    first = _command(config, "c=4", 4, round=0)
+    assert _flag(first, "--seed") is None   # the run's own seed: the locustfile's default, 0
+    assert "--round" not in _command(_config(), "c=2", 2, 1, 2)
     with pytest.raises(ValueError, match="--rounds must be >= 1"):
         _config("--rounds", "0")
     with pytest.raises(ValueError, match="does not combine with --auto"):
-        config_from_args(_parser().parse_args(["--out", "x", "--auto", "--slo-ttft-ms", "100", "--rounds", "2"]))
+        experiment("--auto", "--slo-ttft-ms", "100", "--rounds", "2")
 
 
 @pytest.mark.slow

@@ -58,25 +58,35 @@ def test_the_pareto_front_keeps_only_undominated_points():
     assert pareto_front(measured, "e2e_ms") == [(0,), (1,), (3,)]
 
 
-def test_judge_reads_throughput_and_p99_from_records():
-    records = [{"phase": "measure", "status": "ok", "t_start": float(i) / 100, "e2e_s": 0.01, "output_tokens": None,
-                "ttft_s": None} for i in range(100)]
-    records.append({"phase": "measure", "status": "http_429", "t_start": 0.5, "e2e_s": 0.001, "output_tokens": None,
-                    "ttft_s": None})
-    found = judge(records, "classify", SLO(e2e_ms=20))
-    assert found.throughput == pytest.approx(100 / (0.99 + 0.01)) and found.p99_ms["e2e_ms"] == pytest.approx(10.0)
-    assert found.meets and found.errors == 1
-    assert not judge(records, "classify", SLO(e2e_ms=5)).meets
+def test_judge_reads_throughput_and_p99_from_the_levels_figures():
+    from contract.records import Record
+    from servecap.experiment.level_stats import level_stats
+    from sweep_helpers import experiment
+
+    records = [Record(level="c=4", phase="measure", status="ok", t_start=float(i) / 100, e2e_s=0.01)
+               for i in range(100)]
+    records.append(Record(level="c=4", phase="measure", status="http_429", t_start=0.5, e2e_s=0.001))
+    stats = level_stats(records, "c=4")
+    classify = experiment("--scenario", "classify", "--concurrency", "4", "--slo-e2e-ms", "20")
+    found = judge(stats, "c=4", classify)
+    assert found.throughput == pytest.approx(100 / (0.99 + 0.01)) and found.p99_ms == {"e2e_ms": pytest.approx(10.0)}
+    assert found.meets and found.errors == 1 and found.unit == "req/s" and found.level == "c=4"
+    strict = experiment("--scenario", "classify", "--concurrency", "4", "--slo-e2e-ms", "5")
+    missed = judge(stats, "c=4", strict)
+    assert not missed.meets and missed.excess == pytest.approx(2.0) and "e2e_s p99" in missed.reason
 
 
 @pytest.mark.parametrize("flags, words", [
-    (["--concurrency", "4", "--max-queue-delay-us", "0,500"], "give an SLO"),
+    (["--concurrency", "4", "--classifier-max-queue-delay-us", "0,500"], "give an SLO"),
     (["--concurrency", "4", "--slo-e2e-ms", "20"], "at least one axis"),
-    (["--slo-e2e-ms", "20", "--instances", "1,2"], "choose the load levels"),
-    (["--concurrency", "4", "--slo-e2e-ms", "20", "--max-num-seqs", "4,8"], "--max-num-seqs is a chat axis"),
-    (["--concurrency", "4", "--slo-e2e-ms", "20", "--instances", "1,1"], "listed twice"),
+    (["--slo-e2e-ms", "20", "--classifier-instances", "1,2"], "choose the load levels"),
+    (["--concurrency", "4", "--slo-e2e-ms", "20", "--no-such-flag", "4,8"], "unrecognized arguments: --no-such-flag"),
+    (["--concurrency", "4", "--slo-e2e-ms", "20", "--classifier-instances", "1,1"], "listed twice"),
     (["--concurrency", "4", "--slo-e2e-ms", "20", "--axis", "no-such-flag=1|2"], "no-such-flag"),
-    (["--concurrency", "4", "--slo-e2e-ms", "20", "--instances", "one"], "--classifier-instances"),
+    (["--concurrency", "4", "--slo-e2e-ms", "20", "--classifier-instances", "one"], "--classifier-instances"),
+    (["--concurrency", "4", "--slo-e2e-ms", "20", "--max-num-seqs"], "an axis is a target flag with its values"),
+    (["--concurrency", "4", "--slo-e2e-ms", "20", "--strategies", "none,static", "--max-num-seqs", "2,4"],
+     "tune searches one strategy's flags"),
 ])
 def test_bad_tune_flags_exit_2_with_one_line(tmp_path, capsys, flags, words):
     assert main(["--out", str(tmp_path / "t"), *flags]) == 2

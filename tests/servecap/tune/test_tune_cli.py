@@ -23,8 +23,8 @@ def tune(tmp_path, *flags: str) -> dict:
 
 
 def test_tuning_the_classifier_measures_a_third_of_the_grid_and_names_the_best(tmp_path):
-    doc = tune(tmp_path, "--concurrency", "2,4", "--slo-e2e-ms", "1000", "--max-queue-delay-us", "0,1000,2000",
-               "--instances", "1,2")
+    doc = tune(tmp_path, "--scenario", "classify", "--concurrency", "2,4", "--slo-e2e-ms", "1000",
+               "--classifier-max-queue-delay-us", "0,1000,2000", "--classifier-instances", "1,2")
     assert doc["grid_size"] == 6 and doc["measured"] == doc["budget"] == 2 and doc["mode"] == "guided"
     first = doc["configurations"][0]
     assert first["config"] == "classifier-max-queue-delay-us=0, classifier-instances=1"
@@ -34,13 +34,13 @@ def test_tuning_the_classifier_measures_a_third_of_the_grid_and_names_the_best(t
 
 
 def test_tuning_an_llm_strategys_limits_against_ttft_and_tpot(tmp_path):
-    doc = tune(tmp_path, "--scenario", "chat", "--concurrency", "4", "--prompt-tokens", "32", "--output-tokens", "8",
+    doc = tune(tmp_path, "--concurrency", "4", "--prompt-tokens", "32", "--output-tokens", "8",
                "--slo-ttft-ms", "60000", "--slo-tpot-ms", "60000", "--max-num-seqs", "2,4", "--exhaustive")
     assert doc["measured"] == doc["grid_size"] == 2
     by_config = {c["config"]: c for c in doc["configurations"]}
     assert set(by_config) == {"max-num-seqs=2", "max-num-seqs=4"}
     for config in by_config.values():
         assert config["unit"] == "output tok/s" and config["throughput"] > 0 and config["meets_slo"]
-        assert set(config["p99_ms"]) == {"ttft_ms", "tpot_ms", "e2e_ms"}
+        assert set(config["p99_ms"]) == {"ttft_ms", "tpot_ms", "e2e_ms"}   # no reasoning: no TTFA
     engine = json.loads((tmp_path / "tune" / "configs" / "00" / "run.json").read_text())["server"]["engines"]
     assert engine["continuous"]["strategy_limits"]["max_num_seqs"] in (2, 4)
