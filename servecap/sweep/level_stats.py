@@ -9,21 +9,20 @@ the tokens that arrived in it (`served_spread`).
 
 Steering only (progress bar, --auto's ramp and bisection, flagging an unstable level);
 the report computes the published numbers. Whether a level meets the SLO is the
-contract's one rule (contract.slo.check_level) over the same inputs the
-report's verdict gives it: the error rate of finished measure-phase requests and the
-p99s (numpy's linear percentile) over the ok ones.
+contract's one judge (contract.slo.judge) over the level's measure-phase requests, the set the
+report's verdict judges.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from reports.diagnostics.machine_speed import busy_share_over, speed_index, speed_index_over
 from contract.level_windows import inside, level_windows, total_s
 from contract.records import Record
-from contract.slo import SLO, LevelCheck, check_level
+from contract.slo import SLO, Judgement, SloSample, judge, percentile
 
 STABILITY_WINDOWS = 3
 
@@ -36,7 +35,8 @@ class LevelStats:
         requests: finished measure-phase records (any status but `incomplete`).
         errors: those whose status is not ok.
         incomplete: still in flight when the level stopped (neither ok nor an error).
-        p99_ttft_s, p99_tpot_s, p99_e2e_s: over ok records (None when there are no values).
+        p99_ttft_s, p99_tpot_s, p99_e2e_s: over ok records (None when there are no values), as the
+            report's tables show them.
         output_tokens_per_s: ok output tokens over the measure span.
         window_throughputs: output tokens/s in STABILITY_WINDOWS equal slices of the span, each token
             counted when it arrived, from any record of the level (`_token_times`); a level measured
@@ -53,6 +53,7 @@ class LevelStats:
         rounds: the rounds the level was measured in (contract.level_windows).
         window_offered: an open loop's output tokens/s that arrived per window (each request's tokens
             at its send; None for a closed loop), for `served_spread`.
+        slo_sample: the measure-phase requests as the SLO's judge reads them (`check`).
     """
 
     requests: int
@@ -70,6 +71,7 @@ class LevelStats:
     window_request_rates: tuple[float, ...] | None = None
     fixed_share: float | None = None
     window_offered: tuple[float, ...] | None = None
+    slo_sample: SloSample = field(default_factory=lambda: SloSample(ok=0))
 
     @property
     def error_rate(self) -> float | None:
@@ -155,9 +157,8 @@ class LevelStats:
                 and self.spread is not None
                 and self.spread > tolerance)
 
-    def check(self, slo: SLO) -> LevelCheck:
-        p99_s = {"ttft_s": self.p99_ttft_s, "tpot_s": self.p99_tpot_s, "e2e_s": self.p99_e2e_s}
-        return check_level(slo, self.error_rate, p99_s)
+    def check(self, slo: SLO) -> Judgement:
+        return judge(slo, self.slo_sample)
 
 
 def _spread(values) -> float | None:
@@ -179,10 +180,6 @@ def _grouped(values, durations: list[float]) -> tuple[float, ...] | None:
     values, durations = np.asarray(values, dtype=float), np.asarray(durations, dtype=float)
     return tuple(float(np.average(values[g], weights=durations[g])) if durations[g].sum() > 0 else float(values[g].mean())
                  for g in groups)
-
-
-def _p99(values: list[float]) -> float | None:
-    return float(np.percentile(values, 99)) if values else None
 
 
 def _request_rates(ok: list[Record], spans: list[tuple[float, float]]) -> tuple[float, ...] | None:
@@ -281,6 +278,7 @@ def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
             rates = _request_rates(lived, list(zip(edges[:-1], edges[1:])))
             offered = _offered_rates([r for r in records if r.level == level], list(zip(edges[:-1], edges[1:])))
     return LevelStats(len(finished), len(finished) - len(ok), len(mine) - len(finished),
-                      _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows, speed, rounds=max(len(spans), 1),
+                      percentile(ttft, 99), percentile(tpot, 99), percentile(e2e, 99), throughput, windows, speed,
+                      rounds=max(len(spans), 1),
                       busy_share=busy, spans=tuple(spans), window_request_rates=rates, fixed_share=_fixed_share(timed),
-                      window_offered=offered)
+                      window_offered=offered, slo_sample=SloSample.from_records(mine))
