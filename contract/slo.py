@@ -260,14 +260,3 @@ def _judged(slo: SLO, p99_s: dict[str, float | None], error_rate: float | None, 
             return verdict(f"{column} p99 {p99 * 1000:.1f} ms > {limit * 1000:.1f} ms", column)
     return verdict()
 
-
-# -- until every caller asks `judge` (removed with the last of them) -----------------------------------
-LevelCheck = Judgement
-
-
-def error_rate_ok(error_rate: float | None) -> bool:
-    return error_rate is None or error_rate <= ERROR_RATE_LIMIT
-
-
-def check_level(slo: SLO, error_rate: float | None, p99_s: Mapping[str, float | None]) -> Judgement:
-    return judge_p99s(slo, p99_s, error_rate)
