@@ -107,7 +107,8 @@ def test_an_unfinished_request_in_the_top_percent_makes_the_p99_unbounded(ok, un
     judged = judge(SLO(ttft_ms=100), _sample(values, unfinished=unfinished))
     if unbounded:
         assert judged.p99_s["ttft_s"] == math.inf and not judged.meets
-        assert judged.reason == f"ttft_s p99 unbounded > 100.0 ms: {unfinished} of {ok + unfinished} requests never finished"
+        assert judged.reason == (f"ttft_s p99 unbounded > 100.0 ms: {unfinished} of {ok + unfinished} "
+                                 "requests never finished")
     else:   # exact: numpy's figure over the whole set, the unfinished ones only moving the position
         ordered = np.sort(values)
         position = 0.99 * (ok + unfinished - 1)

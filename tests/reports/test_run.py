@@ -162,7 +162,8 @@ def test_verdict_cost_and_predictions(full_run):
     assert rows[("none", "all")]["failing_reason"] == "error rate 5.0% > 1%"
     # 2 of 62 never answered: the top 1% of every latency is unbounded, whatever the 60 answered show
     assert rows[("continuous", "all")]["first_failing_level"] == IN_FLIGHT
-    assert rows[("continuous", "all")]["failing_reason"] == "ttft_s p99 unbounded > 150.0 ms: 2 of 62 requests never finished"
+    assert rows[("continuous", "all")]["failing_reason"] == (
+        "ttft_s p99 unbounded > 150.0 ms: 2 of 62 requests never finished")
     assert verdict["cost"]["usd_per_1m_output_tokens"] == pytest.approx(2.0 * 1e6 / (3600 * point["output_tokens_per_s"]))
     for level in full_run[3].summary["levels"]:
         predicted = level["predicted"]
