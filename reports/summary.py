@@ -78,8 +78,9 @@ def slo_samples(data: RunData) -> dict[str, SloSample]:
     records = data.records
     out = {}
     for level, frame in records[records["phase"] == "measure"].groupby("level", sort=False, observed=True):
-        status = frame["status"].astype(str).to_numpy()
-        out[str(level)] = SloSample.from_arrays(ok=status == "ok", unfinished=status == "incomplete",
+        status = frame["status"]
+        out[str(level)] = SloSample.from_arrays(ok=(status == "ok").to_numpy(),
+                                                unfinished=(status == "incomplete").to_numpy(),
                                                 **{c: frame[c].to_numpy(dtype=float) for c in LATENCY_COLUMNS})
     return out
 
