@@ -99,8 +99,6 @@ def _note(problems: list[str] | None, text: str) -> None:
         problems.append(text)
 
 
-
-
 def percentile(values, q: float, unfinished: int = 0) -> float | None:
     """numpy's default (linear) q-th percentile of `values` (seconds; NaN dropped) with `unfinished`
     more values at +inf: None with no value at all; +inf when an unfinished one is a neighbour the
