@@ -34,6 +34,7 @@ SLO_METRICS = {"ttft_ms": "ttft_s", "tpot_ms": "tpot_s", "e2e_ms": "e2e_s", "ttf
 LATENCY_COLUMNS = tuple(SLO_METRICS.values())
 ERROR_RATE_LIMIT = 0.01  # a level failing more than 1% of its answered requests is not sustainable
 PERCENTILE = 99.0        # the SLO's limits hold at p99
+CUT_AT_SWITCH = "excluded"   # a compare run's record cut off at a slice switch (Record.switch): not in any set
 
 
 @dataclass(frozen=True)
@@ -178,8 +179,10 @@ class SloSample:
     @classmethod
     def from_records(cls, records: Iterable[Record]) -> "SloSample":
         """Records of one set, as the caller picks them (e.g. a level's measure-phase records): status
-        ok is ok, `incomplete` unfinished, any other failed; TPOT is `Record.tpot_s`."""
-        records = list(records)
+        ok is ok, `incomplete` unfinished, any other failed; TPOT is `Record.tpot_s`. A compare run's
+        records cut off at a slice switch (`switch: "excluded"`) are left out: the load generator
+        stopped them, not the server (reports.paired leaves them out of every statistic too)."""
+        records = [r for r in records if r.switch != CUT_AT_SWITCH]
         status = [r.status for r in records]
         return cls.from_arrays(
             ok=[s == "ok" for s in status], unfinished=[s == "incomplete" for s in status],

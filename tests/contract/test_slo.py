@@ -167,6 +167,9 @@ def test_a_sample_from_records_counts_statuses_and_drops_missing_values():
                       output_tokens=tokens, ttfa_s=ttfa)
     records = [record("ok", ttfa=0.3), record("ok", tokens=1), record("ok", ttft=None), record("http_503", e2e=0.01),
                record("timeout"), record("incomplete")]
+    cut = record("incomplete")
+    cut.switch = "excluded"   # a compare run's request cut off at a slice switch: not the server's doing
+    records.append(cut)
     sample = SloSample.from_records(records)
     assert (sample.ok, sample.failed, sample.unfinished, sample.requests) == (3, 2, 1, 6)
     assert sample.values["ttft_s"].tolist() == [0.1, 0.1]

@@ -101,3 +101,13 @@ def test_every_caller_gives_the_same_verdict_for_the_same_requests(case, tmp_pat
         assert sweep.p99_s[column] == report_p99[column] == want
         # the fleet's clock re-derives each latency from send and end times: equal to rounding
         assert fleet_p99[column] == pytest.approx(want, rel=1e-9) or math.isinf(want) and math.isinf(fleet_p99[column])
+
+
+def test_a_compare_runs_requests_cut_off_at_a_switch_are_in_no_set(tmp_path):
+    rows = CASES["meets"] + [{**CASES["2 unfinished of 102: in the top 1%"][-1], "switch": "excluded",
+                              "response_id": f"cut{i}"} for i in range(5)]
+    records = [Record.from_dict(r) for r in rows]
+    direct = judge(SLO_UNDER_TEST, SloSample.from_records(records))
+    report_reason, _ = _report(tmp_path, rows)
+    assert direct.meets and report_reason == "" and level_stats(records, LEVEL).check(SLO_UNDER_TEST).meets
+    assert SloSample.from_records(records).requests == 100
