@@ -177,11 +177,11 @@ def write_classic_report(data: RunData, options: ReportOptions, step: Callable[[
     from reports.classic.summary import best_level, classic_levels
 
     step("summarising the levels")
-    levels = classic_levels(data)
+    limit_ms = options.slo_for(data.run).e2e_ms
+    levels = classic_levels(data, SLO(e2e_ms=limit_ms))
     targets = list(dict.fromkeys(str(level).split("/")[0] for level in (lv["level"] for lv in levels)))
     quality = compare(read_predictions(data.run_dir, targets))
-    limit_ms = options.slo_for(data.run).e2e_ms
-    best = best_level(levels, limit_ms / 1e3 if limit_ms is not None else None)
+    best = best_level(levels)
     summary = jsonable({"scenario": data.run.workload.api, "run": data.run_json, "slo_e2e_ms": limit_ms,
                         "answer": page.answer(levels, limit_ms),
                         "best_level": best["level"] if best else None, "levels": levels, "predictions": quality,
