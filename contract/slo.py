@@ -2,9 +2,8 @@
 
 Every command that asks "does this meet the SLO" asks `judge`: `servecap sweep --auto` of each level
 it tries, the report's verdict (and a classic model's report) of each level, `servecap tune` of each
-configuration's levels, and
-`servecap plan` and `servecap fleet` of each window; `servecap predict`, whose p99s are predicted
-rather than a set's own, puts them to the same limits (`judge_p99s`). So the sweep can never announce
+configuration's levels, and `servecap plan` and `servecap fleet` of each window; `servecap predict`,
+whose p99s are predicted rather than a set's own, puts them to the same limits (`judge_p99s`). So the sweep can never announce
 a knee the report then contradicts, and a plan's window is judged as a measured level is. Pure: no I/O.
 
 The rule (docs/report.md, "The SLO rule"):
