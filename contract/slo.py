@@ -1,23 +1,40 @@
-"""The SLO and the one rule that says whether a load level meets it.
+"""The SLO, and the one rule that says whether a set of requests meets it: `judge`.
 
-`servecap sweep --auto` (while it searches for the knee) and the report's verdict (after
-the run) both judge a level with `check_level`, so the sweep can never announce a knee
-the report then contradicts. Pure: no I/O.
+Every command that asks "does this meet the SLO" asks `judge`: `servecap sweep --auto` of each level
+it tries, the report's verdict (and a classic model's report) of each level, `servecap tune` of each
+configuration's levels, and `servecap plan` and `servecap fleet` of each window; `servecap predict`,
+whose p99s are predicted rather than a set's own, puts them to the same limits (`judge_p99s`). So the sweep can never announce
+a knee the report then contradicts, and a plan's window is judged as a measured level is. Pure: no I/O.
 
-The rule: a level meets the SLO when at most ERROR_RATE_LIMIT of its finished requests
-failed and every set p99 (numpy's default linear percentile over the level's `ok`
-measure-phase records) is within its limit. A set limit with no values to judge fails.
+The rule (docs/report.md, "The SLO rule"):
+- at most ERROR_RATE_LIMIT of the answered requests failed: failed / (ok + failed) <= 1%;
+- every set limit holds at p99 (a p99 equal to its limit holds): numpy's default (linear)
+  percentile, the one the report's tables show, over the ok requests' values, with each unfinished
+  request as one more value at +inf in every latency column (TPOT and TTFA too). Unfinished: never
+  answered, neither ok nor failed: a sweep record still in flight when Locust's stop timeout ran
+  out (status `incomplete`), a simulated request no replica finished. So the p99 is +inf when the
+  unfinished requests reach into the top 1%, and a set that lost requests cannot pass by dropping
+  them;
+- a set limit with nothing to judge (no ok request with that value and no unfinished one) fails.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+import numpy as np
+
+from contract.records import Record
 
 # SLO field -> latency column of a record (and of the report's records frame)
 SLO_METRICS = {"ttft_ms": "ttft_s", "tpot_ms": "tpot_s", "e2e_ms": "e2e_s", "ttfa_ms": "ttfa_s"}
-ERROR_RATE_LIMIT = 0.01  # a level failing more than 1% of its finished requests is not sustainable
+LATENCY_COLUMNS = tuple(SLO_METRICS.values())
+ERROR_RATE_LIMIT = 0.01  # a level failing more than 1% of its answered requests is not sustainable
+PERCENTILE = 99.0        # the SLO's limits hold at p99
+CUT_AT_SWITCH = "excluded"   # a compare run's record cut off at a slice switch (Record.switch): not in any set
 
 
 @dataclass(frozen=True)
@@ -83,31 +100,167 @@ def _note(problems: list[str] | None, text: str) -> None:
         problems.append(text)
 
 
+def percentile(values, q: float, unfinished: int = 0) -> float | None:
+    """numpy's default (linear) q-th percentile of `values` (seconds; NaN dropped) with `unfinished`
+    more values at +inf: None with no value at all; +inf when an unfinished one is a neighbour the
+    interpolation weighs (numpy on +inf itself can give NaN, as 0 x inf); else exactly numpy's
+    figure over the whole set, which the unfinished ones shift only by their count."""
+    finite = np.asarray(values, dtype=float)
+    finite = finite[~np.isnan(finite)]
+    n = len(finite) + unfinished
+    if n == 0:
+        return None
+    if unfinished == 0:
+        return float(np.percentile(finite, q))
+    # where numpy's linear rule lands among n sorted values: past the last finite one (with any
+    # weight on the next) means it reads an unfinished one
+    position = float(np.percentile(np.arange(n, dtype=float), q))
+    if position > len(finite) - 1:
+        return math.inf
+    # not read: any stand-in at or above the largest finite value leaves numpy's figure as it is
+    return float(np.percentile(np.concatenate((finite, np.full(unfinished, finite.max()))), q))
+
+
 @dataclass(frozen=True)
-class LevelCheck:
-    """Whether one level meets the SLO, and why not (e.g. "error rate 2.0% > 1%")."""
+class SloSample:
+    """One set of requests as the judge reads it (a load level's measure phase, a plan's window).
+
+    Attributes:
+        ok: requests answered ok.
+        failed: requests that ended in an error (any status but ok and `incomplete`; a request lost
+            with a killed replica).
+        unfinished: requests never answered (see the module docstring): neither ok nor failed.
+        values: {latency column: [V] seconds} over the ok requests that have that figure (NaN and
+            None dropped: TPOT of a one-token reply, TTFT of a reply that did not stream).
+    """
+
+    ok: int
+    failed: int = 0
+    unfinished: int = 0
+    values: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("ok", "failed", "unfinished"):
+            count = getattr(self, name)
+            if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+                raise ValueError(f"SloSample.{name} must be a count >= 0, got {count!r}")
+            object.__setattr__(self, name, int(count))
+        unknown = set(self.values) - set(LATENCY_COLUMNS)
+        if unknown:
+            raise ValueError(f"SloSample.values: unknown latency column(s) {sorted(unknown)}; "
+                             f"use {', '.join(LATENCY_COLUMNS)}")
+        clean = {}
+        for column, values in self.values.items():
+            array = np.asarray(values, dtype=float).ravel()
+            array = array[~np.isnan(array)]
+            if len(array) > self.ok:
+                raise ValueError(f"SloSample.values[{column!r}]: {len(array)} values from {self.ok} ok requests")
+            clean[column] = array
+        object.__setattr__(self, "values", clean)
+
+    @classmethod
+    def from_arrays(cls, *, ok, unfinished=None, **columns) -> "SloSample":
+        """Per request [N]: `ok` (bool: answered ok), `unfinished` (bool: never answered; None: none
+        was), every other request failed; `columns`: latency column -> [N] seconds, NaN where a request
+        has no value (only the ok requests' are read)."""
+        ok = np.asarray(ok, dtype=bool)
+        unfinished = np.zeros(len(ok), dtype=bool) if unfinished is None else np.asarray(unfinished, dtype=bool)
+        if unfinished.shape != ok.shape or (ok & unfinished).any():
+            raise ValueError("SloSample.from_arrays: `ok` and `unfinished` must be [N] and never both true")
+        values = {}
+        for column, array in columns.items():
+            array = np.asarray(array, dtype=float)
+            if array.shape != ok.shape:
+                raise ValueError(f"SloSample.from_arrays: {column} has {array.shape}, the requests {ok.shape}")
+            values[column] = array[ok]
+        return cls(ok=int(ok.sum()), failed=int((~ok & ~unfinished).sum()), unfinished=int(unfinished.sum()),
+                   values=values)
+
+    @classmethod
+    def from_records(cls, records: Iterable[Record]) -> "SloSample":
+        """Records of one set, as the caller picks them (e.g. a level's measure-phase records): status
+        ok is ok, `incomplete` unfinished, any other failed; TPOT is `Record.tpot_s`. A compare run's
+        records cut off at a slice switch (`switch: "excluded"`) are left out: the load generator
+        stopped them, not the server (reports.paired leaves them out of every statistic too)."""
+        records = [r for r in records if r.switch != CUT_AT_SWITCH]
+        status = [r.status for r in records]
+        return cls.from_arrays(
+            ok=[s == "ok" for s in status], unfinished=[s == "incomplete" for s in status],
+            ttft_s=[r.ttft_s for r in records], tpot_s=[r.tpot_s for r in records],
+            e2e_s=[r.e2e_s for r in records], ttfa_s=[r.ttfa_s for r in records])
+
+    @property
+    def requests(self) -> int:
+        return self.ok + self.failed + self.unfinished
+
+    @property
+    def error_rate(self) -> float | None:
+        """failed / (ok + failed); None when no request was answered either way."""
+        answered = self.ok + self.failed
+        return self.failed / answered if answered else None
+
+    def percentile(self, column: str, q: float = PERCENTILE) -> float | None:
+        """The q-th percentile of one latency column, unfinished requests at +inf (`percentile`)."""
+        return percentile(self.values.get(column, ()), q, self.unfinished)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Whether a set of requests meets the SLO, why not, and the figures it was judged on.
+
+    Attributes:
+        meets: the rule (module docstring) holds.
+        reason: why not, e.g. "error rate 2.0% > 1%", "ttft_s p99 812.0 ms > 500.0 ms",
+            "no ttft_s values"; "" when it meets it.
+        broken_by: "error_rate" or the latency column that broke it; None when it meets it.
+        p99_s: every latency column's p99 in seconds (+inf: unfinished requests in its top 1%;
+            None: no value), set limit or not.
+        error_rate: failed / (ok + failed); None when no request was answered.
+        excess: the worst set p99 over its limit (p99 / limit; +inf for an unbounded or missing
+            one; 0.0 with no limit set): how far a miss is, for a search ranking its misses.
+    """
 
     meets: bool
     reason: str = ""
+    broken_by: str | None = None
+    p99_s: Mapping[str, float | None] = field(default_factory=dict)
+    error_rate: float | None = None
+    excess: float = 0.0
 
 
-def error_rate_ok(error_rate: float | None) -> bool:
-    """At most ERROR_RATE_LIMIT of the finished requests failed (None: no finished request, no errors)."""
-    return error_rate is None or error_rate <= ERROR_RATE_LIMIT
+def judge(slo: SLO, sample: SloSample) -> Judgement:
+    """The rule (module docstring) over one set of requests."""
+    p99_s = {column: sample.percentile(column) for column in LATENCY_COLUMNS}
+    unbounded = f"{sample.unfinished} of {sample.requests} requests never finished"
+    return _judged(slo, p99_s, sample.error_rate, unbounded)
 
 
-def check_level(slo: SLO, error_rate: float | None, p99_s: Mapping[str, float | None]) -> LevelCheck:
-    """The rule (module docstring). `error_rate`: failed / finished requests (`incomplete` ones, still in
-    flight when the level stopped, are neither); `p99_s`: {latency column: p99 in seconds or None}."""
-    if not error_rate_ok(error_rate):
-        return LevelCheck(False, f"error rate {error_rate:.1%} > {ERROR_RATE_LIMIT:.0%}")
-    for column, limit in slo.limits_s().items():
-        p99 = p99_s.get(column)
+def judge_p99s(slo: SLO, p99_s: Mapping[str, float | None], error_rate: float | None = None) -> Judgement:
+    """The same limits over p99s that are not a set's own (`servecap predict`'s: the median over
+    simulated replications of each one's p99): `judge` is this over a sample's p99s and error rate."""
+    return _judged(slo, {column: p99_s.get(column) for column in LATENCY_COLUMNS}, error_rate,
+                   "unfinished requests")
+
+
+def _judged(slo: SLO, p99_s: dict[str, float | None], error_rate: float | None, unbounded: str) -> Judgement:
+    limits = slo.limits_s()
+    excess = max([math.inf if p99_s[c] is None else p99_s[c] / limit for c, limit in limits.items()] or [0.0])
+
+    def verdict(reason: str = "", broken_by: str | None = None) -> Judgement:
+        return Judgement(not reason, reason, broken_by, p99_s, error_rate, excess)
+
+    if error_rate is not None and error_rate > ERROR_RATE_LIMIT:
+        return verdict(f"error rate {error_rate:.1%} > {ERROR_RATE_LIMIT:.0%}", "error_rate")
+    for column, limit in limits.items():
+        p99 = p99_s[column]
         if p99 is None:
-            return LevelCheck(False, f"no {column} values")
+            return verdict(f"no {column} values", column)
+        if math.isinf(p99):
+            return verdict(f"{column} p99 unbounded > {limit * 1000:.1f} ms: {unbounded}", column)
         if p99 > limit:
-            return LevelCheck(False, f"{column} p99 {p99 * 1000:.1f} ms > {limit * 1000:.1f} ms")
-    return LevelCheck(True)
+            return verdict(f"{column} p99 {p99 * 1000:.1f} ms > {limit * 1000:.1f} ms", column)
+    return verdict()
+
 
 
 def add_slo_arguments(parser: Any, *, title: str = "SLO (p99, milliseconds)") -> None:
@@ -123,17 +276,3 @@ def add_slo_arguments(parser: Any, *, title: str = "SLO (p99, milliseconds)") ->
 def slo_from_args(args: Any) -> SLO:
     """The SLO a parser with `add_slo_arguments` read (ValueError names a bad limit)."""
     return SLO(**{name: getattr(args, f"slo_{name}", None) for name in SLO_METRICS})
-
-
-def judge_records(slo: SLO, records) -> LevelCheck:
-    """The rule over a set of measured `contract.records.Record`s (a level's, an arm's)."""
-    import numpy as np
-
-    finished = [r for r in records if r.status != "incomplete"]
-    ok = [r for r in finished if r.status == "ok"]
-    error_rate = (len(finished) - len(ok)) / len(finished) if finished else None
-    p99 = {}
-    for column in SLO_METRICS.values():
-        values = [v for v in (getattr(r, column) for r in ok) if v is not None]
-        p99[column] = float(np.percentile(values, 99)) if values else None
-    return check_level(slo, error_rate, p99)

@@ -21,7 +21,7 @@ from reports.notices import machine_drift_levels, unstable_levels
 from reports.predict.per_level import CALIBRATED_REPLICATIONS, add_predictions
 from reports.page.render import sections, to_html, to_markdown
 from reports.run_data import RunData, load_run
-from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings
+from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings, slo_samples
 from reports.predict.validation import REPLICATIONS, keys_of, validate
 from reports.quality.carry import read_quality
 from reports.verdict import build_verdict
@@ -90,7 +90,8 @@ def build_summary(data: RunData, options: ReportOptions,
                     replications=min(options.replications, CALIBRATED_REPLICATIONS),
                     held_out=validation.summary["predictions"])
     price = resolve_price(data.run, options.gpu_hourly, options.gpu)
-    verdict = build_verdict(levels, slo, cost=lambda point: cost_per_million(point, price))
+    verdict = build_verdict(levels, slo, cost=lambda point: cost_per_million(point, price),
+                            samples=slo_samples(data))
     quality, unreadable = read_quality(data.run_dir)
     return {"run": data.run_json, "levels": levels, "validation": validation.summary, "verdict": verdict,
             "missing": list(data.missing) + ([unreadable] if unreadable else []), "loadgen_warnings": loadgen_warnings(data.run, levels),
@@ -170,11 +171,11 @@ def write_classic_report(data: RunData, options: ReportOptions, step: Callable[[
     from reports.classic.summary import best_level, classic_levels
 
     step("summarising the levels")
-    levels = classic_levels(data)
+    limit_ms = options.slo_for(data.run).e2e_ms
+    levels = classic_levels(data, SLO(e2e_ms=limit_ms))
     targets = list(dict.fromkeys(str(level).split("/")[0] for level in (lv["level"] for lv in levels)))
     quality = compare(read_predictions(data.run_dir, targets))
-    limit_ms = options.slo_for(data.run).e2e_ms
-    best = best_level(levels, limit_ms / 1e3 if limit_ms is not None else None)
+    best = best_level(levels)
     summary = jsonable({"scenario": data.run.workload.scenario, "run": data.run_json, "slo_e2e_ms": limit_ms,
                         "answer": page.answer(levels, limit_ms),
                         "best_level": best["level"] if best else None, "levels": levels, "predictions": quality,

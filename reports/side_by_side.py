@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from reports import answer
@@ -29,9 +29,9 @@ from reports.page.render import answer_sections, levels_section, to_html, to_mar
 from reports.report import ReportOptions, ReportResult, jsonable
 from reports.run_data import RunData, load_run
 from reports.speculation import measured_crossover
-from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings
+from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings, slo_samples
 from reports.verdict import build_verdict
-from contract.slo import SLO
+from contract.slo import SLO, SloSample
 
 LABELS = "ABCDEFGH"
 
@@ -50,6 +50,7 @@ class Side:
     drift: list[dict]           # reports.notices.machine_drift_levels, prefixed
     engine: dict | None = None  # the run's /v1/engine description (run.json), the first engine's
     quality: dict | None = None # its quality.json (`servecap quality`), when it has one
+    samples: dict[str, SloSample] = field(default_factory=dict)   # {prefixed level id: its requests, judged}
 
 
 def is_compare_dir(run_dir: str | Path) -> bool:
@@ -67,6 +68,12 @@ def _prefixed(level: dict, label: str, strategy: str | None) -> dict:
     return out
 
 
+def _samples(samples: dict[str, SloSample], label: str, levels: list[dict]) -> dict[str, SloSample]:
+    """The SLO samples (reports.summary.slo_samples) of `levels`, a run's or one arm's, under their
+    prefixed level ids."""
+    return {f"{label}: {lvl['level']}": samples[lvl["level"]] for lvl in levels}
+
+
 def _notes(data: RunData, levels: list[dict], label: str) -> list[str]:
     return [f"{label}: {note}" for note in [*data.missing, *loadgen_warnings(data.run, levels)]]
 
@@ -82,7 +89,8 @@ def run_side(run_dir: str | Path, label: str, options: ReportOptions, slo: SLO |
     return Side(label, data.run_dir.name, answer.setup_detail(data.run_json),
                 [_prefixed(lvl, label, lvl["strategy"]) for lvl in levels],
                 resolve_price(data.run, options.gpu_hourly, options.gpu), notes,
-                unstable, drift, _first_engine(data.run_json), quality), slo
+                unstable, drift, _first_engine(data.run_json), quality,
+                _samples(slo_samples(data), label, levels)), slo
 
 
 def _first_engine(run_json: dict) -> dict | None:
@@ -112,12 +120,14 @@ def arm_sides(run_dir: str | Path, options: ReportOptions) -> tuple[list[Side], 
     levels = build_levels(data, slo)
     price = resolve_price(data.run, options.gpu_hourly, options.gpu)
     notes = [*data.missing, *loadgen_warnings(data.run, levels)]   # one run: said once, on the first side
+    samples = slo_samples(data)
     sides = []
     for arm, info in sorted(data.run.compare.arms.items()):
         label = arm.upper()
+        mine = [lvl for lvl in levels if lvl["strategy"] == arm]
         sides.append(Side(label, info.label(), answer.setup_detail(data.run_json),
-                          [_prefixed(lvl, label, None) for lvl in levels if lvl["strategy"] == arm], price,
-                          notes if not sides else [], [], []))
+                          [_prefixed(lvl, label, None) for lvl in mine], price,
+                          notes if not sides else [], [], [], samples=_samples(samples, label, mine)))
     return sides, slo
 
 
@@ -129,7 +139,8 @@ def combined_summary(sides: list[Side], slo: SLO) -> dict:
     def cost(point: dict) -> dict:
         return cost_per_million(point, prices[point["level"].split(":", 1)[0]])
 
-    verdict = build_verdict(levels, slo, cost)
+    samples = {level: sample for side in sides for level, sample in side.samples.items()}
+    verdict = build_verdict(levels, slo, cost, samples)
     return {"run": {"side_by_side": [{"label": s.label, "name": s.name, "setup": s.setup} for s in sides]},
             "levels": levels, "verdict": verdict, "metrics": list(LATENCY_METRICS),
             "speculation_crossover": measured_crossover(levels),

@@ -26,7 +26,7 @@ from reports.stats import summarize
 from contract.level_windows import span, total_s
 from contract.loadgen_meta import LATENESS_P99_LIMIT_S
 from contract.run_json import RunInfo
-from contract.slo import SLO
+from contract.slo import CUT_AT_SWITCH, LATENCY_COLUMNS, SLO, SloSample
 
 LATENCY_METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
 # Coordinated omission: a request a cap or a busy user held back waited `queue_s` before it was sent;
@@ -70,6 +70,21 @@ def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None
                              default_strategy, data, series, warmups.get(level, np.empty((0, 2))))
         levels.append(entry)
     return levels
+
+
+def slo_samples(data: RunData) -> dict[str, SloSample]:
+    """{level id: its measure-phase requests as the SLO's judge reads them} (reports.verdict): the
+    `incomplete` ones (in flight when the level stopped) unfinished, other statuses but ok failed; a
+    compare run's requests cut off at a slice switch left out (SloSample.from_records)."""
+    records = data.records
+    judged = (records["phase"] == "measure") & records["switch"].astype(object).ne(CUT_AT_SWITCH)
+    out = {}
+    for level, frame in records[judged].groupby("level", sort=False, observed=True):
+        status = frame["status"]
+        out[str(level)] = SloSample.from_arrays(ok=(status == "ok").to_numpy(),
+                                                unfinished=(status == "incomplete").to_numpy(),
+                                                **{c: frame[c].to_numpy(dtype=float) for c in LATENCY_COLUMNS})
+    return out
 
 
 def _itl_by_level(data: RunData, ok_measure: np.ndarray) -> dict[str, np.ndarray]:

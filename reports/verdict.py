@@ -1,16 +1,19 @@
 """The verdict: max sustainable load per SLO at p99 (with confidence), the knee, the operating point.
 
-Whether a level meets the SLO is the contract's one rule (contract.slo.check_level),
-the same `servecap sweep --auto` steers by; the confidence grading is the report's own.
-Pure: summary level objects in, dicts out.
+Whether a level meets the SLO is the contract's one judge (contract.slo.judge) over the level's
+measure-phase requests (`samples`: reports.summary.slo_samples), the same `servecap sweep --auto`
+steers by; the confidence grading is the report's own. Pure: summary level objects in, dicts out.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
 import numpy as np
 
 from calculators.cost import slo_operating_point
-from contract.slo import SLO, check_level, error_rate_ok
+from contract.slo import SLO, Judgement, SloSample, judge
 
 MIN_COUNT_FOR_P99 = 100  # below 100 values a p99 is just the sample maximum: never `high` confidence
 KNEE_METRIC = "e2e_s"
@@ -27,23 +30,23 @@ def by_strategy(levels: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
-def _check(level: dict, slo: SLO) -> tuple[bool, bool, str]:
-    """(meets at p99, meets with the whole p99 95% CI under the limit, reason if not met)."""
-    limits = slo.limits_s()
-    check = check_level(slo, level["error_rate"], {metric: level["metrics"][metric]["p99"] for metric in limits})
-    if not check.meets:
-        return False, False, check.reason
+def _check(level: dict, slo: SLO, sample: SloSample) -> tuple[Judgement, bool]:
+    """(the judge's verdict on the level's requests, whether it also meets it with the whole p99 95% CI
+    of its table under the limit)."""
+    judged = judge(slo, sample)
+    if not judged.meets:
+        return judged, False
     confident = True
-    for metric, limit in limits.items():
+    for metric, limit in slo.limits_s().items():
         stats = level["metrics"][metric]
         ci = stats.get("p99_ci95")
         confident &= ci is not None and ci[1] <= limit and stats.get("count", 0) >= MIN_COUNT_FOR_P99
-    return True, confident, ""
+    return judged, confident
 
 
-def max_sustainable(levels: list[dict], slo: SLO) -> list[dict]:
+def max_sustainable(levels: list[dict], slo: SLO, samples: Mapping[str, SloSample]) -> list[dict]:
     """Per strategy and per SLO (plus `all`): the highest level, walking up the offered load,
-    before the first level whose p99 breaks the limit.
+    before the first level that does not meet it. `samples`: {level id: its measure-phase requests}.
 
     `confidence` is `high` when the p99's 95% CI upper bound is also under the
     limit and the p99 rests on at least MIN_COUNT_FOR_P99 values, `low` when only
@@ -60,11 +63,12 @@ def max_sustainable(levels: list[dict], slo: SLO) -> list[dict]:
     for strategy, group in by_strategy(levels).items():
         for name, check_slo in checks.items():
             check_limits = check_slo.limits_s()
-            best, confident_level, failing, reason = None, None, None, ""
+            best, confident_level, failing = None, None, None
+            judged = {}
             for level in group:
-                ok, confident, why = _check(level, check_slo)
-                if not ok:
-                    failing, reason = level["level"], why
+                judged[level["level"]], confident = _check(level, check_slo, samples[level["level"]])
+                if not judged[level["level"]].meets:
+                    failing = level
                     break
                 best = level
                 confident_level = level if confident else confident_level
@@ -79,27 +83,28 @@ def max_sustainable(levels: list[dict], slo: SLO) -> list[dict]:
                 "p99_ci95": best["metrics"][name]["p99_ci95"] if best and name != "all" else None,
                 "confidence": None if best is None else ("high" if best is confident_level else "low"),
                 "confident_level": confident_level["level"] if confident_level else None,
-                "first_failing_level": failing, "failing_reason": reason or None,
-                "interpolated": _interpolated(group, best, failing, name, check_limits),
+                "first_failing_level": failing["level"] if failing else None,
+                "failing_reason": judged[failing["level"]].reason if failing else None,
+                "interpolated": _interpolated(best, failing, judged, name, check_limits),
             })
     return out
 
 
-def _interpolated(group: list[dict], best: dict | None, failing: str | None, metric: str,
+def _interpolated(best: dict | None, failing: dict | None, judged: dict[str, Judgement], metric: str,
                   limits: dict[str, float]) -> dict | None:
     """Where p99 crosses the limit between the last passing and the first failing level, by linear
-    interpolation of load and throughput (calculators.cost.slo_operating_point); None when the
-    failure is not that metric's latency (errors, `all`) or there is no bracketing pair."""
-    if metric == "all" or best is None or failing is None:
+    interpolation of load and throughput (calculators.cost.slo_operating_point) over the p99s the
+    judge read; None when the failure is not that metric's finite p99 (errors, unfinished requests,
+    no values, `all`) or there is no bracketing pair."""
+    if metric == "all" or best is None or failing is None or not failing["output_tokens_per_s"]:
         return None
-    pair = [lvl for lvl in group if lvl["level"] in (best["level"], failing)]
-    if len(pair) != 2 or pair[1]["metrics"][metric]["p99"] is None or not pair[1]["output_tokens_per_s"]:
+    broke = judged[failing["level"]]
+    if broke.broken_by != metric or broke.p99_s[metric] is None or not math.isfinite(broke.p99_s[metric]):
         return None
-    if not error_rate_ok(pair[1]["error_rate"]):
-        return None
+    pair = (best, failing)
     point = slo_operating_point([next(iter(lvl["offered"].values())) for lvl in pair],
                                 [lvl["output_tokens_per_s"] for lvl in pair],
-                                [lvl["metrics"][metric]["p99"] for lvl in pair], limits[metric])
+                                [judged[lvl["level"]].p99_s[metric] for lvl in pair], limits[metric])
     if point is None or not point.interpolated:
         return None
     return {"offered_load": point.load, "output_tokens_per_s": point.throughput}
@@ -172,9 +177,10 @@ def cost_by_strategy(levels: list[dict], sustainable: list[dict], cost: callable
     return out
 
 
-def build_verdict(levels: list[dict], slo: SLO, cost: callable) -> dict:
-    """summary.json's `verdict`; `cost(operating_point) -> dict` prices the operating point."""
-    sustainable = max_sustainable(levels, slo)
+def build_verdict(levels: list[dict], slo: SLO, cost: callable, samples: Mapping[str, SloSample]) -> dict:
+    """summary.json's `verdict`; `cost(operating_point) -> dict` prices the operating point; `samples`:
+    {level id: its measure-phase requests} (reports.summary.slo_samples)."""
+    sustainable = max_sustainable(levels, slo, samples)
     knees = {strategy: knee(group) for strategy, group in by_strategy(levels).items()}
     point = operating_point(levels, sustainable, knees)
     return {

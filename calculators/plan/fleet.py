@@ -12,9 +12,9 @@ A request sent while no replica is ready waits at the router (a scale-from-zero 
 out when the first replica is ready. A replica the autoscaler removes takes no new requests and
 finishes what it has (a drained pod); it is billed until then. A fault kills a replica, and a fixed
 fleet's Deployment starts its replacement, which is ready a cold start later. The requests it held
-fail (they never finish: every window's p99 counts them as unbounded), as they do behind vLLM's
-router: it retries a request that found no worker, but not a response already streaming, and a
-replica streams its response's head at once. With `retry_lost` (a client that retries) they are
+fail (they never finish, and count against their window's error rate: `FleetRun.lost`), as they
+do behind vLLM's router: it retries a request that found no worker, but not a response already
+streaming, and a replica streams its response's head at once. With `retry_lost` (a client that retries) they are
 sent again at that moment instead, keeping their first send time.
 
 Replicas are billed from the moment they are asked for (a GPU is held through the cold start) until

@@ -40,11 +40,17 @@ class FleetRun:
     lives: list[ReplicaLife]
     decisions: list[tuple[float, int, int]]   # (t, replicas wanted, replicas ready) at each autoscaler decision
     horizon_s: float
-    lost: np.ndarray | None = None  # bool: failed with its replica (never finished)
+    lost: np.ndarray | None = None  # bool: failed, never to finish: lost with a killed replica (a real fleet: an error)
+    first_answer_s: np.ndarray | None = None   # first answer token after any reasoning (None: nothing reasons,
+                                               # it is the first token)
 
     @property
     def ttft_s(self) -> np.ndarray:
         return self.first_token_s - self.send_s
+
+    @property
+    def ttfa_s(self) -> np.ndarray:
+        return (self.first_token_s if self.first_answer_s is None else self.first_answer_s) - self.send_s
 
     @property
     def e2e_s(self) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 from calculators.plan.demand import Demand
 from calculators.plan.fleet import Fault, FleetConfig, run_fleet
 from calculators.plan.fleet_run import FleetRun
-from calculators.plan.outcome import Outcome, SloLimits, outcome
+from calculators.plan.outcome import Outcome, PlanSlo, outcome
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Judged:
     outcome: Outcome
 
 
-def judge(demand: Demand, config: FleetConfig, slo: SloLimits, *, window_s: float, min_requests: int = 1,
+def judge(demand: Demand, config: FleetConfig, slo: PlanSlo, *, window_s: float, min_requests: int = 1,
           on_progress: Callable[[int, int], None] | None = None) -> Judged:
     run = run_fleet(demand, config, on_progress)
     spec = config.replica
@@ -46,7 +46,7 @@ def peak_time(demand: Demand, window_s: float) -> float:
     return (int(np.argmax(counts)) + 0.5) * window_s
 
 
-def n_plus_one(demand: Demand, config: FleetConfig, slo: SloLimits, *, window_s: float,
+def n_plus_one(demand: Demand, config: FleetConfig, slo: PlanSlo, *, window_s: float,
                min_requests: int = 1) -> Judged:
     """The plan with the busiest replica killed at the demand's peak, besides any faults it already has."""
     fault = Fault(peak_time(demand, window_s))
@@ -54,7 +54,7 @@ def n_plus_one(demand: Demand, config: FleetConfig, slo: SloLimits, *, window_s:
                  min_requests=min_requests)
 
 
-def cheapest_static(demand: Demand, config: FleetConfig, slo: SloLimits, *, window_s: float, max_replicas: int,
+def cheapest_static(demand: Demand, config: FleetConfig, slo: PlanSlo, *, window_s: float, max_replicas: int,
                     min_requests: int = 1, progress: Callable[[str], None] | None = None) -> Judged | None:
     """The fewest fixed replicas (no autoscaler) that meet the attainment target, by bisection over
     1..max_replicas; None when even max_replicas do not (said so, never the cap as an answer)."""
@@ -81,7 +81,7 @@ def cheapest_static(demand: Demand, config: FleetConfig, slo: SloLimits, *, wind
     return tried[high]
 
 
-def breach_probability(make_demand: Callable[[int], Demand], config: FleetConfig, slo: SloLimits, *,
+def breach_probability(make_demand: Callable[[int], Demand], config: FleetConfig, slo: PlanSlo, *,
                        replications: int, window_s: float, min_requests: int = 1) -> tuple[float, list[float]]:
     """(share of replications missing the target, each one's attainment); replication r reseeds the
     fleet with seed + r and asks `make_demand(r)` for its demand (a trace gives the same one)."""
@@ -94,7 +94,7 @@ def breach_probability(make_demand: Callable[[int], Demand], config: FleetConfig
     return (sum(misses) / len(misses) if misses else float("nan")), attainments
 
 
-def search_targets(demand: Demand, config: FleetConfig, slo: SloLimits, targets: list[float], *, window_s: float,
+def search_targets(demand: Demand, config: FleetConfig, slo: PlanSlo, targets: list[float], *, window_s: float,
                    min_requests: int = 1, progress: Callable[[str], None] | None = None) -> tuple[Judged | None, list]:
     """The autoscaler target among `targets` whose plan meets the attainment target at the least cost
     (GPU-hours when there is no price); (best or None, [(target, attainment, gpu_hours, usd)])."""

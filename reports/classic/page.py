@@ -25,10 +25,10 @@ SPLIT_NOTE = (
 
 
 def answer(levels: list[dict], p99_limit_ms: float | None) -> list[str]:
-    best = best_level(levels, p99_limit_ms / MS if p99_limit_ms is not None else None)
+    best = best_level(levels)
     limit = f"p99 E2E <= {p99_limit_ms:g} ms" if p99_limit_ms is not None else "no latency limit given"
     if best is None:
-        return [f"No level met {limit} without errors."]
+        return [f"No level met {limit} with at most 1% of its requests failing."]
     unit = best.get("unit", "rows")
     rows = f" ({best['rows_per_s']:.0f} {unit}/s at {best['rows_per_request']:.1f} {unit} per request)"
     text = (f"Highest throughput with {limit}: **{best['req_per_s']:.0f} req/s**{rows} at {best['offered']} "

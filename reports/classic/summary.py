@@ -1,21 +1,26 @@
 """Per level of a classic model's sweep: throughput (requests per second, and rows per second for a
 classifier or input tokens per second for an embedding model), latency percentiles, the server's split
-of a request (`server_split`), the batches it formed, and the memory in use."""
+of a request (`server_split`), the batches it formed, the memory in use, and whether it meets the SLO
+(the contract's judge over its measure-phase requests, as every other level is judged)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from contract.slo import SLO, SloSample, judge
 from reports.classic.server_split import level_split
 from reports.run_data import RunData
+from reports.summary import slo_samples
 
 PERCENTILES = (50, 95, 99)
 
 
-def classic_levels(data: RunData) -> list[dict]:
-    """One dict per level, in the order the run planned them."""
+def classic_levels(data: RunData, slo: SLO) -> list[dict]:
+    """One dict per level, in the order the run planned them; `meets_slo` and `why_not` judge its
+    measure-phase requests against `slo` (contract.slo.judge)."""
     records = data.records
+    samples = slo_samples(data)
     windows = data.level_windows()
     model = data.run.server.served_model
     unit = "tokens" if data.run.workload.scenario == "embed" else "rows"   # what a record's prompt_tokens counts
@@ -26,8 +31,10 @@ def classic_levels(data: RunData) -> list[dict]:
         measured = rows[rows["phase"] == "measure"]
         ok = measured[measured["status"] == "ok"]
         spans = windows.get(level) or []
+        judged = judge(slo, samples.get(level, SloSample(ok=0)))
+        verdict = {"meets_slo": judged.meets, "why_not": judged.reason or None}
         if ok.empty or not spans:
-            out.append({"level": level, "requests": 0, "errors": int((measured["status"] != "ok").sum())})
+            out.append({"level": level, "requests": 0, "errors": int((measured["status"] != "ok").sum()), **verdict})
             continue
         seconds = sum(end - start for start, end in spans)
         e2e = ok["e2e_s"].to_numpy(dtype=float)
@@ -47,15 +54,15 @@ def classic_levels(data: RunData) -> list[dict]:
             "e2e_mean_s": float(e2e.mean()),
             "server": level_split(data.server_metrics, model, span, ok["t_end"].to_numpy(dtype=float), e2e),
             "memory": _memory(data.samples, span),
+            **verdict,
         }
         out.append(entry)
     return out
 
 
-def best_level(levels: list[dict], p99_limit_s: float | None) -> dict | None:
-    """The level of highest throughput (req/s) whose p99 meets the limit (any p99 without one)."""
-    meeting = [lv for lv in levels if lv.get("req_per_s") and not lv["errors"]
-               and (p99_limit_s is None or lv["e2e_p99_s"] <= p99_limit_s)]
+def best_level(levels: list[dict]) -> dict | None:
+    """The level of highest throughput (req/s) among those that meet the SLO (`meets_slo`)."""
+    meeting = [lv for lv in levels if lv.get("req_per_s") and lv["meets_slo"]]
     return max(meeting, key=lambda lv: lv["req_per_s"]) if meeting else None
 
 

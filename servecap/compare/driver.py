@@ -248,13 +248,13 @@ class PairedSlices:
         if not slo.is_set:
             return []
         from contract.records import Record
-        from contract.slo import judge_records
+        from contract.slo import SloSample, judge
 
         rows = [Record.from_dict(row) for row in read_records(self.records)]
         notes = []
         for arm in sorted(self.live):
             measured = [r for r in rows if r.arm == arm and r.phase == "measure"]
-            verdict = judge_records(slo, measured)
+            verdict = judge(slo, SloSample.from_records(measured))   # cut off at a switch: in no set
             notes.append(f"arm {arm.upper()} {'meets' if verdict.meets else 'misses'} the SLO over its measured "
                          f"slices" + ("" if verdict.meets else f" ({verdict.reason})"))
         return notes

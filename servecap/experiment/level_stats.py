@@ -9,21 +9,20 @@ the tokens that arrived in it (`served_spread`).
 
 Steering only (progress bar, --auto's ramp and bisection, flagging an unstable level);
 the report computes the published numbers. Whether a level meets the SLO is the
-contract's one rule (contract.slo.check_level) over the same inputs the
-report's verdict gives it: the error rate of finished measure-phase requests and the
-p99s (numpy's linear percentile) over the ok ones.
+contract's one judge (contract.slo.judge) over the level's measure-phase requests, the set the
+report's verdict judges.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from reports.diagnostics.machine_speed import busy_share_over, speed_index, speed_index_over
 from contract.level_windows import inside, level_windows, total_s
 from contract.records import Record
-from contract.slo import SLO, LevelCheck, check_level
+from contract.slo import SLO, Judgement, SloSample, judge, percentile
 
 STABILITY_WINDOWS = 3
 
@@ -36,7 +35,8 @@ class LevelStats:
         requests: finished measure-phase records (any status but `incomplete`).
         errors: those whose status is not ok.
         incomplete: still in flight when the level stopped (neither ok nor an error).
-        p99_ttft_s, p99_tpot_s, p99_e2e_s, p99_ttfa_s: over ok records (None when there are no values).
+        p99_ttft_s, p99_tpot_s, p99_e2e_s, p99_ttfa_s: over ok records (None when there are no values), as
+            the report's tables show them.
         output_tokens_per_s: ok output tokens over the measure span.
         request_rate_rps: ok requests over the measure span (a rate sweep's probes set its rates by it).
         window_throughputs: output tokens/s in STABILITY_WINDOWS equal slices of the span, each token
@@ -54,6 +54,7 @@ class LevelStats:
         rounds: the rounds the level was measured in (contract.level_windows).
         window_offered: an open loop's output tokens/s that arrived per window (each request's tokens
             at its send; None for a closed loop), for `served_spread`.
+        slo_sample: the measure-phase requests as the SLO's judge reads them (`check`).
     """
 
     requests: int
@@ -73,6 +74,7 @@ class LevelStats:
     window_offered: tuple[float, ...] | None = None
     request_rate_rps: float | None = None
     p99_ttfa_s: float | None = None
+    slo_sample: SloSample = field(default_factory=lambda: SloSample(ok=0))
 
     @property
     def error_rate(self) -> float | None:
@@ -159,13 +161,13 @@ class LevelStats:
                 and self.spread > tolerance)
 
     def p99(self, column: str) -> float | None:
-        """The p99 of a latency column (`ttft_s`, `tpot_s`, `e2e_s`, `ttfa_s`) over the ok records."""
+        """The p99 of a latency column (`ttft_s`, `tpot_s`, `e2e_s`, `ttfa_s`) over the ok records, as the
+        report's tables show it (the judge's p99 also counts unfinished requests: `check`)."""
         return {"ttft_s": self.p99_ttft_s, "tpot_s": self.p99_tpot_s, "e2e_s": self.p99_e2e_s,
                 "ttfa_s": self.p99_ttfa_s}[column]
 
-    def check(self, slo: SLO) -> LevelCheck:
-        return check_level(slo, self.error_rate, {column: self.p99(column) for column in
-                                                  ("ttft_s", "tpot_s", "e2e_s", "ttfa_s")})
+    def check(self, slo: SLO) -> Judgement:
+        return judge(slo, self.slo_sample)
 
 
 def _spread(values) -> float | None:
@@ -187,10 +189,6 @@ def _grouped(values, durations: list[float]) -> tuple[float, ...] | None:
     values, durations = np.asarray(values, dtype=float), np.asarray(durations, dtype=float)
     return tuple(float(np.average(values[g], weights=durations[g])) if durations[g].sum() > 0 else float(values[g].mean())
                  for g in groups)
-
-
-def _p99(values: list[float]) -> float | None:
-    return float(np.percentile(values, 99)) if values else None
 
 
 def _request_rates(ok: list[Record], spans: list[tuple[float, float]]) -> tuple[float, ...] | None:
@@ -290,7 +288,9 @@ def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
             rates = _request_rates(lived, list(zip(edges[:-1], edges[1:])))
             offered = _offered_rates([r for r in records if r.level == level], list(zip(edges[:-1], edges[1:])))
     return LevelStats(len(finished), len(finished) - len(ok), len(mine) - len(finished),
-                      _p99(ttft), _p99(tpot), _p99(e2e), throughput, windows, speed, rounds=max(len(spans), 1),
+                      percentile(ttft, 99), percentile(tpot, 99), percentile(e2e, 99), throughput, windows, speed,
+                      rounds=max(len(spans), 1),
                       busy_share=busy, spans=tuple(spans), window_request_rates=rates, fixed_share=_fixed_share(timed),
                       window_offered=offered, request_rate_rps=request_rate,
-                      p99_ttfa_s=_p99([r.ttfa_s for r in ok if r.ttfa_s is not None]))
+                      p99_ttfa_s=percentile([r.ttfa_s for r in ok if r.ttfa_s is not None], 99),
+                      slo_sample=SloSample.from_records(mine))

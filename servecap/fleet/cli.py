@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _plan(args):
-    from calculators.plan.outcome import SloLimits
+    from calculators.plan.outcome import PlanSlo
+    from contract.slo import slo_from_args
     from servecap.plan.flags import (autoscaler_from_flags, check_shared_flags, demand_spec_from_flags,
                                      fault_from_flag)
     from servecap.plan.run import build_demand
@@ -91,8 +92,7 @@ def _plan(args):
     if not (args.cold_start_s >= 0):
         raise ValueError(f"--cold-start-s must be seconds >= 0, got {args.cold_start_s}")
     check_shared_flags(args)
-    slo = SloLimits(*(None if v is None else v / 1e3 for v in (args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms)),
-                    attainment=args.attainment)
+    slo = PlanSlo(slo_from_args(args), attainment=args.attainment)
     autoscaler = autoscaler_from_flags(args)
     if autoscaler is None and args.replicas is None:
         raise ValueError("give --replicas N (a fixed fleet) or --min-replicas/--max-replicas (autoscaled)")

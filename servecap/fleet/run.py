@@ -10,7 +10,7 @@
    answered (`x-servecap-replica`).
 4. The controller stops, the replicas stop, and the fleet's own files are written beside the sweep's:
    fleet_timeline.csv (every action), fleet.json (the replicas' lives, the decisions, and the run
-   judged per SLO window by the plan's own rule, `calculators.plan.outcome`).
+   judged per SLO window as the plan judges its windows, `calculators.plan.outcome`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ from calculators.plan.autoscaler import AutoscalerConfig
 from calculators.plan.demand import Demand
 from calculators.plan.fleet import Fault
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
-from calculators.plan.outcome import SloLimits, outcome
+from calculators.plan.outcome import PlanSlo, outcome
 from contract.records import RECORDS_FILE, read_records
-from contract.slo import SLO
 from servecap.fleet.controller import FleetClock, FleetController
 from servecap.fleet.demand_file import write_demand
 from servecap.fleet.replica_metrics import replica_load
@@ -63,7 +62,7 @@ class FleetSpec:
     cold_start_s: float
     autoscaler: AutoscalerConfig | None
     faults: tuple[Fault, ...]
-    slo: SloLimits
+    slo: PlanSlo
     window_s: float
     out: Path
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
@@ -177,7 +176,6 @@ def _replay(plan: FleetSpec, router_url: str, demand_path: Path) -> Experiment:
     """The demand as a trace through the router: one url target, no warm-up (the plan counts every request)."""
     from contract.load import LoadSpec
 
-    limits = plan.slo
     workload = replace(plan.workload, trace=str(demand_path), trace_speedup=1.0, output_tokens=None,
                        prompt_tokens=WorkloadSpec().prompt_tokens,
                        trace_block_tokens=plan.demand.prefix_block_tokens or WorkloadSpec().trace_block_tokens)
@@ -185,28 +183,32 @@ def _replay(plan: FleetSpec, router_url: str, demand_path: Path) -> Experiment:
     return Experiment(out_dir=str(plan.out), targets=(TargetSpec("url", None, url=router_url,
                                                                  served_model=plan.model),),
                       workload=workload, load=LoadSpec(warmup_s=0.0),
-                      slo=SLO(*(None if v is None else v * 1e3 for v in (limits.ttft_s, limits.tpot_s, limits.e2e_s))),
+                      slo=plan.slo.slo,
                       options=replace(plan.options, observe_server=False))
 
 
 # -- what the run left ---------------------------------------------------------------------------------
 def records_as_run(records: list[dict], t0_unix: float, lives: list[ReplicaLife], decisions, horizon_s: float,
                    names: dict[str, int]) -> FleetRun:
-    """The measured run in the plan's terms: per request (in send order) its send, first token and end on
-    the fleet's clock (NaN: it failed or never finished), and the replica that answered."""
+    """The measured run in the plan's terms: per request (in send order) its send, first token, first
+    answer token and end on the fleet's clock (NaN: it failed or never finished), whether it failed
+    (`lost`: any status but ok and `incomplete`), and the replica that answered."""
     rows = sorted((r for r in records if r.get("t_sched") is not None), key=lambda r: r["t_sched"])
     send = np.array([r["t_sched"] - t0_unix for r in rows], dtype=float)
     ok = np.array([r["status"] == "ok" for r in rows])
     start = np.array([r["t_start"] - t0_unix for r in rows], dtype=float)
     ttft = np.array([np.nan if r.get("ttft_s") is None else r["ttft_s"] for r in rows], dtype=float)
+    ttfa = np.array([np.nan if r.get("ttfa_s") is None else r["ttfa_s"] for r in rows], dtype=float)
     e2e = np.array([np.nan if r.get("e2e_s") is None else r["e2e_s"] for r in rows], dtype=float)
+    failed = np.array([r["status"] not in ("ok", "incomplete") for r in rows], dtype=bool)
     first = np.where(ok, start + ttft, np.nan)
     end = np.where(ok, start + e2e, np.nan)
     output = np.array([r.get("output_tokens") or 0 for r in rows], dtype=np.int64)
     replica = np.array([names.get(r.get("replica") or "", -1) if r["status"] == "ok" else -1 for r in rows],
                        dtype=np.int64)
     return FleetRun(send, first, end, output, replica, np.zeros(len(rows), dtype=bool), lives, list(decisions),
-                    max(horizon_s, float(np.nanmax(end)) if ok.any() else horizon_s))
+                    max(horizon_s, float(np.nanmax(end)) if ok.any() else horizon_s), lost=failed,
+                    first_answer_s=np.where(ok, start + ttfa, np.nan))
 
 
 def _lives(pool: ReplicaPool) -> list[ReplicaLife]:

@@ -24,7 +24,8 @@ from pathlib import Path
 from rich.console import Console
 
 from calculators.plan.fleet import FleetConfig, ReplicaSpec
-from calculators.plan.outcome import SloLimits
+from calculators.plan.outcome import PlanSlo
+from contract.slo import slo_from_args
 from calculators.plan.router import ROUTER_POLICIES
 from contract.options import CommandParser, add_config_option, add_output_arguments, out_dir, parse_command_line
 from servecap.plan.flags import (add_demand_flags, add_replica_flags, add_scaling_flags, add_slo_flags,
@@ -111,9 +112,8 @@ def _inputs(args) -> dict:
         raise ValueError(f"--replications must be at least 1, got {args.replications}")
     if args.router not in ROUTER_POLICIES:
         raise ValueError(f"--router {args.router!r}: unknown policy; use one of {', '.join(ROUTER_POLICIES)}")
-    slo = SloLimits(*(None if v is None else v / 1e3 for v in (args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms)),
-                    attainment=args.attainment)
-    if not slo.given:
+    slo = PlanSlo(slo_from_args(args), attainment=args.attainment)
+    if not slo.slo.is_set:
         raise ValueError("give at least one SLO: --slo-ttft-ms, --slo-tpot-ms or --slo-e2e-ms")
     autoscaler = autoscaler_from_flags(args)
     if autoscaler is None and args.replicas is None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from calculators.plan.demand import Demand, diurnal_with_bursts, from_rows, rate_curve_arrivals
 from calculators.plan.fleet import FleetConfig
-from calculators.plan.outcome import SloLimits
+from calculators.plan.outcome import PlanSlo
 from calculators.plan.planner import Judged, breach_probability, cheapest_static, judge, search_targets
 from calculators.plan.planner import n_plus_one as lose_one_at_peak
 from calculators.sim.step_model import StepTimeModel
@@ -68,7 +68,7 @@ def _summary(judged: Judged) -> dict:
             **{f"{m.removesuffix('_s')}_{q}_s": getattr(o, q)[m] for q in ("p50", "p99") for m in o.p50}}
 
 
-def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: SloLimits, window_s: float,
+def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: PlanSlo, window_s: float,
              search: str, static_max: int, replications: int, n_plus_one: bool, band: float | None,
              progress: Callable[[str], None]) -> dict:
     """`demand` is `build_demand(demand_spec)`, built by the caller (where its errors are the user's)."""
@@ -131,8 +131,8 @@ def _describe_lora(config: FleetConfig) -> dict | None:
             "models_in_mix": None if mix is None else len(mix.names)}
 
 
-def _describe_slo(slo: SloLimits, window_s: float) -> dict:
-    return {**{f"{k.removesuffix('_s')}_p99_ms": v * 1e3 for k, v in slo.given.items()},
+def _describe_slo(slo: PlanSlo, window_s: float) -> dict:
+    return {**{f"{name.removesuffix('_ms')}_p99_ms": limit for name, limit in slo.slo.to_dict().items()},
             "attainment": slo.attainment, "window_s": window_s}
 
 

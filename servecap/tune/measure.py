@@ -2,19 +2,19 @@
 target (a one-target run of the runner into RUN/configs/NN), then the throughput and p99s of its best
 level under the SLO.
 
-A classic model (classify, embed) is judged on requests/s, an LLM on output tokens/s; every level is
-judged against the SLO by the contract's one rule (through the runner's level results), so a
-configuration meets the SLO here exactly when the same level would in a sweep's report.
+A classic model (classify, embed) is measured by requests/s, an LLM by output tokens/s; whether a level
+meets the SLO is the contract's judge (contract.slo.judge) over its measure-phase requests (the runner's
+level results carry them), as the sweep and the report judge it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 
-from contract.slo import SLO_METRICS
 from servecap.experiment.level_stats import LevelStats
 from servecap.experiment.runner import Runner
 from servecap.experiment.spec import Experiment
@@ -28,8 +28,7 @@ def measure_config(base: Experiment, extra_args: str, run_dir: Path, console: Co
     experiment = replace(base, out_dir=str(run_dir), targets=(base.targets[0].with_args(extra_args),))
     runner = Runner(experiment, console, command="servecap tune")
     runner.run()
-    classic = experiment.workload.classic
-    judged = [judge(stats, level, experiment, str(run_dir)) for level, stats in runner.results.items()]
+    judged = [measure_level(stats, level, experiment, str(run_dir)) for level, stats in runner.results.items()]
     if not judged:
         return Measurement(None, "", {}, False, run_dir=str(run_dir), reason="no level ran")
     meeting = [m for m in judged if m.meets and m.throughput is not None]
@@ -38,19 +37,20 @@ def measure_config(base: Experiment, extra_args: str, run_dir: Path, console: Co
     return min(judged, key=lambda m: (m.throughput is None, m.excess))
 
 
-def judge(stats: LevelStats, level: str, experiment: Experiment, run_dir: str | None = None) -> Measurement:
-    """One level's throughput and p99s (its quick figures), and the SLO's verdict by the contract's rule."""
+def measure_level(stats: LevelStats, level: str, experiment: Experiment, run_dir: str | None = None) -> Measurement:
+    """One level's throughput (its ok requests over its window), and the judge's verdict and p99s (ms) over its
+    measure-phase requests: those its ok requests have values of, and any the SLO limits (None: no value, or
+    unbounded by requests that never finished; the reason says which)."""
     classic = experiment.workload.classic
     unit = "req/s" if classic else "output tok/s"
-    if not stats.requests or stats.errors == stats.requests:
-        return Measurement(None, unit, {}, False, errors=stats.errors, run_dir=run_dir, level=level,
+    sample = stats.slo_sample
+    judged = stats.check(experiment.slo)
+    if not sample.ok:
+        return Measurement(None, unit, {}, False, errors=sample.failed, run_dir=run_dir, level=level,
                            reason="no request succeeded")
     throughput = stats.request_rate_rps if classic else stats.output_tokens_per_s
-    p99_ms = {name: (None if stats.p99(column) is None else stats.p99(column) * 1e3)
-              for name, column in SLO_METRICS.items() if not classic or name == "e2e_ms"}
-    p99_ms = {name: value for name, value in p99_ms.items() if value is not None or name != "ttfa_ms"}
-    limits = experiment.slo.to_dict()
-    excess = max([p99_ms[name] / limit for name, limit in limits.items() if p99_ms.get(name) is not None] or [0.0])
-    check = stats.check(experiment.slo)
-    return Measurement(throughput, unit, p99_ms, check.meets, excess, stats.errors, run_dir,
-                       None if check.meets else check.reason, level)
+    limits = experiment.slo.limits_s()
+    p99_ms = {f"{column.removesuffix('_s')}_ms": p99 * 1e3 if p99 is not None and math.isfinite(p99) else None
+              for column, p99 in judged.p99_s.items() if len(sample.values.get(column, ())) or column in limits}
+    return Measurement(throughput, unit, p99_ms, judged.meets, judged.excess, sample.failed, run_dir,
+                       judged.reason or None, level)

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import OFFLINE, VLLM_KV_GIB, VLLM_PYTHON
 from contract.records import Record, read_records
-from contract.slo import SLO, judge_records
+from contract.slo import SLO, SloSample, judge
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def test_tune_finds_vllms_best_batching_under_the_slo(checkpoint, tmp_path):
         assert run["server"]["serving_engine"] == "vllm"
         # each configuration's verdict is the contract's rule over its own measured records
         records = [Record.from_dict(r) for r in read_records(run_dir / "requests.jsonl") if r["phase"] == "measure"]
-        assert config["throughput"] > 0 and config["meets_slo"] == judge_records(slo, records).meets
+        assert config["throughput"] > 0 and config["meets_slo"] == judge(slo, SloSample.from_records(records)).meets
     meeting = [c for c in doc["configurations"] if c["meets_slo"]]
     assert meeting, "no configuration met a 30 s TTFT SLO"
     assert doc["best"]["config"] == max(meeting, key=lambda c: c["throughput"])["config"]

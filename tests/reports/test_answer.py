@@ -1,11 +1,12 @@
 """reports.answer and reports.notices: the first screen's sentences, the strategy rows, the grouped warnings."""
 
+import numpy as np
 
 from reports import answer
 from reports.notices import machine_drift_levels, notices, unstable_levels
 from reports.verdict import build_verdict
 from contract.run_json import LevelEntry, RunInfo
-from contract.slo import SLO
+from contract.slo import SLO, SloSample
 
 
 def _level(strategy, c, rps, ttft_p99, tpot_p99=0.01, count=500):
@@ -14,6 +15,14 @@ def _level(strategy, c, rps, ttft_p99, tpot_p99=0.01, count=500):
             "request_rate_rps": rps, "output_tokens_per_s": rps * 10, "prompt_tokens_per_s": rps * 20,
             "error_rate": 0.0, "metrics": {"ttft_s": metric(ttft_p99), "tpot_s": metric(tpot_p99),
                         "e2e_s": metric(0.5 + ttft_p99)}}
+
+
+def _samples(levels):
+    """Each level's requests as the SLO's judge reads them: `count` ok requests at exactly its table's p99s."""
+    return {lvl["level"]: SloSample(ok=lvl["metrics"]["ttft_s"]["count"],
+                                    values={m: np.full(stats["count"], stats["p99"])
+                                            for m, stats in lvl["metrics"].items()})
+            for lvl in levels}
 
 
 PRICE = {"hourly_usd": 3.6, "num_gpus": 1, "source": "test"}
@@ -25,7 +34,7 @@ def _summary(levels, slo=SLO(ttft_ms=500, tpot_ms=50), price=PRICE, run=None):
             return {"unavailable": "no GPU in run.json; give --gpu-hourly or --gpu NAME"}
         return {**price, "usd_per_1m_output_tokens": 1e6 * price["hourly_usd"] / (3600 * point["output_tokens_per_s"])}
     return {"run": run or {"server": {"model": "tiny"}, "host": {"cpu_model": "Xeon", "cores": 2}},
-            "levels": levels, "verdict": build_verdict(levels, slo, cost), "missing": [], "loadgen_warnings": []}
+            "levels": levels, "verdict": build_verdict(levels, slo, cost, _samples(levels)), "missing": [], "loadgen_warnings": []}
 
 
 THREE = [_level("none", 1, 10, 0.1), _level("none", 8, 12, 0.9),                       # none: c=1, 10 req/s

@@ -22,11 +22,13 @@ from contract.loadgen_meta import update_meta
 
 T0 = 1_800_000_000.0
 LEVELS = ("none/c=1", "none/c=4", "continuous/c=1", "continuous/c=4", "continuous/rps=8.0")
+IN_FLIGHT = "continuous/rps=8.0"   # the level whose last 2 requests were still in flight when it stopped
 RUNNING = {"none/c=1": 1, "none/c=4": 1, "continuous/c=1": 1, "continuous/c=4": 4, "continuous/rps=8.0": 3}
 
 
 def _records(rng, level: str, start: float) -> list[dict]:
-    """60 measure + 5 warm-up records; 3 errors at none/c=4 only; open-loop levels get t_sched."""
+    """60 measure + 5 warm-up records; 3 errors at none/c=4 only; open-loop levels get t_sched; 2 more
+    still in flight at IN_FLIGHT."""
     out, t = [], start
     for i in range(65):
         tokens = int(rng.integers(1, 9))
@@ -44,7 +46,7 @@ def _records(rng, level: str, start: float) -> list[dict]:
             "response_id": f"cmpl-{i}",
         })
         t += 0.1
-    for i in range(2):  # in flight when the level stopped: neither ok nor an error
+    for i in range(2 if level == IN_FLIGHT else 0):  # in flight when the level stopped: neither ok nor an error
         out.append({**out[-1], "status": "incomplete", "ttft_s": 0.01, "e2e_s": 0.3, "itl_s": [0.1, 0.1],
                     "output_tokens": 3, "response_id": f"cmpl-x{i}"})
     return out
@@ -111,7 +113,7 @@ def test_summary_matches_an_independent_recomputation(full_run):
         start = min(r["t_start"] for r in measure)
         duration = max(r["t_start"] + r["e2e_s"] for r in measure) - start
         assert lvl["requests"] == len(finished) and lvl["errors"] == len(finished) - len(ok)
-        assert lvl["incomplete"] == 2
+        assert lvl["incomplete"] == (2 if lvl["level"] == IN_FLIGHT else 0)
         assert lvl["request_rate_rps"] == pytest.approx(len(ok) / duration)
         assert lvl["output_tokens_per_s"] == pytest.approx(sum(r["output_tokens"] for r in ok) / duration)
         expected = {
@@ -159,6 +161,10 @@ def test_verdict_cost_and_predictions(full_run):
     rows = {(r["strategy"], r["slo"]): r for r in verdict["max_sustainable"]}
     assert rows[("none", "all")]["first_failing_level"] == "none/c=4"
     assert rows[("none", "all")]["failing_reason"] == "error rate 5.0% > 1%"
+    # 2 of 62 never answered: the top 1% of every latency is unbounded, whatever the 60 answered show
+    assert rows[("continuous", "all")]["first_failing_level"] == IN_FLIGHT
+    assert rows[("continuous", "all")]["failing_reason"] == (
+        "ttft_s p99 unbounded > 150.0 ms: 2 of 62 requests never finished")
     assert verdict["cost"]["usd_per_1m_output_tokens"] == pytest.approx(2.0 * 1e6 / (3600 * point["output_tokens_per_s"]))
     for level in full_run[3].summary["levels"]:
         predicted = level["predicted"]

@@ -11,10 +11,11 @@ import pytest
 from calculators.plan.autoscaler import AutoscalerConfig
 from calculators.plan.demand import Demand
 from calculators.plan.fleet import Fault, FleetConfig, ReplicaSpec, run_fleet
-from calculators.plan.outcome import SloLimits, outcome
+from calculators.plan.outcome import PlanSlo, outcome
 from calculators.plan.planner import cheapest_static
 from calculators.sim.step_model import StepTimeModel
 from calculators.sim.workload import SimServer
+from contract.slo import SLO
 
 STEP = StepTimeModel(base_s=0.01)   # every step 10 ms, whatever its batch
 SPEC = ReplicaSpec(SimServer.from_flags("continuous", num_kv_blocks=4000), STEP, 4000, gpus=2,
@@ -94,7 +95,7 @@ def test_billing_counts_cold_starts_and_the_slo_windows_count_lost_requests_as_f
     config = FleetConfig(SPEC, "round_robin", initial_replicas=1)
     run = run_fleet(_demand([0.0, 10.0, 20.0]), config)
     assert run.replica_seconds() == pytest.approx(20.1)
-    slo = SloLimits(ttft_s=0.05, attainment=0.5)
+    slo = PlanSlo(SLO(ttft_ms=50), attainment=0.5)
     result = outcome(run, slo, gpus_per_replica=2, hourly_usd_per_gpu=3.0, window_s=10.0)
     assert [w.requests for w in result.windows] == [1, 1, 1] and result.attainment == 1.0
     assert result.gpu_hours == pytest.approx(2 * 20.1 / 3600)
@@ -103,7 +104,14 @@ def test_billing_counts_cold_starts_and_the_slo_windows_count_lost_requests_as_f
     run.first_token_s[1] = np.nan
     lost = outcome(run, slo, window_s=10.0)
     assert lost.windows[1].met is False and math.isinf(lost.windows[1].p99["ttft_s"])
+    assert lost.windows[1].why_not == "ttft_s p99 unbounded > 50.0 ms: 1 of 1 requests never finished"
     assert lost.attainment == pytest.approx(2 / 3) and lost.unfinished == 1
+    run.lost = np.array([False, False, True])               # failed with its replica: an error, not a latency
+    run.end_s[2] = run.first_token_s[2] = np.nan
+    failed = outcome(run, slo, window_s=10.0)
+    assert failed.windows[2].met is False and failed.windows[2].why_not == "error rate 100.0% > 1%"
+    assert (failed.unfinished, failed.failed, failed.windows[2].failed, failed.windows[2].unfinished) == (1, 1, 1, 0)
+    assert failed.to_dict()["windows"][2]["failed"] == 1 and failed.attainment == pytest.approx(1 / 3)
 
 
 def test_the_static_search_finds_the_fewest_replicas_or_says_none_meets_it():
@@ -111,10 +119,10 @@ def test_the_static_search_finds_the_fewest_replicas_or_says_none_meets_it():
     demand = _demand(np.zeros(40), output=10)
     slow = ReplicaSpec(SimServer.from_flags("continuous", num_kv_blocks=4000, max_num_seqs=4), STEP, 4000)
     config = FleetConfig(slow, "round_robin", initial_replicas=1)
-    found = cheapest_static(demand, config, SloLimits(e2e_s=0.35, attainment=1.0), window_s=60.0, max_replicas=16)
+    found = cheapest_static(demand, config, PlanSlo(SLO(e2e_ms=350), attainment=1.0), window_s=60.0, max_replicas=16)
     # 4 sequences at a time: with n replicas each holds 40/n, served in waves of 4 of ~110 ms
     assert found.config.initial_replicas == 4
-    assert cheapest_static(demand, config, SloLimits(e2e_s=0.001), window_s=60.0, max_replicas=8) is None
+    assert cheapest_static(demand, config, PlanSlo(SLO(e2e_ms=1)), window_s=60.0, max_replicas=8) is None
 
 
 def test_shared_prefixes_reach_the_prefix_cache_through_the_fleet():

@@ -85,6 +85,13 @@ def test_level_stats_and_slo_checks_by_hand():
     clean = level_stats(records[:2], "c=2")
     assert clean.check(SLO(ttft_ms=300)).meets and not clean.check(SLO(ttft_ms=150)).meets
     assert not level_stats([], "c=2").check(SLO(ttft_ms=300)).meets  # nothing measured: nothing meets
+    # a request still in flight when the level stopped is unbounded in every p99: at 1 in 3 it is the p99
+    stuck = level_stats(records[:2] + [records[4]], "c=2").check(SLO(ttft_ms=300))
+    assert (stuck.meets, stuck.reason) == (False, "ttft_s p99 unbounded > 300.0 ms: 1 of 3 requests never finished")
+    reasoned = [Record(level="c=1", phase="measure", t_start=float(i), ttft_s=0.1, ttfa_s=0.5 + i / 10, e2e_s=2.0,
+                       output_tokens=20, status="ok") for i in range(5)]
+    ttfa = level_stats(reasoned, "c=1").check(SLO(ttft_ms=300, ttfa_ms=800))   # a reasoning model's first answer
+    assert (ttfa.meets, ttfa.broken_by) == (False, "ttfa_s") and ttfa.p99_s["ttfa_s"] == pytest.approx(0.896)
 
 
 def _stream(t, seconds, tokens):

@@ -94,6 +94,7 @@ def test_batching_off_and_on_over_grpc_in_one_command(tmp_path):
     report = (out / "report.md").read_text()
     assert "## Client versus server" in report and "on against off: the same label on 256 of 256" in report
     assert summary["best_level"] in levels and (out / "classify_throughput_vs_latency.png").exists()
+    assert levels[summary["best_level"]]["meets_slo"] is True   # judged by the contract's rule
 
 
 def test_an_embed_sweep_runs_the_embed_locustfile():

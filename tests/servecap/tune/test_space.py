@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from servecap.tune.cli import main
-from servecap.tune.measure import judge
+from servecap.tune.measure import measure_level as measure
 from contract.slo import SLO
 from servecap.tune.space import Axis, Measurement, exhaustive, grid, guided_search, neighbours, pareto_front, server_args
 
@@ -58,22 +58,46 @@ def test_the_pareto_front_keeps_only_undominated_points():
     assert pareto_front(measured, "e2e_ms") == [(0,), (1,), (3,)]
 
 
-def test_judge_reads_throughput_and_p99_from_the_levels_figures():
+def _record(i, status="ok", e2e=0.01, **extra):
+    return {"level": "c=4", "phase": "measure", "status": status, "t_start": float(i) / 100, "e2e_s": e2e,
+            "output_tokens": None, "ttft_s": None, **extra}
+
+
+def measure_level(records, scenario, slo):
+    """The level's measurement as tune takes it: the runner's quick figures of these records, judged."""
+    from dataclasses import replace
+
     from contract.records import Record
     from servecap.experiment.level_stats import level_stats
     from sweep_helpers import experiment
 
-    records = [Record(level="c=4", phase="measure", status="ok", t_start=float(i) / 100, e2e_s=0.01)
-               for i in range(100)]
-    records.append(Record(level="c=4", phase="measure", status="http_429", t_start=0.5, e2e_s=0.001))
-    stats = level_stats(records, "c=4")
-    classify = experiment("--scenario", "classify", "--concurrency", "4", "--slo-e2e-ms", "20")
-    found = judge(stats, "c=4", classify)
+    stats = level_stats([Record.from_dict(r) for r in records], "c=4")
+    return measure(stats, "c=4", replace(experiment("--scenario", scenario, "--concurrency", "4"), slo=slo))
+
+
+def test_a_level_is_measured_from_its_records_and_judged_by_the_contract():
+    records = [_record(i) for i in range(100)] + [_record(50, "http_429", 0.001)]
+    found = measure_level(records, "classify", SLO(e2e_ms=20))
     assert found.throughput == pytest.approx(100 / (0.99 + 0.01)) and found.p99_ms == {"e2e_ms": pytest.approx(10.0)}
-    assert found.meets and found.errors == 1 and found.unit == "req/s" and found.level == "c=4"
-    strict = experiment("--scenario", "classify", "--concurrency", "4", "--slo-e2e-ms", "5")
-    missed = judge(stats, "c=4", strict)
-    assert not missed.meets and missed.excess == pytest.approx(2.0) and "e2e_s p99" in missed.reason
+    assert found.meets and found.errors == 1 and found.excess == pytest.approx(0.5)
+    missed = measure_level(records, "classify", SLO(e2e_ms=5))
+    assert (missed.meets, missed.reason, missed.excess) == (False, "e2e_s p99 10.0 ms > 5.0 ms", pytest.approx(2.0))
+    # 2 failed of 101 answered: over the 1% allowance (a failed request's own E2E is not a latency)
+    failing = measure_level(records + [_record(60, "timeout")], "classify", SLO(e2e_ms=20))
+    assert failing.reason == "error rate 2.0% > 1%"
+    # a limit on a figure the level has none of fails: no TTFT for a classifier (tune skipped it before)
+    blind = measure_level(records, "classify", SLO(ttft_ms=100, e2e_ms=20))
+    assert (blind.meets, blind.reason) == (False, "no ttft_s values")
+    assert blind.p99_ms == {"ttft_ms": None, "e2e_ms": pytest.approx(10.0)}
+    # still in flight when the level stopped: unbounded, not left out
+    stuck = measure_level(records + [_record(70, "incomplete", None)] * 2, "classify", SLO(e2e_ms=20))
+    assert stuck.reason == "e2e_s p99 unbounded > 20.0 ms: 2 of 103 requests never finished"
+    assert not stuck.meets and stuck.p99_ms == {"e2e_ms": None} and stuck.errors == 1
+    # a reasoning model's first answer token is judged too
+    chat = [_record(i, e2e=0.5, ttft_s=0.05, ttfa_s=0.1 + i / 100, output_tokens=20) for i in range(100)]
+    thinking = measure_level(chat, "chat", SLO(ttft_ms=100, ttfa_ms=500))
+    assert (thinking.meets, thinking.reason) == (False, "ttfa_s p99 1080.1 ms > 500.0 ms")
+    assert set(thinking.p99_ms) == {"ttft_ms", "tpot_ms", "e2e_ms", "ttfa_ms"}
 
 
 @pytest.mark.parametrize("flags, words", [

@@ -41,6 +41,6 @@ def test_tuning_an_llm_strategys_limits_against_ttft_and_tpot(tmp_path):
     assert set(by_config) == {"max-num-seqs=2", "max-num-seqs=4"}
     for config in by_config.values():
         assert config["unit"] == "output tok/s" and config["throughput"] > 0 and config["meets_slo"]
-        assert set(config["p99_ms"]) == {"ttft_ms", "tpot_ms", "e2e_ms"}   # no reasoning: no TTFA
+        assert set(config["p99_ms"]) == {"ttft_ms", "tpot_ms", "e2e_ms", "ttfa_ms"}   # ttfa = ttft: nothing reasons
     engine = json.loads((tmp_path / "tune" / "configs" / "00" / "run.json").read_text())["server"]["engines"]
     assert engine["continuous"]["strategy_limits"]["max_num_seqs"] in (2, 4)
