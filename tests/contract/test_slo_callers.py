@@ -20,8 +20,9 @@ from reports.run_data import load_run
 from reports.summary import slo_samples
 from reports.verdict import max_sustainable
 from servecap.fleet.run import records_as_run
-from servecap.sweep.level_stats import level_stats
+from servecap.experiment.level_stats import level_stats
 from servecap.tune.measure import measure_level
+from sweep_helpers import experiment
 
 LEVEL = "continuous/c=4"
 SLO_UNDER_TEST = SLO(ttft_ms=100, tpot_ms=50, ttfa_ms=900)
@@ -42,6 +43,12 @@ def _records(ok=100, failed=0, unfinished=0, slowest_ttft=0.08, slowest_ttfa=0.5
                           ttfa_s=(slowest_ttfa if slowest else ttft + 0.1) if answered else None,
                           output_tokens=tokens if answered else None, response_id=f"r{i}").to_dict())
     return out
+
+
+def _chat_experiment():
+    from dataclasses import replace
+
+    return replace(experiment("--concurrency", "4"), slo=SLO_UNDER_TEST)
 
 
 CASES = {
@@ -90,7 +97,7 @@ def test_every_caller_gives_the_same_verdict_for_the_same_requests(case, tmp_pat
     records = [Record.from_dict(r) for r in rows]
     direct = judge(SLO_UNDER_TEST, SloSample.from_records(records))
     sweep = level_stats(records, LEVEL).check(SLO_UNDER_TEST)
-    tune = measure_level(rows, "chat", SLO_UNDER_TEST)
+    tune = measure_level(level_stats(records, LEVEL), LEVEL, _chat_experiment())
     report_reason, report_p99 = _report(tmp_path, rows)
     fleet_reason, fleet_p99 = _fleet_window(rows)
     assert direct.reason == EXPECTED[case]

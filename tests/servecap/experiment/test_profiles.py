@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from contract.slo import SLO, LevelCheck
+from contract.slo import SLO, Judgement
 from servecap.experiment.profiles import FixedLevels, KneeSearch, Level, RateSweep, TraceReplay, drive
 
 
@@ -15,7 +15,7 @@ class Passes:
         self.meets, self.request_rate_rps = load <= knee, rate
 
     def check(self, slo):
-        return LevelCheck(self.meets, "" if self.meets else "too slow")
+        return Judgement(self.meets, "" if self.meets else "too slow")
 
 
 @pytest.mark.parametrize("knee, tried, found", [
