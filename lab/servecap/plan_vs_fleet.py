@@ -5,7 +5,7 @@ the same flags, compared on the issue's four checks.
         --max-model-len 4096 [--routers round_robin,cache_aware] [--compare-only] -- SHARED FLAGS
 
 SHARED FLAGS are the demand, scaling, fault and SLO flags both commands take (e.g. --diurnal 8:1.5
---period 600 --duration 660 ... --min-replicas 1 --max-replicas 4 --target 8 --kill 300
+--period 600 --horizon 660 ... --min-replicas 1 --max-replicas 4 --target 8 --kill 300
 --slo-ttft-ms 2000 --window-s 60 --cold-start-s 20 --seed 4). Per router it writes OUT/fleet-ROUTER
 (a fleet run: emulated replicas `--emulate GPU --model M --server-args "--max-model-len N"`) and
 OUT/plan-ROUTER (`--gpu GPU --model M --max-model-len N`), then prints and writes OUT/compare.json:

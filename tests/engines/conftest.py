@@ -17,12 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-VLLM_PYTHON = Path(os.environ.get("SERVECAP_VLLM_PYTHON", REPO / ".venv-vllm" / "bin" / "python"))
-OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-VLLM_ARGS = ("--served-model-name", "tiny", "--dtype", "float32", "--max-model-len", "1024", "--enforce-eager",
-             "--max-num-seqs", "8")
-VLLM_KV_GIB = "1"   # VLLM_CPU_KVCACHE_SPACE: the KV memory vLLM's CPU build allocates
+from vllm_env import OFFLINE, REPO, VLLM_ARGS, VLLM_KV_GIB, VLLM_PYTHON
 
 
 def pytest_collection_modifyitems(config, items):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import OFFLINE, VLLM_KV_GIB, VLLM_PYTHON
+from vllm_env import OFFLINE, VLLM_KV_GIB, VLLM_PYTHON
 from contract.records import Record, read_records
 from contract.slo import SLO, SloSample, judge
 
