@@ -214,7 +214,8 @@ class ClientServerPair(FrozenSection):
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for stat in PAIRED_STATS:
-            out[f"client_{stat}"], out[f"server_{stat}"] = getattr(self, f"client_{stat}"), getattr(self, f"server_{stat}")
+            out[f"client_{stat}"] = getattr(self, f"client_{stat}")
+            out[f"server_{stat}"] = getattr(self, f"server_{stat}")
             if stat != "mean":
                 bucket = getattr(self, f"server_{stat}_bucket")
                 out[f"server_{stat}_bucket"] = list(bucket) if bucket is not None else None

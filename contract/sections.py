@@ -127,7 +127,8 @@ def decode(hint: Any, value: Any, problems: list[str] | None, where: str) -> Any
 def _decode_tuple(args: tuple, value: Any, problems: list[str] | None, where: str) -> Any:
     """`tuple[X, ...]` (any length) or `tuple[X, Y]` (that many) from a JSON list; MISSING when it is not one."""
     if not isinstance(value, list) or (args and args[-1] is not Ellipsis and len(args) != len(value)):
-        note(problems, f"{where} is not a list{'' if not args or args[-1] is Ellipsis else f' of {len(args)}'}; left out")
+        length = "" if not args or args[-1] is Ellipsis else f" of {len(args)}"
+        note(problems, f"{where} is not a list{length}; left out")
         return MISSING
     hints = [args[0]] * len(value) if args and args[-1] is Ellipsis else list(args) or [Any] * len(value)
     items = (decode(hint, item, problems, f"{where}[{i}]") for i, (hint, item) in enumerate(zip(hints, value)))

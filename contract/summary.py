@@ -24,8 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from contract.level_result import (Distribution, LevelPrediction, LevelResult, Offered,   # noqa: F401 (re-exported)
-                                   Interval)
+from contract.level_result import Interval, LevelResult, Offered
 from contract.sections import FrozenSection, keep_null, note, null_as
 from contract.slo import SLO
 

@@ -54,7 +54,7 @@ def measured_crossover(levels: Sequence[LevelResult]) -> SpeculationCrossover | 
     found = crossover(axis, [value for _, value in shared], [tpot(base[key]) for key in shared],
                       [tpot(spec[key]) for key in shared], [base[key].output_tokens_per_s for key in shared],
                       [spec[key].output_tokens_per_s for key in shared])
+    statement = f"{speculating} (speculating) against {plain}: {found.statement()} (measured)"
     return SpeculationCrossover(speculating=speculating, plain=plain, axis=axis,
                                 levels=tuple(value for _, value in shared), tpot_level=found.tpot_level,
-                                throughput_level=found.throughput_level,
-                                statement=f"{speculating} (speculating) against {plain}: {found.statement()} (measured)")
+                                throughput_level=found.throughput_level, statement=statement)

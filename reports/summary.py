@@ -52,7 +52,8 @@ def level_order(data: RunData) -> list[str]:
 
 
 def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None = None) -> list[LevelResult]:
-    """One summary.json level (contract.level_result.LevelResult) per level with measure-phase records, in `level_order`."""
+    """One summary.json level (contract.level_result.LevelResult) per level with measure-phase records, in
+    `level_order`."""
     records = data.records
     measure = records["phase"] == "measure"
     ok_measure = data.measured_ok().to_numpy()
@@ -191,8 +192,10 @@ def by_turn(ok: pd.DataFrame) -> dict[str, TurnStats] | None:
         for metric in ("ttft_s", "tpot_s", "e2e_s"):
             values = group[metric].dropna().to_numpy()
             p50, p99 = np.percentile(values, [50, 99]) if len(values) else (None, None)
-            pairs[metric] = PercentilePair(p50=None if p50 is None else float(p50), p99=None if p99 is None else float(p99))
-        out[str(turn)] = TurnStats(requests=len(group), prompt_tokens_mean=float(group["prompt_tokens"].mean()), **pairs)
+            pairs[metric] = PercentilePair(p50=None if p50 is None else float(p50),
+                                           p99=None if p99 is None else float(p99))
+        out[str(turn)] = TurnStats(requests=len(group), prompt_tokens_mean=float(group["prompt_tokens"].mean()),
+                                   **pairs)
     return out
 
 

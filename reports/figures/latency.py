@@ -54,7 +54,8 @@ def latency_vs_load(levels: Sequence[LevelResult], metric: str, slo: SLO, out_di
                 f"p50 (dotted), p95 (dashed), p99 (solid) of {metric} per strategy; shaded: 95% CI.")
 
 
-def throughput_vs_latency(levels: Sequence[LevelResult], knees: dict[str, Knee | None], out_dir: Path) -> FigureFile | None:
+def throughput_vs_latency(levels: Sequence[LevelResult], knees: dict[str, Knee | None],
+                          out_dir: Path) -> FigureFile | None:
     """Output tokens/s against p99 end-to-end latency, every strategy on one axes, knees starred."""
     groups = by_strategy(levels)
     if not groups:

@@ -32,7 +32,8 @@ def resources_timeseries(data: RunData, levels: Sequence[LevelResult], out_dir: 
     samples = data.samples
     if samples is None or samples.empty:
         return None
-    t0 = float(min(samples["t"].min(), min((lvl.spans[0][0] for lvl in levels if lvl.spans), default=samples["t"].min())))
+    starts = (lvl.spans[0][0] for lvl in levels if lvl.spans)
+    t0 = float(min(samples["t"].min(), min(starts, default=samples["t"].min())))
     fig, (ax_util, ax_mem) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
     keys = (samples["source"].astype("string").fillna("?").astype(str) + ":"
             + samples["device"].astype("string").fillna("").astype(str))   # an all-empty column reads as float64

@@ -288,7 +288,8 @@ def _level_front_end(joined: pd.DataFrame | None, frame: pd.DataFrame, engine_me
     measured in; each user loses about one cycle to each one's edges."""
     think = 0.0
     if kind == "concurrency" and lvl.ok:
-        think = closed_loop_think_s(int(load) * rounds, duration / rounds, int(lvl.ok), float(lvl.metrics["e2e_s"].mean))
+        think = closed_loop_think_s(int(load) * rounds, duration / rounds, int(lvl.ok),
+                                    float(lvl.metrics["e2e_s"].mean))
     if joined is None or joined.empty:
         return front_end_from_means(frame["ttft_s"].to_numpy(float), frame["e2e_s"].to_numpy(float),
                                     engine_means, think, step_wait_s)

@@ -101,7 +101,8 @@ def test_the_file_is_strict_json():
     assert jsonable({1: [math.nan, math.inf, (1, 2.5)], "x": None}) == {"1": [None, None, [1, 2.5]], "x": None}
     level = LevelResult(level="c=1", request_rate_rps=math.nan, server={"batch_size_mean": math.inf})
     written = Summary(levels=(level,)).to_dict()
-    assert written["levels"][0]["request_rate_rps"] is None and written["levels"][0]["server"] == {"batch_size_mean": None}
+    assert written["levels"][0]["request_rate_rps"] is None
+    assert written["levels"][0]["server"] == {"batch_size_mean": None}
     json.dumps(written, allow_nan=False)
 
 

@@ -47,7 +47,8 @@ def test_a_reports_summary_round_trips_through_its_json(report):
         assert read.metrics["itl_s"].p99_ci95 == tuple(written["metrics"]["itl_s"]["p99_ci95"])
         assert read.offered.value == written["offered"]["concurrency"] and read.strategy == written["strategy"]
         assert read.output_tokens_per_s == pytest.approx(written["output_tokens"] / written["duration_s"])
-        assert read.predicted.comparisons["step_s"].measured == written["predicted"]["comparisons"]["step_s"]["measured"]
+        step = read.predicted.comparisons["step_s"]
+        assert step.measured == written["predicted"]["comparisons"]["step_s"]["measured"]
     assert back.verdict.slo.ttft_ms == 200 and document["verdict"]["slo"]["ttft_ms"] == 200
     assert [(row.strategy, row.slo, row.level) for row in back.verdict.max_sustainable] == \
         [(row["strategy"], row["slo"], row["level"]) for row in document["verdict"]["max_sustainable"]]
