@@ -6,7 +6,9 @@ One owner per part; everything else imports it, nothing re-declares it:
 - record_schema.py the polars schema the report reads records with, derived from `Record`
 - loadgen_meta.py  `requests.meta.json` (load-generator health per level) and the limits that judge it
 - run_json.py      run.json's typed sections (`RunInfo`), written by the sweep, read tolerantly
-- sections.py      how a section reads itself from JSON and writes itself back
+- sections.py      how a section reads itself from JSON and writes itself back (`Section`, frozen `FrozenSection`)
+- summary.py       summary.json, typed (`Summary`: the verdict, the validation, the run's notes), built by the
+                   report, read back by the gate; level_result.py: one level of it (`LevelResult`, `Distribution`)
 - slo.py           the SLO and the one rule for "a level meets the SLO" (sweep --auto and the verdict)
 - distributions.py the token-length syntax (`--prompt-tokens`) and its sampling, one at a time or many at once
 - arrivals.py      the arrival syntax (`--arrival`), its schedules and its gaps' cv²

@@ -3,9 +3,9 @@
     sentences(summary) -> [str]          the overall answer, then one bullet per strategy
     strategy_rows(summary) -> DataFrame  strategy, max sustainable load, confidence, knee, cost
 
-Pure: summary.json's dict in (its `verdict`, see reports.verdict). The answer quotes the SLO row
-`all` when several limits are set (the one limit otherwise), compares strategies by the request
-rate each sustains under it, and says what the confidence grade means once.
+Pure: the typed summary in (contract.summary.Summary: its `verdict`, see reports.verdict). The answer
+quotes the SLO row `all` when several limits are set (the one limit otherwise), compares strategies
+by the request rate each sustains under it, and says what the confidence grade means once.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import pandas as pd
 
 from reports.verdict import MIN_COUNT_FOR_P99, answer_slo
+from contract.slo import SLO
+from contract.summary import Knee, Summary, SustainableRow
 
 SLO_WORDS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E"}
 CONFIDENCE_MEANING = {
@@ -22,9 +24,9 @@ CONFIDENCE_MEANING = {
 }
 
 
-def slo_phrase(slo: dict) -> str:
+def slo_phrase(slo: SLO) -> str:
     """"p99 TTFT ≤ 500 ms and p99 TPOT ≤ 50 ms"."""
-    parts = [f"p99 {SLO_WORDS[name]} ≤ {value:g} ms" for name, value in slo.items()
+    parts = [f"p99 {SLO_WORDS[name]} ≤ {value:g} ms" for name, value in slo.as_dict().items()
              if value is not None and name in SLO_WORDS]
     return " and ".join(parts)
 
@@ -35,8 +37,8 @@ def _rps(value: float | None) -> str:
     return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
-def _load(row: dict) -> str:
-    return f"{_rps(row['request_rate_rps'])} req/s ({row['output_tokens_per_s']:.0f} output tokens/s)"
+def _load(row: SustainableRow) -> str:
+    return f"{_rps(row.request_rate_rps)} req/s ({row.output_tokens_per_s:.0f} output tokens/s)"
 
 
 def _name(strategy: str) -> str:
@@ -89,11 +91,11 @@ def _speculation_detail(run: dict) -> str:
             f"{spec.get('mode', 'exact')} acceptance)")
 
 
-def _answer_rows(summary: dict) -> dict[str, dict]:
+def _answer_rows(summary: Summary) -> dict[str, SustainableRow]:
     """{strategy: its max_sustainable row under the answer's SLO}, in the verdict's order."""
-    rows = summary["verdict"]["max_sustainable"]
+    rows = summary.verdict.max_sustainable
     wanted = answer_slo(rows)
-    return {row["strategy"]: row for row in rows if row["slo"] == wanted}
+    return {row.strategy: row for row in rows if row.slo == wanted}
 
 
 def _cost_text(cost: dict | None) -> str:
@@ -102,17 +104,17 @@ def _cost_text(cost: dict | None) -> str:
     return f"${cost['usd_per_1m_output_tokens']:.3f} per 1M output tokens"
 
 
-def _ratios(best: str, rows: dict[str, dict]) -> str:
+def _ratios(best: str, rows: dict[str, SustainableRow]) -> str:
     """"6.7x what none sustains, 1.8x static"; strategies sustaining nothing are named as such."""
-    top = rows[best]["request_rate_rps"]
+    top = rows[best].request_rate_rps
     parts, nothing = [], []
-    for strategy, row in sorted(rows.items(), key=lambda item: item[1]["request_rate_rps"] or 0):
+    for strategy, row in sorted(rows.items(), key=lambda item: item[1].request_rate_rps or 0):
         if strategy == best:
             continue
-        if not row["level"] or not row["request_rate_rps"]:
+        if not row.level or not row.request_rate_rps:
             nothing.append(_name(strategy))
         else:
-            ratio = top / row["request_rate_rps"]
+            ratio = top / row.request_rate_rps
             parts.append(f"{ratio:.2f}x {_name(strategy)}" if ratio < 1.1 else f"{ratio:.1f}x {_name(strategy)}")
     if parts:
         parts[0] = parts[0].replace("x ", "x what ", 1) + " sustains"
@@ -121,85 +123,85 @@ def _ratios(best: str, rows: dict[str, dict]) -> str:
     return ", ".join(parts)
 
 
-def _strategy_sentence(strategy: str, row: dict, knee: dict | None, cost: dict | None) -> str:
-    if row["level"]:
-        text = f"**{_name(strategy)}**: up to {_offered(row['level'])}, {_load(row)}, {row['confidence']} confidence"
-        if row["first_failing_level"]:
-            text += f"; {_offered(row['first_failing_level'])} breaks it ({_reason(row['failing_reason'])})"
+def _strategy_sentence(strategy: str, row: SustainableRow, knee: Knee | None, cost: dict | None) -> str:
+    if row.level:
+        text = f"**{_name(strategy)}**: up to {_offered(row.level)}, {_load(row)}, {row.confidence} confidence"
+        if row.first_failing_level:
+            text += f"; {_offered(row.first_failing_level)} breaks it ({_reason(row.failing_reason)})"
         else:
             text += "; every level measured meets the SLOs, so the limit lies beyond the highest one"
     else:
-        text = (f"**{_name(strategy)}**: no level meets the SLOs; already at {_offered(row['first_failing_level'])}: "
-                f"{_reason(row['failing_reason'])}")
+        text = (f"**{_name(strategy)}**: no level meets the SLOs; already at {_offered(row.first_failing_level)}: "
+                f"{_reason(row.failing_reason)}")
     if knee:
-        text += f". Knee at {_offered(knee['level'])} ({knee['output_tokens_per_s']:.0f} output tokens/s)"
+        text += f". Knee at {_offered(knee.level)} ({knee.output_tokens_per_s:.0f} output tokens/s)"
     cost_text = _cost_text(cost)
     if cost_text:
         text += f". {cost_text} at its max sustainable load"
     return "- " + text + "."
 
 
-def sentences(summary: dict) -> list[str]:
-    verdict = summary["verdict"]
+def sentences(summary: Summary) -> list[str]:
+    verdict = summary.verdict
     rows = _answer_rows(summary)
-    setup = setup_phrase(summary["run"])
+    setup = setup_phrase(summary.run)
     if not rows:  # no SLO given: the knees answer
-        knees = {s: k for s, k in verdict["knee"].items() if k}
+        knees = {s: k for s, k in verdict.knee.items() if k}
         lines = ["No SLO was given, so there is no max sustainable load; rerun `servecap report RUN_DIR "
                  "--slo-ttft-ms MS --slo-tpot-ms MS` (or the sweep with them) for one."]
         if knees:
-            best = max(knees, key=lambda s: knees[s]["output_tokens_per_s"])
+            best = max(knees, key=lambda s: knees[s].output_tokens_per_s)
             lines.append(f"Highest knee of the throughput-latency curve: **{_name(best)}** at "
-                         f"{_offered(knees[best]['level'])}, {knees[best]['output_tokens_per_s']:.0f} output tokens/s.")
+                         f"{_offered(knees[best].level)}, {knees[best].output_tokens_per_s:.0f} output tokens/s.")
         return lines
-    phrase = slo_phrase(verdict["slo"])
-    meeting = {s: r for s, r in rows.items() if r["level"] and r["request_rate_rps"]}
+    phrase = slo_phrase(verdict.slo)
+    meeting = {s: r for s, r in rows.items() if r.level and r.request_rate_rps}
     lines = []
     if meeting:
-        best = max(meeting, key=lambda s: meeting[s]["request_rate_rps"])
+        best = max(meeting, key=lambda s: meeting[s].request_rate_rps)
         row = meeting[best]
         lead = "**The endpoint**" if best == "-" else \
             f"**{best}**" + (" batching" if best in ("continuous", "static", "dynamic") else "")
         text = f"{lead} sustains **{_load(row)}** at {phrase}{' ' + setup if setup else ''}, " \
-               f"with {row['confidence']} confidence"
+               f"with {row.confidence} confidence"
         if len(rows) > 1:
             text += ": " + _ratios(best, rows)
-        elif row["first_failing_level"]:
-            text += f" (up to {_offered(row['level'])}; {_offered(row['first_failing_level'])} breaks it: " \
-                    f"{_reason(row['failing_reason'])})"
-        cost_text = _cost_text(verdict.get("cost_by_strategy", {}).get(best))
+        elif row.first_failing_level:
+            text += f" (up to {_offered(row.level)}; {_offered(row.first_failing_level)} breaks it: " \
+                    f"{_reason(row.failing_reason)})"
+        cost_text = _cost_text(verdict.cost_by_strategy.get(best))
         lines.append(text + "." + (f" That costs **{cost_text}**." if cost_text else ""))
     else:
         lines.append(f"No strategy meets {phrase} at any measured level{' ' + setup if setup else ''}.")
-    cost = verdict.get("cost") or {}
+    cost = verdict.cost
     if "unavailable" in cost and meeting:
         lines.append(f"Cost per 1M tokens: not known ({cost['unavailable']}).")
     if len(rows) > 1 or not meeting:
-        costs = verdict.get("cost_by_strategy", {})
-        lines += [_strategy_sentence(s, r, verdict["knee"].get(s), costs.get(s)) for s, r in rows.items()]
-    confidences = {r["confidence"] for r in rows.values() if r["confidence"]}
+        costs = verdict.cost_by_strategy
+        lines += [_strategy_sentence(s, r, verdict.knee.get(s), costs.get(s)) for s, r in rows.items()]
+    confidences = {r.confidence for r in rows.values() if r.confidence}
     lines += [f"*{grade.capitalize()} confidence*: {CONFIDENCE_MEANING[grade]}." for grade in
               ("high", "low") if grade in confidences]
     return lines
 
 
-def strategy_rows(summary: dict) -> pd.DataFrame:
+def strategy_rows(summary: Summary) -> pd.DataFrame:
     """One row per strategy: what it sustains under the answer's SLO, where it breaks, its knee and cost."""
-    verdict = summary["verdict"]
+    verdict = summary.verdict
     rows = _answer_rows(summary)
-    costs = verdict.get("cost_by_strategy", {})
+    costs = verdict.cost_by_strategy
     out = []
-    for strategy in dict.fromkeys([*rows, *verdict["knee"]]):
-        row, knee = rows.get(strategy), verdict["knee"].get(strategy)
+    for strategy in dict.fromkeys([*rows, *verdict.knee]):
+        row, knee = rows.get(strategy), verdict.knee.get(strategy)
         out.append({
             "strategy": _name(strategy),
-            "max sustainable": (_offered(row["level"]) if row["level"] else "none") if row else "(no SLO)",
-            "req/s": _rps(row["request_rate_rps"]) if row and row["level"] else "",
-            "output tok/s": f"{row['output_tokens_per_s']:.0f}" if row and row["level"] else "",
-            "confidence": (row["confidence"] or "") if row else "",
-            "breaks at": (f"{_offered(row['first_failing_level'])}: {_reason(row['failing_reason'])}"
-                          if row and row["first_failing_level"] else ""),
-            "knee": f"{_offered(knee['level'])} ({knee['output_tokens_per_s']:.0f} tok/s)" if knee else "",
+            "max sustainable": (_offered(row.level) if row.level else "none") if row else "(no SLO)",
+            "req/s": _rps(row.request_rate_rps) if row and row.level else "",
+            "output tok/s": f"{row.output_tokens_per_s:.0f}" if row and row.level else "",
+            "confidence": (row.confidence or "") if row else "",
+            "breaks at": (f"{_offered(row.first_failing_level)}: {_reason(row.failing_reason)}"
+                          if row and row.first_failing_level else ""),
+            "knee": f"{_offered(knee.level)} ({knee.output_tokens_per_s:.0f} tok/s)" if knee else "",
             "$ per 1M output tokens": (f"{costs[strategy]['usd_per_1m_output_tokens']:.3f}"
                                        if costs.get(strategy, {}).get("usd_per_1m_output_tokens") is not None else ""),
         })

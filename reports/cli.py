@@ -83,15 +83,16 @@ def _run(make: Callable[[Callable[[str], None]], ReportResult]) -> int:
         return _error(console, exc)
     elapsed = time.perf_counter() - started
     summary = result.summary
-    if summary.get("scenario") in ("classify", "embed"):   # a classic model's report: its answer, then where it is
-        console.print(summary["answer"][0].replace("**", ""), markup=False, highlight=False)
-        console.print(f"{len(summary['levels'])} level(s), {len(result.figures)} figure(s) in {elapsed:.1f} s")
+    if isinstance(summary, dict):   # a classic model's report (reports.classic): its answer, then where it is
+        classic = summary
+        console.print(classic["answer"][0].replace("**", ""), markup=False, highlight=False)
+        console.print(f"{len(classic['levels'])} level(s), {len(result.figures)} figure(s) in {elapsed:.1f} s")
         print(result.html_path)
         return 0
     console.print(answer.sentences(summary)[0].replace("**", ""), markup=False, highlight=False)
-    point, cost = summary["verdict"]["operating_point"], summary["verdict"]["cost"]
+    point, cost = summary.verdict.operating_point, summary.verdict.cost
     if point:
-        line = f"operating point {point['level']} ({point['basis']}): {point['output_tokens_per_s']:.1f} output tok/s"
+        line = f"operating point {point.level} ({point.basis}): {point.output_tokens_per_s:.1f} output tok/s"
         if cost.get("usd_per_1m_output_tokens") is not None:
             line += f", ${cost['usd_per_1m_output_tokens']:.3f} per 1M output tokens"
         console.print(line)
@@ -100,7 +101,7 @@ def _run(make: Callable[[Callable[[str], None]], ReportResult]) -> int:
         console.print(one_line(notice), markup=False, highlight=False)
     more = f"; {len(found) - CONSOLE_NOTICES} more warning(s) and what each means in the report" \
         if len(found) > CONSOLE_NOTICES else ("; what each warning means is in the report" if found else "")
-    console.print(f"{len(summary['levels'])} level(s), {len(result.figures)} figure(s) in {elapsed:.1f} s{more}")
+    console.print(f"{len(summary.levels)} level(s), {len(result.figures)} figure(s) in {elapsed:.1f} s{more}")
     print(result.html_path)
     return 0
 

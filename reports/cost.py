@@ -9,6 +9,7 @@ from __future__ import annotations
 from calculators.cost import usd_per_million_tokens
 from engine_core.gpus import catalog_gpu_for, get_gpu
 from contract.run_json import RunInfo
+from contract.summary import OperatingPoint
 
 def resolve_price(run: RunInfo, gpu_hourly: float | None, gpu: str | None) -> dict:
     """{"hourly_usd", "num_gpus", "source"} or {"unavailable": why}."""
@@ -26,7 +27,7 @@ def resolve_price(run: RunInfo, gpu_hourly: float | None, gpu: str | None) -> di
     return {"hourly_usd": spec.hourly_usd, "num_gpus": num_gpus, "source": f"catalog price of {catalog_id}"}
 
 
-def cost_per_million(point: dict, price: dict) -> dict:
+def cost_per_million(point: OperatingPoint, price: dict) -> dict:
     """USD per 1M output tokens (and per 1M prompt+output tokens) at the point's throughput.
 
     usd_per_1m = 1e6 x hourly_usd x num_gpus / (3600 x tokens_per_s)  (calculators.cost).
@@ -34,8 +35,8 @@ def cost_per_million(point: dict, price: dict) -> dict:
     if "unavailable" in price:
         return dict(price)
     out = dict(price)
-    for key, rate in (("usd_per_1m_output_tokens", point["output_tokens_per_s"]),
-                      ("usd_per_1m_total_tokens", point["total_tokens_per_s"])):
+    for key, rate in (("usd_per_1m_output_tokens", point.output_tokens_per_s),
+                      ("usd_per_1m_total_tokens", point.total_tokens_per_s)):
         out[key] = usd_per_million_tokens(price["hourly_usd"], price["num_gpus"], rate) if rate else None
-    out["level"] = point["level"]
+    out["level"] = point.level
     return out

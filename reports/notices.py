@@ -1,6 +1,6 @@
 """The report's warnings, grouped: each kind said once, with what it means and the command that fixes it.
 
-    notices(summary) -> [Notice]     pure: summary.json's dict in (report.html/.md and the console)
+    notices(summary) -> [Notice]     pure: the typed summary in (report.html/.md and the console)
 
 Kinds, in this order: levels whose throughput was not stable (run.json's `stable: false`, the
 sweep's flag), a load generator that sent late, ran out of CPU, or whose timing error (its event-loop
@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 
 from reports.diagnostics.canary_speed import stolen_cores, stolen_text
 from reports.summary import LATENESS_LIMIT_MS
+from contract.level_result import LevelResult
 from contract.run_json import RunInfo
+from contract.summary import DriftLevel, Summary, UnstableLevel
 
 LONGER_DURATION_S = 30   # the window the fix suggests at least (three sub-windows of 10 s)
 
@@ -36,20 +38,19 @@ class Notice:
     severity: str = "warning"        # "warning": the numbers are rougher than they look; "note": context
 
 
-def unstable_levels(run: RunInfo) -> list[dict]:
-    """[{"level", "spread"}] for the levels the sweep flagged (throughput spread over its tolerance, at
-    constant machine speed when the engine's step record gave one; an open loop's: of what it served
-    over what arrived)."""
-    return [{"level": entry.level, "spread": _first(entry.served_spread, entry.spread_at_constant_speed,
-                                                     entry.throughput_spread)}
+def unstable_levels(run: RunInfo) -> list[UnstableLevel]:
+    """The levels the sweep flagged (throughput spread over its tolerance, at constant machine speed when
+    the engine's step record gave one; an open loop's: of what it served over what arrived)."""
+    return [UnstableLevel(level=entry.level, spread=_first(entry.served_spread, entry.spread_at_constant_speed,
+                                                           entry.throughput_spread))
             for entry in run.levels if isinstance(entry.level, str) and entry.stable is False]
 
 
-def machine_drift_levels(run: RunInfo) -> list[dict]:
-    """[{"level", "spread", "machine", "at_constant_speed"}] for the levels that were steady as a server
-    while the machine's own speed varied (reports.diagnostics.machine_speed)."""
-    return [{"level": entry.level, "spread": entry.throughput_spread, "machine": entry.machine_speed_spread,
-             "at_constant_speed": entry.spread_at_constant_speed}
+def machine_drift_levels(run: RunInfo) -> list[DriftLevel]:
+    """The levels that were steady as a server while the machine's own speed varied
+    (reports.diagnostics.machine_speed)."""
+    return [DriftLevel(level=entry.level, spread=entry.throughput_spread, machine=entry.machine_speed_spread,
+                       at_constant_speed=entry.spread_at_constant_speed)
             for entry in run.levels if isinstance(entry.level, str) and entry.machine_drift]
 
 
@@ -57,15 +58,14 @@ def _first(*values):
     return next((v for v in values if v is not None), None)
 
 
-def _unstable(summary: dict) -> Notice | None:
-    levels = summary.get("unstable_levels") or []
+def _unstable(summary: Summary) -> Notice | None:
+    levels = summary.unstable_levels
     if not levels:
         return None
-    duration = (summary["run"].get("load_plan") or {}).get("duration_s")
+    duration = (summary.run.get("load_plan") or {}).get("duration_s")   # run.json as read
     longer = max(LONGER_DURATION_S, 3 * duration) if duration else LONGER_DURATION_S
     now = f" (this run measured {duration:g} s per level)" if duration else ""
-    steal = ({lvl["level"]: _steal_text(lvl) for lvl in summary.get("levels") or []}
-             if summary.get("diagnostics") else {})
+    steal = {lvl.level: _steal_text(lvl) for lvl in summary.levels} if summary.diagnostics else {}
     return Notice(
         "throughput not stable",
         "These levels' output tokens/s (an open loop's: the tokens it served over those that arrived) "
@@ -74,28 +74,28 @@ def _unstable(summary: dict) -> Notice | None:
         "on the machine took its CPU for a while, or the window "
         "holds too few requests, so their rates and percentiles are rougher than the others'.",
         f"measure longer: rerun with `servecap sweep ... --duration {longer:g}s`{now}",
-        [_unstable_item(row, steal.get(row["level"])) for row in levels])
+        [_unstable_item(row, steal.get(row.level)) for row in levels])
 
 
-def _unstable_item(row: dict, steal_text: str | None) -> str:
-    parts = [f"spread {row['spread']:.0%}"] if isinstance(row.get("spread"), (int, float)) else []
+def _unstable_item(row: UnstableLevel, steal_text: str | None) -> str:
+    parts = [f"spread {row.spread:.0%}"] if isinstance(row.spread, (int, float)) else []
     parts += [steal_text] if steal_text else []
-    return f"{row['level']} ({'; '.join(parts)})" if parts else row["level"]
+    return f"{row.level} ({'; '.join(parts)})" if parts else row.level
 
 
-def _stolen(level: dict) -> dict[str, float]:
-    return stolen_cores(level.get("host_steal") or {})
+def _stolen(level: LevelResult) -> dict[str, float]:
+    return stolen_cores(level.host_steal)
 
 
-def _steal_text(level: dict) -> str | None:
-    text = stolen_text(level.get("host_steal") or {})
+def _steal_text(level: LevelResult) -> str | None:
+    text = stolen_text(level.host_steal)
     return f"the host took {text}" if text else None
 
 
-def _host_steal(summary: dict) -> Notice | None:
-    if not summary.get("diagnostics"):   # a --diagnostics instrument
+def _host_steal(summary: Summary) -> Notice | None:
+    if not summary.diagnostics:   # a --diagnostics instrument
         return None
-    items = [f"{lvl['level']}: {_steal_text(lvl)}" for lvl in summary.get("levels") or [] if _stolen(lvl)]
+    items = [f"{lvl.level}: {_steal_text(lvl)}" for lvl in summary.levels if _stolen(lvl)]
     if not items:
         return None
     return Notice(
@@ -109,10 +109,10 @@ def _host_steal(summary: dict) -> Notice | None:
         items)
 
 
-def _machine_drift(summary: dict) -> Notice | None:
-    if not summary.get("diagnostics"):   # a --diagnostics instrument
+def _machine_drift(summary: Summary) -> Notice | None:
+    if not summary.diagnostics:   # a --diagnostics instrument
         return None
-    levels = summary.get("machine_drift_levels") or []
+    levels = summary.machine_drift_levels
     if not levels:
         return None
     return Notice(
@@ -124,27 +124,27 @@ def _machine_drift(summary: dict) -> Notice | None:
         "that had not settled. `python -m lab.reference_server.drift`, from a servecap checkout, measures the "
         "machine alone.",
         None,
-        [f"{row['level']} (machine {row['machine']:.0%}, throughput {row['spread']:.0%} raw, "
-         f"{row['at_constant_speed']:.0%} at constant speed)" for row in levels
-         if all(isinstance(row.get(k), (int, float)) for k in ("machine", "spread", "at_constant_speed"))],
+        [f"{row.level} (machine {row.machine:.0%}, throughput {row.spread:.0%} raw, "
+         f"{row.at_constant_speed:.0%} at constant speed)" for row in levels
+         if all(isinstance(value, (int, float)) for value in (row.machine, row.spread, row.at_constant_speed))],
         severity="note")
 
 
-def _loadgen(summary: dict) -> Notice | None:
-    items = list(summary.get("loadgen_warnings") or [])
-    late = [lvl["level"] for lvl in summary["levels"] if lvl.get("loadgen", {}).get("late")]
+def _loadgen(summary: Summary) -> Notice | None:
+    items = list(summary.loadgen_warnings)
+    late = [lvl.level for lvl in summary.levels if lvl.loadgen.late]
     if late:
         items.append(f"sent late (p99 lateness > {LATENESS_LIMIT_MS:g} ms) at: {', '.join(late)}")
-    limited = [lvl for lvl in summary["levels"] if lvl.get("loadgen", {}).get("limited_by_loadgen")]
+    limited = [lvl for lvl in summary.levels if lvl.loadgen.limited_by_loadgen]
     if limited:
-        lags = [f"{lvl['level']} ({lvl['loadgen']['loop_lag_p99_ms']:.2f} ms)" for lvl in limited
-                if lvl["loadgen"].get("loop_lag_p99_ms") is not None]
-        items.append(f"the load generator, not the server, was a limit at: {', '.join(lvl['level'] for lvl in limited)}"
+        lags = [f"{lvl.level} ({lvl.loadgen.loop_lag_p99_ms:.2f} ms)" for lvl in limited
+                if lvl.loadgen.loop_lag_p99_ms is not None]
+        items.append(f"the load generator, not the server, was a limit at: {', '.join(lvl.level for lvl in limited)}"
                      + (f"; its event-loop lag p99 bounds its timing error there: {', '.join(lags)}" if lags else ""))
-    timing = [f"{lvl['level']} (" + ", ".join(
-                  f"{row['metric'].removesuffix('_s').upper()} {row['q']}: lag {row['lag_ms']:.2f} ms, CI {row['ci_ms']:.2f} ms"
-                  for row in lvl["loadgen"]["lag_limited"]) + ")"
-              for lvl in summary["levels"] if lvl.get("loadgen", {}).get("lag_limited")]
+    timing = [f"{lvl.level} (" + ", ".join(
+                  f"{row.metric.removesuffix('_s').upper()} {row.q}: lag {row.lag_ms:.2f} ms, CI {row.ci_ms:.2f} ms"
+                  for row in lvl.loadgen.lag_limited) + ")"
+              for lvl in summary.levels if lvl.loadgen.lag_limited]
     if timing:
         items.append("its timing error (event-loop lag) was wider than the percentile's 95% confidence interval "
                      "at: " + "; ".join(timing))
@@ -160,9 +160,9 @@ def _loadgen(summary: dict) -> Notice | None:
         items)
 
 
-def _client_server(summary: dict) -> Notice | None:
-    items = [f"{lvl['level']}: {w}" for lvl in summary["levels"]
-             for w in (lvl.get("client_vs_server") or {}).get("warnings", [])]
+def _client_server(summary: Summary) -> Notice | None:
+    items = [f"{lvl.level}: {w}" for lvl in summary.levels
+             for w in (lvl.client_vs_server.warnings if lvl.client_vs_server else ())]
     if not items:
         return None
     return Notice(
@@ -175,8 +175,8 @@ def _client_server(summary: dict) -> Notice | None:
         items)
 
 
-def _missing(summary: dict) -> Notice | None:
-    items = list(summary.get("missing") or [])
+def _missing(summary: Summary) -> Notice | None:
+    items = list(summary.missing)
     if not items:
         return None
     return Notice("missing or damaged data",
@@ -184,7 +184,7 @@ def _missing(summary: dict) -> Notice | None:
                   None, items)
 
 
-def notices(summary: dict) -> list[Notice]:
+def notices(summary: Summary) -> list[Notice]:
     found = (_unstable(summary), _host_steal(summary), _loadgen(summary), _client_server(summary),
              _missing(summary), _machine_drift(summary))
     return [n for n in found if n is not None]

@@ -8,8 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from engine_core.hf_config import load_hf_config
 from reports.figures import latency as figures_latency
 from reports.figures import resources as figures_resources
@@ -27,6 +25,7 @@ from reports.quality.carry import read_quality
 from reports.verdict import build_verdict
 from contract.run_json import RunInfo
 from contract.slo import SLO
+from contract.summary import Summary, ValidationSummary, jsonable
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,10 @@ class ReportOptions:
 
 @dataclass(frozen=True)
 class ReportResult:
-    summary: dict
+    """What a report wrote. `summary`: the typed summary as summary.json holds it (a classic model's
+    report, reports.classic, keeps its own dict)."""
+
+    summary: Summary | dict
     summary_path: Path
     markdown_path: Path
     html_path: Path
@@ -79,33 +81,33 @@ class ReportResult:
 
 
 def build_summary(data: RunData, options: ReportOptions,
-                  progress: Callable[[str], None] | None = None) -> dict:
-    """summary.json's dict (../shared/DESIGN.md): run, levels, verdict, plus `missing` and warnings."""
+                  progress: Callable[[str], None] | None = None) -> Summary:
+    """summary.json, typed (contract.summary): run, levels, validation, verdict, plus `missing` and warnings."""
     slo = options.slo_for(data.run)
     levels = build_levels(data, slo, progress=progress)
     samples = level_samples(data, levels)
     validation = validate(data.run, samples, replications=options.replications,
                           progress=(lambda lvl: progress(f"validating {lvl}")) if progress else None)
-    add_predictions(data.run, levels, options.model_config, validation.calibrations, samples,
-                    replications=min(options.replications, CALIBRATED_REPLICATIONS),
-                    held_out=validation.summary["predictions"])
+    levels = add_predictions(data.run, levels, options.model_config, validation.calibrations, samples,
+                             replications=min(options.replications, CALIBRATED_REPLICATIONS),
+                             held_out=validation.summary.predictions)
     price = resolve_price(data.run, options.gpu_hourly, options.gpu)
     verdict = build_verdict(levels, slo, cost=lambda point: cost_per_million(point, price),
                             samples=slo_samples(data))
     quality, unreadable = read_quality(data.run_dir)
-    return {"run": data.run_json, "levels": levels, "validation": validation.summary, "verdict": verdict,
-            "missing": list(data.missing) + ([unreadable] if unreadable else []), "loadgen_warnings": loadgen_warnings(data.run, levels),
-            "unstable_levels": unstable_levels(data.run),
-            "machine_drift_levels": machine_drift_levels(data.run) if options.diagnostics else [],
-            "diagnostics": options.diagnostics,
-            "metrics": list(LATENCY_METRICS), "quality": quality}
+    return Summary(run=data.run_json, levels=tuple(levels), validation=validation.summary, verdict=verdict,
+                   missing=(*data.missing, *([unreadable] if unreadable else [])),
+                   loadgen_warnings=tuple(loadgen_warnings(data.run, levels)),
+                   unstable_levels=tuple(unstable_levels(data.run)),
+                   machine_drift_levels=tuple(machine_drift_levels(data.run)) if options.diagnostics else (),
+                   diagnostics=options.diagnostics, metrics=LATENCY_METRICS, quality=quality)
 
 
-def make_figures(data: RunData, summary: dict, out_dir: Path) -> list[FigureFile]:
-    levels, slo = summary["levels"], SLO(**summary["verdict"]["slo"])
+def make_figures(data: RunData, summary: Summary, out_dir: Path) -> list[FigureFile]:
+    levels, slo = summary.levels, summary.verdict.slo
     made = [figures_latency.latency_vs_load(levels, metric, slo, out_dir) for metric in LATENCY_METRICS]
     made += [
-        figures_latency.throughput_vs_latency(levels, summary["verdict"]["knee"], out_dir),
+        figures_latency.throughput_vs_latency(levels, summary.verdict.knee, out_dir),
         figures_latency.goodput_vs_load(levels, slo, out_dir),
         figures_resources.batch_and_kv_vs_load(levels, out_dir),
         figures_resources.resources_timeseries(data, levels, out_dir),
@@ -114,26 +116,21 @@ def make_figures(data: RunData, summary: dict, out_dir: Path) -> list[FigureFile
     return [fig for fig in made if fig is not None]
 
 
-def make_validation_figures(summary: dict, out_dir: Path) -> list[FigureFile]:
+def make_validation_figures(summary: Summary, out_dir: Path) -> list[FigureFile]:
     """Predicted vs measured per metric, from summary.json's `validation`."""
-    validation = summary.get("validation") or {}
+    validation = summary.validation or ValidationSummary()
     metrics = dict.fromkeys(key.split(".")[0] for key in keys_of(validation))
-    made = [figures_validation.predicted_vs_measured(summary["levels"], validation, metric, out_dir)
+    made = [figures_validation.predicted_vs_measured(summary.levels, validation, metric, out_dir)
             for metric in metrics]
     return [fig for fig in made if fig is not None]
 
 
-def jsonable(value):
-    """NaN/inf -> None and numpy scalars -> Python, so summary.json is strict JSON."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+def write_summary(summary: Summary, path: Path) -> Summary:
+    """summary.json from `summary.to_dict()` (strict JSON: NaN as null); returns the summary as the file now
+    holds it (read back with `Summary.from_dict`), which the pages and figures are drawn from."""
+    document = summary.to_dict()
+    path.write_text(json.dumps(document, indent=1, allow_nan=False))
+    return Summary.from_dict(document)
 
 
 def write_report(run_dir: str | Path, options: ReportOptions | None = None,
@@ -145,10 +142,9 @@ def write_report(run_dir: str | Path, options: ReportOptions | None = None,
     data = load_run(run_dir)
     if data.run.workload.classic:
         return write_classic_report(data, options, step)
-    summary = jsonable(build_summary(data, options, progress=lambda lvl: step(f"level {lvl}")))
     out_dir = data.run_dir
     summary_path = out_dir / "summary.json"
-    summary_path.write_text(json.dumps(summary, indent=1, allow_nan=False))
+    summary = write_summary(build_summary(data, options, progress=lambda lvl: step(f"level {lvl}")), summary_path)
     figures: list[FigureFile] = []
     validation_figures: list[FigureFile] = []
     if options.figures:

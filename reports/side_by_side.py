@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from reports import answer
@@ -26,12 +26,14 @@ from reports.figures.common import FigureFile
 from reports.notices import machine_drift_levels, unstable_levels
 from reports.quality.carry import configuration_statement, quality_sentence, read_quality
 from reports.page.render import answer_sections, levels_section, to_html, to_markdown
-from reports.report import ReportOptions, ReportResult, jsonable
+from reports.report import ReportOptions, ReportResult, write_summary
 from reports.run_data import RunData, load_run
 from reports.speculation import measured_crossover
 from reports.summary import LATENCY_METRICS, build_levels, loadgen_warnings, slo_samples
 from reports.verdict import build_verdict
+from contract.level_result import LevelResult
 from contract.slo import SLO, SloSample
+from contract.summary import DriftLevel, OperatingPoint, Summary, UnstableLevel
 
 LABELS = "ABCDEFGH"
 
@@ -43,11 +45,11 @@ class Side:
     label: str                  # "A", "B"
     name: str                   # what it is: the run directory, or what served the arm
     setup: str                  # answer.setup_detail of its run.json: "tiny on ..."
-    levels: list[dict]          # summary levels, strategy and level id already prefixed
+    levels: list[LevelResult]   # summary levels, strategy and level id already prefixed
     price: dict                 # reports.cost.resolve_price
     notes: list[str]            # missing data and load-generator warnings, prefixed
-    unstable: list[dict]        # reports.notices.unstable_levels, prefixed
-    drift: list[dict]           # reports.notices.machine_drift_levels, prefixed
+    unstable: list[UnstableLevel]   # reports.notices.unstable_levels, prefixed
+    drift: list[DriftLevel]     # reports.notices.machine_drift_levels, prefixed
     engine: dict | None = None  # the run's /v1/engine description (run.json), the first engine's
     quality: dict | None = None # its quality.json (`servecap quality`), when it has one
     samples: dict[str, SloSample] = field(default_factory=dict)   # {prefixed level id: its requests, judged}
@@ -61,20 +63,17 @@ def is_compare_dir(run_dir: str | Path) -> bool:
         return False
 
 
-def _prefixed(level: dict, label: str, strategy: str | None) -> dict:
-    out = dict(level)
-    out["strategy"] = f"{label}: {strategy}" if strategy else label
-    out["level"] = f"{label}: {level['level']}"
-    return out
+def _prefixed(level: LevelResult, label: str, strategy: str | None) -> LevelResult:
+    return replace(level, strategy=f"{label}: {strategy}" if strategy else label, level=f"{label}: {level.level}")
 
 
-def _samples(samples: dict[str, SloSample], label: str, levels: list[dict]) -> dict[str, SloSample]:
+def _samples(samples: dict[str, SloSample], label: str, levels: list[LevelResult]) -> dict[str, SloSample]:
     """The SLO samples (reports.summary.slo_samples) of `levels`, a run's or one arm's, under their
     prefixed level ids."""
-    return {f"{label}: {lvl['level']}": samples[lvl["level"]] for lvl in levels}
+    return {f"{label}: {lvl.level}": samples[lvl.level] for lvl in levels}
 
 
-def _notes(data: RunData, levels: list[dict], label: str) -> list[str]:
+def _notes(data: RunData, levels: list[LevelResult], label: str) -> list[str]:
     return [f"{label}: {note}" for note in [*data.missing, *loadgen_warnings(data.run, levels)]]
 
 
@@ -82,12 +81,12 @@ def run_side(run_dir: str | Path, label: str, options: ReportOptions, slo: SLO |
     data = load_run(run_dir)
     slo = slo or options.slo_for(data.run)
     levels = build_levels(data, slo)
-    unstable = [{**row, "level": f"{label}: {row['level']}"} for row in unstable_levels(data.run)]
-    drift = [{**row, "level": f"{label}: {row['level']}"} for row in machine_drift_levels(data.run)]
+    unstable = [replace(row, level=f"{label}: {row.level}") for row in unstable_levels(data.run)]
+    drift = [replace(row, level=f"{label}: {row.level}") for row in machine_drift_levels(data.run)]
     quality, unreadable = read_quality(data.run_dir)
     notes = _notes(data, levels, label) + ([f"{label}: {unreadable}"] if unreadable else [])
     return Side(label, data.run_dir.name, answer.setup_detail(data.run_json),
-                [_prefixed(lvl, label, lvl["strategy"]) for lvl in levels],
+                [_prefixed(lvl, label, lvl.strategy) for lvl in levels],
                 resolve_price(data.run, options.gpu_hourly, options.gpu), notes,
                 unstable, drift, _first_engine(data.run_json), quality,
                 _samples(slo_samples(data), label, levels)), slo
@@ -124,31 +123,31 @@ def arm_sides(run_dir: str | Path, options: ReportOptions) -> tuple[list[Side], 
     sides = []
     for arm, info in sorted(data.run.compare.arms.items()):
         label = arm.upper()
-        mine = [lvl for lvl in levels if lvl["strategy"] == arm]
+        mine = [lvl for lvl in levels if lvl.strategy == arm]
         sides.append(Side(label, info.label(), answer.setup_detail(data.run_json),
                           [_prefixed(lvl, label, None) for lvl in mine], price,
                           notes if not sides else [], [], [], samples=_samples(samples, label, mine)))
     return sides, slo
 
 
-def combined_summary(sides: list[Side], slo: SLO) -> dict:
-    """One summary.json over every side's levels (the contract's shape; `run` names the sides)."""
+def combined_summary(sides: list[Side], slo: SLO) -> Summary:
+    """One summary over every side's levels (the contract's side-by-side shape; `run` names the sides)."""
     prices = {side.label: side.price for side in sides}
     levels = [lvl for side in sides for lvl in side.levels]
 
-    def cost(point: dict) -> dict:
-        return cost_per_million(point, prices[point["level"].split(":", 1)[0]])
+    def cost(point: OperatingPoint) -> dict:
+        return cost_per_million(point, prices[point.level.split(":", 1)[0]])
 
     samples = {level: sample for side in sides for level, sample in side.samples.items()}
     verdict = build_verdict(levels, slo, cost, samples)
-    return {"run": {"side_by_side": [{"label": s.label, "name": s.name, "setup": s.setup} for s in sides]},
-            "levels": levels, "verdict": verdict, "metrics": list(LATENCY_METRICS),
-            "speculation_crossover": measured_crossover(levels),
-            "configurations": _configurations(sides) if len(sides) > 1 else [],
-            "quality": {side.label: side.quality for side in sides if side.quality},
-            "missing": [note for side in sides for note in side.notes], "loadgen_warnings": [],
-            "unstable_levels": [row for side in sides for row in side.unstable],
-            "machine_drift_levels": [row for side in sides for row in side.drift]}
+    return Summary(run={"side_by_side": [{"label": s.label, "name": s.name, "setup": s.setup} for s in sides]},
+                   levels=tuple(levels), verdict=verdict, metrics=LATENCY_METRICS,
+                   speculation_crossover=measured_crossover(levels),
+                   configurations=tuple(_configurations(sides)) if len(sides) > 1 else (),
+                   quality={side.label: side.quality for side in sides if side.quality},
+                   missing=tuple(note for side in sides for note in side.notes), loadgen_warnings=(),
+                   unstable_levels=tuple(row for side in sides for row in side.unstable),
+                   machine_drift_levels=tuple(row for side in sides for row in side.drift))
 
 
 def side_by_side(run_dirs: list[str | Path], out_dir: str | Path, options: ReportOptions | None = None,
@@ -167,11 +166,10 @@ def side_by_side(run_dirs: list[str | Path], out_dir: str | Path, options: Repor
             side, slo = run_side(run_dir, label, options, slo)
             sides.append(side)
         title = "servecap report: " + " vs ".join(side.name for side in sides)
-    summary = jsonable(combined_summary(sides, slo))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary_path = out_dir / "summary.json"
-    summary_path.write_text(json.dumps(summary, indent=1, allow_nan=False))
+    summary = write_summary(combined_summary(sides, slo), summary_path)
     figures: list[FigureFile] = []
     if options.figures:
         step("drawing figures")
@@ -183,22 +181,22 @@ def side_by_side(run_dirs: list[str | Path], out_dir: str | Path, options: Repor
     return ReportResult(summary, summary_path, markdown_path, html_path, figures)
 
 
-def _figures(summary: dict, out_dir: Path) -> list[FigureFile]:
-    levels, slo = summary["levels"], SLO(**summary["verdict"]["slo"])
-    made = [figures_latency.throughput_vs_latency(levels, summary["verdict"]["knee"], out_dir)]
+def _figures(summary: Summary, out_dir: Path) -> list[FigureFile]:
+    levels, slo = summary.levels, summary.verdict.slo
+    made = [figures_latency.throughput_vs_latency(levels, summary.verdict.knee, out_dir)]
     made += [figures_latency.latency_vs_load(levels, metric, slo, out_dir) for metric in LATENCY_METRICS]
     made.append(figures_latency.goodput_vs_load(levels, slo, out_dir))
     return [fig for fig in made if fig is not None]
 
 
-def sections(summary: dict, figures: list[FigureFile]) -> list[tuple[str, list[Block]]]:
-    sides = summary["run"]["side_by_side"]
+def sections(summary: Summary, figures: list[FigureFile]) -> list[tuple[str, list[Block]]]:
+    sides = summary.run["side_by_side"]   # the side-by-side run section: [{"label", "name", "setup"}]
     preface = ["Runs compared: " + "; ".join(
         f"**{s['label']}** = `{s['name']}`" + (f" ({s['setup']})" if s["setup"] else "") for s in sides) + "."]
-    if summary.get("speculation_crossover"):
-        preface.append("Speculative decoding: " + summary["speculation_crossover"]["statement"] + ".")
-    preface += [statement + "." for statement in summary.get("configurations") or []]
-    preface += [f"{label}: {quality_sentence(quality)}." for label, quality in (summary.get("quality") or {}).items()]
+    if summary.speculation_crossover:
+        preface.append("Speculative decoding: " + summary.speculation_crossover.statement + ".")
+    preface += [statement + "." for statement in summary.configurations]
+    preface += [f"{label}: {quality_sentence(quality)}." for label, quality in (summary.quality or {}).items()]
     out = answer_sections(summary, figures, preface)
     out.append(("Figures", [fig for fig in figures if fig.name != "throughput_vs_latency.png"]))
     out.append(levels_section(summary))

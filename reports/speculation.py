@@ -1,7 +1,7 @@
 """The crossover a measurement shows: where the speculating curve stops beating the plain one.
 
-    measured_crossover(levels) -> {"speculating", "plain", "axis", "tpot_level", "throughput_level",
-                                   "statement"} | None
+    measured_crossover(levels) -> SpeculationCrossover(speculating, plain, axis, levels, tpot_level,
+                                                       throughput_level, statement) | None
 
 A curve is one strategy's levels (a side-by-side report's "A: continuous", "B: continuous"). It
 speculates when the server's own counters say it proposed (`spec_acceptance_rate`, from vLLM's
@@ -13,31 +13,29 @@ None when the levels hold no such pair.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from calculators.speculative_crossover import crossover
+from contract.level_result import LevelResult
+from contract.summary import SpeculationCrossover
 
 
-def _curves(levels: list[dict]) -> dict[str, list[dict]]:
-    curves: dict[str, list[dict]] = {}
+def _curves(levels: Sequence[LevelResult]) -> dict[str, list[LevelResult]]:
+    curves: dict[str, list[LevelResult]] = {}
     for level in levels:
-        curves.setdefault(level["strategy"], []).append(level)
+        curves.setdefault(level.strategy, []).append(level)
     return curves
 
 
-def _speculates(curve: list[dict]) -> bool:
-    return any((level.get("server") or {}).get("spec_acceptance_rate") is not None for level in curve)
+def _speculates(curve: list[LevelResult]) -> bool:
+    return any(level.server.get("spec_acceptance_rate") is not None for level in curve)
 
 
-def _by_load(curve: list[dict]) -> dict[tuple[str, float], dict]:
-    out = {}
-    for level in curve:
-        offered = level.get("offered") or {}
-        if len(offered) == 1:
-            (kind, value), = offered.items()
-            out[(kind, float(value))] = level
-    return out
+def _by_load(curve: list[LevelResult]) -> dict[tuple[str, float], LevelResult]:
+    return {(level.offered.kind, float(level.offered.value)): level for level in curve if level.offered}
 
 
-def measured_crossover(levels: list[dict]) -> dict | None:
+def measured_crossover(levels: Sequence[LevelResult]) -> SpeculationCrossover | None:
     curves = _curves(levels)
     speculating = next((name for name, curve in curves.items() if _speculates(curve)), None)
     plain = next((name for name, curve in curves.items() if not _speculates(curve)), None)
@@ -50,12 +48,13 @@ def measured_crossover(levels: list[dict]) -> dict | None:
         return None
     axis = "concurrency" if kinds == {"concurrency"} else "rate"
 
-    def tpot(level):
-        return level["metrics"]["tpot_s"]["p50"]
+    def tpot(level: LevelResult) -> float | None:
+        return level.metrics["tpot_s"].p50
 
     found = crossover(axis, [value for _, value in shared], [tpot(base[key]) for key in shared],
-                      [tpot(spec[key]) for key in shared], [base[key]["output_tokens_per_s"] for key in shared],
-                      [spec[key]["output_tokens_per_s"] for key in shared])
-    return {"speculating": speculating, "plain": plain, "axis": axis, "levels": [value for _, value in shared],
-            "tpot_level": found.tpot_level, "throughput_level": found.throughput_level,
-            "statement": f"{speculating} (speculating) against {plain}: {found.statement()} (measured)"}
+                      [tpot(spec[key]) for key in shared], [base[key].output_tokens_per_s for key in shared],
+                      [spec[key].output_tokens_per_s for key in shared])
+    statement = f"{speculating} (speculating) against {plain}: {found.statement()} (measured)"
+    return SpeculationCrossover(speculating=speculating, plain=plain, axis=axis,
+                                levels=tuple(value for _, value in shared), tpot_level=found.tpot_level,
+                                throughput_level=found.throughput_level, statement=statement)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats as sps
 
+from contract.level_result import Distribution
+
 PERCENTILES = (50, 90, 95, 99)
 CI_PERCENTILES = (50, 95, 99)
 CONFIDENCE = 0.95
@@ -93,34 +95,23 @@ def resamples_for(n: int) -> int:
     return affordable if affordable >= MIN_RESAMPLES else 0
 
 
-def summarize(values: np.ndarray, seed: int = 0) -> dict:
-    """count, mean, p50, p90, p95, p99 and p50/p95/p99 95% CIs of raw values (NaNs dropped).
-
-    Shape: {"count": n, "mean": .., "p50": .., ..., "p99": .., "p50_ci95": [lo, hi],
-    "p95_ci95": .., "p99_ci95": .., "ci_method": "bootstrap(999)" | "order-statistic" | None}.
-    """
+def summarize(values: np.ndarray, seed: int = 0) -> Distribution:
+    """count, mean, p50, p90, p95, p99 and p50/p95/p99 95% CIs of raw values (NaNs dropped), as summary.json's
+    `Distribution`; `ci_method` "bootstrap(R)" | "order-statistic" | "degenerate" | None (no values)."""
     values = np.asarray(values, dtype=np.float64)
     values = values[~np.isnan(values)]
     n = len(values)
-    out: dict = {"count": n}
     if n == 0:
-        out.update({"mean": None, **{f"p{q}": None for q in PERCENTILES}})
-        out.update({f"p{q}_ci95": None for q in CI_PERCENTILES})
-        out["ci_method"] = None
-        return out
-    out["mean"] = float(values.mean())
+        return Distribution(count=0)
     resamples = resamples_for(n)
     if n >= 2 and not resamples:
         pcts, cis = _large_sample(values)
-        out.update({f"p{q}": pcts[q] for q in PERCENTILES})
         method = "order-statistic"
     else:
-        out.update({f"p{q}": float(v) for q, v in zip(PERCENTILES, np.percentile(values, PERCENTILES))})
+        pcts = {q: float(v) for q, v in zip(PERCENTILES, np.percentile(values, PERCENTILES))}
     if n < 2 or np.ptp(values) == 0:
-        cis, method = {q: (out[f"p{q}"], out[f"p{q}"]) for q in CI_PERCENTILES}, "degenerate"
+        cis, method = {q: (pcts[q], pcts[q]) for q in CI_PERCENTILES}, "degenerate"
     elif resamples:
         cis, method = bootstrap_ci(values, seed=seed, n_resamples=resamples), f"bootstrap({resamples})"
-    for q in CI_PERCENTILES:
-        out[f"p{q}_ci95"] = [cis[q][0], cis[q][1]]
-    out["ci_method"] = method
-    return out
+    return Distribution(count=n, mean=float(values.mean()), p50=pcts[50], p90=pcts[90], p95=pcts[95], p99=pcts[99],
+                        p50_ci95=cis[50], p95_ci95=cis[95], p99_ci95=cis[99], ci_method=method)

@@ -1,13 +1,15 @@
-"""summary.json: per-level latency statistics, rates, goodput, health, server and device means,
+"""summary.json's levels: per-level latency statistics, rates, goodput, health, server and device means,
 the server's own latency percentiles (`server_latency`) and the client-versus-server split.
 
-The shape is the contract with the gate (../shared/DESIGN.md); fields are only
-ever added. Every number is a function of `RunData`.
+Each level is built here as a typed `LevelResult`; its shape is contract.level_result's (the whole
+file's: contract.summary), the contract with the gate and the notebooks; fields are only ever added.
+Every number is a function of `RunData`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -23,6 +25,8 @@ from reports.server_metrics.overhead import client_vs_server
 from reports.server_metrics.series import ServerSeries
 from reports.slo import goodput_rps, request_meets_slo
 from reports.stats import summarize
+from contract.level_result import (EMPTY, Distribution, LagLimited, LevelResult, LoadgenHealth, Offered,
+                                   PercentilePair, TurnStats)
 from contract.level_windows import span, total_s
 from contract.loadgen_meta import LATENESS_P99_LIMIT_S
 from contract.run_json import RunInfo
@@ -47,8 +51,9 @@ def level_order(data: RunData) -> list[str]:
     return [key[2] for key in sorted(keys)]
 
 
-def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None = None) -> list[dict]:
-    """One summary.json level object per level with measure-phase records, in `level_order`."""
+def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None = None) -> list[LevelResult]:
+    """One summary.json level (contract.level_result.LevelResult) per level with measure-phase records, in
+    `level_order`."""
     records = data.records
     measure = records["phase"] == "measure"
     ok_measure = data.measured_ok().to_numpy()
@@ -66,9 +71,8 @@ def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None
         if progress:
             progress(level)
         frame = grouped[level]
-        entry = _level_entry(level, frame, gaps_by_level.get(level, np.empty(0)), slo, seed,
-                             default_strategy, data, series, warmups.get(level, np.empty((0, 2))))
-        levels.append(entry)
+        levels.append(_level_result(level, frame, gaps_by_level.get(level, np.empty(0)), slo, seed,
+                                    default_strategy, data, series, warmups.get(level, np.empty((0, 2)))))
     return levels
 
 
@@ -113,9 +117,9 @@ def _itl_by_level(data: RunData, ok_measure: np.ndarray) -> dict[str, np.ndarray
             for code, parts in pieces.items()}
 
 
-def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO, seed: int,
+def _level_result(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO, seed: int,
                  default_strategy: str | None, data: RunData, series: ServerSeries,
-                 warmups: np.ndarray) -> dict:
+                 warmups: np.ndarray) -> LevelResult:
     parsed = parse_level_id(level, default_strategy)
     ok = frame[frame["status"] == "ok"]
     windows = frame_windows(frame)                      # one, or one per round (sweep --rounds)
@@ -126,51 +130,54 @@ def _level_entry(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SLO
     in_flight = frame["status"] == "incomplete"
     finished = frame[~in_flight]
     requests, n_ok = len(finished), len(ok)
-    entry = {
-        "level": level,
-        "strategy": parsed.strategy,
-        "offered": parsed.offered,
-        "requests": requests,
-        "ok": n_ok,
-        "errors": requests - n_ok,
-        "incomplete": int(in_flight.sum()),
-        "error_rate": (requests - n_ok) / requests if requests else None,
-        "statuses": {str(k): int(v) for k, v in frame["status"].value_counts().items() if v},
-        "window": [start, end],
-        "windows": [list(w) for w in windows],
-        "duration_s": duration,
-        "request_rate_rps": n_ok / duration if duration else None,
-        "output_tokens_per_s": output_tokens / duration if duration else None,
-        "prompt_tokens_per_s": float(ok["prompt_tokens"].sum()) / duration if duration else None,
-        "output_tokens": int(output_tokens),
-        "prompt_tokens_mean": float(ok["prompt_tokens"].mean()) if n_ok else None,
-        "output_tokens_mean": float(ok["output_tokens"].mean()) if n_ok else None,
-        "reasoning_tokens_mean": float(ok["reasoning_tokens"].mean()) if n_ok and ok["reasoning_tokens"].notna().any() else None,
-        "goodput_rps": goodput_rps(frame, slo, duration),
-        "slo_attainment": float(request_meets_slo(finished, slo).mean()) if slo.is_set and requests else None,
-        "metrics": {
-            "ttft_s": summarize(ok["ttft_s"].to_numpy(), seed),
-            "tpot_s": summarize(ok["tpot_s"].to_numpy(), seed),
-            "itl_s": summarize(itl_gaps, seed),
-            "e2e_s": summarize(ok["e2e_s"].to_numpy(), seed),
-            "ttfa_s": summarize(ok["ttfa_s"].to_numpy(dtype=float), seed),   # first answer token (reasoning models)
-            "queue_s": summarize(ok["queue_s"].to_numpy(), seed),
-            "e2e_with_queue_s": summarize((ok["e2e_s"] + ok["queue_s"]).to_numpy(), seed),   # NaN without queue_s
-        },
-        "loadgen": loadgen_health(frame, (data.loadgen_meta.get("levels") or {}).get(level)),
-        "by_turn": by_turn(ok),
-        "by_model": by_model(ok, data.engine_requests),
-        "lora_slot_waits": slot_waits(ok, data.engine_requests),
-        "server": server_means(series, windows),
-        "server_latency": server_latency(series, observed_windows(windows, warmups)),
-        "device": device_means(data.samples, windows),
-        "host_steal": steal_by_core(data.canary, windows),   # {core: share the VM's host took}; {} without canary
+    metrics = {
+        "ttft_s": summarize(ok["ttft_s"].to_numpy(), seed),
+        "tpot_s": summarize(ok["tpot_s"].to_numpy(), seed),
+        "itl_s": summarize(itl_gaps, seed),
+        "e2e_s": summarize(ok["e2e_s"].to_numpy(), seed),
+        "ttfa_s": summarize(ok["ttfa_s"].to_numpy(dtype=float), seed),   # first answer token (reasoning models)
+        "queue_s": summarize(ok["queue_s"].to_numpy(), seed),
+        "e2e_with_queue_s": summarize((ok["e2e_s"] + ok["queue_s"]).to_numpy(), seed),   # NaN without queue_s
     }
-    entry["loadgen"]["lag_limited"] = lag_limited(entry["metrics"], entry["loadgen"].get("loop_lag_p50_ms"),
-                                                  entry["loadgen"].get("loop_lag_p99_ms"))
-    entry["client_vs_server"] = client_vs_server(entry)
-    entry["energy_per_output_token_j"] = energy_per_token_j(entry["device"], duration, output_tokens)
-    return entry
+    health = loadgen_health(frame, (data.loadgen_meta.get("levels") or {}).get(level))
+    health = replace(health, lag_limited=lag_limited(metrics, health.loop_lag_p50_ms, health.loop_lag_p99_ms))
+    server_side = server_latency(series, observed_windows(windows, warmups))
+    device = device_means(data.samples, windows)
+    return LevelResult(
+        level=level,
+        strategy=parsed.strategy,
+        offered=Offered(parsed.offered_kind, next(iter(parsed.offered.values()))) if parsed.offered else None,
+        requests=requests,
+        ok=n_ok,
+        errors=requests - n_ok,
+        incomplete=int(in_flight.sum()),
+        error_rate=(requests - n_ok) / requests if requests else None,
+        statuses={str(k): int(v) for k, v in frame["status"].value_counts().items() if v},
+        window=(start, end),
+        windows=tuple(tuple(w) for w in windows),
+        duration_s=duration,
+        request_rate_rps=n_ok / duration if duration else None,
+        output_tokens_per_s=output_tokens / duration if duration else None,
+        prompt_tokens_per_s=float(ok["prompt_tokens"].sum()) / duration if duration else None,
+        output_tokens=int(output_tokens),
+        prompt_tokens_mean=float(ok["prompt_tokens"].mean()) if n_ok else None,
+        output_tokens_mean=float(ok["output_tokens"].mean()) if n_ok else None,
+        reasoning_tokens_mean=(float(ok["reasoning_tokens"].mean())
+                               if n_ok and ok["reasoning_tokens"].notna().any() else None),
+        goodput_rps=goodput_rps(frame, slo, duration),
+        slo_attainment=float(request_meets_slo(finished, slo).mean()) if slo.is_set and requests else None,
+        metrics=metrics,
+        loadgen=health,
+        by_turn=by_turn(ok),
+        by_model=by_model(ok, data.engine_requests),
+        lora_slot_waits=slot_waits(ok, data.engine_requests),
+        server=server_means(series, windows),
+        server_latency=server_side,
+        device=device,
+        host_steal=steal_by_core(data.canary, windows),   # {core: share the VM's host took}; {} without canary
+        client_vs_server=client_vs_server(metrics, server_side),
+        energy_per_output_token_j=energy_per_token_j(device, duration, output_tokens),
+    )
 
 
 def observed_windows(windows: list[tuple[float, float]], warmups: np.ndarray) -> list[tuple[float, float]]:
@@ -188,24 +195,26 @@ def observed_windows(windows: list[tuple[float, float]], warmups: np.ndarray) ->
     return observed
 
 
-def by_turn(ok: pd.DataFrame) -> dict | None:
-    """Multi-turn runs: {turn: {"requests", "prompt_tokens_mean", metric: {"p50", "p99"}}} over a level's ok
-    measure records (later turns carry longer histories); None when no record has a turn."""
+def by_turn(ok: pd.DataFrame) -> dict[str, TurnStats] | None:
+    """Multi-turn runs: {turn: TurnStats} over a level's ok measure records (later turns carry longer
+    histories); None when no record has a turn."""
     turns = ok["turn"].dropna()
     if turns.empty:
         return None
     out = {}
     for turn, group in ok.loc[turns.index].groupby(turns.astype(int), sort=True):
-        entry: dict = {"requests": len(group), "prompt_tokens_mean": float(group["prompt_tokens"].mean())}
+        pairs = {}
         for metric in ("ttft_s", "tpot_s", "e2e_s"):
             values = group[metric].dropna().to_numpy()
             p50, p99 = np.percentile(values, [50, 99]) if len(values) else (None, None)
-            entry[metric] = {"p50": None if p50 is None else float(p50), "p99": None if p99 is None else float(p99)}
-        out[str(turn)] = entry
+            pairs[metric] = PercentilePair(p50=None if p50 is None else float(p50),
+                                           p99=None if p99 is None else float(p99))
+        out[str(turn)] = TurnStats(requests=len(group), prompt_tokens_mean=float(group["prompt_tokens"].mean()),
+                                   **pairs)
     return out
 
 
-def loadgen_health(frame: pd.DataFrame, meta: dict | None = None) -> dict:
+def loadgen_health(frame: pd.DataFrame, meta: dict | None = None) -> LoadgenHealth:
     """Send lateness (t_start - t_sched) of open-loop records in ms, workers, and the generator's
     own CPU and warnings from requests.meta.json (`meta` = that file's entry for this level).
 
@@ -229,34 +238,34 @@ def loadgen_health(frame: pd.DataFrame, meta: dict | None = None) -> dict:
             value = meta.get(f"loop_lag_{name}_s")
             if isinstance(value, (int, float)):
                 out[f"loop_lag_{name}_ms"] = float(value) * 1000.0
-        out["warnings"] = [str(w) for w in meta.get("warnings") or []]
-    return out
+        out["warnings"] = tuple(str(w) for w in meta.get("warnings") or [])
+    return LoadgenHealth(**out)
 
 
 LAG_JUDGED = ("ttft_s", "itl_s", "e2e_s")   # TPOT is (E2E - TTFT) / (tokens - 1): a late timer moves it
                                             # by the lag over its tokens, far less than the others
 
 
-def lag_limited(metrics: dict, lag_p50_ms: float | None, lag_p99_ms: float | None) -> list[dict]:
+def lag_limited(metrics: dict[str, Distribution], lag_p50_ms: float | None,
+                lag_p99_ms: float | None) -> tuple[LagLimited, ...]:
     """The percentiles the load generator's timing error could move by more than their own uncertainty.
 
     The event-loop lag is how late the generator's clock reads a moment (a 1 ms timer that fires late
     by that much), so a reading of TTFT, ITL or E2E carries up to that much error: the median reading
     about the lag's median, a tail reading about the lag's p99. That error bar is set beside the
     percentile's own 95% confidence interval: where the interval is the wider, the sample limits the
-    figure, not the generator; where it is narrower, the generator does.
-    [{"metric", "q", "lag_ms", "ci_ms"}], in LAG_JUDGED order."""
+    figure, not the generator; where it is narrower, the generator does. In LAG_JUDGED order."""
     out = []
     for metric in LAG_JUDGED:
-        figures = metrics.get(metric) or {}
-        for q, lag_ms in ((50, lag_p50_ms), (95, lag_p99_ms), (99, lag_p99_ms)):
-            ci = figures.get(f"p{q}_ci95")
+        figures = metrics.get(metric) or EMPTY
+        for q, lag_ms in (("p50", lag_p50_ms), ("p95", lag_p99_ms), ("p99", lag_p99_ms)):
+            ci = figures.ci95(q)
             if lag_ms is not None and ci and None not in ci and lag_ms > (ci[1] - ci[0]) * 1e3:
-                out.append({"metric": metric, "q": f"p{q}", "lag_ms": lag_ms, "ci_ms": (ci[1] - ci[0]) * 1e3})
-    return out
+                out.append(LagLimited(metric=metric, q=q, lag_ms=lag_ms, ci_ms=(ci[1] - ci[0]) * 1e3))
+    return tuple(out)
 
 
-def loadgen_warnings(run: RunInfo, levels: list[dict]) -> list[str]:
+def loadgen_warnings(run: RunInfo, levels: list[LevelResult]) -> list[str]:
     """The load generator's warnings: per level from requests.meta.json, and run.json's notes."""
-    warnings = [f"{lvl['level']}: {w}" for lvl in levels for w in lvl["loadgen"].get("warnings", [])]
+    warnings = [f"{lvl.level}: {w}" for lvl in levels for w in lvl.loadgen.warnings or ()]
     return warnings + [str(note) for note in run.notes]

@@ -155,11 +155,12 @@ def run_simulate(argv: list[str]) -> dict:
     return json.loads(out.getvalue())
 
 
-def predicted(level: dict, metric: str, statistic: str) -> float | None:
+def predicted(point: dict, metric: str, statistic: str) -> float | None:
+    """One of calc simulate's --json levels: its figure for a published row's metric."""
     if metric == "output_tok_s":
-        return level["output_tokens_per_s"]
-    summary = level["metrics"]["ttft_s" if metric == "ttft_ms" else "tpot_s"]
-    value = summary.get(STATISTICS[statistic])
+        return point["output_tokens_per_s"]
+    figures = point["metrics"]["ttft_s" if metric == "ttft_ms" else "tpot_s"]
+    value = figures.get(STATISTICS[statistic])
     return None if value is None else value * 1e3
 
 
@@ -219,9 +220,9 @@ def validate(rows: list[Row], rule: str = "published", jobs: int = 1, progress=N
                 report.outcomes += [Outcome(r, engine, failure=failure["kind"]) for r in members]
                 continue
             by_level = {}
-            for level in result["levels"]:
-                offered = level["offered"]
-                by_level[float(offered.get("concurrency") or offered.get("rate_rps"))] = level
+            for point in result["levels"]:   # calc simulate's JSON
+                offered = point["offered"]
+                by_level[float(offered.get("concurrency") or offered.get("rate_rps"))] = point
             for row in members:
                 value = predicted(by_level[row.load], row.metric, row.statistic)
                 report.outcomes.append(Outcome(row, engine, value, None if value is None else value / row.value - 1))

@@ -46,6 +46,7 @@ from reports.predict.calibration import arrival_cv2, calibrate, predict, server_
 from reports.predict.evidence import LevelSample, StepRows, at_usual_speed
 from reports.diagnostics.machine_speed import level_speeds
 from reports.predict.validation import KEYS, levels_below_knee
+from contract.level_result import Distribution
 from contract.run_json import RunInfo
 
 VARIANTS = ("loo", "machine_speed", "canary_speed", "canary_windows", "own_steps", "own_front_end", "noise_floor")
@@ -152,11 +153,11 @@ def error_sources(run: RunInfo, samples: dict[str, list[LevelSample]], *, replic
     return out
 
 
-def drift(measured: dict, rerun: dict) -> dict:
+def drift(measured: dict[str, Distribution], rerun: dict[str, Distribution]) -> dict:
     """{key: rerun / measured - 1} for one level measured twice (each a summary level's `metrics`)."""
     out = {}
     for key in KEYS:
         metric, q = key.split(".")
-        a, b = measured[metric][q], rerun[metric][q]
+        a, b = measured[metric].at(q), rerun[metric].at(q)
         out[key] = b / a - 1 if a and b is not None else None
     return out

@@ -29,6 +29,7 @@ from reports.predict.evidence import level_samples
 from reports.run_data import load_run
 from reports.summary import build_levels
 from reports.predict.validation import KEYS, validate
+from contract.level_result import Distribution
 
 TARGETS = {"p50": 0.10, "p99": 0.15}
 
@@ -46,38 +47,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     out: dict = {"targets": TARGETS, "strategies": {}}
-    measured_levels: dict[str, dict] = {}
+    measured_levels: dict[str, dict[str, Distribution]] = {}
     for run_dir in args.runs:
         data = load_run(run_dir)
         levels = build_levels(data, data.run.slo)
-        measured_levels.update({lvl["level"]: lvl["metrics"] for lvl in levels})
+        measured_levels.update({lvl.level: lvl.metrics for lvl in levels})
         samples = level_samples(data, levels)
         validation = validate(data.run, samples, replications=args.replications).summary
         ok = data.records[data.measured_ok()]
         spreads = {level: level_round_spreads(frame, KEYS)
                    for level, frame in ok.groupby("level", sort=False, observed=True)}
         sources = error_sources(data.run, samples, replications=args.replications) if args.sources else {}
-        for strategy, entry in validation["by_strategy"].items():
+        for strategy, entry in validation.by_strategy.items():
             # its levels by the samples': an external server's are named without a strategy ("c=4")
             names = {sample.level for sample in samples.get(strategy, [])}
             # two runs of one strategy (repeats) keep both rows: named by their run directory
             key = strategy if len(args.runs) == 1 else f"{strategy}@{Path(run_dir).name}"
             out["strategies"][key] = {
-                "run": str(run_dir), "median_abs_error": entry["median_abs_error"],
-                "levels_in_median": entry["levels_in_median"],
-                "levels": {name: {k: v["relative_error"] for k, v in pairs.items()}
-                           for name, pairs in validation["levels"].items() if name in names},
-                "rounds_floor": rounds_floor([spreads.get(name) for name in entry["levels_in_median"]], KEYS),
-                "widest_gap": entry["widest_gap"],
+                "run": str(run_dir), "median_abs_error": dict(entry.median_abs_error),
+                "levels_in_median": list(entry.levels_in_median),
+                "levels": {name: {k: v.relative_error for k, v in pairs.items()}
+                           for name, pairs in validation.levels.items() if name in names},
+                "rounds_floor": rounds_floor([spreads.get(name) for name in entry.levels_in_median], KEYS),
+                "widest_gap": entry.widest_gap,
                 "sources": sources.get(strategy, {}).get("median_abs"),
-                "machine_speed": {name: entry.get("speed") for name, entry in
+                "machine_speed": {name: level_sources.get("speed") for name, level_sources in
                                   (sources.get(strategy, {}).get("levels") or {}).items()},
                 "source_levels": sources.get(strategy, {}).get("levels")}
     for run_dir in args.rerun:
         data = load_run(run_dir)
         for lvl in build_levels(data, data.run.slo):
-            if lvl["level"] in measured_levels:
-                out.setdefault("drift", {})[lvl["level"]] = drift(measured_levels[lvl["level"]], lvl["metrics"])
+            if lvl.level in measured_levels:
+                out.setdefault("drift", {})[lvl.level] = drift(measured_levels[lvl.level], lvl.metrics)
     if args.json:
         print(json.dumps(out, indent=1))
     else:

@@ -42,8 +42,7 @@ def run_bench(run_dir: Path, records: int, regenerate: bool) -> dict:
 
     data = load_run(run_dir)
     t, c = lap("read", t0, cpu0)
-    summary = report_module.jsonable(report_module.build_summary(data, options))
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    summary = report_module.write_summary(report_module.build_summary(data, options), run_dir / "summary.json")
     t, c = lap("summary", t, c)
     figures = report_module.make_figures(data, summary, run_dir)
     t, c = lap("figures", t, c)

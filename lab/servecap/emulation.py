@@ -73,16 +73,16 @@ def _measured(out: Path) -> dict:
     from reports.run_data import load_run
 
     summary = build_summary(load_run(out), ReportOptions(figures=False))
-    (level,) = summary["levels"]
-    return {m: {q: level["metrics"][m][q] for q in ("p50", "p99")} for m in METRICS}
+    (level,) = summary.levels
+    return {m: {q: level.metrics[m].at(q) for q in ("p50", "p99")} for m in METRICS}
 
 
 def _simulated(args, concurrency: int) -> dict:
     command = [sys.executable, "-m", "servecap", "calc", "simulate", "--model", args.model, "--gpu", args.gpu,
                "--dtype", args.dtype, "--concurrency", str(concurrency), "--prompt-tokens", str(args.prompt_tokens),
                "--output-tokens", str(args.output_tokens), "--requests", str(max(400, 8 * concurrency)), "--json"]
-    level = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)["levels"][0]
-    return {m: {q: level["metrics"][m][q] for q in ("p50", "p99")} for m in METRICS}
+    simulated = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)["levels"][0]
+    return {m: {q: simulated["metrics"][m][q] for q in ("p50", "p99")} for m in METRICS}   # calc simulate's JSON
 
 
 def _simulated_with_front_end(args, concurrency: int, out: Path) -> dict:
@@ -105,8 +105,8 @@ def _simulated_with_front_end(args, concurrency: int, out: Path) -> dict:
     workload = SimWorkload(prompt_tokens=LengthDistribution.uniform(args.prompt_tokens, args.prompt_tokens),
                         output_tokens=LengthDistribution.uniform(args.output_tokens, args.output_tokens),
                         requests=max(400, 8 * concurrency), concurrency=concurrency, seed=0)
-    level = simulate(server, workload, sizing.step_model, sample.front_end).to_dict()
-    return {m: {q: level["metrics"][m][q] for q in ("p50", "p99")} for m in METRICS}
+    simulated = simulate(server, workload, sizing.step_model, sample.front_end)
+    return {m: {q: simulated.metrics[m][q] for q in ("p50", "p99")} for m in METRICS}
 
 
 def _pairs(measured: dict, simulated: dict) -> str:

@@ -42,6 +42,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from contract.summary import Summary
+
 SERVECAP = [sys.executable, "-m", "servecap"]
 
 
@@ -72,8 +74,8 @@ def gate(baselines: list[Path], current: Path) -> dict:
 
 def p50_tpot_s(run_dir: Path) -> float:
     subprocess.run([*SERVECAP, "report", str(run_dir), "--no-figures"], check=True, capture_output=True)
-    levels = json.loads((run_dir / "summary.json").read_text())["levels"]
-    return max(level["metrics"]["tpot_s"]["p50"] for level in levels)
+    summary = Summary.from_dict(json.loads((run_dir / "summary.json").read_text()))
+    return max(level.metrics["tpot_s"].p50 for level in summary.levels)
 
 
 REPORTED = ("tpot_s.p50", "ttft_s.p50", "e2e_s.p50")

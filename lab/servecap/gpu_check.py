@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contract.summary import Summary
+
 SAMPLER_S = 30.0
 SWEEP_MODULES = ("fastapi", "uvicorn", "pydantic", "locust", "prometheus_client", "httpx")   # the server and Locust
 @dataclass
@@ -187,8 +189,8 @@ def sweep_figures(run_dir: Path) -> dict:
     summary = run_dir / "summary.json"
     if not summary.exists():
         return {}
-    levels = json.loads(summary.read_text())["levels"]
-    rates = {level["level"]: level["output_tokens_per_s"] for level in levels}
+    rates = {level.level: level.output_tokens_per_s
+             for level in Summary.from_dict(json.loads(summary.read_text())).levels}
     ratios = {}
     for level, rate in rates.items():
         strategy, _, offered = level.partition("/")

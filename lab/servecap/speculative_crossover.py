@@ -38,6 +38,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from calculators.speculative_crossover import crossover
+from contract.level_result import LevelResult
 
 CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 K = 4
@@ -92,7 +93,7 @@ def run(setup: str, out: Path) -> None:
                                                 "arms": ARMS[setup], "emulated": EMULATED}, indent=1))
 
 
-def _levels(run_dir: Path, label: str) -> list[dict]:
+def _levels(run_dir: Path, label: str) -> list[LevelResult]:
     from reports.report import ReportOptions
     from reports.side_by_side import run_side
 
@@ -128,10 +129,10 @@ def _simulated(setup: str, arm: str) -> dict:
     spec = answer["speculative"]
     return {"tpot_level": spec["crossover"]["tpot_level"], "throughput_level": spec["crossover"]["throughput_level"],
             "statement": spec["statement"],
-            "tpot_p50_s": {"plain": [lvl["metrics"]["tpot_s"]["p50"] for lvl in answer["levels"]],
-                           "speculative": [lvl["metrics"]["tpot_s"]["p50"] for lvl in spec["levels"]]},
-            "tokens_per_s": {"plain": [lvl["output_tokens_per_s"] for lvl in answer["levels"]],
-                             "speculative": [lvl["output_tokens_per_s"] for lvl in spec["levels"]]}}
+            "tpot_p50_s": {"plain": [point["metrics"]["tpot_s"]["p50"] for point in answer["levels"]],
+                           "speculative": [point["metrics"]["tpot_s"]["p50"] for point in spec["levels"]]},
+            "tokens_per_s": {"plain": [point["output_tokens_per_s"] for point in answer["levels"]],
+                             "speculative": [point["output_tokens_per_s"] for point in spec["levels"]]}}
 
 
 def _predicted(out: Path, arm: str, acceptance: float, share: float) -> dict:
@@ -180,32 +181,33 @@ def analyze(out: Path) -> dict:
     for arm in (name for name in setup["arms"] if name not in ("plain", "tiny")):
         levels = _levels(out / arm, arm)
         measured = measured_crossover(plain + levels)
-        by_c = {lvl["offered"]["concurrency"]: lvl for lvl in levels}
-        base_c = {lvl["offered"]["concurrency"]: lvl for lvl in plain}
-        lengths = [by_c[c]["server"].get("spec_mean_accepted_length") for c in CONCURRENCY if c in by_c]
+        by_c = {lvl.load: lvl for lvl in levels}   # concurrency levels
+        base_c = {lvl.load: lvl for lvl in plain}
+        lengths = [by_c[c].server.get("spec_mean_accepted_length") for c in CONCURRENCY if c in by_c]
         lengths = [x for x in lengths if x is not None]
         mean_length = float(np.mean(lengths)) if lengths else 1.0
         if setup["setup"] in TP:
             model = _simulated(setup["setup"], arm)
         else:
-            shares = [by_c[c]["server"].get("spec_drafts_per_decode") for c in CONCURRENCY if c in by_c]
+            shares = [by_c[c].server.get("spec_drafts_per_decode") for c in CONCURRENCY if c in by_c]
             shares = [x for x in shares if x is not None]
             share = float(np.mean(shares)) if arm == "ngram" and shares else 1.0   # a draft proposes at every decode
             model = _predicted(out, arm, _acceptance_for(mean_length), share)
-        gap = abs(_position(measured["tpot_level"], CONCURRENCY) - _position(model["tpot_level"], CONCURRENCY))
+        gap = abs(_position(measured.tpot_level, CONCURRENCY) - _position(model["tpot_level"], CONCURRENCY))
         entry = {
-            "measured": {k: measured[k] for k in ("tpot_level", "throughput_level", "statement")},
+            "measured": {"tpot_level": measured.tpot_level, "throughput_level": measured.throughput_level,
+                         "statement": measured.statement},
             "modelled": model,
             "mean_accepted_length": mean_length,
-            "acceptance_rate": [by_c[c]["server"].get("spec_acceptance_rate") for c in CONCURRENCY if c in by_c],
-            "measured_tpot_p50_s": {"plain": [base_c[c]["metrics"]["tpot_s"]["p50"] for c in CONCURRENCY],
-                                    "speculative": [by_c[c]["metrics"]["tpot_s"]["p50"] for c in CONCURRENCY]},
-            "measured_tokens_per_s": {"plain": [base_c[c]["output_tokens_per_s"] for c in CONCURRENCY],
-                                      "speculative": [by_c[c]["output_tokens_per_s"] for c in CONCURRENCY]},
+            "acceptance_rate": [by_c[c].server.get("spec_acceptance_rate") for c in CONCURRENCY if c in by_c],
+            "measured_tpot_p50_s": {"plain": [base_c[c].metrics["tpot_s"].p50 for c in CONCURRENCY],
+                                    "speculative": [by_c[c].metrics["tpot_s"].p50 for c in CONCURRENCY]},
+            "measured_tokens_per_s": {"plain": [base_c[c].output_tokens_per_s for c in CONCURRENCY],
+                                      "speculative": [by_c[c].output_tokens_per_s for c in CONCURRENCY]},
             "tpot_crossover_levels_apart": gap, "within_one_level": gap <= 1,
         }
         if setup["setup"] in TP:
-            measured_c1 = by_c[1]["metrics"]["tpot_s"]["p50"]
+            measured_c1 = by_c[1].metrics["tpot_s"].p50
             modelled_c1 = model["tpot_p50_s"]["speculative"][0]
             entry["tpot_c1"] = {"measured_s": measured_c1, "simulated_s": modelled_c1,
                                 "error": measured_c1 / modelled_c1 - 1}

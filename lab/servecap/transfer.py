@@ -73,8 +73,8 @@ def _rates(cal: Path, strategy: str, spec: dict) -> list[float]:
     from reports.summary import build_levels
 
     data = load_run(cal)
-    top = max(lvl["request_rate_rps"] for lvl in build_levels(data, data.run.slo)
-              if lvl["strategy"] in (strategy, None, "unknown") and lvl["request_rate_rps"])
+    top = max(lvl.request_rate_rps for lvl in build_levels(data, data.run.slo)
+              if lvl.strategy in (strategy, None, "unknown") and lvl.request_rate_rps)
     scale = _mean_tokens({"prompt": CAL_PROMPT, "output": CAL_OUTPUT}) / _mean_tokens(spec)
     return [round(top * scale * f, 2) for f in RATE_FRACTIONS]
 

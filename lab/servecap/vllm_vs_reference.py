@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from contract.level_result import LevelResult
+from contract.summary import Summary
 from servecap.launch.command import CommandSpec
 from servecap.launch.process import ServerProcess
 from servecap.launch.spec import ReferenceServerSpec
@@ -61,7 +63,7 @@ def vllm_env(args: argparse.Namespace) -> dict:
     return env
 
 
-def measure(name: str, spec, env: dict, out: Path, args: argparse.Namespace) -> dict:
+def measure(name: str, spec, env: dict, out: Path, args: argparse.Namespace) -> LevelResult:
     """Start the server, sweep it at one level, stop it; that level of its summary.json."""
     with ServerProcess(spec, log_path=out / f"{name}.log", startup_timeout_s=600, env=env) as server:
         run = out / name
@@ -70,7 +72,7 @@ def measure(name: str, spec, env: dict, out: Path, args: argparse.Namespace) -> 
                         "--prompt-tokens", args.prompt_tokens, "--output-tokens", args.output_tokens,
                         "--seed", "0", "--no-pin-cpus"],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return json.loads((run / "summary.json").read_text())["levels"][0]
+    return Summary.from_dict(json.loads((run / "summary.json").read_text())).levels[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,10 +101,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.duration} measured after {args.warmup}; {os.cpu_count()} cores; vLLM OpenMP binding "
           f"{args.vllm_omp_bind or 'auto'}, reference engine 1 torch thread")
     for name, level in results.items():
-        m = level["metrics"]
-        print(f"  {name:9s} {level['output_tokens_per_s']:8.1f} output tok/s   TTFT p50 {m['ttft_s']['p50'] * 1e3:6.1f} ms"
-              f"   TPOT p50 {m['tpot_s']['p50'] * 1e3:6.2f} ms   {level['requests']} requests")
-    ratio = results["reference"]["output_tokens_per_s"] / results["vllm"]["output_tokens_per_s"]
+        m = level.metrics
+        print(f"  {name:9s} {level.output_tokens_per_s:8.1f} output tok/s   TTFT p50 {m['ttft_s'].p50 * 1e3:6.1f} ms"
+              f"   TPOT p50 {m['tpot_s'].p50 * 1e3:6.2f} ms   {level.requests} requests")
+    ratio = results["reference"].output_tokens_per_s / results["vllm"].output_tokens_per_s
     print(f"reference / vLLM output tokens/s: {ratio:.2f}")
     return 0
 

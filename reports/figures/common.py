@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless: the report runs in CI and over SSH
 import matplotlib.pyplot as plt  # noqa: E402
+
+from contract.level_result import LevelResult  # noqa: E402
 
 DPI = 110
 METRIC_TITLES = {
@@ -33,13 +36,13 @@ def strategy_colours(strategies: list[str]) -> dict[str, tuple]:
     return {s: cmap(i % 10) for i, s in enumerate(strategies)}
 
 
-def offered_x(level: dict) -> float:
-    return float(next(iter(level["offered"].values())))
+def offered_x(level: LevelResult) -> float:
+    return float(level.offered.value)
 
 
-def offered_kinds(levels: list[dict]) -> list[str]:
+def offered_kinds(levels: Sequence[LevelResult]) -> list[str]:
     """Offered-load kinds present, in a stable order (one x axis each)."""
-    kinds = {next(iter(lvl["offered"])) for lvl in levels if lvl["offered"]}
+    kinds = {lvl.offered.kind for lvl in levels if lvl.offered}
     return [k for k in ("concurrency", "rate_rps") if k in kinds]
 
 

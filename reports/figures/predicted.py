@@ -2,27 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from reports.figures.common import FigureFile, legend, plt, save
+from contract.level_result import LevelResult
 
 # summary.json's levels[].predicted.comparisons keys drawn, in this order (times, in ms)
 PREDICTED_QUANTITIES = ("step_s", "ttft_s p99", "tpot_s p99", "e2e_s p99")
 
 
-def _pairs(levels: list[dict], quantity: str) -> list[tuple[str, float, float]]:
+def _pairs(levels: Sequence[LevelResult], quantity: str) -> list[tuple[str, float, float]]:
     """(level, predicted, measured) for the levels where both sides of `quantity` are known."""
     out = []
     for lvl in levels:
-        pair = ((lvl.get("predicted") or {}).get("comparisons") or {}).get(quantity) or {}
-        if pair.get("predicted") is not None and pair.get("measured") is not None:
-            out.append((lvl["level"], pair["predicted"], pair["measured"]))
+        pair = ((lvl.predicted.comparisons if lvl.predicted else None) or {}).get(quantity)
+        if pair is not None and pair.predicted is not None and pair.measured is not None:
+            out.append((lvl.level, pair.predicted, pair.measured))
     return out
 
 
-def predicted_vs_measured(levels: list[dict], out_dir: Path) -> FigureFile | None:
+def predicted_vs_measured(levels: Sequence[LevelResult], out_dir: Path) -> FigureFile | None:
     """One panel per quantity: measured bars and predicted markers per level, relative error on top."""
     drawn = [(q, pairs) for q in PREDICTED_QUANTITIES if (pairs := _pairs(levels, q))]
     if not drawn:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reports.gate.inputs import GateSide
+from contract.level_result import LevelResult
+from reports.gate.inputs import GateSide, summary_value
 from reports.gate.stats import (
     Comparison, between_run_log_sd, block_drift_log_sd, compare_blocked, compare_distributions,
     compare_within_run_ratios, widen_for_run_noise,
@@ -87,14 +88,12 @@ def _verdict(comparison: Comparison | None, threshold: float, higher_is_worse: b
     return PASS
 
 
-def _summary_value(level: dict, threshold: Threshold):
-    if threshold.stat is None:
-        return level.get(threshold.metric), None
-    metric = (level.get("metrics") or {}).get(threshold.metric) or {}
-    return metric.get(threshold.stat), metric.get(f"{threshold.stat}_ci95")
+def _summary_value(level: LevelResult, threshold: Threshold):
+    return summary_value(level, threshold.metric, threshold.stat)
 
 
-def _from_summaries(base_level: dict, cur_level: dict, threshold: Threshold) -> tuple[Comparison | None, str]:
+def _from_summaries(base_level: LevelResult, cur_level: LevelResult,
+                    threshold: Threshold) -> tuple[Comparison | None, str]:
     """Without raw records: non-overlapping per-run CIs stand in for a test; no CIs, the point change decides."""
     (b, b_ci), (c, c_ci) = _summary_value(base_level, threshold), _summary_value(cur_level, threshold)
     if b is None or c is None or not b:
@@ -171,7 +170,7 @@ def compare_ratio(baseline: GateSide, current: GateSide, check: RatioCheck, seed
     if all(s is not None and len(s) for s in sides):
         comparison, basis = compare_within_run_ratios(*sides, seed=seed), "raw records"
     else:
-        values = [side.levels.get(lvl, {}).get(check.metric) for side in (baseline, current)
+        values = [summary_value(side.levels.get(lvl), check.metric)[0] for side in (baseline, current)
                   for lvl in (check.numerator, check.denominator)]
         if any(not v for v in values):
             comparison = None

@@ -8,6 +8,7 @@ report can never disagree on what a run measured.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,9 @@ from reports.gate.stats import time_blocks
 from reports.run_data import RunData, RunDirError, frame_windows, load_run
 from reports.summary import LATENCY_METRICS
 from contract.level_windows import inside
+from contract.level_result import Interval, LevelResult
 from contract.run_json import RunInfo
+from contract.summary import Summary
 
 THROUGHPUT_WINDOWS = 10  # a level's measurement window is cut in this many slices for throughput noise
 
@@ -43,13 +46,13 @@ class GateSide:
     Attributes:
         label: the path the user gave.
         run: run.json, typed (read from inside summary.json as "run" when only that is given).
-        levels: summary.json level objects by level id.
+        levels: summary.json's levels (typed) by level id.
         data: the raw run, or None when only a summary.json is available.
     """
 
     label: str
     run: RunInfo
-    levels: dict[str, dict]
+    levels: dict[str, LevelResult]
     data: RunData | None
 
     def latency_values(self, level: str, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -97,15 +100,26 @@ class GateSide:
         return counts / np.diff(edges)
 
 
-def _summary_levels(summary: dict, label: str) -> dict[str, dict]:
-    levels = summary.get("levels")
-    if not isinstance(levels, list):
-        raise GateInputError(f"{label}: summary has no 'levels' list")
-    return {entry["level"]: entry for entry in levels if isinstance(entry, dict) and "level" in entry}
+SUMMARY_RATES = {"output_tokens_per_s": lambda level: level.output_tokens_per_s,
+                 "request_rate_rps": lambda level: level.request_rate_rps}
 
 
-def load_side(path: str | Path, summarize_run) -> GateSide:
-    """Read a run directory (summarizing it with `summarize_run(RunData) -> dict`) or a summary.json.
+def summary_value(level: LevelResult | None, metric: str,
+                  stat: str | None = None) -> tuple[float | None, Interval | None]:
+    """A threshold's figure as a summary level has it, and its 95% interval where it has one: a latency's
+    statistic (`ttft_s`, `p99`), or a rate (`output_tokens_per_s`; None for what a summary does not hold,
+    such as compare's `cpu_s_per_token`, and for a level a side lacks)."""
+    if level is None:
+        return None, None
+    if stat is None:
+        read = SUMMARY_RATES.get(metric)
+        return (read(level) if read else None), None
+    distribution = level.metric(metric)
+    return distribution.at(stat), distribution.ci95(stat)
+
+
+def load_side(path: str | Path, summarize_run: Callable[[RunData], Summary]) -> GateSide:
+    """Read a run directory (summarizing it with `summarize_run(RunData) -> Summary`) or a summary.json.
 
     A summary.json whose directory also holds requests.jsonl is read with its raw records.
     """
@@ -113,21 +127,23 @@ def load_side(path: str | Path, summarize_run) -> GateSide:
     label = str(path)
     if path.is_file():
         try:
-            summary = json.loads(path.read_text())
+            document = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise GateInputError(f"{label}: not a readable summary.json ({exc})") from None
-        if not isinstance(summary, dict):
+        if not isinstance(document, dict):
             raise GateInputError(f"{label}: summary.json is not a JSON object")
+        if not isinstance(document.get("levels"), list):
+            raise GateInputError(f"{label}: summary has no 'levels' list")
         data = load_run(path.parent) if (path.parent / "requests.jsonl").exists() else None
-        run = RunInfo.from_dict(summary.get("run") or {}, where="run.json")
-        return GateSide(label, run, _summary_levels(summary, label), data)
+        summary = Summary.from_dict(document)
+        run = RunInfo.from_dict(summary.run, where="run.json")
+        return GateSide(label, run, _levels_by_id(summary), data)
     if path.is_dir():
         try:
             data = load_run(path)
         except RunDirError as exc:
             raise GateInputError(f"{label}: {exc}") from None
-        summary = summarize_run(data)
-        return GateSide(label, data.run, _summary_levels(summary, label), data)
+        return GateSide(label, data.run, _levels_by_id(summarize_run(data)), data)
     raise GateInputError(f"{label}: no such run directory or summary.json")
 
 
@@ -139,10 +155,14 @@ def incompatibilities(baseline: GateSide, current: GateSide) -> list[str]:
         if a is not None and b is not None and a != b:
             problems.append(f"{name} differs: baseline {json.dumps(a)} vs current {json.dumps(b)}")
     for level in sorted(set(baseline.levels) & set(current.levels)):
-        a, b = baseline.levels[level].get("strategy"), current.levels[level].get("strategy")
+        a, b = baseline.levels[level].strategy, current.levels[level].strategy
         if a and b and a != b:
             problems.append(f"level {level}: strategy differs ({a} vs {b})")
     return problems
 
 
-__all__ = ["GateInputError", "GateSide", "LATENCY_METRICS", "incompatibilities", "load_side"]
+def _levels_by_id(summary: Summary) -> dict[str, LevelResult]:
+    return {level.level: level for level in summary.levels}
+
+
+__all__ = ["GateInputError", "GateSide", "LATENCY_METRICS", "incompatibilities", "load_side", "summary_value"]

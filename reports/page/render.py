@@ -22,6 +22,7 @@ from reports.predict import section as validation_section
 from reports.page.blocks import Block, Details
 from reports.figures.common import FigureFile
 from reports.notices import notices
+from contract.summary import Summary
 
 CLIENT_SERVER_NOTE = (
     "The server's side comes from its own Prometheus histograms over the level's window (docs/server_metrics.md). "
@@ -31,16 +32,16 @@ CLIENT_SERVER_NOTE = (
     "clock. The mean TTFT splits exactly into that overhead, the server's front end (HTTP, tokenization, hand-over), "
     "the engine's queueing and its prefill; percentiles do not add up, so the split is of the means.")
 
-def _verdict_sentences(summary: dict) -> list[str]:
-    verdict = summary["verdict"]
+def _verdict_sentences(summary: Summary) -> list[str]:
+    verdict = summary.verdict
     lines = []
-    point, cost = verdict["operating_point"], verdict["cost"]
-    slo = {k: v for k, v in verdict["slo"].items() if v is not None}
+    point, cost = verdict.operating_point, verdict.cost
+    slo = verdict.slo.to_dict()   # the limits set
     lines.append("SLOs (p99): " + (", ".join(f"{k} = {v:g}" for k, v in slo.items()) if slo
                                    else "none given (use --slo-ttft-ms / --slo-tpot-ms / --slo-e2e-ms)") + ".")
     if point:
-        lines.append(f"Operating point: **{point['level']}** ({point['basis']}): "
-                     f"{point['output_tokens_per_s']:.1f} output tokens/s, {point['request_rate_rps']:.2f} req/s.")
+        lines.append(f"Operating point: **{point.level}** ({point.basis}): "
+                     f"{point.output_tokens_per_s:.1f} output tokens/s, {point.request_rate_rps:.2f} req/s.")
     else:
         lines.append("Operating point: none (" + cost.get("unavailable", "no level qualifies") + ").")
     if "usd_per_1m_output_tokens" in cost and cost["usd_per_1m_output_tokens"] is not None:
@@ -69,7 +70,7 @@ def _join_bullets(lines: list[str]) -> list[str]:
 FIRST_SCREEN_NOTICES = 3   # grouped warnings on the first screen; more go into one collapsed block
 
 
-def _notice_blocks(summary: dict, severity: str) -> list[Block]:
+def _notice_blocks(summary: Summary, severity: str) -> list[Block]:
     """Each notice as one line (its title and levels), with what it means and its fix collapsed under it;
     past FIRST_SCREEN_NOTICES, the rest collapsed together."""
     blocks: list[Block] = []
@@ -84,14 +85,15 @@ def _notice_blocks(summary: dict, severity: str) -> list[Block]:
     return blocks
 
 
-def answer_sections(summary: dict, figures: list[FigureFile], preface: list[str] = ()) -> list[tuple[str, list[Block]]]:
+def answer_sections(summary: Summary, figures: list[FigureFile],
+                    preface: list[str] = ()) -> list[tuple[str, list[Block]]]:
     """"Answer" (the sentences, the throughput-vs-latency figure, one row per strategy, the per-SLO
     detail collapsed) and, when there are any, "Warnings" and "Notes"."""
     answer_figure = [fig for fig in figures if fig.name == ANSWER_FIGURE]
     first: list[Block] = [*preface, *_join_bullets(answer.sentences(summary)), *answer_figure,
                           answer.strategy_rows(summary)]
     detail: list[Block] = _verdict_sentences(summary)
-    if summary["verdict"]["max_sustainable"]:
+    if summary.verdict.max_sustainable:
         detail.append(tables.verdict_table(summary))
     detail.append(tables.knee_table(summary))
     first.append(Details("Per-SLO detail: max sustainable load per SLO with its p99 and interval, the knees, "
@@ -104,16 +106,16 @@ def answer_sections(summary: dict, figures: list[FigureFile], preface: list[str]
     return out
 
 
-def levels_section(summary: dict) -> tuple[str, list[Block]]:
-    return ("Levels", [Details(f"One row per level ({len(summary['levels'])} levels): rates, goodput, "
+def levels_section(summary: Summary) -> tuple[str, list[Block]]:
+    return ("Levels", [Details(f"One row per level ({len(summary.levels)} levels): rates, goodput, "
                                "headline percentiles", [tables.levels_table(summary)])])
 
 
-def sections(summary: dict, figures: list[FigureFile],
+def sections(summary: Summary, figures: list[FigureFile],
              validation_figures: list[FigureFile] = ()) -> list[tuple[str, list[Block]]]:
     """The answer first (words, the throughput-vs-latency figure, one row per strategy), then the
     warnings, the client-versus-server split, the validation, and the detail, collapsed."""
-    preface = [quality_sentence(summary["quality"]) + "."] if summary.get("quality") else []
+    preface = [quality_sentence(summary.quality) + "."] if summary.quality else []
     out = answer_sections(summary, figures, preface)
     client_server = tables.client_server_table(summary)
     if not client_server.empty:

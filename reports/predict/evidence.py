@@ -1,7 +1,7 @@
 """A run's levels as the simulator's calibration sees them: what each measured, and the engine's
 and the front end's evidence from it (`reports.predict.calibration` fits on these).
 
-    level_samples(data, levels) -> {strategy: [LevelSample]}   one per summary level with a load
+    level_samples(data, levels) -> {strategy: [LevelSample]}   one per summary level (LevelResult) with a load
 
 Per level: its (prompt, output, reasoning) lengths and measured percentiles; the engine's steps inside its
 windows (engine_steps.csv), each step's effective duration (to the next step's start when the
@@ -14,6 +14,7 @@ histogram means; the canary's machine speed. An external --url target's levels a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -27,6 +28,7 @@ from reports.diagnostics.canary_speed import machine_speed
 from reports.predict.external_calibration import (client_step_noise, decode_step_mean_s, front_end_from_means,
                                          step_in_progress_wait_s)
 from reports.run_data import RunData
+from contract.level_result import LevelResult
 from contract.level_windows import inside
 
 SLOW_BIN_S = 0.25          # the machine's slow speed: one factor per this much wall time of a window
@@ -70,7 +72,7 @@ class LevelSample:
     duration_s: float
     lengths: np.ndarray             # [n, 3] int64: each ok request's (prompt, output, reasoning) tokens (pairs are
                                     # taken too: no reasoning)
-    measured: dict                  # {metric: {p50, p95, p99}}
+    measured: dict[str, dict[str, float | None]]   # {metric: {p50, p95, p99}}, from the level's Distributions
     output_tokens_per_s: float | None
     steps: StepRows | None = None
     front_end: FrontEnd | None = None
@@ -123,8 +125,9 @@ class LevelSample:
         return float(np.mean(self.lengths[:, 0])) if len(self.lengths) else None
 
 
-def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSample]]:
-    """Each strategy's levels (those with an offered load and ok requests), ordered by load."""
+def level_samples(data: RunData, levels: Sequence[LevelResult]) -> dict[str, list[LevelSample]]:
+    """Each strategy's levels (those with an offered load and ok requests), ordered by load: each summary
+    level (reports.summary's LevelResult) with what the calibration needs beside it from the run directory."""
     records = data.records
     windows = data.level_windows()
     ok = records[data.measured_ok()]
@@ -136,16 +139,16 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
     plan = data.run.load_plan
     out: dict[str, list[LevelSample]] = {}
     for lvl in levels:
-        frame = by_level.get(lvl["level"])
-        if not lvl["offered"] or frame is None or lvl["strategy"] is None and data.run.target.kind != "url":
+        frame = by_level.get(lvl.level)
+        if not lvl.offered or frame is None or lvl.strategy is None and data.run.target.kind != "url":
             continue
-        (kind, load), = lvl["offered"].items()
-        its_windows = sorted(windows.get(lvl["level"], []))
+        kind, load = lvl.offered.kind, lvl.offered.value
+        its_windows = sorted(windows.get(lvl.level, []))
         warmup = float(plan.warmup_s) if plan.warmup_s is not None else 0.0
-        duration = float(plan.duration_s) if plan.duration_s is not None else float(lvl["duration_s"] or 0.0)
+        duration = float(plan.duration_s) if plan.duration_s is not None else float(lvl.duration_s or 0.0)
         if duration <= 0:
             continue
-        sent = sum(lvl["statuses"].values())   # its measure-phase records, in flight at the end included
+        sent = sum(lvl.statuses.values())   # its measure-phase records, in flight at the end included
         if kind == "rate_rps" and sent > 0:
             load = sent / duration   # the rate its schedule realized (see LevelSample.load)
         pairs = frame[["prompt_tokens", "output_tokens"]].assign(
@@ -153,32 +156,32 @@ def level_samples(data: RunData, levels: list[dict]) -> dict[str, list[LevelSamp
         pairs = pairs[(pairs["prompt_tokens"] > 0) & (pairs["output_tokens"] > 0)
                       & (pairs["reasoning_tokens"] <= pairs["output_tokens"])].astype(int)
         # an external --url target's records say "unknown" (run.json's word for a strategy nobody told us)
-        source = "url" if data.run.target.kind == "url" else lvl["strategy"]
-        server = lvl["server"]
+        source = "url" if data.run.target.kind == "url" else lvl.strategy
+        server = lvl.server   # free-form: the gauges the server exported
         means = ((server["batch_size_mean"], server["step_time_mean_s"])
                  if server.get("batch_size_mean") and server.get("step_time_mean_s") else None)
         speed = machine_speed(data.canary, its_windows, cores, source)
         per_window = [machine_speed(data.canary, [span], cores, source) for span in its_windows]
         level_steps = _level_steps(steps, source, its_windows)
-        engine_means = {name: entry["mean"] for name, entry in (lvl.get("server_latency") or {}).items()
-                        if name in ("queue_s", "prefill_s", "decode_s") and entry.get("mean") is not None}
+        engine_means = {name: histogram.mean for name, histogram in lvl.server_latency.items()
+                        if name in ("queue_s", "prefill_s", "decode_s") and histogram.mean is not None}
         decode_step = decode_step_mean_s(frame["tpot_s"], frame["output_tokens"])
         paths, factors = ((), ()) if level_steps is not None else _client_noise(frame)
         step_wait = step_in_progress_wait_s(decode_step, server.get("requests_running_mean"), kind, float(load))
         sample = LevelSample(
-            level=lvl["level"], strategy=source, kind=kind, load=float(load), warmup_s=warmup, duration_s=duration,
+            level=lvl.level, strategy=source, kind=kind, load=float(load), warmup_s=warmup, duration_s=duration,
             lengths=pairs.to_numpy(dtype=np.int64),
-            measured={m: {q: lvl["metrics"][m][q] for q in QUANTILES} for m in METRICS},
-            output_tokens_per_s=lvl["output_tokens_per_s"], e2e_mean_s=lvl["metrics"]["e2e_s"].get("mean"),
+            measured={m: {q: lvl.metrics[m].at(q) for q in QUANTILES} for m in METRICS},
+            output_tokens_per_s=lvl.output_tokens_per_s, e2e_mean_s=lvl.metrics["e2e_s"].mean,
             steps=level_steps, machine_speed=speed,
             window_speeds=tuple(per_window) if per_window and None not in per_window else (),
             tpot_factors=factors, tpot_paths=paths,
             decode_step_s=decode_step,
-            front_end=_level_front_end(joined.get(lvl["level"]), frame, engine_means, kind, load, duration, lvl,
+            front_end=_level_front_end(joined.get(lvl.level), frame, engine_means, kind, load, duration, lvl,
                                        max(len(its_windows), 1), step_wait),
             server_means=means, running_mean=server.get("requests_running_mean"), engine_means=engine_means or None,
-            prompt_tokens_per_s=lvl.get("prompt_tokens_per_s"),
-            models=models_sent.get(lvl["level"]))
+            prompt_tokens_per_s=lvl.prompt_tokens_per_s,
+            models=models_sent.get(lvl.level))
         if len(sample.lengths):
             out.setdefault(source, []).append(sample)
     for samples in out.values():
@@ -278,15 +281,15 @@ def _join_engine_requests(ok: pd.DataFrame, engine: pd.DataFrame | None) -> dict
 
 
 def _level_front_end(joined: pd.DataFrame | None, frame: pd.DataFrame, engine_means: dict, kind: str, load: float,
-                     duration: float, lvl: dict, rounds: int = 1, step_wait_s: float = 0.0) -> FrontEnd | None:
+                     duration: float, lvl: LevelResult, rounds: int = 1, step_wait_s: float = 0.0) -> FrontEnd | None:
     """Per request from the engine's request record (`joined`), else from the engine's /metrics means
     (`reports.predict.external_calibration`, less `step_wait_s`: the wait for the step in progress, which the
     engine's request record times and its means do not), else None. rounds: the windows the level was
     measured in; each user loses about one cycle to each one's edges."""
     think = 0.0
-    if kind == "concurrency" and lvl["ok"]:
-        think = closed_loop_think_s(int(load) * rounds, duration / rounds, int(lvl["ok"]),
-                                    float(lvl["metrics"]["e2e_s"]["mean"]))
+    if kind == "concurrency" and lvl.ok:
+        think = closed_loop_think_s(int(load) * rounds, duration / rounds, int(lvl.ok),
+                                    float(lvl.metrics["e2e_s"].mean))
     if joined is None or joined.empty:
         return front_end_from_means(frame["ttft_s"].to_numpy(float), frame["e2e_s"].to_numpy(float),
                                     engine_means, think, step_wait_s)

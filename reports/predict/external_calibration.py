@@ -110,18 +110,19 @@ def fit_steps_from_levels(levels: list[dict]) -> tuple[StepTimeModel, bool]:
     None where the engine does not export it) -> (the model, whether prefill rows shaped it).
     ValueError without two levels of distinct batch sizes and a TPOT."""
     rows, measured = [], []
-    decode = [lvl for lvl in levels if lvl.get("tpot_s") and lvl["tpot_s"] > 0]
-    if len({round(lvl["batch"], 3) for lvl in decode}) < 2:
+    decode = [point for point in levels if point.get("tpot_s") and point["tpot_s"] > 0]
+    if len({round(point["batch"], 3) for point in decode}) < 2:
         raise ValueError("cannot fit a step time: no engine step record, no /metrics step histograms, "
                          "and fewer than two levels with a TPOT at distinct batch sizes")
-    with_prefill = [lvl for lvl in levels if lvl.get("prefill_s") and lvl["prefill_s"] > 0 and lvl.get("prompt_mean")]
-    for lvl in decode:
-        per_step = (lvl.get("prompt_tokens_per_s") or 0.0) * lvl["tpot_s"] if with_prefill else 0.0
-        rows.append((1.0, lvl["batch"], per_step))
-        measured.append(lvl["tpot_s"])
-    for lvl in with_prefill:
-        rows.append((1.0, lvl["batch"], float(lvl["prompt_mean"])))
-        measured.append(lvl["prefill_s"])
+    with_prefill = [point for point in levels
+                    if point.get("prefill_s") and point["prefill_s"] > 0 and point.get("prompt_mean")]
+    for point in decode:
+        per_step = (point.get("prompt_tokens_per_s") or 0.0) * point["tpot_s"] if with_prefill else 0.0
+        rows.append((1.0, point["batch"], per_step))
+        measured.append(point["tpot_s"])
+    for point in with_prefill:
+        rows.append((1.0, point["batch"], float(point["prompt_mean"])))
+        measured.append(point["prefill_s"])
     design, target = np.asarray(rows), np.asarray(measured)
     coef, _ = optimize.nnls(design / target[:, None], np.ones(len(target)))   # relative error: each row counts alike
     n = len(decode)

@@ -1,10 +1,11 @@
 """Predicted vs measured per level: the calculators' numbers next to what the run measured.
 
-The server configuration comes from run.json's `server` section as the sweep
+Typed summary levels in (contract.level_result.LevelResult), each returned with its `predicted`
+(a LevelPrediction). The server configuration comes from run.json's `server` section as the sweep
 writes it (model, dtype, block_size, kv_blocks, and each strategy's live engine
 description, with that strategy's own limits, under `engines`): see
-`contract.run_json.Server.engine_config`. Each comparison is
-{"predicted", "measured", "relative_error" = predicted / measured - 1, "unit"};
+`contract.run_json.Server.engine_config`. Each comparison is a `Comparison`
+(predicted, measured, relative_error = predicted / measured - 1, unit);
 what cannot be predicted or was not measured is listed under `unavailable`.
 
 Step time, for the decode-step comparison and the simulator:
@@ -24,6 +25,8 @@ Step time, for the decode-step comparison and the simulator:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import replace
 
 from calculators.sim.calibrate import fit_step_time
 from engine_core.gpus import catalog_gpu_for, get_gpu
@@ -33,26 +36,31 @@ from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from engine_core.scheduling.strategies import get_strategy  # the pure registry
 from reports.predict.calibration import Calibration, predict, strategy_limits
 from reports.predict.evidence import LevelSample
+from reports.predict.validation import predicted_quantiles
 from reports.predict.served_model import kv_comparisons, kv_dtype_for, served_architecture
 from contract.distributions import LengthDistribution
+from contract.level_result import Comparison, LevelPrediction, LevelResult
+from contract.summary import PredictedQuantile
 from contract.run_json import RunInfo
 
 SIM_REQUESTS_PER_STREAM = 40   # simulated requests per concurrent stream (or per req/s), at least 400
 SIM_MAX_REQUESTS = 4000
 
 
-def _pair(predicted: float | None, measured: float | None, unit: str) -> dict:
+def _pair(predicted: float | None, measured: float | None, unit: str, interval=None,
+          simulated: bool = False) -> Comparison:
     rel = predicted / measured - 1.0 if predicted is not None and measured else None
-    return {"predicted": predicted, "measured": measured, "relative_error": rel, "unit": unit}
+    return Comparison(predicted=predicted, measured=measured, relative_error=rel, unit=unit,
+                      interval=tuple(interval) if interval is not None else None, simulated=simulated)
 
 
-def _step_model(run: RunInfo, arch, levels: list[dict]) -> tuple[StepTimeModel | None, str]:
+def _step_model(run: RunInfo, arch, levels: Sequence[LevelResult]) -> tuple[StepTimeModel | None, str]:
     gpu_name = run.server.gpu or next((c for c in map(catalog_gpu_for, run.host.gpu_names()) if c), None)
     if gpu_name:
         dtype = str(run.server.dtype or "bf16")
         return step_model_from_roofline(arch, get_gpu(gpu_name), dtype=dtype), f"roofline on {gpu_name}"
-    points = [(lvl["server"]["batch_size_mean"], lvl["server"]["step_time_mean_s"]) for lvl in levels
-              if lvl["server"].get("batch_size_mean") and lvl["server"].get("step_time_mean_s")]
+    points = [(lvl.server["batch_size_mean"], lvl.server["step_time_mean_s"]) for lvl in levels
+              if lvl.server.get("batch_size_mean") and lvl.server.get("step_time_mean_s")]
     if len(points) < 3:
         return None, "no catalog GPU and fewer than 3 levels with step-time and batch-size histograms"
     try:
@@ -71,21 +79,20 @@ def _simulator_config(config: dict) -> SimServer:
                         block_size=int(config.get("block_size") or 16))
 
 
-def _simulated(level: dict, config: dict, model: StepTimeModel) -> dict:
-    offered = level["offered"]
-    load = next(iter(offered.values()))
+def _simulated(level: LevelResult, config: dict, model: StepTimeModel) -> dict:
+    kind, load = level.offered.kind, level.offered.value
     requests = int(min(SIM_MAX_REQUESTS, max(400, SIM_REQUESTS_PER_STREAM * load)))
     workload = SimWorkload(
-        prompt_tokens=LengthDistribution.fixed(max(1, round(level["prompt_tokens_mean"] or 1))),
-        output_tokens=LengthDistribution.fixed(max(1, round(level["output_tokens_mean"] or 1))),
-        reasoning_tokens=(LengthDistribution.fixed(round(level["reasoning_tokens_mean"]))
-                          if round(level.get("reasoning_tokens_mean") or 0) else None),
-        requests=requests, concurrency=int(load) if "concurrency" in offered else None,
-        rate_rps=float(load) if "rate_rps" in offered else None)
+        prompt_tokens=LengthDistribution.fixed(max(1, round(level.prompt_tokens_mean or 1))),
+        output_tokens=LengthDistribution.fixed(max(1, round(level.output_tokens_mean or 1))),
+        reasoning_tokens=(LengthDistribution.fixed(round(level.reasoning_tokens_mean))
+                          if round(level.reasoning_tokens_mean or 0) else None),
+        requests=requests, concurrency=int(load) if kind == "concurrency" else None,
+        rate_rps=float(load) if kind == "rate_rps" else None)
     return simulate(_simulator_config(config), workload, model).metrics
 
 
-def _running_capacity(config: dict, level: dict) -> tuple[int | None, str]:
+def _running_capacity(config: dict, level: LevelResult) -> tuple[int | None, str]:
     """Sequences the strategy can run at once at this level's mean request length and offered load:
     its `max_running`, and no more than the KV cache holds of such requests (when its size is known)."""
     strategy, block_size = config.get("strategy"), int(config.get("block_size") or 16)
@@ -97,25 +104,25 @@ def _running_capacity(config: dict, level: dict) -> tuple[int | None, str]:
     if names and all(config.get(name) is None for name in names):
         return None, f"run.json server config lacks the {strategy} limits ({', '.join(sorted(names))})"
     cap = strategy_limits(config).max_running
-    blocks = config.get("num_kv_blocks") or config.get("kv_blocks") or level["server"].get("kv_blocks_total")
-    tokens = (level.get("prompt_tokens_mean") or 0) + (level.get("output_tokens_mean") or 0)
+    blocks = config.get("num_kv_blocks") or config.get("kv_blocks") or level.server.get("kv_blocks_total")
+    tokens = (level.prompt_tokens_mean or 0) + (level.output_tokens_mean or 0)
     if blocks and tokens:
         cap = min(cap, int(blocks) // math.ceil(tokens / block_size))
-    offered = level["offered"].get("concurrency")
+    offered = level.load if level.offered is not None and level.offered.kind == "concurrency" else None
     return (min(int(cap), int(offered)) if offered else int(cap)), ""
 
 
 CALIBRATED_REPLICATIONS = 4   # in-sample runs, for strategies too few levels to leave one out
 
 
-def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, model_source: str,
+def predict_level(run: RunInfo, level: LevelResult, arch, model: StepTimeModel | None, model_source: str,
                   model_config: str | None = None, calibrated: tuple[Calibration, LevelSample] | None = None,
-                  replications: int = CALIBRATED_REPLICATIONS, held_out: dict | None = None) -> dict:
-    """summary.json's `predicted` for one level: {"model", "comparisons", "unavailable", ...}.
+                  replications: int = CALIBRATED_REPLICATIONS, held_out: dict | None = None) -> LevelPrediction:
+    """summary.json's `predicted` for one level (the model, its comparisons, what was unavailable).
     `held_out`: this level's leave-one-level-out prediction (validation's `predictions[level]`)."""
-    config = run.server.engine_config(level["strategy"])
+    config = run.server.engine_config(level.strategy)
     dtype, block_size = str(config.get("dtype") or "bf16"), int(config.get("block_size") or 16)
-    measured = level["server"]
+    measured = level.server   # free-form: the gauges the server exported
     comparisons, unavailable = {}, []
     kv_dtype, kv_dtype_source = kv_dtype_for(config, model_config)
     if kv_dtype is None:
@@ -141,7 +148,7 @@ def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, 
         unavailable.append(f"step time and simulator: {model_source}")
     else:
         batch = max(1, round(measured.get("batch_size_mean") or 1))
-        context = int((level.get("prompt_tokens_mean") or 0) + (level.get("output_tokens_mean") or 0) / 2)
+        context = int((level.prompt_tokens_mean or 0) + (level.output_tokens_mean or 0) / 2)
         noise = float(sum(model.jitter) / len(model.jitter)) if model.jitter else 1.0
         step = model.step_s(batch, context_tokens=batch * context) * noise
         comparisons["step_s"] = _pair(step, measured.get("step_time_mean_s"), "s")
@@ -149,7 +156,7 @@ def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, 
             _add_simulated(comparisons, held_out, level)
         elif calibrated is not None:
             _add_calibrated(comparisons, unavailable, calibrated, level, replications)
-        elif level["offered"] and config.get("strategy") and level.get("prompt_tokens_mean"):
+        elif level.offered and config.get("strategy") and level.prompt_tokens_mean:
             try:
                 sim = _simulated(level, config, model)
             except ValueError as exc:
@@ -157,14 +164,14 @@ def predict_level(run: RunInfo, level: dict, arch, model: StepTimeModel | None, 
             else:
                 for metric in _latency_metrics(level):
                     for pct in ("p50", "p99"):
-                        comparisons[f"{metric} {pct}"] = _pair(sim[metric][pct], level["metrics"][metric][pct], "s")
-    return {"model": arch.name, "dtype": dtype, "block_size": block_size, "step_model": model_source,
-            "kv_dtype": kv_dtype, "kv_dtype_source": kv_dtype_source,
-            "comparisons": comparisons, "unavailable": unavailable}
+                        comparisons[f"{metric} {pct}"] = _pair(sim[metric][pct], level.metrics[metric].at(pct), "s")
+    return LevelPrediction(model=arch.name, dtype=dtype, block_size=block_size, step_model=model_source,
+                           kv_dtype=kv_dtype, kv_dtype_source=kv_dtype_source, comparisons=comparisons,
+                           unavailable=tuple(unavailable))
 
 
 def _add_calibrated(comparisons: dict, unavailable: list, calibrated: tuple[Calibration, LevelSample],
-                    level: dict, replications: int) -> None:
+                    level: LevelResult, replications: int) -> None:
     calibration, sample = calibrated
     try:
         sim = predict(calibration, sample.kind, sample.load, sample.warmup_s, sample.duration_s,
@@ -172,21 +179,21 @@ def _add_calibrated(comparisons: dict, unavailable: list, calibrated: tuple[Cali
     except (ValueError, RuntimeError) as exc:
         unavailable.append(f"simulator: {exc}")
         return
-    _add_simulated(comparisons, sim.metrics, level)
+    _add_simulated(comparisons, predicted_quantiles(sim.metrics), level)
 
 
-def _latency_metrics(level: dict) -> tuple[str, ...]:
+def _latency_metrics(level: LevelResult) -> tuple[str, ...]:
     """The latencies a level's prediction is compared on: the first answer token's too where it reasoned."""
-    return ("ttft_s", "tpot_s", "e2e_s") + (("ttfa_s",) if level.get("reasoning_tokens_mean") else ())
+    return ("ttft_s", "tpot_s", "e2e_s") + (("ttfa_s",) if level.reasoning_tokens_mean else ())
 
 
-def _add_simulated(comparisons: dict, metrics: dict, level: dict) -> None:
-    """`metrics`: a Replicated's {metric: {q: {"value", "interval"}}}."""
+def _add_simulated(comparisons: dict, metrics: dict[str, dict[str, PredictedQuantile]], level: LevelResult) -> None:
+    """`metrics`: the simulator's {metric: {q: PredictedQuantile}} (reports.predict.validation.predicted_quantiles)."""
     for metric in _latency_metrics(level):
         for pct in ("p50", "p95", "p99"):
-            pair = _pair(metrics[metric][pct]["value"], level["metrics"][metric][pct], "s")
-            pair["interval"] = metrics[metric][pct]["interval"]
-            comparisons[f"{metric} {pct}"] = pair
+            predicted = metrics[metric][pct]
+            comparisons[f"{metric} {pct}"] = _pair(predicted.value, level.metrics[metric].at(pct), "s",
+                                                   predicted.interval, simulated=True)
 
 
 def calibrated_by_level(calibrations: dict[str, Calibration],
@@ -197,11 +204,11 @@ def calibrated_by_level(calibrations: dict[str, Calibration],
             if strategy in calibrations and any(s.steps is not None for s in group) for sample in group}
 
 
-def add_predictions(run: RunInfo, levels: list[dict], model_config: str | None = None,
+def add_predictions(run: RunInfo, levels: Sequence[LevelResult], model_config: str | None = None,
                     calibrations: dict[str, Calibration] | None = None,
                     samples: dict[str, list[LevelSample]] | None = None, *,
-                    replications: int = CALIBRATED_REPLICATIONS, held_out: dict | None = None) -> None:
-    """Fill each level's `predicted` in place (one step model for the whole run, or, per level of a
+                    replications: int = CALIBRATED_REPLICATIONS, held_out: dict | None = None) -> list[LevelResult]:
+    """The levels with their `predicted` (one step model for the whole run, or, per level of a
     strategy with an engine step record, `calibrations[strategy]`: its calibration on all its levels, the
     one the validation fitted (`reports.predict.validation.Validation.calibrations`), with the level as
     `samples` measured it; latencies from `held_out[level id]` (the validation's predictions), else
@@ -211,18 +218,18 @@ def add_predictions(run: RunInfo, levels: list[dict], model_config: str | None =
     model_config = model_config or run.server.model_config
     arch, arch_source = served_architecture(run, model_config)
     if arch is None:
-        for level in levels:
-            level["predicted"] = {"unavailable": [arch_source]}
-        return
+        return [replace(level, predicted=LevelPrediction(unavailable=(arch_source,))) for level in levels]
     try:
         model, source = _step_model(run, arch, levels)
     except ValueError as exc:  # e.g. a GPU name the catalog rejects: predictions degrade, the report stands
         model, source = None, str(exc)
+    out = []
     for level in levels:
         try:
-            level["predicted"] = predict_level(run, level, arch, model, source, model_config,
-                                               calibrated.get(level["level"]), replications,
-                                               held_out.get(level["level"]))
-            level["predicted"]["model_source"] = arch_source
+            predicted = replace(predict_level(run, level, arch, model, source, model_config,
+                                              calibrated.get(level.level), replications, held_out.get(level.level)),
+                                model_source=arch_source)
         except ValueError as exc:
-            level["predicted"] = {"model": arch.name, "unavailable": [str(exc)]}
+            predicted = LevelPrediction(model=arch.name, unavailable=(str(exc),))
+        out.append(replace(level, predicted=predicted))
+    return out

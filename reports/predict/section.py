@@ -16,6 +16,7 @@ import pandas as pd
 from reports.page.blocks import Block, Details
 from reports.figures.common import FigureFile
 from reports.predict.validation import LONG_LEVEL_REQUESTS, MEDIAN_LOAD_FRACTION, WIDE_GAP, keys_of
+from contract.summary import Summary, ValidationSummary
 
 HEADING = "Predictions validated on levels they did not see"
 
@@ -28,44 +29,43 @@ def _signed(value: float | None) -> str:
     return "" if value is None else f"{value:+.0%}"
 
 
-def median_error_table(validation: dict) -> pd.DataFrame:
+def median_error_table(validation: ValidationSummary) -> pd.DataFrame:
     """Median |relative error| per strategy (and over all) for p50 and p99 of TTFT, TPOT, E2E (and the first
     answer token's where a level reasoned), over the strategies whose grid is dense enough to validate (the
     pooled row only when none is too sparse)."""
-    entries, keys = validation.get("by_strategy", {}), keys_of(validation)
-    rows = [{"strategy": strategy, "levels in median": len(entry["levels_in_median"]),
-             **{key: _pct(entry["median_abs_error"][key]) for key in keys}}
-            for strategy, entry in entries.items() if not entry.get("sparse_grid")]
+    entries, keys = validation.by_strategy, keys_of(validation)
+    rows = [{"strategy": strategy, "levels in median": len(entry.levels_in_median),
+             **{key: _pct(entry.median_abs_error[key]) for key in keys}}
+            for strategy, entry in entries.items() if not entry.sparse_grid]
     if len(rows) > 1 and len(rows) == len(entries):
         rows.append({"strategy": "all", "levels in median": sum(r["levels in median"] for r in rows),
-                     **{key: _pct(validation["median_abs_error"][key]) for key in keys}})
+                     **{key: _pct(validation.median_abs_error[key]) for key in keys}})
     return pd.DataFrame(rows)
 
 
-def levels_table(validation: dict) -> pd.DataFrame:
+def levels_table(validation: ValidationSummary) -> pd.DataFrame:
     """Every held-out level: predicted (its 95% spread) vs measured, ms, and the relative error."""
     rows = []
-    predictions = validation.get("predictions", {})
-    for level, pairs in validation.get("levels", {}).items():
+    for level, pairs in validation.levels.items():
         row = {"level": level}
         for key in keys_of(validation):
             metric, q = key.split(".")
             pair = pairs[key]
-            spread = predictions.get(level, {}).get(metric, {}).get(q, {}).get("interval")
-            predicted = "" if pair["predicted"] is None else f"{pair['predicted'] * 1e3:.1f}"
+            found = validation.predictions.get(level, {}).get(metric, {}).get(q)
+            spread = found.interval if found is not None else None
+            predicted = "" if pair.predicted is None else f"{pair.predicted * 1e3:.1f}"
             if spread:
                 predicted += f" [{spread[0] * 1e3:.1f}, {spread[1] * 1e3:.1f}]"
-            measured = "" if pair["measured"] is None else f"{pair['measured'] * 1e3:.1f}"
+            measured = "" if pair.measured is None else f"{pair.measured * 1e3:.1f}"
             row[f"{key} ms predicted / measured"] = f"{predicted} / {measured}"
-            row[f"{key} error"] = _signed(pair["relative_error"])
+            row[f"{key} error"] = _signed(pair.relative_error)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def sparse_grid_sentence(validation: dict) -> str | None:
+def sparse_grid_sentence(validation: ValidationSummary) -> str | None:
     """The strategies too sparse to validate: a held-out level lay between neighbours WIDE_GAP or more apart."""
-    sparse = {strategy: entry["widest_gap"] for strategy, entry in validation.get("by_strategy", {}).items()
-              if entry.get("sparse_grid")}
+    sparse = {strategy: entry.widest_gap for strategy, entry in validation.by_strategy.items() if entry.sparse_grid}
     if not sparse:
         return None
     spans = ", ".join(f"{strategy} ({gap:.0f}x)" for strategy, gap in sparse.items())
@@ -76,13 +76,13 @@ def sparse_grid_sentence(validation: dict) -> str | None:
             f"--concurrency 1,2,3,4,6,8,12,16 (at most 3x between a level's neighbours).")
 
 
-def section(summary: dict, figures: list[FigureFile]) -> tuple[str, list[Block]] | None:
-    validation = summary.get("validation") or {}
-    if not validation.get("levels") and not validation.get("unavailable"):
+def section(summary: Summary, figures: list[FigureFile]) -> tuple[str, list[Block]] | None:
+    validation = summary.validation or ValidationSummary()
+    if not validation.levels and not validation.unavailable:
         return None
     blocks: list[Block] = [
         f"Each level was predicted by the simulator calibrated on its strategy's other levels only "
-        f"(up to {validation.get('replications')} simulated runs as long as the measured window; a level of more "
+        f"(up to {validation.replications} simulated runs as long as the measured window; a level of more "
         f"than {LONG_LEVEL_REQUESTS:,} requests, runs of that many). The medians of "
         f"|predicted / measured - 1| are over the levels below the knee: at most {MEDIAN_LOAD_FRACTION:.0%} of their "
         f"strategy's highest output tokens/s, at a lower load than the level that reached it."]
@@ -92,12 +92,12 @@ def section(summary: dict, figures: list[FigureFile]) -> tuple[str, list[Block]]
     sparse = sparse_grid_sentence(validation)
     if sparse:
         blocks.append(sparse)
-    notes = list(validation.get("unavailable", []))
-    for strategy, entry in validation.get("by_strategy", {}).items():
-        notes += [f"{strategy}: {text}" for text in entry.get("calibration", {}).get("unavailable", [])]
+    notes = list(validation.unavailable)
+    for strategy, entry in validation.by_strategy.items():
+        notes += [f"{strategy}: {text}" for text in (entry.calibration or {}).get("unavailable", [])]
     if notes:
         blocks.append("\n".join(f"- {note}" for note in notes))
     blocks += figures
-    if validation.get("levels"):
+    if validation.levels:
         blocks.append(Details("Per-level predictions (leave-one-level-out)", [levels_table(validation)]))
     return HEADING, blocks

@@ -1,6 +1,7 @@
 """Leave-one-level-out: each level predicted by a calibration on its strategy's other levels.
 
-summary.json's `validation` (the shape issue 13 fixes, plus the extras after it):
+summary.json's `validation` (the shape issue 13 fixes, plus the extras after it; typed as
+contract.summary.ValidationSummary):
 
     {"method": "leave-one-level-out",
      "levels": {LEVEL: {"ttft_s.p50": {"predicted", "measured", "relative_error"}, ...}},
@@ -40,6 +41,7 @@ import numpy as np
 from reports.predict.calibration import Calibration, arrival_cv2, calibrate, predict, strategy_server
 from reports.predict.evidence import KEYS, REASONING_KEYS, LevelSample
 from contract.run_json import RunInfo
+from contract.summary import HeldOut, PredictedQuantile, StrategyValidation, ValidationSummary
 
 METHOD = "leave-one-level-out"
 MEDIAN_LOAD_FRACTION = 0.8
@@ -89,9 +91,17 @@ def requests_per_run(requests: int) -> int | None:
     return LONG_LEVEL_REQUESTS if requests > LONG_LEVEL_REQUESTS else None
 
 
-def _pair(predicted: float | None, measured: float | None) -> dict:
+def _pair(predicted: float | None, measured: float | None) -> HeldOut:
     rel = predicted / measured - 1.0 if predicted is not None and measured else None
-    return {"predicted": predicted, "measured": measured, "relative_error": rel}
+    return HeldOut(predicted=predicted, measured=measured, relative_error=rel)
+
+
+def predicted_quantiles(metrics: dict) -> dict[str, dict[str, PredictedQuantile]]:
+    """A Replicated's metrics ({metric: {q: {"value", "interval"}}}) as summary.json's typed predictions."""
+    return {metric: {q: PredictedQuantile(value=entry["value"],
+                                          interval=tuple(entry["interval"]) if entry["interval"] is not None else None)
+                     for q, entry in by_q.items()}
+            for metric, by_q in metrics.items()}
 
 
 def judged_keys(samples: dict[str, list[LevelSample]]) -> tuple[str, ...]:
@@ -99,16 +109,16 @@ def judged_keys(samples: dict[str, list[LevelSample]]) -> tuple[str, ...]:
     return KEYS + REASONING_KEYS if any(s.reasons for group in samples.values() for s in group) else KEYS
 
 
-def keys_of(summary: dict) -> tuple[str, ...]:
+def keys_of(summary: ValidationSummary | None) -> tuple[str, ...]:
     """The keys a `validation` summary judged (its `keys`; one written before them: KEYS)."""
-    return tuple(summary.get("keys") or KEYS)
+    return tuple((summary.keys if summary is not None else None) or KEYS)
 
 
-def _median_abs(levels: dict, names: list[str], keys: tuple[str, ...]) -> dict:
+def _median_abs(levels: dict[str, dict[str, HeldOut]], names: list[str], keys: tuple[str, ...]) -> dict:
     out = {}
     for key in keys:
-        errors = [abs(levels[name][key]["relative_error"]) for name in names
-                  if levels[name][key]["relative_error"] is not None]
+        errors = [abs(levels[name][key].relative_error) for name in names
+                  if levels[name][key].relative_error is not None]
         out[key] = float(np.median(errors)) if errors else None
     return out
 
@@ -118,13 +128,13 @@ class Validation:
     """What `validate` found.
 
     Attributes:
-        summary: summary.json's `validation` (the shape above).
+        summary: summary.json's `validation` (the shape above, typed: contract.summary.ValidationSummary).
         calibrations: each strategy's calibration on all its levels, where one could be fitted (a
             strategy too short to validate included): fitted once here, and used again by the report's
             per-level predictions (`reports.predict.per_level.add_predictions`).
     """
 
-    summary: dict
+    summary: ValidationSummary
     calibrations: dict[str, Calibration]
 
 
@@ -167,7 +177,7 @@ def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replication
                 continue
             levels[held.level] = {f"{m}.{q}": _pair(predicted.value(m, q), held.measured[m][q])
                                   for m, q in (key.split(".") for key in keys)}
-            predictions[held.level] = predicted.metrics
+            predictions[held.level] = predicted_quantiles(predicted.metrics)
             done.append(held)
         if not done:
             continue
@@ -177,11 +187,11 @@ def validate(run: RunInfo, samples: dict[str, list[LevelSample]], *, replication
         eligible_all += eligible
         full = calibrations.get(strategy)
         gap = widest_gap(group, eligible)
-        by_strategy[strategy] = {"median_abs_error": _median_abs(levels, eligible, keys), "levels_in_median": eligible,
-                                 "widest_gap": gap, "sparse_grid": gap is not None and gap >= WIDE_GAP,
-                                 "max_output_tokens_per_s": top,
-                                 "calibration": full.describe() if full is not None else None}
-    summary = {"method": METHOD, "levels": levels, "median_abs_error": _median_abs(levels, eligible_all, keys),
-               "keys": list(keys), "predictions": predictions, "by_strategy": by_strategy, "replications": replications,
-               "unavailable": unavailable}
+        by_strategy[strategy] = StrategyValidation(
+            median_abs_error=_median_abs(levels, eligible, keys), levels_in_median=tuple(eligible),
+            widest_gap=gap, sparse_grid=gap is not None and gap >= WIDE_GAP, max_output_tokens_per_s=top,
+            calibration=full.describe() if full is not None else None)
+    summary = ValidationSummary(method=METHOD, levels=levels, median_abs_error=_median_abs(levels, eligible_all, keys),
+                                keys=tuple(keys), predictions=predictions, by_strategy=by_strategy,
+                                replications=replications, unavailable=tuple(unavailable))
     return Validation(summary, calibrations)

@@ -13,7 +13,10 @@ numbers in one line.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+
+from contract.level_result import LevelResult
 
 QUALITY_FILE = "quality.json"
 HEADLINE = ("top1_agreement", "prefix_agreement")   # the first a measurement has: its greedy agreement
@@ -64,17 +67,13 @@ def quality_sentence(quality: dict) -> str:
             f"{quality.get('max_tokens')} greedy tokens each): " + ", ".join(parts))
 
 
-def _highest_shared_load(base_levels: list[dict], levels: list[dict]) -> tuple[str, dict, dict] | None:
-    def by_load(rows):
-        out = {}
-        for row in rows:
-            offered = row.get("offered") or {}
-            if len(offered) == 1 and row.get("output_tokens_per_s"):
-                (kind, value), = offered.items()
-                out[(kind, float(value))] = row
-        return out
+def _highest_shared_load(base_levels: Sequence[LevelResult],
+                         levels: Sequence[LevelResult]) -> tuple[str, LevelResult, LevelResult] | None:
+    def by_load(rows: Sequence[LevelResult]) -> dict[tuple[str, float], LevelResult]:
+        return {(row.offered.kind, float(row.offered.value)): row for row in rows
+                if row.offered and row.output_tokens_per_s}
 
-    if len({row.get("strategy") for row in base_levels}) != 1 or len({row.get("strategy") for row in levels}) != 1:
+    if len({row.strategy for row in base_levels}) != 1 or len({row.strategy for row in levels}) != 1:
         return None   # several strategies a side: which curve to compare is not the statement's to choose
     base, mine = by_load(base_levels), by_load(levels)
     shared = sorted(set(base) & set(mine))
@@ -85,8 +84,8 @@ def _highest_shared_load(base_levels: list[dict], levels: list[dict]) -> tuple[s
     return f"{name}={value:g}", base[shared[-1]], mine[shared[-1]]
 
 
-def configuration_statement(label: str, base_label: str, base: tuple[dict | None, list[dict]],
-                            side: tuple[dict | None, list[dict], dict | None]) -> str | None:
+def configuration_statement(label: str, base_label: str, base: tuple[dict | None, Sequence[LevelResult]],
+                            side: tuple[dict | None, Sequence[LevelResult], dict | None]) -> str | None:
     """"B against A: ..." from what the two runs measured; None when they share nothing to compare."""
     base_engine, base_levels = base
     engine, levels, quality = side
@@ -96,7 +95,7 @@ def configuration_statement(label: str, base_label: str, base: tuple[dict | None
     load = _highest_shared_load(base_levels, levels)
     if load is not None:
         at, base_row, row = load
-        parts.append(f"{row['output_tokens_per_s'] / base_row['output_tokens_per_s']:.2g}x output tokens/s at {at}")
+        parts.append(f"{row.output_tokens_per_s / base_row.output_tokens_per_s:.2g}x output tokens/s at {at}")
     agreement = _agreement(quality) if quality else None
     if agreement is not None:
         name, value = agreement

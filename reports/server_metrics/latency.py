@@ -1,8 +1,8 @@
 """summary.json's per-level `server_latency`: the server's own latency percentiles over the level's window.
 
-    {"ttft_s": {"count": 812, "mean": .., "p50": .., "p90": .., "p99": ..,
-                "p50_bucket": [lo, hi], "p90_bucket": [..], "p99_bucket": [..], "source": "vllm:time_to_first_token_seconds"},
-     "queue_s": {...}, "prefill_s": {...}, "decode_s": {...}, "inference_s": {...}, "e2e_s": {...}, ...}
+    {"ttft_s": ServerHistogram(count=812, mean=.., source="vllm:time_to_first_token_seconds", p50=..,
+                               p50_bucket=(lo, hi), p90=.., p90_bucket=.., p99=.., p99_bucket=..),
+     "queue_s": ..., "prefill_s": ..., "decode_s": ..., "inference_s": ..., "e2e_s": ..., ...}
 
 Each histogram's buckets are read as of the first scrape at or after the window's start and the
 last at or before its end; their difference counts what the server observed in between (a TTFT
@@ -28,13 +28,14 @@ import pandas as pd
 from reports.server_metrics.histogram import histogram_quantile
 from reports.server_metrics.means import Span, Window
 from reports.server_metrics.series import ServerSeries
+from contract.level_result import ServerHistogram
 from contract.server_metrics import LATENCY_FIELDS, Metric, metric_for
 
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 
 
-def server_latency(metrics: pd.DataFrame | ServerSeries | None, spans: Sequence[Span]) -> dict:
-    """{field: percentiles} for every latency histogram the engine exports with observations in
+def server_latency(metrics: pd.DataFrame | ServerSeries | None, spans: Sequence[Span]) -> dict[str, ServerHistogram]:
+    """{field: ServerHistogram} for every latency histogram the engine exports with observations in
     the spans [(start, end), ...]; `metrics` is server_metrics.csv as a frame, or a ServerSeries built from one."""
     series = metrics if isinstance(metrics, ServerSeries) else ServerSeries.from_frame(metrics)
     window = Window(series, spans)
@@ -55,7 +56,7 @@ def observation_start(start: float, warmup_ends: "np.ndarray") -> float:
     return max([start, *warmup_ends.tolist()])
 
 
-def histogram_window(window: Window, metric: Metric) -> dict | None:
+def histogram_window(window: Window, metric: Metric) -> ServerHistogram | None:
     """Count, mean and bucket-interpolated percentiles of one histogram's observations in the window."""
     found = window.bucket_counts(metric)
     if found is None:
@@ -64,9 +65,9 @@ def histogram_window(window: Window, metric: Metric) -> dict | None:
     mean, count = window.histogram_mean(metric)
     if count <= 0:
         return None
-    entry: dict = {"count": int(round(count)), "mean": mean, "source": metric.name}
+    quantiles = {}
     for key, q in QUANTILES.items():
         found = histogram_quantile(q, bounds, counts)
-        entry[key] = found.value if found else None
-        entry[f"{key}_bucket"] = list(found.bucket) if found else None
-    return entry
+        quantiles[key] = found.value if found else None
+        quantiles[f"{key}_bucket"] = tuple(found.bucket) if found else None
+    return ServerHistogram(count=int(round(count)), mean=mean, source=metric.name, **quantiles)

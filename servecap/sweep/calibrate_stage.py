@@ -84,9 +84,9 @@ def top_rates(run_dir: Path) -> dict[str, float]:
     data = load_run(run_dir)
     best: dict[str, float] = {}
     for level in build_levels(data, data.run.slo):
-        key = "url" if data.run.target.kind == "url" else level["strategy"]
-        if key and level["request_rate_rps"]:
-            best[key] = max(best.get(key, 0.0), float(level["request_rate_rps"]))
+        key = "url" if data.run.target.kind == "url" else level.strategy
+        if key and level.request_rate_rps:
+            best[key] = max(best.get(key, 0.0), float(level.request_rate_rps))
     return best
 
 

@@ -85,26 +85,25 @@ def test_the_search_tried_the_edge_cases(judged):
 
 def test_sweep_and_report_agree_on_the_knee(judged):
     found, _, summary, _ = judged
-    rows = {row["slo"]: row for row in summary["verdict"]["max_sustainable"]}
+    rows = {row.slo: row for row in summary.verdict.max_sustainable}
     for name in ("all", "ttft_s"):
-        assert rows[name]["level"] == f"continuous/c={found.max_meeting_slo}"
-        assert rows[name]["first_failing_level"] == f"continuous/c={found.first_failing}"
-    assert rows["all"]["failing_reason"] == "ttft_s p99 100.1 ms > 100.0 ms"
+        assert rows[name].level == f"continuous/c={found.max_meeting_slo}"
+        assert rows[name].first_failing_level == f"continuous/c={found.first_failing}"
+    assert rows["all"].failing_reason == "ttft_s p99 100.1 ms > 100.0 ms"
     # TPOT alone fails only where the unfinished requests make every p99 unbounded
-    assert (rows["tpot_s"]["level"], rows["tpot_s"]["first_failing_level"]) == ("continuous/c=7", "continuous/c=8")
-    assert rows["tpot_s"]["failing_reason"].startswith("tpot_s p99 unbounded")
+    assert (rows["tpot_s"].level, rows["tpot_s"].first_failing_level) == ("continuous/c=7", "continuous/c=8")
+    assert rows["tpot_s"].failing_reason.startswith("tpot_s p99 unbounded")
 
 
 def test_sweep_and_report_agree_level_by_level(judged):
     _, tried, summary, samples = judged
-    by_level = {lvl["level"]: lvl for lvl in summary["levels"]}
     for concurrency, rows in tried.items():
         level = f"continuous/c={concurrency}"
         stats = level_stats([Record.from_dict(r) for r in rows], level)
-        reported = by_level[level]
-        assert stats.error_rate == reported["error_rate"]
-        assert stats.p99_ttft_s == reported["metrics"]["ttft_s"]["p99"] == P99_TTFT_S[concurrency]
-        assert stats.p99_tpot_s == reported["metrics"]["tpot_s"]["p99"]
-        assert stats.p99_e2e_s == reported["metrics"]["e2e_s"]["p99"]
-        [alone] = [row for row in max_sustainable([reported], SLO_UNDER_TEST, samples) if row["slo"] == "all"]
-        assert stats.check(SLO_UNDER_TEST).meets is (alone["level"] == level), level
+        reported = summary.level(level)
+        assert stats.error_rate == reported.error_rate
+        assert stats.p99_ttft_s == reported.metrics["ttft_s"].p99 == P99_TTFT_S[concurrency]
+        assert stats.p99_tpot_s == reported.metrics["tpot_s"].p99
+        assert stats.p99_e2e_s == reported.metrics["e2e_s"].p99
+        [alone] = [row for row in max_sustainable([reported], SLO_UNDER_TEST, samples) if row.slo == "all"]
+        assert stats.check(SLO_UNDER_TEST).meets is (alone.level == level), level

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from calculators.plan.outcome import PlanSlo, outcome
+from contract.level_result import LevelResult
 from contract.records import Record, RecordWriter
 from contract.slo import SLO, SloSample, judge
 from reports.run_data import load_run
@@ -77,11 +78,12 @@ def _report(tmp_path, rows: list[dict]):
         writer.write_many(rows)
     (tmp_path / "run.json").write_text(json.dumps({"slo": SLO_UNDER_TEST.to_dict(), "server": {"model": "tiny"}}))
     sample = slo_samples(load_run(tmp_path))[LEVEL]
-    level = {"level": LEVEL, "strategy": "continuous", "offered": {"concurrency": 4}, "output_tokens_per_s": 1.0,
-             "request_rate_rps": 1.0, "metrics": {c: {"p99": None, "p99_ci95": None} for c in ("ttft_s", "tpot_s",
-                                                                                                "e2e_s", "ttfa_s")}}
-    [row] = [r for r in max_sustainable([level], SLO_UNDER_TEST, {LEVEL: sample}) if r["slo"] == "all"]
-    return row["failing_reason"] or "", judge(SLO_UNDER_TEST, sample).p99_s
+    level = LevelResult.from_dict({
+        "level": LEVEL, "strategy": "continuous", "offered": {"concurrency": 4}, "output_tokens_per_s": 1.0,
+        "request_rate_rps": 1.0, "metrics": {c: {"p99": None, "p99_ci95": None} for c in ("ttft_s", "tpot_s",
+                                                                                          "e2e_s", "ttfa_s")}})
+    [row] = [r for r in max_sustainable([level], SLO_UNDER_TEST, {LEVEL: sample}) if r.slo == "all"]
+    return row.failing_reason or "", judge(SLO_UNDER_TEST, sample).p99_s
 
 
 def _fleet_window(rows: list[dict]):

@@ -120,12 +120,12 @@ def test_load_test_notebook_generates_a_sample_run_and_reaches_the_verdict(tmp_p
 
     text = "\n".join(_outputs(nb, "text/plain"))
     assert f"run directory: {run_dir.resolve()}" in text
-    for level in summary["levels"]:
-        assert level["level"] in text and level["requests"] > 0
+    for level in summary.levels:
+        assert level.level in text and level.requests > 0
     verdict = _outputs(nb, "text/markdown")[-1]
     assert "SLOs (p99): ttft_ms = 250, tpot_ms = 20." in verdict  # the sample sweep's SLOs, from run.json
-    point = summary["verdict"]["operating_point"]  # None only if a loaded CI box misses the SLOs at c=1
-    assert (f"Operating point: **{point['level']}**" if point else "Operating point: none") in verdict
+    point = summary.verdict.operating_point  # None only if a loaded CI box misses the SLOs at c=1
+    assert (f"Operating point: **{point.level}**" if point else "Operating point: none") in verdict
     # 4 latency curves, throughput vs latency, goodput, CDFs, timelines, batch/KV, predicted vs measured
     assert len(_outputs(nb, "image/png")) == 10
     assert (run_dir / "notebook_figures" / "predicted_vs_measured.png").is_file()

@@ -1,27 +1,33 @@
 """reports.answer and reports.notices: the first screen's sentences, the strategy rows, the grouped warnings."""
 
+from dataclasses import replace
+
 import numpy as np
 
 from reports import answer
 from reports.notices import machine_drift_levels, notices, unstable_levels
 from reports.verdict import build_verdict
+from contract.level_result import LevelResult
 from contract.run_json import LevelEntry, RunInfo
 from contract.slo import SLO, SloSample
+from contract.summary import Summary
 
 
 def _level(strategy, c, rps, ttft_p99, tpot_p99=0.01, count=500):
+    """A summary level as summary.json holds it (the keys the verdict reads)."""
     metric = lambda p99: {"p99": p99, "p99_ci95": [p99 * 0.95, p99 * 1.05], "count": count}  # noqa: E731
-    return {"level": f"{strategy}/c={c}", "strategy": strategy, "offered": {"concurrency": c},
-            "request_rate_rps": rps, "output_tokens_per_s": rps * 10, "prompt_tokens_per_s": rps * 20,
-            "error_rate": 0.0, "metrics": {"ttft_s": metric(ttft_p99), "tpot_s": metric(tpot_p99),
-                        "e2e_s": metric(0.5 + ttft_p99)}}
+    return LevelResult.from_dict({
+        "level": f"{strategy}/c={c}", "strategy": strategy, "offered": {"concurrency": c},
+        "request_rate_rps": rps, "output_tokens_per_s": rps * 10, "prompt_tokens_per_s": rps * 20,
+        "error_rate": 0.0, "metrics": {"ttft_s": metric(ttft_p99), "tpot_s": metric(tpot_p99),
+                                       "e2e_s": metric(0.5 + ttft_p99)}})
 
 
 def _samples(levels):
     """Each level's requests as the SLO's judge reads them: `count` ok requests at exactly its table's p99s."""
-    return {lvl["level"]: SloSample(ok=lvl["metrics"]["ttft_s"]["count"],
-                                    values={m: np.full(stats["count"], stats["p99"])
-                                            for m, stats in lvl["metrics"].items()})
+    return {lvl.level: SloSample(ok=lvl.metrics["ttft_s"].count,
+                                 values={m: np.full(stats.count, stats.p99) for m, stats in lvl.metrics.items()
+                                         if stats.p99 is not None})
             for lvl in levels}
 
 
@@ -32,9 +38,9 @@ def _summary(levels, slo=SLO(ttft_ms=500, tpot_ms=50), price=PRICE, run=None):
     def cost(point):
         if price is None:
             return {"unavailable": "no GPU in run.json; give --gpu-hourly or --gpu NAME"}
-        return {**price, "usd_per_1m_output_tokens": 1e6 * price["hourly_usd"] / (3600 * point["output_tokens_per_s"])}
-    return {"run": run or {"server": {"model": "tiny"}, "host": {"cpu_model": "Xeon", "cores": 2}},
-            "levels": levels, "verdict": build_verdict(levels, slo, cost, _samples(levels)), "missing": [], "loadgen_warnings": []}
+        return {**price, "usd_per_1m_output_tokens": 1e6 * price["hourly_usd"] / (3600 * point.output_tokens_per_s)}
+    return Summary(run=run or {"server": {"model": "tiny"}, "host": {"cpu_model": "Xeon", "cores": 2}},
+                   levels=tuple(levels), verdict=build_verdict(levels, slo, cost, _samples(levels)))
 
 
 THREE = [_level("none", 1, 10, 0.1), _level("none", 8, 12, 0.9),                       # none: c=1, 10 req/s
@@ -96,9 +102,8 @@ def test_warnings_are_grouped_once_with_their_fix():
                           LevelEntry(level="none/c=8", stable=False, throughput_spread=0.4, exit_code=0),
                           LevelEntry(level="static/c=1", stable=True, exit_code=0)])
     summary = _summary(THREE)
-    summary["unstable_levels"] = unstable_levels(run)
-    summary["run"]["load_plan"] = {"duration_s": 10.0}
-    summary["missing"] = ["samples.csv is missing"]
+    summary = replace(summary, unstable_levels=tuple(unstable_levels(run)),
+                      run={**summary.run, "load_plan": {"duration_s": 10.0}}, missing=("samples.csv is missing",))
     unstable, missing = notices(summary)
     assert unstable.title == "throughput not stable"
     assert unstable.items == ["none/c=1 (spread 23%)", "none/c=8 (spread 40%)"]
@@ -114,12 +119,10 @@ def test_a_machine_that_drifted_is_a_note_and_an_unsteady_server_a_warning_at_co
         LevelEntry(level="static/c=8", stable=False, throughput_spread=0.30, spread_at_constant_speed=0.19,
                    machine_speed_spread=0.08, exit_code=0),
         LevelEntry(level="static/c=1", stable=True, machine_drift=False, throughput_spread=0.04, exit_code=0)])
-    summary = _summary(THREE)
-    summary["unstable_levels"] = unstable_levels(run)
-    summary["machine_drift_levels"] = machine_drift_levels(run)
+    summary = replace(_summary(THREE), unstable_levels=tuple(unstable_levels(run)),
+                      machine_drift_levels=tuple(machine_drift_levels(run)))
     assert [n.title for n in notices(summary)] == ["throughput not stable"]   # drift is a --diagnostics instrument
-    summary["diagnostics"] = True
-    unstable, drift = notices(summary)
+    unstable, drift = notices(replace(summary, diagnostics=True))
     assert (unstable.severity, unstable.items) == ("warning", ["static/c=8 (spread 19%)"])   # judged at constant speed
     assert drift.severity == "note" and drift.title == "the machine's speed drifted"
     assert drift.items == ["none/c=8 (machine 43%, throughput 44% raw, 1% at constant speed)"]
@@ -128,16 +131,13 @@ def test_a_machine_that_drifted_is_a_note_and_an_unsteady_server_a_warning_at_co
 def test_a_host_that_took_cpu_is_a_warning_of_its_own_and_names_itself_at_an_unstable_level():
     run = RunInfo(levels=[LevelEntry(level="static/c=8", stable=False, throughput_spread=0.12,
                                      spread_at_constant_speed=0.11, exit_code=0)])
-    levels = [dict(lvl) for lvl in THREE]
-    by_name = {lvl["level"]: lvl for lvl in levels}
-    by_name["static/c=8"]["host_steal"] = {"0": 0.22, "1": 0.03}
-    by_name["continuous/c=1"]["host_steal"] = {"0": 0.06, "1": 0.0}      # below the limit: not worth a word
-    summary = _summary(levels)
-    summary["unstable_levels"] = unstable_levels(run)
+    steal = {"static/c=8": {"0": 0.22, "1": 0.03},
+             "continuous/c=1": {"0": 0.06, "1": 0.0}}      # below the limit: not worth a word
+    levels = [replace(lvl, host_steal=steal.get(lvl.level, {})) for lvl in THREE]
+    summary = replace(_summary(levels), unstable_levels=tuple(unstable_levels(run)))
     (plain,) = notices(summary)   # without --diagnostics: neither the steal nor its notice
     assert plain.items == ["static/c=8 (spread 11%)"]
-    summary["diagnostics"] = True
-    unstable, host = notices(summary)
+    unstable, host = notices(replace(summary, diagnostics=True))
     assert unstable.items == ["static/c=8 (spread 11%; the host took 22% of core 0)"]
     assert host.title == "the machine's host took CPU" and host.severity == "warning"
     assert host.items == ["static/c=8: the host took 22% of core 0"] and "quiet host" in host.fix

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from contract.level_result import LevelResult, Offered
 from lab.reports.synthetic import write_synthetic_run
 from reports.quality.carry import configuration_statement, quality_sentence, read_quality
 from servecap.cli import main as servecap_main
@@ -69,9 +70,10 @@ def test_a_single_report_carries_its_quality_and_names_an_unreadable_file(fp32_a
 
 def test_the_statement_and_sentence_from_what_there_is():
     assert read_quality("/nonexistent") == (None, None)
-    levels = [{"offered": {"concurrency": 8}, "output_tokens_per_s": 100.0}]
-    faster = [{"offered": {"concurrency": 8}, "output_tokens_per_s": 130.0},
-              {"offered": {"concurrency": 16}, "output_tokens_per_s": 150.0}]   # c=16: only B measured it
+    levels = [LevelResult(level="c=8", offered=Offered("concurrency", 8), output_tokens_per_s=100.0)]
+    faster = [LevelResult(level="c=8", offered=Offered("concurrency", 8), output_tokens_per_s=130.0),
+              LevelResult(level="c=16", offered=Offered("concurrency", 16),
+                          output_tokens_per_s=150.0)]   # c=16: only B measured it
     assert configuration_statement("B", "A", (None, levels), (None, faster, None)) == \
         "B against A: 1.3x output tokens/s at c=8"
     assert configuration_statement("B", "A", (None, levels), (None, [], None)) is None

@@ -19,6 +19,7 @@ from contract.slo import SLO
 from reports.report import ReportOptions, write_report
 from servecap.cli import main as servecap_main
 from contract.loadgen_meta import update_meta
+from contract.slo import SLO
 
 T0 = 1_800_000_000.0
 LEVELS = ("none/c=1", "none/c=4", "continuous/c=1", "continuous/c=4", "continuous/rps=8.0")
@@ -136,49 +137,51 @@ def test_summary_matches_an_independent_recomputation(full_run):
 
 def test_server_device_and_energy_means_per_level(full_run):
     run_dir, records, windows, result = full_run
-    for lvl in result.summary["levels"]:
-        assert lvl["server"]["requests_running_mean"] == pytest.approx(RUNNING[lvl["level"]])
-        assert lvl["server"]["kv_usage_mean"] == pytest.approx(2 * RUNNING[lvl["level"]] / 64)
-        assert lvl["server"]["batch_size_mean"] == pytest.approx(RUNNING[lvl["level"]])
-        assert lvl["device"]["nvml"]["util_pct"] == pytest.approx(50.0)
-        assert lvl["device"]["nvml"]["power_w"] == pytest.approx(200.0)
-        assert lvl["energy_per_output_token_j"] == pytest.approx(200.0 * lvl["duration_s"] / lvl["output_tokens"])
+    for lvl in result.summary.levels:
+        assert lvl.server["requests_running_mean"] == pytest.approx(RUNNING[lvl.level])
+        assert lvl.server["kv_usage_mean"] == pytest.approx(2 * RUNNING[lvl.level] / 64)
+        assert lvl.server["batch_size_mean"] == pytest.approx(RUNNING[lvl.level])
+        assert lvl.device["nvml"]["util_pct"] == pytest.approx(50.0)
+        assert lvl.device["nvml"]["power_w"] == pytest.approx(200.0)
+        assert lvl.energy_per_output_token_j == pytest.approx(200.0 * lvl.duration_s / lvl.output_tokens)
 
 
 def test_open_loop_lateness_is_reported(full_run):
     _, records, _, result = full_run
-    [lvl] = [lvl for lvl in result.summary["levels"] if lvl["level"] == "continuous/rps=8.0"]
+    lvl = result.summary.level("continuous/rps=8.0")
     late_ms = [(r["t_start"] - r["t_sched"]) * 1000 for r in records
-               if r["level"] == lvl["level"] and r["phase"] == "measure"]
-    assert lvl["loadgen"]["lateness_p99_ms"] == pytest.approx(np.percentile(late_ms, 99))
-    assert lvl["loadgen"]["late"] is bool(np.percentile(late_ms, 99) > 1.0)
+               if r["level"] == lvl.level and r["phase"] == "measure"]
+    assert lvl.loadgen.lateness_p99_ms == pytest.approx(np.percentile(late_ms, 99))
+    assert lvl.loadgen.late is bool(np.percentile(late_ms, 99) > 1.0)
 
 
 def test_verdict_cost_and_predictions(full_run):
-    verdict = full_run[3].summary["verdict"]
-    assert verdict["slo"] == {"ttft_ms": 150, "tpot_ms": 25, "e2e_ms": None, "ttfa_ms": None}
-    point = verdict["operating_point"]
-    rows = {(r["strategy"], r["slo"]): r for r in verdict["max_sustainable"]}
-    assert rows[("none", "all")]["first_failing_level"] == "none/c=4"
-    assert rows[("none", "all")]["failing_reason"] == "error rate 5.0% > 1%"
+    verdict = full_run[3].summary.verdict
+    assert verdict.slo == SLO(ttft_ms=150, tpot_ms=25)
+    assert verdict.to_dict()["slo"] == {"ttft_ms": 150, "tpot_ms": 25, "e2e_ms": None, "ttfa_ms": None}
+    point = verdict.operating_point
+    rows = {(r.strategy, r.slo): r for r in verdict.max_sustainable}
+    assert rows[("none", "all")].first_failing_level == "none/c=4"
+    assert rows[("none", "all")].failing_reason == "error rate 5.0% > 1%"
     # 2 of 62 never answered: the top 1% of every latency is unbounded, whatever the 60 answered show
-    assert rows[("continuous", "all")]["first_failing_level"] == IN_FLIGHT
-    assert rows[("continuous", "all")]["failing_reason"] == (
+    assert rows[("continuous", "all")].first_failing_level == IN_FLIGHT
+    assert rows[("continuous", "all")].failing_reason == (
         "ttft_s p99 unbounded > 150.0 ms: 2 of 62 requests never finished")
-    assert verdict["cost"]["usd_per_1m_output_tokens"] == pytest.approx(2.0 * 1e6 / (3600 * point["output_tokens_per_s"]))
-    for level in full_run[3].summary["levels"]:
-        predicted = level["predicted"]
-        assert predicted["step_model"].startswith("step time fitted to this run's levels")  # no GPU here
-        compared = predicted["comparisons"]
-        assert compared["kv_block_bytes"]["relative_error"] == 0
+    assert verdict.cost["usd_per_1m_output_tokens"] == pytest.approx(2.0 * 1e6 / (3600 * point.output_tokens_per_s))
+    for level in full_run[3].summary.levels:
+        predicted = level.predicted
+        assert predicted.step_model.startswith("step time fitted to this run's levels")  # no GPU here
+        compared = predicted.comparisons
+        assert compared["kv_block_bytes"].relative_error == 0
         # the fit is exact (2 ms + 1 ms per sequence), so the predicted step time is the measured one
-        assert compared["step_s"]["predicted"] == pytest.approx(level["server"]["step_time_mean_s"], rel=1e-6)
+        assert compared["step_s"].predicted == pytest.approx(level.server["step_time_mean_s"], rel=1e-6)
         for key in ("ttft_s p50", "ttft_s p99", "tpot_s p50", "e2e_s p99"):
             pair = compared[key]
-            assert pair["predicted"] > 0 and pair["measured"] == level["metrics"][key.split()[0]][key.split()[1]]
-            assert pair["relative_error"] == pytest.approx(pair["predicted"] / pair["measured"] - 1)
-        if level["strategy"] == "none":
-            assert compared["running_sequences_peak"]["predicted"] == 1  # strategy none runs one at a time
+            metric, q = key.split()
+            assert pair.predicted > 0 and pair.measured == level.metrics[metric].at(q)
+            assert pair.relative_error == pytest.approx(pair.predicted / pair.measured - 1)
+        if level.strategy == "none":
+            assert compared["running_sequences_peak"].predicted == 1  # strategy none runs one at a time
 
 
 def test_html_is_self_contained_and_references_each_figure(full_run):
@@ -242,10 +245,10 @@ def test_corrupt_line_in_the_middle_is_skipped_and_counted(tmp_path):
     lines[10] = lines[10][:25]
     (tmp_path / "requests.jsonl").write_text("\n".join(lines) + "\n")
     result = write_report(tmp_path, ReportOptions(figures=False))
-    assert any("1 unreadable line(s) skipped (line 11)" in note for note in result.summary["missing"])
-    level = result.summary["levels"][0]
-    assert level["requests"] + level["incomplete"] == sum(r["phase"] == "measure" for r in records) - 1
-    assert not math.isnan(result.summary["levels"][0]["metrics"]["ttft_s"]["p99"])
+    assert any("1 unreadable line(s) skipped (line 11)" in note for note in result.summary.missing)
+    level = result.summary.levels[0]
+    assert level.requests + level.incomplete == sum(r["phase"] == "measure" for r in records) - 1
+    assert not math.isnan(level.metrics["ttft_s"].p99)
 
 
 def test_record_order_does_not_change_the_summary(tmp_path):
@@ -255,11 +258,11 @@ def test_record_order_does_not_change_the_summary(tmp_path):
     np.random.default_rng(0).shuffle(lines)  # workers finishing out of order, levels interleaved
     (tmp_path / "b" / "requests.jsonl").write_text("\n".join(lines) + "\n")
     a, b = (write_report(tmp_path / name, ReportOptions(figures=False)).summary for name in ("a", "b"))
-    for la, lb in zip(a["levels"], b["levels"]):
-        assert la["level"] == lb["level"]
+    for la, lb in zip(a.levels, b.levels):
+        assert la.level == lb.level
         for metric in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
-            assert la["metrics"][metric]["count"] == lb["metrics"][metric]["count"]
-            assert la["metrics"][metric]["p99"] == pytest.approx(lb["metrics"][metric]["p99"], rel=1e-12)
+            assert la.metrics[metric].count == lb.metrics[metric].count
+            assert la.metrics[metric].p99 == pytest.approx(lb.metrics[metric].p99, rel=1e-12)
 
 
 def test_records_from_other_writers_are_read(tmp_path):
@@ -271,11 +274,11 @@ def test_records_from_other_writers_are_read(tmp_path):
             del row["response_id"], row["error"]
             f.write(json.dumps(row) + "\n")
     result = write_report(tmp_path, ReportOptions(figures=False))
-    assert any("lack field(s): error" in note for note in result.summary["missing"])
-    [level] = result.summary["levels"]
-    assert level["loadgen"]["workers"] == 3
+    assert any("lack field(s): error" in note for note in result.summary.missing)
+    [level] = result.summary.levels
+    assert level.loadgen.workers == 3
     ok = [r for r in records if r["phase"] == "measure" and r["status"] == "ok"]
-    assert level["metrics"]["ttft_s"]["p99"] == pytest.approx(np.percentile([r["ttft_s"] for r in ok], 99))
+    assert level.metrics["ttft_s"].p99 == pytest.approx(np.percentile([r["ttft_s"] for r in ok], 99))
 
 
 def test_degenerate_runs_report_without_warnings(tmp_path):
@@ -292,8 +295,8 @@ def test_degenerate_runs_report_without_warnings(tmp_path):
             warnings.simplefilter("error")
             result = write_report(tmp_path / name, ReportOptions(slo=SLO(ttft_ms=100)))
         assert result.html_path.exists() and result.figures
-    assert result.summary["verdict"]["operating_point"] is None
-    assert result.summary["verdict"]["cost"] == {"unavailable": "no level meets the SLOs"}
+    assert result.summary.verdict.operating_point is None
+    assert result.summary.verdict.cost == {"unavailable": "no level meets the SLOs"}
     assert "error rate 100.0%" in result.markdown_path.read_text()
 
 
@@ -304,9 +307,9 @@ def test_load_generator_warnings_come_from_requests_meta_json(tmp_path):
         "processes": {"worker0@h:1": {"cpu_max_pct": 97.0}}, "limited_by_loadgen": True,
         "warnings": ["worker0@h:1: load generator CPU reached 97% (> 90%)"]})
     result = write_report(run_dir, ReportOptions(figures=False))
-    assert result.summary["loadgen_warnings"] == ["none/c=1: worker0@h:1: load generator CPU reached 97% (> 90%)"]
-    [level] = result.summary["levels"]
-    assert level["loadgen"]["cpu_max_pct"] == 97.0 and level["loadgen"]["limited_by_loadgen"] is True
+    assert result.summary.loadgen_warnings == ("none/c=1: worker0@h:1: load generator CPU reached 97% (> 90%)",)
+    [level] = result.summary.levels
+    assert level.loadgen.cpu_max_pct == 97.0 and level.loadgen.limited_by_loadgen is True
     markdown = result.markdown_path.read_text()
     warnings = markdown[markdown.index("## Warnings"):]
     # one line: the kind and its levels; what it means, collapsed under it
@@ -324,10 +327,10 @@ def test_a_machine_that_drifted_is_a_note_of_its_own_not_a_warning(tmp_path):
                       "throughput_spread": 0.31, "spread_at_constant_speed": 0.02, "machine_speed_spread": 0.29}]
     (run_dir / "run.json").write_text(json.dumps(run))
     plain = write_report(run_dir, ReportOptions(figures=False))   # a --diagnostics instrument: not by default
-    assert plain.summary["machine_drift_levels"] == [] and "## Notes" not in plain.markdown_path.read_text()
+    assert plain.summary.machine_drift_levels == () and "## Notes" not in plain.markdown_path.read_text()
     result = write_report(run_dir, ReportOptions(figures=False, diagnostics=True))
-    assert result.summary["unstable_levels"] == []
-    assert result.summary["machine_drift_levels"][0]["machine"] == 0.29
+    assert result.summary.unstable_levels == ()
+    assert result.summary.machine_drift_levels[0].machine == 0.29
     markdown = result.markdown_path.read_text()
     notes = markdown[markdown.index("## Notes"):]
     assert "**The machine's speed drifted**: none/c=1 (machine 29%, throughput 31% raw, 2% at constant speed)" in notes

@@ -1,12 +1,13 @@
 """The crossover a side-by-side report states: the speculating curve against the plain one, by offered load."""
 
+from contract.level_result import Distribution, LevelResult, Offered
 from reports.speculation import measured_crossover
 
 
 def _level(strategy, c, tpot, tokens, accept=None):
-    return {"strategy": strategy, "level": f"{strategy}/c={c}", "offered": {"concurrency": c},
-            "metrics": {"tpot_s": {"p50": tpot}}, "output_tokens_per_s": tokens,
-            "server": {"spec_acceptance_rate": accept}}
+    return LevelResult(strategy=strategy, level=f"{strategy}/c={c}", offered=Offered("concurrency", c),
+                       metrics={"tpot_s": Distribution(count=100, p50=tpot)}, output_tokens_per_s=tokens,
+                       server={"spec_acceptance_rate": accept})
 
 
 def test_the_crossover_joins_the_curves_on_their_load_and_names_the_first_level_no_better():
@@ -15,10 +16,10 @@ def test_the_crossover_joins_the_curves_on_their_load_and_names_the_first_level_
     levels += [_level("B: continuous", c, tpot, tokens, accept=0.6) for c, tpot, tokens in
                ((64, 0.050, 850), (1, 0.012, 80), (4, 0.016, 230), (16, 0.036, 420))]   # any order
     found = measured_crossover(levels)
-    assert (found["speculating"], found["plain"], found["axis"]) == ("B: continuous", "A: continuous", "concurrency")
-    assert found["levels"] == [1, 4, 16, 64]
-    assert (found["tpot_level"], found["throughput_level"]) == (16, 64)
-    assert found["statement"] == ("B: continuous (speculating) against A: continuous: speculation stops lowering TPOT "
+    assert (found.speculating, found.plain, found.axis) == ("B: continuous", "A: continuous", "concurrency")
+    assert found.levels == (1, 4, 16, 64)
+    assert (found.tpot_level, found.throughput_level) == (16, 64)
+    assert found.statement == ("B: continuous (speculating) against A: continuous: speculation stops lowering TPOT "
                                   "at concurrency 16; it stops raising tokens/s at concurrency 64 (measured)")
 
 

@@ -18,17 +18,17 @@ def test_percentiles_are_numpy_linear_over_raw_values(draw):
     rng = np.random.default_rng(1)
     values = draw(rng, 1237)
     out = summarize(values)
-    assert out["count"] == 1237
-    assert out["mean"] == pytest.approx(values.mean(), rel=1e-12)
+    assert out.count == 1237
+    assert out.mean == pytest.approx(values.mean(), rel=1e-12)
     for q in (50, 90, 95, 99):
-        assert out[f"p{q}"] == pytest.approx(np.percentile(values, q), rel=1e-12)
+        assert out.at(f"p{q}") == pytest.approx(np.percentile(values, q), rel=1e-12)
 
 
 def test_nans_are_dropped_and_empty_input_gives_nulls():
     out = summarize(np.array([0.1, np.nan, 0.3]))
-    assert out["count"] == 2 and out["p50"] == pytest.approx(0.2)
+    assert out.count == 2 and out.p50 == pytest.approx(0.2)
     empty = summarize(np.array([]))
-    assert empty["count"] == 0 and empty["p99"] is None and empty["p99_ci95"] is None
+    assert empty.count == 0 and empty.p99 is None and empty.p99_ci95 is None
 
 
 def test_bootstrap_ci_is_scipys_percentile_bootstrap():
@@ -49,7 +49,7 @@ def test_bootstrap_ci_covers_the_true_p99_of_a_known_distribution():
     covered = 0
     for seed in range(20):
         values = np.random.default_rng(100 + seed).exponential(1.0, 2000)
-        lo, hi = summarize(values, seed=seed)["p99_ci95"]
+        lo, hi = summarize(values, seed=seed).p99_ci95
         covered += lo <= true_p99 <= hi
     assert covered >= 16
 
@@ -68,17 +68,17 @@ def test_large_samples_switch_to_order_statistics_and_small_ones_bootstrap():
     assert resamples_for(1_000_000) == 0
     small = summarize(np.random.default_rng(4).exponential(1.0, 500))
     big = summarize(np.random.default_rng(4).exponential(1.0, 200_000))
-    assert small["ci_method"] == "bootstrap(999)"
-    assert big["ci_method"] == "order-statistic"
+    assert small.ci_method == "bootstrap(999)"
+    assert big.ci_method == "order-statistic"
     for out in (small, big):
-        lo, hi = out["p99_ci95"]
-        assert lo < out["p99"] < hi
+        lo, hi = out.p99_ci95
+        assert lo < out.p99 < hi
     # the large-sample path takes its percentiles from one np.partition: still numpy's linear ones
     values = np.random.default_rng(4).exponential(1.0, 200_000)
     for q in (50, 90, 95, 99):
-        assert big[f"p{q}"] == pytest.approx(np.percentile(values, q), rel=1e-12)
+        assert big.at(f"p{q}") == pytest.approx(np.percentile(values, q), rel=1e-12)
 
 
 def test_constant_values_give_a_zero_width_interval():
     out = summarize(np.full(50, 0.25))
-    assert out["p99"] == 0.25 and out["p99_ci95"] == [0.25, 0.25] and out["ci_method"] == "degenerate"
+    assert out.p99 == 0.25 and out.p99_ci95 == (0.25, 0.25) and out.ci_method == "degenerate"

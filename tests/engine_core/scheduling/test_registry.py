@@ -183,12 +183,13 @@ def test_the_sweep_and_the_report_take_the_toy_strategy(lockstep, tmp_path):
     from engine_core.models import get_model
     from reports.predict.per_level import predict_level
     from sweep_helpers import experiment
+    from contract.level_result import LevelResult
     from contract.run_json import RunInfo
 
     assert experiment("--strategies", "lockstep,none", "--concurrency", "1").targets[0].strategy == "lockstep"
     run = RunInfo.from_dict({"server": {"model": "tiny", "block_size": 16, "engines": {
         "lockstep": {"strategy_limits": {"lockstep_size": 3}, "num_kv_blocks": 64}}}})
-    level = {"strategy": "lockstep", "offered": {"concurrency": 8}, "server": {}, "prompt_tokens_mean": 8,
-             "output_tokens_mean": 4, "metrics": {}}
+    level = LevelResult.from_dict({"level": "lockstep/c=8", "strategy": "lockstep", "offered": {"concurrency": 8},
+                                   "prompt_tokens_mean": 8, "output_tokens_mean": 4})
     predicted = predict_level(run, level, get_model("tiny"), None, "no step model in this test")
-    assert predicted["comparisons"]["running_sequences_peak"]["predicted"] == 3
+    assert predicted.comparisons["running_sequences_peak"].predicted == 3

@@ -1,17 +1,18 @@
 """reports.figures.predicted: the predicted-vs-measured figure of the load-test notebook."""
 
+from contract.level_result import LevelResult
 from reports.figures.predicted import _pairs, predicted_vs_measured
 
 
 def _level(name, comparisons):
-    return {"level": name, "predicted": {"comparisons": comparisons}}
+    return LevelResult.from_dict({"level": name, "predicted": {"comparisons": comparisons}})
 
 
 LEVELS = [
     _level("continuous/c=1", {"step_s": {"predicted": 0.004, "measured": 0.005},
                               "e2e_s p99": {"predicted": 0.07, "measured": 0.2}}),
     _level("continuous/c=4", {"step_s": {"predicted": 0.006, "measured": None}}),
-    {"level": "none/c=1", "predicted": None},
+    LevelResult(level="none/c=1", predicted=None),
 ]
 
 
@@ -28,5 +29,5 @@ def test_figure_is_written(tmp_path):
 
 
 def test_no_predictions_no_figure(tmp_path):
-    assert predicted_vs_measured([{"level": "x", "predicted": {}}], tmp_path) is None
+    assert predicted_vs_measured([LevelResult.from_dict({"level": "x", "predicted": {}})], tmp_path) is None
     assert not list(tmp_path.iterdir())

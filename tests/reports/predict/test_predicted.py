@@ -1,20 +1,21 @@
 """reports.predict.per_level reads each strategy's own limits from run.json (and the flattened ones of older files)."""
 
+from contract.level_result import Distribution, LevelResult, Offered
 from engine_core.models import get_model
 from reports.predict.per_level import predict_level
 from contract.run_json import RunInfo
 
 
-def _level(strategy: str) -> dict:
-    metric = {"p50": 0.01, "p99": 0.02}
-    return {"level": f"{strategy}/c=16", "strategy": strategy, "offered": {"concurrency": 16},
-            "prompt_tokens_mean": 32.0, "output_tokens_mean": 16.0, "server": {"requests_running_max": 4.0},
-            "metrics": {"ttft_s": metric, "tpot_s": metric, "e2e_s": metric}}
+def _level(strategy: str) -> LevelResult:
+    metric = Distribution(count=100, p50=0.01, p99=0.02)
+    return LevelResult(level=f"{strategy}/c=16", strategy=strategy, offered=Offered("concurrency", 16),
+                       prompt_tokens_mean=32.0, output_tokens_mean=16.0, server={"requests_running_max": 4.0},
+                       metrics={"ttft_s": metric, "tpot_s": metric, "e2e_s": metric})
 
 
 def _running(run: RunInfo, strategy: str) -> float:
     predicted = predict_level(run, _level(strategy), get_model("tiny"), None, "no step model here")
-    return predicted["comparisons"]["running_sequences_peak"]["predicted"]
+    return predicted.comparisons["running_sequences_peak"].predicted
 
 
 def test_each_strategy_is_predicted_with_its_own_limits():

@@ -16,6 +16,7 @@ import pytest
 
 from calculators.sim.front_end import FrontEnd
 from calculators.sim.step_model import StepTimeModel
+from contract.summary import ValidationSummary
 from reports.report import ReportOptions, build_summary, write_report
 from reports.run_data import load_run
 from reports.predict.evidence import level_samples
@@ -49,11 +50,11 @@ def small(tmp_path_factory):
 @pytest.mark.e2e
 def test_leave_one_level_out_on_a_known_model_finds_almost_no_error(simulated):
     summary = build_summary(load_run(simulated), ReportOptions(figures=False, replications=6))
-    validation = summary["validation"]
-    errors = validation["median_abs_error"]
+    validation = summary.validation
+    errors = validation.median_abs_error
     for key in KEYS:
         assert errors[key] < (0.03 if key.endswith("p50") else 0.06), (key, errors[key])
-    calibration = validation["by_strategy"]["continuous"]["calibration"]
+    calibration = validation.by_strategy["continuous"].calibration
     assert calibration["step_model"]["per_prefill_token_us"] == pytest.approx(10.0, rel=0.1)
     assert not calibration["unavailable"]
 
@@ -64,10 +65,10 @@ def test_a_run_without_the_engine_record_falls_back_and_says_so(small, tmp_path)
     for name in ("run.json", "requests.jsonl"):
         (bare / name).write_bytes((small / name).read_bytes())
     summary = build_summary(load_run(bare), ReportOptions(figures=False, replications=2))
-    validation = summary["validation"]
-    notes = " ".join(validation["by_strategy"]["continuous"]["calibration"]["unavailable"])
+    validation = summary.validation
+    notes = " ".join(validation.by_strategy["continuous"].calibration["unavailable"])
     assert "front-end delays" in notes and "step-time noise" in notes
-    assert set(validation["median_abs_error"]) == set(KEYS)   # still predicted, from the client's gaps
+    assert set(validation.median_abs_error) == set(KEYS)   # still predicted, from the client's gaps
 
 
 def test_a_report_calibrates_each_strategy_on_all_its_levels_once(small, monkeypatch):
@@ -83,9 +84,9 @@ def test_a_report_calibrates_each_strategy_on_all_its_levels_once(small, monkeyp
     monkeypatch.setattr(calibration_module, "calibrate", counting(calibration_module.calibrate))
     summary = build_summary(load_run(small), ReportOptions(figures=False, replications=2))
     assert sorted(fitted) == [2, 2, 2, 3]   # each of the three levels held out, then all three once
-    for level in summary["levels"]:
-        assert level["predicted"]["step_model"].startswith("latencies: leave-one-level-out (validation); "
-                                                           "this run's calibration: ")
+    for level in summary.levels:
+        assert level.predicted.step_model.startswith("latencies: leave-one-level-out (validation); "
+                                                     "this run's calibration: ")
 
 
 def test_the_report_draws_the_validation_and_collapses_the_long_table(small):
@@ -198,15 +199,17 @@ def test_the_widest_gap_is_the_span_a_held_out_level_lay_across_and_a_sparse_gri
     assert widest_gap(dense, ["none/c=1", "none/c=2", "none/c=3", "none/c=4", "none/c=6"]) == 3.0   # c=2: 1 to 3
     assert widest_gap(doubling, ["none/c=1"]) is None
     errors = {key: 4.78 for key in KEYS}
-    validation = {"median_abs_error": errors, "by_strategy": {
+    document = {"median_abs_error": errors, "by_strategy": {
         "continuous": {"median_abs_error": errors, "levels_in_median": ["a"], "widest_gap": 16.0, "sparse_grid": True},
         "static": {"median_abs_error": errors, "levels_in_median": ["b", "c"], "widest_gap": 3.0,
                    "sparse_grid": False}}}
+    validation = ValidationSummary.from_dict(document)
     said = sparse_grid_sentence(validation)
     assert said.startswith("Too sparse to validate: continuous (16x).") and "static" not in said
     table = median_error_table(validation)
     assert list(table["strategy"]) == ["static"]     # no pooled row: it would pool the sparse strategy's errors
-    validation["by_strategy"]["continuous"]["sparse_grid"] = False
+    document["by_strategy"]["continuous"]["sparse_grid"] = False
+    validation = ValidationSummary.from_dict(document)
     assert sparse_grid_sentence(validation) is None
     assert list(median_error_table(validation)["strategy"]) == ["continuous", "static", "all"]
 
@@ -224,7 +227,7 @@ def test_an_open_loop_level_is_predicted_at_the_rate_its_schedule_sent_not_the_n
         assert sample.load == pytest.approx(sent[sample.level] / 3.0)   # a Poisson count: near, not at, the rate
         assert sample.load != nominal and abs(sample.load / nominal - 1) < 0.3
     validation = validate(data.run, samples, replications=2).summary
-    assert set(validation["levels"]) == {s.level for s in group}
+    assert set(validation.levels) == {s.level for s in group}
 
 
 def test_a_reasoning_models_first_answer_token_is_validated_too(tmp_path):
@@ -235,13 +238,13 @@ def test_a_reasoning_models_first_answer_token_is_validated_too(tmp_path):
     run = write_simulated_run(tmp_path / "run", MODEL, FRONT, limits={"max_num_seqs": 32}, concurrencies=(1, 2, 4, 8),
                               duration_s=6.0, lengths=lengths)
     summary = build_summary(load_run(run), ReportOptions(figures=False, replications=3))
-    validation = summary["validation"]
-    assert validation["keys"] == [*KEYS, "ttfa_s.p50", "ttfa_s.p99"]
-    for level, pairs in validation["levels"].items():
-        assert pairs["ttfa_s.p50"]["measured"] > pairs["ttft_s.p50"]["measured"] + 31 * 0.001   # 31 decodes of >= 1 ms
+    validation = summary.validation
+    assert validation.keys == (*KEYS, "ttfa_s.p50", "ttfa_s.p99")
+    for level, pairs in validation.levels.items():
+        assert pairs["ttfa_s.p50"].measured > pairs["ttft_s.p50"].measured + 31 * 0.001   # 31 decodes of >= 1 ms
     for level in ("continuous/c=2", "continuous/c=4"):
-        assert abs(validation["levels"][level]["ttfa_s.p50"]["relative_error"]) < 0.03, validation["levels"][level]
-    assert validation["median_abs_error"]["ttfa_s.p50"] < 0.03
-    level = summary["levels"][0]
-    assert level["reasoning_tokens_mean"] == 32
-    assert "ttfa_s p50" in level["predicted"]["comparisons"]
+        assert abs(validation.levels[level]["ttfa_s.p50"].relative_error) < 0.03, validation.levels[level]
+    assert validation.median_abs_error["ttfa_s.p50"] < 0.03
+    level = summary.levels[0]
+    assert level.reasoning_tokens_mean == 32
+    assert "ttfa_s p50" in level.predicted.comparisons

@@ -46,7 +46,7 @@ def test_a_vllm_scrape_pair_gives_server_fields_and_latencies():
     assert means["engine"] == "vllm" and means["requests_running_mean"] == 0 and "tokens_per_step_mean" in means
     latency = server_latency(series, [(0.0, 1.0)])
     assert {"ttft_s", "queue_s", "prefill_s", "decode_s", "inference_s", "e2e_s"} <= set(latency)
-    assert latency["ttft_s"]["count"] == 8 and latency["ttft_s"]["p50"] <= latency["e2e_s"]["p50"]
+    assert latency["ttft_s"].count == 8 and latency["ttft_s"].p50 <= latency["e2e_s"].p50
 
 
 def test_detection_by_the_running_gauge_and_by_the_names():

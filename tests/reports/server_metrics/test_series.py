@@ -52,10 +52,10 @@ def test_latency_percentiles_come_from_the_bucket_deltas_of_the_window():
     latency = server_latency(_vllm_run(), [(2.0, 8.0)])
     ttft = latency["ttft_s"]
     # the window's own 10 requests: 1 <= 0.01, 4 in (0.01, 0.02], 4 in (0.02, 0.04], 1 above
-    assert ttft["count"] == 10 and ttft["mean"] == pytest.approx(0.04)
-    assert ttft["p50"] == pytest.approx(0.01 + 0.01 * (5 - 1) / 4) and ttft["p50_bucket"] == [0.01, 0.02]
-    assert ttft["p99"] == 0.04 and ttft["p99_bucket"][1] == math.inf
-    assert ttft["source"] == "vllm:time_to_first_token_seconds" and set(latency) == {"ttft_s"}
+    assert ttft.count == 10 and ttft.mean == pytest.approx(0.04)
+    assert ttft.p50 == pytest.approx(0.01 + 0.01 * (5 - 1) / 4) and ttft.p50_bucket == (0.01, 0.02)
+    assert ttft.p99 == 0.04 and ttft.p99_bucket[1] == math.inf
+    assert ttft.source == "vllm:time_to_first_token_seconds" and set(latency) == {"ttft_s"}
     assert server_latency(_vllm_run(), [(7.0, 10.0)]) == {}   # nothing finished in that window
 
 
@@ -70,8 +70,8 @@ def test_the_servers_view_opens_after_the_warm_up_requests_and_counts_only_insid
     assert observation_start(2.0, np.array([1.0, 3.5, 2.5])) == 3.5 and observation_start(2.0, np.empty(0)) == 2.0
     # scrapes at 0..10, buckets change at t=1 and t=6: a window from 1.5 opens at the scrape at t=2,
     # so the observations counted at t=1 stay outside it
-    assert server_latency(_vllm_run(), [(1.5, 8.0)])["ttft_s"]["count"] == 10
-    assert server_latency(_vllm_run(), [(0.0, 8.0)])["ttft_s"]["count"] == 20
+    assert server_latency(_vllm_run(), [(1.5, 8.0)])["ttft_s"].count == 10
+    assert server_latency(_vllm_run(), [(0.0, 8.0)])["ttft_s"].count == 20
 
 
 def test_a_level_measured_in_rounds_counts_its_own_spans_and_not_the_time_between():
@@ -80,7 +80,7 @@ def test_a_level_measured_in_rounds_counts_its_own_spans_and_not_the_time_betwee
     means = server_means(series, spans)
     assert means["scrapes"] == 6 and means["requests_running_mean"] == pytest.approx(16 / 6)
     assert means["preemptions"] == 0
-    assert server_latency(series, spans)["ttft_s"]["count"] == 10          # the 10 observed at t=1, inside span 1
+    assert server_latency(series, spans)["ttft_s"].count == 10          # the 10 observed at t=1, inside span 1
     assert server_means(series, [(0.0, 8.0)])["preemptions"] == 4          # one span over the gap counts them
 
 
