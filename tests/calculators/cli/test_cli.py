@@ -145,7 +145,7 @@ def test_tables_without_json_and_config_json_models(tmp_path, calc, calc_json):
     (["kv", "--model", "gpt-9", "--json"], "unknown model 'gpt-9'"),
     (["fit", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpu-memory-utilization", "1.5"],
      "gpu_memory_utilization must be in (0, 1]"),
-    (["kv", "--model", "llama-3.1-8b", "--prompt-tokens", "-3"], "prompt_tokens must be a non-negative integer"),
+    (["kv", "--model", "llama-3.1-8b", "--prompt-tokens", "-3"], "--prompt-tokens: length must be a whole number >= 1"),
     (["queue", "--queue", "mmc", "--arrival-rate", "5", "--service-rate", "1"], "unstable queue"),
     (["cost", "--gpus", "1", "--tokens-per-s", "100"], "give --gpu-hourly"),
     (["roofline", "--model", "tiny", "--gpu", "cpu"], "give memory_gib, bandwidth_gbs, tflops"),
