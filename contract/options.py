@@ -166,6 +166,8 @@ def add_options(parser: Any, spec: type, *, title: str | None = None, only: Sequ
                 kwargs["choices"] = info.choices
             if typed and info.parse is not None:
                 kwargs["type"] = _argparse_type(info.parse, flag)
+                if kwargs["default"] == "":
+                    kwargs["default"] = None   # shown as nothing: left out, the field's default applies
         aliases = () if prefix else info.aliases
         group.add_argument(flag, *aliases, **kwargs)
 
