@@ -120,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(p, Variability, title="variability (ggc; mg1: service only)", typed=True)
     p.add_argument("--batch-base-ms", type=float, help="batch: fixed time per batch")
     p.add_argument("--batch-per-item-ms", type=float, help="batch: added time per request in the batch")
-    p.add_argument("--max-batch-size", type=int, help="batch: largest batch")
+    add_limit_arguments(p.add_argument_group("batch: its largest batch (as the dynamic strategy's limit)"),
+                        ("max-batch-size",))
 
     p = command("fleet", "replicas for a request rate under a p99 SLO")
     p.add_argument("--rate", type=float, required=True, help="requests/s to serve")

@@ -116,13 +116,14 @@ def speculation_from_args(args) -> Speculation | None:
 
 def cmd_queue(args) -> None:
     if args.queue == "batch":
+        max_batch_size = getattr(args, "max_batch_size", None)   # a limit left out is absent
         missing = [flag for flag, value in (("--batch-base-ms", args.batch_base_ms),
                                             ("--batch-per-item-ms", args.batch_per_item_ms),
-                                            ("--max-batch-size", args.max_batch_size)) if value is None]
+                                            ("--max-batch-size", max_batch_size)) if value is None]
         if missing:
             raise ValueError(f"--queue batch needs {', '.join(missing)}")
         result = batch_queue.batch_queue(args.arrival_rate, args.batch_base_ms / 1e3, args.batch_per_item_ms / 1e3,
-                                         args.max_batch_size)
+                                         max_batch_size)
         return emit(args, "Batch-service queue", result)
     if args.service_rate is None:
         raise ValueError(f"--queue {args.queue} needs --service-rate")
