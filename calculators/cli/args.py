@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 
+from calculators.cli.inputs import CALC_DEFAULTS
 from calculators.efficiency_profile import EfficiencyOptions
 from calculators.queueing import Variability
 from calculators.sim.speculative_step import ProposalShareOption
@@ -31,6 +32,7 @@ LENGTHS_HELP = ("the workload's forms (N | uniform:LO:HI | normal:MEAN:SD | logn
 
 def _engine(p: argparse.ArgumentParser, title: str, *only: str) -> None:
     add_options(p, EngineOptions, title=title, only=only, typed=True)
+    p.set_defaults(**{name: value for name, value in CALC_DEFAULTS.items() if name.replace("_", "-") in only})
 
 
 def _model(p: argparse.ArgumentParser, *more: str) -> None:

@@ -8,7 +8,7 @@ from dataclasses import asdict, replace
 from calculators import batch_queue, cost, fleet, queueing
 from calculators.cli.args import build_parser
 from calculators.cli.calibrate_command import cmd_calibrate
-from calculators.cli.inputs import (CALC_DEFAULTS, gpu_from_args, lengths, load_from_args, mean_lengths,
+from calculators.cli.inputs import (gpu_from_args, lengths, load_from_args, mean_lengths,
                                     mean_tokens, profile_from_args)
 from calculators.cli.output import GIB, as_dict, emit, print_json, print_rows, print_speculative
 from engine_core.dtypes import default_kv_dtype
@@ -335,9 +335,6 @@ COMMANDS = {"kv": cmd_kv, "weights": cmd_weights, "fit": cmd_fit, "roofline": cm
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    for name, default in CALC_DEFAULTS.items():   # the engine options left out: the calculators' defaults
-        if getattr(args, name, default) is None:
-            setattr(args, name, default)
     try:
         COMMANDS[args.command](args)
     except ValueError as error:
