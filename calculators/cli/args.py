@@ -26,6 +26,8 @@ from engine_core.gpus import GpuOptions
 from engine_core.options import SPECULATIVE, EngineOptions
 from engine_core.scheduling.strategies.flags import add_limit_arguments
 
+REPLICA_BATCH = ("--model: the replica model's batch, 256 by default (its requests wait their batch's whole "
+                 "cycle, so a larger one overstates their latency)")
 LENGTHS_HELP = ("the workload's forms (N | uniform:LO:HI | normal:MEAN:SD | lognormal:MEAN:SIGMA | file:PATH); a "
                 "calculator that takes one number takes the distribution's mean, rounded (N: N exactly)")
 
@@ -60,10 +62,10 @@ def _lengths(p: argparse.ArgumentParser, without: str, *only: str) -> None:
     p.set_defaults(**{name.replace("-", "_"): None for name in only or ("prompt-tokens", "output-tokens")})
 
 
-def _limits(p: argparse.ArgumentParser, *only: str) -> None:
-    add_limit_arguments(p.add_argument_group("batching limits", "each strategy's, as `servecap serve` takes them "
-                                             "(a catalog GPU's default: its engine's, e.g. vLLM's 1024 sequences "
-                                             "on 70 GiB or more, A100 aside, else 256)"), only or None)
+def _limits(p: argparse.ArgumentParser, *only: str, default: str = "a catalog GPU's default: its engine's, e.g. "
+            "vLLM's 1024 sequences on 70 GiB or more, A100 aside, else 256") -> None:
+    add_limit_arguments(p.add_argument_group("batching limits", f"each strategy's, as `servecap serve` takes them "
+                                             f"({default})"), only or None)
 
 
 def _efficiency(p: argparse.ArgumentParser, *only: str) -> None:
@@ -133,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model(p, "tp")
     _gpu(p)
     _lengths(p, "fleet --model: default the workload's")
-    _limits(p, "max-num-seqs")
+    _limits(p, "max-num-seqs", default=REPLICA_BATCH)
     add_options(p, Variability, title="variability", typed=True)
     _efficiency(p)
 
@@ -142,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens-per-s", type=float, help="peak output tokens/s of those GPUs (or give --model)")
     _model(p, "tp")
     _lengths(p, "cost --model: default the workload's")
-    _limits(p, "max-num-seqs")
+    _limits(p, "max-num-seqs", default=REPLICA_BATCH)
     _efficiency(p)
     p.add_argument("--slo-tokens-per-s", type=float, help="tokens/s at the SLO operating point")
     p.add_argument("--requests-per-s", type=float, help="requests/s served (USD per million requests)")

@@ -151,8 +151,8 @@ def cmd_fleet(args) -> None:
         prompt_tokens, output_tokens = mean_lengths(args)
         replica = fleet.replica_from_roofline(resolve_model(args.model), gpu, dtype=args.dtype, tp=args.tp,
                                               prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                                              max_num_seqs=_max_num_seqs(args, gpu), profile=profile_from_args(args),
-                                              engine=args.engine)
+                                              profile=profile_from_args(args), engine=args.engine,
+                                              **_replica_limits(args))
         hourly = gpu.hourly_usd
     plan = fleet.fleet(args.rate, args.slo_p99_ms / 1e3, replica, arrival_cv2=args.arrival_cv2,
                        service_cv2=args.service_cv2)
@@ -165,9 +165,10 @@ def cmd_fleet(args) -> None:
     emit(args, "Fleet", out)
 
 
-def _max_num_seqs(args, gpu) -> int:
-    """--max-num-seqs, else vLLM's on that GPU (the one sizing rule `calc fit` and `serve --emulate` use)."""
-    return getattr(args, "max_num_seqs", engine_defaults("vllm", gpu).max_num_seqs)
+def _replica_limits(args) -> dict:
+    """--max-num-seqs when given; else the replica model's own batch (`fleet.replica_from_roofline`: 256; a
+    request waits its batch's whole cycle there, so vLLM's 1024 on a large GPU would overstate its latency)."""
+    return {"max_num_seqs": args.max_num_seqs} if hasattr(args, "max_num_seqs") else {}
 
 
 def cmd_cost(args) -> None:
@@ -188,8 +189,8 @@ def cmd_cost(args) -> None:
         prompt_tokens, output_tokens = mean_lengths(args)
         replica = fleet.replica_from_roofline(resolve_model(args.model), gpu, dtype=args.dtype,
                                               tp=args.tp, prompt_tokens=prompt_tokens,
-                                              output_tokens=output_tokens, max_num_seqs=_max_num_seqs(args, gpu),
-                                              profile=profile_from_args(args), engine=args.engine)
+                                              output_tokens=output_tokens, profile=profile_from_args(args),
+                                              engine=args.engine, **_replica_limits(args))
         tokens_per_s, band = replica.tokens_per_s * (args.gpus // args.tp), replica.error_band
     result = cost.cost(hourly, args.gpus, tokens_per_s, slo_tokens_per_s=args.slo_tokens_per_s,
                        requests_per_s=args.requests_per_s, tokens_per_s_band=band)
