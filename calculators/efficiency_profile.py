@@ -19,7 +19,9 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
+from contract.options import option, options_from_args
 from engine_core.dtypes import DType
 from calculators.efficiency import ENGINES, Efficiencies, ErrorBand, dtype_class
 from engine_core.gpus import GpuSpec
@@ -157,3 +159,32 @@ def efficiencies_for(gpu: GpuSpec, dtype: str | DType = "bf16", tp: int = 1, *,
     one) resolved for this GPU/dtype/TP/engine; then any of the user's own values on top."""
     eff = efficiency if efficiency is not None else (profile or default_profile()).resolve(gpu, dtype, tp, engine)
     return eff.overridden(bandwidth=bandwidth, compute=compute, overhead_s=overhead_s)
+
+
+@dataclass(frozen=True)
+class EfficiencyOptions:
+    """Which efficiencies a GPU prediction uses, once for every command that predicts one (`servecap calc`,
+    `servecap plan`; contract.options): a profile file, and an engine's fitted factors and sizing rule."""
+
+    efficiency_profile: str | None = option(None, metavar="FILE",
+                                            help="efficiencies from `servecap calc calibrate --roofline` (default: "
+                                                 "fitted on published points)")
+    engine: str | None = option(None, choices=ENGINES,
+                                help="the serving engine: its fitted efficiency factors and its sizing rule on a GPU "
+                                     "(sglang, lmdeploy and gpt-fast are sized as vLLM; default: no engine's "
+                                     "factors, sized as vLLM; plan: vllm)")
+
+    @classmethod
+    def from_args(cls, args) -> "EfficiencyOptions":
+        return cls(**options_from_args(cls, args))
+
+    def profile(self) -> EfficiencyProfile | None:
+        """The --efficiency-profile file, parsed; None means the fitted default."""
+        if self.efficiency_profile is None:
+            return None
+        path = self.efficiency_profile
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"efficiency profile {path!r} cannot be read: {error}") from None
+        return parse_profile_text(text, origin=f"efficiency profile {path!r}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from contract.options import option, parse_float
 
 
 def erlang_c(servers: int, offered_load: float) -> float:
@@ -208,3 +209,15 @@ def ggc(arrival_rate: float, service_rate: float, servers: int = 1, *, arrival_c
     exact = arrival_cv2 == 1.0 and service_cv2 == 1.0
     return _result("ggc", arrival_rate, service_rate, servers, p_wait, wq, service_cv2, exact)
 
+
+
+@dataclass(frozen=True)
+class Variability:
+    """The queueing formulas' variability, once for `calc queue` and `calc fleet` (contract.options): the
+    squared coefficients of variation (variance / mean²) of the gaps between arrivals and of the service
+    times. Raw cv² (a load's own `--arrival` names its process: contract.arrivals gives its cv²)."""
+
+    arrival_cv2: float = option(1.0, parse=parse_float,
+                                help="cv² of the gaps between arrivals (1: Poisson; 0: evenly spaced; default 1)")
+    service_cv2: float = option(1.0, parse=parse_float,
+                                help="cv² of the service times (1: exponential; 0: deterministic; default 1)")

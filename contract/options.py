@@ -113,32 +113,43 @@ def option(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = 
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"option": info})
 
 
-def option_fields(spec: type, only: Sequence[str] | None = None) -> list[tuple[dataclasses.Field, Option, str]]:
-    """(field, its Option, its flag) of every option field of `spec`; `only`: these flags' names only."""
+def option_fields(spec: type, only: Sequence[str] | None = None,
+                  prefix: str | None = None) -> list[tuple[dataclasses.Field, Option, str]]:
+    """(field, its Option, its flag) of every option field of `spec`; `only`: these flags' names only
+    (without the prefix); `prefix`: the flags are `--PREFIX-NAME` (one declaration for several owners,
+    e.g. the classifier's and the embedding model's batchers)."""
     found = []
     for f in dataclasses.fields(spec):
         info = f.metadata.get("option")
         if info is None:
             continue
-        flag = info.flag or "--" + f.name.replace("_", "-")
-        if only is None or flag[2:] in only:
-            found.append((f, info, flag))
+        name = (info.flag or "--" + f.name.replace("_", "-"))[2:]
+        if only is None or name in only:
+            found.append((f, info, f"--{prefix}-{name}" if prefix else f"--{name}"))
     if only is not None:
-        unknown = set(only) - {flag[2:] for _, _, flag in found}
+        names = {(info.flag or "--" + f.name.replace("_", "-"))[2:] for f, info, _ in found}
+        unknown = set(only) - names
         if unknown:
             raise ValueError(f"{spec.__name__} has no option {', '.join(sorted(unknown))}")
     return found
 
 
+def _dest(f: dataclasses.Field, prefix: str | None) -> str:
+    return f"{prefix}_{f.name}" if prefix else f.name
+
+
 def add_options(parser: Any, spec: type, *, title: str | None = None, only: Sequence[str] | None = None,
-                description: str | None = None) -> None:
+                description: str | None = None, prefix: str | None = None, typed: bool = False) -> None:
     """Add `spec`'s option fields to `parser` (in an argument group when `title` is given; Locust's own
-    parser takes none). The command line keeps each value as text; `options_from_args` parses it."""
+    parser takes none). The command line keeps each value as text; `options_from_args` parses it.
+    `typed`: argparse parses each value with its field's parser instead (int and float fields with int
+    and float, as argparse's own), for a command that reads its values off the namespace; a bad value
+    is then argparse's error (exit 2, naming the flag). `prefix`: see `option_fields`."""
     group = parser.add_argument_group(title, description) if title else parser
-    for f, info, flag in option_fields(spec, only):
+    for f, info, flag in option_fields(spec, only, prefix):
         default = f.default if f.default is not dataclasses.MISSING else None
         shown = info.text if info.text is not None else default
-        kwargs: dict[str, Any] = {"dest": f.name, "help": info.help}
+        kwargs: dict[str, Any] = {"dest": _dest(f, prefix), "help": info.help}
         if info.kind == "switch":
             kwargs.update(action="store_true", default=bool(default))
         elif info.kind == "off":
@@ -153,18 +164,40 @@ def add_options(parser: Any, spec: type, *, title: str | None = None, only: Sequ
                 kwargs["metavar"] = info.metavar
             if info.choices:
                 kwargs["choices"] = info.choices
-        group.add_argument(flag, *info.aliases, **kwargs)
+            if typed and info.parse is not None:
+                kwargs["type"] = _argparse_type(info.parse, flag)
+                if kwargs["default"] == "":
+                    kwargs["default"] = None   # shown as nothing: left out, the field's default applies
+        aliases = () if prefix else info.aliases
+        group.add_argument(flag, *aliases, **kwargs)
 
 
-def options_from_args(spec: type, args: Any, only: Sequence[str] | None = None, **given: Any) -> dict[str, Any]:
+def _argparse_type(parse: Callable[[str, str], Any], flag: str) -> Callable[[str], Any]:
+    """A field's parser as an argparse `type` (argparse's own int and float for whole numbers and numbers)."""
+    if parse is parse_int:
+        return int
+    if parse is parse_float:
+        return float
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text, flag)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag}: ")) from None
+    convert.__name__ = flag   # argparse names a failed type by it
+    return convert
+
+
+def options_from_args(spec: type, args: Any, only: Sequence[str] | None = None, prefix: str | None = None,
+                      **given: Any) -> dict[str, Any]:
     """{field: value} of `spec`'s options as `args` holds them (text from a command line or a web UI is
     parsed by the field's parser; an option `args` lacks keeps the field's default). ValueError names
     the flag. `given`: values that win over the options'."""
     values = {}
-    for f, info, flag in option_fields(spec, only):
+    for f, info, flag in option_fields(spec, only, prefix):
         if f.name in given:
             continue
-        value = getattr(args, f.name, _MISSING)
+        value = getattr(args, _dest(f, prefix), _MISSING)
         if value is _MISSING or (value is None or value == "") and f.default not in (None, dataclasses.MISSING):
             continue   # the field's default
         values[f.name] = parse_option(info, flag, value)
@@ -182,9 +215,7 @@ def parse_option(info: Option, flag: str, value: Any) -> Any:
         return tuple(value or ())
     if value is None or value == "":
         return None
-    if info.parse is None or not isinstance(value, str):
-        return value if info.parse is None else info.parse(str(value), flag)
-    return info.parse(value, flag)
+    return value if info.parse is None else info.parse(value, flag)   # a parser takes its own values too
 
 
 def parse_int(text: str, flag: str) -> int:
@@ -360,12 +391,23 @@ def settings_of(parser: argparse.ArgumentParser, namespace: argparse.Namespace) 
 
 
 # -- the output group ----------------------------------------------------------------------------
-def add_output_arguments(parser: argparse.ArgumentParser, *, report: bool = True) -> None:
-    """Where a run goes (and whether its report is written at the end), once for every command."""
-    group = parser.add_argument_group("output")
-    group.add_argument("--out", metavar="DIR", help="the run directory to create (default runs/COMMAND-TIME)")
+RUN_DIR_HELP = "the run directory to create (default runs/COMMAND-TIME)"
+JSON_HELP = "print one JSON object instead of the table"
+
+
+def add_output_arguments(parser: Any, *, out: str | None = RUN_DIR_HELP, metavar: str = "DIR",
+                         required: bool = False, report: bool = True, json: str | None = None,
+                         title: str = "output") -> None:
+    """Where a command writes (--out PATH: `out` says what goes there), whether a run's report is written
+    at the end (--no-report) and whether the answer is printed as JSON (--json: `json` is its help), once
+    for every command."""
+    group = parser.add_argument_group(title)
+    if out is not None:
+        group.add_argument("--out", metavar=metavar, required=required, help=out)
     if report:
         group.add_argument("--no-report", action="store_true", help="skip the report (`servecap report`) at the end")
+    if json is not None:
+        group.add_argument("--json", action="store_true", help=json)
 
 
 def out_dir(args: argparse.Namespace, command: str) -> str:

@@ -292,7 +292,9 @@ def _note(problems: list[str] | None, text: str) -> None:
         problems.append(text)
 
 
-def add_workload_arguments(parser: Any, *, title: str | None = "workload") -> None:
+def add_workload_arguments(parser: Any, *, title: str | None = "workload", only: tuple[str, ...] | None = None,
+                           description: str | None = None) -> None:
     """The workload options, once for every command (and for Locust's own parser, which takes no
-    argument groups: pass title=None)."""
-    add_options(parser, WorkloadSpec, title=title)
+    argument groups: pass title=None); `only` names the part a command takes (e.g. `servecap calc`:
+    the lengths)."""
+    add_options(parser, WorkloadSpec, title=title, only=only, description=description)

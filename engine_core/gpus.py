@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 
+from contract.options import option, options_from_args, parse_float
 from engine_core.dtypes import DType
 
 GIB = 1 << 30
@@ -184,3 +185,31 @@ def catalog_gpu_for(device_name: str) -> str | None:
 def with_price(gpu: GpuSpec, hourly_usd: float) -> GpuSpec:
     """``gpu`` at another hourly price."""
     return replace(gpu, hourly_usd=hourly_usd)
+
+
+@dataclass(frozen=True)
+class GpuOptions:
+    """The GPU options, once for every command that names a catalog GPU (the calculators, predict, plan,
+    bench, the report's cost): --gpu and the overrides of its catalog numbers (contract.options)."""
+
+    gpu: str | None = option(None, help="a catalog GPU (`servecap calc gpus`), e.g. h100-sxm")
+    gpu_memory_gib: float | None = option(None, parse=parse_float, help="override its memory, GiB (--gpu cpu needs it)")
+    gpu_bandwidth_gbs: float | None = option(None, parse=parse_float,
+                                             help="override its memory bandwidth, GB/s (--gpu cpu needs it)")
+    gpu_tflops: float | None = option(None, parse=parse_float,
+                                      help="override every compute peak, TFLOP/s (--gpu cpu needs it)")
+    gpu_hourly: float | None = option(None, parse=parse_float,
+                                      help="USD per GPU-hour (default: the catalog's assumed price)")
+    gpu_interconnect_gbs: float | None = option(None, parse=parse_float,
+                                                help="override the GPU-to-GPU bandwidth, one direction, GB/s")
+
+    @classmethod
+    def from_args(cls, args) -> "GpuOptions":
+        return cls(**options_from_args(cls, args))
+
+    def spec(self) -> GpuSpec:
+        """The catalog GPU with the overrides given; ValueError names a bad one."""
+        if self.gpu is None:
+            raise ValueError("give --gpu (a catalog GPU: `servecap calc gpus`)")
+        return get_gpu(self.gpu, memory_gib=self.gpu_memory_gib, bandwidth_gbs=self.gpu_bandwidth_gbs,
+                       tflops=self.gpu_tflops, hourly_usd=self.gpu_hourly, interconnect_gbs=self.gpu_interconnect_gbs)

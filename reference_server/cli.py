@@ -9,15 +9,19 @@ import argparse
 import os
 import sys
 
+from contract.options import CommandParser, add_options
 from contract.reasoning_effort import DEFAULT_EFFORT_TOKENS
+from engine_core.options import SPECULATIVE, EngineOptions
+from reference_server.classifier.batching_settings import BatcherOptions   # no torch
 from reference_server.engine.lora_sources import adapter_rank   # json only: no torch
-from engine_core.scheduling.speculative import parse_acceptance
-from engine_core.scheduling.strategies import DEFAULT_STRATEGY, STRATEGIES  # pure: no torch
+from engine_core.scheduling.strategies import DEFAULT_STRATEGY  # pure: no torch
 from engine_core.scheduling.strategies.flags import add_limit_arguments, limit_values
-from engine_core.scheduling.strategies.limits import parse_int_list
 
 API_KEY_ENV = "SERVECAP_API_KEY"
 GIB = 1 << 30
+# the engine's options as this server fills them in when left out (dtype: float32, an emulated GPU's bf16)
+SERVE_DEFAULTS = {"model": "tiny", "device": "cpu", "strategy": DEFAULT_STRATEGY, "num_speculative_tokens": 0,
+                  "max_loras": 1}
 
 
 def _cpu_list(text: str) -> tuple[int, ...]:
@@ -35,48 +39,35 @@ def _cpu_list(text: str) -> tuple[int, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog="servecap serve",
         description="Run the reference serving process: OpenAI-compatible /v1, KServe V2 /v2, "
                     "/health, /ready, /metrics.",
         allow_abbrev=False)
-    eng = p.add_argument_group("engine")
-    eng.add_argument("--model", default="tiny", help="preset (tiny, small, llama-3.1-8b, ...) or checkpoint dir")
-    eng.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
-    eng.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (fp32/bf16/fp16; default float32); "
-                     "emulated: the GPU's, bf16 | fp16 | fp8 | int8 | int4 (default bf16)")
-    eng.add_argument("--strategy", default=DEFAULT_STRATEGY,
-                     help="; ".join(f"{spec.name}: {spec.summary}" for spec in STRATEGIES.values()))
-    eng.add_argument("--seed", type=int, default=0, help="weights and default sampling seed")
-    eng.add_argument("--num-threads", type=int, default=None, help="torch CPU threads")
-    eng.add_argument("--engine-mode", choices=("process", "thread"), default="process",
-                     help="run the engine in its own process (default; no GIL shared with the HTTP "
-                          "event loop) or on a thread of the serving process")
-    eng.add_argument("--engine-cpus", type=_cpu_list, default=(),
-                     help="pin the engine process to these cores (taskset -c syntax: 1, 2-15, 0,2,4-7)")
-    emu = p.add_argument_group("emulated GPU", "no forward pass: each step waits the time this GPU would take "
-                               "for its batch; KV cache and batching limits as its engine would size them there")
+    engine = ("model", "device", "dtype", "strategy", "seed", "num-threads")
+    add_options(p, EngineOptions, title="engine", only=engine, typed=True)
+    proc = p.add_argument_group("engine process")
+    proc.add_argument("--engine-mode", choices=("process", "thread"), default="process",
+                      help="run the engine in its own process (default; no GIL shared with the HTTP "
+                           "event loop) or on a thread of the serving process")
+    proc.add_argument("--engine-cpus", type=_cpu_list, default=(),
+                      help="pin the engine process to these cores (taskset -c syntax: 1, 2-15, 0,2,4-7)")
+    emulated = ("emulated GPU", "no forward pass: each step waits the time this GPU would take for its batch; KV "
+                "cache and batching limits as its engine would size them there (--dtype: the GPU's, default bf16)")
+    emu = p.add_argument_group(*emulated)
     emu.add_argument("--emulate", metavar="GPU", help="a catalog GPU id (`servecap calc gpus`), e.g. h100-sxm; "
                      "--model is then any catalog model and --dtype the GPU's (bf16, fp16, fp8, int8, int4)")
     emu.add_argument("--emulate-engine", choices=("vllm", "tensorrt-llm"), default="vllm",
                      help="whose sizing rule and default limits (default vllm)")
-    emu.add_argument("--tp", type=int, default=None, help="tensor-parallel GPUs of the emulated replica (default 1)")
-    emu.add_argument("--gpu-memory-utilization", type=float, default=None,
-                     help="the emulated engine's memory share (default: the engine's, 0.9)")
     emu.add_argument("--step-jitter", type=float, default=None, metavar="CV",
                      help="a seeded per-step variation of this coefficient of variation (default 0: deterministic)")
-    spec = p.add_argument_group("speculative decoding (continuous strategy)",
-                                "proposals verified in one pass per step: greedy requests keep what the target "
-                                "agrees with, sampled ones by rejection sampling")
-    spec.add_argument("--speculative-method", choices=("draft", "ngram"), default=None,
-                      help="ngram: prompt lookup, as vLLM's (the continuation of the latest earlier match); "
-                           "draft: a smaller model proposes (--speculative-model)")
-    spec.add_argument("--num-speculative-tokens", type=int, default=0, metavar="K", help="proposals per step")
-    spec.add_argument("--speculative-model", default=None, metavar="PRESET|CHECKPOINT",
-                      help="the draft model, sharing the tokenizer (emulated: a catalog model)")
-    spec.add_argument("--speculative-acceptance", default=None, metavar="A[,A...]",
-                      help="emulated acceptance: one rate, or one per position as vLLM reports them; seeded draws "
-                           "decide what is kept (the only mode with --emulate)")
+    add_options(p, EngineOptions, title="emulated GPU: its replica", only=("tp", "gpu-memory-utilization"),
+                typed=True)
+    add_options(p, EngineOptions, title="speculative decoding (continuous strategy)", only=SPECULATIVE, typed=True,
+                description="proposals verified in one pass per step: greedy requests keep what the target agrees "
+                            "with, sampled ones by rejection sampling; --speculative-acceptance emulates acceptance "
+                            "(the only mode with --emulate)")
+    spec = p.add_argument_group("prompt lookup (--speculative-method ngram)")
     spec.add_argument("--prompt-lookup-max", type=int, default=4, help="longest n-gram matched (default 4)")
     spec.add_argument("--prompt-lookup-min", type=int, default=1, help="shortest n-gram matched (default 1)")
     p.add_argument("--quantization", choices=("int8", "int8-dynamic"), default=None,
@@ -88,17 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="adapters: SOURCE a PEFT directory, 'random' or 'random:RANK' (seeded pairs)")
     lora.add_argument("--random-loras", type=int, default=0, metavar="N",
                       help="N more seeded random adapters of rank --max-lora-rank, named lora-1 ... lora-N")
-    lora.add_argument("--max-loras", type=int, default=1, help="adapters resident at once (default 1)")
-    lora.add_argument("--max-lora-rank", type=int, default=16, help="the largest adapter rank (default 16)")
-    kv = p.add_argument_group("KV cache")
-    kv.add_argument("--block-size", type=int, default=None, help="tokens per KV block (default 16; "
-                    "emulated: the engine's)")
-    kv.add_argument("--kv-blocks", type=int, default=None, help="KV block count")
-    kv.add_argument("--kv-memory-gib", type=float, default=None, help="KV-cache budget in GiB (instead of --kv-blocks)")
-    kv.add_argument("--max-model-len", type=int, default=None, help="longest prompt + output")
+    add_options(p, EngineOptions, title="LoRA slots", only=("max-loras", "max-lora-rank"), typed=True)
+    add_options(p, EngineOptions, title="KV cache", only=("block-size", "kv-blocks", "max-model-len"), typed=True)
+    p.add_argument("--kv-memory-gib", type=float, default=None, help="KV-cache budget in GiB (instead of --kv-blocks)")
     lim = p.add_argument_group("batching limits", "each strategy's own (all accepted; the chosen one's apply)")
     add_limit_arguments(lim)
     lim.add_argument("--inject-step-delay-ms", type=float, default=0.0, help="fault injection: sleep per step")
+    p.set_defaults(**SERVE_DEFAULTS)
     srv = p.add_argument_group("serving")
     srv.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
     srv.add_argument("--port", type=int, default=8000, help="TCP port; 0 = any free port (printed when ready)")
@@ -125,33 +112,23 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger request bodies get 413")
     srv.add_argument("--keep-alive-s", type=float, default=30.0, help="idle keep-alive connection timeout")
     srv.add_argument("--log-level", default="warning", help="uvicorn log level")
+    srv.add_argument("--grpc-port", type=int, default=None,
+                     help="also serve KServe V2 over gRPC on this port (0: any free one; Triton's default is 8001)")
     cls = p.add_argument_group("classifier (KServe V2 at /v2/models/NAME)")
     cls.add_argument("--no-classifier", action="store_true", help="do not serve the classifier")
     cls.add_argument("--classifier-name", default="tabular-mlp")
     cls.add_argument("--classifier-features", type=int, default=16, help="input width F")
     cls.add_argument("--classifier-classes", type=int, default=4, help="output classes C")
     cls.add_argument("--classifier-hidden", type=int, default=64, help="MLP hidden width")
-    cls.add_argument("--classifier-max-batch-size", type=int, default=32, help="most rows per forward pass")
-    cls.add_argument("--classifier-preferred-batch-sizes", type=parse_int_list, default=(), help="e.g. 8,16")
-    cls.add_argument("--classifier-max-queue-delay-us", type=int, default=2000, help="longest wait for a batch")
-    cls.add_argument("--classifier-max-waiting", type=int, default=None, help="queued requests before 429")
-    cls.add_argument("--classifier-batching", choices=("on", "off"), default="on",
-                     help="off: every request runs alone (Triton's model without a dynamic batcher)")
-    cls.add_argument("--classifier-instances", type=int, default=1,
-                     help="model instances serving the queue in parallel (Triton's instance_group count)")
+    add_options(p, BatcherOptions, title="the classifier's batcher (items: rows)", prefix="classifier", typed=True)
     emb = p.add_argument_group("embedding model (OpenAI POST /v1/embeddings)")
     emb.add_argument("--no-embedding", action="store_true", help="do not serve the embedding model")
     emb.add_argument("--embedding-name", default="servecap-embed", help="the model requests name")
     emb.add_argument("--embedding-dim", type=int, default=128)
     emb.add_argument("--embedding-layers", type=int, default=2)
     emb.add_argument("--embedding-max-input-tokens", type=int, default=512, help="longest input (bytes)")
-    emb.add_argument("--embedding-max-batch-size", type=int, default=32, help="most inputs per forward pass")
-    emb.add_argument("--embedding-preferred-batch-sizes", type=parse_int_list, default=(), help="e.g. 8,16")
-    emb.add_argument("--embedding-max-queue-delay-us", type=int, default=2000)
-    emb.add_argument("--embedding-instances", type=int, default=1)
-    emb.add_argument("--embedding-batching", choices=("on", "off"), default="on")
-    cls.add_argument("--grpc-port", type=int, default=None,
-                     help="also serve KServe V2 over gRPC on this port (0: any free one; Triton's default is 8001)")
+    add_options(p, BatcherOptions, title="the embedding model's batcher (items: inputs)", prefix="embedding",
+                typed=True)
     return p
 
 
@@ -161,9 +138,8 @@ def embedding_config_from_args(args: argparse.Namespace):
 
     return EmbeddingConfig(
         enabled=not args.no_embedding, name=args.embedding_name, dim=args.embedding_dim, layers=args.embedding_layers,
-        max_input_tokens=args.embedding_max_input_tokens, seed=args.seed, max_batch_size=args.embedding_max_batch_size,
-        preferred_batch_sizes=args.embedding_preferred_batch_sizes, max_queue_delay_us=args.embedding_max_queue_delay_us,
-        dynamic_batching=args.embedding_batching == "on", instances=args.embedding_instances)
+        max_input_tokens=args.embedding_max_input_tokens, seed=args.seed,
+        **BatcherOptions.from_args(args, "embedding").config_fields())
 
 
 def configs_from_args(args: argparse.Namespace):
@@ -192,7 +168,7 @@ def configs_from_args(args: argparse.Namespace):
         num_threads=args.num_threads, stream_interval=args.stream_interval,
         speculative_method=args.speculative_method, num_speculative_tokens=args.num_speculative_tokens,
         prompt_lookup_max=args.prompt_lookup_max, prompt_lookup_min=args.prompt_lookup_min,
-        speculative_model=args.speculative_model, quantization=args.quantization, speculative_acceptance=None if args.speculative_acceptance is None else parse_acceptance(args.speculative_acceptance),
+        speculative_model=args.speculative_model, quantization=args.quantization, speculative_acceptance=args.speculative_acceptance,
         enable_lora=args.enable_lora, lora_modules=lora_modules(args), max_loras=args.max_loras,
         max_lora_rank=args.max_lora_rank,
         **emulation, **limits)
@@ -213,10 +189,7 @@ def configs_from_args(args: argparse.Namespace):
     classifier = ClassifierConfig(
         enabled=not args.no_classifier, name=args.classifier_name, num_features=args.classifier_features,
         num_classes=args.classifier_classes, hidden_size=args.classifier_hidden, seed=args.seed,
-        max_batch_size=args.classifier_max_batch_size,
-        preferred_batch_sizes=args.classifier_preferred_batch_sizes,
-        max_queue_delay_us=args.classifier_max_queue_delay_us, max_waiting=args.classifier_max_waiting,
-        dynamic_batching=args.classifier_batching == "on", instances=args.classifier_instances)
+        **BatcherOptions.from_args(args, "classifier").config_fields())
     return engine, server, classifier
 
 

@@ -17,7 +17,8 @@ from rich.console import Console
 from reports import answer
 from reports.notices import notices, one_line
 from reports.report import ReportOptions, ReportResult, write_report
-from contract.options import CommandParser
+from contract.options import CommandParser, add_options, add_output_arguments
+from engine_core.gpus import GpuOptions
 from contract.slo import add_slo_arguments, slo_from_args
 from reports.run_data import RunDirError
 from reports.side_by_side import is_compare_dir, side_by_side
@@ -31,10 +32,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                         help="a run directory (run.json, requests.jsonl, samples.csv, server_metrics.csv); two or "
                              "more: their curves on shared axes, into --out; a compare directory: its arms A and B")
-    parser.add_argument("--out", help="the directory for the side-by-side report of two or more runs")
+    add_output_arguments(parser, out="the directory for the side-by-side report of two or more runs", report=False)
     add_slo_arguments(parser, title="SLO (p99, milliseconds; default: the run's own)")
-    parser.add_argument("--gpu-hourly", type=float, help="USD per GPU-hour for the cost verdict")
-    parser.add_argument("--gpu", help="GPU catalog id to price with when run.json names none (e.g. h100-sxm)")
+    add_options(parser, GpuOptions, title="cost verdict (--gpu: when run.json names none)", only=("gpu", "gpu-hourly"),
+                typed=True)
     parser.add_argument("--no-figures", action="store_true", help="tables only (no PNGs)")
     parser.add_argument("--diagnostics", action="store_true",
                         help="also show the instruments for a host whose speed drifts (a run from `servecap sweep "

@@ -8,52 +8,68 @@ from dataclasses import asdict, replace
 from calculators import batch_queue, cost, fleet, queueing
 from calculators.cli.args import build_parser
 from calculators.cli.calibrate_command import cmd_calibrate
-from calculators.cli.inputs import gpu_from_args, profile_from_args
+from calculators.cli.inputs import (gpu_from_args, lengths, load_from_args, mean_lengths,
+                                    mean_tokens, profile_from_args)
 from calculators.cli.output import GIB, as_dict, emit, print_json, print_rows, print_speculative
 from engine_core.dtypes import default_kv_dtype
 from calculators.fit import fit
 from calculators.gpu_engine import engine_defaults, gpu_engine
-from engine_core.gpus import _catalog as gpu_catalog, get_gpu, gpu_names
+from engine_core.gpus import _catalog as gpu_catalog, gpu_names
 from calculators.kv import kv
 from engine_core.models import get_model, model_names, resolve_model
 from calculators.roofline import roofline
 from calculators.speculative import Speculation, speculative_decode
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from calculators.weights import weights
-from engine_core.scheduling.speculative import parse_acceptance
+from engine_core.options import SPECULATIVE, EngineOptions
 from calculators.whatif import what_if
+
+
+def _model(args):
+    if args.model is None:
+        raise ValueError("give --model (a catalog model: `servecap calc models`, or a config.json)")
+    return resolve_model(args.model)
+
+
+def _or(value, default):
+    return default if value is None else value
 
 
 def cmd_kv(args) -> None:
     kv_dtype = args.kv_dtype or default_kv_dtype(args.dtype)
-    result = kv(resolve_model(args.model), kv_dtype, tp=args.tp, prompt_tokens=args.prompt_tokens,
-                output_tokens=args.output_tokens, block_size=args.block_size)
+    result = kv(_model(args), kv_dtype, tp=args.tp,
+                prompt_tokens=_or(mean_tokens(args.prompt_tokens, "--prompt-tokens"), 0),
+                output_tokens=_or(mean_tokens(args.output_tokens, "--output-tokens"), 0),
+                block_size=_or(args.block_size, 16))
     emit(args, "KV cache", result)
 
 
 def cmd_weights(args) -> None:
-    result = weights(resolve_model(args.model), args.dtype, keep_embeddings_16bit=args.keep_embeddings_16bit)
+    result = weights(_model(args), args.dtype, keep_embeddings_16bit=args.keep_embeddings_16bit)
     emit(args, "Weights", {**asdict(result), "tp": args.tp, "weight_bytes_per_gpu": result.bytes_per_gpu(args.tp)})
 
 
 def cmd_fit(args) -> None:
     gpu = gpu_from_args(args)
     vllm = engine_defaults("vllm", gpu)   # the one sizing rule `servecap serve --emulate` uses too
-    max_num_seqs = vllm.max_num_seqs if args.max_num_seqs is None else args.max_num_seqs
-    tokens = vllm.max_num_batched_tokens if args.max_num_batched_tokens is None else args.max_num_batched_tokens
-    result = fit(resolve_model(args.model), gpu, dtype=args.dtype, kv_dtype=args.kv_dtype,
+    max_num_seqs = getattr(args, "max_num_seqs", vllm.max_num_seqs)
+    tokens = getattr(args, "max_num_batched_tokens", vllm.max_num_batched_tokens)
+    prompt_tokens = mean_tokens(args.prompt_tokens, "--prompt-tokens")   # None: sized by --max-model-len
+    output_tokens = mean_tokens(args.output_tokens, "--output-tokens")
+    result = fit(_model(args), gpu, dtype=args.dtype, kv_dtype=args.kv_dtype,
                  gpus=args.gpus,
-                 tp=args.tp, gpu_memory_utilization=args.gpu_memory_utilization,
-                 activation_gib=args.activation_gib, non_torch_gib=args.non_torch_gib, block_size=args.block_size,
-                 max_model_len=args.max_model_len, prompt_tokens=args.prompt_tokens,
-                 output_tokens=args.output_tokens, keep_embeddings_16bit=args.keep_embeddings_16bit,
-                 max_num_batched_tokens=tokens, max_num_seqs=max_num_seqs, max_loras=args.max_loras,
+                 tp=args.tp, gpu_memory_utilization=_or(args.gpu_memory_utilization, vllm.gpu_memory_utilization),
+                 activation_gib=args.activation_gib, non_torch_gib=args.non_torch_gib,
+                 block_size=_or(args.block_size, vllm.block_size),
+                 max_model_len=args.max_model_len, prompt_tokens=prompt_tokens,
+                 output_tokens=output_tokens, keep_embeddings_16bit=args.keep_embeddings_16bit,
+                 max_num_batched_tokens=tokens, max_num_seqs=max_num_seqs, max_loras=_or(args.max_loras, 0),
                  max_lora_rank=args.max_lora_rank)
     speed = None
     if result.fits and result.max_concurrency_at_mean:
-        speed = what_if(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
+        speed = what_if(_model(args), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
                         tp=args.tp,
-                        prompt_tokens=args.prompt_tokens or 1, output_tokens=args.output_tokens or 1,
+                        prompt_tokens=prompt_tokens or 1, output_tokens=output_tokens or 1,
                         concurrency=min(max_num_seqs, result.max_concurrency_at_mean),
                         profile=profile_from_args(args), engine=args.engine)
     if args.json:
@@ -67,8 +83,9 @@ def cmd_fit(args) -> None:
 
 
 def cmd_roofline(args) -> None:
-    result = roofline(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
-                      batch=args.batch, context=args.context, prompt_tokens=args.prompt_tokens, tp=args.tp,
+    result = roofline(_model(args), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
+                      batch=args.batch, context=args.context,
+                      prompt_tokens=_or(mean_tokens(args.prompt_tokens, "--prompt-tokens"), 0), tp=args.tp,
                       profile=profile_from_args(args), engine=args.engine,
                       bandwidth_efficiency=args.bandwidth_efficiency, compute_efficiency=args.compute_efficiency,
                       overhead_s=None if args.overhead_ms is None else args.overhead_ms / 1e3)
@@ -87,29 +104,26 @@ def cmd_roofline(args) -> None:
 
 
 def speculation_from_args(args) -> Speculation | None:
-    """The --speculative-* flags as a Speculation, None without them; ValueError naming a flag."""
-    given = [args.speculative_method, args.num_speculative_tokens, args.speculative_acceptance]
-    if all(v is None for v in given) and args.speculative_model is None:
+    """The --speculative-* options as a Speculation, None without them; ValueError naming a flag."""
+    options = EngineOptions.from_args(args, only=SPECULATIVE)
+    if not options.speculating():
         return None
-    if any(v is None for v in given):
-        raise ValueError("speculative decoding needs --speculative-method, --num-speculative-tokens and "
-                         "--speculative-acceptance together")
-    rates = parse_acceptance(args.speculative_acceptance)
-    draft = resolve_model(args.speculative_model) if args.speculative_model else None
-    if args.speculative_method == "ngram" and draft is not None:
-        raise ValueError("--speculative-model is for --speculative-method draft (ngram needs no draft model)")
-    return Speculation(args.speculative_method, args.num_speculative_tokens, rates, draft)
+    options.check_speculation()
+    draft = resolve_model(options.speculative_model) if options.speculative_model else None
+    return Speculation(options.speculative_method, options.num_speculative_tokens, options.speculative_acceptance,
+                       draft)
 
 
 def cmd_queue(args) -> None:
     if args.queue == "batch":
+        max_batch_size = getattr(args, "max_batch_size", None)   # a limit left out is absent
         missing = [flag for flag, value in (("--batch-base-ms", args.batch_base_ms),
                                             ("--batch-per-item-ms", args.batch_per_item_ms),
-                                            ("--max-batch-size", args.max_batch_size)) if value is None]
+                                            ("--max-batch-size", max_batch_size)) if value is None]
         if missing:
             raise ValueError(f"--queue batch needs {', '.join(missing)}")
         result = batch_queue.batch_queue(args.arrival_rate, args.batch_base_ms / 1e3, args.batch_per_item_ms / 1e3,
-                                         args.max_batch_size)
+                                         max_batch_size)
         return emit(args, "Batch-service queue", result)
     if args.service_rate is None:
         raise ValueError(f"--queue {args.queue} needs --service-rate")
@@ -134,10 +148,11 @@ def cmd_fleet(args) -> None:
         hourly = args.gpu_hourly
     else:
         gpu = gpu_from_args(args)
+        prompt_tokens, output_tokens = mean_lengths(args)
         replica = fleet.replica_from_roofline(resolve_model(args.model), gpu, dtype=args.dtype, tp=args.tp,
-                                              prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
-                                              max_num_seqs=args.max_num_seqs, profile=profile_from_args(args),
-                                              engine=args.engine)
+                                              prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                                              profile=profile_from_args(args), engine=args.engine,
+                                              **_replica_limits(args))
         hourly = gpu.hourly_usd
     plan = fleet.fleet(args.rate, args.slo_p99_ms / 1e3, replica, arrival_cv2=args.arrival_cv2,
                        service_cv2=args.service_cv2)
@@ -150,6 +165,12 @@ def cmd_fleet(args) -> None:
     emit(args, "Fleet", out)
 
 
+def _replica_limits(args) -> dict:
+    """--max-num-seqs when given; else the replica model's own batch (`fleet.replica_from_roofline`: 256; a
+    request waits its batch's whole cycle there, so vLLM's 1024 on a large GPU would overstate its latency)."""
+    return {"max_num_seqs": args.max_num_seqs} if hasattr(args, "max_num_seqs") else {}
+
+
 def cmd_cost(args) -> None:
     if (args.tokens_per_s is None) == (args.model is None):
         raise ValueError("give either --tokens-per-s (measured) or --model with --gpu (predicted)")
@@ -157,17 +178,19 @@ def cmd_cost(args) -> None:
     if hourly is None:
         if args.gpu is None:
             raise ValueError("give --gpu-hourly or a --gpu with a catalog price")
-        hourly = get_gpu(args.gpu).hourly_usd
+        hourly = gpu_from_args(args).hourly_usd
         if hourly is None:
             raise ValueError(f"gpu {args.gpu!r} has no catalog price; give --gpu-hourly")
     tokens_per_s, band = args.tokens_per_s, None
     if args.model is not None:
         if args.gpu is None or args.gpus % args.tp:
             raise ValueError("--model needs --gpu, and --gpus must be a whole multiple of --tp")
-        replica = fleet.replica_from_roofline(resolve_model(args.model), get_gpu(args.gpu), dtype=args.dtype,
-                                              tp=args.tp, prompt_tokens=args.prompt_tokens,
-                                              output_tokens=args.output_tokens, max_num_seqs=args.max_num_seqs,
-                                              profile=profile_from_args(args), engine=args.engine)
+        gpu = gpu_from_args(args)
+        prompt_tokens, output_tokens = mean_lengths(args)
+        replica = fleet.replica_from_roofline(resolve_model(args.model), gpu, dtype=args.dtype,
+                                              tp=args.tp, prompt_tokens=prompt_tokens,
+                                              output_tokens=output_tokens, profile=profile_from_args(args),
+                                              engine=args.engine, **_replica_limits(args))
         tokens_per_s, band = replica.tokens_per_s * (args.gpus // args.tp), replica.error_band
     result = cost.cost(hourly, args.gpus, tokens_per_s, slo_tokens_per_s=args.slo_tokens_per_s,
                        requests_per_s=args.requests_per_s, tokens_per_s_band=band)
@@ -197,9 +220,13 @@ def _gpu_sizing(args, limits: dict):
 
 def cmd_simulate(args) -> None:
     from calculators.sim.simulate import SimServer, SimWorkload, simulate_levels  # numpy: only here
-    from contract.distributions import LengthDistribution
+    from contract.workload import WorkloadSpec
+    from engine_core.scheduling.strategies import DEFAULT_STRATEGY
     from engine_core.scheduling.strategies.flags import limit_values
 
+    args.strategy = args.strategy or DEFAULT_STRATEGY
+    load = load_from_args(args)
+    concurrency, rates = list(load.concurrency) or None, list(load.rates) or None
     limits, kv_blocks, block_size = limit_values(args), args.kv_blocks, args.block_size
     sizing = _gpu_sizing(args, limits)
     if sizing is not None:   # the engine as it would size itself on that GPU; a flag given here wins
@@ -207,19 +234,21 @@ def cmd_simulate(args) -> None:
         kv_blocks = sizing.num_kv_blocks if kv_blocks is None else kv_blocks
         block_size = sizing.block_size if block_size is None else block_size
     server = SimServer.from_flags(args.strategy, num_kv_blocks=kv_blocks, block_size=block_size or 16, **limits)
-    levels = args.concurrency or args.rates
-    workload = SimWorkload(prompt_tokens=LengthDistribution.uniform(*args.prompt_tokens),
-                        output_tokens=LengthDistribution.uniform(*args.output_tokens),
-                        requests=args.requests, concurrency=levels[0] if args.concurrency else None,
-                        rate_rps=None if args.concurrency else levels[0], arrival_cv2=args.arrival_cv2, seed=args.seed)
+    levels = concurrency or rates
+    prompt, output = lengths(args)
+    arrival_cv2 = 1.0 if concurrency else load.arrival_process(levels[0]).cv2   # --arrival as the simulator's gaps
+    workload = SimWorkload(prompt_tokens=prompt, output_tokens=output,
+                           requests=args.requests, concurrency=levels[0] if concurrency else None,
+                           rate_rps=None if concurrency else levels[0], arrival_cv2=arrival_cv2,
+                           seed=WorkloadSpec.from_args(args).seed)
     model = sizing.step_model if sizing is not None and args.efficiency_profile is None else _step_model(args)
     speculative = _speculative_step(args, "vllm" if sizing is not None else args.engine)
     speculating = None if speculative is None else replace(server, speculative=speculative)   # checked before running
-    results = simulate_levels(server, workload, model, concurrencies=args.concurrency, rates=args.rates)
+    results = simulate_levels(server, workload, model, concurrencies=concurrency, rates=rates)
     side = None
     if speculating is not None:
-        side = simulate_levels(speculating, workload, model, concurrencies=args.concurrency, rates=args.rates)
-        answer = simulated_crossover("concurrency" if args.concurrency else "rate", levels, results, side)
+        side = simulate_levels(speculating, workload, model, concurrencies=concurrency, rates=rates)
+        answer = simulated_crossover("concurrency" if concurrency else "rate", levels, results, side)
     if args.json:
         extra = {} if side is None else {"speculative": {
             **asdict(speculative), "levels": [r.to_dict() for r in side], "crossover": asdict(answer),

@@ -1,25 +1,46 @@
-"""What several ``servecap calc`` commands read from their flags: the GPU with overrides, the efficiency profile."""
+"""What several ``servecap calc`` commands read from their options: the GPU with overrides, the efficiency
+profile, the lengths as one number each, the load's levels and arrivals."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from contract.distributions import LengthDistribution, parse_length_distribution
+from contract.load import LoadSpec
+from contract.workload import WorkloadSpec
+from calculators.efficiency_profile import EfficiencyOptions, EfficiencyProfile
+from engine_core.gpus import GpuOptions, GpuSpec
 
-from calculators.efficiency_profile import EfficiencyProfile, parse_profile_text
-from engine_core.gpus import GpuSpec, get_gpu
+CALC_DEFAULTS = {"dtype": "bf16", "tp": 1}   # the engine options a calculator fills in when left out
 
 
 def gpu_from_args(args) -> GpuSpec:
-    return get_gpu(args.gpu, memory_gib=args.gpu_memory_gib, bandwidth_gbs=args.gpu_bandwidth_gbs,
-                   tflops=args.gpu_tflops, hourly_usd=args.gpu_hourly, interconnect_gbs=args.gpu_interconnect_gbs)
+    return GpuOptions.from_args(args).spec()
 
 
 def profile_from_args(args) -> EfficiencyProfile | None:
     """The --efficiency-profile file, parsed; None means the fitted default."""
-    path = getattr(args, "efficiency_profile", None)
-    if path is None:
-        return None
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"efficiency profile {path!r} cannot be read: {error}") from None
-    return parse_profile_text(text, origin=f"efficiency profile {path!r}")
+    return EfficiencyOptions.from_args(args).profile()
+
+
+def mean_tokens(spec: str | None, flag: str) -> int | None:
+    """A length option as one number: its distribution's mean, rounded (N: N exactly); None when left out."""
+    return None if spec is None else round(parse_length_distribution(spec, flag).mean)
+
+
+def lengths(args) -> tuple[LengthDistribution, LengthDistribution]:
+    """(prompt, output) lengths: the options given, else the workload's defaults."""
+    workload = WorkloadSpec.from_args(args)
+    return workload.prompt_lengths, workload.output_lengths
+
+
+def mean_lengths(args) -> tuple[int, int]:
+    """(prompt, output) tokens as one number each: the means of `lengths`, rounded."""
+    prompt, output = lengths(args)
+    return round(prompt.mean), round(output.mean)
+
+
+def load_from_args(args) -> LoadSpec:
+    """`calc simulate`'s load: closed-loop --concurrency or open-loop --rates at --arrival."""
+    load = LoadSpec.from_args(args)
+    if load.kind is None:
+        raise ValueError("give the load: --concurrency N,... (closed loop) or --rates R,... (open loop)")
+    return load

@@ -49,18 +49,27 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from contract.options import option, parse_float, parse_int
+
 AUTOSCALE_METRICS = ("in_flight", "waiting", "kv_usage")
 
 
 @dataclass(frozen=True)
 class AutoscalerConfig:
-    min_replicas: int
-    max_replicas: int
-    metric: str = "in_flight"
-    target: float = 8.0                # the metric's wanted value per replica
-    interval_s: float = 15.0           # how often it decides (HPA's sync period)
-    up_window_s: float = 0.0           # scale-up stabilisation window (HPA default)
-    down_window_s: float = 300.0       # scale-down stabilisation window (HPA default)
+    """The rule's settings; the first seven are the autoscaler's options (`servecap plan`, `servecap fleet`:
+    contract.options), the rest HPA's defaults."""
+
+    min_replicas: int = option(parse=parse_int, help="autoscale between --min-replicas and --max-replicas")
+    max_replicas: int = option(parse=parse_int, help="the most replicas the autoscaler asks for")
+    metric: str = option("in_flight", choices=AUTOSCALE_METRICS,
+                         help="the metric per ready replica it scales on (default in_flight)")
+    target: float = option(8.0, parse=parse_float, text="",
+                           help="the metric's wanted value per replica (autoscaling needs it; kv_usage: a share)")
+    interval_s: float = option(15.0, parse=parse_float,
+                               help="seconds between its decisions (HPA's sync period; default 15)")
+    up_window_s: float = option(0.0, parse=parse_float, help="scale-up stabilisation window, s (default 0)")
+    down_window_s: float = option(300.0, parse=parse_float,
+                                  help="scale-down stabilisation window, s (default 300, HPA's and KEDA's)")
     tolerance: float = 0.1             # HPA's: no change while |ratio - 1| <= tolerance
     scale_up_percent: float = 100.0    # HPA's default scale-up policies: +100% or +4 pods per period,
     scale_up_pods: int = 4             # whichever is more

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contract.options import option, parse_float
 from engine_core.architecture import ModelArchitecture
 from calculators.efficiency_profile import EfficiencyProfile
 from engine_core.gpus import GpuSpec
@@ -32,6 +33,16 @@ def draft_step_model(draft: ModelArchitecture, gpu: GpuSpec, *, dtype: str, tp: 
     engine factors (one rule for the emulated replica, `calc simulate` and `predict --gpu`). The draft's
     weights and KV cache are not taken out of the target's memory."""
     return step_model_from_roofline(draft, gpu, dtype=dtype, tp=tp, profile=profile, engine=engine)
+
+
+@dataclass(frozen=True)
+class ProposalShareOption:
+    """`--speculative-proposal-share`, once for every simulated speculation (`calc simulate`, `predict`)."""
+
+    speculative_proposal_share: float = option(
+        1.0, parse=parse_float, metavar="S",
+        help="the share of decodes that propose (default 1; prompt lookup's is what a server counted: the "
+             "report's spec_drafts_per_decode)")
 
 
 @dataclass(frozen=True)

@@ -56,15 +56,15 @@ def plan(args: argparse.Namespace) -> list[Step]:
     work = Path(args.work)
     bench = [*py, "-m", "reference_server.engine_bench", "--device", args.device, "--dtype", dtype, "--json"]
     if args.quick:
-        bench += ["--preset", "tiny", "--num-requests", "6", "--prompt-len", "4,20", "--output-len", "2,10",
-                  "--max-batch", "3", "--forward-iters", "1", "--threads", "1"]
+        bench += ["--model", "tiny", "--num-requests", "6", "--prompt-tokens", "uniform:4:20", "--output-tokens",
+                  "uniform:2:10", "--max-batch", "3", "--forward-iters", "1", "--num-threads", "1"]
         big = [*bench, "--forward-only"]
         sampler_s, sweep_levels, sweep_window = 3.0, "2", ["--warmup", "1s", "--duration", "3s"]
         sweep_model = "tiny"
     else:
-        bench += ["--preset", "small", "--strategies", "none,static,continuous", "--none-requests", "8"]
+        bench += ["--model", "small", "--strategies", "none,static,continuous", "--none-requests", "8"]
         big = [*py, "-m", "reference_server.engine_bench", "--device", args.device, "--dtype", dtype, "--json",
-               "--preset", "llama-3.1-8b", "--forward-only", "--forward-iters", "10"]
+               "--model", "llama-3.1-8b", "--forward-only", "--forward-iters", "10"]
         sampler_s, sweep_levels, sweep_window = SAMPLER_S, "16", ["--warmup", "5s", "--duration", "15s"]
         sweep_model = "small"
     server_args = f"--device {args.device} --dtype {dtype}"

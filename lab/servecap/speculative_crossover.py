@@ -117,12 +117,12 @@ def _position(level, levels) -> int:
 
 def _simulated(setup: str, arm: str) -> dict:
     """calc simulate with and without the arm's speculation, on the emulated replica's own step model."""
-    prompt, output = (spec.split(":")[1:] for spec in LENGTHS[setup])
+    prompt, output = LENGTHS[setup]
     args = [sys.executable, "-m", "servecap", "calc", "simulate", "--model", EMULATED["model"], "--gpu",
             EMULATED["gpu"], "--dtype", EMULATED["dtype"], "--max-model-len", str(EMULATED["max_model_len"]),
             "--tp", str(TP[setup]),
-            "--concurrency", ",".join(map(str, CONCURRENCY)), "--prompt-tokens", "-".join(prompt),
-            "--output-tokens", "-".join(output), "--requests", "800", "--json",
+            "--concurrency", ",".join(map(str, CONCURRENCY)), "--prompt-tokens", prompt,
+            "--output-tokens", output, "--requests", "800", "--json",
             *shlex.split(" ".join(ARMS["emulated"][arm]))]
     done = subprocess.run(args, capture_output=True, text=True, check=True)
     answer = json.loads(done.stdout)

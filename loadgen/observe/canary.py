@@ -30,7 +30,6 @@ server (loadgen.observe.observers), each appending its rows under the server's `
 
 from __future__ import annotations
 
-import argparse
 import csv
 import os
 import signal
@@ -40,6 +39,8 @@ import time
 from pathlib import Path
 
 from contract.canary import CANARY_COLUMNS, CANARY_FILE, STEAL_UNIT
+from contract.options import CommandParser, add_options, add_output_arguments
+from loadgen.observe.periodic_csv import IntervalOption
 
 INTERVAL_S = 0.5
 SINGLE_THREADED = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -184,11 +185,12 @@ def _can_run_on(core: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadgen.observe.canary", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--source", default="run")
+    parser = CommandParser(prog="python -m loadgen.observe.canary", description=__doc__.split("\n")[0])
+    add_output_arguments(parser, out="the canary.csv to append to", metavar="FILE", required=True, report=False)
+    parser.add_argument("--source", default="run", help="the server the rows are of (their source column)")
     parser.add_argument("--cores", default=None, help="comma-separated core ids (default: every core allowed)")
-    parser.add_argument("--interval", type=float, default=INTERVAL_S)
+    add_options(parser, IntervalOption, typed=True)
+    parser.set_defaults(interval=INTERVAL_S)
     args = parser.parse_args(argv)
     try:
         wanted = (range(os.cpu_count() or 1) if args.cores is None
@@ -202,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--cores: this process may run on none of {list(wanted)}")
     if len(cores) < len(wanted):
         print(f"canary: cores {sorted(set(wanted) - set(cores))} are not allowed here; timing {cores}", file=sys.stderr)
-    run(args.out, args.source, cores, args.interval)
+    run(Path(args.out), args.source, cores, args.interval)
     return 0
 
 

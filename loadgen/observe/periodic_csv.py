@@ -11,7 +11,20 @@ import csv
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+
+from contract.options import option, parse_duration
+
+
+@dataclass(frozen=True)
+class IntervalOption:
+    """`--interval`, once for the samplers that run on their own (`servecap sample`, the canary process);
+    a sweep's is its --sample-interval."""
+
+    interval: float | None = option(None, parse=parse_duration,
+                                    help="time between samples (1, 500ms, 2s; servecap sample: default 1 s, the "
+                                         "canary 0.5 s)")
 
 
 class PeriodicCsv:

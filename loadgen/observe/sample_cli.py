@@ -8,20 +8,22 @@ Writes DIR/samples.csv (and DIR/server_metrics.csv with --metrics-url) until
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import threading
 from pathlib import Path
 
+from contract.options import CommandParser, add_options, add_output_arguments
+from loadgen.observe.periodic_csv import IntervalOption
 from loadgen.observe.samplers import start_sampler
 from loadgen.observe.scraper import start_scraper
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="servecap sample", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, help="directory for samples.csv and server_metrics.csv")
-    parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples (default 1)")
+    parser = CommandParser(prog="servecap sample", description=__doc__.split("\n")[0])
+    add_output_arguments(parser, out="directory for samples.csv and server_metrics.csv", required=True, report=False)
+    add_options(parser, IntervalOption, typed=True)
+    parser.set_defaults(interval=1.0)
     parser.add_argument("--pid", type=int, default=None, help="server process to sample on the host fallback")
     parser.add_argument("--metrics-url", default=None, help="Prometheus endpoint to scrape, e.g. http://h:8000/metrics")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")

@@ -1,7 +1,55 @@
-"""The Triton-style batcher's settings, checked once for every classic model that has them (the
-classifier, the embedding model): torch-free."""
+"""The Triton-style batcher's settings, declared and checked once for every classic model that has them
+(the classifier, the embedding model): torch-free.
+
+`servecap serve` adds `BatcherOptions` once per model with its prefix (`--classifier-max-batch-size`,
+`--embedding-max-batch-size`, ...: contract.options), and each model's config takes `config_fields()`.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from contract.options import option, options_from_args, parse_int
+
+
+def parse_batch_sizes(value: Any, flag: str) -> tuple[int, ...]:
+    """'8,16' -> (8, 16); '' -> (); ValueError naming the flag."""
+    if isinstance(value, (tuple, list)):
+        return tuple(int(size) for size in value)
+    try:
+        return tuple(int(part) for part in str(value).split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"{flag}: expected comma-separated integers like 4,8, got {value!r}") from None
+
+
+@dataclass(frozen=True)
+class BatcherOptions:
+    """A classic model's dynamic batcher as its options (Triton's `dynamic_batching` and `instance_group`);
+    the items it batches are the classifier's rows or the embedding model's inputs."""
+
+    max_batch_size: int = option(32, parse=parse_int,
+                                 help="most items (rows, inputs) per forward pass; a request carries at most this "
+                                      "many (default 32)")
+    preferred_batch_sizes: tuple[int, ...] = option((), parse=parse_batch_sizes, text="",
+                                                    help="batch sizes launched as soon as reachable, e.g. 8,16")
+    max_queue_delay_us: int = option(2000, parse=parse_int,
+                                     help="longest a request waits for its batch to fill, µs (default 2000)")
+    max_waiting: int | None = option(None, parse=parse_int, help="queued requests before 429 (default: no limit)")
+    batching: str = option("on", choices=("on", "off"),
+                           help="off: every request runs alone (Triton's model without a dynamic batcher)")
+    instances: int = option(1, parse=parse_int,
+                            help="model instances serving the queue in parallel (Triton's instance_group count)")
+
+    @classmethod
+    def from_args(cls, args: Any, prefix: str) -> "BatcherOptions":
+        return cls(**options_from_args(cls, args, prefix=prefix))
+
+    def config_fields(self) -> dict[str, Any]:
+        """The fields of a classic model's config (ClassifierConfig, EmbeddingConfig) these set."""
+        return {"max_batch_size": self.max_batch_size, "preferred_batch_sizes": self.preferred_batch_sizes,
+                "max_queue_delay_us": self.max_queue_delay_us, "max_waiting": self.max_waiting,
+                "dynamic_batching": self.batching == "on", "instances": self.instances}
 
 
 def check_batching(config, kind: str) -> tuple[int, ...]:

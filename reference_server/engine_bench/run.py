@@ -1,7 +1,7 @@
 """In-process engine benchmark: each batching strategy on one seeded mixed-length workload.
 
     python -m reference_server.engine_bench --json            # small preset, cpu, all four strategies
-    servecap bench --preset tiny --num-requests 8 --json
+    servecap bench --model tiny --num-requests 8 --json
 
 Per strategy: output tokens/s, mean batch size (sequences per step), the share of engine
 step time spent inside the model's forward pass, and how long the steps that carry decodes
@@ -34,7 +34,12 @@ import torch
 from rich.console import Console
 from rich.progress import Progress
 
-from engine_core.gpus import catalog_gpu_for, get_gpu, gpu_names
+from contract.distributions import LengthDistribution
+from contract.options import CommandParser, add_options, add_output_arguments
+from contract.workload import WorkloadSpec, add_workload_arguments
+from engine_core.gpus import GpuOptions, catalog_gpu_for, get_gpu, gpu_names
+from engine_core.options import EngineOptions
+from engine_core.scheduling.strategies.flags import add_limit_arguments
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.engine import Engine
 from engine_core.scheduling.sampling import SamplingParams
@@ -61,23 +66,24 @@ class Workload:
         return round(sum(len(p) + o / 2 for p, o in zip(self.prompts, self.output_lens)) / n)
 
 
-def make_workload(num_requests: int, prompt_len: tuple[int, int], output_len: tuple[int, int],
+def make_workload(num_requests: int, prompt_lengths: LengthDistribution, output_lengths: LengthDistribution,
                   seed: int) -> Workload:
-    """Seeded: uniform prompt and output lengths, prompt bytes uniform over 0..255."""
+    """Seeded: prompt and output lengths drawn from their distributions (the workload's forms), prompt bytes
+    uniform over 0..255."""
     rng = random.Random(seed)
-    prompts = [[rng.randrange(256) for _ in range(rng.randint(*prompt_len))] for _ in range(num_requests)]
-    return Workload(prompts, [rng.randint(*output_len) for _ in range(num_requests)])
+    prompts = [[rng.randrange(256) for _ in range(prompt_lengths.sample(rng))] for _ in range(num_requests)]
+    return Workload(prompts, [output_lengths.sample(rng) for _ in range(num_requests)])
 
 
 def engine_config(args: argparse.Namespace, strategy: str, kv_blocks: int) -> EngineConfig:
     """The same batch limit for every strategy, so only the batching policy differs."""
     return EngineConfig.from_flags(
-        model=args.preset, device=args.device, dtype=args.dtype, strategy=strategy, seed=args.seed,
+        model=args.model, device=args.device, dtype=args.dtype, strategy=strategy, seed=args.seed,
         block_size=BLOCK_SIZE, kv_blocks=kv_blocks, max_num_seqs=args.max_batch,
         max_num_batched_tokens=args.max_num_batched_tokens,
         max_prefill_tokens_with_decodes=args.max_prefill_tokens_with_decodes,
         batch_size=args.max_batch, batch_timeout_ms=0.0, max_batch_size=args.max_batch, max_queue_delay_us=0,
-        num_threads=args.threads,
+        num_threads=args.num_threads,
     )
 
 
@@ -233,46 +239,28 @@ def ideal_bound(workload: Workload, forward: dict, max_batch: int) -> dict:
             prompt_tokens / forward["prefill_tokens_per_s"] / ideal_s}
 
 
-def parse_range(text: str) -> tuple[int, int]:
-    try:
-        lo, hi = (int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected LO,HI (two integers), got {text!r}") from None
-    if not 0 < lo <= hi:
-        raise argparse.ArgumentTypeError(f"expected 0 < LO <= HI, got {text!r}")
-    return lo, hi
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="servecap bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--preset", default="small", help="model preset or local checkpoint dir (default small)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--gpu", default=None, choices=gpu_names(), metavar="GPU",
-                   help="catalog GPU for the datasheet bandwidth (default: matched from the CUDA device name)")
-    p.add_argument("--dtype", default="float32")
+    p = CommandParser(prog="servecap bench", description=__doc__.split("\n\n")[0])
+    add_options(p, EngineOptions, title="engine", only=("model", "device", "dtype", "num-threads", "seed"), typed=True)
+    p.set_defaults(model="small", device="cpu", dtype="float32")   # bench's engine: the small preset on a CPU
+    add_options(p, GpuOptions, title="datasheet (default: matched from the CUDA device name)", only=("gpu",))
     p.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated (default: all)")
-    p.add_argument("--num-requests", type=int, default=64)
-    p.add_argument("--prompt-len", type=parse_range, default=(64, 256), metavar="LO,HI")
-    p.add_argument("--output-len", type=parse_range, default=(16, 256), metavar="LO,HI")
+    p.add_argument("--num-requests", type=int, default=64, help="requests in the workload (default 64)")
+    add_workload_arguments(p, title="workload (seeded by --seed)", only=("prompt-tokens", "output-tokens"))
     p.add_argument("--none-requests", type=int, default=16,
                    help="`none` runs only the first N requests (one at a time it is slow and its rate does "
                         "not depend on N); 0 = all (default 16)")
     p.add_argument("--max-batch", type=int, default=32, help="batch limit of every strategy (default 32)")
-    p.add_argument("--max-num-batched-tokens", type=int, default=ContinuousLimits.max_num_batched_tokens)
-    p.add_argument("--max-prefill-tokens-with-decodes", type=int,
-                   default=ContinuousLimits.max_prefill_tokens_with_decodes,
-                   help="continuous: prompt tokens per step while sequences decode (0 = no cap; "
-                        f"default {ContinuousLimits.max_prefill_tokens_with_decodes})")
-    p.add_argument("--forward-iters", type=int, default=5)
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    p.add_argument("--seed", type=int, default=0)
+    add_limit_arguments(p.add_argument_group("continuous batching's limits"),
+                        ("max-num-batched-tokens", "max-prefill-tokens-with-decodes"))
+    p.add_argument("--forward-iters", type=int, default=5, help="timed forward passes per measurement (default 5)")
     p.add_argument("--forward-only", action="store_true",
                    help="only the bare forward passes and bandwidth, no strategy runs (a big model's weights "
                         "are drawn once instead of once per strategy)")
     p.add_argument("--repeats", type=int, default=1,
                    help="run the whole bench this many times, the strategies in turn and in reverse turn (ABBA), "
                         "each repeat with its own forward passes and bound; prints each figure's spread")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_output_arguments(p, out=None, report=False, json="print one JSON object on stdout")
     args = p.parse_args(argv)
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = [s for s in args.strategies if s not in STRATEGIES]
@@ -280,6 +268,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error(f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGIES)}")
     if args.num_requests < 1 or args.max_batch < 1 or args.forward_iters < 1 or args.none_requests < 0 or args.repeats < 1:
         p.error("--num-requests, --max-batch, --forward-iters and --repeats must be positive, --none-requests >= 0")
+    if args.gpu is not None and args.gpu.strip().lower() not in gpu_names():
+        p.error(f"--gpu: unknown gpu {args.gpu!r}; known gpus: {', '.join(gpu_names())}")
+    try:
+        args.workload = WorkloadSpec.from_args(args)
+    except ValueError as exc:
+        p.error(str(exc))
+    defaults = ContinuousLimits()   # the limits left out: continuous batching's defaults
+    for name in ("max_num_batched_tokens", "max_prefill_tokens_with_decodes"):
+        if not hasattr(args, name):
+            setattr(args, name, getattr(defaults, name))
     return args
 
 
@@ -289,11 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _bench(args)
     finally:
-        torch.set_num_threads(threads_before)   # --threads must not leak into an embedding process
+        torch.set_num_threads(threads_before)   # --num-threads must not leak into an embedding process
 
 
 def _bench(args: argparse.Namespace) -> int:
-    workload = make_workload(args.num_requests, args.prompt_len, args.output_len, args.seed)
+    workload = make_workload(args.num_requests, args.workload.prompt_lengths, args.workload.output_lengths,
+                             args.seed)
     kv_blocks = kv_blocks_for(workload, args)
     try:
         engine = Engine(engine_config(args, "continuous", kv_blocks))
@@ -301,10 +300,10 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"servecap bench: {exc}", file=sys.stderr)
         return 2
     context = min(workload.mean_context, engine.max_model_len - 1)
-    result = {"preset": args.preset, "device": args.device, "dtype": engine.config.dtype,
+    result = {"preset": args.model, "device": args.device, "dtype": engine.config.dtype,
               "threads": torch.get_num_threads(), "workload": {
-                  "num_requests": args.num_requests, "prompt_len": list(args.prompt_len),
-                  "output_len": list(args.output_len), "seed": args.seed, "max_batch": args.max_batch,
+                  "num_requests": args.num_requests, "prompt_tokens": args.workload.prompt_lengths.spec,
+                  "output_tokens": args.workload.output_lengths.spec, "seed": args.seed, "max_batch": args.max_batch,
                   "mean_context": context}}
     passes = []
     for repeat in range(args.repeats):

@@ -17,7 +17,6 @@ corpus, the steps, the loss curve, the held-out bits per byte, the wall time). P
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -27,7 +26,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from contract.options import CommandParser, add_options, add_output_arguments
 from engine_core.architecture import ModelArchitecture
+from engine_core.options import EngineOptions
 from reference_server.engine.checkpoint import save_checkpoint
 from reference_server.engine.model import Transformer, init_random_weights, rotate_half
 from reference_server.engine.tokenizer import ByteTokenizer
@@ -122,26 +123,27 @@ def train(out: Path, *, minutes: float, max_steps: int | None, batch: int, conte
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reference_server.training.train", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="checkpoint directory to write")
+    parser = CommandParser(prog="python -m reference_server.training.train", description=__doc__.splitlines()[0])
+    add_output_arguments(parser, out="checkpoint directory to write", required=True, report=False)
     parser.add_argument("--minutes", type=float, default=10.0, help="wall-clock training budget (default 10)")
-    parser.add_argument("--steps", type=int, help="a fixed number of steps instead of --minutes")
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--context", type=int, default=256)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--steps", type=int, help="a fixed number of optimizer steps instead of --minutes")
+    parser.add_argument("--batch", type=int, default=16, help="sequences per optimizer step (default 16)")
+    parser.add_argument("--context", type=int, default=256, help="bytes per training sequence (default 256)")
+    parser.add_argument("--lr", type=float, default=3e-3, help="AdamW's learning rate (default 3e-3)")
+    add_options(parser, EngineOptions, title="the model's engine (its weights' initialisation and batches: --seed)",
+                only=("seed", "num-threads"), typed=True)
+    parser.set_defaults(num_threads=2)
     args = parser.parse_args(argv)
-    for name in ("minutes", "batch", "context", "lr", "threads"):
+    for name in ("minutes", "batch", "context", "lr", "num_threads"):
         if not getattr(args, name) > 0:
-            parser.error(f"--{name} must be positive, got {getattr(args, name)}")
+            parser.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     if args.context >= ARCH.max_position_embeddings:
         parser.error(f"--context must be below the model's {ARCH.max_position_embeddings} positions, "
                      f"got {args.context}")
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
     report = train(Path(args.out), minutes=args.minutes, max_steps=args.steps, batch=args.batch,
-                   context=args.context, lr=args.lr, seed=args.seed, threads=args.threads,
+                   context=args.context, lr=args.lr, seed=args.seed, threads=args.num_threads,
                    log=lambda line: print(line, file=sys.stderr, flush=True))
     print(f"{args.out}: {report['steps']} steps in {report['seconds']:.0f} s, held-out "
           f"{report['held_out_bits_per_byte']:.3f} bits/byte (perplexity {report['held_out_perplexity']:.2f})")

@@ -24,6 +24,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+from contract.options import CommandParser, add_output_arguments
 from reports.gate.decision import run_gate
 from reports.gate.inputs import GateInputError, incompatibilities, load_side
 from reports.gate.render import to_json, to_markdown
@@ -33,14 +34,9 @@ from reports.report import ReportOptions, build_summary
 EXIT_PASS, EXIT_REGRESSION, EXIT_UNUSABLE, EXIT_UNDECIDED = 0, 1, 2, 3
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse exits 2 already; keep its message, drop the traceback-free usage noise
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_UNUSABLE, f"servecap gate: error: {message}\n")
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="servecap gate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(prog="servecap gate", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)   # a bad flag: EXIT_UNUSABLE (2)
     parser.add_argument("compare_dir", nargs="?", help="a compare run directory (servecap compare --out DIR)")
     parser.add_argument("--baseline", action="append",
                         help="baseline run directory or summary.json; repeat it with replicate runs of the same "
@@ -54,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="gate.toml with [max_regression] and [[ratio]] (default: ./gate.toml if present)")
     parser.add_argument("--no-defaults", action="store_true", help="check only the thresholds given")
     parser.add_argument("--force", action="store_true", help="compare even when model, workload or hardware differ")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of the Markdown table")
+    add_output_arguments(parser, out=None, report=False, json="print JSON instead of the Markdown table")
     parser.add_argument("--markdown-out", help="where to write the Markdown table (default: gate.md beside the current run)")
     return parser
 

@@ -19,55 +19,38 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from calculators.sim.speculative_step import ProposalShareOption
+from contract.load import LoadSpec, add_load_arguments
+from contract.options import CommandParser, add_options, add_output_arguments, options_from_args
+from contract.slo import add_slo_arguments, slo_from_args
+from contract.workload import WorkloadSpec, add_workload_arguments
+from engine_core.gpus import GpuOptions
+from engine_core.options import SPECULATIVE, EngineOptions
 from reports.predict.coverage import describe_distance
+from reports.predict.options import CalibrationOptions
 from reports.predict.prediction import PredictPlan, SpeculativeAsk, calibrated_draft, predict_run
 from reports.run_data import RunDirError, load_run
-from contract.slo import SLO
-from engine_core.scheduling.speculative import parse_acceptance
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="servecap predict", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
-    parser.add_argument("--calibration", required=True, metavar="RUN_DIR",
-                        help="a run directory measured with the engine's step record (servecap sweep)")
-    parser.add_argument("--strategy", help="which of the run's strategies (needed when it has several)")
-    load = parser.add_argument_group("load (choose one)")
-    load.add_argument("--concurrency", help="closed-loop users, e.g. 1,2,4,8")
-    load.add_argument("--rates", help="open-loop requests/s, e.g. 5,10,20")
-    load.add_argument("--arrival", default="poisson", help="open-loop arrivals: poisson | constant | gamma:CV")
-    workload = parser.add_argument_group("workload (default: the lengths the run measured)")
-    workload.add_argument("--prompt-tokens", help="N | uniform:LO:HI | normal:M:SD | lognormal:M:S | file:PATH")
-    workload.add_argument("--output-tokens", help="same forms as --prompt-tokens")
-    workload.add_argument("--reasoning-tokens", help="of each output, the tokens a reasoning model spends before its "
-                                                     "answer (same forms; capped at the output)")
-    slo = parser.add_argument_group("SLOs (p99, milliseconds)")
-    slo.add_argument("--slo-ttft-ms", type=float)
-    slo.add_argument("--slo-tpot-ms", type=float)
-    slo.add_argument("--slo-e2e-ms", type=float)
-    slo.add_argument("--slo-ttfa-ms", type=float, help="the first answer token (after a reasoning model's reasoning)")
-    parser.add_argument("--gpu", help="what-if on a catalog GPU (e.g. h100-sxm): an extrapolation through the roofline")
-    spec = parser.add_argument_group("speculative decoding (answered with and without, side by side, and the crossover)")
-    spec.add_argument("--speculative-method", choices=("draft", "ngram"))
-    spec.add_argument("--num-speculative-tokens", type=int, metavar="K", help="proposals verified per step")
-    spec.add_argument("--speculative-acceptance", metavar="A[,A...]",
-                      help="one rate, or one per position as vLLM reports them (its spec-decode counters)")
-    spec.add_argument("--speculative-model", help="draft: a catalog model, timed by its roofline on --gpu")
-    spec.add_argument("--speculative-draft-calibration", metavar="RUN_DIR",
-                      help="draft: a run of the draft model, whose calibrated steps time its passes")
-    spec.add_argument("--speculative-proposal-share", type=float, default=1.0, metavar="S",
-                      help="the share of decodes that propose (default 1; prompt lookup's is what a server counted: "
-                           "the report's spec_drafts_per_decode)")
-    lora = parser.add_argument_group("LoRA adapters (a calibration run that served them: its adapters' step costs)")
-    lora.add_argument("--max-loras", type=int, help="what-if: this many adapter slots")
-    lora.add_argument("--model-mix", help="what-if: this mix of requests (NAME:WEIGHT,... or zipf:N[:EXPONENT])")
-    parser.add_argument("--replications", type=int, default=8, help="simulated runs per load (default 8)")
-    parser.add_argument("--warmup", type=float, help="seconds of warm-up per load (default: the run's)")
-    parser.add_argument("--duration", type=float, help="seconds measured per load (default: the run's)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", help="where to write the JSON (default RUN_DIR/predict.json)")
-    parser.add_argument("--json", action="store_true", help="print the JSON instead of the table")
+    parser = CommandParser(prog="servecap predict", description=__doc__.split("\n\n")[0],
+                           formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    add_options(parser, CalibrationOptions, title="calibration", only=("calibration", "replications"))
+    add_options(parser, EngineOptions, title="engine (what-ifs of the calibrated one)",
+                only=("strategy", "max-loras"))
+    add_options(parser, GpuOptions, only=("gpu",), title="GPU (a what-if: an extrapolation through the roofline)")
+    add_load_arguments(parser, only=("concurrency", "rates", "arrival", "warmup", "duration"),
+                       title="load (choose --concurrency or --rates; --warmup, --duration default: the run's)")
+    add_workload_arguments(parser, title="workload (default: the lengths and the mix the run measured)",
+                           only=("prompt-tokens", "output-tokens", "reasoning-tokens", "model-mix", "seed"))
+    parser.set_defaults(prompt_tokens=None, warmup_s=None, duration_s=None)   # None: the run's own
+    add_slo_arguments(parser)
+    add_options(parser, EngineOptions, title="speculative decoding (answered with and without, side by side, and "
+                                             "the crossover)", only=SPECULATIVE)
+    add_options(parser, CalibrationOptions, only=("speculative-draft-calibration",))
+    add_options(parser, ProposalShareOption)
+    add_output_arguments(parser, out="where to write the JSON (default RUN_DIR/predict.json)", metavar="FILE",
+                         report=False, json="print the JSON instead of the table")
     return parser
 
 
@@ -75,15 +58,19 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     console = Console(stderr=True, soft_wrap=True)
     try:
+        if not args.calibration:
+            raise ValueError("give --calibration RUN_DIR (a run measured with the engine's step record)")
+        engine, load = EngineOptions.from_args(args), LoadSpec.from_args(args)
+        workload = WorkloadSpec.from_args(args)
+        replications = CalibrationOptions(**options_from_args(CalibrationOptions, args)).replications
         plan = PredictPlan(
-            strategy=args.strategy,
-            concurrency=_numbers(args.concurrency, "--concurrency", int),
-            rates=_numbers(args.rates, "--rates", float),
-            arrival=args.arrival, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
-            reasoning_tokens=args.reasoning_tokens,
-            slo=SLO(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2e_ms, args.slo_ttfa_ms), gpu=args.gpu,
-            replications=args.replications, warmup_s=args.warmup, duration_s=args.duration, seed=args.seed,
-            speculative=_speculative(args), max_loras=args.max_loras, model_mix=args.model_mix)
+            strategy=engine.strategy, concurrency=load.concurrency, rates=load.rates,
+            arrival=load.arrival, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+            reasoning_tokens=args.reasoning_tokens, slo=slo_from_args(args),
+            gpu=GpuOptions.from_args(args).gpu, replications=8 if replications is None else replications,
+            warmup_s=None if args.warmup_s is None else load.warmup_s,
+            duration_s=None if args.duration_s is None else load.duration_s, seed=workload.seed,
+            speculative=_speculative(args, engine), max_loras=engine.max_loras, model_mix=args.model_mix)
         data = load_run(args.calibration)
         with console.status("simulating"):
             answer = predict_run(data, plan)
@@ -100,29 +87,17 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _speculative(args) -> SpeculativeAsk | None:
-    """The --speculative-* flags; ValueError naming the one missing or wrong."""
-    given = (args.speculative_method, args.num_speculative_tokens, args.speculative_acceptance)
-    if all(v is None for v in given) and not (args.speculative_model or args.speculative_draft_calibration):
+def _speculative(args, engine: EngineOptions) -> SpeculativeAsk | None:
+    """The --speculative-* options; ValueError naming the one missing or wrong."""
+    if not engine.speculating() and not args.speculative_draft_calibration:
         return None
-    if any(v is None for v in given):
-        raise ValueError("speculative decoding needs --speculative-method, --num-speculative-tokens and "
-                         "--speculative-acceptance together")
-    rates = parse_acceptance(args.speculative_acceptance)
+    engine.check_speculation()
     draft = None
     if args.speculative_draft_calibration:
         draft = calibrated_draft(load_run(args.speculative_draft_calibration))
-    return SpeculativeAsk(args.speculative_method, args.num_speculative_tokens, rates, args.speculative_model, draft,
-                          args.speculative_proposal_share)
-
-
-def _numbers(text: str | None, option: str, kind) -> tuple:
-    if not text:
-        return ()
-    try:
-        return tuple(kind(item) for item in text.split(",") if item.strip())
-    except ValueError:
-        raise ValueError(f"{option}: {text!r} is not a comma list of {'whole ' if kind is int else ''}numbers") from None
+    share = options_from_args(ProposalShareOption, args).get("speculative_proposal_share", 1.0)
+    return SpeculativeAsk(engine.speculative_method, engine.num_speculative_tokens, engine.speculative_acceptance,
+                          engine.speculative_model, draft, share)
 
 
 def _ms(entry: dict) -> str:

@@ -23,11 +23,16 @@ from pathlib import Path
 
 from rich.console import Console
 
+from calculators.efficiency_profile import EfficiencyOptions
 from calculators.plan.fleet import FleetConfig, ReplicaSpec
 from calculators.plan.outcome import PlanSlo
 from contract.slo import slo_from_args
 from calculators.plan.router import ROUTER_POLICIES
-from contract.options import CommandParser, add_config_option, add_output_arguments, out_dir, parse_command_line
+from contract.options import (CommandParser, add_config_option, add_options, add_output_arguments, out_dir,
+                              parse_command_line)
+from engine_core.gpus import GpuOptions
+from engine_core.options import EngineOptions
+from reports.predict.options import CalibrationOptions
 from servecap.plan.flags import (add_demand_flags, add_replica_flags, add_scaling_flags, add_slo_flags,
                                  autoscaler_from_flags, check_shared_flags, demand_spec_from_flags, demand_workload,
                                  fault_from_flag)
@@ -38,20 +43,16 @@ def _parser() -> argparse.ArgumentParser:
     p = CommandParser(prog="servecap plan", description=__doc__.split("\n\n")[0],
                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     add_config_option(p)
-    add_output_arguments(p, report=False)
+    add_output_arguments(p, report=False, json="print plan.json")
     add_demand_flags(p)
-    replica = add_replica_flags(p, title="replica (choose one: --gpu with --model, or --calibration)")
-    replica.add_argument("--gpu", help="catalog GPU (servecap calc gpus), sized as its engine would: with --model")
-    replica.add_argument("--model", help="catalog model (servecap calc models)")
-    replica.add_argument("--engine", choices=("vllm", "tensorrt-llm"), default="vllm")
-    replica.add_argument("--max-model-len", type=int, help="--gpu: the longest prompt + output the replica admits "
-                                                           "(default the model's), as `servecap serve`'s flag")
-    replica.add_argument("--calibration", metavar="RUN_DIR", help="a measured run (servecap sweep), as predict uses")
-    replica.add_argument("--strategy", help="which of the calibration run's strategies")
-    replica.add_argument("--max-loras", type=int, help="what-if: this many LoRA adapter slots a replica (a "
-                                                       "--calibration run that served adapters prices them; "
-                                                       "--model-mix: which adapter each request asks for, default "
-                                                       "the calibration run's own mix)")
+    add_replica_flags(p, title="replica (choose one: --gpu with --model, or --calibration)")
+    add_options(p, GpuOptions, title="replica on a catalog GPU, sized as its engine would (with --model)",
+                only=("gpu",), typed=True)
+    add_options(p, EngineOptions, only=("model", "max-model-len"), typed=True)
+    add_options(p, EfficiencyOptions, only=("engine",), typed=True)
+    add_options(p, CalibrationOptions, title="replica calibrated on a measured run (as predict's)",
+                only=("calibration", "replications"), typed=True)
+    add_options(p, EngineOptions, only=("strategy", "max-loras"), typed=True)
     add_scaling_flags(p, f"one of {', '.join(ROUTER_POLICIES)}")
     add_slo_flags(p)
     p.add_argument("--retry-lost", action="store_true",
@@ -60,9 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--search", choices=("none", "target"), default="none",
                    help="target: the cheapest autoscaler target that meets the attainment (a grid around --target)")
     p.add_argument("--static-max", type=int, default=64, help="the most replicas the static-fleet search tries")
-    p.add_argument("--replications", type=int, default=1, help="seeded runs for the breach probability")
     p.add_argument("--no-n-plus-one", action="store_true", help="skip the run with a replica lost at the peak")
-    p.add_argument("--json", action="store_true", help="print plan.json")
+    p.set_defaults(engine="vllm", replications=1)   # plan's: vLLM's sizing and factors, one seeded run
     return p
 
 

@@ -1,7 +1,7 @@
-"""The flags `servecap plan` and `servecap fleet` share beyond the workload and the SLO (contract.workload,
-contract.slo, declared once for every command): the demand's shape, the autoscaler and faults, the SLO's
-windows; and what they mean: the autoscaler, a fault, the demand to build. A bad value raises ValueError
-naming it."""
+"""The flags `servecap plan` and `servecap fleet` share beyond the workload, the SLO and the engine's
+(contract.workload, contract.slo, engine_core.options, declared once for every command): the demand's
+shape, the fleet and faults, the SLO's windows, and the autoscaler's (its config's own fields); and what
+they mean: the autoscaler, a fault, the demand to build. A bad value raises ValueError naming it."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import csv
 import math
 from pathlib import Path
 
-from calculators.plan.autoscaler import AUTOSCALE_METRICS, AutoscalerConfig
+from calculators.plan.autoscaler import AutoscalerConfig
 from calculators.plan.fleet import Fault
-from contract.options import parse_duration
+from contract.options import add_options, options_from_args, parse_duration
 from contract.slo import add_slo_arguments
 from contract.workload import WorkloadSpec, add_workload_arguments
+from engine_core.options import EngineOptions
 
 
 def add_demand_flags(p: argparse.ArgumentParser) -> None:
@@ -34,10 +35,11 @@ def add_demand_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_replica_flags(p: argparse.ArgumentParser, title: str = "replica"):
-    """What a replica is beyond its server (plan and fleet alike); the group, for the command's own options."""
+    """What a replica is beyond its server (plan and fleet alike): the engine's --dtype and --tp (a catalog
+    GPU's defaults, bf16 and 1) and its cold start; the group, for the command's own options."""
+    add_options(p, EngineOptions, title=f"{title}: its engine", only=("dtype", "tp"), typed=True)
+    p.set_defaults(dtype="bf16", tp=1)
     replica = p.add_argument_group(title)
-    replica.add_argument("--dtype", default="bf16", help="weights' dtype (bf16, fp8, int8, int4-g128, ...)")
-    replica.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica")
     replica.add_argument("--cold-start-s", type=float,
                          help="seconds from asking for a replica to its being ready (plan: default the calibration "
                               "run's measured time to ready; fleet: at least its process's own; an emulated GPU "
@@ -46,18 +48,12 @@ def add_replica_flags(p: argparse.ArgumentParser, title: str = "replica"):
 
 
 def add_scaling_flags(p: argparse.ArgumentParser, router_help: str) -> None:
-    fleet = p.add_argument_group("router and autoscaler")
+    fleet = p.add_argument_group("router and fleet")
     fleet.add_argument("--router", default="round_robin", help=router_help)
     fleet.add_argument("--replicas", type=int, help="a fixed fleet of N (or the autoscaler's starting count)")
-    fleet.add_argument("--min-replicas", type=int, help="autoscale between --min-replicas and --max-replicas")
-    fleet.add_argument("--max-replicas", type=int)
-    fleet.add_argument("--metric", default="in_flight", help=f"autoscaler metric: {', '.join(AUTOSCALE_METRICS)}")
-    fleet.add_argument("--target", type=float, help="the metric's target per replica")
-    fleet.add_argument("--interval-s", type=float, default=15.0, help="seconds between autoscaler decisions")
-    fleet.add_argument("--up-window-s", type=float, default=0.0, help="scale-up stabilisation window")
-    fleet.add_argument("--down-window-s", type=float, default=300.0, help="scale-down stabilisation window")
     fleet.add_argument("--kill", action="append", default=[], metavar="T[:ID]",
                        help="lose a replica at T seconds (ID, else the busiest); repeatable")
+    add_options(p, AutoscalerConfig, title="autoscaler (calculators.plan.autoscaler: HPA's rule)", typed=True)
 
 
 def add_slo_flags(p: argparse.ArgumentParser) -> None:
@@ -84,7 +80,7 @@ def check_shared_flags(args) -> None:
     demand_kinds = [k for k in ("trace", "rate_curve", "diurnal") if getattr(args, k)]
     if len(demand_kinds) != 1:
         raise ValueError("give one demand: --trace PATH, --rate-curve CSV or --diurnal PEAK:TROUGH")
-    demand_workload(args)   # names a bad workload option (--speedup must be > 0, ...)
+    demand_workload(args)   # the workload's own checks (--speedup > 0, ...)
     for flag, value in (("--window-s", args.window_s), ("--interval-s", args.interval_s)):
         if not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{flag} must be positive, got {value}")
@@ -103,9 +99,7 @@ def autoscaler_from_flags(args) -> AutoscalerConfig | None:
         raise ValueError(f"--min-replicas {args.min_replicas} is above --max-replicas {args.max_replicas}")
     if args.target is None:
         raise ValueError("autoscaling needs --target (the metric's value per replica to aim at)")
-    return AutoscalerConfig(min_replicas=args.min_replicas, max_replicas=args.max_replicas, metric=args.metric,
-                            target=args.target, interval_s=args.interval_s, up_window_s=args.up_window_s,
-                            down_window_s=args.down_window_s)
+    return AutoscalerConfig(**options_from_args(AutoscalerConfig, args))
 
 
 def fault_from_flag(spec: str) -> Fault:

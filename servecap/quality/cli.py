@@ -24,55 +24,63 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress
 
+from contract.distributions import LengthDistribution
+from contract.options import CommandParser, add_options, add_output_arguments
+from contract.workload import WorkloadSpec, add_workload_arguments
+from engine_core.options import EngineOptions
 from loadgen.workload.prompts import ascii_text
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        self.print_usage(sys.stderr)
-        self.exit(2, f"servecap quality: error: {message}\n")
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="servecap quality", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = CommandParser(prog="servecap quality", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for arm, role in (("a", "the reference"), ("b", "the configuration measured against it")):
         group = p.add_argument_group(f"arm {arm.upper()}: {role} (exactly one)")
         group.add_argument(f"--{arm}-args", help='reference-server flags, in-process, e.g. "--quantization int8"')
         group.add_argument(f"--{arm}-url", help="an OpenAI-compatible endpoint already running")
         group.add_argument(f"--{arm}-model", help="the model name to ask the endpoint for (default: its first)")
-    p.add_argument("--model", default="tiny", help="reference-server preset or checkpoint for --a-args/--b-args")
+    add_options(p, EngineOptions, title="the in-process engines (--a-args, --b-args)", only=("model",), typed=True)
+    p.set_defaults(model="tiny")
     p.add_argument("--prompts", type=int, default=32, help="seeded prompts (default 32)")
-    p.add_argument("--prompt-tokens", type=int, default=64, help="tokens (bytes) per prompt (default 64)")
+    add_workload_arguments(p, title="prompts (tokens: bytes; the seed also draws the bootstrap)",
+                           only=("prompt-tokens", "seed"))
     p.add_argument("--max-tokens", type=int, default=64, help="greedy output tokens per prompt (default 64)")
-    p.add_argument("--seed", type=int, default=0, help="the prompts and the bootstrap (default 0)")
     p.add_argument("--text", help="held-out text file: each in-process side's perplexity on it")
     p.add_argument("--prompt-text", help="take the prompts as seeded windows of this file (default: pseudo-words)")
     p.add_argument("--logprobs", type=int, help="endpoints: ask for the top K log-probabilities (a KL estimate)")
-    p.add_argument("--out", help="write the result as JSON here (RUN/quality.json: the report shows it)")
+    add_output_arguments(p, out="write the result as JSON here (RUN/quality.json: the report shows it)",
+                         metavar="FILE", report=False)
     return p
 
 
-def seeded_prompts(count: int, tokens: int, seed: int, source: str | None = None) -> list[str]:
-    """`count` prompts of `tokens` bytes: seeded pseudo-words, or seeded windows of `source` (text the
-    model knows the kind of, e.g. held-out text for a trained model), each cut at a line start."""
+def seeded_prompts(count: int, tokens: int | LengthDistribution, seed: int, source: str | None = None) -> list[str]:
+    """`count` prompts of `tokens` bytes each (a number, or lengths drawn from a distribution): seeded
+    pseudo-words, or seeded windows of `source` (text the model knows the kind of, e.g. held-out text for
+    a trained model), each cut at a line start. A fixed length gives the same prompts whatever draws
+    another would make (each prompt's length is drawn apart from its text)."""
+    lengths = LengthDistribution.fixed(tokens) if isinstance(tokens, int) else tokens
+    sizes = [lengths.sample(random.Random(f"quality/{seed}/{i}/length")) for i in range(count)]
     if source is None:
-        return [ascii_text(tokens, random.Random(f"quality/{seed}/{i}")) for i in range(count)]
+        return [ascii_text(size, random.Random(f"quality/{seed}/{i}")) for i, size in enumerate(sizes)]
     data = source.encode("utf-8", errors="replace")
-    if len(data) < 2 * tokens:
-        raise ValueError(f"--prompt-text holds {len(data)} bytes: too few for prompts of {tokens}")
+    if len(data) < 2 * max(sizes, default=0):
+        raise ValueError(f"--prompt-text holds {len(data)} bytes: too few for prompts of {max(sizes)}")
     prompts = []
-    for i in range(count):
-        start = random.Random(f"quality/{seed}/{i}").randrange(0, len(data) - 2 * tokens)
-        start = data.find(b"\n", start, start + tokens) + 1 or start
-        prompts.append(data[start:start + tokens].decode("utf-8", errors="ignore"))
+    for i, size in enumerate(sizes):
+        start = random.Random(f"quality/{seed}/{i}").randrange(0, len(data) - 2 * size)
+        start = data.find(b"\n", start, start + size) + 1 or start
+        prompts.append(data[start:start + size].decode("utf-8", errors="ignore"))
     return prompts
 
 
 def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
     """'in-process' or 'endpoints'; parser.error (exit 2) names a bad combination."""
-    for name in ("prompts", "prompt_tokens", "max_tokens"):
+    for name in ("prompts", "max_tokens"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    try:
+        args.workload = WorkloadSpec.from_args(args)   # --prompt-tokens and --seed, as every command reads them
+    except ValueError as exc:
+        parser.error(str(exc))
     for flag, path in (("--text", args.text), ("--prompt-text", args.prompt_text)):
         if path is not None and not Path(path).is_file():
             parser.error(f"{flag} {path}: no such file")
@@ -128,7 +136,9 @@ def _table(result: dict) -> list[str]:
 
 
 def run(args: argparse.Namespace, mode: str, console: Console) -> dict:
-    prompts = seeded_prompts(args.prompts, args.prompt_tokens, args.seed, _read(args.prompt_text, "--prompt-text"))
+    workload = args.workload
+    prompts = seeded_prompts(args.prompts, workload.prompt_lengths, workload.seed,
+                             _read(args.prompt_text, "--prompt-text"))
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("comparing outputs", total=args.prompts)
 
@@ -141,7 +151,7 @@ def run(args: argparse.Namespace, mode: str, console: Console) -> dict:
             text = _read(args.text, "--text")
             a, b = engine_from_args(args.a_args, args.model), engine_from_args(args.b_args, args.model)
             ids = [a.tokenizer.encode(p, add_bos=True) for p in prompts]
-            result = compare_engines(a, b, ids, args.max_tokens, seed=args.seed, text=text, progress=progress)
+            result = compare_engines(a, b, ids, args.max_tokens, seed=workload.seed, text=text, progress=progress)
             sides = {"a": {"server_args": args.a_args, "engine": _engine_summary(a)},
                      "b": {"server_args": args.b_args, "engine": _engine_summary(b)}}
         else:
@@ -149,12 +159,12 @@ def run(args: argparse.Namespace, mode: str, console: Console) -> dict:
 
             a = Endpoint(args.a_url, args.a_model or _served_model(args.a_url))
             b = Endpoint(args.b_url, args.b_model or _served_model(args.b_url))
-            result = compare_endpoints(a, b, prompts, args.max_tokens, logprobs=args.logprobs, seed=args.seed,
+            result = compare_endpoints(a, b, prompts, args.max_tokens, logprobs=args.logprobs, seed=workload.seed,
                                        progress=progress)
             sides = {"a": {"url": a.url, "model": a.model}, "b": {"url": b.url, "model": b.model}}
     return {"kind": "servecap-quality", "mode": mode, **sides, "prompts": args.prompts,
             "prompt_text": args.prompt_text,
-            "prompt_tokens": args.prompt_tokens, "max_tokens": args.max_tokens, "seed": args.seed,
+            "prompt_tokens": workload.prompt_tokens, "max_tokens": args.max_tokens, "seed": workload.seed,
             "text": args.text, **result}
 
 

@@ -71,7 +71,8 @@ def test_the_roofline_command_answers_with_and_without_side_by_side(capsys):
     assert out["speculative"]["crossover_batch"] in [row["batch"] for row in out["speculative"]["rows"]]
     assert main([*base, "--speculative-method", "ngram", "--num-speculative-tokens", "4"]) == 2
     assert "needs --speculative-method, --num-speculative-tokens and --speculative-acceptance" in capsys.readouterr().err
-    assert main([*base, "--speculative-method", "ngram", "--num-speculative-tokens", "4",
-                 "--speculative-acceptance", "x"]) == 2
-    assert "--speculative-acceptance: 'x' is not a rate" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:   # the engine's option, parsed by the parser: argparse's exit 2
+        main([*base, "--speculative-method", "ngram", "--num-speculative-tokens", "4", "--speculative-acceptance", "x"])
+    assert exit_info.value.code == 2
+    assert "argument --speculative-acceptance: 'x' is not a rate" in capsys.readouterr().err
     assert main(base) == 0 and "Speculative" not in capsys.readouterr().out   # without the flags: the roofline alone

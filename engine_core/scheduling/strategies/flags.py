@@ -15,14 +15,20 @@ from engine_core.scheduling.strategies import STRATEGIES, limits_from_flags
 from engine_core.scheduling.strategies.limits import Limits, flag_for
 
 
-def add_limit_arguments(group) -> None:
-    """Add one flag per limit field of the registered strategies to `group` (a parser or argument group)."""
+def add_limit_arguments(group, only: tuple[str, ...] | None = None) -> None:
+    """Add one flag per limit field of the registered strategies to `group` (a parser or argument group);
+    `only`: these flags' names only (e.g. `servecap calc fit`: max-num-seqs, max-num-batched-tokens)."""
     owners: dict[str, list[str]] = {}
     first = {}
     for spec in STRATEGIES.values():
         for f in spec.limits.limit_fields():
             owners.setdefault(f.name, []).append(spec.name)
             first.setdefault(f.name, f)
+    if only is not None:
+        unknown = set(only) - {flag_for(name)[2:] for name in first}
+        if unknown:
+            raise ValueError(f"no strategy has the limit {', '.join(sorted(unknown))}")
+        first = {name: f for name, f in first.items() if flag_for(name)[2:] in only}
     for name, f in first.items():
         shown = (",".join(map(str, f.default)) or "none") if isinstance(f.default, tuple) else f.default
         group.add_argument(flag_for(name), dest=name, type=f.metadata["parse"], default=argparse.SUPPRESS,

@@ -145,7 +145,7 @@ def test_tables_without_json_and_config_json_models(tmp_path, calc, calc_json):
     (["kv", "--model", "gpt-9", "--json"], "unknown model 'gpt-9'"),
     (["fit", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpu-memory-utilization", "1.5"],
      "gpu_memory_utilization must be in (0, 1]"),
-    (["kv", "--model", "llama-3.1-8b", "--prompt-tokens", "-3"], "prompt_tokens must be a non-negative integer"),
+    (["kv", "--model", "llama-3.1-8b", "--prompt-tokens", "-3"], "--prompt-tokens: length must be a whole number >= 1"),
     (["queue", "--queue", "mmc", "--arrival-rate", "5", "--service-rate", "1"], "unstable queue"),
     (["cost", "--gpus", "1", "--tokens-per-s", "100"], "give --gpu-hourly"),
     (["roofline", "--model", "tiny", "--gpu", "cpu"], "give memory_gib, bandwidth_gbs, tflops"),
@@ -174,3 +174,31 @@ def test_calibrate_reads_a_steps_csv(tmp_path, calc, calc_json):
     assert code == 2 and "lacks column(s) batch_size, step_s" in err
     code, _, err = calc("calibrate", "--steps", str(tmp_path / "missing.csv"))
     assert code == 2 and "cannot be read" in err
+
+
+def test_lengths_take_the_workloads_forms_and_a_calculator_needing_one_number_takes_the_mean(calc_json):
+    fixed = calc_json("kv", "--model", "llama-3.1-8b", "--prompt-tokens", "1000", "--output-tokens", "200")
+    drawn = calc_json("kv", "--model", "llama-3.1-8b", "--prompt-tokens", "uniform:900:1100",
+                      "--output-tokens", "normal:200:20")
+    assert (drawn["prompt_tokens"], drawn["output_tokens"]) == (1000, 200)
+    assert drawn["kv_bytes_per_request"] == fixed["kv_bytes_per_request"]
+    bare = calc_json("kv", "--model", "llama-3.1-8b")   # no lengths: bytes per token only
+    assert bare["prompt_tokens"] == bare["output_tokens"] == bare["kv_bytes_per_request"] == 0
+    assert calc_json("fit", "--model", "llama-3.1-8b", "--gpu", "h100-sxm")["max_concurrency_at_mean"] is None
+    sized = calc_json("fit", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--prompt-tokens", "uniform:900:1100",
+                      "--output-tokens", "200")
+    assert sized["max_concurrency_at_mean"] > 0 and sized["predicted"]["prompt_tokens"] == 1000
+
+
+def test_simulate_takes_the_loads_levels_and_arrivals(calc, calc_json):
+    def ttft_p99(arrival: str) -> float:
+        answer = calc_json("simulate", "--rates", "40", "--arrival", arrival, "--step-base-ms", "10",
+                           "--step-per-seq-ms", "1", "--requests", "400", "--prompt-tokens", "uniform:16:32",
+                           "--output-tokens", "8")
+        return answer["levels"][0]["metrics"]["ttft_s"]["p99"]
+
+    assert ttft_p99("constant") < ttft_p99("poisson") < ttft_p99("gamma:3")   # burstier gaps queue longer
+    code, _, err = calc("simulate", "--step-base-ms", "10")
+    assert code == 2 and "give the load: --concurrency" in err
+    code, _, err = calc("simulate", "--step-base-ms", "10", "--concurrency", "1", "--rates", "2")
+    assert code == 2 and "choose one load: --concurrency or --rates" in err

@@ -80,8 +80,8 @@ def test_each_curve_becomes_a_calc_simulate_command_with_only_its_configuration(
     argv = simulate_argv(curve, [1, 5.0, 25], simulator_engine(row.engine, "published"))
     args = build_parser().parse_args(argv)
     assert args.command == "simulate" and args.json and args.model == row.model and args.tp == row.tp
-    assert args.prompt_tokens == (row.input_tokens, row.input_tokens)
-    assert args.concurrency == [1, 5, 25]
+    assert args.prompt_tokens == str(row.input_tokens)   # the workload's forms: N
+    assert args.concurrency == "1,5,25"                 # the load's own syntax, read by LoadSpec
     flags = {a for a in argv if a.startswith("--")}   # the configuration only: every other setting is the default
     assert flags <= {"--json", "--model", "--gpu", "--dtype", "--tp", "--prompt-tokens", "--output-tokens",
                      "--concurrency", "--rates", "--engine"}

@@ -24,7 +24,7 @@ def test_on_cuda_the_bench_sampler_and_sweep_run_on_the_gpu_in_bf16():
     for name in ("bench", "bench_big"):
         argv = steps[name].argv
         assert argv[argv.index("--device") + 1] == "cuda" and argv[argv.index("--dtype") + 1] == "bfloat16"
-    assert steps["bench"].argv[steps["bench"].argv.index("--preset") + 1] == "small"
+    assert steps["bench"].argv[steps["bench"].argv.index("--model") + 1] == "small"
     assert "--forward-only" in steps["bench_big"].argv
     sampler = steps["sampler"].argv
     assert sampler[sampler.index("--duration") + 1] == "30.0" and steps["sampler"].background

@@ -6,14 +6,16 @@ import json
 
 import pytest
 
+from contract.distributions import LengthDistribution
+
 from calculators.kv import kv_bytes_for_tokens
 from engine_core.models import get_model
 from calculators.weights import weights
 from reference_server.engine_bench import run as bench
 from engine_core.scheduling.strategies import STRATEGIES
 
-TINY = ["--preset", "tiny", "--num-requests", "6", "--prompt-len", "4,20", "--output-len", "2,10",
-        "--max-batch", "3", "--forward-iters", "1", "--threads", "1", "--json"]
+TINY = ["--model", "tiny", "--num-requests", "6", "--prompt-tokens", "uniform:4:20", "--output-tokens", "uniform:2:10",
+        "--max-batch", "3", "--forward-iters", "1", "--num-threads", "1", "--json"]
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,7 @@ def test_json_has_the_fixed_shape(result):
 
 
 def test_every_strategy_produced_the_whole_workload(result):
-    workload = bench.make_workload(6, (4, 20), (2, 10), seed=0)
+    workload = bench.make_workload(6, LengthDistribution.uniform(4, 20), LengthDistribution.uniform(2, 10), seed=0)
     expected = sum(workload.output_lens)
     for name, stats in result["strategies"].items():
         assert stats["output_tokens"] == expected, name
@@ -88,17 +90,18 @@ def test_forward_only_runs_no_strategy():
 
 
 def test_workload_is_seeded_and_in_range():
-    a = bench.make_workload(20, (64, 256), (16, 256), seed=3)
-    assert a == bench.make_workload(20, (64, 256), (16, 256), seed=3)
-    assert a != bench.make_workload(20, (64, 256), (16, 256), seed=4)
+    prompt, output = LengthDistribution.uniform(64, 256), LengthDistribution.uniform(16, 256)
+    a = bench.make_workload(20, prompt, output, seed=3)
+    assert a == bench.make_workload(20, prompt, output, seed=3)
+    assert a != bench.make_workload(20, prompt, output, seed=4)
     assert all(64 <= len(p) <= 256 for p in a.prompts) and all(16 <= o <= 256 for o in a.output_lens)
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--strategies", "none,bogus"], "unknown strategy 'bogus'"),
-    (["--prompt-len", "9"], "expected LO,HI"),
-    (["--output-len", "5,2"], "expected 0 < LO <= HI"),
-    (["--gpu", "no-such-gpu"], "invalid choice: 'no-such-gpu'"),
+    (["--prompt-tokens", "9-20"], "--prompt-tokens"),
+    (["--output-tokens", "uniform:5:2"], "--output-tokens"),
+    (["--gpu", "no-such-gpu"], "unknown gpu 'no-such-gpu'"),
 ])
 def test_bad_arguments_are_named(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -108,7 +111,7 @@ def test_bad_arguments_are_named(argv, message, capsys):
 
 
 def test_unknown_preset_is_a_clear_error(capsys):
-    assert bench.main(["--preset", "no-such-model", "--json"]) == 2
+    assert bench.main(["--model", "no-such-model", "--json"]) == 2
     assert "unknown model 'no-such-model'" in capsys.readouterr().err
 
 
@@ -130,6 +133,6 @@ def test_fewer_requests_than_the_batch_still_get_room_for_the_forward_passes_ful
     # the bare forward passes run --max-batch sequences whatever the workload's size
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        assert bench.main(["--preset", "tiny", "--num-requests", "2", "--max-batch", "8", "--forward-iters", "1",
-                           "--threads", "1", "--forward-only", "--json"]) == 0   # default lengths: contexts of ~200
+        assert bench.main(["--model", "tiny", "--num-requests", "2", "--max-batch", "8", "--forward-iters", "1",
+                           "--num-threads", "1", "--forward-only", "--json"]) == 0   # the workload's default lengths
     assert json.loads(buffer.getvalue())["forward_only"]["tokens_per_s_b8"] > 0
