@@ -28,7 +28,8 @@ from contract.options import CommandParser, add_output_arguments
 from reports.gate.decision import run_gate
 from reports.gate.inputs import GateInputError, incompatibilities, load_side
 from reports.gate.render import to_json, to_markdown
-from reports.gate.thresholds import default_thresholds, from_toml, merge, parse_max_regression, parse_ratio
+from reports.gate.thresholds import (add_threshold_arguments, default_thresholds, from_toml, merge,
+                                     parse_max_regression, parse_ratio)
 from reports.report import ReportOptions, build_summary
 
 EXIT_PASS, EXIT_REGRESSION, EXIT_UNUSABLE, EXIT_UNDECIDED = 0, 1, 2, 3
@@ -42,13 +43,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="baseline run directory or summary.json; repeat it with replicate runs of the same "
                              "setup and the gate also allows for the run-to-run noise they show")
     parser.add_argument("--current", help="current run directory or summary.json")
-    parser.add_argument("--max-regression", default="",
-                        help="comma list of [LEVEL@]metric[.stat]=LIMIT, e.g. ttft_s.p99=10%%,output_tokens_per_s=5%%")
+    add_threshold_arguments(parser)
     parser.add_argument("--ratio", action="append", default=[],
                         help="within-run ratio check METRIC@NUM_LEVEL:DEN_LEVEL=LIMIT "
                              "(e.g. output_tokens_per_s@continuous/c=8:none/c=8=10%%); repeatable")
     parser.add_argument("--config", help="gate.toml with [max_regression] and [[ratio]] (default: ./gate.toml if present)")
-    parser.add_argument("--no-defaults", action="store_true", help="check only the thresholds given")
     parser.add_argument("--force", action="store_true", help="compare even when model, workload or hardware differ")
     add_output_arguments(parser, out=None, report=False, json="print JSON instead of the Markdown table")
     parser.add_argument("--markdown-out", help="where to write the Markdown table (default: gate.md beside the current run)")

@@ -161,3 +161,11 @@ def merge(*groups: list[Threshold]) -> list[Threshold]:
         for threshold in group:
             merged[(threshold.level, threshold.metric, threshold.stat)] = threshold
     return list(merged.values())
+
+
+def add_threshold_arguments(parser, *, example: str = "ttft_s.p99=10%%,output_tokens_per_s=5%%") -> None:
+    """--max-regression and --no-defaults, once for the gate and compare (both judge by these thresholds)."""
+    parser.add_argument("--max-regression", default="",
+                        help=f"comma list of [LEVEL@]metric[.stat]=LIMIT, e.g. {example} (defaults: "
+                             "servecap gate's; a compare run gates the p50s at 5%%)")
+    parser.add_argument("--no-defaults", action="store_true", help="check only the thresholds given")

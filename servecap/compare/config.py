@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen.workload.slice_plan import AT_SWITCH, SCHEDULES
+from reports.gate.thresholds import add_threshold_arguments
 from servecap.experiment.targets import TargetSpec
 
 ARM_KINDS = ("args", "cmd", "url")
@@ -122,11 +123,7 @@ def add_paired_arguments(parser: Any) -> None:
                            ("cmd", "a server command of its own with {port}"), ("url", "an endpoint already running")):
             group.add_argument(f"--{arm}-{kind}", help=text)
     stats = parser.add_argument_group("statistics")
-    stats.add_argument("--max-regression", default="",
-                       help="gated metric=threshold, comma list (servecap gate syntax), e.g. tpot_s.p50=5%%,"
-                            "cpu_s_per_token=10%%; default p50 of ttft_s, tpot_s, itl_s, e2e_s and "
-                            "output_tokens_per_s at 5%%")
-    stats.add_argument("--no-defaults", action="store_true", help="gate only what --max-regression names")
+    add_threshold_arguments(stats, example="tpot_s.p50=5%%,cpu_s_per_token=10%%")
     stats.add_argument("--min-effect", default="10%", help="the change the power analysis sizes the run for")
     stats.add_argument("--max-duration", help="keep adding pairs while undecided, up to this wall time (30s, 5m)")
     stats.add_argument("--alpha", type=float, default=0.05, help="false-alarm rate over all looks (default 0.05)")
