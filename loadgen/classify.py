@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from locust import events
 
-from loadgen.scenario.run_settings import RunSettings, add_common_arguments, parse_int
+from contract.options import parse_int
+from loadgen.scenario.run_settings import RunSettings, add_common_arguments
 from contract.distributions import LengthDistribution, parse_length_distribution
 from contract.workload import PROTOCOLS, WorkloadSpec, add_workload_arguments
 from loadgen.client.exchange import Exchange

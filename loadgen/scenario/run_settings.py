@@ -14,7 +14,7 @@ from typing import Any
 
 from contract.arrivals import ArrivalProcess, parse_arrival
 from contract.load import add_load_arguments
-from contract.options import parse_duration
+from contract.options import parse_duration, parse_float, parse_int
 from loadgen.workload.slice_plan import SlicePlan
 
 
@@ -72,25 +72,6 @@ def parse_rate(value: Any) -> float | None:
     if not rate > 0:
         raise ValueError(f"--rates must be positive requests/s, got {value!r}")
     return rate
-
-
-def parse_float(value: Any, option: str) -> float:
-    """A flag value as a float (web-UI values arrive as strings); ValueError names the flag."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{option}: {value!r} is not a number") from None
-
-
-def parse_int(value: Any, option: str) -> int:
-    """A flag value as a whole number; ValueError names the flag."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{option}: {value!r} is not a whole number") from None
-    if number != int(number):
-        raise ValueError(f"{option}: {value!r} is not a whole number")
-    return int(number)
 
 
 def parse_round(value: Any) -> int | None:

@@ -16,7 +16,6 @@ Pure: no locust or gevent.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 
@@ -61,14 +60,3 @@ class ConversationHistory:
         self.answers.append(text)
 
 
-def parse_turns(value: str | int | None) -> int | None:
-    """`--turns`: a whole number >= 1, or "all" (None: every turn of each dataset conversation)."""
-    if value is None or str(value).strip().lower() == "all":
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"--turns: {value!r} is neither a whole number nor 'all'") from None
-    if number != int(number) or number < 1 or not math.isfinite(number):
-        raise ValueError(f"--turns must be a whole number >= 1 or 'all', got {value!r}")
-    return int(number)

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from loadgen.client.sse import answer_text
-from loadgen.workload.conversations import ConversationHistory, ConversationPlan, parse_turns
+from contract.workload import parse_turns
+from loadgen.workload.conversations import ConversationHistory, ConversationPlan
 from loadgen.workload.datasets import Conversation, Turn, conversation_plan
 
 
