@@ -5,12 +5,16 @@ significant (see reports.gate.stats): noisy CI hosts then neither cry wolf (an A
 difference inside the noise is not significant) nor sleep (a real 20% slowdown is
 both beyond a 10% threshold and far outside the noise).
 
-Two runs ran at different times, so each sits wherever the machine's speed was then.
-The runs' own time blocks show how far that speed wanders (stats.block_drift_log_sd);
-a run may be offset by as much, so each interval is widened by one such offset per run
-(stats.widen_for_run_noise). A change that is significant within the runs but not once
-that drift is allowed for is UNDECIDED: two separate runs cannot tell it from drift, and
-only a paired `servecap compare` (both builds under load in alternating slices) can.
+Two runs ran at different times, so each sits wherever the machine's speed was then. What the
+machine's speed did inside the runs (stats.block_drift_log_sd: the wander of their time blocks'
+medians and the shift between their halves, net of a median's sampling noise) says how far that
+can put them apart: each run is allowed an offset of that SD, so the interval is widened by the SD
+of a difference of two such offsets (stats.widen_for_run_noise). A burst of contention that slows a
+block or two is not such an offset: it moves a level's median little, and the block bootstrap
+already carries it as the run's own noise; counted again as an offset of the whole run, it would
+hide any regression smaller than the burst. A change that is significant within the runs but not
+once drift is allowed for is UNDECIDED: two separate runs cannot tell it from drift, and only a
+paired `servecap compare` (both builds under load in alternating slices) can.
 """
 
 from __future__ import annotations
@@ -109,8 +113,8 @@ def _from_summaries(base_level: dict, cur_level: dict, threshold: Threshold) -> 
 
 def level_drifts(baseline: GateSide, current: GateSide, levels: list[str]) -> dict[tuple[str, str], float]:
     """(level, drift metric) -> the drift to allow for: the level's own (stats.block_drift_log_sd over
-    both runs' time blocks), never less than the wander pooled over every level both runs share (one
-    machine ran them all, and a level's own ten blocks per run are few). Empty without raw records."""
+    both runs' time blocks), never less than that of every level both runs share pooled (one machine
+    ran them all, and a level's own twenty blocks and two halves are few). Empty without raw records."""
     if baseline.data is None or current.data is None:
         return {}
     drifts = {}

@@ -26,8 +26,8 @@ def to_markdown(result: GateResult, baseline: str, current: str) -> str:
     lines = [f"## servecap gate: {verdict}", "", *([advice, ""] if advice and not result.failed else []),
              (f"baseline `{baseline}` vs current `{current}`. A row fails only when the change is beyond its "
               "threshold and significant (95% bootstrap CI of current/baseline excludes 1; "
-              "Mann-Whitney U p < 0.05 for p50/mean), also once each run is allowed an offset as large as "
-              "the drift its own time blocks show (else undecided)."), "",
+              "Mann-Whitney U p < 0.05 for p50/mean), also once each run is allowed the offset that the machine's "
+              "drift inside the runs could give it (else undecided)."), "",
              "| level | metric | baseline | current | change | 95% CI of change | p | threshold | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in result.rows:
