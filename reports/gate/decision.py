@@ -15,6 +15,14 @@ already carries it as the run's own noise; counted again as an offset of the who
 hide any regression smaller than the burst. A change that is significant within the runs but not
 once drift is allowed for is UNDECIDED: two separate runs cannot tell it from drift, and only a
 paired `servecap compare` (both builds under load in alternating slices) can.
+
+A tail (p90 and above) of a run is set by its slowest moments: whatever else the machine ran
+then, a burst in one block or light interference that touches one token in a hundred throughout.
+One run cannot show how often that comes, and a tail moves with it far past any threshold, so
+without replicate baselines a tail row beyond its threshold and significant is UNDECIDED_TAIL,
+never REGRESSION; the medians, which such moments barely move, carry the two-run gate's power.
+Replicate baselines measure the run-to-run spread of the tail itself, and with them a tail row
+is judged like any other.
 """
 
 from __future__ import annotations
@@ -24,12 +32,13 @@ from dataclasses import dataclass, field
 from reports.gate.inputs import GateSide
 from reports.gate.stats import (
     Comparison, between_run_log_sd, block_drift_log_sd, compare_blocked, compare_distributions,
-    compare_within_run_ratios, widen_for_run_noise,
+    compare_within_run_ratios, is_tail, widen_for_run_noise,
 )
 from reports.gate.thresholds import GATEABLE_LATENCY_METRICS, RatioCheck, Threshold
 
 PASS, REGRESSION, NOISE, IMPROVED, NO_DATA = "pass", "REGRESSION", "beyond threshold, not significant", "improved", "no data"
 UNDECIDED = "undecided: within drift"
+UNDECIDED_TAIL = "undecided: a tail of two runs"
 # the metric whose per-request values show a level's drift: a request's gaps are not independent
 # values (its TPOT is their mean), and a closed loop's throughput moves with its requests' E2E
 DRIFT_METRIC = {"ttft_s": "ttft_s", "tpot_s": "tpot_s", "itl_s": "tpot_s", "e2e_s": "e2e_s", "ttfa_s": "ttfa_s",
@@ -69,8 +78,9 @@ class GateResult:
 
     @property
     def undecided(self) -> list[GateRow]:
-        """Rows beyond their threshold and significant within the runs, but not beyond their drift."""
-        return [row for row in self.rows if row.verdict == UNDECIDED]
+        """Rows beyond their threshold and significant within the runs, but not beyond their drift, or
+        tails of two runs."""
+        return [row for row in self.rows if row.verdict in (UNDECIDED, UNDECIDED_TAIL)]
 
 
 def _verdict(comparison: Comparison | None, threshold: float, higher_is_worse: bool,
@@ -165,6 +175,8 @@ def compare_threshold(baseline: GateSide, current: GateSide, level: str, thresho
     else:
         comparison, before_drift = before_drift, None
     verdict = _verdict(comparison, threshold.limit, higher_is_worse, before_drift)
+    if verdict == REGRESSION and threshold.stat and is_tail(threshold.stat) and log_sd is None:
+        verdict = UNDECIDED_TAIL   # see the module docstring
     return GateRow(level, threshold.key, threshold.limit, higher_is_worse, comparison, verdict, basis, drift)
 
 
@@ -201,12 +213,14 @@ def paired_advice(result: GateResult) -> str | None:
     if not rows:
         return None
     worst = max(rows, key=lambda row: row.regression)
-    more = f", and {len(rows) - 1} more row{'s' if len(rows) > 2 else ''}," if len(rows) > 1 else ""
+    more = f", and {len(rows) - 1} more row{'s' if len(rows) > 2 else ''}" if len(rows) > 1 else ""
     levels = list(dict.fromkeys([worst.level, *(row.level for row in rows)]))
     per_level = f" (one per level: {', '.join(levels)})" if len(levels) > 1 else ""
+    why = ("a tail of two runs, set by their slowest moments" if worst.verdict == UNDECIDED_TAIL
+           else f"within what the runs' own speed drift of {worst.drift:.1%} can move")
     return ("undecided: two separate runs cannot separate this from drift "
-            f"({worst.metric} at {worst.level} {worst.comparison.ratio - 1:+.1%}{more} within what the runs' own "
-            f"speed drift of {worst.drift:.1%} can move); run `servecap compare --out runs/cmp {_load_flag(levels[0])} "
+            f"({worst.metric} at {worst.level} {worst.comparison.ratio - 1:+.1%}{more}: {why}); "
+            f"run `servecap compare --out runs/cmp {_load_flag(levels[0])} "
             '--a-cmd "BASELINE_SERVER --port {port}" --b-cmd "CURRENT_SERVER --port {port}"` '
             f"(paired){per_level} instead, then `servecap gate runs/cmp`")
 

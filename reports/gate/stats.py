@@ -87,6 +87,11 @@ def statistic_function(stat: str):
     raise ValueError(f"unknown statistic {stat!r}; use mean or pNN (p50, p99, ...)")
 
 
+def is_tail(stat: str) -> bool:
+    """p90 and above: judged by the interval alone (see the module docstring)."""
+    return stat.startswith("p") and float(stat[1:]) >= 90
+
+
 def _clean(values) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
     return values[np.isfinite(values)]
@@ -130,8 +135,7 @@ def compare_distributions(baseline, current, stat: str, higher_is_worse: bool = 
 
     ci = ratio_ci([baseline, current], ratio_of, seed)
     p_value = None
-    is_tail = stat.startswith("p") and float(stat[1:]) >= 90
-    if not is_tail and len(baseline) >= 2 and len(current) >= 2:
+    if not is_tail(stat) and len(baseline) >= 2 and len(current) >= 2:
         alternative = "greater" if higher_is_worse else "less"
         p_value = float(sps.mannwhitneyu(current, baseline, alternative=alternative).pvalue)
     ratio = cur_value / base_value if base_value else float("inf")
@@ -195,7 +199,7 @@ def compare_blocked(baseline, baseline_blocks, current, current_blocks, stat: st
                                method="percentile", confidence_level=CONFIDENCE, rng=rng)
     lo, hi = result.confidence_interval
     p_value = None
-    if not (stat.startswith("p") and float(stat[1:]) >= 90):
+    if not is_tail(stat):
         alternative = "greater" if higher_is_worse else "less"
         p_value = float(sps.mannwhitneyu([f(g) for g in c_groups], [f(g) for g in b_groups],
                                          alternative=alternative).pvalue)
