@@ -329,6 +329,18 @@ def test_a_over_a_on_a_drifting_machine_is_undecided_and_names_compare(drifting)
     assert "servecap compare" in markdown.stdout.splitlines()[2]
 
 
+def test_e2e_and_throughput_are_allowed_the_drift_of_every_part_of_a_request(drifting):
+    """A request's E2E is its TTFT and its decode, and a closed loop's throughput follows its E2E: those rows
+    are allowed the largest drift that TTFT, TPOT or E2E itself shows at their level; TPOT and ITL only TPOT's."""
+    result = gate("--baseline", str(drifting["a"]), "--current", str(drifting["a_slower"]), "--json")
+    rows = {(row["level"], row["metric"]): row["drift"] for row in json.loads(result.stdout)["rows"]}
+    for level in ("continuous/c=1", "continuous/c=4"):
+        parts = [rows[level, "ttft_s.p50"], rows[level, "tpot_s.p50"]]
+        assert rows[level, "e2e_s.p50"] >= max(parts) and rows[level, "e2e_s.p99"] == rows[level, "e2e_s.p50"]
+        assert rows[level, "output_tokens_per_s"] == rows[level, "e2e_s.p50"]
+        assert rows[level, "itl_s.p50"] == rows[level, "tpot_s.p50"]
+
+
 def test_a_regression_beyond_the_drift_still_fails(drifting):
     """The same wandering machine, with TPOT 60% slower: beyond any offset the runs' wander allows."""
     result = gate("--baseline", str(drifting["a"]), "--current", str(drifting["slow"]), "--json")
