@@ -19,10 +19,12 @@ paired `servecap compare` (both builds under load in alternating slices) can.
 A tail (p90 and above) of a run is set by its slowest moments: whatever else the machine ran
 then, a burst in one block or light interference that touches one token in a hundred throughout.
 One run cannot show how often that comes, and a tail moves with it far past any threshold, so
-without replicate baselines a tail row beyond its threshold and significant is UNDECIDED_TAIL,
-never REGRESSION; the medians, which such moments barely move, carry the two-run gate's power.
-Replicate baselines measure the run-to-run spread of the tail itself, and with them a tail row
-is judged like any other.
+without replicate baselines a tail row beyond its threshold and significant within the runs is
+UNDECIDED_TAIL, never REGRESSION. Nor does it make the gate undecided (exit 3): no pair of runs can
+decide it, so it would make exit 3 the answer to nearly every pair; the table and a note show it,
+and exit 3 stays for the rows two runs can decide when drift hides their change. The medians, which
+such moments barely move, carry the two-run gate's power. Replicate baselines measure the
+run-to-run spread of the tail itself, and with them a tail row is judged like any other.
 """
 
 from __future__ import annotations
@@ -83,9 +85,13 @@ class GateResult:
 
     @property
     def undecided(self) -> list[GateRow]:
-        """Rows beyond their threshold and significant within the runs, but not beyond their drift, or
-        tails of two runs."""
-        return [row for row in self.rows if row.verdict in (UNDECIDED, UNDECIDED_TAIL)]
+        """Rows beyond their threshold and significant within the runs, but not beyond their drift (exit 3)."""
+        return [row for row in self.rows if row.verdict == UNDECIDED]
+
+    @property
+    def undecided_tails(self) -> list[GateRow]:
+        """Tails of two runs beyond their threshold and significant within the runs (no exit code of their own)."""
+        return [row for row in self.rows if row.verdict == UNDECIDED_TAIL]
 
 
 def _verdict(comparison: Comparison | None, threshold: float, higher_is_worse: bool,
@@ -180,7 +186,7 @@ def compare_threshold(baseline: GateSide, current: GateSide, level: str, thresho
     else:
         comparison, before_drift = before_drift, None
     verdict = _verdict(comparison, threshold.limit, higher_is_worse, before_drift)
-    if verdict == REGRESSION and threshold.stat and is_tail(threshold.stat) and log_sd is None:
+    if verdict in (REGRESSION, UNDECIDED) and threshold.stat and is_tail(threshold.stat) and log_sd is None:
         verdict = UNDECIDED_TAIL   # see the module docstring
     return GateRow(level, threshold.key, threshold.limit, higher_is_worse, comparison, verdict, basis, drift)
 
@@ -221,10 +227,9 @@ def paired_advice(result: GateResult) -> str | None:
     more = f", and {len(rows) - 1} more row{'s' if len(rows) > 2 else ''}" if len(rows) > 1 else ""
     levels = list(dict.fromkeys([worst.level, *(row.level for row in rows)]))
     per_level = f" (one per level: {', '.join(levels)})" if len(levels) > 1 else ""
-    why = ("a tail of two runs, set by their slowest moments" if worst.verdict == UNDECIDED_TAIL
-           else f"within what the runs' own speed drift of {worst.drift:.1%} can move")
     return ("undecided: two separate runs cannot separate this from drift "
-            f"({worst.metric} at {worst.level} {worst.comparison.ratio - 1:+.1%}{more}: {why}); "
+            f"({worst.metric} at {worst.level} {worst.comparison.ratio - 1:+.1%}{more}, within what the runs' own "
+            f"speed drift of {worst.drift:.1%} can move); "
             f"run `servecap compare --out runs/cmp {_load_flag(levels[0])} "
             '--a-cmd "BASELINE_SERVER --port {port}" --b-cmd "CURRENT_SERVER --port {port}"` '
             f"(paired){per_level} instead, then `servecap gate runs/cmp`")
@@ -263,4 +268,9 @@ def run_gate(baseline: GateSide, current: GateSide, thresholds: list[Threshold],
         rows.append(compare_ratio(baseline, current, check, seed))
         seed += 1
     rows.sort(key=lambda row: (shared.index(row.level) if row.level in shared else len(shared), row.metric))
-    return GateResult(rows, notes)
+    result = GateResult(rows, notes)
+    if tails := result.undecided_tails:
+        notes.append(f"{len(tails)} tail row(s) (p90 and above) moved beyond the threshold, significantly within "
+                     "the runs; two runs cannot judge a tail (it is set by their slowest moments), so these do not "
+                     "set the exit code: repeat --baseline with replicate runs, or run `servecap compare`, to judge them")
+    return result

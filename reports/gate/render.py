@@ -28,7 +28,7 @@ def to_markdown(result: GateResult, baseline: str, current: str) -> str:
               "threshold and significant (95% bootstrap CI of current/baseline excludes 1; "
               "Mann-Whitney U p < 0.05 for p50/mean), also once each run is allowed the offset that the machine's "
               "drift inside the runs could give it (else undecided); a tail (p90 and above) of two runs is "
-              "at most undecided."), "",
+              "at most undecided, and does not set the exit code."), "",
              "| level | metric | baseline | current | change | 95% CI of change | p | threshold | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in result.rows:
@@ -60,5 +60,6 @@ def to_json(result: GateResult, baseline: str, current: str) -> dict:
         })
     return {"baseline": baseline, "current": current, "failed": result.failed,
             "regressions": sum(r["verdict"] == REGRESSION for r in rows),
-            "undecided": sum(r["verdict"] in (UNDECIDED, UNDECIDED_TAIL) for r in rows), "advice": paired_advice(result),
+            "undecided": sum(r["verdict"] == UNDECIDED for r in rows),
+            "undecided_tails": sum(r["verdict"] == UNDECIDED_TAIL for r in rows), "advice": paired_advice(result),
             "rows": rows, "notes": result.notes}
