@@ -5,12 +5,26 @@ significant (see reports.gate.stats): noisy CI hosts then neither cry wolf (an A
 difference inside the noise is not significant) nor sleep (a real 20% slowdown is
 both beyond a 10% threshold and far outside the noise).
 
-Two runs ran at different times, so each sits wherever the machine's speed was then.
-The runs' own time blocks show how far that speed wanders (stats.block_drift_log_sd);
-a run may be offset by as much, so each interval is widened by one such offset per run
-(stats.widen_for_run_noise). A change that is significant within the runs but not once
-that drift is allowed for is UNDECIDED: two separate runs cannot tell it from drift, and
-only a paired `servecap compare` (both builds under load in alternating slices) can.
+Two runs ran at different times, so each sits wherever the machine's speed was then. What the
+machine's speed did inside the runs (stats.block_drift_log_sd: the wander of their time blocks'
+medians and the shift between their halves, net of a median's sampling noise) says how far that
+can put them apart: each run is allowed an offset of that SD, so the interval is widened by the SD
+of a difference of two such offsets (stats.widen_for_run_noise). A burst of contention that slows a
+block or two is not such an offset: it moves a level's median little, and the block bootstrap
+already carries it as the run's own noise; counted again as an offset of the whole run, it would
+hide any regression smaller than the burst. A change that is significant within the runs but not
+once drift is allowed for is UNDECIDED: two separate runs cannot tell it from drift, and only a
+paired `servecap compare` (both builds under load in alternating slices) can.
+
+A tail (p90 and above) of a run is set by its slowest moments: whatever else the machine ran
+then, a burst in one block or light interference that touches one token in a hundred throughout.
+One run cannot show how often that comes, and a tail moves with it far past any threshold, so
+without replicate baselines a tail row beyond its threshold and significant within the runs is
+UNDECIDED_TAIL, never REGRESSION. Nor does it make the gate undecided (exit 3): no pair of runs can
+decide it, so it would make exit 3 the answer to nearly every pair; the table and a note show it,
+and exit 3 stays for the rows two runs can decide when drift hides their change. The medians, which
+such moments barely move, carry the two-run gate's power. Replicate baselines measure the
+run-to-run spread of the tail itself, and with them a tail row is judged like any other.
 """
 
 from __future__ import annotations
@@ -21,16 +35,22 @@ from contract.level_result import LevelResult
 from reports.gate.inputs import GateSide, summary_value
 from reports.gate.stats import (
     Comparison, between_run_log_sd, block_drift_log_sd, compare_blocked, compare_distributions,
-    compare_within_run_ratios, widen_for_run_noise,
+    compare_within_run_ratios, is_tail, widen_for_run_noise,
 )
 from reports.gate.thresholds import GATEABLE_LATENCY_METRICS, RatioCheck, Threshold
 
 PASS, REGRESSION, NOISE, IMPROVED, NO_DATA = "pass", "REGRESSION", "beyond threshold, not significant", "improved", "no data"
 UNDECIDED = "undecided: within drift"
-# the metric whose per-request values show a level's drift: a request's gaps are not independent
-# values (its TPOT is their mean), and a closed loop's throughput moves with its requests' E2E
-DRIFT_METRIC = {"ttft_s": "ttft_s", "tpot_s": "tpot_s", "itl_s": "tpot_s", "e2e_s": "e2e_s", "ttfa_s": "ttfa_s",
-                "output_tokens_per_s": "e2e_s", "request_rate_rps": "e2e_s"}
+UNDECIDED_TAIL = "undecided: a tail of two runs"
+# the metrics whose per-request values show how far a row's statistic drifts; the row is allowed the
+# largest of their drifts. A request's gaps are not independent values (its TPOT is their mean). A
+# request's E2E is its TTFT and its decode, and in a closed loop the next request waits for it, so E2E
+# and throughput move with whichever part of the request drifts, and with the loop's own modes (users
+# sending in waves or staggered), which show first in TTFT and move E2E by more than TTFT's share of it.
+WHOLE_REQUEST = ("ttft_s", "tpot_s", "e2e_s")
+DRIFT_METRIC = {"ttft_s": ("ttft_s",), "tpot_s": ("tpot_s",), "itl_s": ("tpot_s",), "e2e_s": WHOLE_REQUEST,
+                "ttfa_s": ("ttft_s", "tpot_s", "ttfa_s"), "output_tokens_per_s": WHOLE_REQUEST,
+                "request_rate_rps": WHOLE_REQUEST}
 
 
 @dataclass(frozen=True)
@@ -66,8 +86,13 @@ class GateResult:
 
     @property
     def undecided(self) -> list[GateRow]:
-        """Rows beyond their threshold and significant within the runs, but not beyond their drift."""
+        """Rows beyond their threshold and significant within the runs, but not beyond their drift (exit 3)."""
         return [row for row in self.rows if row.verdict == UNDECIDED]
+
+    @property
+    def undecided_tails(self) -> list[GateRow]:
+        """Tails of two runs beyond their threshold and significant within the runs (no exit code of their own)."""
+        return [row for row in self.rows if row.verdict == UNDECIDED_TAIL]
 
 
 def _verdict(comparison: Comparison | None, threshold: float, higher_is_worse: bool,
@@ -108,12 +133,12 @@ def _from_summaries(base_level: LevelResult, cur_level: LevelResult,
 
 def level_drifts(baseline: GateSide, current: GateSide, levels: list[str]) -> dict[tuple[str, str], float]:
     """(level, drift metric) -> the drift to allow for: the level's own (stats.block_drift_log_sd over
-    both runs' time blocks), never less than the wander pooled over every level both runs share (one
-    machine ran them all, and a level's own ten blocks per run are few). Empty without raw records."""
+    both runs' time blocks), never less than that of every level both runs share pooled (one machine
+    ran them all, and a level's own twenty blocks and two halves are few). Empty without raw records."""
     if baseline.data is None or current.data is None:
         return {}
     drifts = {}
-    for metric in dict.fromkeys(DRIFT_METRIC.values()):
+    for metric in dict.fromkeys(metric for metrics in DRIFT_METRIC.values() for metric in metrics):
         own = {}
         for level in levels:
             sides = [side.latency_values(level, metric) for side in (baseline, current)]
@@ -160,6 +185,8 @@ def compare_threshold(baseline: GateSide, current: GateSide, level: str, thresho
     else:
         comparison, before_drift = before_drift, None
     verdict = _verdict(comparison, threshold.limit, higher_is_worse, before_drift)
+    if verdict in (REGRESSION, UNDECIDED) and threshold.stat and is_tail(threshold.stat) and log_sd is None:
+        verdict = UNDECIDED_TAIL   # see the module docstring
     return GateRow(level, threshold.key, threshold.limit, higher_is_worse, comparison, verdict, basis, drift)
 
 
@@ -196,12 +223,13 @@ def paired_advice(result: GateResult) -> str | None:
     if not rows:
         return None
     worst = max(rows, key=lambda row: row.regression)
-    more = f", and {len(rows) - 1} more row{'s' if len(rows) > 2 else ''}," if len(rows) > 1 else ""
+    more = f", and {len(rows) - 1} more row{'s' if len(rows) > 2 else ''}" if len(rows) > 1 else ""
     levels = list(dict.fromkeys([worst.level, *(row.level for row in rows)]))
     per_level = f" (one per level: {', '.join(levels)})" if len(levels) > 1 else ""
     return ("undecided: two separate runs cannot separate this from drift "
-            f"({worst.metric} at {worst.level} {worst.comparison.ratio - 1:+.1%}{more} within what the runs' own "
-            f"speed drift of {worst.drift:.1%} can move); run `servecap compare --out runs/cmp {_load_flag(levels[0])} "
+            f"({worst.metric} at {worst.level} {worst.comparison.ratio - 1:+.1%}{more}, within what the runs' own "
+            f"speed drift of {worst.drift:.1%} can move); "
+            f"run `servecap compare --out runs/cmp {_load_flag(levels[0])} "
             '--a-cmd "BASELINE_SERVER --port {port}" --b-cmd "CURRENT_SERVER --port {port}"` '
             f"(paired){per_level} instead, then `servecap gate runs/cmp`")
 
@@ -231,11 +259,17 @@ def run_gate(baseline: GateSide, current: GateSide, thresholds: list[Threshold],
             if level not in baseline.levels or level not in current.levels:
                 notes.append(f"threshold {threshold.level}@{threshold.key}: level {level} is not in both runs")
                 continue
-            drift = drifts.get((level, DRIFT_METRIC[threshold.metric]))
+            drift = max((drifts[level, metric] for metric in DRIFT_METRIC[threshold.metric]
+                         if (level, metric) in drifts), default=None)
             rows.append(compare_threshold(baseline, current, level, threshold, seed, replicates, drift))
             seed += 1
     for check in ratios:
         rows.append(compare_ratio(baseline, current, check, seed))
         seed += 1
     rows.sort(key=lambda row: (shared.index(row.level) if row.level in shared else len(shared), row.metric))
-    return GateResult(rows, notes)
+    result = GateResult(rows, notes)
+    if tails := result.undecided_tails:
+        notes.append(f"{len(tails)} tail row(s) (p90 and above) moved beyond the threshold, significantly within "
+                     "the runs; two runs cannot judge a tail (it is set by their slowest moments), so these do not "
+                     "set the exit code: repeat --baseline with replicate runs, or run `servecap compare`, to judge them")
+    return result

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reports.gate.decision import REGRESSION, UNDECIDED, GateResult, GateRow, paired_advice
+from reports.gate.decision import REGRESSION, UNDECIDED, UNDECIDED_TAIL, GateResult, GateRow, paired_advice
 from reports.gate.thresholds import GATEABLE_LATENCY_METRICS
 
 
@@ -26,8 +26,9 @@ def to_markdown(result: GateResult, baseline: str, current: str) -> str:
     lines = [f"## servecap gate: {verdict}", "", *([advice, ""] if advice and not result.failed else []),
              (f"baseline `{baseline}` vs current `{current}`. A row fails only when the change is beyond its "
               "threshold and significant (95% bootstrap CI of current/baseline excludes 1; "
-              "Mann-Whitney U p < 0.05 for p50/mean), also once each run is allowed an offset as large as "
-              "the drift its own time blocks show (else undecided)."), "",
+              "Mann-Whitney U p < 0.05 for p50/mean), also once each run is allowed the offset that the machine's "
+              "drift inside the runs could give it (else undecided); a tail (p90 and above) of two runs is "
+              "at most undecided, and does not set the exit code."), "",
              "| level | metric | baseline | current | change | 95% CI of change | p | threshold | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in result.rows:
@@ -38,7 +39,7 @@ def to_markdown(result: GateResult, baseline: str, current: str) -> str:
             ci = f"{_percent(c.ci95[0])} .. {_percent(c.ci95[1])}" if c.ci95 else "-"
             p = f"{c.p_value:.3g}" if c.p_value is not None else "-"
             cells = [_value(row, c.baseline), _value(row, c.current), _percent(c.ratio), ci, p]
-        verdict_cell = f"**{row.verdict}**" if row.verdict in (REGRESSION, UNDECIDED) else row.verdict
+        verdict_cell = f"**{row.verdict}**" if row.verdict in (REGRESSION, UNDECIDED, UNDECIDED_TAIL) else row.verdict
         lines.append(f"| {row.level} | {row.metric} | " + " | ".join(cells)
                      + f" | {row.threshold * 100:.0f}% | {verdict_cell} |")
     if result.notes:
@@ -59,5 +60,6 @@ def to_json(result: GateResult, baseline: str, current: str) -> dict:
         })
     return {"baseline": baseline, "current": current, "failed": result.failed,
             "regressions": sum(r["verdict"] == REGRESSION for r in rows),
-            "undecided": sum(r["verdict"] == UNDECIDED for r in rows), "advice": paired_advice(result),
+            "undecided": sum(r["verdict"] == UNDECIDED for r in rows),
+            "undecided_tails": sum(r["verdict"] == UNDECIDED_TAIL for r in rows), "advice": paired_advice(result),
             "rows": rows, "notes": result.notes}

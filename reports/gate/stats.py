@@ -17,9 +17,11 @@ bootstrap) and the rank test compares the blocks' own statistics: the noise the
 gate sees is then the noise the run really had.
 
 Two runs ran at different times, and a machine whose speed wanders may have held either run
-at a slower speed. block_drift_log_sd measures the wander each run's own time blocks show (a
-variance component, so a steady machine gives ~0); the caller widens the interval by one such
-offset per run (widen_for_run_noise), as it does for the run-to-run noise of replicate baselines.
+at a slower speed. block_drift_log_sd reads what the machine's speed did inside the runs (the
+wander of their blocks' medians and the shift between their halves, net of a median's sampling
+noise, so a steady machine gives ~0 and a burst in one block is not drift); the caller allows each
+run an offset of that SD, widening the interval by the SD of a difference of two such offsets
+(widen_for_run_noise), as it does for the run-to-run noise of replicate baselines.
 
 A change counts as significant when the CI lies wholly on the regression side of 1
 and, where a rank test applies, its p-value is below alpha. Tail statistics
@@ -85,6 +87,11 @@ def statistic_function(stat: str):
     raise ValueError(f"unknown statistic {stat!r}; use mean or pNN (p50, p99, ...)")
 
 
+def is_tail(stat: str) -> bool:
+    """p90 and above: judged by the interval alone (see the module docstring)."""
+    return stat.startswith("p") and float(stat[1:]) >= 90
+
+
 def _clean(values) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
     return values[np.isfinite(values)]
@@ -128,8 +135,7 @@ def compare_distributions(baseline, current, stat: str, higher_is_worse: bool = 
 
     ci = ratio_ci([baseline, current], ratio_of, seed)
     p_value = None
-    is_tail = stat.startswith("p") and float(stat[1:]) >= 90
-    if not is_tail and len(baseline) >= 2 and len(current) >= 2:
+    if not is_tail(stat) and len(baseline) >= 2 and len(current) >= 2:
         alternative = "greater" if higher_is_worse else "less"
         p_value = float(sps.mannwhitneyu(current, baseline, alternative=alternative).pvalue)
     ratio = cur_value / base_value if base_value else float("inf")
@@ -193,7 +199,7 @@ def compare_blocked(baseline, baseline_blocks, current, current_blocks, stat: st
                                method="percentile", confidence_level=CONFIDENCE, rng=rng)
     lo, hi = result.confidence_interval
     p_value = None
-    if not (stat.startswith("p") and float(stat[1:]) >= 90):
+    if not is_tail(stat):
         alternative = "greater" if higher_is_worse else "less"
         p_value = float(sps.mannwhitneyu([f(g) for g in c_groups], [f(g) for g in b_groups],
                                          alternative=alternative).pvalue)
@@ -232,33 +238,67 @@ def widen_for_run_noise(comparison: Comparison, log_sd: float, higher_is_worse: 
     return replace(comparison, ci95=ci, p_value=p_value)
 
 
-def block_drift_log_sd(*runs) -> float | None:
-    """How far the machine's speed wanders within a run: the SD of log(value) between a run's time blocks,
-    net of sampling noise, pooled over `runs` (each a (values, blocks) pair, as compare_blocked takes).
+def median_log_se(logs) -> float:
+    """Distribution-free standard error of a sample's median: the order-statistic 95% interval of the
+    median, x_(l) .. x_(u) with l, u = n/2 -/+ 1.96 sqrt(n) / 2 (Conover), divided by 2 x 1.96. It
+    assumes independent values, so for values that share a moment (requests in flight together) it is
+    too small, and what it leaves unexplained is counted as drift: the safe side."""
+    logs = np.sort(np.asarray(logs, dtype=np.float64))
+    n = len(logs)
+    if n < 2:
+        return 0.0
+    z = float(sps.norm.ppf(0.5 + CONFIDENCE / 2))
+    half = z * math.sqrt(n) / 2
+    lo, hi = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
+    return float(logs[hi] - logs[lo]) / (2 * z)
 
-    A one-way random-effects ANOVA of log(value) on time block (the ANOVA estimator of a variance
-    component), each run about its own mean so that the difference between the runs is not counted
-    as drift: sigma^2 = (MS_between - MS_within) / n0, floored at 0, n0 the blocks' effective size.
-    MS_within / n0 is how far the blocks' means scatter on a steady machine, so a steady run gives
-    about 0 and what is left is a wander the block's requests share. Log scale, because a slower
-    machine scales every latency of a block by one factor. None when a run has < MIN_BLOCKS blocks.
+
+MAD_TO_SD = 1.4826  # the median absolute deviation of a normal sample is 0.6745 SD
+MEDIAN_VARIANCE = math.pi / 2   # the variance of a median of k normal values over that of their mean
+WINSOR_AT = 2.5     # block deviations beyond this many robust SDs count as this many (a burst, not a wander)
+
+
+def block_drift_log_sd(*runs) -> float | None:
+    """How far one run may sit from another for the machine's sake alone: the SD of a run's offset on
+    the log scale, from what the machine's speed did inside `runs` (each a (values, blocks) pair, as
+    compare_blocked takes; pooled over them). None when a run has < MIN_BLOCKS blocks.
+
+    The larger of two readings, each net of the sampling noise of a median (median_log_se):
+    - wander: the SD of the blocks' medians, each run about its own median (so the difference between
+      the runs is never counted), winsorized: a block further out than WINSOR_AT robust SDs (from the
+      median absolute deviation) counts as that far. A burst of contention that slows a block or two
+      then adds little, as it moves the run's p50 little (the block bootstrap carries such a burst as
+      the run's own noise), while a machine whose speed wanders through the run moves every block.
+      A run may sit as far from another as its blocks sit from each other.
+    - shift: the median of the block medians of a run's second half against its first half's, D. Over
+      the runs E[D^2] is twice the variance of a sustained change of speed plus the sampling variance
+      of two such medians; contention that starts half-way and stays moves it fully, a burst in one
+      block of a half not at all.
+    Medians on the log scale, because a slower machine scales every latency of its moment by one factor.
+    What a median's sampling noise leaves unexplained is counted as drift: requests in flight together
+    share batches, so that noise is larger than median_log_se says, and the safe side is to allow
+    more. A whole run held at one slower speed shows neither reading.
     """
-    ss_between = ss_within = df_between = df_within = n0_sum = 0.0
+    deviations, sampling, d2, s2 = [], [], 0.0, 0.0
     for values, blocks in runs:
         values, blocks = np.asarray(values, dtype=np.float64), np.asarray(blocks)
         keep = np.isfinite(values) & (values > 0) & (blocks >= 0)
-        logs = np.log(values[keep])
-        _, index = np.unique(blocks[keep], return_inverse=True)
-        counts = np.bincount(index)
-        if len(counts) < MIN_BLOCKS:
+        logs, blocks = np.log(values[keep]), blocks[keep]
+        labels = np.unique(blocks)
+        if len(labels) < MIN_BLOCKS:
             return None
-        means = np.bincount(index, weights=logs) / counts
-        ss_within += float(((logs - means[index]) ** 2).sum())
-        ss_between += float((counts * (means - logs.mean()) ** 2).sum())
-        df_between += len(counts) - 1
-        df_within += len(logs) - len(counts)
-        n0_sum += len(logs) - float((counts ** 2).sum()) / len(logs)
-    if not runs or df_within <= 0:
+        groups = [logs[blocks == label] for label in labels]
+        medians = np.array([np.median(group) for group in groups])
+        deviations.append(medians - np.median(medians))
+        sampling.extend(median_log_se(group) ** 2 for group in groups)
+        half = len(labels) // 2   # an odd middle block sits out
+        d2 += (float(np.median(medians[len(labels) - half:])) - float(np.median(medians[:half]))) ** 2
+        s2 += 2 * MEDIAN_VARIANCE * float(np.mean(sampling[-len(labels):])) / half
+    if not runs:
         return None
-    component = (ss_between / df_between - ss_within / df_within) / (n0_sum / df_between)
-    return math.sqrt(max(0.0, component))
+    every = np.concatenate(deviations)
+    limit = WINSOR_AT * MAD_TO_SD * float(np.median(np.abs(every)))
+    dof = len(every) - len(deviations)   # each run about its own median
+    wander = float(np.sum(np.clip(every, -limit, limit) ** 2)) / dof - float(np.median(sampling))
+    shift = (d2 - s2) / len(runs) / 2
+    return math.sqrt(max(0.0, wander, shift))

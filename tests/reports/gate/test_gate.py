@@ -111,14 +111,15 @@ def test_within_run_ratio_compares_ratio_of_means():
 # --- the command end to end, on run directories in the DESIGN.md record format ----------------
 
 def write_run(run_dir: Path, seed: int, tpot_scale: float = 1.0, n: int = 400, model: str = "tiny",
-              speed: float = 1.0, drift: float = 0.0) -> Path:
+              speed: float = 1.0, drift: float = 0.0, machine=None) -> Path:
     """Two closed-loop levels of `n` requests each with lognormal TTFT and per-token gaps.
 
     A drifting machine: every latency is scaled by `speed` (the whole run) times the machine's
     speed at that moment, whose log wanders through a level in a slow wave of SD `drift` (one and
-    a half periods, at a phase of its own in each run), the way a shared VM's does."""
+    a half periods, at a phase of its own in each run), the way a shared VM's does, and by
+    `machine(level, i)` for request i of `level` when given (a burst, an AR(1) speed)."""
     rng = np.random.default_rng(seed)
-    machine = np.random.default_rng(seed + 1000)
+    phases = np.random.default_rng(seed + 1000)
     run_dir.mkdir(parents=True)
     (run_dir / "run.json").write_text(json.dumps({
         "server": {"model": model, "dtype": "float32", "device": "cpu", "strategies": ["continuous"]},
@@ -126,9 +127,9 @@ def write_run(run_dir: Path, seed: int, tpot_scale: float = 1.0, n: int = 400, m
     t = 1_700_000_000.0
     with open(run_dir / "requests.jsonl", "w") as out:
         for level, concurrency in (("continuous/c=1", 1), ("continuous/c=4", 4)):
-            wander = drift * 2 ** 0.5 * np.sin(3 * np.pi * np.arange(n) / n + machine.uniform(0, 2 * np.pi))
+            wander = drift * 2 ** 0.5 * np.sin(3 * np.pi * np.arange(n) / n + phases.uniform(0, 2 * np.pi))
             for i in range(n):
-                slow = speed * np.exp(wander[i])
+                slow = speed * np.exp(wander[i]) * (machine(level, i) if machine else 1.0)
                 ttft = slow * 0.02 * rng.lognormal(0, 0.2)
                 gaps = list(slow * 0.005 * tpot_scale * concurrency ** 0.5 * rng.lognormal(0, 0.2, 15))
                 e2e = ttft + sum(gaps)
@@ -282,18 +283,24 @@ def test_replicate_baselines_absorb_run_to_run_noise_but_not_a_real_regression(t
 
 # --- drift: two separate runs on a machine whose speed wanders ---------------------------------
 
-def test_block_drift_is_near_zero_on_a_steady_machine_and_measures_a_wander():
+def test_block_drift_sees_a_wander_and_a_shift_but_not_a_burst():
+    """The drift is what the machine's sustained speed did inside the runs, net of a median's sampling
+    noise: a burst in one block is the run's own noise (the block bootstrap carries it), not drift."""
     from reports.gate.stats import block_drift_log_sd, time_blocks
     rng = np.random.default_rng(6)
     blocks = time_blocks(np.arange(1000.0))
     steady = [(rng.lognormal(0, 0.3, 1000), blocks) for _ in range(2)]
-    assert block_drift_log_sd(*steady) < 0.01
+    assert block_drift_log_sd(*steady) < 0.05   # the sampling noise of 20 blocks' medians, not a wander
     wander = np.exp(0.1 * rng.standard_normal((2, 10)))  # each block's machine speed, SD 10% on the log scale
     drifting = [(wander[r][blocks] * rng.lognormal(0, 0.3, 1000), blocks) for r in range(2)]
-    assert 0.05 < block_drift_log_sd(*drifting) < 0.15
-    # each run is taken about its own mean: an offset between the runs is not drift
+    assert 0.06 < block_drift_log_sd(*drifting) < 0.15
+    # each run is taken about its own median: an offset between the runs is not drift
     offset = [drifting[0], (1.5 * drifting[1][0], blocks)]
     assert block_drift_log_sd(*offset) == pytest.approx(block_drift_log_sd(*drifting))
+    burst = [steady[0], (np.where(blocks == 3, 2.5, 1.0) * steady[1][0], blocks)]   # one block 2.5x slower
+    assert block_drift_log_sd(*burst) < 0.05
+    shift = [steady[0], (np.where(blocks >= 5, 1.5, 1.0) * steady[1][0], blocks)]   # slower from half-way on
+    assert block_drift_log_sd(*shift) > 0.15
     assert block_drift_log_sd((np.ones(6), np.arange(6) // 2), *steady) is None  # 3 blocks: too few
 
 
@@ -322,6 +329,18 @@ def test_a_over_a_on_a_drifting_machine_is_undecided_and_names_compare(drifting)
     assert "servecap compare" in markdown.stdout.splitlines()[2]
 
 
+def test_e2e_and_throughput_are_allowed_the_drift_of_every_part_of_a_request(drifting):
+    """A request's E2E is its TTFT and its decode, and a closed loop's throughput follows its E2E: those rows
+    are allowed the largest drift that TTFT, TPOT or E2E itself shows at their level; TPOT and ITL only TPOT's."""
+    result = gate("--baseline", str(drifting["a"]), "--current", str(drifting["a_slower"]), "--json")
+    rows = {(row["level"], row["metric"]): row["drift"] for row in json.loads(result.stdout)["rows"]}
+    for level in ("continuous/c=1", "continuous/c=4"):
+        parts = [rows[level, "ttft_s.p50"], rows[level, "tpot_s.p50"]]
+        assert rows[level, "e2e_s.p50"] >= max(parts) and rows[level, "e2e_s.p99"] == rows[level, "e2e_s.p50"]
+        assert rows[level, "output_tokens_per_s"] == rows[level, "e2e_s.p50"]
+        assert rows[level, "itl_s.p50"] == rows[level, "tpot_s.p50"]
+
+
 def test_a_regression_beyond_the_drift_still_fails(drifting):
     """The same wandering machine, with TPOT 60% slower: beyond any offset the runs' wander allows."""
     result = gate("--baseline", str(drifting["a"]), "--current", str(drifting["slow"]), "--json")
@@ -332,3 +351,85 @@ def test_a_regression_beyond_the_drift_still_fails(drifting):
     assert not any(metric.startswith("ttft_s") for _, metric in failed)
     tpot = next(r for r in report["rows"] if r["level"] == "continuous/c=4" and r["metric"] == "tpot_s.p50")
     assert tpot["drift"] > 0.05 and "drift within the runs" in tpot["basis"]
+
+
+# --- power: what two real sweeps on a shared machine look like -------------------------------
+
+def bursts(*spans):
+    """A machine that is steady but for bursts: (first request, last request, factor) at every level."""
+    return lambda level, i: next((factor for first, last, factor in spans if first <= i <= last), 1.0)
+
+
+def ar1(seed: int, rho: float = 0.8, sd: float = 0.10, every: int = 20):
+    """A machine whose log speed is AR(1): each `every` requests rho x what it was plus fresh noise,
+    stationary SD `sd`, a fresh draw for each run (docs/results.md, 2026-12-04)."""
+    rng = np.random.default_rng(seed)
+    steps = {level: [rng.normal(0, sd)] for level in ("continuous/c=1", "continuous/c=4")}
+    for path in steps.values():
+        for _ in range(400 // every):
+            path.append(rho * path[-1] + rng.normal(0, sd * (1 - rho ** 2) ** 0.5))
+    return lambda level, i: float(np.exp(steps[level][i // every]))
+
+
+@pytest.fixture(scope="module")
+def bursty(tmp_path_factory) -> dict[str, Path]:
+    """A steady machine with a burst of contention in each run (a block or two 2-3x slower), as this
+    project's shared VM gives real sweeps; `slow` has every token 25% slower."""
+    root = tmp_path_factory.mktemp("gate-bursty")
+    return {"a": write_run(root / "a", seed=50, machine=bursts((40, 79, 2.5))),
+            "a2": write_run(root / "a2", seed=51, machine=bursts((200, 239, 2.0), (360, 399, 3.0))),
+            "slow": write_run(root / "slow", seed=52, tpot_scale=1.25, machine=bursts((120, 159, 2.5)))}
+
+
+def test_a_25_percent_slowdown_between_bursts_fails(bursty):
+    """Issue 53: bursts once made the allowed drift so wide that +25% TPOT came out undecided (exit 3).
+    A burst is the run's own noise, not drift: +25% is beyond the 10% threshold and significant."""
+    result = gate("--baseline", str(bursty["a"]), "--current", str(bursty["slow"]), "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    rows = {(row["level"], row["metric"]): row for row in json.loads(result.stdout)["rows"]}
+    for level in ("continuous/c=1", "continuous/c=4"):
+        assert rows[level, "tpot_s.p50"]["verdict"] == "REGRESSION", rows[level, "tpot_s.p50"]
+        assert rows[level, "tpot_s.p50"]["drift"] < 0.05
+
+
+def test_bursts_of_an_a_over_a_pair_are_not_a_regression(bursty):
+    """A/A: a's and a2's bursts fall on different requests; they are each run's own noise."""
+    result = gate("--baseline", str(bursty["a"]), "--current", str(bursty["a2"]), "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_tail_of_two_runs_is_undecided_never_a_regression(tmp_path):
+    """A/A, but the machine touched 3% of the current run's requests (3x slower) all through it: every
+    block's tail moves, so within the runs the p99s differ significantly, 2-3x. One run cannot show how
+    often that comes: those rows are undecided, never a regression, and as no pair of runs could decide
+    them they leave the exit code to the medians, which pass (exit 0). With replicate baselines a tail
+    is judged like any other row."""
+    base = write_run(tmp_path / "a", seed=50)
+    touched = write_run(tmp_path / "touched", seed=51, machine=lambda level, i: 3.0 if (i * 37) % 100 < 3 else 1.0)
+    result = gate("--baseline", str(base), "--current", str(touched), "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    rows = report["rows"]
+    tails = [row for row in rows if row["verdict"] == "undecided: a tail of two runs"]
+    assert {row["metric"] for row in tails} == {"ttft_s.p99", "tpot_s.p99", "itl_s.p99", "e2e_s.p99"}
+    assert all(row["ratio_ci95"][0] > 1.5 for row in tails)   # significant within the runs
+    assert report["undecided_tails"] == len(tails) and report["undecided"] == 0 and report["advice"] is None
+    assert not [row for row in rows if row["verdict"] == "REGRESSION"]
+    assert all(row["verdict"] == "pass" for row in rows if row["metric"].endswith(".p50"))
+    assert any("two runs cannot judge a tail" in note for note in report["notes"])
+    replicated = gate("--baseline", str(base), "--baseline", str(write_run(tmp_path / "a2", seed=52)),
+                      "--current", str(touched), "--json", "--no-defaults", "--max-regression", "tpot_s.p99=10%")
+    assert replicated.returncode == 1, replicated.stdout
+
+
+@pytest.mark.parametrize("seed", [6, 8, 11])
+def test_a_over_a_on_an_ar1_drifting_machine_never_fails(tmp_path, seed):
+    """The drifting machine the drift allowance was first measured on (rho 0.8 per 20 requests, SD 10%),
+    in three pairs whose runs the machine left far enough apart that without the allowance they fail:
+    with it, two runs of the same server never exit 1."""
+    a = write_run(tmp_path / "a", seed=60 + seed, machine=ar1(100 + 2 * seed))
+    b = write_run(tmp_path / "b", seed=61 + seed, machine=ar1(101 + 2 * seed))
+    result = gate("--baseline", str(a), "--current", str(b), "--json")
+    assert result.returncode in (0, 3), result.stdout
+    with mock.patch("reports.gate.decision.level_drifts", lambda *args: {}):
+        assert gate("--baseline", str(a), "--current", str(b), "--json").returncode == 1
