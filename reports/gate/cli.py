@@ -6,10 +6,13 @@ to trust on a machine whose speed drifts.
 
 Two runs: exit 0 pass, 1 regression, 2 unusable input, 3 undecided. A and B are run
 directories or summary.json files; the two runs ran at different times, so machine drift
-between them is not cancelled. Each run is allowed an offset as large as the drift its own
-time blocks show: a change beyond its threshold that is significant within the runs but not
-beyond that drift is undecided, and the output names the paired `servecap compare` to run
-instead. Thresholds: defaults (10% on p50 and
+between them is not cancelled. Each run is allowed an offset as large as the drift its
+machine's sustained speed showed inside it (its time blocks' medians, a burst capped, or the
+shift between its halves, net of a median's own noise): a change beyond its threshold that is
+significant within the runs but not beyond that drift is undecided, and the output names the
+paired `servecap compare` to run instead. A tail (p90 and up) of two runs is at most
+undecided and does not set the exit code; with replicate baselines (`--baseline` repeated) it
+is judged as the medians are. Thresholds: defaults (10% on p50 and
 p99 of every latency metric, 10% on output tokens/s), then `--config gate.toml`, then
 `--max-regression`. The Markdown table is printed, written to `--markdown-out` (default:
 gate.md beside the current run) and appended to $GITHUB_STEP_SUMMARY when that is set.
