@@ -10,7 +10,6 @@ import pytest
 from scipy import stats
 
 from contract.model_mix import parse_model_mix
-from contract.workload import WorkloadSpec
 from loadgen_helpers import run_python
 
 
@@ -49,7 +48,7 @@ import json, random
 from loadgen.chat import ChatScenario
 from loadgen.client.request_bytes import Target
 from loadgen.scenario.chat_config import ChatConfig
-from contract.model_mix import parse_model_mix
+from contract.workload import WorkloadSpec
 target = Target.from_url("http://127.0.0.1:9")
 mixed = ChatScenario(ChatConfig(WorkloadSpec(model_mix="sql:1,base:1", api="completions")), target, "tiny", 0)
 plain = ChatScenario(ChatConfig(WorkloadSpec(api="completions")), target, "tiny", 0)
