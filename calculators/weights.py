@@ -16,6 +16,7 @@ biases and routers stay at 16 bits in quantized formats (the dtype itself otherw
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from engine_core.architecture import ModelArchitecture
 from engine_core.dtypes import DType, parse_dtype
@@ -82,6 +83,9 @@ def _mlp_params(width: int, arch: ModelArchitecture) -> tuple[int, int]:
     return 2 * h * width, (width + h) if arch.linear_bias else 0
 
 
+# cached (ModelArchitecture and DType are frozen, so are the results): the step-cost model asks for the
+# same model's counts on every simulated step and every point of a fit
+@lru_cache(maxsize=1024)
 def param_counts(arch: ModelArchitecture) -> ParamCounts:
     """Parameters by role; see the module docstring for the formula."""
     h = arch.hidden_size
@@ -126,6 +130,7 @@ class Weights:
         return (self.linear_bytes + self.embedding_bytes) // tp + self.small_bytes
 
 
+@lru_cache(maxsize=1024)
 def weights(arch: ModelArchitecture, dtype: str | DType = "bf16", *, keep_embeddings_16bit: bool = False) -> Weights:
     """Weight bytes of ``arch`` stored in ``dtype`` (see module docstring for the rule)."""
     dt = dtype if isinstance(dtype, DType) else parse_dtype(dtype)

@@ -146,9 +146,16 @@ class ProfileModel:
             link_efficiency=LINK_EFFICIENCY if self.form.tp_comm else 1.0, gqa_kv_amplification=gqa,
             tp_comm_measured=not self.form.tp_comm)
 
-    def predict(self, x: np.ndarray, point: PublishedPoint) -> float:
+    @staticmethod
+    def efficiency_key(point: PublishedPoint) -> tuple[str, str, str, str]:
+        """(family, dtype class, interconnect, GQA key): the arguments of the point's ``efficiencies``."""
         gpu = get_gpu(point.gpu)
-        eff = self.efficiencies(x, gpu.family, dtype_class(point.dtype), gpu.interconnect, gqa_key(point))
+        return gpu.family, dtype_class(point.dtype), gpu.interconnect, gqa_key(point)
+
+    def predict(self, x: np.ndarray, point: PublishedPoint, eff: Efficiencies | None = None) -> float:
+        """``eff``: the point's efficiencies under ``x``, when the caller has them (``fit`` shares them)."""
+        if eff is None:
+            eff = self.efficiencies(x, *self.efficiency_key(point))
         factor = np.exp(self._get(x, f"time:{point.engine}")) if self.form.engine_time_factor else 1.0
         return predicted_s(point, eff) * factor
 
@@ -191,8 +198,13 @@ def fit(points: Sequence[PublishedPoint], form: ModelForm = FINAL, *, families: 
     weight /= weight.mean()
     measured = np.array([p.measured_s for p in points])
 
+    # the efficiencies depend on a point only through its key: computed once per key and evaluation
+    # (a handful of keys against hundreds of points, each least-squares step evaluating x once per parameter)
+    keys = [model.efficiency_key(p) for p in points]
+
     def residuals(x: np.ndarray) -> np.ndarray:
-        predicted = np.array([model.predict(x, p) for p in points])
+        effs = {key: model.efficiencies(x, *key) for key in set(keys)}
+        predicted = np.array([model.predict(x, p, effs[key]) for p, key in zip(points, keys)])
         return np.concatenate([weight * np.log(predicted / measured), model.penalties(x)])
 
     low, high = model.bounds()

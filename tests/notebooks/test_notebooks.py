@@ -14,11 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
 import requests
-from nbclient import NotebookClient
 
+# nbformat and nbclient are imported in the tests that use them: nbformat pulls in jsonschema, whose
+# format checkers build a grammar at import (~2.7 s), and every pytest worker collects this module
 from calculators.fleet import fleet, replica_from_roofline
 from engine_core.gpus import get_gpu
 from engine_core.models import resolve_model
@@ -31,8 +31,11 @@ CAPACITY = NOTEBOOKS / "capacity_planning.ipynb"
 LOAD_TEST = NOTEBOOKS / "load_test_analysis.ipynb"
 
 
-def _execute(path: Path, out_dir: Path) -> nbformat.NotebookNode:
+def _execute(path: Path, out_dir: Path):
     """Run a copy of `path` to the end (CellExecutionError on any error); keep it in out_dir for debugging."""
+    import nbformat
+    from nbclient import NotebookClient
+
     nb = nbformat.read(path, as_version=4)
     # "python3" resolves to the interpreter running this test: the project's venv
     client = NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}})
@@ -64,6 +67,8 @@ def _parameters(nb) -> dict:
 
 @pytest.mark.parametrize("path", [CAPACITY, LOAD_TEST], ids=lambda p: p.stem)
 def test_committed_notebooks_are_stripped_with_parameters_first(path):
+    import nbformat
+
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]
