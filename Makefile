@@ -39,9 +39,11 @@ system-tools:
 	  echo "Chromium/chromedriver/tcpdump not installed: the browser and capture tests will skip"; }
 
 # make test: everything but the heaviest end-to-end checks (-m e2e) and the real-engine suite;
-# .ci/run runs all three.
+# .ci/run runs all three. The in-process tests run on both cores (they time nothing); the tests that
+# start processes and time them run one at a time, so no test shares the machine with another.
 test: $(STAMP) system-tools
-	$(PY) -m pytest -q -m "not e2e"
+	$(PY) -m pytest -q -m "not e2e and not slow" -n 2
+	$(PY) -m pytest -q -m "slow and not e2e"
 
 test-e2e: $(STAMP) system-tools
 	$(PY) -m pytest -q -m e2e
