@@ -32,12 +32,13 @@ from locust import events
 from contract.options import parse_int
 from loadgen.scenario.run_settings import RunSettings, add_common_arguments
 from contract.distributions import LengthDistribution, parse_length_distribution
-from contract.workload import PROTOCOLS, WorkloadSpec, add_workload_arguments
+from contract.workload import PROTOCOLS, add_workload_arguments
 from loadgen.client.exchange import Exchange
 from loadgen.client.http_stream import ConnectionPool, run_exchange
 from loadgen.scenario.route import Prepared
 from loadgen.client.request_bytes import Target, http_request
 from loadgen.scenario.hooks import LoadUser, install  # noqa: F401 - LoadUser: the user class Locust runs
+from loadgen.scenario.scenario_workload import scenario_workload
 
 log = logging.getLogger(__name__)
 DEFAULT_GRPC_PORT = 8001   # Triton's
@@ -72,17 +73,6 @@ class ClassifyConfig:
         return cls(str(get("model") or "tabular-mlp"), parse_int(get("features", 0), "--features"),
                    workload.row_counts, str(get("input_name", "features")), workload.protocol,
                    get("grpc_target") or None)
-
-
-def scenario_workload(options, scenario: str) -> WorkloadSpec:
-    """The workload options of a classic model's locustfile, as that scenario's (naming one it refuses)."""
-    if getattr(options, "scenario", scenario) not in (scenario, "chat", None, ""):
-        raise ValueError(f"loadgen/{scenario}.py sends --scenario {scenario} requests, not --scenario "
-                         f"{options.scenario}")
-    from types import SimpleNamespace
-
-    values = dict(vars(options)) if hasattr(options, "__dict__") else {}
-    return WorkloadSpec.from_args(SimpleNamespace(**{**values, "scenario": scenario}))
 
 
 def _is_host_port(text: str) -> bool:

@@ -27,6 +27,7 @@ from loadgen.client.request_bytes import Target, http_request
 from loadgen.scenario.hooks import LoadUser, install  # noqa: F401 - LoadUser: the user class Locust runs
 from loadgen.scenario.route import Prepared
 from loadgen.scenario.run_settings import RunSettings, add_common_arguments
+from loadgen.scenario.scenario_workload import scenario_workload
 from loadgen.workload.prompts import ascii_text
 
 PATH = "/v1/embeddings"
@@ -47,8 +48,6 @@ class EmbedConfig:
         """From Locust's parsed options (web-UI values may arrive as strings); None gives the defaults."""
         if options is None:
             return cls()
-        from loadgen.classify import scenario_workload
-
         workload = scenario_workload(options, "embed")
         return cls(str(getattr(options, "model", "") or "servecap-embed"), workload.row_counts,
                    workload.prompt_lengths)

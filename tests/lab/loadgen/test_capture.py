@@ -83,7 +83,7 @@ def test_a_loopback_capture_agrees_with_the_scripted_servers_log(tmp_path):
     with scripted_server(tmp_path, "--ttft", "0.03", "--itl", "0.005") as (url, truth_path):
         with Capture(pcap) as capture:
             proc = subprocess.run([LOCUST, "-f", CHAT, "--headless", "--only-summary", "--host", url, "-u", "4",
-                                   "-r", "4", "-t", "2s", "--output-tokens", "8", "--records", str(records)],
+                                   "-r", "4", "-t", "2s", "--warmup", "0", "--output-tokens", "8", "--records", str(records)],
                                   capture_output=True, text=True, timeout=60, env=_env(), cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     captured, server = read_truth(pcap), scripted_truth(truth_path)
@@ -114,7 +114,7 @@ def test_the_first_answer_token_agrees_with_the_wire_after_a_reasoning_models_re
                          "--reasoning-key", key, "--no-usage") as (url, truth_path):
         with Capture(pcap) as capture:
             proc = subprocess.run([LOCUST, "-f", CHAT, "--headless", "--only-summary", "--host", url, "-u", "4",
-                                   "-r", "4", "-t", "2s", "--output-tokens", "8", "--records", str(records)],
+                                   "-r", "4", "-t", "2s", "--warmup", "0", "--output-tokens", "8", "--records", str(records)],
                                   capture_output=True, text=True, timeout=60, env=_env(), cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     if capture.dropped:

@@ -31,7 +31,7 @@ def test_a_small_fleet_scales_up_loses_a_replica_and_says_who_served_what(tmp_pa
     out = tmp_path / "fleet"
     result = subprocess.run(
         [sys.executable, "-m", "servecap", "fleet", "--emulate", "l4", "--model", "llama-3.1-8b",
-         "--server-args", "--max-model-len 2048", "--rate-curve", str(curve), "--duration", "30",
+         "--server-args", "--max-model-len 2048", "--rate-curve", str(curve), "--horizon", "30",
          "--prompt-tokens", "256", "--output-tokens", "32", "--router", "round_robin",
          "--min-replicas", "1", "--max-replicas", "2", "--target", "2", "--interval-s", "3",
          "--down-window-s", "60", "--kill", f"{KILL_S:g}:0", "--slo-ttft-ms", "3000", "--window-s", "10",
