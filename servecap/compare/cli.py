@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from rich.console import Console
 
@@ -59,14 +60,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _shared_target(args):
-    """The target both arms start from: --url is allowed only when both arms are endpoints of their own."""
-    url = args.url
+    """The target both arms start from. --ready-path goes with arms that are commands or endpoints of their
+    own (--a-cmd, --b-url): the shared target is then the reference server's only in name."""
+    own = all(getattr(args, f"{arm}_cmd") or getattr(args, f"{arm}_url") for arm in ARMS)
+    url, ready_path = args.url, args.ready_path
     args.url = None
+    if own:
+        args.ready_path = None
     try:
         base = target_from_args(args)
     finally:
-        args.url = url
-    return base
+        args.url, args.ready_path = url, ready_path
+    return replace(base, ready_path=ready_path) if own else base
 
 
 def paired_from_args(args: argparse.Namespace) -> PairedOptions:
