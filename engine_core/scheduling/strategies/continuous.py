@@ -13,6 +13,16 @@ prompt tokens (prefill chunks, running or newly admitted) share at most
 step every decoding sequence waits on; with nothing decoding, a prompt gets the whole
 budget. On `small` on a 2-core CPU a 2048-token prefill step took 4 s, against 0.16 s for a
 decode step of 32 (`python -m reference_server.engine_bench`, `decode_step_ms`).
+
+Two engine behaviours that shape the time to first token are limits too, so a GPU engine's profile
+(calculators.engine_profiles) can set them:
+- `chunked_prefill` off (TensorRT-LLM's default, `enable_chunked_prefill=False`): a prompt is
+  admitted only when all of it fits the step's remaining token budget, and runs in one step; a
+  prompt longer than the whole budget runs alone in a step of its own (the engine would refuse it).
+- `capacity_policy` `guaranteed-no-evict` (TensorRT-LLM's default `CapacitySchedulerPolicy`): a
+  request is admitted only when the free blocks cover its own prompt plus max_tokens and what every
+  running request may still grow to, so nothing is ever preempted; `max-utilization` allocates a
+  prompt's blocks only and preempts the newest when they run out (vLLM's way).
 """
 
 from __future__ import annotations
@@ -24,7 +34,10 @@ from engine_core.scheduling.lora_slots import LoraSlots
 from engine_core.scheduling.sequence import Sequence, SequenceStatus
 from engine_core.scheduling.speculative import DraftSlots, NgramProposer
 from engine_core.scheduling.strategies.base import ScheduledBatch, Scheduler, Strategy
-from engine_core.scheduling.strategies.limits import Limits, limit
+from engine_core.scheduling.strategies.limits import Limits, limit, parse_on_off
+
+MAX_UTILIZATION, GUARANTEED_NO_EVICT = "max-utilization", "guaranteed-no-evict"
+CAPACITY_POLICIES = (MAX_UTILIZATION, GUARANTEED_NO_EVICT)
 
 
 @dataclass(frozen=True)
@@ -36,11 +49,21 @@ class ContinuousLimits(Limits):
     max_num_batched_tokens: int = limit(2048, "tokens per step")
     max_prefill_tokens_with_decodes: int = limit(
         256, "prompt tokens a step may add while sequences decode (0 = up to the step's token budget)")
+    chunked_prefill: bool = limit(True, "split a prompt across steps (on) or admit it only whole (off)",
+                                  parse=parse_on_off, choices=(True, False), metavar="on|off")
+    capacity_policy: str = limit(MAX_UTILIZATION, "max-utilization (allocate the prompt, preempt when out) or "
+                                                  "guaranteed-no-evict (reserve prompt + max_tokens)",
+                                 choices=CAPACITY_POLICIES)
 
     def __post_init__(self) -> None:
         positive_int("max_num_seqs", self.max_num_seqs)
         positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
         non_negative_int("max_prefill_tokens_with_decodes", self.max_prefill_tokens_with_decodes)
+        if not isinstance(self.chunked_prefill, bool):
+            raise ValueError(f"chunked_prefill must be true or false, got {self.chunked_prefill!r}")
+        if self.capacity_policy not in CAPACITY_POLICIES:
+            raise ValueError(f"capacity_policy must be one of {', '.join(CAPACITY_POLICIES)}, "
+                             f"got {self.capacity_policy!r}")
 
     @property
     def max_running(self) -> int:
@@ -87,6 +110,8 @@ class ContinuousBatchScheduler(Scheduler):
             if n > 1:
                 prefill_budget -= n
         passed_over: list[Sequence] = []   # waiting for a LoRA slot: they keep their place at the front
+        whole = not self.limits.chunked_prefill
+        reserved = self._growth_reserved() if self.limits.capacity_policy == GUARANTEED_NO_EVICT else None
         while (self.waiting and not batch.preempted and min(budget, prefill_budget) > 0
                and len(self.running) < self.limits.max_num_seqs):
             seq = self.waiting[0]
@@ -95,9 +120,17 @@ class ContinuousBatchScheduler(Scheduler):
                 continue
             if not self.block_manager.can_allocate(seq):
                 break
+            if reserved is not None:
+                worst = bm.blocks_for(seq.max_total_tokens)
+                if worst + reserved > bm.num_free_blocks and self.running:
+                    break   # (alone, a request longer than the cache runs: max_model_len bounds it)
+            if whole and seq.num_tokens > min(budget, prefill_budget) and batch.seqs:
+                break   # the whole prompt asked for: its cached prefix is not known before allocation
             self.waiting.popleft()
             self._admit(seq)
-            n = min(seq.num_uncomputed_tokens, budget, prefill_budget)
+            if reserved is not None:
+                reserved += worst - len(seq.block_table)
+            n = seq.num_uncomputed_tokens if whole else min(seq.num_uncomputed_tokens, budget, prefill_budget)
             batch.add(seq, n)
             budget -= n
             prefill_budget -= n
@@ -126,6 +159,11 @@ class ContinuousBatchScheduler(Scheduler):
             proposals = self.proposer.propose(seq.token_ids, room)
         seq.spec_token_ids = proposals
         return len(proposals)
+
+    def _growth_reserved(self) -> int:
+        """Blocks the running sequences may still take, up to prompt + max_tokens each (guaranteed-no-evict)."""
+        bm = self.block_manager
+        return sum(max(0, bm.blocks_for(seq.max_total_tokens) - len(seq.block_table)) for seq in self.running)
 
     def _prefill_budget(self) -> int:
         """Prompt tokens this step may compute: capped while any running sequence decodes."""

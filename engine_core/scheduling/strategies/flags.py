@@ -31,8 +31,13 @@ def add_limit_arguments(group, only: tuple[str, ...] | None = None) -> None:
         first = {name: f for name, f in first.items() if flag_for(name)[2:] in only}
     for name, f in first.items():
         shown = (",".join(map(str, f.default)) or "none") if isinstance(f.default, tuple) else f.default
+        if isinstance(f.default, bool):
+            shown = "on" if f.default else "off"
+        extra = {"choices": f.metadata["choices"]} if f.metadata.get("choices") else {}
+        if f.metadata.get("metavar"):
+            extra["metavar"] = f.metadata["metavar"]
         group.add_argument(flag_for(name), dest=name, type=f.metadata["parse"], default=argparse.SUPPRESS,
-                           help=f"{', '.join(owners[name])}: {f.metadata['help']} (default {shown})")
+                           help=f"{', '.join(owners[name])}: {f.metadata['help']} (default {shown})", **extra)
 
 
 def limit_values(args: argparse.Namespace) -> dict:

@@ -30,9 +30,22 @@ def parse_int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers like 4,8, got {text!r}") from None
 
 
-def limit(default, help: str, *, parse: Callable[[str], object] | None = None):
-    """A limit field: its default, its help line and how its flag's text is parsed (default: type(default))."""
-    return field(default=default, metadata={"help": help, "parse": parse or type(default)})
+def parse_on_off(text: str) -> bool:
+    """'on'/'off' (also true/false, yes/no, 1/0) -> bool (an argparse `type`)."""
+    value = str(text).strip().lower()
+    if value in ("on", "true", "yes", "1"):
+        return True
+    if value in ("off", "false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
+
+
+def limit(default, help: str, *, parse: Callable[[str], object] | None = None, choices: tuple = (),
+          metavar: str | None = None):
+    """A limit field: its default, its help line, how its flag's text is parsed (default: type(default)) and,
+    where the values are few, which (the flag's choices, after parsing) and how --help names them."""
+    return field(default=default, metadata={"help": help, "parse": parse or type(default), "choices": choices,
+                                            "metavar": metavar})
 
 
 def flag_for(name: str) -> str:

@@ -47,7 +47,9 @@ LIMITS = {   # small limits so batches fill, time out, chunk and preempt
     "dynamic": st.fixed_dictionaries({"max_batch_size": st.integers(2, 4), "preferred_batch_sizes": st.sampled_from([(), (2,)]),
                                       "max_queue_delay_us": st.sampled_from([0, 2000])}),
     "continuous": st.fixed_dictionaries({"max_num_seqs": st.integers(1, 4), "max_num_batched_tokens": st.integers(1, 12),
-                                         "max_prefill_tokens_with_decodes": st.sampled_from([0, 1, 3])}),
+                                         "max_prefill_tokens_with_decodes": st.sampled_from([0, 1, 3]),
+                                         "chunked_prefill": st.booleans(),
+                                         "capacity_policy": st.sampled_from(["max-utilization", "guaranteed-no-evict"])}),
 }
 
 

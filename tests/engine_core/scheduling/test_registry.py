@@ -46,7 +46,8 @@ def test_the_four_built_ins_in_order_each_describing_todays_keys():
         "none": {},
         "static": {"batch_size": 8, "batch_timeout_ms": 50.0},
         "dynamic": {"max_batch_size": 8, "preferred_batch_sizes": [], "max_queue_delay_us": 1000},
-        "continuous": {"max_num_seqs": 32, "max_num_batched_tokens": 2048, "max_prefill_tokens_with_decodes": 256},
+        "continuous": {"max_num_seqs": 32, "max_num_batched_tokens": 2048, "max_prefill_tokens_with_decodes": 256,
+                       "chunked_prefill": True, "capacity_policy": "max-utilization"},
     }
     assert [STRATEGIES[name].limits().max_running for name in BUILT_IN] == [1, 8, 8, 32]
 

@@ -237,6 +237,57 @@ def test_continuous_preempts_newest_when_blocks_run_out_and_still_finishes():
     assert bm.num_used_blocks == 0
 
 
+def test_guaranteed_no_evict_admits_what_can_grow_to_max_tokens_and_never_preempts():
+    # the same two requests and 6 blocks: each may grow to 4 blocks, so the second waits for the first
+    sched, bm = make("continuous", num_blocks=6, max_num_seqs=4, capacity_policy="guaranteed-no-evict")
+    sched.add(req("old", max_tokens=8))
+    sched.add(req("new", max_tokens=8))
+    steps = drain(sched)
+    assert sched.num_preemptions == 0
+    assert steps[:8] == [["old"]] * 8                # old's prompt, then 7 decodes: new is never admitted
+    assert steps[8] == ["new"] and all(step == ["new"] for step in steps[8:])
+    assert bm.num_used_blocks == 0
+
+
+def test_guaranteed_no_evict_counts_what_running_sequences_may_still_take():
+    # 6 blocks of 4: a holds 2 and may reach 4; b (prompt 6, max 2) holds its 2 at most: 4 + 2 <= 6 -> both
+    sched, _ = make("continuous", num_blocks=6, capacity_policy="guaranteed-no-evict")
+    sched.add(req("a", prompt_len=6, max_tokens=8))
+    sched.add(req("b", prompt_len=6, max_tokens=2))
+    first = sched.schedule(0.0)
+    assert [s.request_id for s in first.seqs] == ["a", "b"]   # 4 + 2 blocks = the 6 there are
+    sched.add(req("c", prompt_len=2, max_tokens=1))
+    advance(sched, first)
+    assert [s.request_id for s in sched.schedule(0.0).seqs] == ["a", "b"]   # c would need a 7th block
+
+
+def test_without_chunked_prefill_a_prompt_waits_for_a_step_it_fits_whole():
+    sched, _ = make("continuous", max_num_batched_tokens=8, max_prefill_tokens_with_decodes=0,
+                    chunked_prefill=False)
+    for rid in "abc":
+        sched.add(own_prompt(rid, 5, max_tokens=3))
+    first = sched.schedule(0.0)
+    assert first.num_new_tokens == [5]                 # b's 5 tokens do not fit the 3 left: no chunk of it
+    advance(sched, first)
+    second = sched.schedule(0.0)
+    assert [s.request_id for s in second.seqs] == ["a", "b"] and second.num_new_tokens == [1, 5]
+    advance(sched, second)
+    third = sched.schedule(0.0)
+    assert [s.request_id for s in third.seqs] == ["a", "b", "c"] and third.num_new_tokens == [1, 1, 5]
+    chunked, _ = make("continuous", max_num_batched_tokens=8, max_prefill_tokens_with_decodes=0)
+    for rid in "abc":
+        chunked.add(own_prompt(rid, 5, max_tokens=3))
+    assert chunked.schedule(0.0).num_new_tokens == [5, 3]   # the default splits b
+
+
+def test_without_chunked_prefill_a_prompt_longer_than_the_budget_runs_alone():
+    sched, _ = make("continuous", max_num_batched_tokens=4, chunked_prefill=False)
+    sched.add(own_prompt("a", 10))
+    sched.add(own_prompt("b", 2))
+    first = sched.schedule(0.0)
+    assert [s.request_id for s in first.seqs] == ["a"] and first.num_new_tokens == [10]
+
+
 def test_preempted_sequence_goes_to_front_and_recomputes_its_tokens():
     sched, bm = make("continuous", num_blocks=4, max_num_seqs=4)
     a, b = req("a", prompt_len=4, max_tokens=8), req("b", prompt_len=4, max_tokens=8)

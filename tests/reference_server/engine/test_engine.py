@@ -201,7 +201,8 @@ def test_warmup_then_stats_and_describe():
         2 * arch.num_layers * arch.num_kv_heads * arch.head_dim * 4 * 4 * 20
     assert info["num_kv_blocks"] == 20 and info["strategy"] == "continuous" and info["dtype"] == "float32"
     assert info["strategy_limits"] == {"max_num_seqs": 4, "max_num_batched_tokens": 24,
-                                       "max_prefill_tokens_with_decodes": 256}
+                                       "max_prefill_tokens_with_decodes": 256, "chunked_prefill": True,
+                                       "capacity_policy": "max-utilization"}
     assert info["architecture"]["num_layers"] == 2
 
 
