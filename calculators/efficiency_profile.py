@@ -173,6 +173,10 @@ class EfficiencyOptions:
                                 help="the serving engine: its fitted efficiency factors and its sizing rule on a GPU "
                                      "(sglang, lmdeploy and gpt-fast are sized as vLLM; default: no engine's "
                                      "factors, sized as vLLM; plan: vllm)")
+    engine_version: str | None = option(None, metavar="VERSION",
+                                        help="the engine's version, whose defaults size and schedule it "
+                                             "(calculators.engine_profiles: vllm 0.11 (default) or main, "
+                                             "tensorrt-llm 1.x)")
 
     @classmethod
     def from_args(cls, args) -> "EfficiencyOptions":

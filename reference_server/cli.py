@@ -219,7 +219,7 @@ def lora_modules(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
 def _emulation(args: argparse.Namespace, limits: dict) -> tuple[dict, dict, int]:
     """--emulate's EngineConfig fields, the limits with the engine's defaults where no flag gave one, and
     the engine's block size; ValueError names a flag the emulation cannot honour."""
-    from calculators.gpu_engine import engine_defaults
+    from calculators.engine_profiles import engine_defaults
     from engine_core.gpus import get_gpu
 
     for flag, given in (("--kv-blocks", args.kv_blocks is not None), ("--kv-memory-gib", args.kv_memory_gib is not None),

@@ -13,7 +13,8 @@ from calculators.cli.inputs import (gpu_from_args, lengths, load_from_args, mean
 from calculators.cli.output import GIB, as_dict, emit, print_json, print_rows, print_speculative
 from engine_core.dtypes import default_kv_dtype
 from calculators.fit import fit
-from calculators.gpu_engine import engine_defaults, gpu_engine
+from calculators.engine_profiles import engine_defaults
+from calculators.gpu_engine import gpu_engine
 from engine_core.gpus import _catalog as gpu_catalog, gpu_names
 from calculators.kv import kv
 from engine_core.models import get_model, model_names, resolve_model
@@ -213,7 +214,8 @@ def _gpu_sizing(args, limits: dict):
     if args.step_base_ms is not None or args.model is None or args.gpu is None:
         return None
     return gpu_engine(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, tp=args.tp,
-                      engine=args.engine or "vllm", max_model_len=args.max_model_len,
+                      engine=args.engine or "vllm", engine_version=getattr(args, "engine_version", None),
+                      max_model_len=args.max_model_len,
                       max_num_seqs=limits.get("max_num_seqs"),
                       max_num_batched_tokens=limits.get("max_num_batched_tokens"))
 
@@ -230,7 +232,7 @@ def cmd_simulate(args) -> None:
     limits, kv_blocks, block_size = limit_values(args), args.kv_blocks, args.block_size
     sizing = _gpu_sizing(args, limits)
     if sizing is not None:   # the engine as it would size itself on that GPU; a flag given here wins
-        limits = {**engine_defaults(sizing.engine, gpu_from_args(args)).limit_flags(), **limits}
+        limits = {**sizing.defaults.limit_flags(), **limits}
         kv_blocks = sizing.num_kv_blocks if kv_blocks is None else kv_blocks
         block_size = sizing.block_size if block_size is None else block_size
     server = SimServer.from_flags(args.strategy, num_kv_blocks=kv_blocks, block_size=block_size or 16, **limits)

@@ -128,21 +128,24 @@ class StepTimeModel:
 
 def step_model_from_roofline(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", tp: int = 1,
                              profile: EfficiencyProfile | None = None, engine: str | None = None,
-                             efficiency: Efficiencies | None = None) -> StepTimeModel:
+                             efficiency: Efficiencies | None = None, kv_dtype: str | None = None) -> StepTimeModel:
     """A ``StepTimeModel`` from the roofline terms (see ``calculators.roofline``), under the efficiency
     profile (default: fitted on published points) or ``efficiency`` as given.
 
     base_s = decode step at batch 1, no context (weights read, overhead, all-reduces), less the per-sequence cost;
     per_seq_s = the profile's per-sequence cost;
-    per_context_token_s = KV bytes of one token / (bandwidth x KV efficiency);
+    per_context_token_s = KV bytes of one token in `kv_dtype` (default: the weights' rule) / (bandwidth x KV
+    efficiency);
     per_prefill_token_s = prefill of 4096 tokens / 4096 (prefill is compute bound).
     """
     from calculators.efficiency_profile import efficiencies_for  # local: roofline imports nothing from here
     from calculators.roofline import roofline
 
     eff = efficiencies_for(gpu, dtype, tp, profile=profile, engine=engine, efficiency=efficiency)
-    one = roofline(arch, gpu, dtype=dtype, batch=1, context=0, prompt_tokens=0, tp=tp, efficiency=eff)
-    long = roofline(arch, gpu, dtype=dtype, batch=1, context=4096, prompt_tokens=4096, tp=tp, efficiency=eff)
+    one = roofline(arch, gpu, dtype=dtype, kv_dtype=kv_dtype, batch=1, context=0, prompt_tokens=0, tp=tp,
+                   efficiency=eff)
+    long = roofline(arch, gpu, dtype=dtype, kv_dtype=kv_dtype, batch=1, context=4096, prompt_tokens=4096, tp=tp,
+                    efficiency=eff)
     per_token_kv = long.kv_bytes_read / 4096 / (gpu.bandwidth_bytes_per_s * eff.kv_bandwidth)
     return StepTimeModel(base_s=one.decode_step_s - eff.per_sequence_s, per_seq_s=eff.per_sequence_s,
                          per_prefill_token_s=long.prefill_s / 4096, per_context_token_s=per_token_kv)

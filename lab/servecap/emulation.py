@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 import psutil
 
-from calculators.gpu_engine import engine_defaults, gpu_engine
+from calculators.engine_profiles import engine_defaults
+from calculators.gpu_engine import gpu_engine
 from engine_core.gpus import get_gpu
 from engine_core.models import get_model
 from servecap.launch.process import ServerProcess

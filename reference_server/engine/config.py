@@ -214,7 +214,7 @@ class EngineConfig:
 
     def _check_emulation(self) -> None:
         from engine_core.dtypes import parse_dtype
-        from calculators.gpu_engine import SIZED_ENGINES
+        from calculators.engine_profiles import SIZED_ENGINES
         from engine_core.gpus import get_gpu
 
         get_gpu(self.emulate)   # ValueError names the catalog

@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     add_options(p, GpuOptions, title="replica on a catalog GPU, sized as its engine would (with --model)",
                 only=("gpu",), typed=True)
     add_options(p, EngineOptions, only=("model", "max-model-len"), typed=True)
-    add_options(p, EfficiencyOptions, only=("engine",), typed=True)
+    add_options(p, EfficiencyOptions, only=("engine", "engine-version"), typed=True)
     add_options(p, CalibrationOptions, title="replica calibrated on a measured run (as predict's)",
                 only=("calibration", "replications"), typed=True)
     add_options(p, EngineOptions, only=("strategy", "max-loras"), typed=True)
@@ -159,7 +159,8 @@ def _replica(args):
         from calculators.plan.sizing import gpu_replica
 
         return (gpu_replica(args.gpu, args.model, dtype=args.dtype, tp=args.tp, engine=args.engine,
-                            max_model_len=args.max_model_len), args.cold_start_s, None)
+                            engine_version=getattr(args, "engine_version", None), max_model_len=args.max_model_len),
+                args.cold_start_s, None)
     return calibration_replica(args.calibration, args.strategy, args.cold_start_s)
 
 

@@ -150,6 +150,8 @@ def test_tables_without_json_and_config_json_models(tmp_path, calc, calc_json):
     (["cost", "--gpus", "1", "--tokens-per-s", "100"], "give --gpu-hourly"),
     (["roofline", "--model", "tiny", "--gpu", "cpu"], "give memory_gib, bandwidth_gbs, tflops"),
     (["kv", "--model", "llama-3.1-8b", "--dtype", "int3"], "unknown dtype 'int3'"),
+    (["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--engine-version", "0.99",
+      "--concurrency", "1"], "--engine-version '0.99': vllm has 0.11, main"),
 ])
 def test_bad_input_exits_2_with_one_clear_line(calc, args, message):
     code, _, err = calc(*args)

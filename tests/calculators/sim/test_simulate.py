@@ -167,3 +167,21 @@ def test_a_lone_request_takes_its_prefill_then_one_step_per_token_with_the_conte
     assert trace.first_token - trace.arrival == pytest.approx([ttft] * 3, rel=1e-9)
     assert trace.end - trace.arrival == pytest.approx([e2e] * 3, rel=1e-9)
     assert trace.steps == 3 * output and trace.sequences_in_steps == 3 * output
+
+
+@pytest.mark.parametrize("chunked, first_tokens", [
+    (False, [0.09] * 4 + [0.18] * 4 + [0.23] * 2),         # whole prompts: 4, 4, then 2 a step
+    (True, [0.09192] * 4 + [0.1838] * 4 + [0.23] * 2),   # chunked: every token of the budget, the 5th and 9th split
+])
+def test_a_closed_loop_wave_prefills_as_the_engines_budget_allows(chunked, first_tokens):
+    from calculators.sim.simulate import simulate_trace
+    from calculators.sim.step_model import StepTimeModel
+
+    server = SimServer.from_flags("continuous", max_num_seqs=64, max_num_batched_tokens=8192,
+                                  max_prefill_tokens_with_decodes=0, chunked_prefill=chunked, num_kv_blocks=4096,
+                                  block_size=16)
+    model = StepTimeModel(base_s=0.01, per_seq_s=0.0, per_prefill_token_s=1e-5, per_context_token_s=0.0)
+    workload = SimWorkload(prompt_tokens=LengthDistribution.fixed(2000), output_tokens=LengthDistribution.fixed(4),
+                           requests=10, concurrency=10)
+    trace = simulate_trace(server, workload, model)
+    assert sorted(trace.first_token - trace.arrival) == pytest.approx(first_tokens)

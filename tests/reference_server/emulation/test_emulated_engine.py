@@ -9,7 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from calculators.gpu_engine import engine_defaults, gpu_engine
+from calculators.engine_profiles import engine_defaults
+from calculators.gpu_engine import gpu_engine
 from engine_core.gpus import get_gpu
 from engine_core.models import get_model
 from reference_server.engine.config import EngineConfig

@@ -53,7 +53,7 @@ def test_a_bad_interval_is_refused_with_its_name(bad):
 
 def test_the_engine_loop_publishes_the_same_tokens_in_fewer_chunks():
     """The real engine (an emulated GPU: no forward pass), driven by the real loop."""
-    from calculators.gpu_engine import engine_defaults
+    from calculators.engine_profiles import engine_defaults
     from engine_core.gpus import get_gpu
     from reference_server.engine.config import EngineConfig
     from reference_server.engine.engine import Engine
