@@ -24,8 +24,10 @@ fitted to the serving curves the simulator is validated on (lab/calculators/serv
         free_gpu_memory_fraction 0.9 of the memory free after the weights; capacity scheduler
         GUARANTEED_NO_EVICT; tokens_per_block 32.
 
-An fp8 `--dtype` here is such a checkpoint (ModelOpt FP8 with an FP8 KV cache, as NVIDIA's FP8
-checkpoints and NIM's FP8 profiles are). SGLang, lmdeploy and gpt-fast are sized as vLLM 0.11: their
+Which KV format a checkpoint declares is the checkpoint's, not the engine's: a catalog model declares
+none, so its "auto" cache is the model's dtype under every profile (`--kv-dtype fp8` is the engine's
+`--kv-cache-dtype fp8`, honoured by all; `gpu_engine(checkpoint_kv_dtype="fp8")` is a checkpoint that
+declares it, which vLLM 0.11 ignores and the others follow). SGLang, lmdeploy and gpt-fast are sized as vLLM 0.11: their
 own defaults (SGLang's chunked_prefill_size and mem_fraction_static from the GPU's memory) are not
 modelled yet.
 """
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine_core.dtypes import DType, parse_dtype
+from engine_core.dtypes import DType, parse_dtype, parse_kv_dtype
 from engine_core.gpus import GIB, GpuSpec
 from engine_core.scheduling.strategies.continuous import GUARANTEED_NO_EVICT, MAX_UTILIZATION
 
@@ -54,7 +56,7 @@ class EngineDefaults:
     kv_of_free_memory: bool       # the KV budget is a share of the memory free after the weights (TensorRT-LLM)
     chunked_prefill: bool = True
     capacity_policy: str = MAX_UTILIZATION
-    kv_follows_checkpoint: bool = False   # "auto" KV: an fp8 checkpoint's cache is fp8 (else the model's dtype)
+    kv_follows_checkpoint: bool = False   # "auto" KV: the format the checkpoint declares (else the model's dtype)
 
     def limit_flags(self) -> dict:
         """The limits as the reference server's strategy flags take them: a GPU engine fills each step's
@@ -63,11 +65,13 @@ class EngineDefaults:
                 "max_prefill_tokens_with_decodes": 0, "chunked_prefill": self.chunked_prefill,
                 "capacity_policy": self.capacity_policy}
 
-    def kv_dtype(self, dtype: str | DType) -> str:
-        """The KV cache's format for weights in `dtype` under the engine's "auto" rule."""
+    def kv_dtype(self, dtype: str | DType, declared: str | None = None) -> str:
+        """The KV cache's format under the engine's "auto" rule, for weights in `dtype` and a checkpoint
+        that declares a KV format (`declared`, e.g. ModelOpt's kv_cache_quant_algo "FP8" -> "fp8"; None:
+        it declares none, as a catalog model does)."""
+        if self.kv_follows_checkpoint and declared is not None:
+            return parse_kv_dtype(declared).name
         dt = dtype if isinstance(dtype, DType) else parse_dtype(dtype)
-        if self.kv_follows_checkpoint and dt.name == "fp8":
-            return "fp8"
         return dt.name if dt.is_float else "bf16"
 
 

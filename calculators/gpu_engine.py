@@ -51,16 +51,19 @@ class GpuEngine:
 
 def gpu_engine(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", tp: int = 1,
                gpu_memory_utilization: float | None = None, engine: str = "vllm", engine_version: str | None = None,
+               kv_dtype: str | None = None, checkpoint_kv_dtype: str | None = None,
                max_model_len: int | None = None, max_num_seqs: int | None = None,
                max_num_batched_tokens: int | None = None) -> GpuEngine:
-    """The engine's sizing on `gpu`; a limit given here replaces the engine's default. ValueError when the
-    model does not fit (the budget's reason) or a value is out of range."""
+    """The engine's sizing on `gpu`; a limit given here replaces the engine's default, and `kv_dtype` its
+    "auto" KV format (`checkpoint_kv_dtype`: the format the checkpoint declares, which that rule may
+    follow; calculators.engine_profiles). ValueError when the model does not fit (the budget's reason)
+    or a value is out of range."""
     defaults = engine_defaults(engine, gpu, engine_version)
     seqs = defaults.max_num_seqs if max_num_seqs is None else max_num_seqs
     tokens = defaults.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens
     utilization = defaults.gpu_memory_utilization if gpu_memory_utilization is None else gpu_memory_utilization
     dt = parse_dtype(dtype)
-    kv_dtype = defaults.kv_dtype(dt)
+    kv_dtype = kv_dtype or defaults.kv_dtype(dt, checkpoint_kv_dtype)   # given: the engine's --kv-cache-dtype
     budget = fit(arch, gpu, dtype=dt.name, kv_dtype=kv_dtype, gpus=tp, tp=tp,
                  gpu_memory_utilization=utilization, block_size=defaults.block_size,
                  max_model_len=max_model_len, max_num_batched_tokens=tokens, max_num_seqs=seqs)

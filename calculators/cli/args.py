@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("simulate", "discrete-event simulation of a batching strategy over load levels")
     _engine(p, "engine (as `servecap serve` takes it; with --model and --gpu sized as its engine would there)",
-            "strategy", "model", "dtype", "tp", "kv-blocks", "block-size", "max-model-len")
+            "strategy", "model", "dtype", "kv-dtype", "tp", "kv-blocks", "block-size", "max-model-len")
     add_load_arguments(p, only=("concurrency", "rates", "arrival"), title="load (choose one)")
     p.add_argument("--requests", type=int, default=2000, help="simulated requests per level (default 2000)")
     _lengths(p, "default the workload's", "prompt-tokens", "output-tokens", "seed")

@@ -215,6 +215,7 @@ def _gpu_sizing(args, limits: dict):
         return None
     return gpu_engine(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, tp=args.tp,
                       engine=args.engine or "vllm", engine_version=getattr(args, "engine_version", None),
+                      kv_dtype=getattr(args, "kv_dtype", None),
                       max_model_len=args.max_model_len,
                       max_num_seqs=limits.get("max_num_seqs"),
                       max_num_batched_tokens=limits.get("max_num_batched_tokens"))

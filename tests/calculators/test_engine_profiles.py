@@ -24,20 +24,21 @@ def test_each_engine_starts_with_its_own_limits_and_policies():
     assert engine_profile("vllm", "main").gpu_memory_utilization == 0.92
 
 
-def test_an_fp8_checkpoint_caches_in_fp8_where_the_engine_defaults_to_it():
-    assert engine_defaults("tensorrt-llm", H100).kv_dtype("fp8") == "fp8"
-    assert engine_defaults("vllm", H100, "main").kv_dtype("fp8") == "fp8"
-    assert engine_defaults("vllm", H100, "0.11").kv_dtype("fp8") == "bf16"    # "auto" was the model's dtype
-    assert engine_defaults("tensorrt-llm", H100).kv_dtype("int4-g128") == "bf16"
-    assert engine_defaults("tensorrt-llm", H100).kv_dtype("bf16") == "bf16"
+def test_an_fp8_checkpoint_that_declares_an_fp8_cache_gets_one_where_the_engine_follows_it():
+    trt, old, new = engine_defaults("tensorrt-llm", H100), engine_defaults("vllm", H100, "0.11"), \
+        engine_defaults("vllm", H100, "main")
+    assert [d.kv_dtype("fp8", declared="FP8") for d in (trt, old, new)] == ["fp8", "bf16", "fp8"]
+    assert [d.kv_dtype("fp8") for d in (trt, old, new)] == ["bf16"] * 3      # a catalog model declares none
+    assert trt.kv_dtype("int4-g128") == "bf16" and trt.kv_dtype("bf16") == "bf16"
 
 
-def test_an_fp8_kv_profile_holds_twice_the_sequences():
+def test_an_fp8_kv_cache_holds_twice_the_sequences():
     arch = resolve_model("llama-3.1-8b")
-    bf16_kv = gpu_engine(arch, H100, dtype="fp8", engine="vllm", engine_version="0.11", gpu_memory_utilization=0.9)
-    fp8_kv = gpu_engine(arch, H100, dtype="fp8", engine="vllm", engine_version="main", gpu_memory_utilization=0.9)
-    assert (bf16_kv.kv_dtype, fp8_kv.kv_dtype) == ("bf16", "fp8")
-    blocks_per_8k_sequence = 8192 // 16
+    bf16_kv = gpu_engine(arch, H100, dtype="fp8", engine="tensorrt-llm")
+    fp8_kv = gpu_engine(arch, H100, dtype="fp8", engine="tensorrt-llm", checkpoint_kv_dtype="FP8")
+    forced = gpu_engine(arch, H100, dtype="fp8", engine="vllm", engine_version="0.11", kv_dtype="fp8")
+    assert (bf16_kv.kv_dtype, fp8_kv.kv_dtype, forced.kv_dtype) == ("bf16", "fp8", "fp8")
+    blocks_per_8k_sequence = 8192 // 32
     held = [engine.num_kv_blocks // blocks_per_8k_sequence for engine in (bf16_kv, fp8_kv)]
     assert held[1] in (2 * held[0], 2 * held[0] + 1)
     # and each decode step reads half the KV bytes per token of context
