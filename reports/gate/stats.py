@@ -193,7 +193,12 @@ def _resampled_blocks(groups: list[np.ndarray], stat: str):
 
     if stat == "mean":
         sums = np.array([g.sum() for g in groups])
-        return lambda index: (counts_of(index) * sums).sum(axis=-1) / (counts_of(index) * sizes).sum(axis=-1)
+
+        def mean(index):
+            counts = counts_of(index)
+            return (counts * sums).sum(axis=-1) / (counts * sizes).sum(axis=-1)
+
+        return mean
     q = float(stat[1:]) / 100.0
     values = np.concatenate(groups)
     order = np.argsort(values, kind="stable")
