@@ -66,7 +66,13 @@ class Arrivals:
     """When requests reach the engine. Open loop: the client's sorted send schedule plus each request's
     in-delay. Closed loop: `concurrency` users send at 0, then each again `last_out + think` after the
     engine finished its request (plus the next request's in-delay). Each request carries one measured
-    request's front-end delays (`FrontEnd.draw`)."""
+    request's front-end delays (`FrontEnd.draw`).
+
+    A closed-loop re-send never joins the step that starts as its user's last request finished, even
+    with no front-end delay: an engine schedules its next step as soon as the last one ends, before
+    that step's output has left the process, so no client can have answered it yet (vLLM's engine core
+    and TensorRT-LLM's executor loop both schedule before they hand the outputs on). With zero delays
+    it reaches the engine at that step's start and waits for the next."""
 
     def __init__(self, trace: Trace, *, schedule: np.ndarray | None, concurrency: int | None,
                  front_end: FrontEnd | None = None, rng: np.random.Generator | None = None) -> None:
@@ -80,7 +86,8 @@ class Arrivals:
         self.delays = front.draw(rng if rng is not None else np.random.default_rng(0), self.n)
         if self.closed:
             self.pushes = 0
-            for _ in range(min(concurrency, self.n)):
+            self.first_users = min(concurrency, self.n)   # draws below this are the users' first sends, at 0
+            for _ in range(self.first_users):
                 self._push(0.0)
         else:
             in_s, first_out, last_out = np.asarray(self.delays) * front.burst_factors(schedule)
@@ -104,8 +111,9 @@ class Arrivals:
         trace = self.trace
         while self.sent < self.n:
             if self.closed:
-                if not self.heap or self.heap[0][0] > now:
-                    return
+                if not self.heap or self.heap[0][0] > now or (self.heap[0][0] == now
+                                                               and self.heap[0][2] >= self.first_users):
+                    return   # not here yet, or a re-send meeting the step that starts as it is sent
                 reach, send, draw = heapq.heappop(self.heap)
                 i = self.sent
                 trace.arrival[i], trace.client_send[i] = reach, send

@@ -185,3 +185,20 @@ def test_a_closed_loop_wave_prefills_as_the_engines_budget_allows(chunked, first
                            requests=10, concurrency=10)
     trace = simulate_trace(server, workload, model)
     assert sorted(trace.first_token - trace.arrival) == pytest.approx(first_tokens)
+
+
+def test_a_closed_loop_resend_misses_the_step_that_starts_as_it_is_sent():
+    # budget 4096, whole prompts: A and B prefill in step 1 (0.05 s), C beside their last decodes in step 2 (0.03 s);
+    # A and B finish as step 3 starts and send again with no front-end delay: step 3 is C's decode alone (0.01 s),
+    # and A', B' prefill in step 4 (TTFT 0.06 s), where joining step 3 would have given them 0.05 s
+    from calculators.sim.simulate import simulate_trace
+    from calculators.sim.step_model import StepTimeModel
+
+    server = SimServer.from_flags("continuous", max_num_seqs=64, max_num_batched_tokens=4096,
+                                  max_prefill_tokens_with_decodes=4096, chunked_prefill=False, num_kv_blocks=4096,
+                                  block_size=16)
+    model = StepTimeModel(base_s=0.01, per_seq_s=0.0, per_prefill_token_s=1e-5, per_context_token_s=0.0)
+    workload = SimWorkload(prompt_tokens=LengthDistribution.fixed(2000), output_tokens=LengthDistribution.fixed(2),
+                           requests=5, concurrency=3)
+    trace = simulate_trace(server, workload, model)
+    assert sorted(trace.first_token - trace.arrival) == pytest.approx([0.05, 0.05, 0.06, 0.06, 0.08])
