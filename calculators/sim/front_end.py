@@ -40,6 +40,7 @@ class FrontEnd:
     think_s: float = 0.0
     burst: tuple[tuple[float, float, float, float], ...] = ()   # (streams, in, first_out, last_out factor), ascending
     burst_window_s: float = 0.0
+    served: bool = True   # False: an in-process driver adds a closed loop's next request between two steps
 
     def __post_init__(self) -> None:
         lengths = {len(self.in_s), len(self.first_out_s), len(self.last_out_s)}
@@ -70,7 +71,13 @@ class FrontEnd:
 
     @classmethod
     def none(cls) -> "FrontEnd":
+        """No delays, the engine behind a server (a re-send still misses the step that starts as it is sent)."""
         return cls((0.0,), (0.0,), (0.0,))
+
+    @classmethod
+    def in_process(cls) -> "FrontEnd":
+        """No front end at all: the caller steps the engine itself and adds the next request between steps."""
+        return cls((0.0,), (0.0,), (0.0,), served=False)
 
     def draw(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(in, first_out, last_out) [n] each: n measured requests, drawn with replacement."""

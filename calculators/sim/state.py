@@ -72,7 +72,8 @@ class Arrivals:
     with no front-end delay: an engine schedules its next step as soon as the last one ends, before
     that step's output has left the process, so no client can have answered it yet (vLLM's engine core
     and TensorRT-LLM's executor loop both schedule before they hand the outputs on). With zero delays
-    it reaches the engine at that step's start and waits for the next."""
+    it reaches the engine at that step's start and waits for the next. `FrontEnd.in_process()` is the
+    exception: a caller that steps the engine itself adds the next request before the next step."""
 
     def __init__(self, trace: Trace, *, schedule: np.ndarray | None, concurrency: int | None,
                  front_end: FrontEnd | None = None, rng: np.random.Generator | None = None) -> None:
@@ -86,8 +87,10 @@ class Arrivals:
         self.delays = front.draw(rng if rng is not None else np.random.default_rng(0), self.n)
         if self.closed:
             self.pushes = 0
-            self.first_users = min(concurrency, self.n)   # draws below this are the users' first sends, at 0
-            for _ in range(self.first_users):
+            users = min(concurrency, self.n)
+            # draws below this are the users' first sends, at 0; in process, every send may join the next step
+            self.first_users = users if front.served else self.n
+            for _ in range(users):
                 self._push(0.0)
         else:
             in_s, first_out, last_out = np.asarray(self.delays) * front.burst_factors(schedule)

@@ -21,6 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[3])) if __name__ == "__main__" else None
 
 from calculators.sim.calibrate import fit_step_model  # noqa: E402
+from calculators.sim.front_end import FrontEnd  # noqa: E402
 from calculators.sim.simulate import MeasuredLengths, SimServer, SimWorkload, simulate, simulate_trace  # noqa: E402
 from calculators.sim.step_model import StepTimeModel  # noqa: E402
 
@@ -143,7 +144,7 @@ def compare(concurrencies=(1, 4, 8), requests=(24, 48, 64), calibration_requests
         measured = measure_closed_loop(engine, prefills, c, prompt, output, clock=clock)
         workload = SimWorkload(lengths=MeasuredLengths(tuple(zip(prompt, output)), in_order=True), requests=n,
                             concurrency=c, warmup_fraction=WARMUP_FRACTION, seed=seed)
-        predicted = simulate(SimServer.from_flags("continuous", **LIMITS), workload, model)
+        predicted = simulate(SimServer.from_flags("continuous", **LIMITS), workload, model, FrontEnd.in_process())
         row = {"concurrency": c, "model": model}
         for metric, values in (("ttft_s", measured.ttft), ("tpot_s", measured.tpot)):
             real = float(np.nanpercentile(window(values, c), 50))
@@ -166,7 +167,8 @@ def test_simulator_replays_the_engine_schedule_step_for_step(strategy, concurren
                         concurrency=concurrency)
     server = SimServer.from_flags(strategy, num_kv_blocks=engine.num_kv_blocks, block_size=engine.config.block_size,
                                      **LIMITS)
-    trace = simulate_trace(server, workload, StepTimeModel(base_s=1.0))
+    # the driver above adds each next request between two steps, as no server could
+    trace = simulate_trace(server, workload, StepTimeModel(base_s=1.0), FrontEnd.in_process())
     np.testing.assert_array_equal(trace.first_token.round().astype(int), measured.first_step)
     np.testing.assert_array_equal(trace.end.round().astype(int), measured.end_step)
     assert len(measured.step_batch) == round(float(np.nanmax(trace.end)))
