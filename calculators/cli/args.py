@@ -32,6 +32,17 @@ LENGTHS_HELP = ("the workload's forms (N | uniform:LO:HI | normal:MEAN:SD | logn
                 "calculator that takes one number takes the distribution's mean, rounded (N: N exactly)")
 
 
+
+def _jobs(text: str) -> int:
+    """--jobs: a whole number of processes, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
 def _engine(p: argparse.ArgumentParser, title: str, *only: str) -> None:
     add_options(p, EngineOptions, title=title, only=only, typed=True)
     p.set_defaults(**{name: value for name, value in CALC_DEFAULTS.items() if name.replace("_", "-") in only})
@@ -154,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
             "strategy", "model", "dtype", "kv-dtype", "tp", "kv-blocks", "block-size", "max-model-len")
     add_load_arguments(p, only=("concurrency", "rates", "arrival"), title="load (choose one)")
     p.add_argument("--requests", type=int, default=2000, help="simulated requests per level (default 2000)")
+    p.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                   help="levels simulated at once, one process each (default: the machine's cores); the same answer")
     _lengths(p, "default the workload's", "prompt-tokens", "output-tokens", "seed")
     p.add_argument("--step-base-ms", type=float, help="measured step model: fixed ms per step")
     p.add_argument("--step-per-seq-ms", type=float, default=0.0, help="measured: ms per running sequence")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from dataclasses import asdict, replace
 
@@ -247,10 +249,13 @@ def cmd_simulate(args) -> None:
     model = sizing.step_model if sizing is not None and args.efficiency_profile is None else _step_model(args)
     speculative = _speculative_step(args, "vllm" if sizing is not None else args.engine)
     speculating = None if speculative is None else replace(server, speculative=speculative)   # checked before running
-    results = simulate_levels(server, workload, model, concurrencies=concurrency, rates=rates)
-    side = None
-    if speculating is not None:
-        side = simulate_levels(speculating, workload, model, concurrencies=concurrency, rates=rates)
+    with _level_pool(args.jobs, len(levels) * (1 if speculating is None else 2)) as mapper:
+        results = simulate_levels(server, workload, model, concurrencies=concurrency, rates=rates, mapper=mapper)
+        side = None
+        if speculating is not None:
+            side = simulate_levels(speculating, workload, model, concurrencies=concurrency, rates=rates,
+                                   mapper=mapper)
+    if side is not None:
         answer = simulated_crossover("concurrency" if concurrency else "rate", levels, results, side)
     if args.json:
         extra = {} if side is None else {"speculative": {
@@ -272,6 +277,22 @@ def cmd_simulate(args) -> None:
         print_rows(f"With speculative decoding ({args.speculative_method}, k={speculative.num_tokens}, "
                    f"{speculative.expected_tokens:.2f} tokens per verification) beside without", rows, list(rows[0]))
         print(answer.statement())
+
+
+@contextlib.contextmanager
+def _level_pool(jobs: int | None, levels: int):
+    """A `map` over levels: in this process for one job or one level, else over a pool of processes (forked:
+    nothing to import again), `jobs` of them or one per core, never more than the levels."""
+    workers = min(jobs or os.cpu_count() or 1, levels)
+    if workers <= 1:
+        yield map
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+        yield pool.map
 
 
 def simulated_crossover(axis: str, levels, plain, speculative):

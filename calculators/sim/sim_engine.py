@@ -72,7 +72,9 @@ def run_engine(server: SimServer, clock: StepClock, trace: Trace, arrivals: Arri
     lasts what its adapters add (`calculators.sim.lora_step`); the fast path is off too."""
     speculative, lora = server.speculative, server.lora
     fast_decodes = fast_decodes and on_step is None and speculative is None and lora is None
-    scheduler = make_scheduler(server.limits, BlockManager(num_kv_blocks(server, trace), server.block_size))
+    # distinct prompts: full blocks are hashed only when a preemption frees them (the same hits, fewer hashes)
+    scheduler = make_scheduler(server.limits, BlockManager(num_kv_blocks(server, trace), server.block_size,
+                                                           shared_prefixes=False))
     adapters = trace.lora if lora is not None and trace.lora is not None else None
     if lora is not None:
         scheduler.lora_slots = LoraSlots(lora.max_loras)

@@ -15,6 +15,7 @@ The step-time model comes from ``calculators.sim.calibrate.fit_step_model`` (mea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -156,10 +157,14 @@ def simulate(server: SimServer, workload: SimWorkload, step_model: StepTimeModel
 
 
 def simulate_levels(server: SimServer, workload: SimWorkload, step_model: StepTimeModel, *,
-                    concurrencies: list[int] | None = None, rates: list[float] | None = None) -> list[SimResult]:
-    """``simulate`` at each closed-loop concurrency or open-loop rate (same seed, same lengths)."""
+                    concurrencies: list[int] | None = None, rates: list[float] | None = None,
+                    mapper: Callable = map) -> list[SimResult]:
+    """``simulate`` at each closed-loop concurrency or open-loop rate (same seed, same lengths). The levels
+    are independent runs: `mapper` (e.g. a process pool's ``map``) may run them at once, in the same order."""
     if (concurrencies is None) == (rates is None):
         raise ValueError("give exactly one of concurrencies and rates")
     if concurrencies is not None:
-        return [simulate(server, replace(workload, concurrency=c, rate_rps=None), step_model) for c in concurrencies]
-    return [simulate(server, replace(workload, concurrency=None, rate_rps=r), step_model) for r in rates]
+        workloads = [replace(workload, concurrency=c, rate_rps=None) for c in concurrencies]
+    else:
+        workloads = [replace(workload, concurrency=None, rate_rps=r) for r in rates]
+    return list(mapper(simulate, [server] * len(workloads), workloads, [step_model] * len(workloads)))

@@ -101,8 +101,7 @@ class BlockManager:
             seq.block_hashes.append(h)
             parent = h
             hits += 1
-        for _ in range(self.blocks_for(seq.num_tokens) - hits):
-            seq.block_table.append(self._take_fresh())
+        seq.block_table.extend(self._take_fresh_many(self.blocks_for(seq.num_tokens) - hits))
         seq.num_cached_tokens = hits * bs
         seq.num_computed_tokens = hits * bs
         self.prefix_cache_hit_tokens += hits * bs
@@ -122,8 +121,7 @@ class BlockManager:
             return
         if needed > len(self.free_block_ids):
             raise RuntimeError(f"not enough free KV blocks to extend {seq.request_id}")
-        for _ in range(needed):
-            seq.block_table.append(self._take_fresh())
+        seq.block_table.extend(self._take_fresh_many(needed))
 
     def release_beyond(self, seq: Sequence, num_tokens: int) -> None:
         """Free `seq`'s blocks past those holding its first `num_tokens` tokens (a verification step's
@@ -157,8 +155,13 @@ class BlockManager:
         sequence's computed blocks stay findable for its recompute (`shared_prefixes`)."""
         if preempted and not self.shared_prefixes:
             self._register(seq)
-        for block_id in reversed(seq.block_table):
-            self._drop_reference(block_id)
+        blocks, free = self.blocks, self.free_block_ids
+        for block_id in reversed(seq.block_table):   # _drop_reference, inline: once per block of every request
+            block = blocks[block_id]
+            assert block.ref_count > 0, f"block {block_id} freed twice"
+            block.ref_count -= 1
+            if block.ref_count == 0:
+                free[block_id] = None
         seq.block_table.clear()
         seq.block_hashes.clear()
         seq.num_computed_tokens = 0
@@ -178,11 +181,17 @@ class BlockManager:
             del self.free_block_ids[block_id]
         block.ref_count += 1
 
-    def _take_fresh(self) -> int:
-        block_id, _ = self.free_block_ids.popitem(last=False)
-        block = self.blocks[block_id]
-        if block.hash is not None and self.hash_to_block_id.get(block.hash) == block_id:
-            del self.hash_to_block_id[block.hash]
-        block.hash, block.token_ids = None, ()
-        block.ref_count = 1
-        return block_id
+    def _take_fresh_many(self, n: int) -> list[int]:
+        """The `n` oldest-freed blocks, their cached contents forgotten, each held once."""
+        free, blocks, table = self.free_block_ids, self.blocks, self.hash_to_block_id
+        taken = []
+        for _ in range(n):
+            block_id, _ = free.popitem(last=False)
+            block = blocks[block_id]
+            if block.hash is not None:
+                if table.get(block.hash) == block_id:
+                    del table[block.hash]
+                block.hash, block.token_ids = None, ()
+            block.ref_count = 1
+            taken.append(block_id)
+        return taken

@@ -204,7 +204,8 @@ def validate(rows: list[Row], rule: str = "published", jobs: int = 1, progress=N
         curve = dict(zip(CURVE_KEY, key))
         engine = simulator_engine(curve["engine"], rule)
         tasks.append((members, engine, simulate_argv(curve, sorted({r.load for r in members}), engine)))
-    if jobs > 1:
+    if jobs > 1:   # the processes run curves, each curve's levels in its own process
+        tasks = [(members, engine, argv + ["--jobs", "1"]) for members, engine, argv in tasks]
         from concurrent.futures import ProcessPoolExecutor
         pool = ProcessPoolExecutor(max_workers=jobs)
         results = pool.map(_simulate_curve, [argv for _, _, argv in tasks])

@@ -111,7 +111,8 @@ class ContinuousBatchScheduler(Scheduler):
                 prefill_budget -= n
         passed_over: list[Sequence] = []   # waiting for a LoRA slot: they keep their place at the front
         whole = not self.limits.chunked_prefill
-        reserved = self._growth_reserved() if self.limits.capacity_policy == GUARANTEED_NO_EVICT else None
+        reserved = (self._growth_reserved() if self.limits.capacity_policy == GUARANTEED_NO_EVICT and self.waiting
+                    else None)   # (only admission reads it)
         while (self.waiting and not batch.preempted and min(budget, prefill_budget) > 0
                and len(self.running) < self.limits.max_num_seqs):
             seq = self.waiting[0]

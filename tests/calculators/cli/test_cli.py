@@ -119,8 +119,8 @@ def test_fleet_simulate_and_catalog_listings(calc_json):
     fleet = calc_json("fleet", "--rate", "100", "--slo-p99-ms", "2000", "--replica-capacity", "10",
                       "--replica-slots", "4", "--gpu-hourly", "2")
     assert fleet["replicas"] >= 10 and fleet["response_p99_s"] <= 2.0 and fleet["usd_per_hour"] == 2 * fleet["gpus"]
-    sim = calc_json("simulate", "--strategy", "continuous", "--concurrency", "1,4", "--requests", "300",
-                    "--step-base-ms", "10", "--step-per-seq-ms", "1", "--output-tokens", "32", "--prompt-tokens", "16")
+    sim = calc_json("simulate", "--jobs", "1", "--strategy", "continuous", "--concurrency", "1,4", "--requests",
+                    "300", "--step-base-ms", "10", "--step-per-seq-ms", "1", "--output-tokens", "32", "--prompt-tokens", "16")
     assert [level["offered"] for level in sim["levels"]] == [{"concurrency": 1}, {"concurrency": 4}]
     assert sim["levels"][1]["metrics"]["tpot_s"]["p50"] == pytest.approx(0.014)
     gpus = {g["name"]: g for g in calc_json("gpus")["gpus"]}
@@ -204,3 +204,13 @@ def test_simulate_takes_the_loads_levels_and_arrivals(calc, calc_json):
     assert code == 2 and "give the load: --concurrency" in err
     code, _, err = calc("simulate", "--step-base-ms", "10", "--concurrency", "1", "--rates", "2")
     assert code == 2 and "choose one load: --concurrency or --rates" in err
+
+
+@pytest.mark.slow
+def test_simulate_levels_in_processes_give_the_same_answer(calc, calc_json):
+    args = ("simulate", "--concurrency", "1,4,16", "--requests", "200", "--step-base-ms", "10", "--step-per-seq-ms",
+            "1", "--prompt-tokens", "uniform:16:64", "--output-tokens", "uniform:4:32")
+    one, pooled = calc_json(*args, "--jobs", "1"), calc_json(*args, "--jobs", "3")
+    assert pooled == one and [level["offered"]["concurrency"] for level in pooled["levels"]] == [1, 4, 16]
+    code, _, err = calc(*args, "--jobs", "0")
+    assert code == 2 and "--jobs: must be a whole number >= 1" in err

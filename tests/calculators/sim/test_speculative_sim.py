@@ -63,7 +63,8 @@ def test_the_crossover_is_the_first_level_no_better():
 
 def test_calc_simulate_answers_with_and_without_and_names_the_crossover(capsys):
     base = ["simulate", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--dtype", "fp8", "--max-model-len",
-            "4096", "--concurrency", "1,8,64", "--prompt-tokens", "256", "--output-tokens", "64", "--requests", "150"]
+            "4096", "--concurrency", "1,8,64", "--prompt-tokens", "256", "--output-tokens", "64", "--requests", "150",
+            "--jobs", "1"]   # in this process (the pool is tested on its own)
     spec = ["--speculative-method", "draft", "--num-speculative-tokens", "4", "--speculative-acceptance", "0.7",
             "--speculative-model", "llama-3.2-1b"]
     assert main([*base, *spec, "--json"]) == 0
