@@ -18,7 +18,8 @@ LONG_PROMPT_TOKENS = 1000   # prefills of this many tokens and more carry the lo
 
 
 def dtype_class(dtype: str | DType) -> str:
-    """Kernel family a weight format runs on: ``16bit`` (bf16/fp16/fp32), ``fp8``, ``int8`` or ``int4``."""
+    """Kernel family a weight format runs on: ``16bit`` (bf16/fp16/fp32), ``fp8``, ``int8`` or ``int4`` (every
+    4-bit format with block scales: int4-gN, MXFP4, NVFP4; no published FP4 kernel points are fitted yet)."""
     dt = dtype if isinstance(dtype, DType) else parse_dtype(dtype)
     if dt.is_float:
         return "16bit"

@@ -11,6 +11,8 @@ Bytes: linear weights in ``dtype`` (group quantization adds its scale/zero overh
 see ``engine_core.dtypes``); embeddings in ``dtype`` unless ``keep_embeddings_16bit``
 keeps them (and the output head) at 16 bits, as GPTQ/AWQ checkpoints do; norms,
 biases and routers stay at 16 bits in quantized formats (the dtype itself otherwise).
+A model whose checkpoints quantize the routed experts only (``quantize_experts_only``, gpt-oss)
+keeps every other linear weight and the embeddings at 16 bits in a quantized format.
 """
 
 from __future__ import annotations
@@ -136,8 +138,12 @@ def weights(arch: ModelArchitecture, dtype: str | DType = "bf16", *, keep_embedd
     dt = dtype if isinstance(dtype, DType) else parse_dtype(dtype)
     counts = param_counts(arch)
     small_bytes_each = dt.bytes_per_element if dt.is_float else 2.0
-    embed_bytes_each = 2.0 if keep_embeddings_16bit and dt.bytes_per_element < 2 else dt.bytes_per_element
-    linear_bytes = round(counts.linear * dt.bytes_per_element)
+    experts_only = arch.quantize_experts_only and dt.is_quantized
+    embed_bytes_each = (2.0 if (keep_embeddings_16bit or experts_only) and dt.bytes_per_element < 2
+                        else dt.bytes_per_element)
+    other_linear_each = 2.0 if experts_only else dt.bytes_per_element
+    linear_bytes = round(counts.routed_experts * dt.bytes_per_element
+                         + (counts.linear - counts.routed_experts) * other_linear_each)
     embedding_bytes = round((counts.embedding + counts.lm_head) * embed_bytes_each)
     small_bytes = round(counts.small * small_bytes_each)
     return Weights(
@@ -151,5 +157,5 @@ def weights(arch: ModelArchitecture, dtype: str | DType = "bf16", *, keep_embedd
         small_bytes=small_bytes,
         routed_expert_bytes=round(counts.routed_experts * dt.bytes_per_element),
         lm_head_bytes=round(arch.vocab_size * arch.hidden_size * embed_bytes_each),
-        keep_embeddings_16bit=keep_embeddings_16bit,
+        keep_embeddings_16bit=keep_embeddings_16bit or experts_only,
     )

@@ -44,6 +44,9 @@ class ModelArchitecture:
         moe_intermediate_size: expert MLP width when it differs from intermediate_size (DeepSeek).
         num_shared_experts: always-active experts per MoE layer (DeepSeek).
         num_dense_layers: leading layers with a dense MLP in an MoE model (DeepSeek first_k_dense_replace).
+        quantize_experts_only: a checkpoint in a quantized format quantizes the routed experts only; attention,
+            routers, embeddings and the head stay 16-bit (gpt-oss: MXFP4 experts, the rest in
+            ``quantization_config.modules_to_not_convert``).
     """
 
     name: str
@@ -74,6 +77,7 @@ class ModelArchitecture:
     moe_intermediate_size: int | None = None
     num_shared_experts: int = 0
     num_dense_layers: int = 0
+    quantize_experts_only: bool = False
 
     def __post_init__(self) -> None:
         positive = (

@@ -6,6 +6,14 @@ style): every group of N weights shares one fp16 scale and one 4-bit zero point,
 so a weight costs ``4 + (16 + 4) / N`` bits (int4-g128: 4.15625 bits). Sources:
 GPTQ (Frantar et al. 2022) and AWQ (Lin et al. 2023) checkpoints store ``scales``
 as fp16 and ``qzeros`` packed at 4 bits.
+
+The 4-bit floating-point microscaling formats store E2M1 elements in blocks that share a scale:
+``mxfp4`` one 8-bit power-of-two (E8M0) scale per 32 elements, 4.25 bits a weight (OCP
+Microscaling Formats (MX) Specification v1.0, 2023, section 5: MXFP4 block size 32, scale E8M0;
+gpt-oss checkpoints store ``*_blocks`` and ``*_scales`` so); ``nvfp4`` one FP8 (E4M3) scale per
+16 elements plus one FP32 scale per tensor, 4.5 bits (NVIDIA, "Introducing NVFP4 for Efficient and
+Accurate Low-Precision Inference", 2025; TensorRT Model Optimizer's NVFP4 checkpoints: ``weight``
+packed 2 a byte, ``weight_scale`` FP8 per 16, ``weight_scale_2`` FP32 per tensor).
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ _ALIASES = {
     "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "float8": "fp8",
 }
 _GROUP_QUANT = re.compile(r"int4-g(\d+)")
+# 4-bit float microscaling: name -> (elements a scale covers, bits of that scale)
+_MICROSCALING = {"mxfp4": (32, 8), "nvfp4": (16, 8)}
 _SCALE_BITS = 16      # fp16 scale per group
 _ZERO_POINT_BITS = 4  # packed 4-bit zero point per group
 
@@ -48,7 +58,7 @@ class DType:
 
 
 def dtype_names() -> list[str]:
-    return [*_PLAIN_BYTES, "int4-g128"]
+    return [*_PLAIN_BYTES, "int4-g128", *_MICROSCALING]
 
 
 def parse_dtype(name: str, *, field: str = "dtype") -> DType:
@@ -59,6 +69,9 @@ def parse_dtype(name: str, *, field: str = "dtype") -> DType:
     key = _ALIASES.get(key, key)
     if key in _PLAIN_BYTES:
         return DType(key, _PLAIN_BYTES[key] * 8)
+    if key in _MICROSCALING:
+        block, scale_bits = _MICROSCALING[key]
+        return DType(key, 4 + scale_bits / block, group_size=block)
     match = _GROUP_QUANT.fullmatch(key)
     if match:
         group = int(match.group(1))

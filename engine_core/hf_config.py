@@ -24,6 +24,15 @@ _KEYS = {
     "vocab_size": ("vocab_size",),
 }
 _UNGATED_TYPES = {"opt", "gpt2", "gpt_neox", "gptj", "falcon", "gpt_bigcode", "bloom"}
+_EXPERT_BIAS_TYPES = {"gpt_oss"}   # experts carry gate_up and down biases beside attention's (transformers' GptOss)
+
+
+def _quantizes_experts_only(config: dict) -> bool:
+    """A quantized checkpoint that leaves attention unconverted quantizes its experts only (gpt-oss's
+    ``quantization_config.modules_to_not_convert``: self_attn, router, embed_tokens, lm_head)."""
+    quant = config.get("quantization_config")
+    skipped = quant.get("modules_to_not_convert") if isinstance(quant, dict) else None
+    return isinstance(skipped, list) and any("self_attn" in str(name) for name in skipped)
 
 
 def _first(config: dict, keys: tuple[str, ...]) -> Any:
@@ -105,7 +114,9 @@ def architecture_from_hf_config(config: dict, name: str = "custom", source: str 
             values["learned_position_embeddings"] = values["max_position_embeddings"] + 2  # OPT's offset of 2
     else:
         values["qkv_bias"] = bool(config.get("attention_bias", model_type.startswith("qwen2")))
-        values["linear_bias"] = bool(config.get("mlp_bias", False)) and values["qkv_bias"]
+        mlp_bias = bool(config.get("mlp_bias", model_type in _EXPERT_BIAS_TYPES))
+        values["linear_bias"] = mlp_bias and values["qkv_bias"]
+    values["quantize_experts_only"] = values.get("num_experts", 1) > 1 and _quantizes_experts_only(config)
     try:
         return ModelArchitecture(name=name, **values)
     except (TypeError, ValueError) as error:
@@ -129,7 +140,8 @@ def load_hf_config(path: str | Path) -> ModelArchitecture:
 
 
 def load_hf_config_dtype(path: str | Path) -> str | None:
-    """The weights' dtype a config.json names (``dtype``, older ``torch_dtype``), e.g. "float32"; None if none."""
+    """The weights' dtype a config.json names (``dtype``, older ``torch_dtype``), e.g. "float32", or the
+    4-bit format its ``quantization_config`` stores them in ("mxfp4"); None if none."""
     path = Path(path)
     if path.is_dir():
         path = path / "config.json"
@@ -140,5 +152,8 @@ def load_hf_config_dtype(path: str | Path) -> str | None:
     if not isinstance(config, dict):
         return None
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    quant = config.get("quantization_config") if isinstance(config.get("quantization_config"), dict) else {}
+    if str(quant.get("quant_method", "")).lower() in ("mxfp4", "nvfp4"):
+        return str(quant["quant_method"]).lower()   # the stored format, not the compute dtype beside it
     value = config.get("dtype") or config.get("torch_dtype") or text.get("dtype") or text.get("torch_dtype")
     return value if isinstance(value, str) else None

@@ -67,6 +67,54 @@ def test_quantized_weights_count_scales_zero_points_and_16_bit_embeddings():
     assert weights(arch, "fp32").weight_bytes == 4 * counts.total
 
 
+
+def test_fp4_microscaling_formats_count_their_block_scales():
+    from engine_core.dtypes import parse_dtype, parse_kv_dtype
+
+    assert parse_dtype("mxfp4").bits_per_element == 4 + 8 / 32    # E2M1, one E8M0 scale per 32
+    assert parse_dtype("NVFP4").bits_per_element == 4 + 8 / 16    # E2M1, one E4M3 scale per 16
+    with pytest.raises(ValueError, match="not a KV cache format"):
+        parse_kv_dtype("mxfp4")
+
+
+@pytest.mark.parametrize("model, params, checkpoint_gib", [
+    ("gpt-oss-120b", 116.83e9, 60.8),   # OpenAI's gpt-oss model card, table 1
+    ("gpt-oss-20b", 20.91e9, 12.8),
+])
+def test_gpt_oss_in_mxfp4_weighs_what_its_published_checkpoint_does(model, params, checkpoint_gib):
+    arch = get_model(model)
+    counts = param_counts(arch)
+    mxfp4 = weights(arch, "mxfp4")
+    assert mxfp4.param_count == pytest.approx(params, rel=1e-3)
+    assert mxfp4.weight_bytes / GIB == pytest.approx(checkpoint_gib, rel=0.02)
+    # only the experts are 4-bit: attention and the embeddings stay bf16
+    assert mxfp4.linear_bytes == round(counts.routed_experts * 4.25 / 8 + (counts.linear - counts.routed_experts) * 2)
+    assert mxfp4.embedding_bytes == (counts.embedding + counts.lm_head) * 2
+    assert weights(arch, "bf16").weight_bytes == 2 * counts.total
+
+
+def test_a_config_that_leaves_attention_unconverted_quantizes_the_experts_only(tmp_path):
+    import json
+
+    from engine_core.hf_config import load_hf_config, load_hf_config_dtype
+
+    config = {"model_type": "gpt_oss", "num_hidden_layers": 24, "num_local_experts": 32, "num_experts_per_tok": 4,
+              "vocab_size": 201088, "hidden_size": 2880, "intermediate_size": 2880, "head_dim": 64,
+              "num_attention_heads": 64, "num_key_value_heads": 8, "sliding_window": 128, "attention_bias": True,
+              "tie_word_embeddings": False, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+              "layer_types": ["sliding_attention", "full_attention"] * 12,
+              "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
+                  "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    arch = load_hf_config(tmp_path)
+    assert arch.quantize_experts_only and arch.linear_bias and arch.num_sliding_window_layers == 12
+    assert load_hf_config_dtype(tmp_path) == "mxfp4"
+    assert weights(arch, "mxfp4").weight_bytes == weights(get_model("gpt-oss-20b"), "mxfp4").weight_bytes
+    del config["quantization_config"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert not load_hf_config(tmp_path).quantize_experts_only and load_hf_config_dtype(tmp_path) == "bfloat16"
+
+
 def test_fit_follows_the_vllm_budget_rule():
     arch, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm")
     result = fit(arch, gpu, dtype="bf16", gpu_memory_utilization=0.9, activation_gib=2.0, non_torch_gib=0.5,
