@@ -94,9 +94,13 @@ class Generation:
                 finish_reason = item.finish_reason if item.finished else None
                 # the engine's "stop": end-of-sequence or a stop token, the last id of this output
                 text = self._text.feed(item.new_token_ids, ends_on_stop_token=finish_reason == "stop")
+                new_ids = tuple(item.new_token_ids)
                 if self._text.stopped:
                     finish_reason = "stop"
                     self.runtime.engine.abort(self.request_id)   # a stop string ends it early
+                    # the ids after the one that completed it were never output: not in usage either
+                    self.completion_tokens -= len(new_ids) - self._text.ids_used
+                    new_ids = new_ids[:self._text.ids_used]
                 elif item.finished:
                     text += self._text.finish()
                     if self._text.stopped:
@@ -106,8 +110,8 @@ class Generation:
                     metrics.requests_finished.labels(finish_reason=finish_reason).inc()
                     metrics.e2e_latency.observe(time.monotonic() - self._arrival_s)
                     metrics.observe_request(item.timings)
-                yield Delta(text, len(item.new_token_ids), finish_reason, self.prompt_tokens,
-                            self.completion_tokens, self.cached_prompt_tokens, tuple(item.new_token_ids))
+                yield Delta(text, len(new_ids), finish_reason, self.prompt_tokens,
+                            self.completion_tokens, self.cached_prompt_tokens, new_ids)
                 if finish_reason is not None:
                     return
         finally:

@@ -29,16 +29,29 @@ class OutputText:
         self.keep_stop = keep_stop
         self._decoder = IncrementalDecoder()
         self._matcher = StopStringMatcher(stop, keep=keep_stop)
+        self.ids_used = 0   # of the last `feed`'s ids, those the output keeps
 
     @property
     def stopped(self) -> bool:
         return self._matcher.stopped
 
     def feed(self, ids: Sequence[int], *, ends_on_stop_token: bool = False) -> str:
-        """Text for `ids`; `ends_on_stop_token`: the last id is the one that ended the sequence."""
+        """Text for `ids`; `ends_on_stop_token`: the last id is the one that ended the sequence.
+        `ids_used` then says how many of `ids` the output keeps: all, unless a stop string ended
+        among them (several ids at once: a verification, `--stream-interval`), where generation
+        ends at the id that completed it, as vLLM ends it, and the ids after it were never output."""
+        self.ids_used = len(ids)
         if ends_on_stop_token and ids and not self.keep_stop:
             ids = ids[:-1]
-        return self._matcher.feed(self._decode(ids))
+        if len(ids) <= 1 or not self._matcher.stop:
+            return self._matcher.feed(self._decode(ids))
+        parts = []
+        for k, token_id in enumerate(ids):   # one id at a time: which one completes a stop string
+            parts.append(self._matcher.feed(self._decode((token_id,))))
+            if self._matcher.stopped:
+                self.ids_used = k + 1
+                break
+        return "".join(parts)
 
     def finish(self) -> str:
         """At the end of generation: a trailing partial character (as U+FFFD) and held-back text."""
