@@ -1,10 +1,11 @@
 """An emulated GPU replica under load: does each step last what its model says, and what does it cost the host?
 
     python -m lab.servecap.emulation [--gpu h100-sxm] [--model llama-3.1-8b] [--concurrency 1,8,32,64,128]
-        [--prompt-tokens 512] [--output-tokens 128] [--duration 10s] [--stream-interval N] [--out runs/bench-emulation]
+        [--rates R1,R2,...] [--prompt-tokens 512] [--output-tokens 128] [--duration 10s] [--stream-interval N] [--out runs/bench-emulation]
 
 Starts one `servecap serve --emulate GPU --model M` replica, then measures each concurrency with the real
-`servecap sweep --url` (streaming, closed loop), one sweep a level. Per level it prints:
+`servecap sweep --url` (streaming, closed loop), one sweep a level, then each `--rates` level (open loop,
+Poisson arrivals) the same way. Per level it prints:
 - the realised step time over the modelled one for the step's own batch shape, read from the engine's
   step record (the step's own clock, not the client's): median and p90 of realised / modelled - 1;
 - the replica's CPU over the level (engine process and front end together), in cores;
@@ -45,9 +46,9 @@ def _tree_cpu_s(pid: int) -> float:
     return sum(p.cpu_times().user + p.cpu_times().system for p in procs)
 
 
-def _sweep(url: str, out: Path, concurrency: int, args) -> None:
+def _sweep(url: str, out: Path, level: tuple[str, str], args) -> None:
     command = [sys.executable, "-m", "servecap", "sweep", "--url", url, "--model", args.model, "--out", str(out),
-               "--concurrency", str(concurrency), "--warmup", args.warmup, "--duration", args.duration,
+               f"--{level[0]}", level[1], "--warmup", args.warmup, "--duration", args.duration,
                "--prompt-tokens", str(args.prompt_tokens), "--output-tokens", str(args.output_tokens),
                "--no-report", "--no-pin-cpus"]
     subprocess.run(command, check=True, capture_output=True, text=True, timeout=600)
@@ -78,15 +79,20 @@ def _measured(out: Path) -> dict:
     return {m: {q: level.metrics[m].at(q) for q in ("p50", "p99")} for m in METRICS}
 
 
-def _simulated(args, concurrency: int) -> dict:
+def _requests(level: tuple[str, str]) -> int:
+    """Simulated requests for a level: 8 rounds of a closed loop, 60 s of an open one, at least 400."""
+    return max(400, 8 * int(level[1])) if level[0] == "concurrency" else max(400, int(60 * float(level[1])))
+
+
+def _simulated(args, level: tuple[str, str]) -> dict:
     command = [sys.executable, "-m", "servecap", "calc", "simulate", "--model", args.model, "--gpu", args.gpu,
-               "--dtype", args.dtype, "--concurrency", str(concurrency), "--prompt-tokens", str(args.prompt_tokens),
-               "--output-tokens", str(args.output_tokens), "--requests", str(max(400, 8 * concurrency)), "--json"]
+               "--dtype", args.dtype, f"--{level[0]}", level[1], "--prompt-tokens", str(args.prompt_tokens),
+               "--output-tokens", str(args.output_tokens), "--requests", str(_requests(level)), "--json"]
     simulated = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)["levels"][0]
     return {m: {q: simulated["metrics"][m][q] for q in ("p50", "p99")} for m in METRICS}   # calc simulate's JSON
 
 
-def _simulated_with_front_end(args, concurrency: int, out: Path) -> dict:
+def _simulated_with_front_end(args, level: tuple[str, str], out: Path) -> dict:
     """The simulator, sized as calc simulate sizes it, with the front end measured in this level's run."""
     from calculators.sim.simulate import SimServer, SimWorkload, simulate
     from contract.distributions import LengthDistribution
@@ -105,7 +111,8 @@ def _simulated_with_front_end(args, concurrency: int, out: Path) -> dict:
                                      block_size=sizing.block_size, **limits)
     workload = SimWorkload(prompt_tokens=LengthDistribution.uniform(args.prompt_tokens, args.prompt_tokens),
                         output_tokens=LengthDistribution.uniform(args.output_tokens, args.output_tokens),
-                        requests=max(400, 8 * concurrency), concurrency=concurrency, seed=0)
+                        requests=_requests(level), seed=0,
+                        **({"concurrency": int(level[1])} if level[0] == "concurrency" else {"rate_rps": float(level[1])}))
     simulated = simulate(server, workload, sizing.step_model, sample.front_end)
     return {m: {q: simulated.metrics[m][q] for q in ("p50", "p99")} for m in METRICS}
 
@@ -129,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="llama-3.1-8b")
     p.add_argument("--dtype", default="bf16")
     p.add_argument("--concurrency", default="1,8,32,64,128")
+    p.add_argument("--rates", default="", help="open-loop levels (requests/s) measured after the closed-loop ones")
     p.add_argument("--prompt-tokens", type=int, default=512)
     p.add_argument("--output-tokens", type=int, default=128)
     p.add_argument("--warmup", default="3s")
@@ -145,17 +153,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'c':>5} {'steps':>6} {'batch':>6} {'step median':>12} {'step p90':>9} {'cores':>6}  "
           + "  ".join(f"{m.removesuffix('_s')} {q} meas/sim" for m in METRICS for q in ("p50", "p99")))
     with ServerProcess(spec) as server:
-        for concurrency in (int(c) for c in args.concurrency.split(",")):
-            level_dir = out / f"c{concurrency}"
+        levels = [("concurrency", c) for c in filter(None, args.concurrency.split(","))]
+        levels += [("rates", r) for r in filter(None, args.rates.split(","))]
+        for level in levels:
+            level_dir = out / f"{level[0][0]}{level[1]}"
             cpu0, wall0 = _tree_cpu_s(server.pid), time.perf_counter()
-            _sweep(server.base_url, level_dir, concurrency, args)
+            _sweep(server.base_url, level_dir, level, args)
             cores = (_tree_cpu_s(server.pid) - cpu0) / (time.perf_counter() - wall0)
             steps = _step_fidelity(level_dir, step_model)
-            measured, simulated = _measured(level_dir), _simulated(args, concurrency)
-            with_front_end = _simulated_with_front_end(args, concurrency, level_dir)
+            measured, simulated = _measured(level_dir), _simulated(args, level)
+            with_front_end = _simulated_with_front_end(args, level, level_dir)
             plain.append((measured, simulated))
             fronted.append((measured, with_front_end))
-            print(f"{concurrency:>5} {steps['steps']:>6} {steps['mean_batch']:>6.1f} {steps['median']:>+12.2%} "
+            name = level[1] if level[0] == "concurrency" else f"{level[1]}/s"
+            print(f"{name:>5} {steps['steps']:>6} {steps['mean_batch']:>6.1f} {steps['median']:>+12.2%} "
                   f"{steps['p90']:>+9.2%} {cores:>6.2f}  {_pairs(measured, simulated)}", flush=True)
             print(f"{'':>5} {'':>6} {'':>6} {'':>12} {'':>9} {'':>6}  {_pairs(measured, with_front_end)}"
                   "  (simulator + the measured front end)", flush=True)
