@@ -61,6 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="whose sizing rule and default limits (default vllm)")
     emu.add_argument("--step-jitter", type=float, default=None, metavar="CV",
                      help="a seeded per-step variation of this coefficient of variation (default 0: deterministic)")
+    emu.add_argument("--role", choices=("both", "prefill", "decode"), default=None,
+                     help="disaggregated prefill and decode behind `vllm-router --vllm-pd-disaggregation`: "
+                          "prefill answers the router's one-token calls with the KV's blocks, decode takes a "
+                          "prompt's KV from one instead of computing it (default both: either)")
+    emu.add_argument("--kv-transfer-gbs", type=float, default=None, metavar="GB/S",
+                     help="the link a decode worker receives KV over (default: the GPU's interconnect)")
+    emu.add_argument("--kv-transfer-latency-us", type=float, default=None, metavar="US",
+                     help="a fixed time added to every KV transfer (default 0)")
     add_options(p, EngineOptions, title="emulated GPU: its replica", only=("tp", "gpu-memory-utilization"),
                 typed=True)
     add_options(p, EngineOptions, title="speculative decoding (continuous strategy)", only=SPECULATIVE, typed=True,
@@ -156,7 +164,9 @@ def configs_from_args(args: argparse.Namespace):
         emulation, limits, block_size = _emulation(args, limits)
     else:
         for flag, value in (("--tp", args.tp), ("--gpu-memory-utilization", args.gpu_memory_utilization),
-                            ("--step-jitter", args.step_jitter)):
+                            ("--step-jitter", args.step_jitter), ("--role", args.role),
+                            ("--kv-transfer-gbs", args.kv_transfer_gbs),
+                            ("--kv-transfer-latency-us", args.kv_transfer_latency_us)):
             if value is not None:
                 raise ValueError(f"{flag} describes an emulated GPU: give --emulate GPU too")
     engine = EngineConfig.from_flags(
@@ -232,7 +242,9 @@ def _emulation(args: argparse.Namespace, limits: dict) -> tuple[dict, dict, int]
         raise ValueError(f"--block-size {args.block_size}: {args.emulate_engine} uses {defaults.block_size}-token "
                          "blocks (leave it out with --emulate)")
     emulation = {"emulate": args.emulate, "emulate_engine": args.emulate_engine, "tp": args.tp or 1,
-                 "gpu_memory_utilization": args.gpu_memory_utilization, "step_jitter_cv": args.step_jitter or 0.0}
+                 "gpu_memory_utilization": args.gpu_memory_utilization, "step_jitter_cv": args.step_jitter or 0.0,
+                 "role": args.role or "both", "kv_transfer_gbs": args.kv_transfer_gbs,
+                 "kv_transfer_latency_s": (args.kv_transfer_latency_us or 0.0) / 1e6}
     return emulation, {**defaults.limit_flags(), **limits}, defaults.block_size
 
 

@@ -18,6 +18,9 @@ class SamplingParams:
         ignore_eos: keep generating past the end-of-sequence token (fixes the output length).
         min_tokens: end-of-sequence and stop tokens are suppressed until this many were produced.
         stop_token_ids: extra ids that end the sequence (finish_reason "stop"), kept in the output.
+        kv_transfer: disaggregated prefill and decode (vLLM's `kv_transfer_params`): "send" = prefill here
+            for a decode worker (`do_remote_decode`), "receive" = the prompt's KV comes from a prefill
+            worker (`do_remote_prefill`); None = neither.
     """
 
     max_tokens: int = 16
@@ -27,6 +30,7 @@ class SamplingParams:
     ignore_eos: bool = False
     min_tokens: int = 0
     stop_token_ids: tuple[int, ...] = ()
+    kv_transfer: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
@@ -50,6 +54,8 @@ class SamplingParams:
             if isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < 0:
                 raise ValueError(f"stop_token_ids must be non-negative integers, got {token_id!r}")
         object.__setattr__(self, "stop_token_ids", stops)
+        if self.kv_transfer not in (None, "send", "receive"):
+            raise ValueError(f"kv_transfer must be 'send', 'receive' or None, got {self.kv_transfer!r}")
 
     @property
     def greedy(self) -> bool:

@@ -51,6 +51,10 @@ class Sequence:
     lora: str | None = None          # the LoRA adapter it runs with (None: the base model)
     lora_wait_s: float = 0.0         # queue time passed over because its adapter had no slot
     lora_blocked_since: float | None = None   # engine clock: passed over for a slot since then
+    # disaggregated decode: its prompt's KV comes from a prefill worker, taking this many seconds once its blocks
+    # are allocated (None: it prefills here); then, until `kv_ready_at` (engine clock), it holds its blocks unscheduled
+    kv_transfer_s: float | None = None
+    kv_ready_at: float | None = None
     first_scheduled_time: float | None = None   # engine clock, the first step that scheduled it
     first_token_time: float | None = None
     last_token_time: float | None = None

@@ -32,6 +32,7 @@ class Delta:
     completion_tokens: int
     cached_prompt_tokens: int
     token_ids: tuple[int, ...] = ()   # the ids generated since the previous delta
+    kv_transfer_params: dict | None = None   # a prefill for a decode worker: its KV's blocks (the last delta)
 
 
 class Generation:
@@ -111,7 +112,8 @@ class Generation:
                     metrics.e2e_latency.observe(time.monotonic() - self._arrival_s)
                     metrics.observe_request(item.timings)
                 yield Delta(text, len(new_ids), finish_reason, self.prompt_tokens,
-                            self.completion_tokens, self.cached_prompt_tokens, new_ids)
+                            self.completion_tokens, self.cached_prompt_tokens, new_ids,
+                            getattr(item, "kv_transfer_params", None))
                 if finish_reason is not None:
                     return
         finally:

@@ -28,6 +28,7 @@ from reference_server.api.openai_schemas import ChatCompletionRequest, Completio
 from reference_server.api.output_text import OutputText
 from reference_server.api.sse import DONE, SSE_MEDIA_TYPE, sse_event
 from engine_core.scheduling.sampling import SamplingParams
+from reference_server.engine.disaggregation import kv_transfer_kind
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16   # OpenAI's default for /v1/completions
 
@@ -150,7 +151,12 @@ def _model_card(runtime) -> dict:
 
 def _sampling_params(body: _SamplingRequest, max_tokens: int) -> SamplingParams:
     try:
+        kv_transfer = kv_transfer_kind(body.kv_transfer_params)
+    except ValueError as exc:
+        raise APIError(400, str(exc), param="kv_transfer_params") from None
+    try:
         return SamplingParams(
+            kv_transfer=kv_transfer,
             max_tokens=max_tokens,
             temperature=1.0 if body.temperature is None else float(body.temperature),
             top_p=1.0 if body.top_p is None else float(body.top_p),
@@ -181,8 +187,10 @@ async def _respond(request: Request, runtime, shape: ResponseShape, prompt_ids: 
     if collected is None:   # the client left; nobody reads this
         return Response(status_code=499)
     deltas, last, token_ids = collected
-    return JSONResponse(shape.full(deltas, last.finish_reason if last else None, last, len(prompt_ids), token_ids),
-                        headers=headers)
+    answer = shape.full(deltas, last.finish_reason if last else None, last, len(prompt_ids), token_ids)
+    if last is not None and last.kv_transfer_params is not None:   # a prefill for a decode worker: where to pull
+        answer["kv_transfer_params"] = {**last.kv_transfer_params, **runtime.kv_transfer_address()}
+    return JSONResponse(answer, headers=headers)
 
 
 async def _sse(generation: Generation, shape: ResponseShape):

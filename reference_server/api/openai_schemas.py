@@ -10,7 +10,7 @@ fields): routers and clients add their own (vllm-router adds SGLang's extensions
 request). Each response names them (`ignored_fields.py`). The vLLM/SGLang extensions that
 mean something here are fields: `ignore_eos`, `min_tokens`, `stop_token_ids`,
 `return_token_ids`, `skip_special_tokens`, `include_stop_str_in_output` / `no_stop_trim`,
-and for chat `add_generation_prompt` and `continue_final_message`.
+`kv_transfer_params` (an emulated worker's disaggregated prefill or decode), and for chat `add_generation_prompt` and `continue_final_message`.
 """
 
 from __future__ import annotations
@@ -58,6 +58,9 @@ class _SamplingRequest(_OpenAIModel):
     include_stop_str_in_output: bool | None = Field(
         False, description="vLLM: keep the stop string (or the stop token's text) that ended generation")
     no_stop_trim: bool | None = Field(False, description="SGLang's name for include_stop_str_in_output")
+    kv_transfer_params: dict | None = Field(
+        None, description="vLLM: disaggregated prefill and decode, as vllm-router sends it "
+                          "(reference_server.engine.disaggregation)", strict=False)
     reasoning_tokens: int | None = Field(None, ge=0, description="servecap: chat streams its first N generated tokens "
                                                                  "as reasoning (delta.reasoning_content); default: "
                                                                  "the server's --reasoning-tokens")

@@ -186,6 +186,12 @@ class ServingRuntime:
         """The LoRA adapter a request's `model` names (None: the base model); check_model first."""
         return model if model in self.lora_sources else None
 
+    def kv_transfer_address(self) -> dict:
+        """Where a decode worker finds this prefill worker's KV (vLLM's remote_host and remote_port): the
+        address this server listens on."""
+        host, port = self.listening or (self.server_config.host, self.server_config.port)
+        return {"remote_host": host, "remote_port": port}
+
     def describe(self) -> dict:
         """The engine's own description plus the serving limits (what /v1/engine returns)."""
         server = asdict(self.server_config)

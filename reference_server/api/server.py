@@ -100,8 +100,10 @@ async def _announce_when_ready(server: DrainingServer, sock: socket.socket, poll
     url_host = f"[{host}]" if ":" in host else host
     description = runtime.engine.description
     grpc = {"grpc": f"{url_host}:{runtime.grpc_port}"} if runtime.grpc_port is not None else {}
+    split = description.get("disaggregation") or {}
+    role = {"role": split["role"]} if split.get("role", "both") != "both" else {}
     print(ready_line(f"http://{url_host}:{port}", strategy=description.get("strategy"),
-                     model=runtime.served_model_name, device=description.get("device"), **grpc), flush=True)
+                     model=runtime.served_model_name, device=description.get("device"), **role, **grpc), flush=True)
     while not runtime.failed:   # an engine process that dies takes the server down with it (exit 1),
         await asyncio.sleep(0.1)   # so a supervisor restarts it instead of routing to a 503 forever
     print(f"servecap serve: error: {runtime.failed}", file=sys.stderr, flush=True)

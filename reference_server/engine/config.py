@@ -81,6 +81,11 @@ class EngineConfig:
             directory (`reference_server.engine.lora`). A request names its adapter as its `model`.
         max_loras: adapters resident at once (slots); the others wait for one (`scheduling.lora_slots`).
         max_lora_rank: the largest rank a slot holds; an adapter above it is refused.
+        role: disaggregated prefill and decode (`reference_server.engine.disaggregation`): "prefill" answers
+            vLLM's router's one-token prefill calls with the KV's blocks, "decode" takes a prompt's KV from a
+            prefill worker instead of computing it, "both" (default) does either. Emulated GPUs only.
+        kv_transfer_gbs: the link a decode worker receives KV over, GB/s (None: the emulated GPU's interconnect).
+        kv_transfer_latency_s: a fixed time added to every transfer.
     """
 
     model: str = "tiny"
@@ -112,6 +117,9 @@ class EngineConfig:
     lora_modules: tuple[tuple[str, str], ...] = ()
     max_loras: int = 1
     max_lora_rank: int = 16
+    role: str = "both"
+    kv_transfer_gbs: float | None = None
+    kv_transfer_latency_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -159,6 +167,22 @@ class EngineConfig:
         duplicate = next((name for name in names if names.count(name) > 1), None)
         if duplicate is not None:
             raise ValueError(f"lora_modules: adapter name {duplicate!r} is given twice")
+
+    def _check_disaggregation(self, strategy: str) -> None:
+        from reference_server.engine.disaggregation import ROLES
+
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {self.role!r}")
+        if self.kv_transfer_gbs is not None and not (isinstance(self.kv_transfer_gbs, (int, float))
+                                                     and self.kv_transfer_gbs > 0):
+            raise ValueError(f"kv_transfer_gbs must be a positive number, got {self.kv_transfer_gbs!r}")
+        check_non_negative_number("kv_transfer_latency_s", self.kv_transfer_latency_s)
+        if self.emulate is None and (self.role != "both" or self.kv_transfer_gbs is not None
+                                     or self.kv_transfer_latency_s):
+            raise ValueError("role, kv_transfer_gbs and kv_transfer_latency_s describe an emulated worker's KV "
+                             "transfer: give emulate too (the real engine has no KV to send)")
+        if self.role != "both" and strategy != "continuous":
+            raise ValueError(f"a {self.role} worker batches continuously, not with {strategy!r}")
 
     def _check_quantization(self) -> None:
         if self.quantization is None:

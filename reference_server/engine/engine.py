@@ -13,6 +13,7 @@ from dataclasses import asdict
 from engine_core.architecture import ModelArchitecture
 from engine_core.models import get_model
 from reference_server.engine.config import DTYPE_BYTES, EngineConfig
+from reference_server.engine.disaggregation import RECEIVE, SEND, Disaggregation
 from reference_server.engine.outputs import EngineStats, RequestRejected, StepOutput
 from reference_server.engine.speculation_counts import SpeculationCounts, describe_speculation
 from reference_server.engine.step_recorder import StepRecorder
@@ -65,6 +66,7 @@ class Engine:
         from reference_server.engine.sampler import Sampler
 
         self.gpu = None
+        self.disaggregation = None   # disaggregated prefill/decode is emulated only
         arch, state_dict = resolve_model(config.model)
         if arch.vocab_size < self.token_space.vocab_size:
             raise ValueError(f"model: vocab_size {arch.vocab_size} is smaller than the {self.token_space.source}'s "
@@ -166,7 +168,20 @@ class Engine:
             speculative = SpeculativeStep(cfg.num_speculative_tokens, cfg.speculative_acceptance, draft)
         self.runner = EmulatedRunner(self.gpu.step_model, self.sampler, seed=cfg.seed, jitter_cv=cfg.step_jitter_cv,
                                      speculative=speculative)
+        self.disaggregation = self._disaggregation(get_gpu(cfg.emulate))
         self._init_state()
+
+    def _disaggregation(self, gpu) -> Disaggregation:
+        """This emulated worker's KV-transfer side: its role and link (--kv-transfer-gbs, else the GPU's
+        interconnect; a GPU without one needs the flag)."""
+        cfg = self.config
+        link = cfg.kv_transfer_gbs * 1e9 if cfg.kv_transfer_gbs is not None else gpu.interconnect_bytes_per_s
+        if link is None:
+            if cfg.role == "both":
+                link = float("inf")   # nothing is ever received without a role's request: never used
+            else:
+                raise ValueError(f"kv_transfer_gbs: {gpu.name} has no interconnect in the catalog; give the link")
+        return Disaggregation(cfg.role, link, cfg.kv_transfer_latency_s, tp=cfg.tp)
 
     def _init_state(self) -> None:
         self._seqs: dict[str, Sequence] = {}
@@ -228,9 +243,24 @@ class Engine:
             raise RequestRejected(f"prompt + max_tokens needs {blocks} KV blocks but the whole cache holds "
                                   f"{self.num_kv_blocks} ({self.config.block_size} tokens each)")
         seq = Sequence(request_id, ids, params, arrival_time=self.clock(), lora=lora)
+        if params.kv_transfer is not None:
+            self._check_kv_transfer(params.kv_transfer)
+            if params.kv_transfer == RECEIVE:
+                seq.kv_transfer_s = self.disaggregation.transfer_s(len(ids), self.kv_block_bytes / self.config.block_size)
         self._seqs[request_id] = seq
         self.scheduler.add(seq)
         self.recorder.request_added(request_id, time.time() if submitted_at is None else submitted_at)
+
+    def _check_kv_transfer(self, kind: str) -> None:
+        if self.disaggregation is None:
+            raise RequestRejected("kv_transfer_params: disaggregated prefill and decode run on emulated workers "
+                                  "only (servecap serve --emulate GPU --role prefill|decode)")
+        refused = self.disaggregation.accepts(kind)
+        if refused is not None:
+            raise RequestRejected(refused)
+        if kind == RECEIVE and self.config.strategy != "continuous":
+            raise RequestRejected(f"kv_transfer_params: a received prompt is decoded with continuous batching, "
+                                  f"not {self.config.strategy}")
 
     def abort_request(self, request_id: str) -> None:
         """Forget the request and free its KV blocks now; unknown or finished ids are ignored."""
@@ -272,7 +302,9 @@ class Engine:
         if self.draft is not None:
             self.draft.propose(batch)
         tokens = self.runner.run(batch, shape, start) if self.gpu is not None else self.runner.run(batch)
-        outputs = self._postprocess(batch, tokens)
+        # a prefill for a decode worker answers with its blocks, which finishing frees
+        sending = {seq.request_id: list(seq.block_table) for seq in batch.seqs if seq.params.kv_transfer == SEND}
+        outputs = self._postprocess(batch, tokens, sending)
         self._last_batch_size = len(batch)
         self._last_num_tokens = batch.num_tokens
         self._last_step_s = time.perf_counter() - start
@@ -289,7 +321,8 @@ class Engine:
                               lora_load_s=0.0 if self.lora_slots is None else self.runner.lora.last_load_s)
         return outputs
 
-    def _postprocess(self, batch: ScheduledBatch, tokens: list[int | list[int] | None]) -> list[StepOutput]:
+    def _postprocess(self, batch: ScheduledBatch, tokens: list[int | list[int] | None],
+                     sending: dict[str, list[int]]) -> list[StepOutput]:
         self._step_accepted = self.speculation.count(batch, tokens)
         outputs = []
         now = self.clock()
@@ -309,6 +342,8 @@ class Engine:
                 num_output_tokens=seq.num_output_tokens,
                 num_cached_prompt_tokens=min(seq.num_cached_tokens, seq.num_prompt_tokens),
                 timings=seq.timings() if reason is not None else None,
+                kv_transfer_params=(self.disaggregation.sent(seq.request_id, sending[seq.request_id])
+                                    if reason is not None and seq.request_id in sending else None),
             ))
         return outputs
 
@@ -369,6 +404,7 @@ class Engine:
             "weight_bytes": self.runner.weight_bytes if self.gpu is None else self.gpu.fit.weight_bytes,
             "seed": cfg.seed, "tokenizer": {"kind": "byte", "vocab_size": self.tokenizer.vocab_size},
             "token_space": self.token_space.describe(),
+            "disaggregation": None if self.disaggregation is None else self.disaggregation.describe(),
         }
 
 

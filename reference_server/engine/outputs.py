@@ -29,6 +29,7 @@ class StepOutput:
     num_output_tokens: int
     num_cached_prompt_tokens: int      # prefix-cache hit tokens for this request
     timings: RequestTimings | None = None   # set on the finishing output: queue, prefill, decode, inference
+    kv_transfer_params: dict | None = None  # a prefill for a decode worker, on its finishing output: its blocks
 
 
 @dataclass

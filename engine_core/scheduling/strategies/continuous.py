@@ -88,6 +88,10 @@ class ContinuousBatchScheduler(Scheduler):
                 break
             if seq.status is not SequenceStatus.RUNNING:   # preempted earlier in this loop
                 continue
+            if seq.kv_ready_at is not None:   # its prompt's KV is still arriving from a prefill worker
+                if seq.kv_ready_at > now:
+                    continue
+                seq.kv_ready_at = None
             n = min(len(seq.token_ids) - seq.num_computed_tokens, budget)
             if n > 1:   # a prefill chunk
                 n = min(n, prefill_budget)
@@ -131,12 +135,24 @@ class ContinuousBatchScheduler(Scheduler):
             self._admit(seq)
             if reserved is not None:
                 reserved += worst - len(seq.block_table)
+            if seq.kv_transfer_s is not None:   # disaggregated decode: the blocks wait for the prefill worker's KV
+                self._receive_prompt(seq, now)
+                continue
             n = seq.num_uncomputed_tokens if whole else min(seq.num_uncomputed_tokens, budget, prefill_budget)
             batch.add(seq, n)
             budget -= n
             prefill_budget -= n
         self.waiting.extendleft(reversed(passed_over))
         return batch if batch.seqs else None
+
+    @staticmethod
+    def _receive_prompt(seq: Sequence, now: float) -> None:
+        """A prompt whose KV a prefill worker computed: every token but the last is received (the last is
+        computed here for its logits, as vLLM's scheduler does after a remote prefill), ready once the
+        transfer that starts now ends. One transfer a request: if preempted, it is recomputed here."""
+        seq.num_computed_tokens = max(seq.num_computed_tokens, seq.num_prompt_tokens - 1)
+        seq.kv_ready_at = now + seq.kv_transfer_s
+        seq.kv_transfer_s = None
 
     def _slot_for(self, seq: Sequence, now: float) -> bool:
         """Whether `seq`'s adapter may run beside the running ones; times how long it was passed over."""
@@ -174,12 +190,20 @@ class ContinuousBatchScheduler(Scheduler):
         return self.limits.max_num_batched_tokens
 
     def seconds_until_schedulable(self, now: float) -> float | None:
-        return 0.0 if self.has_unfinished() else None
+        if self.waiting:
+            return 0.0
+        if not self.running:
+            return None
+        arriving = [seq.kv_ready_at for seq in self.running if seq.kv_ready_at is not None]
+        if len(arriving) < len(self.running):
+            return 0.0
+        return max(0.0, min(arriving) - now)   # every running sequence waits for a prefill worker's KV
 
     def _preempt(self, seq: Sequence, batch: ScheduledBatch) -> None:
         """Recompute-preemption: free `seq`'s blocks and put it at the front of the queue."""
         self.running.remove(seq)
         seq.spec_token_ids = []
+        seq.kv_ready_at = None   # a received prompt's blocks go too: it is recomputed here
         self.block_manager.deallocate(seq, preempted=True)
         seq.status = SequenceStatus.WAITING
         seq.num_preemptions += 1

@@ -322,3 +322,24 @@ def test_every_strategy_drains_and_returns_all_blocks(strategy):
     drain(sched)
     assert bm.num_used_blocks == 0 and not sched.has_unfinished()
     assert sched.seconds_until_schedulable(0.0) is None
+
+
+def test_a_prompt_received_from_a_prefill_worker_holds_its_blocks_then_computes_only_its_last_token():
+    sched, bm = make("continuous", max_num_seqs=8, max_num_batched_tokens=64)
+    local, remote = req("local", prompt_len=10), req("remote", prompt_len=20)
+    remote.kv_transfer_s = 0.5
+    sched.add(local)
+    sched.add(remote)
+    first = sched.schedule(0.0)
+    assert [s.request_id for s in first.seqs] == ["local"] and first.num_new_tokens == [10]
+    assert remote.block_table and remote.num_computed_tokens == 19 and remote.kv_ready_at == 0.5   # held, not run
+    advance(sched, first)
+    assert [s.request_id for s in sched.schedule(0.2).seqs] == ["local"]
+    local.num_computed_tokens += 1
+    local.token_ids.append(2)
+    sched.finish(local)
+    assert sched.schedule(0.3) is None and sched.seconds_until_schedulable(0.3) == pytest.approx(0.2)
+    ready = sched.schedule(0.5)
+    assert [s.request_id for s in ready.seqs] == ["remote"] and ready.num_new_tokens == [1]   # never its prompt
+    advance(sched, ready)
+    assert remote.num_output_tokens == 1 and remote.kv_ready_at is None and remote.kv_transfer_s is None
