@@ -166,6 +166,16 @@ class BlockManager:
         seq.block_hashes.clear()
         seq.num_computed_tokens = 0
 
+    def hold(self, block_ids: list[int]) -> None:
+        """Take again the blocks a finished sequence just freed, contents and all, for a reader outside the
+        engine (a decode worker pulling a prompt's KV); `release` gives them back."""
+        for block_id in block_ids:
+            self._take(block_id)
+
+    def release(self, block_ids: list[int]) -> None:
+        for block_id in reversed(block_ids):
+            self._drop_reference(block_id)
+
     def _drop_reference(self, block_id: int) -> None:
         """One holder fewer; a block nobody holds goes back to the free list (its hash kept)."""
         block = self.blocks[block_id]

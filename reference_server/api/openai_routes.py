@@ -28,7 +28,8 @@ from reference_server.api.openai_schemas import ChatCompletionRequest, Completio
 from reference_server.api.output_text import OutputText
 from reference_server.api.sse import DONE, SSE_MEDIA_TYPE, sse_event
 from engine_core.scheduling.sampling import SamplingParams
-from reference_server.engine.disaggregation import kv_transfer_kind
+from reference_server.api.kv_transfer import read_remote_kv
+from reference_server.engine.disaggregation import RECEIVE, kv_transfer_kind
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16   # OpenAI's default for /v1/completions
 
@@ -174,6 +175,9 @@ async def _respond(request: Request, runtime, shape: ResponseShape, prompt_ids: 
     output_text = OutputText(body.stop_strings(), skip_special_tokens=body.skips_special_tokens(),
                              keep_stop=body.keep_stop())
     headers = ignored_fields_headers(body)
+    split = runtime.engine.description.get("disaggregation")
+    if params.kv_transfer == RECEIVE and split and split["role"] != "prefill":   # (else the engine refuses it)
+        await read_remote_kv(body.kv_transfer_params)   # stale or unreachable: fails here, before any KV is taken
     generation = await Generation.open(runtime, shape.id, prompt_ids, params, output_text, arrival_s,
                                        lora=runtime.adapter_for(body.model))
     if body.stream:
@@ -189,7 +193,8 @@ async def _respond(request: Request, runtime, shape: ResponseShape, prompt_ids: 
     deltas, last, token_ids = collected
     answer = shape.full(deltas, last.finish_reason if last else None, last, len(prompt_ids), token_ids)
     if last is not None and last.kv_transfer_params is not None:   # a prefill for a decode worker: where to pull
-        answer["kv_transfer_params"] = {**last.kv_transfer_params, **runtime.kv_transfer_address()}
+        sent = last.kv_transfer_params
+        answer["kv_transfer_params"] = {**sent, **runtime.kv_transfer_sent(sent["remote_request_id"])}
     return JSONResponse(answer, headers=headers)
 
 

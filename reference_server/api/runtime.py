@@ -91,6 +91,7 @@ class ServingRuntime:
         self.created = int(time.time())
         self.draining = False
         self.listening: tuple[str, int] | None = None   # the bound (host, port), once known
+        self.kv_sent: dict[str, float] = {}   # prompts sent to a decode worker: request id -> monotonic deadline
         self.http_warm = False                 # set by api.warmup once a streamed request went through
         self.warmup_error: str | None = None   # why that warm-up request failed, if it did
         self.served_model_name = server_config.served_model_name or _default_model_name(engine_config.model)
@@ -185,6 +186,15 @@ class ServingRuntime:
     def adapter_for(self, model: str | None) -> str | None:
         """The LoRA adapter a request's `model` names (None: the base model); check_model first."""
         return model if model in self.lora_sources else None
+
+    def kv_transfer_sent(self, request_id: str) -> dict:
+        """A prefill for a decode worker was answered: until it is read (or the engine's hold times out) its
+        blocks are held; where a decode worker finds them (vLLM's remote_host and remote_port)."""
+        now = time.monotonic()
+        for stale in [r for r, deadline in self.kv_sent.items() if deadline < now]:
+            del self.kv_sent[stale]
+        self.kv_sent[request_id] = now + self.engine_config.kv_hold_timeout_s
+        return self.kv_transfer_address()
 
     def kv_transfer_address(self) -> dict:
         """Where a decode worker finds this prefill worker's KV (vLLM's remote_host and remote_port): the

@@ -86,6 +86,8 @@ class EngineConfig:
             prefill worker instead of computing it, "both" (default) does either. Emulated GPUs only.
         kv_transfer_gbs: the link a decode worker receives KV over, GB/s (None: the emulated GPU's interconnect).
         kv_transfer_latency_s: a fixed time added to every transfer.
+        kv_hold_timeout_s: a prefill worker keeps a sent prompt's blocks until the decode worker has read
+            them, or this long (vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT, default 480 s in vllm/envs.py).
     """
 
     model: str = "tiny"
@@ -120,6 +122,7 @@ class EngineConfig:
     role: str = "both"
     kv_transfer_gbs: float | None = None
     kv_transfer_latency_s: float = 0.0
+    kv_hold_timeout_s: float = 480.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -177,6 +180,7 @@ class EngineConfig:
                                                      and self.kv_transfer_gbs > 0):
             raise ValueError(f"kv_transfer_gbs must be a positive number, got {self.kv_transfer_gbs!r}")
         check_non_negative_number("kv_transfer_latency_s", self.kv_transfer_latency_s)
+        check_non_negative_number("kv_hold_timeout_s", self.kv_hold_timeout_s)
         if self.emulate is None and (self.role != "both" or self.kv_transfer_gbs is not None
                                      or self.kv_transfer_latency_s):
             raise ValueError("role, kv_transfer_gbs and kv_transfer_latency_s describe an emulated worker's KV "

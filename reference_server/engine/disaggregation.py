@@ -9,9 +9,9 @@ request with those params. The decode worker allocates the prompt's blocks, rece
 token's KV but the last (vLLM computes the last one again for its logits), and only then runs.
 
 Here no KV moves: the decode worker holds the blocks for the time the transfer would take, the
-prompt's KV bytes over the link (`transfer_s`), and never computes the prompt. What is not
-emulated: the prefill worker frees its blocks when it answers (vLLM keeps them until the decode
-worker has read them), and no handshake checks that the remote blocks still exist.
+prompt's KV bytes over the link (`transfer_s`), and never computes the prompt. The prefill worker
+holds the sent blocks until the decode worker's read notification (`reference_server.api.kv_transfer`)
+or a timeout, as vLLM does.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Disaggregation:
         return {"role": self.role, "engine_id": self.engine_id, "kv_transfer_gbs": self.link_bytes_per_s / 1e9,
                 "kv_transfer_latency_s": self.latency_s,
                 "note": "emulated: the decode side holds the prompt's blocks for its KV bytes over the link and "
-                        "never computes the prompt; the prefill side frees its blocks when it answers"}
+                        "never computes the prompt; the prefill side holds them until they are read"}
 
 
 def kv_transfer_kind(params: object) -> str | None:

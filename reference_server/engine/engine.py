@@ -185,6 +185,7 @@ class Engine:
 
     def _init_state(self) -> None:
         self._seqs: dict[str, Sequence] = {}
+        self._held: dict[str, tuple[list[int], float]] = {}   # sent prompts: (blocks, engine-clock deadline)
         self._last_batch_size = 0
         self._last_num_tokens = 0
         self._last_step_s = 0.0
@@ -251,6 +252,11 @@ class Engine:
         self.scheduler.add(seq)
         self.recorder.request_added(request_id, time.time() if submitted_at is None else submitted_at)
 
+    def _expire_held(self, now: float) -> None:
+        """Sent prompts whose decode worker never read them: their blocks go back after the timeout."""
+        for request_id in [r for r, (_, deadline) in self._held.items() if deadline <= now]:
+            self.block_manager.release(self._held.pop(request_id)[0])
+
     def _check_kv_transfer(self, kind: str) -> None:
         if self.disaggregation is None:
             raise RequestRejected("kv_transfer_params: disaggregated prefill and decode run on emulated workers "
@@ -263,7 +269,12 @@ class Engine:
                                   f"not {self.config.strategy}")
 
     def abort_request(self, request_id: str) -> None:
-        """Forget the request and free its KV blocks now; unknown or finished ids are ignored."""
+        """Forget the request and free its KV blocks now; unknown or finished ids are ignored, but a sent
+        prompt's held blocks are released (the decode worker has read them)."""
+        held = self._held.pop(request_id, None)
+        if held is not None:
+            self.block_manager.release(held[0])
+            return
         if request_id in self._seqs:
             self.scheduler.abort(request_id)
             self._forget(request_id)
@@ -285,6 +296,8 @@ class Engine:
     def step(self) -> list[StepOutput]:
         t_start, start = time.time(), time.perf_counter()
         now = self.clock()
+        if self._held:
+            self._expire_held(now)
         batch = self.scheduler.schedule(now)
         if batch is None:
             self._gpu_free_at = None
@@ -305,6 +318,11 @@ class Engine:
         # a prefill for a decode worker answers with its blocks, which finishing frees
         sending = {seq.request_id: list(seq.block_table) for seq in batch.seqs if seq.params.kv_transfer == SEND}
         outputs = self._postprocess(batch, tokens, sending)
+        for output in outputs:   # its blocks wait for the decode worker's read
+            if output.kv_transfer_params is not None:
+                blocks = sending[output.request_id]
+                self.block_manager.hold(blocks)
+                self._held[output.request_id] = (blocks, self.clock() + self.config.kv_hold_timeout_s)
         self._last_batch_size = len(batch)
         self._last_num_tokens = batch.num_tokens
         self._last_step_s = time.perf_counter() - start

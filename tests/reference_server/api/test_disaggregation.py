@@ -11,6 +11,8 @@ a 400 that names them.
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import openai
 import pytest
@@ -120,3 +122,45 @@ def test_a_worker_refuses_the_other_roles_half(workers):
         answer = httpx.post(server.base_url + "/v1/completions", json={"model": MODEL, "prompt": "x", "max_tokens": 1,
                                                                        "kv_transfer_params": params}, timeout=30)
         assert answer.status_code == 400 and role in answer.json()["error"]["message"]
+
+
+def _kv_blocks_used(server, expected: float | None = None) -> float:
+    """The gauge; with `expected`, read until it shows it (the engine publishes it after its next command
+    or step, asynchronously to the HTTP answer that caused it), for at most 2 s."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        text = httpx.get(server.base_url + "/metrics", timeout=10).text
+        used = next(float(line.split()[-1]) for line in text.splitlines() if line.startswith("servecap_kv_blocks_used"))
+        if expected is None or used == expected or time.monotonic() > deadline:
+            return used
+        time.sleep(0.01)
+
+
+def test_a_sent_prompt_is_held_until_read_and_a_stale_read_is_a_400(workers):
+    prefill, decode = workers
+    body = {"model": MODEL, "prompt": "held " * 100, "max_tokens": 1, "temperature": 0}
+    idle = _kv_blocks_used(prefill)
+    params = httpx.post(prefill.base_url + "/v1/completions", json={**body, "kv_transfer_params": {
+        "do_remote_decode": True}}, timeout=30).json()["kv_transfer_params"]
+    held = idle + len(params["remote_block_ids"])
+    assert _kv_blocks_used(prefill, held) == held                                # held for the decode worker
+    first = httpx.post(decode.base_url + "/v1/completions", json={**body, "max_tokens": 2, "kv_transfer_params": params},
+                       timeout=30)
+    assert first.status_code == 200 and _kv_blocks_used(prefill, idle) == idle  # read: released
+    again = httpx.post(decode.base_url + "/v1/completions", json={**body, "max_tokens": 2, "kv_transfer_params": params},
+                       timeout=30)
+    assert again.status_code == 400 and "stale kv_transfer_params" in again.json()["error"]["message"]
+    assert _kv_blocks_used(decode, 0) == 0
+
+
+def test_a_prefill_worker_gone_fails_the_decode_cleanly():
+    with ServerProcess(ReferenceServerSpec.from_flags([*BASE, "--role", "prefill"]), startup_timeout_s=120) as p, \
+            ServerProcess(ReferenceServerSpec.from_flags([*BASE, "--role", "decode"]), startup_timeout_s=120) as d:
+        body = {"model": MODEL, "prompt": "gone " * 100, "max_tokens": 1}
+        params = httpx.post(p.base_url + "/v1/completions", json={**body, "kv_transfer_params": {
+            "do_remote_decode": True}}, timeout=30).json()["kv_transfer_params"]
+        p.stop()
+        answer = httpx.post(d.base_url + "/v1/completions", json={**body, "max_tokens": 4, "kv_transfer_params": params},
+                            timeout=30)
+        assert answer.status_code == 503 and "cannot be read" in answer.json()["error"]["message"]
+        assert _kv_blocks_used(d, 0) == 0 and httpx.get(d.base_url + "/health", timeout=10).status_code == 200
