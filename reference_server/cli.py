@@ -120,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger request bodies get 413")
     srv.add_argument("--keep-alive-s", type=float, default=30.0, help="idle keep-alive connection timeout")
     srv.add_argument("--log-level", default="warning", help="uvicorn log level")
+    srv.add_argument("--fault", action="append", default=[], metavar="SPEC",
+                     help="a fault to rehearse, repeatable: slow:factor=3,at=10s,for=30s | "
+                          "errors:status=503,rate=0.5,at=0,for=20s | stall:at=5s,for=10s | crash:at=60s "
+                          "(also at run time: POST /admin/faults from loopback)")
     srv.add_argument("--grpc-port", type=int, default=None,
                      help="also serve KServe V2 over gRPC on this port (0: any free one; Triton's default is 8001)")
     cls = p.add_argument_group("classifier (KServe V2 at /v2/models/NAME)")
@@ -195,7 +199,7 @@ def configs_from_args(args: argparse.Namespace):
         max_body_bytes=args.max_body_bytes, keep_alive_s=args.keep_alive_s, grpc_port=args.grpc_port,
         reasoning_tokens=args.reasoning_tokens, reasoning_effort_tokens=args.reasoning_effort_tokens,
         log_level=args.log_level, engine_mode=args.engine_mode, engine_cpus=args.engine_cpus,
-        replica_name=args.replica_name)
+        replica_name=args.replica_name, faults=tuple(args.fault))
     classifier = ClassifierConfig(
         enabled=not args.no_classifier, name=args.classifier_name, num_features=args.classifier_features,
         num_classes=args.classifier_classes, hidden_size=args.classifier_hidden, seed=args.seed,

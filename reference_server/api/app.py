@@ -15,8 +15,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from reference_server.api import (embedding_routes, engine_record_routes, kserve_routes, kv_transfer, openai_routes,
-                                  ops_routes)
+from reference_server.api import (embedding_routes, engine_record_routes, fault_routes, kserve_routes, kv_transfer,
+                                  openai_routes, ops_routes)
 from reference_server.api.auth import ApiKeyMiddleware
 from reference_server.api.body_limit import BodyLimitMiddleware
 from reference_server.api.errors import install_error_handlers
@@ -71,6 +71,7 @@ def create_app(engine_config: EngineConfig | None = None, server_config: ServerC
     app.include_router(openai_routes.router)
     app.include_router(engine_record_routes.router)
     app.include_router(kv_transfer.router)
+    app.include_router(fault_routes.router)
     app.include_router(kserve_routes.router)
     app.include_router(embedding_routes.router)
     return app

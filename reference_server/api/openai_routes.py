@@ -175,6 +175,7 @@ async def _respond(request: Request, runtime, shape: ResponseShape, prompt_ids: 
     output_text = OutputText(body.stop_strings(), skip_special_tokens=body.skips_special_tokens(),
                              keep_stop=body.keep_stop())
     headers = ignored_fields_headers(body)
+    await runtime.fault_gate()   # an injected error burst or stall (reference_server.api.faults)
     split = runtime.engine.description.get("disaggregation")
     if params.kv_transfer == RECEIVE and split and split["role"] != "prefill":   # (else the engine refuses it)
         await read_remote_kv(body.kv_transfer_params)   # stale or unreachable: fails here, before any KV is taken

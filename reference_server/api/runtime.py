@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 
 from contract.distributions import parse_length_distribution
 from reference_server.api.admission import AdmissionControl
+from reference_server.api.faults import Fault, FaultPlan
 from contract.reasoning_effort import parse_effort_tokens
 from reference_server.api.errors import APIError
 from reference_server.api.settings import ServerConfig
@@ -92,6 +94,7 @@ class ServingRuntime:
         self.draining = False
         self.listening: tuple[str, int] | None = None   # the bound (host, port), once known
         self.kv_sent: dict[str, float] = {}   # prompts sent to a decode worker: request id -> monotonic deadline
+        self.faults = FaultPlan(seed=engine_config.seed)   # faults set on purpose (--fault, POST /admin/faults)
         self.http_warm = False                 # set by api.warmup once a streamed request went through
         self.warmup_error: str | None = None   # why that warm-up request failed, if it did
         self.served_model_name = server_config.served_model_name or _default_model_name(engine_config.model)
@@ -106,6 +109,8 @@ class ServingRuntime:
     # --- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         self.engine.start()
+        for spec in self.server_config.faults:
+            self.set_fault(Fault.parse(spec))
         if self.classifier_config.enabled:
             self.classifier = classifier_service(self.classifier_config, self.metrics,
                                                  self.server_config.retry_after_s)
@@ -187,6 +192,27 @@ class ServingRuntime:
         """The LoRA adapter a request's `model` names (None: the base model); check_model first."""
         return model if model in self.lora_sources else None
 
+    def set_fault(self, fault: Fault) -> dict:
+        """Schedule a fault from now (`reference_server.api.faults`); what it is, with its window."""
+        scheduled = self.faults.add(fault)
+        if fault.kind == "slow":
+            self.engine.slow_down(fault.factor, scheduled.start_unix, scheduled.end_unix)
+        elif fault.kind == "crash":
+            asyncio.get_running_loop().call_later(fault.at_s, _crash)
+        return scheduled.describe()
+
+    async def fault_gate(self) -> None:
+        """Before a generation request: an error burst answers it now; a stall holds it to the window's end."""
+        burst = self.faults.error_now()
+        if burst is not None:
+            raise APIError(burst.fault.status, f"injected fault: an error burst answers {burst.fault.rate:.0%} of "
+                                               f"requests {burst.fault.status} until unix {burst.end_unix:.3f}",
+                           code="injected_fault")
+        stall = self.faults.active("stall")
+        if stall is not None:
+            await asyncio.sleep(max(0.0, stall.end_unix - time.time()))   # no end: held until the client leaves
+            raise APIError(504, "injected fault: the replica stalled and never answered", code="injected_fault")
+
     def kv_transfer_sent(self, request_id: str) -> dict:
         """A prefill for a decode worker was answered: until it is read (or the engine's hold times out) its
         blocks are held; where a decode worker finds them (vLLM's remote_host and remote_port)."""
@@ -215,7 +241,14 @@ class ServingRuntime:
             "engine_pid": getattr(self.engine, "pid", os.getpid()),   # the engine process, or this one
             "classifier": asdict(self.classifier_config),
             "embedding": asdict(self.embedding_config),
+            "faults": self.faults.describe(),
         }
+
+
+def _crash() -> None:
+    """An injected crash: the process dies at once, as a killed one would (no drain, no cleanup)."""
+    print("servecap serve: injected fault: crash", file=sys.stderr, flush=True)
+    os._exit(1)
 
 
 def _engine_client(engine_config: EngineConfig, server_config: ServerConfig,

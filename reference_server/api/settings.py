@@ -36,6 +36,7 @@ class ServerConfig:
         replica_name: this server's name in a fleet; every response then carries it in the
             `x-servecap-replica` header, which a router passes back, so a client's record says
             which replica served it. None = no header.
+        faults: faults set at start (`reference_server.api.faults`: slow, errors, stall, crash specs).
     """
 
     host: str = "127.0.0.1"
@@ -54,8 +55,13 @@ class ServerConfig:
     grpc_port: int | None = None
     reasoning_tokens: str | None = None
     reasoning_effort_tokens: str = ""
+    faults: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        from reference_server.api.faults import Fault
+
+        for spec in self.faults:
+            Fault.parse(spec)   # ValueError names the bad spec
         if not self.host:
             raise ValueError("host must not be empty")
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:

@@ -185,6 +185,7 @@ class Engine:
 
     def _init_state(self) -> None:
         self._seqs: dict[str, Sequence] = {}
+        self._slowdowns: list[tuple[float, float, float]] = []   # faults: (factor, start unix, end unix)
         self._held: dict[str, tuple[list[int], float]] = {}   # sent prompts: (blocks, engine-clock deadline)
         self._last_batch_size = 0
         self._last_num_tokens = 0
@@ -252,6 +253,23 @@ class Engine:
         self.scheduler.add(seq)
         self.recorder.request_added(request_id, time.time() if submitted_at is None else submitted_at)
 
+    def slow_down(self, factor: float, start_unix: float, end_unix: float) -> None:
+        """A fault (`reference_server.api.faults`): a step starting in the window lasts `factor` times its time
+        (the emulated GPU waits the rest, the real engine spins it, as extra compute would)."""
+        self._slowdowns.append((factor, start_unix, end_unix))
+
+    def _slowed(self, t_start: float, step_s: float) -> float:
+        """The extra time a slow window adds to this step, spent now (0 outside any)."""
+        factor = max((f for f, start, end in self._slowdowns if start <= t_start < end), default=1.0)
+        if factor <= 1.0:
+            return 0.0
+        extra = (factor - 1.0) * step_s
+        if self.gpu is not None:
+            time.sleep(extra)
+        else:
+            busy_wait(extra)
+        return extra
+
     def _expire_held(self, now: float) -> None:
         """Sent prompts whose decode worker never read them: their blocks go back after the timeout."""
         for request_id in [r for r, (_, deadline) in self._held.items() if deadline <= now]:
@@ -317,6 +335,7 @@ class Engine:
         tokens = self.runner.run(batch, shape, start) if self.gpu is not None else self.runner.run(batch)
         # a prefill for a decode worker answers with its blocks, which finishing frees
         sending = {seq.request_id: list(seq.block_table) for seq in batch.seqs if seq.params.kv_transfer == SEND}
+        injected = self._slowed(t_start, time.perf_counter() - start) if self._slowdowns else 0.0
         outputs = self._postprocess(batch, tokens, sending)
         for output in outputs:   # its blocks wait for the decode worker's read
             if output.kv_transfer_params is not None:
@@ -330,7 +349,7 @@ class Engine:
         scheduler = self.scheduler
         idle_after = scheduler.seconds_until_schedulable(self.clock()) != 0.0
         if self.gpu is not None:
-            self.runner.settle(self._last_step_s)
+            self.runner.settle(self._last_step_s - injected)   # the fault's extra is no wait to correct
             self._gpu_free_at = None if idle_after else start + self._last_step_s
         self.recorder.stepped(t_start, self._last_step_s, shape, batch, outputs, running=len(scheduler.running),
                               waiting=len(scheduler.waiting), kv_blocks_used=self.block_manager.num_used_blocks,

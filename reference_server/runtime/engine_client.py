@@ -15,7 +15,7 @@ import asyncio
 import threading
 import time
 
-from reference_server.runtime.engine_loop import AbortRequest, AddRequest, Items
+from reference_server.runtime.engine_loop import AbortRequest, AddRequest, Items, SlowDown
 
 
 class RequestAborted(Exception):
@@ -51,6 +51,10 @@ class EngineClient:
         self._submit(AbortRequest(request_id))
         if queue is not None:
             queue.put_nowait(RequestAborted(f"request {request_id} aborted"))
+
+    def slow_down(self, factor: float, start_unix: float, end_unix: float) -> None:
+        """A fault: the engine's steps in that window take `factor` times as long."""
+        self._submit(SlowDown(factor, start_unix, end_unix))
 
     async def wait_ready(self, poll_s: float = 0.02) -> None:
         while not self.ready.is_set():

@@ -44,6 +44,14 @@ class AbortRequest:
     request_id: str
 
 
+@dataclass(frozen=True)
+class SlowDown:
+    """A fault: every step that starts in [start_unix, end_unix) takes `factor` times as long."""
+    factor: float
+    start_unix: float
+    end_unix: float
+
+
 def describe_start_failure(exc: Exception) -> str:
     """A bad configuration (ValueError) is said as is; anything else is a bug: name its type."""
     return str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
@@ -108,6 +116,9 @@ class EngineLoop:
         return wait_s is None or wait_s <= 0
 
     def _apply(self, command, items: Items) -> None:
+        if isinstance(command, SlowDown):
+            self.engine.slow_down(command.factor, command.start_unix, command.end_unix)
+            return
         if isinstance(command, AbortRequest):
             self.engine.abort_request(command.request_id)
             self._live.discard(command.request_id)
