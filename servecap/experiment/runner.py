@@ -82,6 +82,13 @@ class Runner:
         self.outcomes: dict[str | None, ProfileOutcome | None] = {}
         self.results: dict[str, LevelStats] = {}   # level id -> its quick figures over all its rounds so far
 
+    @property
+    def failed_levels(self) -> list[tuple[str, int]]:
+        """(level, load generator's exit code) of every level whose generator did not run to the end."""
+        if self.run_json is None:
+            return []
+        return [(entry.level, entry.exit_code) for entry in self.run_json.info.levels if entry.status == "failed"]
+
     @cached_property
     def loadgen_priority(self) -> LoadgenPriority:
         """Chosen when the run starts (it starts `chrt` once to see whether real time is allowed)."""

@@ -115,10 +115,17 @@ def main(argv: list[str]) -> int:
         for line in runner.grouped_warnings():
             console.print(line, markup=False, highlight=False)
         console.print(f"run directory: {out}")
-        return 0
-    from reports import cli as report_cli
+        code = 0
+    else:
+        from reports import cli as report_cli
 
-    return report_cli.report(out, report_options)   # in this process: reports pulls in no torch
+        code = report_cli.report(out, report_options)   # in this process: reports pulls in no torch
+    failed = runner.failed_levels
+    if failed:   # what was recorded is kept and reported, but the sweep did not run as asked
+        named = ", ".join(f"{level} (exit {exit_code})" for level, exit_code in failed)
+        print(f"servecap sweep: error: the load generator failed on {named}; see {out}/locust.log", file=sys.stderr)
+        return code or 1
+    return code
 
 
 if __name__ == "__main__":
