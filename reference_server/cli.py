@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger request bodies get 413")
     srv.add_argument("--keep-alive-s", type=float, default=30.0, help="idle keep-alive connection timeout")
     srv.add_argument("--log-level", default="warning", help="uvicorn log level")
+    srv.add_argument("--tool-call-rate", type=float, default=0.0, metavar="R",
+                     help="with tools offered and tool_choice auto, the share of chat replies that call one "
+                          "(seeded; default 0; required and a named function always call)")
     srv.add_argument("--fault", action="append", default=[], metavar="SPEC",
                      help="a fault to rehearse, repeatable: slow:factor=3,at=10s,for=30s | "
                           "errors:status=503,rate=0.5,at=0,for=20s | stall:at=5s,for=10s | crash:at=60s "
@@ -199,7 +202,7 @@ def configs_from_args(args: argparse.Namespace):
         max_body_bytes=args.max_body_bytes, keep_alive_s=args.keep_alive_s, grpc_port=args.grpc_port,
         reasoning_tokens=args.reasoning_tokens, reasoning_effort_tokens=args.reasoning_effort_tokens,
         log_level=args.log_level, engine_mode=args.engine_mode, engine_cpus=args.engine_cpus,
-        replica_name=args.replica_name, faults=tuple(args.fault))
+        replica_name=args.replica_name, faults=tuple(args.fault), tool_call_rate=args.tool_call_rate)
     classifier = ClassifierConfig(
         enabled=not args.no_classifier, name=args.classifier_name, num_features=args.classifier_features,
         num_classes=args.classifier_classes, hidden_size=args.classifier_hidden, seed=args.seed,

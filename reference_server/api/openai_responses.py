@@ -57,12 +57,18 @@ class ResponseShape:
         self.created = int(time.time())
         self._sent_role = False
         self._sent_prompt_ids = False
+        self.tool_call = None   # a CallStream when this reply is a tool call (`api.tool_calls`)
 
     def full(self, deltas: list[Delta], finish_reason: str | None, last: Delta | None, prompt_tokens: int,
              token_ids: list[int] | None = None) -> dict:
         """The non-streaming body, from the response's deltas in order."""
         text = "".join(delta.text for delta in deltas)
-        if self.chat:
+        if self.chat and self.tool_call is not None:   # the generated tokens are the call's text
+            self.tool_call.advance(sum(delta.num_new_tokens for delta in deltas))
+            message = {"role": "assistant", "content": None, "tool_calls": self.tool_call.message_calls()}
+            choice = {"index": 0, "message": message, "logprobs": None,
+                      "finish_reason": self._call_finish(finish_reason)}
+        elif self.chat:
             message = {"role": "assistant", "content": text}
             if self.reasoning is not None:
                 kinds = [self.reasoning.is_reasoning(delta.num_new_tokens) for delta in deltas]
@@ -86,9 +92,22 @@ class ResponseShape:
         choice["token_ids"] = token_ids
         (body if self.chat else choice)["prompt_token_ids"] = self.prompt_token_ids
 
+    def _call_finish(self, finish_reason: str | None) -> str | None:
+        """A call generated whole ends `tool_calls`; one cut by max_tokens keeps `length`."""
+        if finish_reason is None:
+            return None
+        return "tool_calls" if self.tool_call.done >= len(self.tool_call.call.text.encode()) else finish_reason
+
     def chunk(self, delta: Delta) -> dict:
         """One streamed choice chunk."""
-        if self.chat:
+        if self.chat and self.tool_call is not None:
+            content = self.tool_call.advance(delta.num_new_tokens) or {}
+            if not self._sent_role:
+                content = {"role": "assistant", **content}
+                self._sent_role = True
+            choice = {"index": 0, "delta": content, "logprobs": None,
+                      "finish_reason": self._call_finish(delta.finish_reason)}
+        elif self.chat:
             thinking = self.reasoning is not None and self.reasoning.is_reasoning(delta.num_new_tokens)
             content: dict = {"reasoning_content": delta.text, "reasoning": delta.text} if thinking \
                 else {"content": delta.text}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -24,7 +25,9 @@ from reference_server.api.generation import Generation
 from reference_server.api.ignored_fields import ignored_fields_headers
 from reference_server.api.reasoning import ReasoningSplit
 from reference_server.api.openai_responses import ResponseShape
-from reference_server.api.openai_schemas import ChatCompletionRequest, CompletionRequest, _SamplingRequest
+from reference_server.api.openai_schemas import (ChatCompletionRequest, CompletionRequest, NamedToolChoice,
+                                                 _SamplingRequest)
+from reference_server.api.tool_calls import CallStream, call_block, choose_call, response_block, tools_block
 from reference_server.api.output_text import OutputText
 from reference_server.api.sse import DONE, SSE_MEDIA_TYPE, sse_event
 from engine_core.scheduling.sampling import SamplingParams
@@ -74,9 +77,29 @@ def _completion_prompt_ids(body: CompletionRequest, runtime) -> list[int]:
 
 def _chat_prompt_ids(body: ChatCompletionRequest, runtime) -> list[int]:
     runtime.check_model(body.model)
-    return render_chat(runtime.tokenizer, [(m.role, m.text()) for m in body.messages],
+    return render_chat(runtime.tokenizer, _turns(body),
                        add_generation_prompt=body.add_generation_prompt is not False,
                        continue_final_message=bool(body.continue_final_message))
+
+
+def _turns(body: ChatCompletionRequest) -> list[tuple[str, str]]:
+    """(role, text) turns, tools as the Qwen/Hermes templates write them (`api.tool_calls`)."""
+    turns = []
+    for message in body.messages:
+        if message.role == "tool":
+            turns.append(("user", response_block(message.text())))
+            continue
+        text = message.text() + "".join(call_block(c.function.name, c.function.arguments)
+                                        for c in message.tool_calls or ())
+        turns.append((message.role, text))
+    if body.tools:
+        block = tools_block([tool.model_dump(exclude_none=True) for tool in body.tools])
+        first = next((k for k, (role, _) in enumerate(turns) if role in ("system", "developer")), None)
+        if first is None:
+            turns.insert(0, ("system", block.lstrip("\n")))
+        else:
+            turns[first] = (turns[first][0], turns[first][1] + block)
+    return turns
 
 
 @router.post("/completions/render")
@@ -136,7 +159,26 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
                           prompt_token_ids=prompt_ids if body.return_token_ids else None,
                           reasoning=ReasoningSplit(budget) if runtime.reasons(body.reasoning_tokens,
                                                                               body.reasoning_effort) else None)
-    return await _respond(request, runtime, shape, prompt_ids, _sampling_params(body, max_tokens), body, arrival_s)
+    params = _sampling_params(body, max_tokens)
+    call = _planned_call(body, runtime)
+    if call is not None:   # the reply is the call's text: exactly its bytes, as a model writes it, unless cut
+        shape.tool_call = CallStream(call)
+        params = replace(params, max_tokens=min(max_tokens, len(call.text.encode())), ignore_eos=True, min_tokens=0,
+                         stop_token_ids=())
+    return await _respond(request, runtime, shape, prompt_ids, params, body, arrival_s)
+
+
+def _planned_call(body: ChatCompletionRequest, runtime):
+    if not body.tools:
+        return None
+    choice = body.tool_choice or "auto"
+    if isinstance(choice, NamedToolChoice):
+        choice = choice.model_dump()
+    try:
+        return choose_call([tool.model_dump(exclude_none=True) for tool in body.tools], choice,
+                           runtime.server_config.tool_call_rate, runtime.tool_rng)
+    except ValueError as exc:
+        raise APIError(400, str(exc), param="tool_choice") from None
 
 
 def _adapter_card(runtime, name: str, source: str) -> dict:
@@ -172,7 +214,8 @@ def _sampling_params(body: _SamplingRequest, max_tokens: int) -> SamplingParams:
 
 async def _respond(request: Request, runtime, shape: ResponseShape, prompt_ids: list[int],
                    params: SamplingParams, body: _SamplingRequest, arrival_s: float) -> Response:
-    output_text = OutputText(body.stop_strings(), skip_special_tokens=body.skips_special_tokens(),
+    stops = () if getattr(shape, "tool_call", None) is not None else body.stop_strings()   # a call is not cut
+    output_text = OutputText(stops, skip_special_tokens=body.skips_special_tokens(),
                              keep_stop=body.keep_stop())
     headers = ignored_fields_headers(body)
     await runtime.fault_gate()   # an injected error burst or stall (reference_server.api.faults)

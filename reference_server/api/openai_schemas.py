@@ -173,10 +173,52 @@ class TextPart(_OpenAIModel):
     text: str
 
 
+class FunctionCall(_OpenAIModel):
+    name: str
+    arguments: str = ""
+
+
+class ToolCall(_OpenAIModel):
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class FunctionDefinition(_OpenAIModel):
+    name: str = Field(..., min_length=1)
+    description: str | None = None
+    parameters: dict | None = Field(None, strict=False)
+    strict: bool | None = None
+
+
+class Tool(_OpenAIModel):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class NamedFunction(_OpenAIModel):
+    name: str
+
+
+class NamedToolChoice(_OpenAIModel):
+    type: Literal["function"]
+    function: NamedFunction
+
+
 class ChatMessage(_OpenAIModel):
-    role: Literal["system", "developer", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_calls: list[ToolCall] | None = Field(None, description="an assistant's earlier calls")
+    tool_call_id: str | None = Field(None, description="a tool message: the call it answers")
+
+    @model_validator(mode="after")
+    def _check_tool_fields(self):
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs tool_call_id (the call it answers)")
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError(f"tool_calls belong to assistant messages, not {self.role}")
+        return self
 
     def text(self) -> str:
         if self.content is None:
@@ -199,9 +241,15 @@ class ChatCompletionRequest(_SamplingRequest):
         False, description="vLLM: leave the final message open so the model continues it; "
                            "needs add_generation_prompt false")
     echo: bool | None = Field(False, description="vLLM: only false is supported")
+    tools: list[Tool] | None = Field(None, description="functions the model may call (reference_server.api.tool_calls)")
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
+        None, description="none, auto (the default with tools), required, or a named function")
+    parallel_tool_calls: bool | None = Field(None, description="accepted; one call a response is made")
 
     @model_validator(mode="after")
     def _check_chat_only(self):
+        if self.tool_choice not in (None, "none") and not self.tools:
+            raise ValueError("tool_choice: no tools were offered")
         if self.logprobs:
             raise ValueError("logprobs: not supported by this server")
         if self.continue_final_message and self.add_generation_prompt is not False:

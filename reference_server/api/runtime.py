@@ -102,6 +102,7 @@ class ServingRuntime:
         self._reasoning_lengths = (parse_length_distribution(server_config.reasoning_tokens, "--reasoning-tokens")
                                    if server_config.reasoning_tokens else None)
         self._reasoning_rng = random.Random(engine_config.seed)
+        self.tool_rng = random.Random(engine_config.seed + 1)   # which replies call a tool, which, with what
         self._effort_lengths = parse_effort_tokens(server_config.reasoning_effort_tokens)
         self.grpc_server = None                # KServe V2 over gRPC (--grpc-port), once started
         self.grpc_port: int | None = None      # its bound port

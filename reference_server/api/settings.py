@@ -37,6 +37,8 @@ class ServerConfig:
             `x-servecap-replica` header, which a router passes back, so a client's record says
             which replica served it. None = no header.
         faults: faults set at start (`reference_server.api.faults`: slow, errors, stall, crash specs).
+        tool_call_rate: with tools offered and tool_choice auto, the share of replies that call one
+            (`reference_server.api.tool_calls`; seeded draws).
     """
 
     host: str = "127.0.0.1"
@@ -56,8 +58,11 @@ class ServerConfig:
     reasoning_tokens: str | None = None
     reasoning_effort_tokens: str = ""
     faults: tuple[str, ...] = ()
+    tool_call_rate: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0 <= self.tool_call_rate <= 1:
+            raise ValueError(f"--tool-call-rate must be in [0, 1], got {self.tool_call_rate!r}")
         from reference_server.api.faults import Fault
 
         for spec in self.faults:
