@@ -153,14 +153,14 @@ def test_a_sent_prompt_is_held_until_read_and_a_stale_read_is_a_400(workers):
     assert _kv_blocks_used(decode, 0) == 0
 
 
-def test_a_prefill_worker_gone_fails_the_decode_cleanly():
-    with ServerProcess(ReferenceServerSpec.from_flags([*BASE, "--role", "prefill"]), startup_timeout_s=120) as p, \
-            ServerProcess(ReferenceServerSpec.from_flags([*BASE, "--role", "decode"]), startup_timeout_s=120) as d:
+def test_a_prefill_worker_gone_fails_the_decode_cleanly(workers):
+    _, decode = workers
+    with ServerProcess(ReferenceServerSpec.from_flags([*BASE, "--role", "prefill"]), startup_timeout_s=120) as p:
         body = {"model": MODEL, "prompt": "gone " * 100, "max_tokens": 1}
         params = httpx.post(p.base_url + "/v1/completions", json={**body, "kv_transfer_params": {
             "do_remote_decode": True}}, timeout=30).json()["kv_transfer_params"]
         p.stop()
-        answer = httpx.post(d.base_url + "/v1/completions", json={**body, "max_tokens": 4, "kv_transfer_params": params},
-                            timeout=30)
-        assert answer.status_code == 503 and "cannot be read" in answer.json()["error"]["message"]
-        assert _kv_blocks_used(d, 0) == 0 and httpx.get(d.base_url + "/health", timeout=10).status_code == 200
+    answer = httpx.post(decode.base_url + "/v1/completions", json={**body, "max_tokens": 4,
+                                                                   "kv_transfer_params": params}, timeout=30)
+    assert answer.status_code == 503 and "cannot be read" in answer.json()["error"]["message"]
+    assert _kv_blocks_used(decode, 0) == 0 and httpx.get(decode.base_url + "/health", timeout=10).status_code == 200

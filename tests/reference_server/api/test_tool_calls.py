@@ -46,13 +46,18 @@ def test_a_call_streams_its_name_once_then_its_arguments_in_fragments():
 
 
 @pytest.fixture(scope="module")
-def client():
-    from servecap.launch.process import ServerProcess
-    from servecap.launch.spec import ReferenceServerSpec
+def client(reference_server_tiny):
+    return openai.OpenAI(base_url=reference_server_tiny.base_url + "/v1", api_key="unused", max_retries=0, timeout=60)
 
-    flags = ["--model", "tiny", "--seed", "7", "--no-classifier", "--engine-mode", "thread", "--tool-call-rate", "0.5"]
-    with ServerProcess(ReferenceServerSpec.from_flags(flags), startup_timeout_s=120) as server:
-        yield openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+def test_the_tool_call_rate_flag_reaches_the_server_and_a_bad_one_exits_2(capsys):
+    from reference_server.cli import build_parser, configs_from_args, main
+
+    _, server, _ = configs_from_args(build_parser().parse_args(["--model", "tiny", "--tool-call-rate", "0.25"]))
+    assert server.tool_call_rate == 0.25
+    with pytest.raises(SystemExit) as exit_:
+        main(["--model", "tiny", "--tool-call-rate", "1.5"])
+    assert exit_.value.code == 2 and "--tool-call-rate must be in [0, 1], got 1.5" in capsys.readouterr().err
 
 
 ASK = [{"role": "user", "content": "What is the weather in Oslo?"}]
@@ -85,10 +90,9 @@ def test_none_auto_and_a_call_cut_short(client):
     plain = client.chat.completions.create(model="tiny", messages=ASK, tools=[WEATHER], tool_choice="none",
                                            max_tokens=8, extra_body={"ignore_eos": True})
     assert plain.choices[0].message.tool_calls is None and plain.choices[0].finish_reason == "length"
-    auto = [client.chat.completions.create(model="tiny", messages=ASK, tools=[WEATHER], max_tokens=300,
-                                           extra_body={"ignore_eos": True}).choices[0] for _ in range(16)]
-    called = sum(c.finish_reason == "tool_calls" for c in auto)
-    assert 0 < called < 16   # --tool-call-rate 0.5, seeded
+    auto = client.chat.completions.create(model="tiny", messages=ASK, tools=[WEATHER], max_tokens=8,
+                                          extra_body={"ignore_eos": True}).choices[0]
+    assert auto.message.tool_calls is None and auto.finish_reason == "length"   # auto at the default rate 0
     cut = client.chat.completions.create(model="tiny", messages=ASK, tools=[WEATHER], tool_choice="required",
                                          max_tokens=20)
     assert cut.choices[0].finish_reason == "length" and cut.usage.completion_tokens == 20
