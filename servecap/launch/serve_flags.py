@@ -40,7 +40,9 @@ def parse_serve_flags(flags: Sequence[str]) -> dict[str, object]:
     flags = list(flags)
     if any(flag in ("-h", "--help") for flag in flags):
         raise ValueError("--help is not a server flag")
-    namespace = argparse.Namespace(**{dest: _UNSET for dest in _actions()})
+    # a repeatable option (`--fault`) appends to what is there: None starts its list, and means "not given"
+    namespace = argparse.Namespace(**{dest: None if _repeatable(action) else _UNSET
+                                      for dest, action in _actions().items()})
     complaint = io.StringIO()
     try:
         with contextlib.redirect_stderr(complaint):
@@ -48,7 +50,12 @@ def parse_serve_flags(flags: Sequence[str]) -> dict[str, object]:
     except SystemExit:
         lines = complaint.getvalue().strip().splitlines() or ["invalid server flags"]
         raise ValueError(lines[-1].removeprefix(f"{_parser().prog}: error: ")) from None
-    return {dest: value for dest, value in vars(namespace).items() if value is not _UNSET}
+    return {dest: value for dest, value in vars(namespace).items()
+            if value is not _UNSET and not (value is None and _repeatable(_actions()[dest]))}
+
+
+def _repeatable(action: argparse.Action) -> bool:
+    return isinstance(action, argparse._AppendAction)
 
 
 def render_serve_flags(values: Mapping[str, object]) -> list[str]:
@@ -65,6 +72,9 @@ def render_serve_flags(values: Mapping[str, object]) -> list[str]:
         if action.nargs == 0:   # store_true / store_false: the flag alone, or nothing
             if value == action.const:
                 argv.append(flag)
+        elif _repeatable(action):   # the flag once per value (--fault A --fault B)
+            for item in value:
+                argv += [flag, str(item)]
         elif action.nargs == "+":   # several values after one flag (--lora-modules A=... B=...)
             if value:
                 argv += [flag, *(str(item) for item in value)]

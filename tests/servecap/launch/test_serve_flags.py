@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import pytest
@@ -41,6 +42,8 @@ def _example(action) -> object:
         return action.const
     if action.nargs == "+":
         return ["a=random", "b=random:4"]
+    if isinstance(action, argparse._AppendAction):   # repeatable: one flag per value
+        return ["slow:factor=2", "crash:at=1s"]
     if action.choices:
         return list(action.choices)[-1]
     if action.type in (int, float):
