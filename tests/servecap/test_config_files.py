@@ -109,7 +109,7 @@ def test_a_bad_file_is_one_line_and_exit_2(tmp_path, capsys, content, says):
 def test_a_runs_run_json_replays_as_its_config(tmp_path):
     """A sweep from flags, the same sweep from a YAML file, and a third from the first's run.json: their
     run.json settings are the same but for --out."""
-    flags = ["--concurrency", "2", "--warmup", "0.5s", "--duration", "1s", "--prompt-tokens", "uniform:8:16",
+    flags = ["--concurrency", "2", "--warmup", "0s", "--duration", "1s", "--prompt-tokens", "uniform:8:16",
              "--output-tokens", "4", "--seed", "3", "--no-pin-cpus", "--no-report", "--sample-interval", "0.25"]
     with scripted_server(tmp_path, "--ttft", "0.002", "--itl", "0.001") as (url, _):
         def sweep(out, *args):
@@ -119,7 +119,7 @@ def test_a_runs_run_json_replays_as_its_config(tmp_path):
             return json.loads((tmp_path / out / "run.json").read_text())
 
         by_flags = sweep("flags", "--url", url, *flags)
-        _write(tmp_path / "sweep.yaml", {"url": url, "concurrency": [2], "warmup": "0.5s", "duration": "1s",
+        _write(tmp_path / "sweep.yaml", {"url": url, "concurrency": [2], "warmup": "0s", "duration": "1s",
                                          "prompt-tokens": "uniform:8:16", "output-tokens": 4, "seed": 3,
                                          "no-pin-cpus": True, "no-report": True, "sample-interval": 0.25})
         by_file = sweep("file", "--config", str(tmp_path / "sweep.yaml"))

@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[3]   # `python -m lab...` needs the repo
 
 
 @pytest.mark.slow
+@pytest.mark.e2e   # a lab bench run end to end, as the other lab benches' runs (make test-e2e)
 def test_drift_bench_times_blocks_in_one_process_and_in_fresh_ones():
     result = subprocess.run([sys.executable, "-m", "lab.reference_server.drift", "--blocks", "2", "--processes", "1",
                              "--block-s", "0.3", "--json"], capture_output=True, text=True, timeout=120, cwd=REPO)
