@@ -70,6 +70,7 @@ class RequestRecord:
     finish_reason: str
     lora: str = ""           # the LoRA adapter it ran with ("" the base model)
     lora_wait_s: float = 0.0  # queue time passed over because its adapter had no free slot
+    kv_transfer_s: float = 0.0  # disaggregated decode: its blocks' allocation to its first step (the KV's arrival)
 
 
 STEP_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StepRecord))

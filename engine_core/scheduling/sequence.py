@@ -55,6 +55,7 @@ class Sequence:
     # are allocated (None: it prefills here); then, until `kv_ready_at` (engine clock), it holds its blocks unscheduled
     kv_transfer_s: float | None = None
     kv_ready_at: float | None = None
+    kv_received_at: float | None = None   # engine clock: its blocks were allocated and the transfer began
     first_scheduled_time: float | None = None   # engine clock, the first step that scheduled it
     first_token_time: float | None = None
     last_token_time: float | None = None

@@ -74,7 +74,8 @@ class StepRecorder:
                     output_tokens=out.num_output_tokens, t_arrival=milestones.arrival,
                     t_scheduled=milestones.scheduled, t_first_token=milestones.first_token, t_finish=t_end,
                     preemptions=seq.num_preemptions, cached_tokens=out.num_cached_prompt_tokens,
-                    finish_reason=out.finish_reason or "", lora=seq.lora or "", lora_wait_s=seq.lora_wait_s))
+                    finish_reason=out.finish_reason or "", lora=seq.lora or "", lora_wait_s=seq.lora_wait_s,
+                    kv_transfer_s=0.0 if seq.kv_received_at is None else seq.first_scheduled_time - seq.kv_received_at))
         self._steps.append(StepRecord(
             t_start=t_start, step_s=step_s, batch=shape.sequences, prefill_tokens=shape.prefill_tokens,
             decode_seqs=shape.decode_seqs, context_tokens=shape.context_tokens, running=running, waiting=waiting,

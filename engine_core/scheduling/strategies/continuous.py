@@ -151,7 +151,7 @@ class ContinuousBatchScheduler(Scheduler):
         computed here for its logits, as vLLM's scheduler does after a remote prefill), ready once the
         transfer that starts now ends. One transfer a request: if preempted, it is recomputed here."""
         seq.num_computed_tokens = max(seq.num_computed_tokens, seq.num_prompt_tokens - 1)
-        seq.kv_ready_at = now + seq.kv_transfer_s
+        seq.kv_received_at, seq.kv_ready_at = now, now + seq.kv_transfer_s
         seq.kv_transfer_s = None
 
     def _slot_for(self, seq: Sequence, now: float) -> bool:
