@@ -5,7 +5,9 @@ The client only stamps each received line with its arrival time; this module tur
 receive loop does no JSON work while tokens are still arriving.
 
 A content chunk is one whose choices carry non-empty `delta.content` (chat),
-`delta.reasoning_content`/`delta.reasoning` (reasoning models) or `text` (completions).
+`delta.reasoning_content`/`delta.reasoning` (reasoning models), `text` (completions) or a tool
+call's generated text (`delta.tool_calls[].function.name` / `.arguments`, as vLLM streams a call:
+those are the tokens the model wrote, so a reply that calls a tool has a TTFT and ITLs too).
 Role-only and usage-only chunks are not content: TTFT is the first *content* chunk, of
 either kind. The answer begins at the first chunk with answer text (`delta.content` or
 `text`): the time to the first answer token (TTFA), equal to TTFT when nothing reasons.
@@ -50,9 +52,20 @@ REASONING_KEYS = ("reasoning_content", "reasoning")   # vLLM's two names for a r
 TEXT_KEYS = ANSWER_KEYS + REASONING_KEYS
 
 
+def _tool_call_text(delta: dict) -> str:
+    """The generated text of a delta's tool calls: each call's function name and arguments fragment."""
+    out = []
+    for call in delta.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            out += [value for value in (function.get("name"), function.get("arguments"))
+                    if isinstance(value, str) and value]
+    return "".join(out)
+
+
 def chunk_text(event: dict, delta_keys: tuple[str, ...] = TEXT_KEYS) -> str:
     """The generated text a chunk carries (empty for role/usage-only chunks): `text` and the delta's
-    `delta_keys`; every kind by default, the answer alone with ANSWER_KEYS."""
+    `delta_keys`; every kind by default (a tool call's text too), the answer alone with ANSWER_KEYS."""
     out = []
     for choice in event.get("choices") or ():
         if not isinstance(choice, dict):
@@ -66,6 +79,8 @@ def chunk_text(event: dict, delta_keys: tuple[str, ...] = TEXT_KEYS) -> str:
                 value = delta.get(key)
                 if isinstance(value, str) and value:
                     out.append(value)
+            if delta_keys == TEXT_KEYS:
+                out.append(_tool_call_text(delta))
     return "".join(out)
 
 
@@ -110,8 +125,8 @@ def chunk_kinds(event: dict) -> tuple[bool, bool]:
             answer = True
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            if isinstance(delta.get("content"), str) and delta["content"]:
-                answer = True
+            if (isinstance(delta.get("content"), str) and delta["content"]) or _tool_call_text(delta):
+                answer = True   # a tool call is the reply's answer
             if any(isinstance(delta.get(key), str) for key in REASONING_KEYS):
                 reasoning = True
     return answer, reasoning

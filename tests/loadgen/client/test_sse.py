@@ -108,3 +108,18 @@ def test_ttft_any_is_the_first_chunk_even_without_text():
     assert chat.ttft_any_s == 0.2 and abs(chat.ttft_s - 0.3) < 1e-12   # the role-only chunk counts as a chunk
     assert summarize(Exchange(t_start=0.0, status_code=200, body=bytearray(b"{}"), t_last=0.1, complete=True),
                      stream=False, prompt_tokens_asked=3).ttft_any_s is None
+
+
+def test_a_streamed_tool_call_is_content_with_a_first_token_and_its_fragments():
+    def line(delta: dict) -> bytes:
+        return b"data: " + json.dumps({"id": "c1", "choices": [{"index": 0, "delta": delta}]}).encode()
+
+    call = {"index": 0, "id": "chatcmpl-tool-1", "type": "function", "function": {"name": "get_weather"}}
+    lines = [(0.1, line({"role": "assistant"})), (0.2, line({})),            # the call's opening tokens: no text yet
+             (0.3, line({"tool_calls": [call]})),                             # the name: the first token
+             (0.4, line({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]})),
+             (0.5, line({"tool_calls": [{"index": 0, "function": {"arguments": '"oslo"}'}}]})),
+             (0.6, b"data: [DONE]")]
+    parsed = parse_stream(lines)
+    assert parsed.content_times == parsed.answer_times == [0.3, 0.4, 0.5]
+    assert parsed.first_chunk_time == 0.1 and parsed.text_chars == len('get_weather{"city": "oslo"}')
