@@ -93,6 +93,13 @@ def test_gpt_oss_in_mxfp4_weighs_what_its_published_checkpoint_does(model, param
     assert weights(arch, "bf16").weight_bytes == 2 * counts.total
 
 
+@pytest.mark.parametrize("model", ["deepseek-v3", "deepseek-r1"])
+def test_deepseek_v3_counts_its_published_total_and_active_parameters(model):
+    counts = param_counts(get_model(model))   # the technical report: 671B total, 37B activated per token
+    assert counts.total == pytest.approx(671e9, rel=2e-3) and counts.active_per_token == pytest.approx(37.5e9, rel=0.02)
+    assert kv_bytes_per_token(get_model(model), "bf16") == 61 * (512 + 64) * 2   # MLA: the latent and the rope key
+
+
 def test_a_config_that_leaves_attention_unconverted_quantizes_the_experts_only(tmp_path):
     import json
 
