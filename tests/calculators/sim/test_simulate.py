@@ -169,36 +169,34 @@ def test_a_lone_request_takes_its_prefill_then_one_step_per_token_with_the_conte
     assert trace.steps == 3 * output and trace.sequences_in_steps == 3 * output
 
 
+def _closed_loop_first_tokens(*, budget: int, with_decodes: int, chunked: bool, outputs: int, requests: int,
+                              concurrency: int) -> list[float]:
+    """Sorted TTFTs of 2000-token prompts in a closed loop, steps of 10 ms + 10 us a prompt token."""
+    from calculators.sim.simulate import simulate_trace
+    from calculators.sim.step_model import StepTimeModel
+
+    server = SimServer.from_flags("continuous", max_num_seqs=64, max_num_batched_tokens=budget,
+                                  max_prefill_tokens_with_decodes=with_decodes, chunked_prefill=chunked,
+                                  num_kv_blocks=4096, block_size=16)
+    model = StepTimeModel(base_s=0.01, per_seq_s=0.0, per_prefill_token_s=1e-5, per_context_token_s=0.0)
+    workload = SimWorkload(prompt_tokens=LengthDistribution.fixed(2000), output_tokens=LengthDistribution.fixed(outputs),
+                           requests=requests, concurrency=concurrency)
+    trace = simulate_trace(server, workload, model)
+    return sorted(trace.first_token - trace.arrival)
+
+
 @pytest.mark.parametrize("chunked, first_tokens", [
     (False, [0.09] * 4 + [0.18] * 4 + [0.23] * 2),         # whole prompts: 4, 4, then 2 a step
     (True, [0.09192] * 4 + [0.1838] * 4 + [0.23] * 2),   # chunked: every token of the budget, the 5th and 9th split
 ])
 def test_a_closed_loop_wave_prefills_as_the_engines_budget_allows(chunked, first_tokens):
-    from calculators.sim.simulate import simulate_trace
-    from calculators.sim.step_model import StepTimeModel
-
-    server = SimServer.from_flags("continuous", max_num_seqs=64, max_num_batched_tokens=8192,
-                                  max_prefill_tokens_with_decodes=0, chunked_prefill=chunked, num_kv_blocks=4096,
-                                  block_size=16)
-    model = StepTimeModel(base_s=0.01, per_seq_s=0.0, per_prefill_token_s=1e-5, per_context_token_s=0.0)
-    workload = SimWorkload(prompt_tokens=LengthDistribution.fixed(2000), output_tokens=LengthDistribution.fixed(4),
-                           requests=10, concurrency=10)
-    trace = simulate_trace(server, workload, model)
-    assert sorted(trace.first_token - trace.arrival) == pytest.approx(first_tokens)
+    assert _closed_loop_first_tokens(budget=8192, with_decodes=0, chunked=chunked, outputs=4, requests=10,
+                                     concurrency=10) == pytest.approx(first_tokens)
 
 
 def test_a_closed_loop_resend_misses_the_step_that_starts_as_it_is_sent():
     # budget 4096, whole prompts: A and B prefill in step 1 (0.05 s), C beside their last decodes in step 2 (0.03 s);
     # A and B finish as step 3 starts and send again with no front-end delay: step 3 is C's decode alone (0.01 s),
     # and A', B' prefill in step 4 (TTFT 0.06 s), where joining step 3 would have given them 0.05 s
-    from calculators.sim.simulate import simulate_trace
-    from calculators.sim.step_model import StepTimeModel
-
-    server = SimServer.from_flags("continuous", max_num_seqs=64, max_num_batched_tokens=4096,
-                                  max_prefill_tokens_with_decodes=4096, chunked_prefill=False, num_kv_blocks=4096,
-                                  block_size=16)
-    model = StepTimeModel(base_s=0.01, per_seq_s=0.0, per_prefill_token_s=1e-5, per_context_token_s=0.0)
-    workload = SimWorkload(prompt_tokens=LengthDistribution.fixed(2000), output_tokens=LengthDistribution.fixed(2),
-                           requests=5, concurrency=3)
-    trace = simulate_trace(server, workload, model)
-    assert sorted(trace.first_token - trace.arrival) == pytest.approx([0.05, 0.05, 0.06, 0.06, 0.08])
+    assert _closed_loop_first_tokens(budget=4096, with_decodes=4096, chunked=False, outputs=2, requests=5,
+                                     concurrency=3) == pytest.approx([0.05, 0.05, 0.06, 0.06, 0.08])
