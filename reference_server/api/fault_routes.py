@@ -7,23 +7,18 @@ A client that is not on loopback gets 403: faults are for rehearsals on one's ow
 
 from __future__ import annotations
 
-import ipaddress
-
 from fastapi import APIRouter, Request
 
 from reference_server.api.errors import APIError
 from reference_server.api.faults import Fault
+from reference_server.api.loopback import is_loopback
 
 router = APIRouter(tags=["faults"])
 
 
 def _loopback_only(request: Request) -> None:
     host = request.client.host if request.client else ""
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host in ("localhost", "testclient")
-    if not loopback:
+    if not (is_loopback(host) or host == "testclient"):   # (Starlette's in-process test client)
         raise APIError(403, "faults are set from loopback only", code="forbidden")
 
 

@@ -11,7 +11,6 @@ before any of the decode worker's KV is taken. The transfer's time is charged by
 
 from __future__ import annotations
 
-import ipaddress
 import time
 
 import httpx
@@ -19,6 +18,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
 
 from reference_server.api.errors import APIError
+from reference_server.api.loopback import is_loopback
 
 RELEASE_ROUTE = "/v1/kv_transfer/release"
 READ_TIMEOUT_S = 5.0
@@ -53,11 +53,7 @@ async def read_remote_kv(params: dict) -> None:
     """Tell the prefill worker in `params` that its KV was read; APIError when it cannot be (400 stale or not
     loopback, 503 the worker unreachable)."""
     host, port = str(params["remote_host"]), params["remote_port"]
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost"
-    if not loopback:
+    if not is_loopback(host):
         raise APIError(400, f"kv_transfer_params.remote_host {host!r}: an emulated transfer reads from loopback only",
                        param="kv_transfer_params")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
