@@ -58,6 +58,34 @@ class Disaggregation:
                         "never computes the prompt; the prefill side holds them until they are read"}
 
 
+class SentPrompts:
+    """A prefill worker's sent prompts: their blocks, held in the block manager until the decode worker has
+    read them (`release`) or until their deadline passes (`expire`), as vLLM's NixlConnector holds them."""
+
+    def __init__(self, block_manager) -> None:
+        self.block_manager = block_manager
+        self._held: dict[str, tuple[list[int], float]] = {}   # request id -> (blocks, engine-clock deadline)
+
+    def __bool__(self) -> bool:
+        return bool(self._held)
+
+    def hold(self, request_id: str, block_ids: list[int], deadline: float) -> None:
+        self.block_manager.hold(block_ids)
+        self._held[request_id] = (block_ids, deadline)
+
+    def release(self, request_id: str) -> bool:
+        """The decode worker read it: its blocks go back. False when none are held for it."""
+        held = self._held.pop(request_id, None)
+        if held is not None:
+            self.block_manager.release(held[0])
+        return held is not None
+
+    def expire(self, now: float) -> None:
+        """Sent prompts no decode worker read in time: their blocks go back."""
+        for request_id in [r for r, (_, deadline) in self._held.items() if deadline <= now]:
+            self.release(request_id)
+
+
 def kv_transfer_kind(params: object) -> str | None:
     """SEND, RECEIVE or None for a request's `kv_transfer_params`; ValueError names what is wrong."""
     if params is None:

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from engine_core.architecture import ModelArchitecture
 from engine_core.models import get_model
 from reference_server.engine.config import DTYPE_BYTES, EngineConfig
-from reference_server.engine.disaggregation import RECEIVE, SEND, Disaggregation
+from reference_server.engine.disaggregation import RECEIVE, SEND, Disaggregation, SentPrompts
 from reference_server.engine.outputs import EngineStats, RequestRejected, StepOutput
 from reference_server.engine.speculation_counts import SpeculationCounts, describe_speculation
 from reference_server.engine.step_recorder import StepRecorder
@@ -186,7 +186,7 @@ class Engine:
     def _init_state(self) -> None:
         self._seqs: dict[str, Sequence] = {}
         self._slowdowns: list[tuple[float, float, float]] = []   # faults: (factor, start unix, end unix)
-        self._held: dict[str, tuple[list[int], float]] = {}   # sent prompts: (blocks, engine-clock deadline)
+        self._sent = SentPrompts(self.block_manager)   # a prefill worker's sent prompts, held until read
         self._last_batch_size = 0
         self._last_num_tokens = 0
         self._last_step_s = 0.0
@@ -270,11 +270,6 @@ class Engine:
             busy_wait(extra)
         return extra
 
-    def _expire_held(self, now: float) -> None:
-        """Sent prompts whose decode worker never read them: their blocks go back after the timeout."""
-        for request_id in [r for r, (_, deadline) in self._held.items() if deadline <= now]:
-            self.block_manager.release(self._held.pop(request_id)[0])
-
     def _check_kv_transfer(self, kind: str) -> None:
         if self.disaggregation is None:
             raise RequestRejected("kv_transfer_params: disaggregated prefill and decode run on emulated workers "
@@ -289,9 +284,7 @@ class Engine:
     def abort_request(self, request_id: str) -> None:
         """Forget the request and free its KV blocks now; unknown or finished ids are ignored, but a sent
         prompt's held blocks are released (the decode worker has read them)."""
-        held = self._held.pop(request_id, None)
-        if held is not None:
-            self.block_manager.release(held[0])
+        if self._sent.release(request_id):
             return
         if request_id in self._seqs:
             self.scheduler.abort(request_id)
@@ -314,8 +307,8 @@ class Engine:
     def step(self) -> list[StepOutput]:
         t_start, start = time.time(), time.perf_counter()
         now = self.clock()
-        if self._held:
-            self._expire_held(now)
+        if self._sent:
+            self._sent.expire(now)
         batch = self.scheduler.schedule(now)
         if batch is None:
             self._gpu_free_at = None
@@ -339,9 +332,8 @@ class Engine:
         outputs = self._postprocess(batch, tokens, sending)
         for output in outputs:   # its blocks wait for the decode worker's read
             if output.kv_transfer_params is not None:
-                blocks = sending[output.request_id]
-                self.block_manager.hold(blocks)
-                self._held[output.request_id] = (blocks, self.clock() + self.config.kv_hold_timeout_s)
+                self._sent.hold(output.request_id, sending[output.request_id],
+                                self.clock() + self.config.kv_hold_timeout_s)
         self._last_batch_size = len(batch)
         self._last_num_tokens = batch.num_tokens
         self._last_step_s = time.perf_counter() - start
