@@ -13,6 +13,7 @@ attributes. Free-form by nature, and so mappings: the server's gauges (`server`:
     LoadgenHealth    the load generator's lateness, CPU, loop lag, warnings (`LagLimited`: where the lag
                      was wider than a percentile's own interval)
     TurnStats, ModelStats, SlotWaits    multi-turn and multi-model (LoRA) runs
+    SessionStats                        agentic sessions (--session)
     ServerHistogram  the server's own latency histogram over the level's windows
     ClientVsServer   the client's latency beside the server's (`ClientServerPair`, `TtftSplit`)
     LevelPrediction  what the calculators and the simulator predicted for it (`Comparison` per quantity)
@@ -130,6 +131,21 @@ class TurnStats(FrozenSection):
     ttft_s: PercentilePair = field(default_factory=PercentilePair)
     tpot_s: PercentilePair = field(default_factory=PercentilePair)
     e2e_s: PercentilePair = field(default_factory=PercentilePair)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionStats(FrozenSection):
+    """A --session level's sessions, whole (reports.sessions): the ones begun in the measure window."""
+
+    sessions: int = keep_null(0)           # begun in the window (their first request is a measure record)
+    completed: int = keep_null(0)          # every request ok, the last one answered
+    failed: int = keep_null(0)             # a request failed part-way (the session ended there)
+    cut: int = keep_null(0)                # still running when the level ended
+    completion_s: PercentilePair = field(default_factory=PercentilePair)   # first send to last byte
+    tool_wait_share: float | None = keep_null()   # of the completed sessions' time, waiting on tools/sub-agents
+    requests_mean: float | None = keep_null()     # requests per completed session, sub-agents' included
+    tool_calls_mean: float | None = keep_null()   # tool calls per completed session
+    uncalled_rounds: int = keep_null(0)    # tool rounds the server answered without a call
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -340,6 +356,7 @@ class LevelResult(FrozenSection):
     metrics: dict[str, Distribution] = field(default_factory=dict)
     loadgen: LoadgenHealth = field(default_factory=LoadgenHealth)
     by_turn: dict[str, TurnStats] | None = keep_null()
+    sessions: SessionStats | None = keep_null()
     by_model: dict[str, ModelStats] | None = keep_null()
     lora_slot_waits: SlotWaits | None = keep_null()
     server: dict[str, Any] = field(default_factory=dict)              # free-form: the gauges the server exported

@@ -12,7 +12,7 @@ import polars as pl
 from contract.records import field_kinds
 
 # Numbers (ints too) read as Float64: an absent or null value is then NaN in pandas, not an object column.
-_DTYPES = {"str": pl.Utf8, "number": pl.Float64, "list": pl.List(pl.Float64)}
+_DTYPES = {"str": pl.Utf8, "number": pl.Float64, "list": pl.List(pl.Float64), "bool": pl.Boolean}
 
 
 def polars_schema(names: Iterable[str]) -> dict[str, pl.DataType]:

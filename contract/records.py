@@ -68,6 +68,13 @@ class Record:
                                                                    # loop), else when the user was ready (closed loop)
     conversation_id: str | None = field(default=None, metadata=SOMETIMES)  # multi-turn: "<worker>/c<n>"
     turn: int | None = field(default=None, metadata=SOMETIMES)             # multi-turn: 1, 2, ... in its conversation
+    step: int | None = field(default=None, metadata=SOMETIMES)   # --session: the main agent's request in its turn
+                                                                 # (1, 2, ...; a sub-agent's: its round's)
+    agent: str | None = field(default=None, metadata=SOMETIMES)  # --session: "main" or "sub<k>" (a fan-out's)
+    tool_calls: int | None = field(default=None, metadata=SOMETIMES)     # --session: calls in the answer
+    tool_wait_s: float | None = field(default=None, metadata=SOMETIMES)  # --session: the tools' (or sub-agents')
+                                                                 # time just before this request was ready
+    session_end: bool | None = field(default=None, metadata=SOMETIMES)   # --session: its session's last request
     round: int | None = field(default=None, metadata=SOMETIMES)   # sweep --rounds: its level's round (0, 1, ...;
                                                                    # see contract.level_windows)
     replica: str | None = field(default=None, metadata=SOMETIMES)  # fleet runs: the replica that answered, from its
@@ -123,11 +130,11 @@ PHASES: tuple[str, ...] = ("warmup", "measure")
 
 @cache
 def field_kinds() -> dict[str, str]:
-    """{field: "str" | "number" | "list"} from the annotations (ints and floats are both numbers)."""
+    """{field: "str" | "number" | "list" | "bool"} from the annotations (ints and floats are both numbers)."""
     def kind(hint) -> str:
         if get_origin(hint) in (Union, UnionType):  # `X | None`: the kind of X
             hint = next(arg for arg in get_args(hint) if arg is not NoneType)
-        return {str: "str", list: "list"}.get(get_origin(hint) or hint, "number")
+        return {str: "str", list: "list", bool: "bool"}.get(get_origin(hint) or hint, "number")
 
     return {name: kind(hint) for name, hint in get_type_hints(Record).items()}
 

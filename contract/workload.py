@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property
 from typing import Any
 
+from contract.agent_session import SessionSpec, parse_session
 from contract.distributions import LengthDistribution, parse_length_distribution
 from contract.model_mix import ModelMix, parse_model_mix
 from contract.options import add_options, option, option_fields, options_from_args, parse_duration, parse_float, parse_int
@@ -38,7 +39,7 @@ DEFAULT_PROMPT_TOKENS = "uniform:32:128"
 DEFAULT_OUTPUT_TOKENS = "uniform:16:64"
 DEFAULT_CHARS_PER_TOKEN = 4.0     # BPE tokenizers; the reference server's byte tokenizer is 1
 MOONCAKE_BLOCK_TOKENS = 512       # tokens per Mooncake hash id (its traces' block size)
-CHAT_ONLY = ("dataset", "trace", "turns", "model_mix", "reasoning_tokens", "shared_prefix_tokens")
+CHAT_ONLY = ("dataset", "trace", "turns", "model_mix", "reasoning_tokens", "shared_prefix_tokens", "session")
 
 DATASET_HELP = ("prompts from a local file: ShareGPT JSON, OpenAI chat JSONL ({\"messages\"}) or prompt JSONL "
                 "({\"prompt\", \"output_tokens\"}); replaces --prompt-tokens, and its replies' lengths replace "
@@ -51,6 +52,10 @@ REASONING_HELP = ("a reasoning model's budget per request, of its output tokens 
                   "sent as `reasoning_tokens`, which the reference server streams as reasoning before the answer "
                   "(capped at the request's max_tokens); a dataset's replies that carry reasoning give their own")
 LENGTH_FORMS = "N | uniform:LO:HI | normal:MEAN:SD | lognormal:MEAN:SIGMA | file:PATH"
+SESSION_HELP = ("agentic sessions (closed loop, chat): turns:N,tools:LO-HI,tool-latency:S|uniform:LO:HI|"
+                "exponential:MEAN|lognormal:MEAN:SIGMA,tool-result:LENGTH,fanout:LO-HI,schemas:N; each turn sends "
+                "the whole history with tools offered, asks tool calls, waits the tools' latency and sends their "
+                "results back (contract.agent_session)")
 
 
 def parse_turns(value: str | int | None) -> int | None:
@@ -99,6 +104,7 @@ class WorkloadSpec:
                                     "answers (closed loop); 'all': each dataset conversation's own turns")
     think_time_s: float = option(0.0, flag="--think-time", text="0", parse=parse_duration,
                                  help="multi-turn: the pause between an answer and the next turn (10, 500ms, 2s)")
+    session: str | None = option(None, metavar="SPEC", help=SESSION_HELP)
     shared_prefix_tokens: int = option(0, parse=parse_int,
                                        help="a common system prompt of this many tokens on every request "
                                             "(prefix caching)")
@@ -126,6 +132,7 @@ class WorkloadSpec:
         self.prompt_lengths, self.output_lengths, self.reasoning_lengths, self.row_counts   # each names its option
         if self.model_mix:
             self.mix
+        self.session_spec
         parse_turns(self.turns)
         if not (isinstance(self.chars_per_token, (int, float)) and self.chars_per_token > 0):
             raise ValueError(f"--chars-per-token must be > 0, got {self.chars_per_token!r}")
@@ -161,8 +168,14 @@ class WorkloadSpec:
                              "or --turns")
         if self.turns is None and not self.dataset:
             raise ValueError("--turns all takes each dataset conversation's turns: it needs --dataset")
-        if self.think_time_s and self.turns == 1:
-            raise ValueError("--think-time is the pause between turns: it needs --turns N (N > 1) or --turns all")
+        if self.session and (self.trace or self.dataset or self.turns != 1):
+            raise ValueError("--session builds each turn itself: it does not combine with --trace, --dataset or "
+                             "--turns (its own turns:N)")
+        if self.session and self.api != "chat":
+            raise ValueError("--session sends tools and tool results: it needs --api chat")
+        if self.think_time_s and self.turns == 1 and not self.session:
+            raise ValueError("--think-time is the pause between turns: it needs --turns N (N > 1), --turns all "
+                             "or --session")
         if self.reasoning_tokens is not None and self.api != "chat":
             raise ValueError("--reasoning-tokens is for --api chat: a completion has no reasoning to stream apart")
 
@@ -174,6 +187,14 @@ class WorkloadSpec:
     @property
     def multi_turn(self) -> bool:
         return self.turns != 1
+
+    @property
+    def agentic(self) -> bool:
+        return self.session is not None
+
+    @cached_property
+    def session_spec(self) -> SessionSpec | None:
+        return parse_session(self.session)
 
     @property
     def own_lengths(self) -> bool:
@@ -213,7 +234,8 @@ class WorkloadSpec:
                   else f"prompts {self.prompt_tokens}")
         output = "the data's output lengths" if self.own_lengths else f"outputs {self.output_lengths.spec}"
         turns = "" if self.turns == 1 else f", {'all' if self.turns is None else self.turns} turns"
-        return f"{self.api}: {source}, {output}{turns}"
+        session = f", sessions {self.session}" if self.session else ""
+        return f"{self.api}: {source}, {output}{turns}{session}"
 
     # -- run.json and the load generator -----------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -275,7 +297,7 @@ class WorkloadSpec:
         return cls(**options_from_args(cls, args, **given))
 
 
-_NULLABLE = ("output_tokens", "reasoning_tokens", "dataset", "model_mix", "trace", "turns")
+_NULLABLE = ("output_tokens", "reasoning_tokens", "dataset", "model_mix", "trace", "turns", "session")
 
 
 def _flag(name: str) -> str:

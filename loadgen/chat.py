@@ -22,6 +22,12 @@ Flags (also in the web UI):
                              the server's own answers; with --dataset, N caps each conversation's turns
                              ('all': every turn it has); records carry conversation_id and turn
   --think-time S             multi-turn: pause between an answer and the next turn
+  --session SPEC             agentic sessions (closed loop): turns:N,tools:LO-HI,tool-latency:DIST,
+                             tool-result:LENGTH,fanout:LO-HI,schemas:N (contract/agent_session.py): each turn
+                             sends the whole history with tools offered, asks LO-HI tool calls
+                             (tool_choice "required"), waits each tool's latency, sends the results back
+                             (fanout: sub-agents, in parallel, instead of the first tool), then asks the answer;
+                             records carry conversation_id, turn, step, agent, tool_calls, tool_wait_s
   --trace PATH               replay a trace open loop at its times, with its lengths: Azure CSV (TIMESTAMP,
                              ContextTokens, GeneratedTokens), Mooncake JSONL (timestamp in ms, input_length,
                              output_length, hash_ids: shared ids give shared prompt prefixes) or BurstGPT CSV
@@ -71,6 +77,8 @@ from loadgen.client.http_stream import ConnectionPool, run_exchange
 from loadgen.scenario.load_run import process_share
 from loadgen.scenario.route import Prepared
 from loadgen.scenario.run_settings import RunSettings
+from loadgen.scenario.session_loop import SessionRequests
+from loadgen.workload.agent_sessions import DEFAULT_SYSTEM, new_session
 from loadgen.workload.conversations import ConversationHistory, ConversationPlan
 from loadgen.workload.datasets import DatasetSampler, conversation_plan, estimate_tokens, load_dataset
 from loadgen.workload.prompts import Prompt, PromptBuilder, ascii_text
@@ -149,13 +157,27 @@ class ChatScenario:
         plan = ConversationPlan(users, (None,) * len(users), self.prompts.shared_prefix)
         return ChatConversation(self, plan, rng, 1.0, conversation_id)   # synthetic text: one byte, one token
 
+    @property
+    def agentic(self) -> bool:
+        return self.config.session is not None
+
+    def agent_session(self, rng: random.Random, session_id: str) -> SessionRequests:
+        """The next --session session: its user turns of --prompt-tokens, its tools, the shared prefix (if
+        any) after the agent's system prompt."""
+        shared = self.prompts.shared_prefix
+        session = new_session(self.config.session, rng, self.config.prompt_tokens, session_id,
+                              system=f"{DEFAULT_SYSTEM}\n{shared}" if shared else None)
+        return SessionRequests(self, session)
+
     def render(self, messages: list[dict], output_tokens: int, model: str | None = None,
-               reasoning_tokens: int | None = None) -> bytes:
-        options = dict(stream=self.config.stream, ignore_eos=self.config.ignore_eos)
+               reasoning_tokens: int | None = None, tools: list[dict] | None = None,
+               tool_choice: str | None = None, ignore_eos: bool | None = None) -> bytes:
+        options = dict(stream=self.config.stream,
+                       ignore_eos=self.config.ignore_eos if ignore_eos is None else ignore_eos)
         model = model or self.model
         if self.api == "chat":
             return self._http(chat_messages_body(model, messages, output_tokens, reasoning_tokens=reasoning_tokens,
-                                                 **options))
+                                                 tools=tools, tool_choice=tool_choice, **options))
         text = "\n".join(message["content"] for message in messages)
         return self._http(completions_body(model, Prompt(None, text), output_tokens, **options))
 
@@ -240,6 +262,9 @@ def build(options, environment, role: str, settings: RunSettings) -> ChatScenari
     config = ChatConfig.from_options(options)
     if config.multi_turn and settings.arrival.open_loop:
         raise ValueError("--turns: multi-turn conversations run closed loop (no --rates)")
+    if config.session is not None and settings.arrival.open_loop:
+        raise ValueError("--session: a session's next request follows its last answer and its tools: it runs "
+                         "closed loop (no --rates)")
     dataset = load_dataset(config.dataset) if config.dataset else None   # a bad file fails at init, naming the line
     trace = load_trace(config.trace) if config.trace else None
     if trace is not None and (settings.arrival.open_loop or settings.slice_plan is not None):

@@ -26,6 +26,7 @@ SCHEMA = polars_schema(COLUMNS)
 JOIN_SCHEMA = polars_schema((*COLUMNS, "response_id"))   # when an engine record is there to join with
 STRING_COLUMNS = tuple(name for name, dtype in SCHEMA.items() if dtype == pl.Utf8)
 NUMBER_COLUMNS = tuple(name for name, dtype in SCHEMA.items() if dtype == pl.Float64)
+BOOL_COLUMNS = tuple(name for name, dtype in SCHEMA.items() if dtype == pl.Boolean)
 
 
 class RecordsError(ValueError):
@@ -131,6 +132,7 @@ def _to_pandas(table: pl.DataFrame, missing: list[str]) -> tuple[pd.DataFrame, n
     rows = exploded["row"].to_numpy().astype(np.int64, copy=False)
     frame = {name: _categorical(table[name]) for name in STRING_COLUMNS}
     frame.update({name: table[name].to_numpy().astype(np.float64, copy=False) for name in NUMBER_COLUMNS})
+    frame.update({name: table[name].fill_null(False).to_numpy() for name in BOOL_COLUMNS})   # null: not set
     if "response_id" in table.columns:
         frame["response_id"] = table["response_id"].to_numpy()
     return pd.DataFrame(frame), gaps, rows

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from reports.by_model import by_model, slot_waits
+from reports.sessions import session_stats
 from reports.level_ids import parse_level_id
 from reports.diagnostics.canary_speed import steal_by_core
 from reports.resources import device_means, energy_per_token_j
@@ -169,6 +170,7 @@ def _level_result(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SL
         metrics=metrics,
         loadgen=health,
         by_turn=by_turn(ok),
+        sessions=session_stats(frame),
         by_model=by_model(ok, data.engine_requests),
         lora_slot_waits=slot_waits(ok, data.engine_requests),
         server=server_means(series, windows),
@@ -197,7 +199,10 @@ def observed_windows(windows: list[tuple[float, float]], warmups: np.ndarray) ->
 
 def by_turn(ok: pd.DataFrame) -> dict[str, TurnStats] | None:
     """Multi-turn runs: {turn: TurnStats} over a level's ok measure records (later turns carry longer
-    histories); None when no record has a turn."""
+    histories); None when no record has a turn. In a --session run, the main agent's requests (a
+    sub-agent's carry its own short history, not the turn's)."""
+    if "agent" in ok and ok["agent"].notna().any():
+        ok = ok[ok["agent"].astype(object) == "main"]
     turns = ok["turn"].dropna()
     if turns.empty:
         return None

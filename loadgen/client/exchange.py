@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from loadgen.client.sse import error_message, parse_stream
+from loadgen.client.sse import error_message, message_tool_calls, parse_stream
 
 
 @dataclass
@@ -45,6 +45,7 @@ class Outcome:
     ttfa_s: float | None = None      # first answer token (after any reasoning); streams only
     reasoning_tokens: int | None = None   # the server's usage count, else the reasoning chunks counted
     answer_tokens: int | None = None      # output tokens less reasoning tokens
+    tool_calls: tuple[dict, ...] = ()     # the answer's tool calls, assembled ({"id", "type", "function"})
 
 
 def _gaps(times: list[float]) -> list[float]:
@@ -79,6 +80,7 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
         counted_output = len(parsed.content_times)
         ttfa = parsed.answer_times[0] - t0 if (parsed.answer_times and t0 is not None) else None
         counted_reasoning = parsed.reasoning_chunks
+        tool_calls = tuple(parsed.tool_calls[index] for index in sorted(parsed.tool_calls))
     else:
         ttft, ttft_any, itl, counted_output, error = None, None, [], None, None
         ttfa, counted_reasoning = None, None
@@ -92,6 +94,7 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
         response_id = obj.get("id") if isinstance(obj.get("id"), str) else None
         usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
         error = error or error_message(obj)
+        tool_calls = message_tool_calls(obj)
 
     if usage and isinstance(usage.get("completion_tokens"), int):
         prompt_tokens = usage.get("prompt_tokens", prompt_tokens_asked)
@@ -116,7 +119,8 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
     reasoning = _reasoning_tokens(usage, counted_reasoning)
     answer = output_tokens - reasoning if (output_tokens is not None and reasoning is not None) else None
     return Outcome(status, message, ttft, e2e, itl, response_id, prompt_tokens, output_tokens, usage_from, ttft_any,
-                   replica=exchange.replica, ttfa_s=ttfa, reasoning_tokens=reasoning, answer_tokens=answer)
+                   replica=exchange.replica, ttfa_s=ttfa, reasoning_tokens=reasoning, answer_tokens=answer,
+                   tool_calls=tool_calls)
 
 
 def _reasoning_tokens(usage: dict | None, counted: int | None) -> int | None:

@@ -55,13 +55,18 @@ def chat_body(model: str, prompt: Prompt, max_tokens: int, *, stream: bool, igno
 
 
 def chat_messages_body(model: str, messages: list[dict], max_tokens: int, *, stream: bool, ignore_eos: bool,
-                       reasoning_tokens: int | None = None) -> dict:
+                       reasoning_tokens: int | None = None, tools: list[dict] | None = None,
+                       tool_choice: str | None = None) -> dict:
     """A chat request of whole messages ([{"role", "content"}], e.g. a dataset's conversation so far).
     `reasoning_tokens`: of max_tokens, the reasoning budget (the reference server's extension; a server
-    without it ignores the field, as vLLM does an unknown one)."""
+    without it ignores the field, as vLLM does an unknown one). `tools` and `tool_choice`: OpenAI's."""
     body: dict = {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": stream}
     if reasoning_tokens is not None:
         body["reasoning_tokens"] = reasoning_tokens
+    if tools:
+        body["tools"] = tools
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
     return _finish_body(body, stream=stream, ignore_eos=ignore_eos)
 
 

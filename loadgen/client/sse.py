@@ -132,6 +132,36 @@ def chunk_kinds(event: dict) -> tuple[bool, bool]:
     return answer, reasoning
 
 
+def merge_tool_call_deltas(calls: dict, event: dict) -> None:
+    """Add a chunk's `tool_calls` deltas to `calls` (index -> the call so far), as OpenAI's clients
+    assemble a streamed call: the first delta of an index brings its id, type and name, the rest append
+    to its arguments."""
+    for choice in event.get("choices") or ():
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        for part in (delta.get("tool_calls") or ()) if isinstance(delta, dict) else ():
+            if not isinstance(part, dict):
+                continue
+            call = calls.setdefault(part.get("index", len(calls)), {"id": None, "type": "function",
+                                                                    "function": {"name": "", "arguments": ""}})
+            if isinstance(part.get("id"), str):
+                call["id"] = part["id"]
+            function = part.get("function")
+            if isinstance(function, dict):
+                if isinstance(function.get("name"), str):
+                    call["function"]["name"] += function["name"]
+                if isinstance(function.get("arguments"), str):
+                    call["function"]["arguments"] += function["arguments"]
+
+
+def message_tool_calls(body: dict) -> tuple[dict, ...]:
+    """A non-streamed chat answer's `message.tool_calls` (its first choice's), () when it has none."""
+    try:
+        calls = body["choices"][0]["message"].get("tool_calls")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return ()
+    return tuple(call for call in calls or () if isinstance(call, dict))
+
+
 @dataclass
 class StreamParse:
     content_times: list[float] = field(default_factory=list)  # arrival time of each content chunk
@@ -143,6 +173,7 @@ class StreamParse:
     saw_done: bool = False
     error: str | None = None  # an error event inside a 200 stream
     text_chars: int = 0
+    tool_calls: dict = field(default_factory=dict)   # index -> {"id", "type", "function": {"name", "arguments"}}
 
 
 def parse_stream(timed_lines: Iterable[tuple[float, bytes]], pause: Callable[[], None] | None = None,
@@ -178,6 +209,7 @@ def parse_stream(timed_lines: Iterable[tuple[float, bytes]], pause: Callable[[],
         answer, reasoning = chunk_kinds(event)
         if answer:
             result.answer_times.append(t)
+            merge_tool_call_deltas(result.tool_calls, event)
         if reasoning:
             result.reasoning_chunks += 1
     return result

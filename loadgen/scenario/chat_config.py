@@ -45,6 +45,7 @@ class ChatConfig:
     trace_block_tokens = property(lambda self: self.workload.trace_block_tokens)
     shared_prefix_tokens = property(lambda self: self.workload.shared_prefix_tokens)
     multi_turn = property(lambda self: self.workload.multi_turn)
+    session = property(lambda self: self.workload.session_spec)
 
     @property
     def prompt_tokens(self) -> LengthDistribution:

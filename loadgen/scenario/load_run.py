@@ -38,6 +38,7 @@ from loadgen.client.greenlet_time import sleep_until, yield_now
 from loadgen.client.http_stream import ConnectionPool, run_exchange, send_request
 from loadgen.scenario.locust_report import report_to_locust
 from loadgen.client.request_bytes import Target
+from loadgen.scenario.session_loop import run_session
 from loadgen.scenario.route import Prepared, Route, Scenario
 from loadgen.scenario.run_settings import RunSettings
 from contract.records import Record
@@ -143,6 +144,9 @@ class LoadRun:
                 log.info("open loop: one user per process drives the schedule; this extra user idles")
                 gevent.sleep(1e9)
             return
+        if getattr(self.scenario, "agentic", False):
+            self.run_agent_session()
+            return
         if getattr(self.scenario, "multi_turn", False):
             self.converse()
             return
@@ -168,6 +172,17 @@ class LoadRun:
             if turn + 1 < conversation.turns and conversation.think_time_s:
                 gevent.sleep(conversation.think_time_s)
             t_ready = time.perf_counter()
+
+    def run_agent_session(self) -> None:
+        """Closed loop, --session: one whole agentic session (loadgen.scenario.session_loop)."""
+        number = next(self._conversations)
+        requests = self.scenario.agent_session(request_rng(self.settings.seed, self.settings.level,
+                                                           self.process_index, f"s{number}"),
+                                               f"{self.worker}/s{number}")
+        run_session(requests, lambda prepared, exchange, t_ready: self.send(next(self._seq), prepared,
+                                                                            exchange=exchange, t_ready=t_ready),
+                    stopped=lambda: self.stopping, think_time_s=self.scenario.config.think_time_s,
+                    server=self.environment.host or "the server")
 
     # -- open loop ----------------------------------------------------------------------
     def drive_open_loop(self) -> None:
@@ -320,6 +335,11 @@ class LoadRun:
             switch=route.switch() if route.switch else None,
             conversation_id=prepared.conversation_id,
             turn=prepared.turn,
+            step=prepared.session.step if prepared.session else None,
+            agent=prepared.session.agent if prepared.session else None,
+            tool_wait_s=prepared.session.tool_wait_s if prepared.session else None,
+            session_end=prepared.session.session_end if prepared.session else None,
+            tool_calls=len(outcome.tool_calls) if prepared.session else None,
             model=prepared.model,
             protocol=getattr(scenario, "protocol", None),
             ttfa_s=outcome.ttfa_s,

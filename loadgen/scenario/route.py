@@ -19,6 +19,17 @@ class Prepared:
     conversation_id: str | None = None   # multi-turn: the record's conversation_id and turn (1-based)
     turn: int | None = None
     model: str | None = None             # --model-mix: the model this request asked for (the record's `model`)
+    session: "SessionStep | None" = None  # --session: where in its session the request is
+
+
+@dataclass(frozen=True)
+class SessionStep:
+    """A session request's place (the record's step, agent, tool_wait_s and session_end)."""
+
+    step: int
+    agent: str = "main"
+    tool_wait_s: float | None = None
+    session_end: bool | None = None
 
 
 class Scenario(Protocol):

@@ -37,6 +37,7 @@ from loadgen.client.http_stream import ConnectionPool
 from loadgen.client.request_bytes import Target
 from loadgen.client.sse import answer_text
 from loadgen.scenario.route import Route, Sender
+from loadgen.scenario.session_loop import run_session
 from loadgen.observe.process_cpu import tree_cpu_seconds
 from contract.arrivals import iter_offsets
 from loadgen.workload.slice_plan import ARMS, Slice, SlicePlan
@@ -109,6 +110,9 @@ class SliceDriver:
         active = self._user_slice()
         if active is None or active.switched:
             return
+        if getattr(self.arms[active.slice.arm][1], "agentic", False):
+            self._run_session(active)
+            return
         if getattr(self.arms[active.slice.arm][1], "multi_turn", False):
             self._converse(active)
             return
@@ -136,6 +140,19 @@ class SliceDriver:
             if turn + 1 < conversation.turns and conversation.think_time_s:
                 gevent.sleep(conversation.think_time_s)
             t_ready = time.perf_counter()
+
+    def _run_session(self, active: ActiveSlice) -> None:
+        """Closed loop, --session: one agentic session of this slice, drawn and cut at a switch as a
+        conversation is (module docstring)."""
+        _, scenario = self.arms[active.slice.arm]
+        number = active.take_conversation()
+        requests = scenario.agent_session(random.Random(f"{active.slice.seed}/s{number}"),
+                                          f"s{active.slice.index}/s{number}")
+        run_session(requests, lambda prepared, exchange, t_ready: self._send(
+                        active, active.take_index(), t_sched=None, t_ready=t_ready, prepared=prepared,
+                        exchange=exchange),
+                    stopped=lambda: active.switched or self.finished, think_time_s=scenario.config.think_time_s,
+                    server=active.slice.arm)
 
     def _user_slice(self) -> ActiveSlice | None:
         """The slice this user sends to: the only one running, or in a duet its own arm's."""

@@ -103,6 +103,27 @@ def turn_table(summary: Summary) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def session_table(summary: Summary) -> pd.DataFrame:
+    """--session runs: per level, the sessions begun, finished, failed and cut, how long a finished one took
+    and its share waiting on tools (reports.sessions)."""
+    rows = []
+    for lvl in summary.levels:
+        s = lvl.sessions
+        if s is None:
+            continue
+        rows.append({"level": lvl.level, "sessions": s.sessions, "completed": s.completed, "failed": s.failed,
+                     "cut at the end": s.cut, "completion p50/p99 (s)": _p50_p99_s(s.completion_s),
+                     "waiting on tools": "" if s.tool_wait_share is None else f"{s.tool_wait_share:.0%}",
+                     "requests / session": _num(s.requests_mean, "{:.1f}"),
+                     "tool calls / session": _num(s.tool_calls_mean, "{:.1f}"),
+                     "rounds without a call": s.uncalled_rounds})
+    return pd.DataFrame(rows)
+
+
+def _p50_p99_s(pair) -> str:
+    return "" if pair.p50 is None else f"{pair.p50:.2f} / {pair.p99:.2f}"
+
+
 def model_table(summary: Summary) -> pd.DataFrame:
     """Multi-model runs (--model-mix): latency per level and model, with the share that waited for a LoRA slot."""
     rows = []

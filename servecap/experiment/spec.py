@@ -60,6 +60,9 @@ class Experiment:
             self.replayed_trace   # a bad file fails before any server starts, naming the line
         if workload.multi_turn and (load.open_loop or workload.trace):
             raise ValueError("--turns: multi-turn conversations run closed loop (--concurrency or --auto)")
+        if workload.agentic and load.open_loop:
+            raise ValueError("--session: agentic sessions run closed loop (--concurrency or --auto: the sessions "
+                             "at once)")
         if load.auto and not self.slo.is_set:
             raise ValueError("--auto needs at least one SLO (--slo-ttft-ms, --slo-tpot-ms, --slo-e2e-ms or "
                              "--slo-ttfa-ms)")

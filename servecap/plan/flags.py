@@ -68,7 +68,8 @@ def demand_workload(args) -> WorkloadSpec:
     a sweep's: a plan's sessions are --sessions)."""
     workload = WorkloadSpec.from_args(args)
     refused = [flag for flag, given in (("--dataset", workload.dataset), ("--turns", workload.turns != 1),
-                                        ("--scenario", workload.classic)) if given]
+                                        ("--session", workload.agentic), ("--scenario", workload.classic))
+               if given]
     if refused:
         raise ValueError(f"{', '.join(refused)}: a plan's demand is a --trace, a --rate-curve or a --diurnal day of "
                          "chat requests (multi-turn users: --sessions)")

@@ -70,7 +70,8 @@ def test_record_writes_every_field_in_design_order_and_reads_back():
     line = json.loads(record.to_json_line())
     assert list(line) == [*FIELDS, *SOMETIMES_FIELDS, *EXTRA_FIELDS] and check_record(line) == []
     assert line == {**_record(), "arm": None, "slice": None, "switch": None, "queue_s": None,
-                    "conversation_id": None, "turn": None, "round": None, "replica": None, "model": None, "protocol": None,
+                    "conversation_id": None, "turn": None, "step": None, "agent": None, "tool_calls": None,
+                    "tool_wait_s": None, "session_end": None, "round": None, "replica": None, "model": None, "protocol": None,
                     "ttfa_s": None, "reasoning_tokens": None, "answer_tokens": None,
                     "request_id": "local@h:1#0", "api": "chat", "prompt_tokens_asked": None,
                     "output_tokens_asked": None, "usage_from": "server"}

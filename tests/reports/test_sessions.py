@@ -1,0 +1,40 @@
+"""A --session level's sessions, whole (reports.sessions), on records written out by hand."""
+
+import math
+
+import pandas as pd
+
+from reports.sessions import session_stats
+
+
+def _r(sid, turn, step, t, e2e, *, agent="main", status="ok", calls=0, wait=None, end=False):
+    return dict(conversation_id=sid, turn=turn, step=step, agent=agent, t_start=t, e2e_s=e2e, status=status,
+                tool_calls=calls, tool_wait_s=wait, session_end=end)
+
+
+def test_completed_failed_cut_and_begun_in_the_warm_up():
+    rows = [
+        # a: complete; one tool round (0.5 s of tools), then the answer: 0 -> 2.0 s
+        _r("a", 1, 1, 0.0, 0.5, calls=1), _r("a", 1, 2, 1.0, 1.0, wait=0.5, end=True),
+        # b: two rounds, the first a fan-out of two sub-agents; 10 -> 13 s, 1.5 s waiting
+        _r("b", 1, 1, 10.0, 0.5, calls=1), _r("b", 1, 1, 10.5, 0.4, agent="sub1"),
+        _r("b", 1, 1, 10.5, 0.5, agent="sub2"), _r("b", 1, 2, 11.0, 0.5, calls=1, wait=0.5),
+        _r("b", 1, 3, 12.5, 0.5, wait=1.0, end=True),
+        # c: its second request failed
+        _r("c", 1, 1, 0.0, 0.5, calls=1), _r("c", 1, 2, 1.0, 0.1, status="http_500"),
+        # d: still running at the end (a round answered without a call, then cut)
+        _r("d", 1, 1, 0.0, 0.5), _r("d", 1, 2, 1.0, 0.2, status="incomplete"),
+        # e: begun in the warm-up (its first request is not here): left out
+        _r("e", 2, 1, 0.0, 0.5), _r("e", 2, 2, 1.0, 0.5, end=True),
+    ]
+    stats = session_stats(pd.DataFrame(rows))
+    assert (stats.sessions, stats.completed, stats.failed, stats.cut) == (4, 2, 1, 1)
+    assert stats.completion_s.p50 == 2.5 and math.isclose(stats.completion_s.p99, 2.99)
+    assert math.isclose(stats.tool_wait_share, (0.5 + 1.5) / (2.0 + 3.0))
+    assert stats.requests_mean == 3.5 and stats.tool_calls_mean == 1.5
+    assert stats.uncalled_rounds == 1   # d's first request asked a call and got none
+
+
+def test_a_run_without_sessions_has_no_section():
+    assert session_stats(pd.DataFrame([{"conversation_id": "x", "turn": 1, "agent": None, "status": "ok"}])) is None
+    assert session_stats(pd.DataFrame([{"status": "ok"}])) is None
