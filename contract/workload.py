@@ -47,7 +47,8 @@ DATASET_HELP = ("prompts from a local file: ShareGPT JSON, OpenAI chat JSONL ({\
 TRACE_HELP = ("replay a trace open loop at its times and lengths: Azure CSV (TIMESTAMP, ContextTokens, "
               "GeneratedTokens), BurstGPT CSV (Timestamp, Request tokens, Response tokens; failed requests, "
               "with 0 response tokens, left out) or Mooncake JSONL (timestamp ms, input_length, output_length, "
-              "hash_ids: shared ids give shared prompt prefixes)")
+              "hash_ids: shared ids give shared prompt prefixes; AIPerf's session_id and delay ms: a session's "
+              "later turn waits on its previous answer, then the delay)")
 REASONING_HELP = ("a reasoning model's budget per request, of its output tokens (same forms as --prompt-tokens): "
                   "sent as `reasoning_tokens`, which the reference server streams as reasoning before the answer "
                   "(capped at the request's max_tokens); a dataset's replies that carry reasoning give their own")

@@ -30,7 +30,9 @@ Flags (also in the web UI):
                              records carry conversation_id, turn, step, agent, tool_calls, tool_wait_s
   --trace PATH               replay a trace open loop at its times, with its lengths: Azure CSV (TIMESTAMP,
                              ContextTokens, GeneratedTokens), Mooncake JSONL (timestamp in ms, input_length,
-                             output_length, hash_ids: shared ids give shared prompt prefixes) or BurstGPT CSV
+                             output_length, hash_ids: shared ids give shared prompt prefixes; AIPerf's
+                             session_id and delay: a session's later turn is sent its delay after the
+                             previous answer) or BurstGPT CSV
                              (Timestamp, Request tokens, Response tokens); the test ends
                              when the trace does (or at -t); level id "trace"
   --speedup X                divide the trace's times by X (also spelled --trace-speedup)
@@ -196,7 +198,8 @@ class TraceReplay:
     def offsets(self) -> list[float]:
         return self.trace.offsets(self.scenario.config.trace_speedup)
 
-    def prepare(self, index: int, rng: random.Random) -> Prepared:
+    def prepare(self, index: int, rng: random.Random, turn: int | None = None) -> Prepared:
+        """Row `index` as a request; `turn`: its place in its session (a trace of sessions)."""
         config, row = self.scenario.config, self.trace.rows[index]
         output_tokens = config.output_tokens.sample(rng) if config.output_tokens_given else row.output_tokens
         shared = self.scenario.prompts.shared_prefix
@@ -206,7 +209,8 @@ class TraceReplay:
         reasoning = self.scenario.reasoning_budget(rng, output_tokens)
         return Prepared(self.scenario.render(messages, output_tokens, model, reasoning),
                         row.input_tokens + config.shared_prefix_tokens, output_tokens,
-                        model=self.scenario.recorded_model(model))
+                        model=self.scenario.recorded_model(model),
+                        conversation_id=row.session or None if turn is not None else None, turn=turn)
 
 
 class ChatConversation:

@@ -197,6 +197,9 @@ class LoadRun:
         t0 = self.clock.perf(t0_unix)
         inflight = gevent.pool.Pool(self.settings.max_inflight)
         trace = self.trace
+        if trace is not None and trace.trace.chained:
+            self._replay_sessions(t0, inflight)
+            return
         schedule = trace.offsets() if trace is not None else iter_offsets(self.settings.arrival, self.settings.seed)
         try:
             for index, offset in enumerate(schedule):
@@ -215,6 +218,41 @@ class LoadRun:
                 gevent.spawn(self.runner.quit)
         finally:
             inflight.kill(block=True)  # in-flight requests write "incomplete" records
+
+    def _replay_sessions(self, t0: float, inflight: gevent.pool.Pool) -> None:
+        """A trace of sessions (loadgen.workload.traces): each of this process's sessions in a greenlet of
+        `inflight`, from its first row's time; each later turn at its time or its delay after the previous
+        answer, whichever is later (both over --speedup). A failed turn does not end its session: each row
+        is its own recorded prompt. Records carry the session as conversation_id and the turn."""
+        trace, speedup = self.trace, self.scenario.config.trace_speedup
+
+        def session(rows: tuple[int, ...]) -> None:
+            answered = None
+            for turn, index in enumerate(rows):
+                row = trace.trace.rows[index]
+                t_sched = t0 + row.offset_s / speedup
+                if answered is not None and row.delay_s is not None:
+                    t_sched = max(t_sched, answered + row.delay_s / speedup)
+                sleep_until(t_sched - PREPARE_LEAD_S)
+                if self.stopping:
+                    return
+                rng = request_rng(self.settings.seed, self.settings.level, "open", index)
+                prepared = trace.prepare(index, rng, turn=turn + 1)
+                sleep_until(t_sched, spin_s=SPIN_S)
+                self.send(index, prepared, t_sched=t_sched)
+                answered = time.perf_counter()
+
+        try:
+            for number, rows in enumerate(trace.trace.sessions):
+                if my_share(number, self.process_index, self.process_count):
+                    inflight.spawn(session, rows)
+            inflight.join()
+            if not self.stopping:
+                log.info("trace replayed: %d sessions, %d requests; stopping", len(trace.trace.sessions),
+                         len(trace.trace.rows))
+                gevent.spawn(self.runner.quit)
+        finally:
+            inflight.kill(block=True)
 
     def send_at(self, t_sched: float, index: int, prepared: Prepared, inflight: gevent.pool.Pool,
                 route: Route) -> gevent.Greenlet | None:

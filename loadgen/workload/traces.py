@@ -7,6 +7,9 @@ Formats (a .csv file by its header, any other file as JSONL):
     BurstGPT trace (CSV)              Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type
                                       (Timestamp in seconds; newer files add Session ID and Elapsed time)
     Mooncake trace (JSONL)            {"timestamp": ms, "input_length": N, "output_length": M, "hash_ids": [...]}
+      with AIPerf's sessions          ... "session_id": S, and on a session's later rows "delay": ms instead of
+                                      "timestamp" (AIPerf's mooncake_trace: the wait after the previous
+                                      turn's answer)
 
 A CSV whose header has BurstGPT's `Timestamp`, `Request tokens` or `Response tokens` is read as
 BurstGPT (github.com/HPMLL/BurstGPT), any other as Azure. BurstGPT's files keep the requests
@@ -22,6 +25,15 @@ share leading ids share that prefix, so the server's prefix cache sees the trace
 Each id's block is the same seeded text wherever it appears; a request without ids gets
 text of its own. Text is ASCII pseudo-words of one byte per token (the reference server's
 tokenizer); other tokenizers see other counts, and the record keeps the server's usage.
+
+Sessions (AIPerf's mooncake_trace `session_id`, docs/benchmark-modes/trace-replay.md): rows that share a
+`session_id` are one session's turns in file order. Its first row is sent at its `timestamp`; each later
+row `delay` ms after the previous turn's answer ended (a later row with a `timestamp` instead is sent then,
+or at the answer if that comes later). So a session is closed within itself and its turns wait on the
+server, as the agent that made the trace did; sessions start open loop. Each row's `input_length` and
+`hash_ids` are its whole prompt, as recorded (the shared ids carry the history's reuse); the live answer is
+not threaded in. A later row with neither time, a first row with only a `delay` (a turn with no turn before
+it) and a negative delay are refused, naming the line. `Trace.sessions` lists each session's rows.
 
 Pure: no locust or gevent; a bad file raises ValueError naming the file and the line.
 """
@@ -49,7 +61,9 @@ class TraceRow:
     input_tokens: int
     output_tokens: int
     hash_ids: tuple[int, ...] = ()   # Mooncake: the prompt's blocks (shared ids = a shared prefix)
-    session: str = ""                # BurstGPT's Session ID (a conversation), "" = none
+    session: str = ""                # BurstGPT's Session ID (a conversation), "" = none; Mooncake: session_id
+    delay_s: float | None = None     # Mooncake session: the wait after the previous turn's answer (None: at
+                                     # offset_s, which for such a row is its session's previous row's)
 
 
 @dataclass(frozen=True)
@@ -58,10 +72,17 @@ class Trace:
     format: str                      # "azure" | "burstgpt" | "mooncake"
     rows: tuple[TraceRow, ...] = field(repr=False)
     skipped: int = 0                 # BurstGPT rows of failed requests (Response tokens 0), left out
+    sessions: tuple[tuple[int, ...], ...] = ()   # Mooncake sessions: each one's row indices, in turn order
+                                                 # (by its first row's time); () when the trace has none
 
     @property
     def span_s(self) -> float:
         return self.rows[-1].offset_s
+
+    @property
+    def chained(self) -> bool:
+        """Some turn waits on its session's previous answer: the replay is not open loop row by row."""
+        return any(row.delay_s is not None for row in self.rows)
 
     def offsets(self, speedup: float = 1.0) -> list[float]:
         return [row.offset_s / speedup for row in self.rows]
@@ -84,7 +105,18 @@ def load_trace(path: str | Path) -> Trace:
         raise ValueError(f"--trace: {path} holds no request{failed}")
     rows.sort(key=lambda pair: pair[0])   # stable: equal times keep file order
     first = rows[0][0]
-    return Trace(str(path), fmt, tuple(TraceRow(t - first, *rest) for t, *rest in rows), skipped)
+    trace_rows = tuple(TraceRow(t - first, *rest) for t, *rest in rows)
+    return Trace(str(path), fmt, trace_rows, skipped, _sessions(trace_rows) if fmt == "mooncake" else ())
+
+
+def _sessions(rows: tuple[TraceRow, ...]) -> tuple[tuple[int, ...], ...]:
+    """Rows sharing a session id, in order (their rows sort by their first row's time, then file order)."""
+    if not any(row.session for row in rows):
+        return ()
+    groups: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        groups.setdefault(row.session or f"row {index}", []).append(index)
+    return tuple(tuple(group) for group in groups.values())
 
 
 def _azure_rows(path: Path, reader: csv.DictReader) -> list[tuple]:
@@ -138,18 +170,43 @@ def _float(value) -> float | None:
 
 def _mooncake_rows(path: Path, text: str) -> list[tuple]:
     rows = []
+    last_time: dict[str, float] = {}   # session id -> its previous row's time (s)
     for where, row in jsonl_objects(path, text, "--trace"):
-        if not all(key in row for key in ("timestamp", "input_length", "output_length")):
+        session = row.get("session_id")
+        if session is not None and (not isinstance(session, (str, int)) or isinstance(session, bool)
+                                    or str(session) == ""):
+            raise ValueError(f"--trace: {where}: \"session_id\" must be a non-empty string, got {session!r}")
+        session = "" if session is None else str(session)
+        if not all(key in row for key in ("input_length", "output_length")):
             raise ValueError(f"--trace: {where}: needs \"timestamp\" (ms), \"input_length\" and \"output_length\"")
         hash_ids = row.get("hash_ids") or []
         if not isinstance(hash_ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hash_ids):
             raise ValueError(f"--trace: {where}: \"hash_ids\" must be a list of integers")
-        timestamp = row["timestamp"]
-        if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)) or not math.isfinite(timestamp) or timestamp < 0:
+        timestamp, delay = row.get("timestamp"), row.get("delay")
+        if delay is not None and not _non_negative(delay):
+            raise ValueError(f"--trace: {where}: \"delay\" must be milliseconds >= 0, got {delay!r}")
+        if delay is not None and not session:
+            raise ValueError(f"--trace: {where}: \"delay\" is a session's wait between turns: it needs a "
+                             "\"session_id\"")
+        if session and session not in last_time and timestamp is None:
+            raise ValueError(f"--trace: {where}: the first row of session {session!r} needs a \"timestamp\" (ms): "
+                             "a \"delay\" follows a turn, and this session has none before it")
+        if timestamp is None and delay is None:
+            raise ValueError(f"--trace: {where}: needs \"timestamp\" (ms), or in a session \"delay\" (ms)")
+        if timestamp is not None and not _non_negative(timestamp):
             raise ValueError(f"--trace: {where}: \"timestamp\" must be milliseconds >= 0, got {timestamp!r}")
-        rows.append((timestamp / 1000.0, _count(row["input_length"], "input_length", where),
-                     _count(row["output_length"], "output_length", where), tuple(hash_ids)))
+        first = session not in last_time
+        seconds = timestamp / 1000.0 if timestamp is not None else last_time[session]
+        if session:
+            last_time[session] = seconds
+        rows.append((seconds, _count(row["input_length"], "input_length", where),
+                     _count(row["output_length"], "output_length", where), tuple(hash_ids), session,
+                     None if (first or not session) else (0.0 if delay is None else delay / 1000.0)))
     return rows
+
+
+def _non_negative(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
 
 
 def _seconds(value: str, where: str) -> float:

@@ -123,7 +123,12 @@ def demand_spec_from_flags(args) -> dict:
     if workload.trace:
         from loadgen.workload.traces import load_trace
 
-        spec.update(kind="trace", trace=load_trace(workload.trace))
+        trace = load_trace(workload.trace)
+        if trace.chained:
+            raise ValueError(f"--trace {workload.trace}: its sessions' turns wait on the previous answer (\"delay\"); "
+                             "a plan replays a trace's rows at their times, so it takes a trace without delays "
+                             "(replay this one with `servecap sweep --trace` or locust)")
+        spec.update(kind="trace", trace=trace)
         return spec
     lengths = {"prompt": workload.prompt_lengths, "output": workload.output_lengths,
                "sessions": args.sessions, "prefix_tokens": args.session_prefix_tokens}

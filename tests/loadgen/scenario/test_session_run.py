@@ -64,3 +64,27 @@ def test_a_server_that_does_not_call_tools_is_named(tmp_path):
         bad = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "1s", "--session", "turns:2,tools:3-1")
         assert bad.returncode == 2 and "--session tools: '3-1' runs backwards" in bad.stderr, bad.stderr[-2000:]
         assert "Traceback" not in bad.stderr
+
+
+def test_a_trace_of_sessions_waits_on_each_answer_then_the_delay(reference_server_tiny, tmp_path):
+    trace = tmp_path / "sessions.jsonl"
+    trace.write_text('{"session_id": "a", "timestamp": 0, "input_length": 40, "output_length": 8, "hash_ids": [0]}\n'
+                     '{"session_id": "b", "timestamp": 100, "input_length": 30, "output_length": 8}\n'
+                     '{"session_id": "a", "delay": 300, "input_length": 60, "output_length": 8, "hash_ids": [0, 1]}\n'
+                     '{"timestamp": 50, "input_length": 20, "output_length": 4}\n'
+                     '{"session_id": "a", "delay": 200, "input_length": 90, "output_length": 8}\n'
+                     '{"session_id": "b", "delay": 0, "input_length": 50, "output_length": 8}\n')
+    records = tmp_path / "r.jsonl"
+    proc = run_locust("--host", reference_server_tiny.base_url, "-u", "1", "-r", "1", "-t", "20s", "--trace",
+                      str(trace), "--trace-block-tokens", "16", "--records", str(records))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "trace replayed: 3 sessions, 6 requests" in proc.stderr
+    rows = {(r["conversation_id"], r["turn"]): r for r in read_records(records)}
+    assert sorted(rows, key=str) == sorted([("a", 1), ("a", 2), ("a", 3), ("b", 1), ("b", 2), (None, 1)], key=str)
+    assert all(r["status"] == "ok" for r in rows.values())
+    for (session, turn), delay in ((("a", 2), 0.3), (("a", 3), 0.2), (("b", 2), 0.0)):
+        before, row = rows[(session, turn - 1)], rows[(session, turn)]
+        answered = before["t_start"] + before["e2e_s"]
+        assert row["t_sched"] - answered == pytest.approx(delay, abs=0.01)   # the delay after the answer
+        assert 0 <= row["t_start"] - row["t_sched"] < 0.02
+    assert rows[("b", 1)]["t_sched"] - rows[("a", 1)]["t_sched"] == pytest.approx(0.1, abs=0.002)

@@ -57,6 +57,28 @@ def test_mooncake_jsonl_in_milliseconds_with_hash_ids(tmp_path):
     assert trace.rows[1] == TraceRow(3.052, 700, 9, (0, 2)) and trace.rows[2].hash_ids == ()
 
 
+def test_aiperf_sessions_chain_their_turns_by_delay(tmp_path):
+    path = tmp_path / "sessions.jsonl"
+    path.write_text('{"session_id": "a", "timestamp": 0, "input_length": 40, "output_length": 8, "hash_ids": [0]}\n'
+                    '{"session_id": "b", "timestamp": 100, "input_length": 30, "output_length": 8}\n'
+                    '{"session_id": "a", "delay": 300, "input_length": 60, "output_length": 8, "hash_ids": [0, 1]}\n'
+                    '{"timestamp": 50, "input_length": 20, "output_length": 4}\n'
+                    '{"session_id": "a", "delay": 200, "input_length": 90, "output_length": 8}\n'
+                    '{"session_id": "b", "timestamp": 900, "input_length": 50, "output_length": 8}\n')
+    trace = load_trace(path)
+    assert trace.chained
+    sessions = [[(trace.rows[i].session, trace.rows[i].input_tokens, trace.rows[i].delay_s) for i in rows]
+                for rows in trace.sessions]
+    # a later turn's time is its session's previous row's (its delay counts from that turn's answer)
+    # b's second row has a time of its own: sent then, or at b's first answer if that is later (delay 0)
+    assert sessions == [[("a", 40, None), ("a", 60, 0.3), ("a", 90, 0.2)], [("", 20, None)],
+                        [("b", 30, None), ("b", 50, 0.0)]]
+    assert [trace.rows[i].offset_s for i in trace.sessions[0]] == [0.0, 0.0, 0.0]
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1}\n')
+    assert not load_trace(plain).chained and load_trace(plain).sessions == ()
+
+
 def test_shared_hash_ids_give_shared_prefixes():
     prompts = TracePrompts(seed=1, block_tokens=8)
     a = prompts.text(0, TraceRow(0, 20, 1, (5, 6, 7)))
@@ -77,6 +99,15 @@ def test_shared_hash_ids_give_shared_prefixes():
                 '"output_length": 1}\n', r"line 2: \"timestamp\" must be milliseconds >= 0"),
     ("t.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": ["a"]}\n', "list of integers"),
     ("t.jsonl", "{oops\n", r"line 1: not valid JSON"),
+    ("t.jsonl", '{"session_id": "s", "delay": 10, "input_length": 5, "output_length": 1}\n',
+     r"line 1: the first row of session 's' needs a \"timestamp\" \(ms\): a \"delay\" follows a turn"),
+    ("t.jsonl", '{"session_id": "s", "timestamp": 0, "input_length": 5, "output_length": 1}\n'
+                '{"session_id": "s", "delay": -5, "input_length": 5, "output_length": 1}\n',
+     r"line 2: \"delay\" must be milliseconds >= 0, got -5"),
+    ("t.jsonl", '{"timestamp": 0, "delay": 5, "input_length": 5, "output_length": 1}\n', r"it needs a \"session_id\""),
+    ("t.jsonl", '{"session_id": "s", "timestamp": 0, "input_length": 5, "output_length": 1}\n'
+                '{"session_id": "s", "input_length": 5, "output_length": 1}\n', r"line 2: needs \"timestamp\" \(ms\), or"),
+    ("t.jsonl", '{"session_id": [], "timestamp": 0, "input_length": 5, "output_length": 1}\n', "non-empty string"),
     ("t.jsonl", "\n", "holds no request"),
     ("b.csv", "Timestamp,Model,Request tokens\n1,ChatGPT,5\n", r"b.csv: line 1 lacks column\(s\) Response tokens \(Bu"),
     ("b.csv", BURSTGPT_HEADER + "1,ChatGPT,5,3,8,API log\nsoon,ChatGPT,5,3,8,API log\n",

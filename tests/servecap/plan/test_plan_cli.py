@@ -35,6 +35,17 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, capsys):
     assert "unknown policy" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2",
                                                "--router", "fastest"])
     assert "give one demand" in _error(capsys, [*GPU, *SLO, "--replicas", "2"])
+    sessions = tmp_path / "sessions.jsonl"
+    sessions.write_text('{"session_id": "s", "timestamp": 0, "input_length": 5, "output_length": 1}\n'
+                        '{"session_id": "s", "delay": 10, "input_length": 9, "output_length": 1}\n')
+    assert "its sessions' turns wait on the previous answer" in _error(
+        capsys, ["--trace", str(sessions), *GPU, *SLO, "--replicas", "2"])
+    malformed = tmp_path / "malformed.jsonl"
+    malformed.write_text('{"session_id": "s", "delay": 10, "input_length": 5, "output_length": 1}\n')
+    assert "line 1: the first row of session 's' needs a" in _error(
+        capsys, ["--trace", str(malformed), *GPU, *SLO, "--replicas", "2"])
+    assert "--session tool-latency" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2",
+                                                       "--session", "turns:2,tool-latency:-1"])
     assert "at least one SLO" in _error(capsys, ["--rate-curve", str(curve), *GPU, "--replicas", "2"])
     assert "--cold-start-s" in _error(capsys, ["--rate-curve", str(curve), "--gpu", "h100-sxm", "--model",
                                                "llama-3.1-8b", *SLO, "--replicas", "2"])
