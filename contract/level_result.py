@@ -131,6 +131,8 @@ class TurnStats(FrozenSection):
     ttft_s: PercentilePair = field(default_factory=PercentilePair)
     tpot_s: PercentilePair = field(default_factory=PercentilePair)
     e2e_s: PercentilePair = field(default_factory=PercentilePair)
+    cached_share: float | None = keep_null()   # of the turn's prompt tokens, the server's prefix-cache hits (its
+                                               # usage's cached_tokens; None where the server gives none)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -87,6 +87,9 @@ class Record:
     reasoning_tokens: int | None = field(default=None, metadata=SOMETIMES)  # streams: of output_tokens, the reasoning
                                                                    # (server usage's, else the chunks counted)
     answer_tokens: int | None = field(default=None, metadata=SOMETIMES)     # output_tokens - reasoning_tokens
+    cached_tokens: int | None = field(default=None, metadata=SOMETIMES)     # of prompt_tokens, served from the
+                                                                   # server's prefix cache (its usage's
+                                                                   # prompt_tokens_details.cached_tokens)
     request_id: str | None = field(default=None, metadata=LOADGEN)           # "<worker>#<seq>", unique in a run
     api: str | None = field(default=None, metadata=LOADGEN)                  # "chat" | "completions" | "classify"
     prompt_tokens_asked: int | None = field(default=None, metadata=LOADGEN)  # length the prompt was built for

@@ -215,8 +215,15 @@ def by_turn(ok: pd.DataFrame) -> dict[str, TurnStats] | None:
             pairs[metric] = PercentilePair(p50=None if p50 is None else float(p50),
                                            p99=None if p99 is None else float(p99))
         out[str(turn)] = TurnStats(requests=len(group), prompt_tokens_mean=float(group["prompt_tokens"].mean()),
-                                   **pairs)
+                                   cached_share=cached_share(group), **pairs)
     return out
+
+
+def cached_share(ok: pd.DataFrame) -> float | None:
+    """Of the prompt tokens of the records whose server said its prefix-cache hits, the hits; None without."""
+    known = ok[ok["cached_tokens"].notna() & ok["prompt_tokens"].notna()] if "cached_tokens" in ok else ok.iloc[:0]
+    prompt = float(known["prompt_tokens"].sum())
+    return float(known["cached_tokens"].sum()) / prompt if prompt > 0 else None
 
 
 def loadgen_health(frame: pd.DataFrame, meta: dict | None = None) -> LoadgenHealth:

@@ -46,6 +46,7 @@ class Outcome:
     reasoning_tokens: int | None = None   # the server's usage count, else the reasoning chunks counted
     answer_tokens: int | None = None      # output tokens less reasoning tokens
     tool_calls: tuple[dict, ...] = ()     # the answer's tool calls, assembled ({"id", "type", "function"})
+    cached_tokens: int | None = None      # usage.prompt_tokens_details.cached_tokens (the server's prefix hits)
 
 
 def _gaps(times: list[float]) -> list[float]:
@@ -117,10 +118,19 @@ def summarize(exchange: Exchange, *, stream: bool, prompt_tokens_asked: int | No
     else:
         status, message = "ok", None
     reasoning = _reasoning_tokens(usage, counted_reasoning)
+    cached = _cached_tokens(usage)
     answer = output_tokens - reasoning if (output_tokens is not None and reasoning is not None) else None
     return Outcome(status, message, ttft, e2e, itl, response_id, prompt_tokens, output_tokens, usage_from, ttft_any,
                    replica=exchange.replica, ttfa_s=ttfa, reasoning_tokens=reasoning, answer_tokens=answer,
-                   tool_calls=tool_calls)
+                   tool_calls=tool_calls, cached_tokens=cached)
+
+
+def _cached_tokens(usage: dict | None) -> int | None:
+    """The prompt tokens the server took from its prefix cache, where its usage says (OpenAI's
+    prompt_tokens_details.cached_tokens; vLLM with --enable-prompt-tokens-details, the reference server)."""
+    details = (usage or {}).get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if isinstance(cached, int) and not isinstance(cached, bool) and cached >= 0 else None
 
 
 def _reasoning_tokens(usage: dict | None, counted: int | None) -> int | None:

@@ -383,6 +383,7 @@ class LoadRun:
             ttfa_s=outcome.ttfa_s,
             reasoning_tokens=outcome.reasoning_tokens,
             answer_tokens=outcome.answer_tokens,
+            cached_tokens=outcome.cached_tokens,
         )
         self.sink.put(record)
         if not stopped:  # Locust's stats count exactly the requests that finished

@@ -98,6 +98,7 @@ def turn_table(summary: Summary) -> pd.DataFrame:
         for turn, t in (lvl.by_turn or {}).items():
             rows.append({"level": lvl.level, "turn": turn, "requests": t.requests,
                          "prompt tokens mean": _num(t.prompt_tokens_mean, "{:.0f}"),
+                         "prefix-cache hits": "" if t.cached_share is None else f"{t.cached_share:.0%}",
                          "TTFT p50/p99 (ms)": _p50_p99(t.ttft_s), "TPOT p50/p99 (ms)": _p50_p99(t.tpot_s),
                          "E2E p50/p99 (ms)": _p50_p99(t.e2e_s)})
     return pd.DataFrame(rows)

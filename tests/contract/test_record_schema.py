@@ -24,5 +24,5 @@ def test_the_report_reads_with_the_contract_schema():
     assert set(records_reader.NUMBER_COLUMNS) == {"t_sched", "t_start", "queue_s", "ttft_s", "ttft_any_s", "e2e_s",
                                                   "prompt_tokens", "output_tokens", "slice", "turn", "round",
                                                   "ttfa_s", "reasoning_tokens", "answer_tokens", "step",
-                                                  "tool_calls", "tool_wait_s"}
+                                                  "tool_calls", "tool_wait_s", "cached_tokens"}
     assert records_reader.BOOL_COLUMNS == ("session_end",)

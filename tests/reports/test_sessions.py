@@ -38,3 +38,20 @@ def test_completed_failed_cut_and_begun_in_the_warm_up():
 def test_a_run_without_sessions_has_no_section():
     assert session_stats(pd.DataFrame([{"conversation_id": "x", "turn": 1, "agent": None, "status": "ok"}])) is None
     assert session_stats(pd.DataFrame([{"status": "ok"}])) is None
+
+
+def test_the_prefix_cache_share_of_a_turn_counts_only_records_whose_server_said():
+    from reports.summary import by_turn, cached_share
+
+    ok = pd.DataFrame([dict(turn=1, agent="main", prompt_tokens=100, cached_tokens=0.0, ttft_s=0.1, tpot_s=0.01,
+                            e2e_s=0.2),
+                       dict(turn=2, agent="main", prompt_tokens=300, cached_tokens=240.0, ttft_s=0.1, tpot_s=0.01,
+                            e2e_s=0.2),
+                       dict(turn=2, agent="main", prompt_tokens=100, cached_tokens=float("nan"), ttft_s=0.1,
+                            tpot_s=0.01, e2e_s=0.2),
+                       dict(turn=2, agent="sub1", prompt_tokens=50, cached_tokens=0.0, ttft_s=0.1, tpot_s=0.01,
+                            e2e_s=0.2)])
+    turns = by_turn(ok)
+    assert turns["1"].cached_share == 0.0 and turns["2"].cached_share == 0.8   # 240 of 300; the sub-agent is not
+    assert turns["2"].requests == 2                                           # the turn's
+    assert cached_share(ok.drop(columns="cached_tokens")) is None

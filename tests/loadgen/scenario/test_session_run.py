@@ -37,8 +37,10 @@ def test_sessions_call_tools_and_send_their_results_back(reference_server_tiny, 
             assert [r["step"] for r in steps] == list(range(1, len(steps) + 1)) and 2 <= len(steps) <= 3
             assert [r["tool_calls"] for r in steps] == [1] * (len(steps) - 1) + [0]   # a call a round, then the answer
             for before, after in zip(steps, steps[1:]):
-                # the server saw the call and its 24-token result in the next prompt
+                # the server saw the call and its 24-token result in the next prompt, and its prefix cache
+                # held the history before it (the server's own count, from its usage)
                 assert after["prompt_tokens"] > before["prompt_tokens"] + 24
+                assert after["cached_tokens"] >= before["prompt_tokens"] - 16   # whole 16-token blocks
                 subs = [r for r in session if r["agent"] != "main" and r["turn"] == turn and r["step"] == before["step"]]
                 end = before["t_start"] + before["e2e_s"]
                 if subs:   # a fan-out: its sub-agents ran between the round and the next request
