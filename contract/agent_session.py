@@ -20,12 +20,20 @@ model chooses.
     tool-result:LENGTH    tokens of each tool result, a length form (contract.distributions; default 256)
     fanout:LO-HI | N      sub-agents in a turn's first tool round (default 0: none)
     schemas:N             tools offered on every request (default 4)
+    call-tokens:N         the simulator's length of a tool call's text (default CALL_TOKENS: the Hermes text
+                          the reference server writes for a call to these tools); the load generator
+                          reads each call's length off the server's answer
+
+The tools (`tool_schemas`) and the agent's system prompt are the same for every session of a run, so a
+prefix cache can share them; `prefix_tokens` is their size, one byte a token (the reference server's
+tokenizer; its chat template adds a few).
 
 Pure: parsing and drawing only.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import dataclass, field
@@ -34,7 +42,21 @@ from contract.distributions import LengthDistribution, parse_length_distribution
 
 OPTION = "--session"
 LATENCY_KINDS = {"fixed": 1, "uniform": 2, "exponential": 1, "lognormal": 2}
-KEYS = ("turns", "tools", "tool-latency", "tool-result", "fanout", "schemas")
+KEYS = ("turns", "tools", "tool-latency", "tool-result", "fanout", "schemas", "call-tokens")
+DEFAULT_SYSTEM = "You are an agent. Use the tools to answer; call them as often as the task needs."
+# '<tool_call>\n{"name": "tool_0", "arguments": {"query": "abcdefgh", "limit": 42}}\n</tool_call>': the reference
+# server's Hermes text for a call to `tool_schemas` (an 8-letter string, an integer of 0-100)
+CALL_TOKENS = 92
+
+
+def tool_schemas(count: int) -> list[dict]:
+    """`count` OpenAI function tools, the same for every session (a shared prefix): tool_0 ... tool_N-1,
+    each with a string query and an integer limit, both required."""
+    return [{"type": "function", "function": {
+        "name": f"tool_{k}", "description": f"Look up part {k} of the workspace and return what it finds.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"},
+                                                        "limit": {"type": "integer"}},
+                       "required": ["query", "limit"]}}} for k in range(count)]
 
 
 @dataclass(frozen=True)
@@ -90,6 +112,7 @@ class SessionSpec:
     tool_result: LengthDistribution = field(default_factory=lambda: LengthDistribution.fixed(256))
     fanout: tuple[int, int] = (0, 0)
     schemas: int = 4
+    call_tokens: int = CALL_TOKENS
     spec: str = ""
 
     def __post_init__(self) -> None:
@@ -99,7 +122,13 @@ class SessionSpec:
             raise ValueError(f"{OPTION} schemas must be >= 1 (a session offers tools), got {self.schemas}")
         if self.fanout[1] and self.tools[1] == 0:
             raise ValueError(f"{OPTION} fanout runs in a turn's first tool round: it needs tools above 0")
+        if self.call_tokens < 1:
+            raise ValueError(f"{OPTION} call-tokens must be >= 1, got {self.call_tokens}")
 
+    @property
+    def prefix_tokens(self) -> int:
+        """The system prompt and the tool schemas every request begins with, one byte a token."""
+        return len(DEFAULT_SYSTEM) + sum(len(json.dumps(tool)) for tool in tool_schemas(self.schemas))
     def draw_turn(self, rng: random.Random) -> "TurnPlan":
         """One turn's tool rounds and fan-out (drawn in that order, then nothing else)."""
         rounds = rng.randint(*self.tools)
@@ -141,6 +170,7 @@ def parse_session(text: str | None) -> SessionSpec | None:
                      if "tool-result" in values else spec.tool_result),
         fanout=_range(values["fanout"], "fanout") if "fanout" in values else spec.fanout,
         schemas=_whole(values["schemas"], "schemas") if "schemas" in values else spec.schemas,
+        call_tokens=_whole(values["call-tokens"], "call-tokens") if "call-tokens" in values else spec.call_tokens,
         spec=str(text).strip())
 
 

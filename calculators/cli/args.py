@@ -163,11 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("simulate", "discrete-event simulation of a batching strategy over load levels")
     _engine(p, "engine (as `servecap serve` takes it; with --model and --gpu sized as its engine would there)",
             "strategy", "model", "dtype", "kv-dtype", "tp", "kv-blocks", "block-size", "max-model-len")
-    add_load_arguments(p, only=("concurrency", "rates", "arrival"), title="load (choose one)")
-    p.add_argument("--requests", type=int, default=2000, help="simulated requests per level (default 2000)")
+    add_load_arguments(p, only=("concurrency", "rates", "arrival", "warmup", "duration"), title="load (choose one)")
+    p.add_argument("--requests", type=int, default=2000,
+                   help="simulated requests per level (default 2000); --session levels measure the load test's "
+                        "window instead (--warmup, --duration) and draw what it takes")
     p.add_argument("--jobs", type=_jobs, default=None, metavar="N",
                    help="levels simulated at once, one process each (default: the machine's cores); the same answer")
-    _lengths(p, "default the workload's", "prompt-tokens", "output-tokens", "seed")
+    _lengths(p, "default the workload's", "prompt-tokens", "output-tokens", "seed", "session", "think-time")
     p.add_argument("--step-base-ms", type=float, help="measured step model: fixed ms per step")
     p.add_argument("--step-per-seq-ms", type=float, default=0.0, help="measured: ms per running sequence")
     p.add_argument("--step-per-prefill-token-ms", type=float, default=0.0, help="measured: ms per prompt token")

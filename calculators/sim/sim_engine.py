@@ -21,7 +21,10 @@ block tables and the jitter draws come out the same as stepping (tests compare b
 
 Prompts are distinct per request (request i's prompt is token i repeated), so requests never
 share prefix-cache blocks (like random prompts); a preempted request that is recomputed may
-hit its own blocks still in the cache, as in the engine.
+hit its own blocks still in the cache, as in the engine. A trace with ``token_ids`` (agentic
+sessions, ``calculators.sim.sessions``) gives each request its prompt ids, filled as it is sent: the
+block manager then registers every full block and a returning request finds what is still cached;
+each request's hits at admission go to ``Trace.cached``.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ MAX_FAST_STEPS = 1 << 14
 def num_kv_blocks(server: SimServer, trace: Trace) -> int:
     """The configured cache, which must hold the longest request; unset: room for `max_running`
     longest requests (no strategy ever waits for blocks then)."""
-    worst = cdiv(int((trace.prompt + trace.output).max()), server.block_size)
+    longest = trace.longest if trace.longest is not None else int((trace.prompt + trace.output).max())
+    worst = cdiv(longest, server.block_size)
     if server.num_kv_blocks is None:
         return worst * min(server.limits.max_running, len(trace.prompt))
     if worst > server.num_kv_blocks:
@@ -73,8 +77,10 @@ def run_engine(server: SimServer, clock: StepClock, trace: Trace, arrivals: Arri
     speculative, lora = server.speculative, server.lora
     fast_decodes = fast_decodes and on_step is None and speculative is None and lora is None
     # distinct prompts: full blocks are hashed only when a preemption frees them (the same hits, fewer hashes)
+    ids_of = trace.token_ids
     scheduler = make_scheduler(server.limits, BlockManager(num_kv_blocks(server, trace), server.block_size,
-                                                           shared_prefixes=False))
+                                                           shared_prefixes=ids_of is not None))
+    cached = None if ids_of is None else [0] * len(trace.prompt)
     adapters = trace.lora if lora is not None and trace.lora is not None else None
     if lora is not None:
         scheduler.lora_slots = LoraSlots(lora.max_loras)
@@ -96,7 +102,12 @@ def run_engine(server: SimServer, clock: StepClock, trace: Trace, arrivals: Arri
     while done < n and now < horizon_s:
         arrivals.pop_until(now, arrived)
         for i in arrived:
-            scheduler.add(Sequence(str(i), [i] * prompt[i], SamplingParams(max_tokens=output[i], ignore_eos=True),
+            if ids_of is None:
+                ids, max_tokens = [i] * prompt[i], output[i]
+            else:   # filled as it was sent: its own prompt ids and length
+                ids, max_tokens = ids_of[i], int(trace.output[i])
+                output[i] = max_tokens
+            scheduler.add(Sequence(str(i), ids, SamplingParams(max_tokens=max_tokens, ignore_eos=True),
                                    arrival_time=float(arrival[i]), lora=None if adapters is None else adapters[i]))
         arrived.clear()
         batch = scheduler.schedule(now)
@@ -133,6 +144,8 @@ def run_engine(server: SimServer, clock: StepClock, trace: Trace, arrivals: Arri
             i = int(seq.request_id)
             if math.isnan(first_token[i]):   # its first token (a verification may bring several at once)
                 first_token[i] = now
+                if cached is not None:
+                    cached[i] = seq.num_cached_tokens
                 if not reasons:
                     first_answer[i] = now
             if reason is not None:
@@ -160,6 +173,8 @@ def run_engine(server: SimServer, clock: StepClock, trace: Trace, arrivals: Arri
                 arrivals.finished(i, now)
                 done += 1
     trace.first_token[:], trace.end[:], trace.first_answer[:] = first_token, end, first_answer
+    if cached is not None:
+        trace.cached = np.asarray(cached, dtype=np.int64)
     trace.steps, trace.sequences_in_steps, trace.busy_s, trace.preemptions = steps, sequences, busy, preemptions
 
 

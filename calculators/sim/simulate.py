@@ -137,6 +137,11 @@ def simulate(server: SimServer, workload: SimWorkload, step_model: StepTimeModel
     window = measured_window(trace, workload)
     if not len(window):
         raise EmptyWindow("no simulated request falls in the measure window (too short a window or too slow a step)")
+    return result_of(server, workload, trace, window)
+
+
+def result_of(server: SimServer, workload: SimWorkload, trace: Trace, window: np.ndarray) -> SimResult:
+    """The level's summary over the requests of `window` (trace indices), as the client saw them."""
     outputs = trace.output[window]
     sends, ends = trace.client_send[window], (trace.client_send + trace.client_e2e())[window]
     duration = max(float(ends.max() - sends.min()), 1e-12)

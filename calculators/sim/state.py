@@ -41,6 +41,10 @@ class Trace:
     lora: list | None = None      # each request's LoRA adapter (None: the base model), when the mix names any
     reasoning: np.ndarray | None = None
     first_answer: np.ndarray | None = None
+    token_ids: list | None = None   # each request's prompt ids, where requests share prefixes (sessions:
+                                    # calculators.sim.sessions); None: distinct prompts, request i's is i repeated
+    cached: np.ndarray | None = None   # with token_ids: each request's prefix-cache hits (tokens) at its admission
+    longest: int | None = None      # with token_ids: a bound on any request's prompt and output (sizes the cache)
 
     def __post_init__(self) -> None:
         n = len(self.prompt)

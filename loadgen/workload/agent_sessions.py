@@ -20,21 +20,8 @@ import json
 import random
 from dataclasses import dataclass, field
 
-from contract.agent_session import SessionSpec, TurnPlan
+from contract.agent_session import DEFAULT_SYSTEM, SessionSpec, TurnPlan, tool_schemas
 from loadgen.workload.prompts import ascii_text
-
-DEFAULT_SYSTEM = "You are an agent. Use the tools to answer; call them as often as the task needs."
-
-
-def tool_schemas(count: int) -> list[dict]:
-    """`count` OpenAI function tools, the same for every session (a shared prefix): tool_0 ... tool_N-1,
-    each with a string query and an integer limit, both required."""
-    return [{"type": "function", "function": {
-        "name": f"tool_{k}", "description": f"Look up part {k} of the workspace and return what it finds.",
-        "parameters": {"type": "object", "properties": {"query": {"type": "string"},
-                                                        "limit": {"type": "integer"}},
-                       "required": ["query", "limit"]}}} for k in range(count)]
-
 
 @dataclass
 class AgentSession:
