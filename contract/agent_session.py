@@ -47,6 +47,10 @@ DEFAULT_SYSTEM = "You are an agent. Use the tools to answer; call them as often 
 # '<tool_call>\n{"name": "tool_0", "arguments": {"query": "abcdefgh", "limit": 42}}\n</tool_call>': the reference
 # server's Hermes text for a call to `tool_schemas` (an 8-letter string, an integer of 0-100)
 CALL_TOKENS = 92
+# a streamed call shows nothing until its name is whole: vLLM's Hermes parser, and the reference server after
+# it, send the call's first delta (id, type, name) once '<tool_call>\n{"name": "tool_0"' is generated, so a
+# tool round's time to first token is that many tokens' time
+CALL_NAME_TOKENS = 29
 
 
 def tool_schemas(count: int) -> list[dict]:

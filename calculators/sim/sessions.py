@@ -12,8 +12,12 @@ finds what a returning request shares with what it computed before:
                         the tool's result (`tool-result` tokens), or the joined sub-agents' answers
     a sub-agent         the shared prefix and a task of its own (`--prompt-tokens`)
 
-A tool round generates `call_tokens` (its call's text); the turn's answer and a sub-agent their drawn
-lengths. After a tool round the next request is sent when the tool's latency has passed (a draw), or
+A tool round generates `call_tokens` (its call's text), of which the client sees nothing before the
+call's name is whole (CALL_NAME_TOKENS: its first token, as the load generator times it, is that one); the
+turn's answer and a sub-agent their drawn lengths. With `answers_cached` (a served model whose text
+re-tokenizes to the ids it generated, as a real model's mostly does) the next request's history holds
+what the engine generated, so its blocks hit; without it (the reference server's seeded random weights:
+the text it sends is not what its tokenizer reads back) an answer comes back as new tokens. After a tool round the next request is sent when the tool's latency has passed (a draw), or
 when the round's sub-agents have all answered; after an answer, the think time; after the session's
 last answer the user starts a new session. The front end (`FrontEnd`) adds each request's delays as
 it does for any closed loop. Whether a returning request finds its history in the cache is the
@@ -34,7 +38,7 @@ import numpy as np
 
 from calculators.sim.front_end import FrontEnd
 from calculators.sim.state import Trace
-from contract.agent_session import SessionSpec
+from contract.agent_session import CALL_NAME_TOKENS, SessionSpec
 from contract.distributions import LengthDistribution
 
 SIM_TOKEN = 1        # what every simulated step generates (calculators.sim.sim_engine)
@@ -75,8 +79,9 @@ class SessionArrivals:
 
     def __init__(self, trace: Trace, spec: SessionSpec, *, concurrency: int, prompt_tokens: LengthDistribution,
                  output_tokens: LengthDistribution, think_s: float = 0.0, front_end: FrontEnd | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, answers_cached: bool = True) -> None:
         self.trace, self.spec = trace, spec
+        self.answers_cached = answers_cached
         self.n = len(trace.prompt)
         trace.token_ids = [None] * self.n
         self.prompt_tokens, self.output_tokens = prompt_tokens, output_tokens
@@ -111,6 +116,7 @@ class SessionArrivals:
             session, ids, output, where = request
             trace.token_ids[i] = ids
             trace.prompt[i], trace.output[i] = len(ids), output
+            trace.reasoning[i] = CALL_NAME_TOKENS - 1 if where[4] else 0   # a call shows at its name's end
             trace.arrival[i], trace.client_send[i] = reach, send
             trace.first_out[i], trace.last_out[i] = self.delays[1][draw], self.delays[2][draw]
             self.owner[i] = session
@@ -139,8 +145,11 @@ class SessionArrivals:
                 self._new_tokens(session, session.sub_tokens)
                 self._send_main(session, back)
             return
-        # the history as the engine held it: what was sent, then what it generated
-        session.history = session.last_sent + [SIM_TOKEN] * int(self.trace.output[i])
+        # the history as the engine held it: what was sent, then what it generated (or, when the text does not
+        # read back as those ids, as many new tokens)
+        generated = int(self.trace.output[i])
+        session.history = session.last_sent + ([SIM_TOKEN] * generated if self.answers_cached
+                                               else self._fresh(session, generated))
         if session.step <= session.rounds:   # a tool round's call came back
             if session.step == 1 and session.fanout:
                 session.waiting_subs, session.sub_tokens = session.fanout, 0
@@ -245,7 +254,8 @@ class SessionsPrediction:
 
 
 def simulate_sessions(server, workload, step_model, spec: SessionSpec, front_end: FrontEnd | None = None,
-                      think_s: float = 0.0, *, fast_decodes: bool = True) -> SessionsPrediction:
+                      think_s: float = 0.0, *, answers_cached: bool = True,
+                      fast_decodes: bool = True) -> SessionsPrediction:
     """`workload.concurrency` users running sessions, measured in the workload's time window (a load test's
     warm-up and duration: a request counts when it was sent after the warm-up and answered by the end; a
     session when it began after the warm-up and its last answer came by the end)."""
@@ -265,7 +275,8 @@ def simulate_sessions(server, workload, step_model, spec: SessionSpec, front_end
                       first_token=np.full(n, np.nan), end=np.full(n, np.nan), longest=bound)
         arrivals = SessionArrivals(trace, spec, concurrency=workload.concurrency,
                                    prompt_tokens=workload.prompt_tokens, output_tokens=workload.output_tokens,
-                                   think_s=think_s, front_end=front_end, seed=workload.seed)
+                                   think_s=think_s, front_end=front_end, seed=workload.seed,
+                                   answers_cached=answers_cached)
         run_engine(server, StepClock(step_model, np.random.default_rng(workload.seed)), trace, arrivals,
                    horizon_s=workload.horizon_s, fast_decodes=fast_decodes, seed=workload.seed)
         if not (arrivals.exhausted and float(np.nanmax(trace.client_send)) < workload.horizon_s):
@@ -280,7 +291,7 @@ def simulate_sessions(server, workload, step_model, spec: SessionSpec, front_end
         raise EmptyWindow("no simulated request falls in the measure window (too short a window or too slow a step)")
     log = arrivals.log
     agent, turn = np.asarray(log.agent)[window], np.asarray(log.turn)[window]
-    ttft = trace.client_ttft()[window]
+    ttft = trace.client_ttfa()[window]   # the first token the client sees: a call's at its name's end
     prompt, hits = trace.prompt[window], trace.cached[window]
     by_turn = {}
     for t in sorted(set(turn[agent == 0].tolist())):

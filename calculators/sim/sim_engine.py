@@ -93,7 +93,7 @@ def run_engine(server: SimServer, clock: StepClock, trace: Trace, arrivals: Arri
     # a reasoning model's answer starts at output token reasoning + 1 (a decode like the others): with
     # none, it is the first token, and the decodes need not be looked at
     reasoning = trace.reasoning.tolist()
-    reasons = any(reasoning)
+    reasons = any(reasoning) or ids_of is not None   # a session's tool call shows at its name (filled as sent)
     first_answer = [math.nan] * len(prompt)
     arrived: list[int] = []
     now, done, n = 0.0, 0, len(prompt)
@@ -106,7 +106,7 @@ def run_engine(server: SimServer, clock: StepClock, trace: Trace, arrivals: Arri
                 ids, max_tokens = [i] * prompt[i], output[i]
             else:   # filled as it was sent: its own prompt ids and length
                 ids, max_tokens = ids_of[i], int(trace.output[i])
-                output[i] = max_tokens
+                output[i], reasoning[i] = max_tokens, int(trace.reasoning[i])
             scheduler.add(Sequence(str(i), ids, SamplingParams(max_tokens=max_tokens, ignore_eos=True),
                                    arrival_time=float(arrival[i]), lora=None if adapters is None else adapters[i]))
         arrived.clear()

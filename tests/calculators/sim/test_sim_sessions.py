@@ -11,20 +11,20 @@ from calculators.sim.sim_engine import run_engine
 from calculators.sim.simulate import SimServer, SimWorkload
 from calculators.sim.state import StepClock, Trace
 from calculators.sim.step_model import StepTimeModel
-from contract.agent_session import parse_session
+from contract.agent_session import CALL_NAME_TOKENS, parse_session
 from contract.distributions import LengthDistribution as L
 
 MODEL = StepTimeModel(base_s=0.01)   # every step 10 ms, whatever it holds
 
 
 def _run(spec_text: str, users: int = 1, n: int = 6, kv_blocks: int | None = 4000, block: int = 16,
-         think_s: float = 0.0):
+         think_s: float = 0.0, answers_cached: bool = True):
     spec = parse_session(spec_text)
     trace = Trace(prompt=np.zeros(n, dtype=np.int64), output=np.zeros(n, dtype=np.int64), arrival=np.zeros(n),
                   first_token=np.full(n, np.nan), end=np.full(n, np.nan),
                   longest=longest_context(spec, L.fixed(20), L.fixed(5)))
     arrivals = SessionArrivals(trace, spec, concurrency=users, prompt_tokens=L.fixed(20), output_tokens=L.fixed(5),
-                               think_s=think_s)
+                               think_s=think_s, answers_cached=answers_cached)
     server = SimServer("continuous", num_kv_blocks=kv_blocks, block_size=block)
     run_engine(server, StepClock(MODEL, np.random.default_rng(0)), trace, arrivals)
     return spec, trace, arrivals.log
@@ -48,6 +48,17 @@ def test_a_turn_sends_its_history_back_and_finds_it_cached():
     assert trace.client_send[1] == pytest.approx(trace.end[0] + 0.5)
     assert trace.client_send[2] == pytest.approx(trace.end[1])   # the next turn at once (no think time)
     assert log.last == [False, False, False, True] and list(log.completed) == [0]
+    # a call shows at its name's end (the stream's first delta), an answer at its first token
+    assert trace.first_answer[0] - trace.first_token[0] == pytest.approx((CALL_NAME_TOKENS - 1) * 0.01)
+    assert trace.first_answer[1] == trace.first_token[1]
+
+
+def test_answers_that_do_not_read_back_as_their_ids_are_new_tokens_to_the_cache():
+    spec, trace, _ = _run("turns:2,tools:1,tool-latency:0.5,tool-result:30,schemas:1", n=4, answers_cached=False)
+    first = spec.prefix_tokens + 20
+    assert trace.prompt[1] == first + spec.call_tokens + 30            # as long as before
+    assert trace.cached[1] == (first - 1) // 16 * 16                  # but only what was sent comes back
+    assert trace.cached[2] == (trace.prompt[1] - 1) // 16 * 16
 
 
 def test_a_fan_out_sends_its_sub_agents_at_once_and_joins_their_answers():
