@@ -123,6 +123,24 @@ def _ratios(best: str, rows: dict[str, SustainableRow]) -> str:
     return ", ".join(parts)
 
 
+def session_sentence(level, spec: str | None) -> str | None:
+    """A --session run's answer in sessions: "That is **8 agent sessions at once** (...): a completed one took
+    ... s at p50 (... at p99), ...% of it waiting on tools." None for a level without sessions."""
+    sessions = getattr(level, "sessions", None)
+    if sessions is None or not sessions.sessions:
+        return None
+    users = _offered(level.level).removeprefix("c=")
+    text = f"That is **{users} agent sessions at once**" + (f" (`--session {spec}`)" if spec else "")
+    if sessions.completion_s.p50 is not None:
+        text += (f": a completed session took {sessions.completion_s.p50:.2f} s at p50 "
+                 f"({sessions.completion_s.p99:.2f} s at p99)")
+        if sessions.tool_wait_share is not None:
+            text += f", {sessions.tool_wait_share:.0%} of it waiting on tools"
+    if sessions.failed:
+        text += f"; {sessions.failed} of {sessions.sessions} sessions failed part-way"
+    return text + ". What a longer tool wait or a bigger system prompt does to it: `servecap calc simulate --session`."
+
+
 def _strategy_sentence(strategy: str, row: SustainableRow, knee: Knee | None, cost: dict | None) -> str:
     if row.level:
         text = f"**{_name(strategy)}**: up to {_offered(row.level)}, {_load(row)}, {row.confidence} confidence"
@@ -171,6 +189,10 @@ def sentences(summary: Summary) -> list[str]:
                     f"{_reason(row.failing_reason)})"
         cost_text = _cost_text(verdict.cost_by_strategy.get(best))
         lines.append(text + "." + (f" That costs **{cost_text}**." if cost_text else ""))
+        level = next((lvl for lvl in summary.levels if lvl.level == row.level), None)
+        sessions = session_sentence(level, (summary.run.get("workload") or {}).get("session"))
+        if sessions:
+            lines.append(sessions)
     else:
         lines.append(f"No strategy meets {phrase} at any measured level{' ' + setup if setup else ''}.")
     cost = verdict.cost

@@ -55,3 +55,18 @@ def test_the_prefix_cache_share_of_a_turn_counts_only_records_whose_server_said(
     assert turns["1"].cached_share == 0.0 and turns["2"].cached_share == 0.8   # 240 of 300; the sub-agent is not
     assert turns["2"].requests == 2                                           # the turn's
     assert cached_share(ok.drop(columns="cached_tokens")) is None
+
+
+def test_the_answer_counts_sessions_at_once():
+    from types import SimpleNamespace
+
+    from contract.level_result import PercentilePair, SessionStats
+    from reports.answer import session_sentence
+
+    level = SimpleNamespace(level="continuous/c=8", sessions=SessionStats(
+        sessions=40, completed=36, failed=2, cut=2, completion_s=PercentilePair(p50=1.5, p99=3.25),
+        tool_wait_share=0.3))
+    text = session_sentence(level, "turns:3,tools:1")
+    assert text.startswith("That is **8 agent sessions at once** (`--session turns:3,tools:1`): a completed session "
+                           "took 1.50 s at p50 (3.25 s at p99), 30% of it waiting on tools; 2 of 40 sessions failed")
+    assert session_sentence(SimpleNamespace(level="c=8", sessions=None), None) is None
