@@ -56,7 +56,10 @@ def checkpoint(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def vllm_server(checkpoint, tmp_path_factory):
-    with _vllm(checkpoint, tmp_path_factory.mktemp("vllm")) as server:
+    """vLLM serving the checkpoint; it calls tools as its Hermes parser reads them (tool_choice "required" is
+    then guided decoding) and its usage says the prompt tokens its prefix cache served."""
+    with _vllm(checkpoint, tmp_path_factory.mktemp("vllm"), "--enable-auto-tool-choice", "--tool-call-parser",
+               "hermes", "--enable-prompt-tokens-details") as server:
         yield server
 
 
