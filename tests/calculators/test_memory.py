@@ -100,6 +100,35 @@ def test_deepseek_v3_counts_its_published_total_and_active_parameters(model):
     assert kv_bytes_per_token(get_model(model), "bf16") == 61 * (512 + 64) * 2   # MLA: the latent and the rope key
 
 
+@pytest.mark.parametrize("model, total, active", [
+    ("qwen3-235b-a22b", 235e9, 22e9),    # Qwen3 model cards: 235B total, 22B activated
+    ("qwen3-30b-a3b", 30.5e9, 3.3e9),    # 30.5B total, 3.3B activated
+    ("llama-4-scout", 109e9, 17e9),      # Llama 4 model card (its totals include the vision encoder)
+    ("llama-4-maverick", 400e9, 17e9),
+    ("llama-3.3-70b", 70.6e9, 70.6e9),   # dense: every parameter is active
+])
+def test_newer_presets_count_their_published_total_and_active_parameters(model, total, active):
+    counts = param_counts(get_model(model))
+    assert counts.total == pytest.approx(total, rel=0.02)
+    assert counts.active_per_token == pytest.approx(active, rel=0.02)
+
+
+def test_llama_4_counts_every_layer_as_full_attention_and_maverick_half_its_layers_as_moe():
+    scout, maverick = get_model("llama-4-scout"), get_model("llama-4-maverick")
+    # chunked attention (3 of 4 layers) is not modelled: full-attention KV, an upper bound past 8192 tokens
+    assert kv_bytes_per_token(scout, "bf16") == kv_bytes_per_token(maverick, "bf16") == 2 * 48 * 8 * 128 * 2
+    assert scout.num_moe_layers == 48 and maverick.num_moe_layers == 24
+    assert param_counts(get_model("llama-3.3-70b")) == param_counts(get_model("llama-3.1-70b"))
+    assert kv_bytes_per_token(get_model("qwen3-235b-a22b"), "bf16") == 2 * 94 * 4 * 128 * 2
+
+
+@pytest.mark.parametrize("gpu, fits", [("h200", False), ("mi325x", True), ("mi355x", True), ("b300", True)])
+def test_llama_4_scout_in_bf16_fits_one_gpu_of_256_gb_or_more(gpu, fits):
+    result = fit(get_model("llama-4-scout"), get_gpu(gpu), max_model_len=8192)
+    assert result.fits == fits
+    assert result.weight_bytes == weights(get_model("llama-4-scout"), "bf16").weight_bytes
+
+
 def test_a_config_that_leaves_attention_unconverted_quantizes_the_experts_only(tmp_path):
     import json
 

@@ -45,6 +45,22 @@ def test_gpu_figures_and_prices():
     assert get_gpu("h100-sxm", hourly_usd=1.5).hourly_usd == 1.5
 
 
+@pytest.mark.parametrize("name, family, usable_mib, bandwidth_gbs, tflops_16bit, interconnect_gbs", [
+    ("b300", "blackwell", 275040, 7750, 2250, 900),     # nvidia-smi: 275040 MiB
+    ("gb200", "blackwell", 189471, 8000, 2500, 900),    # nvidia-smi: 189471 MiB; NVL72 NVLink 5, one direction
+    ("mi325x", "cdna3", 262128, 6000, 1307, 448),       # usable derived: 256 GiB - 16 MiB, as rocm-smi on MI300X
+    ("mi355x", "cdna4", 294896, 8000, 2500, 537.6),     # rocm-smi: 309220868096 B
+])
+def test_newer_gpu_presets(name, family, usable_mib, bandwidth_gbs, tflops_16bit, interconnect_gbs):
+    gpu = get_gpu(name)
+    assert gpu.family == family and gpu.usable_bytes == usable_mib * 2**20 < gpu.marketed_bytes
+    assert gpu.bandwidth_bytes_per_s == bandwidth_gbs * 1e9 and gpu.flops_16bit == tflops_16bit * 1e12
+    assert gpu.flops_fp8 == pytest.approx(2 * gpu.flops_16bit, rel=1e-3)     # dense FP8 is twice dense 16-bit
+    assert gpu.interconnect_bytes_per_s == interconnect_gbs * 1e9 and gpu.hourly_usd > 0
+    assert gpu.peak_flops(parse_dtype("mxfp4")) == gpu.flops_16bit          # no FP4 peak in the catalog
+    assert get_gpu("b300").ops_int8 < get_gpu("b300").flops_16bit            # Blackwell Ultra cut INT8
+
+
 def test_cpu_needs_the_users_numbers():
     with pytest.raises(ValueError, match="memory_gib, bandwidth_gbs, tflops"):
         get_gpu("cpu")
