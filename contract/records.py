@@ -87,6 +87,10 @@ class Record:
     reasoning_tokens: int | None = field(default=None, metadata=SOMETIMES)  # streams: of output_tokens, the reasoning
                                                                    # (server usage's, else the chunks counted)
     answer_tokens: int | None = field(default=None, metadata=SOMETIMES)     # output_tokens - reasoning_tokens
+    hedge: str | None = field(default=None, metadata=SOMETIMES)  # --hedge-after: "primary" | "copy" of a hedged
+                                                                 # pair (the one that lost is status "cancelled")
+    hedge_delay_s: float | None = field(default=None, metadata=SOMETIMES)  # a copy: sent this long after the
+                                                                 # primary; kept, its times count from the primary's
     cached_tokens: int | None = field(default=None, metadata=SOMETIMES)     # of prompt_tokens, served from the
                                                                    # server's prefix cache (its usage's
                                                                    # prompt_tokens_details.cached_tokens)
@@ -124,7 +128,9 @@ EXTRA_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Record) if f.metada
 REQUIRED_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Record)  # those without a default
                                          if f.default is MISSING and f.default_factory is MISSING)
 
-STATUSES: tuple[str, ...] = ("ok", "timeout", "error", "incomplete")  # plus "http_<code>", "grpc_<status>"
+STATUSES: tuple[str, ...] = ("ok", "timeout", "error", "incomplete", "cancelled")  # plus "http_<code>",
+                                                                                  # "grpc_<status>"; "cancelled": a
+                                                                                  # hedge's copy that lost
 GRPC_STATUSES = ("cancelled", "unknown", "invalid_argument", "deadline_exceeded", "not_found", "already_exists",
                  "permission_denied", "resource_exhausted", "failed_precondition", "aborted", "out_of_range",
                  "unimplemented", "internal", "unavailable", "data_loss", "unauthenticated")
@@ -182,7 +188,8 @@ def check_record(record: dict[str, Any]) -> list[str]:
     if record["phase"] not in PHASES:
         problems.append(f"phase {record['phase']!r} is not one of {PHASES}")
     if not is_valid_status(record["status"]):
-        problems.append(f"status {record['status']!r} is not ok/timeout/error/incomplete/http_<code>/grpc_<status>")
+        problems.append(f"status {record['status']!r} is not ok/timeout/error/incomplete/cancelled/http_<code>/"
+                        "grpc_<status>")
     if not isinstance(record["t_start"], (int, float)):
         problems.append("t_start is not a number")
     if not isinstance(record["itl_s"], list):

@@ -80,9 +80,11 @@ def build_levels(data: RunData, slo: SLO, progress: Callable[[str], None] | None
 def slo_samples(data: RunData) -> dict[str, SloSample]:
     """{level id: its measure-phase requests as the SLO's judge reads them} (reports.verdict): the
     `incomplete` ones (in flight when the level stopped) unfinished, other statuses but ok failed; a
-    compare run's requests cut off at a slice switch left out (SloSample.from_records)."""
+    compare run's requests cut off at a slice switch and a hedge's cancelled copies left out
+    (SloSample.from_records)."""
     records = data.records
-    judged = (records["phase"] == "measure") & records["switch"].astype(object).ne(CUT_AT_SWITCH)
+    judged = ((records["phase"] == "measure") & records["switch"].astype(object).ne(CUT_AT_SWITCH)
+              & (records["status"] != "cancelled"))   # a hedge's losing copy: its pair is judged by the kept one
     out = {}
     for level, frame in records[judged].groupby("level", sort=False, observed=True):
         status = frame["status"]
@@ -127,9 +129,10 @@ def _level_result(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SL
     start, end = span(windows)
     duration = total_s(windows) or None
     output_tokens = float(ok["output_tokens"].sum())
-    # `incomplete` = still in flight when the level stopped: neither a success nor an error
+    # `incomplete` = still in flight when the level stopped: neither a success nor an error; `cancelled` = a
+    # hedge's losing copy (its pair's answer is the kept copy's record)
     in_flight = frame["status"] == "incomplete"
-    finished = frame[~in_flight]
+    finished = frame[~in_flight & (frame["status"] != "cancelled")]
     requests, n_ok = len(finished), len(ok)
     metrics = {
         "ttft_s": summarize(ok["ttft_s"].to_numpy(), seed),

@@ -247,10 +247,9 @@ class SessionsPrediction:
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
-        out = asdict(self)
-        out["result"] = self.result.to_dict()
-        out["by_turn"] = {str(k): asdict(v) for k, v in self.by_turn.items()}
-        return out
+        return {"result": self.result.to_dict(), "by_turn": {str(k): asdict(v) for k, v in self.by_turn.items()},
+                "sessions_completed": self.sessions_completed, "completion_p50_s": self.completion_p50_s,
+                "completion_p99_s": self.completion_p99_s, "tool_rounds": self.tool_rounds}
 
 
 def simulate_sessions(server, workload, step_model, spec: SessionSpec, front_end: FrontEnd | None = None,

@@ -27,6 +27,8 @@ class Exchange:
     failure_message: str | None = None
     replica: str | None = None        # the x-servecap-replica response header: which replica of a fleet answered
     grpc_status: str | None = None    # a gRPC call (loadgen.client.grpc_unary): "OK" or the status code's name
+    on_shown: Callable[[], None] | None = field(default=None, repr=False)   # called once, when the answer first
+                                      # shows: its first stream line of a 200, or a whole 200 body (hedging)
 
 
 @dataclass(frozen=True)

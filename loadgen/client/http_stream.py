@@ -27,6 +27,7 @@ import gevent.ssl
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketResponse
 
 from loadgen.client.exchange import Exchange
+from loadgen.client.sse import shows_text
 from loadgen.client.request_bytes import Target
 
 _BLOCK = 64 * 1024
@@ -123,6 +124,7 @@ def run_exchange(pool: ConnectionPool, request: bytes, exchange: Exchange, *, st
             lines = exchange.lines
             readline = response.readline
             clock = time.perf_counter
+            shown = exchange.on_shown
             while True:
                 line = readline(b"\n")
                 if not line:
@@ -130,6 +132,9 @@ def run_exchange(pool: ConnectionPool, request: bytes, exchange: Exchange, *, st
                 now = clock()
                 lines.append((now, line))
                 exchange.t_last = now
+                if shown is not None and line.startswith(b"data:") and shows_text(line):
+                    shown()
+                    shown = None
         else:
             while True:
                 data = response.read(_BLOCK)
@@ -139,6 +144,8 @@ def run_exchange(pool: ConnectionPool, request: bytes, exchange: Exchange, *, st
                 exchange.t_last = time.perf_counter()
         exchange.complete = bool(response.message_complete)
         keep = exchange.complete and not response.should_close()
+        if exchange.on_shown is not None and exchange.complete and exchange.status_code == 200 and not exchange.lines:
+            exchange.on_shown()
     except gevent.Timeout as exc:
         if exc is not timer:
             raise

@@ -84,6 +84,13 @@ def chunk_text(event: dict, delta_keys: tuple[str, ...] = TEXT_KEYS) -> str:
     return "".join(out)
 
 
+def shows_text(line: bytes) -> bool:
+    """A stream line that carries generated text (any kind: answer, reasoning, a tool call's), as a client would
+    show it; a role-only or usage-only chunk does not."""
+    event = parse_data_line(line)
+    return isinstance(event, dict) and bool(chunk_text(event))
+
+
 def answer_text(timed_lines: Iterable[tuple[float, bytes]], body: bytes, *, stream: bool) -> str:
     """The answer of a response (a multi-turn conversation's next history entry): every chunk's answer
     text in order, or a non-streamed body's first choice. A reasoning model's reasoning is left out, as

@@ -25,10 +25,14 @@ from itertools import count
 from pathlib import Path
 
 import gevent
+import gevent.event
 import gevent.pool
 from gevent import GreenletExit
 
+from dataclasses import replace
+
 from contract.arrivals import iter_offsets, my_share
+from contract.hedging import parse_hedge
 from loadgen.workload.prompts import request_rng
 from loadgen.client.clock import Clock
 from loadgen.client.exchange import Exchange, Outcome, summarize
@@ -91,6 +95,9 @@ class LoadRun:
         self._warned_cap = False
         self._t0_unix = getattr(options, "servecap_t0", None)
         self._users_at_start = getattr(options, "servecap_users", None)
+        self.hedge = parse_hedge(settings.hedge_after)
+        self.hedge_pool = (ConnectionPool(Target.from_url(settings.hedge_host)) if settings.hedge_host and
+                           self.pool is not None else self.pool)
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
@@ -294,6 +301,8 @@ class LoadRun:
         transport = getattr(route.scenario, "transport", None)   # a scenario that is not HTTP (gRPC)
         if transport is not None:
             return self._send_by(transport, index, prepared, t_sched, route, t_ready)
+        if self.hedge is not None and route is self.route:
+            return self._send_hedged(index, prepared, t_sched, conn, exchange, sent, t_ready)
         if conn is None:
             try:
                 conn = route.pool.acquire()
@@ -316,6 +325,78 @@ class LoadRun:
                 outcome = self._finish(index, prepared, exchange, t_sched, stopped, route, t_ready)
         return outcome
 
+    def _send_hedged(self, index: int, prepared: Prepared, t_sched, conn, exchange: Exchange | None, sent: bool,
+                     t_ready) -> Outcome | None:
+        """One request under --hedge-after (contract.hedging): its copy after the delay if it has shown nothing,
+        the first to show kept, the other cancelled (its connection closed); both recorded."""
+        route, stream = self.route, self.route.scenario.stream
+        timeout = self.settings.request_timeout_s
+        shown = gevent.event.AsyncResult()
+
+        def run(pool: ConnectionPool, ex: Exchange, tag: str, conn=None, sent: bool = False) -> None:
+            ex.on_shown = lambda: None if shown.ready() else shown.set(tag)
+            try:
+                run_exchange(pool, prepared.request, ex, stream=stream, timeout_s=timeout, conn=conn, sent=sent)
+            except OSError as exc:   # the copy's connect
+                ex.failure, ex.failure_message = "error", f"connect: {exc}"[:200]
+
+        if conn is None:
+            try:
+                conn = route.pool.acquire()
+            except OSError as exc:
+                self._record_failure(index, prepared, t_sched, f"connect: {exc}", route, t_ready)
+                gevent.sleep(0.1)
+                return None
+        primary, copy = exchange or Exchange(), None
+        first = gevent.spawn(run, route.pool, primary, "primary", conn, sent)
+        second = None
+        try:
+            delay = self.hedge.delay()
+            if delay is not None:
+                gevent.sleep(0)   # the primary writes its request: the delay counts from its send
+                sent_at = primary.t_start if primary.t_start is not None else time.perf_counter()
+                gevent.wait([shown, first], timeout=max(0.0, sent_at + delay - time.perf_counter()), count=1)
+                if not shown.ready() and not first.dead:
+                    copy = Exchange()
+                    second = gevent.spawn(run, self.hedge_pool, copy, "copy")
+            running = [g for g in (first, second) if g is not None]
+            while not shown.ready() and not all(g.dead for g in running):
+                gevent.wait([shown, *(g for g in running if not g.dead)], count=1)
+            winner = shown.get() if shown.ready() else "primary"
+            loser = second if winner == "primary" else first
+            if loser is not None and not loser.dead:
+                loser.kill(block=True)   # its socket closes: the server sees the client leave
+            (first if winner == "primary" else second).join()
+        except GreenletExit:
+            for g in (first, second):
+                if g is not None:
+                    g.kill(block=True)
+            for ex, i in ((primary, index), (copy, None)):
+                if ex is not None and ex.t_start is not None:
+                    self._finish(i if i is not None else next(self._seq), prepared, ex, t_sched, True, route, t_ready)
+            raise
+        if copy is None:   # not hedged: a request like any other
+            outcome = self._finish(index, prepared, primary, t_sched, False, route, t_ready)
+            self._note_hedge(outcome, stream)
+            return outcome
+        copy_index = next(self._seq)
+        delay_s = (copy.t_start - primary.t_start) if (copy.t_start is not None and primary.t_start is not None) else None
+        if winner == "copy":
+            self._finish(index, prepared, primary, t_sched, False, route, t_ready, hedge="primary", cancelled=True)
+            copy.t_start = primary.t_start   # the user waited from the first send
+            outcome = self._finish(copy_index, prepared, copy, t_sched, False, route, t_ready, hedge="copy",
+                                   hedge_delay_s=delay_s)
+        else:
+            self._finish(copy_index, prepared, copy, t_sched, False, route, t_ready, hedge="copy",
+                         hedge_delay_s=delay_s, cancelled=True)
+            outcome = self._finish(index, prepared, primary, t_sched, False, route, t_ready, hedge="primary")
+        self._note_hedge(outcome, stream)
+        return outcome
+
+    def _note_hedge(self, outcome: Outcome | None, stream: bool) -> None:
+        if outcome is not None and outcome.status == "ok":
+            self.hedge.note(outcome.ttft_s if stream else outcome.e2e_s)
+
     def _send_by(self, transport, index: int, prepared: Prepared, t_sched, route: Route, t_ready) -> Outcome:
         exchange = Exchange()
         try:
@@ -327,7 +408,8 @@ class LoadRun:
         return self._finish(index, prepared, exchange, t_sched, False, route, t_ready)
 
     def _finish(self, index, prepared: Prepared, exchange: Exchange, t_sched, stopped: bool,
-                route: Route | None = None, t_ready: float | None = None) -> Outcome:
+                route: Route | None = None, t_ready: float | None = None, *, hedge: str | None = None,
+                hedge_delay_s: float | None = None, cancelled: bool = False) -> Outcome:
         route = route or self.route
         scenario = route.scenario
         # Parsing a long stream pauses now and then so other streams keep being read; if the
@@ -340,8 +422,10 @@ class LoadRun:
             killed = True
             outcome = summarize(exchange, stream=scenario.stream, prompt_tokens_asked=prepared.prompt_tokens_asked,
                                 stopped=stopped)
+        if cancelled:   # a hedge's copy that lost: closed on purpose, neither answered nor failed
+            outcome = replace(outcome, status="cancelled", error="hedged: the other copy showed first")
         t_start = exchange.t_start if exchange.t_start is not None else time.perf_counter()
-        if t_sched is not None:
+        if t_sched is not None and hedge != "copy":
             self.health.note_lateness(t_start - t_sched)
         intended = t_sched if t_sched is not None else t_ready
         self.health.requests_sent += 1
@@ -384,9 +468,11 @@ class LoadRun:
             reasoning_tokens=outcome.reasoning_tokens,
             answer_tokens=outcome.answer_tokens,
             cached_tokens=outcome.cached_tokens,
+            hedge=hedge,
+            hedge_delay_s=hedge_delay_s,
         )
         self.sink.put(record)
-        if not stopped:  # Locust's stats count exactly the requests that finished
+        if not stopped and not cancelled:  # Locust's stats count exactly the requests that finished
             report_to_locust(self.environment.events.request, self.environment.servecap.tokens, scenario.api,
                              scenario.path, outcome, arm=route.arm, pause=None if killed else yield_now)
         if killed:

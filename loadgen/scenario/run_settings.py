@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract.arrivals import ArrivalProcess, parse_arrival
+from contract.hedging import parse_hedge
 from contract.load import add_load_arguments
 from contract.options import parse_duration, parse_float, parse_int
 from loadgen.workload.slice_plan import SlicePlan
@@ -30,6 +31,8 @@ class RunSettings:
     round: int | None = None         # record `round`: which of its level's rounds this run is (sweep --rounds)
     slice_plan: SlicePlan | None = None   # compare runs: alternate the load between two arms in slices
     worker_cpus: tuple[int, ...] = ()     # --worker-cpus: worker i runs on core worker_cpus[i % len]
+    hedge_after: str | None = None        # --hedge-after (contract.hedging): a delay or a running percentile
+    hedge_host: str | None = None         # --hedge-host: where a hedge's copy goes (None: the test's host)
 
     def __post_init__(self) -> None:
         if self.max_inflight < 1:
@@ -38,6 +41,13 @@ class RunSettings:
             raise ValueError(f"--request-timeout must be > 0, got {self.request_timeout_s}")
         if not (math.isfinite(self.warmup_s) and self.warmup_s >= 0):
             raise ValueError(f"--warmup must be >= 0, got {self.warmup_s}")
+        parse_hedge(self.hedge_after)   # names the flag
+        if self.hedge_host and not self.hedge_after:
+            raise ValueError("--hedge-host is where a hedged request's copy goes: it needs --hedge-after")
+        if self.hedge_host and not str(self.hedge_host).startswith(("http://", "https://")):
+            raise ValueError(f"--hedge-host must be a URL (http://HOST:PORT), got {self.hedge_host!r}")
+        if self.hedge_after and self.slice_plan is not None:
+            raise ValueError("--hedge-after hedges a test's own requests: not in a compare run")
 
     @classmethod
     def from_options(cls, options: Any) -> "RunSettings":
@@ -57,6 +67,8 @@ class RunSettings:
             round=parse_round(get("round")),
             slice_plan=SlicePlan.read(get("slice_plan")) if get("slice_plan") else None,
             worker_cpus=parse_cores(get("worker_cpus", "") or ""),
+            hedge_after=str(get("hedge_after")) if get("hedge_after") else None,
+            hedge_host=str(get("hedge_host")) if get("hedge_host") else None,
         )
 
 
@@ -115,6 +127,13 @@ def add_common_arguments(parser: Any) -> None:
                        help="record `round` written in records: which of its level's rounds this is (sweep --rounds)")
     group.add_argument("--worker-cpus", default="",
                        help="with --processes or --worker: worker i pins itself to core i of this comma list")
+    group.add_argument("--hedge-after", default="",
+                       help="hedge: a request that shows nothing after this delay (200ms, 0.5, 2s) or this running "
+                            "percentile of the time to first token (p95) is sent again; the first to show is kept, "
+                            "the other cancelled (status 'cancelled'; contract/hedging.py)")
+    group.add_argument("--hedge-host", default="",
+                       help="where a hedged request's copy goes (default: the test's --host; behind a router its "
+                            "policy picks the replica)")
     group.add_argument("--slice-plan", default="",
                        help="compare runs (written by `servecap compare`): alternate the load between two arms "
                             "in the slices of this JSON plan, then quit")

@@ -20,9 +20,9 @@ def test_the_report_reads_with_the_contract_schema():
     assert records_reader.SCHEMA == polars_schema(name for name in (*FIELDS, *SOMETIMES_FIELDS)
                                                   if name != "response_id")
     assert set(records_reader.STRING_COLUMNS) == {"level", "phase", "status", "error", "worker", "arm", "switch",
-                                                  "conversation_id", "replica", "model", "protocol", "agent"}
+                                                  "conversation_id", "replica", "model", "protocol", "agent", "hedge"}
     assert set(records_reader.NUMBER_COLUMNS) == {"t_sched", "t_start", "queue_s", "ttft_s", "ttft_any_s", "e2e_s",
                                                   "prompt_tokens", "output_tokens", "slice", "turn", "round",
                                                   "ttfa_s", "reasoning_tokens", "answer_tokens", "step",
-                                                  "tool_calls", "tool_wait_s", "cached_tokens"}
+                                                  "tool_calls", "tool_wait_s", "cached_tokens", "hedge_delay_s"}
     assert records_reader.BOOL_COLUMNS == ("session_end",)

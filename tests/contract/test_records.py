@@ -72,7 +72,8 @@ def test_record_writes_every_field_in_design_order_and_reads_back():
     assert line == {**_record(), "arm": None, "slice": None, "switch": None, "queue_s": None,
                     "conversation_id": None, "turn": None, "step": None, "agent": None, "tool_calls": None,
                     "tool_wait_s": None, "session_end": None, "round": None, "replica": None, "model": None, "protocol": None,
-                    "ttfa_s": None, "reasoning_tokens": None, "answer_tokens": None, "cached_tokens": None,
+                    "ttfa_s": None, "reasoning_tokens": None, "answer_tokens": None, "hedge": None,
+                    "hedge_delay_s": None, "cached_tokens": None,
                     "request_id": "local@h:1#0", "api": "chat", "prompt_tokens_asked": None,
                     "output_tokens_asked": None, "usage_from": "server"}
     assert Record.from_dict(line) == record
