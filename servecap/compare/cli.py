@@ -95,6 +95,9 @@ def experiment_from_args(args: argparse.Namespace) -> Experiment:
     load = LoadSpec.from_args(args)
     if len(load.levels) != 1:
         raise ValueError("give exactly one load: --concurrency N (closed loop) or --rates R (open loop)")
+    if getattr(args, "hedge_after", None):
+        raise ValueError("--hedge-after hedges a test's own requests: a compare run alternates two arms, so hedge "
+                         "in a sweep of each")
     return Experiment(out_dir=out_dir(args, "compare"), targets=tuple(arm.target(base) for arm in arms),
                       workload=WorkloadSpec.from_args(args), load=load, slo=slo_from_args(args),
                       options=RunOptions.from_args(args))

@@ -82,6 +82,8 @@ class LocustInvocation:
             command += ["--rates", repr(float(self.rate_rps)), "--arrival", self.arrival]
         if self.slice_plan is not None:
             command += ["--slice-plan", str(self.slice_plan)]
+        if options.hedge_after:
+            command += ["--hedge-after", options.hedge_after]
         if options.loadgen_external_workers:
             # a master of its own, waiting for the local workers (worker_argv) and the external ones
             command += ["--master", "--master-bind-host", options.loadgen_master_bind,

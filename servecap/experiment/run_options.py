@@ -51,6 +51,11 @@ class RunOptions:
                                       help="the served model's HF config.json (or its directory): the report predicts "
                                            "KV bytes per token and the KV block count from it (needed for an "
                                            "external target)")
+    hedge_after: str | None = option(None, metavar="DELAY|pN",
+                                     help="hedge every level's requests (contract/hedging.py): a request that shows "
+                                          "nothing after this delay (200ms) or running percentile of the time to "
+                                          "first token (p95) is sent again, the first to show kept, the other "
+                                          "cancelled; records say which (hedge, status cancelled)")
     stability_tolerance: float = 0.10
     startup_timeout_s: float = 180.0
     observe_server: bool = True
@@ -71,6 +76,9 @@ class RunOptions:
             raise ValueError("--loadgen-worker-wait must be positive")
         if not self.sample_interval_s > 0:
             raise ValueError("--sample-interval must be positive")
+        from contract.hedging import parse_hedge
+
+        parse_hedge(self.hedge_after)   # names the flag
         if self.model_config is not None:
             from engine_core.hf_config import load_hf_config
 

@@ -264,3 +264,16 @@ def test_a_sweep_in_rounds_measures_each_level_in_each_round_and_reports_over_it
         assert entry["duration_s"] < 0.6 * (entry["window"][1] - entry["window"][0])   # the other level's time is not its
     meta = json.loads((out / "requests.meta.json").read_text())["levels"]
     assert {level: m["rounds"] for level, m in meta.items()} == {"c=1": 3, "c=2": 3}
+
+
+def test_session_and_hedge_flags_reach_locust_and_run_json():
+    config = _config("--session", "turns:3,tools:1", "--think-time", "1s", "--hedge-after", "p95")
+    command = _command(config, "c=2", 2, 1, 2)
+    assert _flag(command, "--session") == "turns:3,tools:1" and _flag(command, "--think-time") == "1.0"
+    assert _flag(command, "--hedge-after") == "p95" and "--hedge-after" not in _command(_config(), "c=2", 2, 1, 2)
+    assert workload_for(config).session == "turns:3,tools:1"
+    for args, message in ((["--rates", "1", "--session", "turns:2"], "run closed loop"),
+                          (["--concurrency", "2", "--hedge-after", "-1"], "must not be negative"),
+                          (["--concurrency", "2", "--session", "turns:2,tools:2-1"], "runs backwards")):
+        with pytest.raises(ValueError, match=message):
+            experiment(*args)
