@@ -59,3 +59,26 @@ def _uncalled(rows: pd.DataFrame) -> int:
     last_step = main.groupby([main["conversation_id"].astype(object), main["turn"]])["step"].transform("max")
     rounds = main[main["step"] < last_step]
     return int(((rounds["status"].astype(object) == "ok") & (rounds["tool_calls"] == 0)).sum())
+
+
+def answers_read_back(frame: pd.DataFrame) -> bool | None:
+    """Does the server's prefix cache find a session's answers when the next request sends them back? From
+    the server's own counts (`cached_tokens`): over a session's consecutive main-agent requests, the next
+    one's hits beyond the previous prompt (in whole blocks of `block` tokens, a 16-token block assumed
+    at least) show the generated tokens were found. A real model's text reads back as the ids it generated
+    (mostly); the reference server's seeded random weights send text its tokenizer does not read back, so
+    only what was sent hits. None without session records or the server's counts; True when most pairs hit
+    past the previous prompt."""
+    needed = {"agent", "conversation_id", "turn", "step", "prompt_tokens", "cached_tokens", "status", "t_start"}
+    if not needed <= set(frame.columns):
+        return None
+    main = frame[(frame["agent"].astype(object) == "main") & (frame["status"].astype(object) == "ok")
+                 & frame["cached_tokens"].notna()].sort_values("t_start")
+    if main.empty:
+        return None
+    previous = main.groupby(main["conversation_id"].astype(object))["prompt_tokens"].shift(1)
+    pairs = previous.notna()
+    if pairs.sum() < 10:
+        return None
+    beyond = main.loc[pairs, "cached_tokens"] > previous[pairs] + 16
+    return bool(beyond.mean() > 0.5)

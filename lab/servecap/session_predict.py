@@ -31,6 +31,7 @@ from contract.workload import WorkloadSpec
 from reports.predict.calibration import calibrate, strategy_server
 from reports.predict.evidence import level_samples
 from reports.run_data import load_run
+from reports.sessions import answers_read_back
 from reports.summary import build_levels
 
 SPEC = "turns:3,tools:1-2,tool-latency:lognormal:0.1:0.5,tool-result:uniform:16:48,fanout:0-2,schemas:1"
@@ -62,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--prompt-tokens", default="uniform:16:48")
     parser.add_argument("--output-tokens", default="uniform:8:24")
-    parser.add_argument("--answers-cached", action="store_true",
-                        help="the served model's answers read back as the ids it generated (a real model); "
-                             "the reference server's seeded random weights send text its byte tokenizer does not "
-                             "read back as those ids (a 64-token answer is 68 bytes), so by default an answer "
-                             "returns as new tokens")
+    parser.add_argument("--answers-cached", choices=("measured", "yes", "no"), default="measured",
+                        help="whether the served model's answers read back as the ids it generated, so a returning "
+                             "request finds them cached: by default read from the calibration levels' own counts "
+                             "(reports.sessions.answers_read_back); the reference server's seeded random weights "
+                             "send text its byte tokenizer does not read back (a 64-token answer is 68 bytes)")
     parser.add_argument("--duration", default="20s")
     parser.add_argument("--warmup", default="5s")
     parser.add_argument("--json", action="store_true")
@@ -87,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         for k, sample in enumerate(samples):
             level = next(lvl for lvl in levels if lvl.level == sample.level)
             calibration = calibrate([s for j, s in enumerate(samples) if j != k], server)
+            others = data.records[data.records["level"].astype(object).isin(
+                [s.level for j, s in enumerate(samples) if j != k])]
+            answers_cached = (args.answers_cached == "yes" if args.answers_cached != "measured"
+                              else answers_read_back(others) is not False)
             c = int(sample.load)
             sim_workload = SimWorkload(prompt_tokens=workload.prompt_lengths,
                                        output_tokens=workload.output_lengths, concurrency=c,
@@ -95,14 +100,14 @@ def main(argv: list[str] | None = None) -> int:
             front = calibration.front_end
             first = simulate_sessions(calibration.server, sim_workload, calibration.step_model,
                                       spec, None if front is None else front.at(c), workload.think_time_s,
-                                      answers_cached=args.answers_cached)
+                                      answers_cached=answers_cached)
             tps = first.result.output_tokens_per_s
             predicted = simulate_sessions(calibration.server, replace(sim_workload, seed=k + 100),
                                           calibration.step_model_at(tps), spec,
                                           None if front is None else front.at(c, tps), workload.think_time_s,
-                                          answers_cached=args.answers_cached)
+                                          answers_cached=answers_cached)
             measured_sessions = level.sessions
-            row = {"level": sample.level, "sessions": {
+            row = {"level": sample.level, "answers_cached": answers_cached, "sessions": {
                 "measured_completed": measured_sessions.completed if measured_sessions else None,
                 "predicted_completed": predicted.sessions_completed,
                 "completion_p50": [predicted.completion_p50_s,

@@ -271,8 +271,13 @@ def _client_noise(frame: pd.DataFrame) -> tuple[tuple, np.ndarray]:
 
 
 def _join_engine_requests(ok: pd.DataFrame, engine: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """The level's ok records joined with the engine's request record, for the front end's delays. A reply
+    that called a tool is left out: its client's first token is the call's name, many engine tokens after
+    the engine's first (`contract.agent_session.CALL_NAME_TOKENS`), so its `first_out` would be decode time."""
     if engine is None or "response_id" not in ok.columns:
         return {}
+    if "tool_calls" in ok.columns:
+        ok = ok[~(ok["tool_calls"] > 0)]
     columns = ["response_id", "t_arrival", "t_first_token", "t_finish"]
     merged = ok[["level", "response_id", "t_start", "ttft_s", "e2e_s"]].merge(
         engine[columns].drop_duplicates("response_id"), on="response_id", how="inner")

@@ -70,3 +70,33 @@ def test_the_answer_counts_sessions_at_once():
     assert text.startswith("That is **8 agent sessions at once** (`--session turns:3,tools:1`): a completed session "
                            "took 1.50 s at p50 (3.25 s at p99), 30% of it waiting on tools; 2 of 40 sessions failed")
     assert session_sentence(SimpleNamespace(level="c=8", sessions=None), None) is None
+
+
+def test_whether_answers_read_back_is_read_from_the_servers_counts():
+    from reports.sessions import answers_read_back
+
+    def session(sid, hits_past_prompt):
+        rows, prompt = [], 300
+        for k in range(6):
+            cached = 0 if k == 0 else (previous + 40 if hits_past_prompt else previous // 16 * 16)
+            rows.append(dict(conversation_id=sid, agent="main", turn=1 + k // 2, step=1 + k % 2, status="ok",
+                             t_start=float(k), prompt_tokens=prompt, cached_tokens=float(cached)))
+            previous, prompt = prompt, prompt + 100
+        return rows
+
+    assert answers_read_back(pd.DataFrame(session("a", True) + session("b", True))) is True
+    assert answers_read_back(pd.DataFrame(session("a", False) + session("b", False))) is False
+    assert answers_read_back(pd.DataFrame(session("a", False))) is None   # 5 pairs: too few to say
+    assert answers_read_back(pd.DataFrame([{"status": "ok"}])) is None
+
+
+def test_a_tool_round_does_not_teach_the_front_end_its_decode_time():
+    from reports.predict.evidence import _join_engine_requests
+
+    ok = pd.DataFrame([dict(level="c=1", response_id="a", t_start=0.0, ttft_s=0.3, e2e_s=0.4, tool_calls=1),
+                       dict(level="c=1", response_id="b", t_start=1.0, ttft_s=0.01, e2e_s=0.1, tool_calls=0),
+                       dict(level="c=1", response_id="c", t_start=2.0, ttft_s=0.01, e2e_s=0.1, tool_calls=None)])
+    engine = pd.DataFrame([dict(response_id=r, t_arrival=t, t_first_token=t + 0.005, t_finish=t + 0.09)
+                           for r, t in (("a", 0.0), ("b", 1.0), ("c", 2.0))])
+    joined = _join_engine_requests(ok, engine)["c=1"]
+    assert sorted(joined["response_id"]) == ["b", "c"]
