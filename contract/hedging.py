@@ -23,10 +23,11 @@ import math
 import re
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from contract.options import parse_duration
+from contract.options import add_options, option, parse_duration
 
 WINDOW = 1000
 MIN_SAMPLES = 20
@@ -79,3 +80,21 @@ def parse_hedge(text: str | None) -> HedgeRule | None:
     except ValueError:
         raise ValueError(f"--hedge-after: {text!r} is neither a delay (200ms, 0.5, 2s) nor a percentile (p95)") from None
     return HedgeRule(delay_s=seconds)
+
+
+@dataclass(frozen=True)
+class HedgeOptions:
+    """The hedging flags, declared once: the locustfiles take both, the measuring commands --hedge-after."""
+
+    hedge_after: str | None = option(None, metavar="DELAY|pN",
+                                     help="hedge: a request that shows nothing after this delay (200ms, 0.5, 2s) or "
+                                          "running percentile of the time to first token (p95) is sent again; the "
+                                          "first to show is kept, the other cancelled (status 'cancelled'; "
+                                          "contract/hedging.py)")
+    hedge_host: str | None = option(None, metavar="URL",
+                                    help="where a hedged request's copy goes (default: the test's host; behind a "
+                                         "router its policy picks the replica)")
+
+
+def add_hedge_arguments(parser: Any, *, title: str | None = None, only: tuple[str, ...] | None = None) -> None:
+    add_options(parser, HedgeOptions, title=title, only=only)

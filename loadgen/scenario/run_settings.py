@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract.arrivals import ArrivalProcess, parse_arrival
-from contract.hedging import parse_hedge
+from contract.hedging import add_hedge_arguments, parse_hedge
 from contract.load import add_load_arguments
 from contract.options import parse_duration, parse_float, parse_int
 from loadgen.workload.slice_plan import SlicePlan
@@ -127,13 +127,7 @@ def add_common_arguments(parser: Any) -> None:
                        help="record `round` written in records: which of its level's rounds this is (sweep --rounds)")
     group.add_argument("--worker-cpus", default="",
                        help="with --processes or --worker: worker i pins itself to core i of this comma list")
-    group.add_argument("--hedge-after", default="",
-                       help="hedge: a request that shows nothing after this delay (200ms, 0.5, 2s) or this running "
-                            "percentile of the time to first token (p95) is sent again; the first to show is kept, "
-                            "the other cancelled (status 'cancelled'; contract/hedging.py)")
-    group.add_argument("--hedge-host", default="",
-                       help="where a hedged request's copy goes (default: the test's --host; behind a router its "
-                            "policy picks the replica)")
+    add_hedge_arguments(parser)
     group.add_argument("--slice-plan", default="",
                        help="compare runs (written by `servecap compare`): alternate the load between two arms "
                             "in the slices of this JSON plan, then quit")

@@ -51,11 +51,7 @@ class RunOptions:
                                       help="the served model's HF config.json (or its directory): the report predicts "
                                            "KV bytes per token and the KV block count from it (needed for an "
                                            "external target)")
-    hedge_after: str | None = option(None, metavar="DELAY|pN",
-                                     help="hedge every level's requests (contract/hedging.py): a request that shows "
-                                          "nothing after this delay (200ms) or running percentile of the time to "
-                                          "first token (p95) is sent again, the first to show kept, the other "
-                                          "cancelled; records say which (hedge, status cancelled)")
+    hedge_after: str | None = None   # --hedge-after (contract.hedging declares it): every level's requests hedged
     stability_tolerance: float = 0.10
     startup_timeout_s: float = 180.0
     observe_server: bool = True
@@ -89,9 +85,13 @@ class RunOptions:
 
     @classmethod
     def from_args(cls, args: Any, **overrides: Any) -> "RunOptions":
+        overrides.setdefault("hedge_after", getattr(args, "hedge_after", None) or None)
         return cls(**options_from_args(cls, args, **overrides))
 
 
 def add_run_arguments(parser: Any, *, title: str = "measurement") -> None:
-    """The runner's options, once for every measuring command."""
+    """The runner's options, once for every measuring command (and --hedge-after, contract.hedging's)."""
+    from contract.hedging import add_hedge_arguments
+
     add_options(parser, RunOptions, title=title)
+    add_hedge_arguments(parser.add_argument_group("hedging"), only=("hedge-after",))
