@@ -192,8 +192,10 @@ def records_as_run(records: list[dict], t0_unix: float, lives: list[ReplicaLife]
                    names: dict[str, int]) -> FleetRun:
     """The measured run in the plan's terms: per request (in send order) its send, first token, first
     answer token and end on the fleet's clock (NaN: it failed or never finished), whether it failed
-    (`lost`: any status but ok and `incomplete`), and the replica that answered."""
-    rows = sorted((r for r in records if r.get("t_sched") is not None), key=lambda r: r["t_sched"])
+    (`lost`: any status but ok and `incomplete`), and the replica that answered. A hedge's copy that lost
+    (status "cancelled", `--hedge-after`) is left out: its request is the kept copy's record."""
+    rows = sorted((r for r in records if r.get("t_sched") is not None and r.get("status") != "cancelled"),
+                  key=lambda r: r["t_sched"])
     send = np.array([r["t_sched"] - t0_unix for r in rows], dtype=float)
     ok = np.array([r["status"] == "ok" for r in rows])
     start = np.array([r["t_start"] - t0_unix for r in rows], dtype=float)

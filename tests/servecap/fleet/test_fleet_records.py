@@ -31,6 +31,10 @@ def test_records_on_the_fleets_clock_in_send_order():
     assert np.allclose(run.end_s[:2], [2.02, 3.01]) and math.isnan(run.end_s[2])   # a failure never finished
     assert run.replica.tolist() == [0, 1, -1] and run.output.tolist() == [10, 10, 0]
     assert run.horizon_s == pytest.approx(3.01) and run.decisions == [(1.5, 2, 1)]
+    # a hedge's losing copy (--hedge-after) is neither a request of its own nor a loss
+    hedged = [*records, {**_record(1.0, 1.12, status="cancelled", ttft=None, e2e=0.01), "hedge": "copy"}]
+    again = records_as_run(hedged, T0, lives, [(1.5, 2, 1)], 3.0, {"r0": 0, "r1": 1})
+    assert again.send_s.tolist() == [1.0, 2.0, 3.0] and again.lost.tolist() == [False, False, True]
 
 
 def test_a_demand_is_written_as_the_trace_that_replays_it(tmp_path):
