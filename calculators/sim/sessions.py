@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import heapq
 import random
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
 from calculators.sim.front_end import FrontEnd
-from calculators.sim.state import Trace
+from calculators.sim.sim_engine import run_engine
+from calculators.sim.simulate import EmptyWindow, measured_window, result_of
+from calculators.sim.state import StepClock, Trace
 from contract.agent_session import CALL_NAME_TOKENS, SessionSpec
 from contract.distributions import LengthDistribution
 
@@ -94,7 +96,6 @@ class SessionArrivals:
         self.log = SessionLog()
         self.heap: list[tuple[float, float, int, tuple]] = []   # (engine arrival, client send, draw, request)
         self.pushes = self.sent = self.sessions = 0
-        self.closed = True
         self.owner: list[_Session | None] = [None] * self.n
         for _ in range(min(concurrency, self.n)):
             self._begin_session(0.0)
@@ -246,7 +247,6 @@ class SessionsPrediction:
     tool_rounds: int                 # main-agent tool rounds in the window
 
     def to_dict(self) -> dict:
-        from dataclasses import asdict
         return {"result": self.result.to_dict(), "by_turn": {str(k): asdict(v) for k, v in self.by_turn.items()},
                 "sessions_completed": self.sessions_completed, "completion_p50_s": self.completion_p50_s,
                 "completion_p99_s": self.completion_p99_s, "tool_rounds": self.tool_rounds}
@@ -258,12 +258,6 @@ def simulate_sessions(server, workload, step_model, spec: SessionSpec, front_end
     """`workload.concurrency` users running sessions, measured in the workload's time window (a load test's
     warm-up and duration: a request counts when it was sent after the warm-up and answered by the end; a
     session when it began after the warm-up and its last answer came by the end)."""
-    from dataclasses import replace
-
-    from calculators.sim.sim_engine import run_engine
-    from calculators.sim.simulate import EmptyWindow, measured_window, result_of
-    from calculators.sim.state import StepClock
-
     if workload.concurrency is None or workload.duration_s is None:
         raise ValueError("--session runs closed loop in a time window: give the concurrency (sessions at once) "
                          "and a duration")
