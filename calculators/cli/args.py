@@ -170,6 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=_jobs, default=None, metavar="N",
                    help="levels simulated at once, one process each (default: the machine's cores); the same answer")
     _lengths(p, "default the workload's", "prompt-tokens", "output-tokens", "seed", "session", "think-time")
+    p.add_argument("--answers-read-back", choices=("yes", "no"), default="yes",
+                   help="--session: does the served model's text read back as the ids it generated, so a returning "
+                        "turn finds its answers cached (yes, the default: a real model, mostly); no: a model whose "
+                        "text does not (the reference server's random weights), so only what was sent is found")
     p.add_argument("--step-base-ms", type=float, help="measured step model: fixed ms per step")
     p.add_argument("--step-per-seq-ms", type=float, default=0.0, help="measured: ms per running sequence")
     p.add_argument("--step-per-prefill-token-ms", type=float, default=0.0, help="measured: ms per prompt token")

@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 from dataclasses import asdict, replace
+from functools import partial
 
 from calculators import batch_queue, cost, fleet, queueing
 from calculators.cli.args import build_parser
@@ -291,8 +292,9 @@ def _simulate_sessions(args, server, workload, model, spec, concurrency) -> None
         raise ValueError("--session: sessions run closed loop: give --concurrency (sessions at once)")
     if args.speculative_method:
         raise ValueError("--session simulates without speculative decoding: leave out --speculative-method")
+    run = partial(simulate_sessions, answers_cached=args.answers_read_back == "yes")
     with _level_pool(args.jobs, len(concurrency)) as mapper:
-        levels = list(mapper(simulate_sessions, [server] * len(concurrency),
+        levels = list(mapper(run, [server] * len(concurrency),
                              [replace(workload, concurrency=c) for c in concurrency], [model] * len(concurrency),
                              [spec.session_spec] * len(concurrency), [None] * len(concurrency),
                              [spec.think_time_s] * len(concurrency)))

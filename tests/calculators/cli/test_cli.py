@@ -214,3 +214,21 @@ def test_simulate_levels_in_processes_give_the_same_answer(calc, calc_json):
     assert pooled == one and [level["offered"]["concurrency"] for level in pooled["levels"]] == [1, 4, 16]
     code, _, err = calc(*args, "--jobs", "0")
     assert code == 2 and "--jobs: must be a whole number >= 1" in err
+
+
+def test_simulate_sessions_from_the_command_line(calc, calc_json):
+    args = ("simulate", "--session", "turns:3,tools:1,tool-latency:0.05,tool-result:24,schemas:1", "--concurrency",
+            "2", "--step-base-ms", "5", "--prompt-tokens", "16", "--output-tokens", "32", "--duration", "10s",
+            "--jobs", "1")
+    read_back, recomputed = calc_json(*args), calc_json(*args, "--answers-read-back", "no")
+    turns = read_back["levels"][0]["by_turn"]
+    assert sorted(turns) == ["1", "2", "3"] and read_back["session"].startswith("turns:3")
+    assert turns["3"]["prompt_tokens_mean"] > turns["1"]["prompt_tokens_mean"]
+    # a model whose answers read back finds them cached; one whose text does not, only what it was sent
+    for turn in ("2", "3"):
+        assert recomputed["levels"][0]["by_turn"][turn]["cached_share"] < turns[turn]["cached_share"]
+    assert read_back["levels"][0]["sessions_completed"] > 0
+    code, _, err = calc("simulate", "--session", "turns:2", "--rates", "2", "--step-base-ms", "5")
+    assert code == 2 and "--session: sessions run closed loop" in err
+    code, _, err = calc("simulate", "--session", "turns:2,fanout:2,tools:0", "--concurrency", "2", "--step-base-ms", "5")
+    assert code == 2 and "fanout runs in a turn's first tool round" in err
