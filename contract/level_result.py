@@ -14,6 +14,7 @@ attributes. Free-form by nature, and so mappings: the server's gauges (`server`:
                      was wider than a percentile's own interval)
     TurnStats, ModelStats, SlotWaits    multi-turn and multi-model (LoRA) runs
     SessionStats                        agentic sessions (--session)
+    HedgeStats                          hedged requests (--hedge-after)
     ServerHistogram  the server's own latency histogram over the level's windows
     ClientVsServer   the client's latency beside the server's (`ClientServerPair`, `TtftSplit`)
     LevelPrediction  what the calculators and the simulator predicted for it (`Comparison` per quantity)
@@ -148,6 +149,18 @@ class SessionStats(FrozenSection):
     requests_mean: float | None = keep_null()     # requests per completed session, sub-agents' included
     tool_calls_mean: float | None = keep_null()   # tool calls per completed session
     uncalled_rounds: int = keep_null(0)    # tool rounds the server answered without a call
+
+
+@dataclass(frozen=True, kw_only=True)
+class HedgeStats(FrozenSection):
+    """A --hedge-after level's hedging (reports.hedging)."""
+
+    requests: int = keep_null(0)               # the users' requests (copies not counted)
+    hedged: int = keep_null(0)                 # of them, sent again after the delay
+    hedged_share: float | None = keep_null()
+    copies_kept: int = keep_null(0)            # pairs the copy won
+    cancelled: int = keep_null(0)              # losing copies closed (primaries and copies)
+    extra_requests: float | None = keep_null()  # copies sent per user request: the load the policy adds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -359,6 +372,7 @@ class LevelResult(FrozenSection):
     loadgen: LoadgenHealth = field(default_factory=LoadgenHealth)
     by_turn: dict[str, TurnStats] | None = keep_null()
     sessions: SessionStats | None = keep_null()
+    hedging: HedgeStats | None = keep_null()
     by_model: dict[str, ModelStats] | None = keep_null()
     lora_slot_waits: SlotWaits | None = keep_null()
     server: dict[str, Any] = field(default_factory=dict)              # free-form: the gauges the server exported

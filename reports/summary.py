@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from reports.by_model import by_model, slot_waits
+from reports.hedging import hedge_stats
 from reports.sessions import session_stats
 from reports.level_ids import parse_level_id
 from reports.diagnostics.canary_speed import steal_by_core
@@ -174,6 +175,7 @@ def _level_result(level: str, frame: pd.DataFrame, itl_gaps: np.ndarray, slo: SL
         loadgen=health,
         by_turn=by_turn(ok),
         sessions=session_stats(frame),
+        hedging=hedge_stats(frame),
         by_model=by_model(ok, data.engine_requests),
         lora_slot_waits=slot_waits(ok, data.engine_requests),
         server=server_means(series, windows),

@@ -128,6 +128,9 @@ def sections(summary: Summary, figures: list[FigureFile],
         out.append(("Predicted vs measured", [Details("Every predicted quantity per level (calibrated on all "
                                                        "levels: in-sample)", [predicted])]))
     out.append(levels_section(summary))
+    hedged = tables.hedge_table(summary)
+    if not hedged.empty:
+        out.append(("Hedged requests", [hedged]))
     sessions = tables.session_table(summary)
     if not sessions.empty:
         out.append(("Agentic sessions", [sessions]))

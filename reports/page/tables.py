@@ -121,6 +121,21 @@ def session_table(summary: Summary) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def hedge_table(summary: Summary) -> pd.DataFrame:
+    """--hedge-after runs: per level, the requests hedged, the copies kept and the load the copies added."""
+    rows = []
+    for lvl in summary.levels:
+        h = lvl.hedging
+        if h is None:
+            continue
+        rows.append({"level": lvl.level, "requests": h.requests, "hedged": h.hedged,
+                     "hedged share": "" if h.hedged_share is None else f"{h.hedged_share:.0%}",
+                     "copy kept": h.copies_kept, "cancelled": h.cancelled,
+                     "extra requests": "" if h.extra_requests is None else f"+{h.extra_requests:.0%}",
+                     "TTFT p50/p99 (ms)": _p50_p99(lvl.metrics["ttft_s"]) if "ttft_s" in lvl.metrics else ""})
+    return pd.DataFrame(rows)
+
+
 def _p50_p99_s(pair) -> str:
     return "" if pair.p50 is None else f"{pair.p50:.2f} / {pair.p99:.2f}"
 

@@ -100,3 +100,15 @@ def test_a_tool_round_does_not_teach_the_front_end_its_decode_time():
                            for r, t in (("a", 0.0), ("b", 1.0), ("c", 2.0))])
     joined = _join_engine_requests(ok, engine)["c=1"]
     assert sorted(joined["response_id"]) == ["b", "c"]
+
+
+def test_a_hedged_levels_pairs_counted_once():
+    from reports.hedging import hedge_stats
+
+    frame = pd.DataFrame([dict(hedge=None, status="ok"), dict(hedge=None, status="http_503"),
+                          dict(hedge="primary", status="ok"), dict(hedge="copy", status="cancelled"),
+                          dict(hedge="primary", status="cancelled"), dict(hedge="copy", status="ok")])
+    stats = hedge_stats(frame)
+    assert (stats.requests, stats.hedged, stats.copies_kept, stats.cancelled) == (4, 2, 1, 2)
+    assert stats.hedged_share == 0.5 and stats.extra_requests == 0.5
+    assert hedge_stats(pd.DataFrame([dict(hedge=None, status="ok")])) is None
