@@ -5,24 +5,15 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
-from pathlib import Path
 
 import httpx
 import pandas as pd
 import pytest
 
 from contract.server_metrics import SCRAPE_MARKER, kept_sample_names
+from vllm_env import servecap
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
-REPO = Path(__file__).resolve().parents[2]
-
-
-def servecap(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """`servecap ARGS` with the interpreter running the tests (the normal .venv)."""
-    return subprocess.run([sys.executable, "-m", "servecap", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
 
 
 @pytest.fixture(scope="module")

@@ -5,19 +5,12 @@ prefix-cache hits are read both from its usage and from its metrics."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from vllm_env import servecap
+
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
-REPO = Path(__file__).resolve().parents[2]
-
-
-def servecap(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "servecap", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
 
 
 def test_a_session_sweep_against_vllm(vllm_server, checkpoint, tmp_path):
