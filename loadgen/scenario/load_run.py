@@ -21,21 +21,20 @@ import logging
 import os
 import socket
 import time
+from dataclasses import replace
 from itertools import count
 from pathlib import Path
 
 import gevent
-import gevent.event
 import gevent.pool
 from gevent import GreenletExit
-
-from dataclasses import replace
 
 from contract.arrivals import iter_offsets, my_share
 from contract.hedging import parse_hedge
 from loadgen.workload.prompts import request_rng
 from loadgen.client.clock import Clock
 from loadgen.client.exchange import Exchange, Outcome, summarize
+from loadgen.client.hedge_race import HedgeRace
 from loadgen.client.sse import answer_text
 from loadgen.scenario.generator_health import GeneratorHealth
 from loadgen.client.greenlet_time import sleep_until, yield_now
@@ -327,19 +326,9 @@ class LoadRun:
 
     def _send_hedged(self, index: int, prepared: Prepared, t_sched, conn, exchange: Exchange | None, sent: bool,
                      t_ready) -> Outcome | None:
-        """One request under --hedge-after (contract.hedging): its copy after the delay if it has shown nothing,
-        the first to show kept, the other cancelled (its connection closed); both recorded."""
+        """One request under --hedge-after (contract.hedging): the race (loadgen.client.hedge_race), then both
+        copies recorded, the loser cancelled."""
         route, stream = self.route, self.route.scenario.stream
-        timeout = self.settings.request_timeout_s
-        shown = gevent.event.AsyncResult()
-
-        def run(pool: ConnectionPool, ex: Exchange, tag: str, conn=None, sent: bool = False) -> None:
-            ex.on_shown = lambda: None if shown.ready() else shown.set(tag)
-            try:
-                run_exchange(pool, prepared.request, ex, stream=stream, timeout_s=timeout, conn=conn, sent=sent)
-            except OSError as exc:   # the copy's connect
-                ex.failure, ex.failure_message = "error", f"connect: {exc}"[:200]
-
         if conn is None:
             try:
                 conn = route.pool.acquire()
@@ -347,34 +336,16 @@ class LoadRun:
                 self._record_failure(index, prepared, t_sched, f"connect: {exc}", route, t_ready)
                 gevent.sleep(0.1)
                 return None
-        primary, copy = exchange or Exchange(), None
-        first = gevent.spawn(run, route.pool, primary, "primary", conn, sent)
-        second = None
+        race = HedgeRace(prepared.request, stream=stream, timeout_s=self.settings.request_timeout_s, primary=exchange)
         try:
-            delay = self.hedge.delay()
-            if delay is not None:
-                gevent.sleep(0)   # the primary writes its request: the delay counts from its send
-                sent_at = primary.t_start if primary.t_start is not None else time.perf_counter()
-                gevent.wait([shown, first], timeout=max(0.0, sent_at + delay - time.perf_counter()), count=1)
-                if not shown.ready() and not first.dead:
-                    copy = Exchange()
-                    second = gevent.spawn(run, self.hedge_pool, copy, "copy")
-            running = [g for g in (first, second) if g is not None]
-            while not shown.ready() and not all(g.dead for g in running):
-                gevent.wait([shown, *(g for g in running if not g.dead)], count=1)
-            winner = shown.get() if shown.ready() else "primary"
-            loser = second if winner == "primary" else first
-            if loser is not None and not loser.dead:
-                loser.kill(block=True)   # its socket closes: the server sees the client leave
-            (first if winner == "primary" else second).join()
+            winner = race.run(route.pool, conn, sent, self.hedge.delay(), self.hedge_pool)
         except GreenletExit:
-            for g in (first, second):
-                if g is not None:
-                    g.kill(block=True)
-            for ex, i in ((primary, index), (copy, None)):
+            race.stop()
+            for ex, i in ((race.primary, index), (race.copy, None)):
                 if ex is not None and ex.t_start is not None:
                     self._finish(i if i is not None else next(self._seq), prepared, ex, t_sched, True, route, t_ready)
             raise
+        primary, copy = race.primary, race.copy
         if copy is None:   # not hedged: a request like any other
             outcome = self._finish(index, prepared, primary, t_sched, False, route, t_ready)
             self._note_hedge(outcome, stream)
