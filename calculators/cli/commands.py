@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 from dataclasses import asdict, replace
-from functools import partial
 
 from calculators import batch_queue, cost, fleet, queueing
 from calculators.cli.args import build_parser
 from calculators.cli.calibrate_command import cmd_calibrate
+from calculators.cli.level_pool import level_pool
+from calculators.cli.sessions_command import simulate_sessions_command
 from calculators.cli.inputs import (gpu_from_args, lengths, load_from_args, mean_lengths,
                                     mean_tokens, profile_from_args)
 from calculators.cli.output import GIB, as_dict, emit, print_json, print_rows, print_speculative
@@ -250,11 +249,11 @@ def cmd_simulate(args) -> None:
     model = sizing.step_model if sizing is not None and args.efficiency_profile is None else _step_model(args)
     spec = WorkloadSpec.from_args(args)
     if spec.agentic:
-        return _simulate_sessions(args, server, replace(workload, warmup_s=load.warmup_s, duration_s=load.duration_s),
-                                  model, spec, concurrency)
+        return simulate_sessions_command(args, server, replace(workload, warmup_s=load.warmup_s,
+                                                               duration_s=load.duration_s), model, spec, concurrency)
     speculative = _speculative_step(args, "vllm" if sizing is not None else args.engine)
     speculating = None if speculative is None else replace(server, speculative=speculative)   # checked before running
-    with _level_pool(args.jobs, len(levels) * (1 if speculating is None else 2)) as mapper:
+    with level_pool(args.jobs, len(levels) * (1 if speculating is None else 2)) as mapper:
         results = simulate_levels(server, workload, model, concurrencies=concurrency, rates=rates, mapper=mapper)
         side = None
         if speculating is not None:
@@ -282,55 +281,6 @@ def cmd_simulate(args) -> None:
         print_rows(f"With speculative decoding ({args.speculative_method}, k={speculative.num_tokens}, "
                    f"{speculative.expected_tokens:.2f} tokens per verification) beside without", rows, list(rows[0]))
         print(answer.statement())
-
-
-def _simulate_sessions(args, server, workload, model, spec, concurrency) -> None:
-    """`calc simulate --session`: each level's sessions (calculators.sim.sessions), by turn and whole."""
-    from calculators.sim.sessions import simulate_sessions
-
-    if not concurrency:
-        raise ValueError("--session: sessions run closed loop: give --concurrency (sessions at once)")
-    if args.speculative_method:
-        raise ValueError("--session simulates without speculative decoding: leave out --speculative-method")
-    run = partial(simulate_sessions, answers_cached=args.answers_read_back == "yes")
-    with _level_pool(args.jobs, len(concurrency)) as mapper:
-        levels = list(mapper(run, [server] * len(concurrency),
-                             [replace(workload, concurrency=c) for c in concurrency], [model] * len(concurrency),
-                             [spec.session_spec] * len(concurrency), [None] * len(concurrency),
-                             [spec.think_time_s] * len(concurrency)))
-    if args.json:
-        return print_json({"strategy": args.strategy, "step_model": asdict(model), "session": spec.session,
-                           "levels": [level.to_dict() for level in levels]})
-    rows = [{"sessions at once": c, "completed": p.sessions_completed,
-             "completion_p50_s": p.completion_p50_s, "completion_p99_s": p.completion_p99_s,
-             "requests": p.result.requests, "tool_rounds": p.tool_rounds,
-             "output_tokens_per_s": p.result.output_tokens_per_s}
-            for c, p in zip(concurrency, levels)]
-    print_rows(f"Simulated {args.strategy} batching, sessions {spec.session}", rows, list(rows[0]))
-    rows = [{"sessions at once": c, "turn": turn, "requests": t.requests, "prompt_tokens_mean": t.prompt_tokens_mean,
-             "prefix_cache_share": t.cached_share, "ttft_p50_ms": _ms(t.ttft_p50_s), "ttft_p99_ms": _ms(t.ttft_p99_s)}
-            for c, p in zip(concurrency, levels) for turn, t in p.by_turn.items()]
-    print_rows("By turn (the main agent's requests)", rows, list(rows[0]))
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else seconds * 1e3
-
-
-@contextlib.contextmanager
-def _level_pool(jobs: int | None, levels: int):
-    """A `map` over levels: in this process for one job or one level, else over a pool of processes (forked:
-    nothing to import again), `jobs` of them or one per core, never more than the levels."""
-    workers = min(jobs or os.cpu_count() or 1, levels)
-    if workers <= 1:
-        yield map
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
-        yield pool.map
 
 
 def simulated_crossover(axis: str, levels, plain, speculative):
