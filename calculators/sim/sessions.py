@@ -37,13 +37,12 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from calculators.sim.front_end import FrontEnd
-from calculators.sim.sim_engine import run_engine
+from calculators.sim.sim_engine import SIM_TOKEN, run_engine
 from calculators.sim.simulate import EmptyWindow, measured_window, result_of
 from calculators.sim.state import StepClock, Trace
 from contract.agent_session import CALL_NAME_TOKENS, SessionSpec
 from contract.distributions import LengthDistribution
 
-SIM_TOKEN = 1        # what every simulated step generates (calculators.sim.sim_engine)
 SHARED_BASE = -1     # the shared prefix's ids: -1, -2, ...; a session's own new tokens count up from 2
 
 
@@ -114,14 +113,13 @@ class SessionArrivals:
                 return
             heapq.heappop(self.heap)
             i = self.sent
-            session, ids, output, where = request
+            session, ids, output, (turn, step, agent, last, tool_round) = request
             trace.token_ids[i] = ids
             trace.prompt[i], trace.output[i] = len(ids), output
-            trace.reasoning[i] = CALL_NAME_TOKENS - 1 if where[4] else 0   # a call shows at its name's end
+            trace.reasoning[i] = CALL_NAME_TOKENS - 1 if tool_round else 0   # a call shows at its name's end
             trace.arrival[i], trace.client_send[i] = reach, send
             trace.first_out[i], trace.last_out[i] = self.delays[1][draw], self.delays[2][draw]
             self.owner[i] = session
-            turn, step, agent, last, tool_round = where
             log = self.log
             log.session.append(session.number)
             log.turn.append(turn)
