@@ -10,6 +10,7 @@ from calculators.cli.args import build_parser
 from calculators.cli.calibrate_command import cmd_calibrate
 from calculators.cli.level_pool import level_pool
 from calculators.cli.sessions_command import simulate_sessions_command
+from calculators.cli.topology_command import simulate_topologies
 from calculators.cli.inputs import (gpu_from_args, lengths, load_from_args, mean_lengths,
                                     mean_tokens, profile_from_args)
 from calculators.cli.output import GIB, as_dict, emit, print_json, print_rows, print_speculative
@@ -26,6 +27,7 @@ from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 from calculators.weights import weights
 from engine_core.options import SPECULATIVE, EngineOptions
 from calculators.whatif import what_if
+from contract.slo import slo_from_args
 
 
 def _model(args):
@@ -223,6 +225,20 @@ def _gpu_sizing(args, limits: dict):
                       max_num_batched_tokens=limits.get("max_num_batched_tokens"))
 
 
+def _kv_link(args, sizing):
+    """--topology's KV link: the prompt's KV bytes a token on --gpu, over --kv-transfer-gbs or the GPU's
+    interconnect (the rule `servecap serve --emulate --role decode` follows)."""
+    from calculators.plan.topology import KvLink
+
+    if sizing is None:
+        raise ValueError("--topology needs --model and --gpu (a GPU's engine sizing and KV bytes)")
+    gpu = gpu_from_args(args)
+    link = args.kv_transfer_gbs * 1e9 if args.kv_transfer_gbs is not None else gpu.interconnect_bytes_per_s
+    if link is None:
+        raise ValueError(f"--topology: {gpu.name} has no interconnect in the catalog; give --kv-transfer-gbs")
+    return KvLink(sizing.fit.kv_block_bytes / sizing.block_size, link, args.kv_transfer_latency_us / 1e6)
+
+
 def cmd_simulate(args) -> None:
     from calculators.sim.simulate import SimServer, SimWorkload, simulate_levels  # numpy: only here
     from contract.workload import WorkloadSpec
@@ -248,6 +264,9 @@ def cmd_simulate(args) -> None:
                            seed=WorkloadSpec.from_args(args).seed)
     model = sizing.step_model if sizing is not None and args.efficiency_profile is None else _step_model(args)
     spec = WorkloadSpec.from_args(args)
+    if args.topology:
+        return simulate_topologies(args, server, replace(workload, warmup_s=load.warmup_s, duration_s=load.duration_s),
+                                   model, rates, _kv_link(args, sizing), slo_from_args(args))
     if spec.agentic:
         return simulate_sessions_command(args, server, replace(workload, warmup_s=load.warmup_s,
                                                                duration_s=load.duration_s), model, spec, concurrency)

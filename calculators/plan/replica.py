@@ -51,6 +51,7 @@ class ReplicaSim:
         self.ended: list[tuple[int, float]] = []
         self.first_tokens: list[tuple[int, float]] = []
         self.steps = 0
+        self.sequences_in_steps = 0   # sum over steps of the sequences in each (its mean batch)
         self.busy_s = 0.0
         self.preemptions = 0
 
@@ -73,11 +74,14 @@ class ReplicaSim:
 
     # -- driving it --------------------------------------------------------------------------------
     def submit(self, i: int, prompt_token_ids: list[int], output_tokens: int, t: float,
-               lora: str | None = None) -> None:
-        """Request `i` reaches this replica at `t` (the engine sees it at its next step); `lora`: its adapter."""
-        self.scheduler.add(Sequence(str(i), prompt_token_ids, SamplingParams(max_tokens=int(output_tokens),
-                                                                             ignore_eos=True), arrival_time=t,
-                                    lora=lora if self.lora is not None else None))
+               lora: str | None = None, kv_transfer_s: float | None = None) -> None:
+        """Request `i` reaches this replica at `t` (the engine sees it at its next step); `lora`: its adapter;
+        `kv_transfer_s`: a disaggregated decode worker's request, whose prompt's KV arrives over that long
+        once its blocks are allocated (every prompt token but the last is received, not computed)."""
+        seq = Sequence(str(i), prompt_token_ids, SamplingParams(max_tokens=int(output_tokens), ignore_eos=True),
+                       arrival_time=t, lora=lora if self.lora is not None else None)
+        seq.kv_transfer_s = kv_transfer_s
+        self.scheduler.add(seq)
         if self.now < t:   # idle until now: the clock catches up with the request
             self.now = t
 
@@ -105,6 +109,7 @@ class ReplicaSim:
             duration = clock.step(shape.sequences, shape.prefill_tokens, shape.context_tokens, extra_s)
             self.now += duration
             self.steps += 1
+            self.sequences_in_steps += shape.sequences
             self.busy_s += duration
             self.preemptions += len(batch.preempted)
             finished = 0
@@ -147,6 +152,7 @@ class ReplicaSim:
             self.now = float(ends[ran])
             self.busy_s += float(durations[:ran].sum())
         self.steps += ran
+        self.sequences_in_steps += size * ran
         for seq in advance_decodes(scheduler, run, ran, SIM_TOKEN, NO_STOP):
             i = int(seq.request_id)
             self.ended.append((i, self.now))

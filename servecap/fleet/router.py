@@ -48,6 +48,22 @@ def router_argv(policy: str, worker_urls: tuple[str, ...] = (), *, request_timeo
     return tuple(argv)
 
 
+def pd_router_argv(prefill_urls: tuple[str, ...], decode_urls: tuple[str, ...], policy: str = "round_robin", *,
+                   request_timeout_s: float = 600.0, log_level: str = "warning") -> tuple[str, ...]:
+    """The router in its disaggregated mode (`--vllm-pd-disaggregation`): each request's prefill on one of
+    `prefill_urls` (a one-token copy), then its decode on one of `decode_urls`; `policy` in both pools."""
+    if not prefill_urls or not decode_urls:
+        raise ValueError("a PD router needs at least one prefill and one decode worker")
+    if policy not in POLICIES:
+        raise ValueError(f"router policy {policy!r}: vllm-router's are {', '.join(POLICIES)}")
+    argv = [*router_argv(policy, request_timeout_s=request_timeout_s, log_level=log_level), "--vllm-pd-disaggregation"]
+    for url in prefill_urls:
+        argv += ["--prefill", url]
+    for url in decode_urls:
+        argv += ["--decode", url]
+    return tuple(argv)
+
+
 class VllmRouter:
     """A running router with no workers until `add`; a context manager (stops it on exit)."""
 

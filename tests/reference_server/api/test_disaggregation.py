@@ -17,7 +17,7 @@ import httpx
 import openai
 import pytest
 
-from servecap.fleet.router import ROUTER, RouterSpec
+from servecap.fleet.router import RouterSpec, pd_router_argv
 from servecap.launch.process import ServerProcess
 from servecap.launch.spec import ReferenceServerSpec
 
@@ -40,9 +40,7 @@ def workers():
 @pytest.fixture(scope="module")
 def router(workers):
     prefill, decode = workers
-    argv = (str(ROUTER), "--host", "127.0.0.1", "--port", "{port}", "--vllm-pd-disaggregation",
-            "--prefill", prefill.base_url, "--decode", decode.base_url, "--policy", "round_robin",
-            "--prometheus-port", "{metrics_port}", "--request-timeout-secs", "60", "--log-level", "warning")
+    argv = pd_router_argv((prefill.base_url,), (decode.base_url,), request_timeout_s=60)
     with ServerProcess(RouterSpec(argv, ready_path="/health"), startup_timeout_s=60) as proc:
         yield proc
 

@@ -1,0 +1,213 @@
+"""Aggregated and disaggregated deployments of one engine, simulated over the same open-loop arrivals.
+
+    Topology.parse("agg:2")   # two replicas that prefill and decode, requests in turn (round robin)
+    Topology.parse("1p1d")    # one prefill worker and one decode worker behind a PD router
+    simulate_topology(server, workload, step_model, topology, kv=KvLink(bytes_per_token, link_bytes_per_s))
+
+A disaggregated request is what `vllm-router --vllm-pd-disaggregation` makes of it: the router sends a
+prefill worker a copy with `max_tokens` 1, waits for its whole (unstreamed) answer, then sends a decode
+worker the original request; the decode worker allocates the prompt's blocks, receives every prompt
+token's KV but the last over the link (`KvLink.transfer_s`), computes the last token for its logits and
+decodes the whole output (`engine_core`'s continuous scheduler, `Sequence.kv_transfer_s`). So:
+    TTFT = prefill worker's queue + prompt + hop + decode worker's queue + transfer + its first step,
+and the decode worker's steps carry no prompt, which is what disaggregation buys its inter-token time.
+
+Each pool is a set of replicas (`calculators.plan.replica.ReplicaSim`: the strategy's real scheduler and
+block manager on a step-time clock) fed in time order, round robin as the router's `round_robin` policy
+picks (the only policy modelled here). Prefill workers never depend on decode workers, so the prefill
+pool runs over the whole arrival schedule first and its answers, `hop_s` later, are the decode pool's
+arrivals: exact, with no shared clock. `hop_s` is what the router and the two HTTP exchanges add between
+the prefill worker's last step and the decode worker's queue: a host's front end, 0 by default (a GPU
+what-if leaves front ends out). Open loop and traces only: a closed loop's next send depends on the
+decode pool, which this two-pass order does not follow. What is not modelled: a prefill worker holds a
+sent prompt's blocks until the decode worker has read them (here they are free at its answer), and the
+link is not shared between transfers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from calculators.plan.replica import ReplicaSim
+from calculators.sim.simulate import SimResult, measured_window, result_of
+from calculators.sim.state import Trace
+from calculators.sim.step_model import StepTimeModel
+from calculators.sim.workload import SimServer, SimWorkload
+
+_AGG = re.compile(r"agg:(\d+)$")
+_DISAGG = re.compile(r"(\d+)p(\d+)d$")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """`replicas` aggregated replicas, or `prefill` + `decode` workers (one GPU group each, `tp` GPUs)."""
+
+    replicas: int = 0
+    prefill: int = 0
+    decode: int = 0
+
+    def __post_init__(self) -> None:
+        if self.replicas < 0 or self.prefill < 0 or self.decode < 0:
+            raise ValueError("a topology counts replicas and workers: none can be negative")
+        if bool(self.replicas) == bool(self.prefill or self.decode):
+            raise ValueError("a topology is aggregated (agg:N) or disaggregated (PpDd), one of them")
+        if not self.replicas and not (self.prefill and self.decode):
+            raise ValueError("a disaggregated topology needs at least one prefill and one decode worker (1p1d)")
+
+    @classmethod
+    def parse(cls, text: str) -> "Topology":
+        """'agg:N' (N replicas) or 'PpDd' (P prefill and D decode workers), e.g. agg:2, 1p1d, 2p1d."""
+        spec = text.strip().lower()
+        if m := _AGG.match(spec):
+            return cls(replicas=int(m.group(1)))
+        if m := _DISAGG.match(spec):
+            return cls(prefill=int(m.group(1)), decode=int(m.group(2)))
+        raise ValueError(f"topology {text!r}: give agg:N (N aggregated replicas) or PpDd (e.g. 1p1d: one prefill "
+                         "and one decode worker)")
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill > 0
+
+    @property
+    def workers(self) -> int:
+        return self.replicas + self.prefill + self.decode
+
+    def __str__(self) -> str:
+        return f"{self.prefill}p{self.decode}d" if self.disaggregated else f"agg:{self.replicas}"
+
+
+@dataclass(frozen=True)
+class KvLink:
+    """A prompt's KV on its way from a prefill worker to a decode worker: bytes a token, the link, a fixed
+    latency. Every token's KV but the last's moves (the decode worker computes the last)."""
+
+    bytes_per_token: float
+    link_bytes_per_s: float
+    latency_s: float = 0.0
+
+    def transfer_s(self, prompt_tokens: int) -> float:
+        return self.latency_s + max(prompt_tokens - 1, 0) * self.bytes_per_token / self.link_bytes_per_s
+
+
+def simulate_topology(server: SimServer, workload: SimWorkload, step_model: StepTimeModel, topology: Topology, *,
+                      kv: KvLink | None = None, hop_s: float = 0.0) -> tuple[SimResult, Trace]:
+    """One open-loop level on `topology`: its summary over the workload's measure window, and the trace.
+    Every replica and worker has `server`'s limits and cache and `step_model`'s steps (a decode worker's
+    prompt tokens are received, not computed)."""
+    if workload.concurrency is not None:
+        raise ValueError("a topology is simulated open loop: give rates (or a trace), not a concurrency")
+    if topology.disaggregated and kv is None:
+        raise ValueError("a disaggregated topology needs the KV link (bytes a token and the link's bytes/s)")
+    if topology.disaggregated and server.strategy != "continuous":
+        raise ValueError(f"disaggregated workers run the continuous strategy, not {server.strategy!r}")
+    if not (hop_s >= 0 and math.isfinite(hop_s)):
+        raise ValueError(f"hop_s must be a finite number >= 0, got {hop_s!r}")
+    rng = np.random.default_rng(workload.seed)
+    prompt, output, _ = workload.sample_lengths(rng, workload.request_count)
+    arrival = workload.open_loop_arrivals(rng)
+    arrival = arrival[arrival < workload.horizon_s]   # a load test stops sending at its window's end
+    n = len(arrival)
+    prompt, output = prompt[:n], output[:n]
+    trace = Trace(prompt=prompt, output=output, arrival=arrival.copy(), first_token=np.full(n, np.nan),
+                  end=np.full(n, np.nan), client_send=arrival.copy())
+    if topology.disaggregated:
+        prefill = _Pool(server, step_model, topology.prefill, workload.seed)
+        prefill.run(arrival, prompt, np.ones(n, dtype=np.int64))
+        handed = prefill.end(n) + hop_s   # the decode worker's arrivals: the prefill answer, then the hop
+        order = np.argsort(handed, kind="stable")
+        decode = _Pool(server, step_model, topology.decode, workload.seed + 1)
+        decode.run(handed, prompt, output, order=order, kv=kv)
+        pools, last = (prefill, decode), decode
+    else:
+        pools = (last := _Pool(server, step_model, topology.replicas, workload.seed),)
+        last.run(arrival, prompt, output)
+    trace.first_token[:], trace.end[:] = last.first_token(n), last.end(n)
+    trace.steps = sum(p.steps for p in pools)
+    trace.busy_s = sum(p.busy_s for p in pools)
+    trace.sequences_in_steps = sum(p.sequences_in_steps for p in pools)
+    trace.preemptions = sum(p.preemptions for p in pools)
+    window = measured_requests(trace, workload)
+    if not len(window):
+        raise ValueError(f"{topology}: no simulated request falls in the measure window")
+    return result_of(server, workload, trace, window), trace
+
+
+def measured_requests(trace: Trace, workload: SimWorkload) -> np.ndarray:
+    """The requests a load test measures: with a time window, those sent in it (each runs to its end, as a
+    load test waits for the requests in flight at its stop); else the simulator's count rule."""
+    if workload.duration_s is None:
+        return measured_window(trace, workload)
+    return np.flatnonzero(trace.client_send >= workload.warmup_s)
+
+
+class _Pool:
+    """Replicas fed requests in time order, round robin; what they finished, by request index."""
+
+    def __init__(self, server: SimServer, step_model: StepTimeModel, size: int, seed: int) -> None:
+        self.replicas = [ReplicaSim(server, step_model, num_kv_blocks=_blocks(server), seed=seed * 1009 + k)
+                         for k in range(size)]
+        self._first: dict[int, float] = {}
+        self._end: dict[int, float] = {}
+
+    def run(self, times: np.ndarray, prompt: np.ndarray, output: np.ndarray, *,
+            order: np.ndarray | None = None, kv: KvLink | None = None) -> None:
+        """Send request i at times[i] (in `order`, default index order) to the next replica in turn; run
+        every replica to the end of its work."""
+        order = np.arange(len(times)) if order is None else order
+        for turn, i in enumerate(order):
+            t = float(times[i])
+            replica = self.replicas[turn % len(self.replicas)]
+            replica.advance(t)
+            replica.submit(int(i), [int(i)] * int(prompt[i]), int(output[i]), t,
+                           kv_transfer_s=None if kv is None else kv.transfer_s(int(prompt[i])))
+            self._drain(replica)
+        for replica in self.replicas:
+            replica.advance(math.inf)
+            self._drain(replica)
+
+    def _drain(self, replica: ReplicaSim) -> None:
+        self._first.update(replica.first_tokens)
+        self._end.update(replica.ended)
+        replica.first_tokens.clear()
+        replica.ended.clear()
+
+    def first_token(self, n: int) -> np.ndarray:
+        return _times(self._first, n)
+
+    def end(self, n: int) -> np.ndarray:
+        return _times(self._end, n)
+
+    @property
+    def steps(self) -> int:
+        return sum(r.steps for r in self.replicas)
+
+    @property
+    def busy_s(self) -> float:
+        return sum(r.busy_s for r in self.replicas)
+
+    @property
+    def sequences_in_steps(self) -> int:
+        return sum(r.sequences_in_steps for r in self.replicas)
+
+    @property
+    def preemptions(self) -> int:
+        return sum(r.preemptions for r in self.replicas)
+
+
+def _blocks(server: SimServer) -> int:
+    if server.num_kv_blocks is None:
+        raise ValueError("a topology's replicas need their KV cache's size (num_kv_blocks)")
+    return server.num_kv_blocks
+
+
+def _times(found: dict[int, float], n: int) -> np.ndarray:
+    times = np.full(n, np.nan)
+    if found:
+        index = np.fromiter(found.keys(), dtype=np.int64, count=len(found))
+        times[index] = np.fromiter(found.values(), dtype=float, count=len(found))
+    return times
