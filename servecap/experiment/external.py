@@ -5,6 +5,9 @@
                        vLLM `vllm:cache_config_info` labels (block_size, num_gpu_blocks, cache_dtype,
                        kv_cache_memory_bytes); SGLang `sglang:max_total_num_tokens` (KV capacity, tokens)
     GET /info       -> TGI: model_id, model_dtype, max_total_tokens, max_batch_total_tokens
+    GET /list_workers -> vLLM's router (`vllm-router`): the workers it routes to. The sweep then reads no
+                       /metrics or step record through it: the router would forward each poll to a worker
+                       as it forwards a request, moving its round robin and mixing the workers' records
 
 Whatever is not told stays None (run.json writes "unknown" for the strategy and dtype): the
 sweep never fills in a preset's or the reference server's defaults for someone else's engine.
@@ -36,6 +39,7 @@ class ExternalEngine:
     kv_cache_dtype: str | None = None       # as the engine says it ("auto": the model's dtype)
     kv_cache_memory_bytes: int | None = None
     kv_capacity_tokens: int | None = None   # tokens the KV cache holds
+    router_workers: tuple[str, ...] | None = None   # a vllm-router's workers (None: not a router)
     notes: tuple[str, ...] = ()
 
 
@@ -87,6 +91,24 @@ def from_tgi_info(body: object, engine: ExternalEngine) -> None:
     engine.dtype = body.get("model_dtype") if isinstance(body.get("model_dtype"), str) else engine.dtype
     engine.max_model_len = _int(body.get("max_total_tokens")) or engine.max_model_len
     engine.kv_capacity_tokens = _int(body.get("max_batch_total_tokens")) or engine.kv_capacity_tokens
+
+
+def from_router_workers(body: object, engine: ExternalEngine) -> None:
+    """vllm-router's GET /list_workers: {"urls": [...]}; anything else says nothing."""
+    if isinstance(body, dict) and isinstance(body.get("urls"), list):
+        engine.router_workers = tuple(str(url) for url in body["urls"])
+
+
+def is_router(url: str, timeout_s: float = 10.0) -> bool:
+    """Whether `url` is a vllm-router (it answers GET /list_workers with its workers)."""
+    engine = ExternalEngine()
+    try:
+        response = requests.get(url + "/list_workers", timeout=timeout_s)
+        if response.ok:
+            from_router_workers(response.json(), engine)
+    except (requests.RequestException, ValueError):
+        return False
+    return engine.router_workers is not None
 
 
 def describe_external(url: str, timeout_s: float = 10.0) -> ExternalEngine:

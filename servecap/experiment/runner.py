@@ -32,7 +32,7 @@ from loadgen.observe.observers import Observers
 from reports.diagnostics.canary_speed import steal_by_core, stolen_text
 from servecap.experiment import targets as target_module
 from servecap.experiment.cpu_pinning import plan_cpus
-from servecap.experiment.external import describe_external
+from servecap.experiment.external import describe_external, is_router
 from servecap.experiment.generator_warnings import level_warnings
 from servecap.experiment.level_stats import STABILITY_WINDOWS, LevelStats, level_stats
 from servecap.experiment.loadgen_priority import LoadgenPriority, choose_priority
@@ -179,8 +179,16 @@ class Runner:
             key = target.key or "url"
             observers = None
             if self.observe:
+                observe_server = experiment.options.observe_server
+                if observe_server and target.external and is_router(live.url):
+                    observe_server = False
+                    self.run_json.note(f"{key}: {live.url} is vLLM's router: its /metrics and step records are not "
+                                       "read through it (each poll would be routed to a worker like a request, "
+                                       "moving its round robin and mixing the workers' records)")
+                    self.console.print(f"{live.url} is vLLM's router: the workers' /metrics and step records are "
+                                       "not read through it", style="yellow", markup=False, highlight=False)
                 observers = Observers(self.out, experiment.options.sample_interval_s, live.pid, live.url, source=key,
-                                      server=experiment.options.observe_server,
+                                      server=observe_server,
                                       canary=experiment.options.diagnostics)
                 described = observers.start()
                 self.run_json.record_observers(key, described)

@@ -37,6 +37,7 @@ from servecap.plan.flags import (add_demand_flags, add_replica_flags, add_scalin
                                  autoscaler_from_flags, check_shared_flags, demand_spec_from_flags, demand_workload,
                                  fault_from_flag)
 from servecap.plan.output import write_outputs
+from servecap.plan.topology import add_topology_flags
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,10 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-lost", action="store_true",
                    help="a killed replica's requests are sent again (a client that retries); default: they fail, "
                         "as behind vLLM's router, which does not retry a response already streaming")
-    p.add_argument("--search", choices=("none", "target"), default="none",
-                   help="target: the cheapest autoscaler target that meets the attainment (a grid around --target)")
+    p.add_argument("--search", choices=("none", "target", "topology"), default="none",
+                   help="target: the cheapest autoscaler target that meets the attainment (a grid around --target); "
+                        "topology: aggregated or disaggregated prefill/decode, and how many of each, for the busiest "
+                        "window within --gpu-budget (only that: no day is simulated)")
     p.add_argument("--static-max", type=int, default=64, help="the most replicas the static-fleet search tries")
     p.add_argument("--no-n-plus-one", action="store_true", help="skip the run with a replica lost at the peak")
+    add_topology_flags(p)
     p.set_defaults(engine="vllm", replications=1)   # plan's: vLLM's sizing and factors, one seeded run
     return p
 
@@ -70,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parse_command_line(parser, sys.argv[1:] if argv is None else argv)
     console = Console(stderr=True, soft_wrap=True, highlight=False)
+    if args.search == "topology":
+        return _topology_search(parser, args, console)
     try:
         inputs = _inputs(args)
         from servecap.plan.run import build_demand, run_plan   # numpy and the simulator: once the flags are good
@@ -94,6 +100,33 @@ def main(argv: list[str] | None = None) -> int:
         for line in answer["lines"]:
             console.print(line, markup=False)
     console.print(f"written: {', '.join(str(p) for p in paths)}")
+    return 0
+
+
+def _topology_search(parser, args, console) -> int:
+    """`--search topology`: the busiest window's topologies, written to OUT/plan.json as `topology`."""
+    from servecap.plan.run import build_demand
+    from servecap.plan.topology import run_topology_search, topology_lines
+
+    started = time.perf_counter()
+    try:
+        check_shared_flags(args)
+        demand = build_demand(demand_spec_from_flags(args))
+        if not len(demand):
+            raise ValueError("the demand has no requests (a trace cut to nothing, or a rate curve of zero)")
+        answer = run_topology_search(args, demand, lambda text: console.print(f"[dim]{text}[/dim]"))
+    except (ValueError, OSError) as exc:
+        parser.exit(2, f"servecap plan: error: {exc}\n")
+    answer["seconds"] = round(time.perf_counter() - started, 2)
+    out = Path(out_dir(args, "plan"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(json.dumps({"topology": answer}, indent=1, default=_json_default))
+    if args.json:
+        print(json.dumps({"topology": answer}, indent=1, default=_json_default))
+    else:
+        for line in topology_lines(answer):
+            console.print(line, markup=False)
+    console.print(f"written: {out / 'plan.json'}")
     return 0
 
 

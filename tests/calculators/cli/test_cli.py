@@ -19,28 +19,6 @@ def run_servecap(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(SERVECAP), "calc", *args], capture_output=True, text=True, timeout=60)
 
 
-@pytest.fixture
-def calc(capsys):
-    """`servecap calc ARGS` in-process (same `main` the console script calls): (exit code, stdout, stderr)."""
-    def run(*args: str):
-        try:
-            code = main(list(args))
-        except SystemExit as exit_:   # argparse
-            code = exit_.code
-        out = capsys.readouterr()
-        return code, out.out, out.err
-    return run
-
-
-@pytest.fixture
-def calc_json(calc):
-    def run(*args: str) -> dict:
-        code, out, err = calc(*args, "--json")
-        assert code == 0, err
-        return json.loads(out)
-    return run
-
-
 @pytest.mark.slow
 def test_console_script_prints_json_and_exits_2_on_bad_input(tmp_path):
     done = run_servecap("kv", "--model", "llama-3.1-8b", "--dtype", "bf16", "--json")

@@ -1,0 +1,97 @@
+"""`servecap plan --search topology --gpu-budget N`: aggregated or disaggregated, and how many of each, for the
+demand's busiest SLO window (`calculators.plan.topology_search`). Only that question: no day is simulated.
+
+    servecap plan --gpu h100-sxm --model llama-3.1-8b --diurnal 40:5 --duration 86400 --search topology \\
+        --gpu-budget 64 --slo-ttft-ms 1000 --slo-tpot-ms 15
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+
+def add_topology_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("--search topology (aggregated against disaggregated prefill/decode)")
+    g.add_argument("--gpu-budget", type=int, default=None, metavar="N",
+                   help="the most GPUs a topology may use (each worker holds --tp GPUs)")
+    g.add_argument("--kv-transfer-gbs", type=float, default=None, metavar="GB/S",
+                   help="the link a decode worker receives KV over (default: the GPU's interconnect)")
+    g.add_argument("--kv-transfer-latency-us", type=float, default=0.0, metavar="US",
+                   help="a fixed time added to every KV transfer (default 0)")
+    g.add_argument("--pd-hop-ms", type=float, default=0.0, metavar="MS",
+                   help="what the router and its two exchanges add between a prefill answer and the decode "
+                        "worker's queue (default 0)")
+
+
+def busiest_window(demand, window_s: float):
+    """The demand's SLO window with the most requests, its sends from the window's start."""
+    from calculators.plan.topology_search import Window
+
+    t = np.asarray(demand.t_s)
+    starts = np.arange(0.0, max(float(demand.span_s), window_s), window_s)
+    counts = np.searchsorted(t, starts + window_s, side="left") - np.searchsorted(t, starts, side="left")
+    start = float(starts[int(np.argmax(counts))])
+    inside = (t >= start) & (t < start + window_s)
+    return Window(t[inside] - start, np.asarray(demand.prompt)[inside], np.asarray(demand.output)[inside],
+                  min(window_s, float(demand.span_s) - start) if demand.span_s > start else window_s)
+
+
+def run_topology_search(args, demand, progress) -> dict:
+    """The search's answer as plan.json's `topology` (and the lines the terminal shows)."""
+    from calculators.gpu_engine import gpu_engine
+    from calculators.plan.sizing import gpu_replica
+    from calculators.plan.topology import KvLink
+    from calculators.plan.topology_search import search_topologies
+    from contract.slo import slo_from_args
+    from engine_core.gpus import get_gpu
+    from engine_core.models import resolve_model
+
+    if args.gpu is None or not args.model:
+        raise ValueError("--search topology sizes catalog GPU workers: give --gpu and --model")
+    if args.gpu_budget is None or args.gpu_budget < 1:
+        raise ValueError("--search topology needs --gpu-budget N (N >= 1 GPUs)")
+    if args.pd_hop_ms < 0 or args.kv_transfer_latency_us < 0:
+        raise ValueError("--pd-hop-ms and --kv-transfer-latency-us must be >= 0")
+    engine_version = getattr(args, "engine_version", None)
+    replica = gpu_replica(args.gpu, args.model, dtype=args.dtype, tp=args.tp, engine=args.engine,
+                          engine_version=engine_version, max_model_len=args.max_model_len)
+    sizing = gpu_engine(resolve_model(args.model), get_gpu(args.gpu), dtype=args.dtype, tp=args.tp,
+                        engine=args.engine, engine_version=engine_version, max_model_len=args.max_model_len)
+    gpu = get_gpu(args.gpu)
+    if args.kv_transfer_gbs is not None and args.kv_transfer_gbs <= 0:
+        raise ValueError(f"--kv-transfer-gbs must be > 0, got {args.kv_transfer_gbs}")
+    link = args.kv_transfer_gbs * 1e9 if args.kv_transfer_gbs is not None else gpu.interconnect_bytes_per_s
+    kv = None if link is None else KvLink(sizing.fit.kv_block_bytes / sizing.block_size, link,
+                                          args.kv_transfer_latency_us / 1e6)
+    window = busiest_window(demand, args.window_s)
+    progress(f"the busiest {args.window_s:g} s window: {len(window.t_s):,} requests ({window.rate_rps:.3g} req/s); "
+             f"searching topologies within {args.gpu_budget} GPUs")
+    result = search_topologies(replica, window, slo_from_args(args), gpu_budget=args.gpu_budget, kv=kv,
+                               hop_s=args.pd_hop_ms / 1e3)
+    notes = list(result.notes)
+    if kv is None:
+        notes.append(f"{gpu.name} has no interconnect in the catalog: give --kv-transfer-gbs to search "
+                     "disaggregated topologies")
+    return {"replica": replica.describe, "gpus_per_worker": replica.gpus, "window_s": args.window_s,
+            "requests_in_window": int(len(window.t_s)), "pd_hop_ms": args.pd_hop_ms,
+            "kv_transfer_gbs": None if kv is None else kv.link_bytes_per_s / 1e9,
+            **result.to_dict(), "notes": notes}
+
+
+def topology_lines(answer: dict) -> list[str]:
+    rows = [f"{'topology':>9} {'GPUs':>5} {'tok/s/GPU':>10} {'tok/s/user':>10} {'TTFT p99 ms':>12} "
+            f"{'TPOT p99 ms':>12} {'$/M tok':>8}"]
+    for c in answer["pareto"]:
+        rows.append(f"{c['topology']:>9} {c['gpus']:>5} {c['tokens_per_s_per_gpu']:>10.1f} "
+                    f"{_num(c['tokens_per_s_per_user'], 10, 1)} {_num(c['ttft_p99_s'], 12, 1, 1e3)} "
+                    f"{_num(c['tpot_p99_s'], 12, 2, 1e3)} {_num(c['usd_per_million_tokens'], 8, 3)}")
+    return [f"Topologies for {answer['replica']} at {answer['rate_rps']:.3g} req/s (the busiest "
+            f"{answer['window_s']:g} s window), {answer['gpu_budget']} GPUs at most; {answer['evaluations']} "
+            "candidates simulated", "Pareto front (tokens/s a GPU against tokens/s a user), meeting the SLO:",
+            *rows, answer["answer"], *answer["notes"]]
+
+
+def _num(value, width: int, digits: int, scale: float = 1.0) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value * scale:>{width}.{digits}f}"
