@@ -1,6 +1,6 @@
 # Entry points: `make demo`, `make test`, `make test-e2e` (the heaviest end-to-end checks), `make test-fast`
 # (the tests that start no process) and
-# `make test-engines` (the real-engine suite: vLLM's CPU build). All build their venvs from nothing but python3.
+# `make test-engines` (the real-engine suite: vLLM's CPU build; vllm-router's PD mode). All build their venvs from nothing but python3.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python

@@ -226,17 +226,12 @@ def _gpu_sizing(args, limits: dict):
 
 
 def _kv_link(args, sizing):
-    """--topology's KV link: the prompt's KV bytes a token on --gpu, over --kv-transfer-gbs or the GPU's
-    interconnect (the rule `servecap serve --emulate --role decode` follows)."""
-    from calculators.plan.topology import KvLink
+    """--topology's KV link (`calculators.plan.topology.kv_link_for`); needs the GPU's engine sizing."""
+    from calculators.plan.topology import kv_link_for
 
     if sizing is None:
         raise ValueError("--topology needs --model and --gpu (a GPU's engine sizing and KV bytes)")
-    gpu = gpu_from_args(args)
-    link = args.kv_transfer_gbs * 1e9 if args.kv_transfer_gbs is not None else gpu.interconnect_bytes_per_s
-    if link is None:
-        raise ValueError(f"--topology: {gpu.name} has no interconnect in the catalog; give --kv-transfer-gbs")
-    return KvLink(sizing.fit.kv_block_bytes / sizing.block_size, link, args.kv_transfer_latency_us / 1e6)
+    return kv_link_for(gpu_from_args(args), sizing, args.kv_transfer_gbs, args.kv_transfer_latency_us)
 
 
 def cmd_simulate(args) -> None:

@@ -94,6 +94,19 @@ class KvLink:
         return self.latency_s + max(prompt_tokens - 1, 0) * self.bytes_per_token / self.link_bytes_per_s
 
 
+def kv_link_for(gpu, sizing, link_gbs: float | None = None, latency_us: float = 0.0) -> KvLink:
+    """The KV link on catalog `gpu` for an engine `sizing` (`calculators.gpu_engine`): its KV bytes a token, over
+    `link_gbs` or the GPU's interconnect, the rule `servecap serve --emulate --role decode` follows."""
+    if link_gbs is not None and not link_gbs > 0:
+        raise ValueError(f"--kv-transfer-gbs must be > 0, got {link_gbs}")
+    if not (latency_us >= 0 and math.isfinite(latency_us)):
+        raise ValueError(f"--kv-transfer-latency-us must be >= 0, got {latency_us}")
+    link = link_gbs * 1e9 if link_gbs is not None else gpu.interconnect_bytes_per_s
+    if link is None:
+        raise ValueError(f"{gpu.name} has no interconnect in the catalog: give --kv-transfer-gbs")
+    return KvLink(sizing.fit.kv_block_bytes / sizing.block_size, link, latency_us / 1e6)
+
+
 def simulate_topology(server: SimServer, workload: SimWorkload, step_model: StepTimeModel, topology: Topology, *,
                       kv: KvLink | None = None, hop_s: float = 0.0) -> tuple[SimResult, Trace]:
     """One open-loop level on `topology`: its summary over the workload's measure window, and the trace.
@@ -113,28 +126,53 @@ def simulate_topology(server: SimServer, workload: SimWorkload, step_model: Step
     arrival = arrival[arrival < workload.horizon_s]   # a load test stops sending at its window's end
     n = len(arrival)
     prompt, output = prompt[:n], output[:n]
-    trace = Trace(prompt=prompt, output=output, arrival=arrival.copy(), first_token=np.full(n, np.nan),
-                  end=np.full(n, np.nan), client_send=arrival.copy())
-    if topology.disaggregated:
-        prefill = _Pool(server, step_model, topology.prefill, workload.seed)
-        prefill.run(arrival, prompt, np.ones(n, dtype=np.int64))
-        handed = prefill.end(n) + hop_s   # the decode worker's arrivals: the prefill answer, then the hop
-        order = np.argsort(handed, kind="stable")
-        decode = _Pool(server, step_model, topology.decode, workload.seed + 1)
-        decode.run(handed, prompt, output, order=order, kv=kv)
-        pools, last = (prefill, decode), decode
-    else:
-        pools = (last := _Pool(server, step_model, topology.replicas, workload.seed),)
-        last.run(arrival, prompt, output)
-    trace.first_token[:], trace.end[:] = last.first_token(n), last.end(n)
-    trace.steps = sum(p.steps for p in pools)
-    trace.busy_s = sum(p.busy_s for p in pools)
-    trace.sequences_in_steps = sum(p.sequences_in_steps for p in pools)
-    trace.preemptions = sum(p.preemptions for p in pools)
+    pools = run_pools(server, step_model, topology, arrival, prompt, output, kv=kv, hop_s=hop_s, seed=workload.seed)
+    trace = Trace(prompt=prompt, output=output, arrival=arrival.copy(), first_token=pools.first_token,
+                  end=pools.end, client_send=arrival.copy(), steps=pools.steps, busy_s=pools.busy_s,
+                  sequences_in_steps=pools.sequences_in_steps, preemptions=pools.preemptions)
     window = measured_requests(trace, workload)
     if not len(window):
         raise ValueError(f"{topology}: no simulated request falls in the measure window")
     return result_of(server, workload, trace, window), trace
+
+
+@dataclass(frozen=True)
+class PoolsRun:
+    """Per request (in send order): first token and end (s; NaN: never), the worker that answered it
+    (aggregated: its replica, 0..N-1; disaggregated: its decode worker, P..P+D-1, after the prefill workers
+    0..P-1) and, disaggregated, its prefill worker (-1 aggregated); and the workers' steps."""
+
+    first_token: np.ndarray
+    end: np.ndarray
+    worker: np.ndarray
+    prefill_worker: np.ndarray
+    steps: int
+    busy_s: float
+    sequences_in_steps: int
+    preemptions: int
+
+
+def run_pools(server: SimServer, step_model: StepTimeModel, topology: Topology, send_s: np.ndarray,
+              prompt: np.ndarray, output: np.ndarray, *, kv: KvLink | None = None, hop_s: float = 0.0,
+              seed: int = 0) -> PoolsRun:
+    """Requests sent at `send_s` (sorted) through `topology`, every one to its end (module docstring)."""
+    n = len(send_s)
+    if topology.disaggregated:
+        prefill = _Pool(server, step_model, topology.prefill, seed)
+        prefill.run(send_s, prompt, np.ones(n, dtype=np.int64))
+        handed = prefill.end(n) + hop_s   # the decode worker's arrivals: the prefill answer, then the hop
+        decode = _Pool(server, step_model, topology.decode, seed + 1)
+        decode.run(handed, prompt, output, order=np.argsort(handed, kind="stable"), kv=kv)
+        pools, last, offset, first_worker = (prefill, decode), decode, topology.prefill, prefill.worker(n)
+    else:
+        pools = (last := _Pool(server, step_model, topology.replicas, seed),)
+        last.run(send_s, prompt, output)
+        offset, first_worker = 0, np.full(n, -1, dtype=np.int64)
+    worker = last.worker(n)
+    return PoolsRun(first_token=last.first_token(n), end=last.end(n), worker=np.where(worker >= 0, worker + offset, -1),
+                    prefill_worker=first_worker, steps=sum(p.steps for p in pools),
+                    busy_s=sum(p.busy_s for p in pools), sequences_in_steps=sum(p.sequences_in_steps for p in pools),
+                    preemptions=sum(p.preemptions for p in pools))
 
 
 def measured_requests(trace: Trace, workload: SimWorkload) -> np.ndarray:
@@ -153,6 +191,7 @@ class _Pool:
                          for k in range(size)]
         self._first: dict[int, float] = {}
         self._end: dict[int, float] = {}
+        self._worker: dict[int, int] = {}
 
     def run(self, times: np.ndarray, prompt: np.ndarray, output: np.ndarray, *,
             order: np.ndarray | None = None, kv: KvLink | None = None) -> None:
@@ -162,6 +201,7 @@ class _Pool:
         for turn, i in enumerate(order):
             t = float(times[i])
             replica = self.replicas[turn % len(self.replicas)]
+            self._worker[int(i)] = turn % len(self.replicas)
             replica.advance(t)
             replica.submit(int(i), [int(i)] * int(prompt[i]), int(output[i]), t,
                            kv_transfer_s=None if kv is None else kv.transfer_s(int(prompt[i])))
@@ -181,6 +221,13 @@ class _Pool:
 
     def end(self, n: int) -> np.ndarray:
         return _times(self._end, n)
+
+    def worker(self, n: int) -> np.ndarray:
+        """[n] the replica each request was sent to (-1: none)."""
+        out = np.full(n, -1, dtype=np.int64)
+        if self._worker:
+            out[np.fromiter(self._worker.keys(), dtype=np.int64)] = np.fromiter(self._worker.values(), dtype=np.int64)
+        return out
 
     @property
     def steps(self) -> int:

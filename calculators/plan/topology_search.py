@@ -11,7 +11,8 @@ one replica's share costs, and the search sizes 64 GPUs in seconds. What stands 
   replica gave its (i // P)-th request (the replicas are alike, their latencies not drawn again);
 - a decode pool of D is its replica 0 fed every D-th request in the order the prefill answers (plus the
   hop) reach the router, each prompt's KV received over the link (`calculators.plan.topology`).
-Each candidate is judged by the one SLO rule (`contract.slo.judge`) over that replica's requests.
+Each candidate is judged by the one SLO rule (`contract.slo.judge`) over that replica's requests; one whose
+prompts' prefill alone, queued in arrival order, already puts the p99 TTFT past its limit fails unrun.
 
 The search: the fewest aggregated replicas that meet the SLO (a binary search: more replicas never make
 a round robin's share slower), then for P = 1, 2, ... prefill workers the fewest decode workers that meet
@@ -31,7 +32,7 @@ import numpy as np
 from calculators.plan.replica import ReplicaSim
 from calculators.plan.topology import KvLink, Topology
 from contract.records import tpot_s
-from contract.slo import SLO, SloSample, judge
+from contract.slo import PERCENTILE, SLO, SloSample, judge, percentile
 
 
 @dataclass(frozen=True)
@@ -152,10 +153,37 @@ class _Searcher:
             self._prefill[p] = own[np.minimum(np.arange(len(w.t_s)) // p, len(own) - 1)]
         return self._prefill[p]
 
+    def _overloaded(self, share: int) -> str | None:
+        """Why replica 0 of a pool of `share` cannot meet the TTFT limit, without running it, or None: the
+        prompts' prefill alone, one after another in arrival order (a queue whose service is each prompt's
+        prefill time: a lower bound on every first token, as the engine admits in order and prefill cost
+        adds up token by token), already puts the p99 above the limit."""
+        limit = self.slo.limits_s().get("ttft_s")
+        if limit is None:
+            return None
+        w = self.window
+        index = np.arange(0, len(w.t_s), share)
+        work = w.prompt[index] * self.replica.step_model.per_prefill_token_s
+        done, bound = 0.0, np.empty(len(index))
+        for k, (t, s) in enumerate(zip(w.t_s[index], work)):
+            done = max(done, t) + s
+            bound[k] = done - t
+        p99 = percentile(bound, PERCENTILE)
+        if p99 is None or p99 <= limit:
+            return None
+        return f"ttft_s p99 >= {p99 * 1e3:.1f} ms > {limit * 1e3:.1f} ms (the prompts' prefill alone, in arrival order)"
+
     def evaluate(self, topology: Topology) -> Candidate:
         if topology in self.candidates:
             return self.candidates[topology]
         w = self.window
+        gpus = topology.workers * self.replica.gpus
+        overloaded = self._overloaded(topology.prefill if topology.disaggregated else topology.replicas)
+        if overloaded is not None:
+            candidate = Candidate(topology, gpus, False, overloaded, None, None, None,
+                                  w.output_tokens_per_s / gpus, None, None)
+            self.candidates[topology] = candidate
+            return candidate
         if topology.disaggregated:
             handed = w.t_s + self.prefill_latency(topology.prefill) + self.hop_s
             order = np.argsort(handed, kind="stable")[::topology.decode]
@@ -170,7 +198,6 @@ class _Searcher:
         finished = np.isfinite(end)
         verdict = judge(self.slo, SloSample.from_arrays(ok=finished, unfinished=~finished, ttft_s=ttft, tpot_s=tpot,
                                                         e2e_s=e2e))
-        gpus = topology.workers * self.replica.gpus
         tpot_p50 = _percentile(tpot, 50)
         price = self.replica.hourly_usd_per_gpu
         candidate = Candidate(

@@ -71,7 +71,7 @@ def _rel(predicted, measured) -> float:
 def compare_pair(out: Path, router: str) -> dict:
     fleet = json.loads((out / f"fleet-{router}" / "fleet.json").read_text())
     plan = json.loads((out / f"plan-{router}" / "plan.json").read_text())
-    interval = (fleet.get("autoscaler") or {}).get("interval_s")
+    interval = (fleet.get("autoscaler") or {}).get("interval_s") or 1.0   # fixed pools: no decisions
     decisions = {}
     for source, rows in (("plan", plan["timeline"]["decisions"]), ("fleet", fleet["decisions"])):
         for row in rows:
@@ -86,9 +86,10 @@ def compare_pair(out: Path, router: str) -> dict:
         if m is None or m["requests"] < MIN_WINDOW_REQUESTS:
             continue
         windows.append({"start_s": w["start_s"], "requests_plan": w["requests"], "requests_fleet": m["requests"],
-                        **{f"{k}_p99_{side}": _p99(src[f"{k}_p99_s"]) for k in ("ttft", "e2e")
+                        **{f"{k}_p99_{side}": _p99(src[f"{k}_p99_s"]) for k in ("ttft", "tpot", "e2e")
                            for side, src in (("plan", w), ("fleet", m))},
                         "ttft_err": _rel(_p99(w["ttft_p99_s"]), _p99(m["ttft_p99_s"])),
+                        "tpot_err": _rel(_p99(w["tpot_p99_s"]), _p99(m["tpot_p99_s"])),
                         "e2e_err": _rel(_p99(w["e2e_p99_s"]), _p99(m["e2e_p99_s"])),
                         "met_plan": w["met"], "met_fleet": m["met"]})
     p, f = plan["plan"], fleet["outcome"]
@@ -99,6 +100,7 @@ def compare_pair(out: Path, router: str) -> dict:
         "windows_judged": len(windows),
         "ttft_p99_median_abs_err": float(np.median([abs(w["ttft_err"]) for w in windows])) if windows else None,
         "e2e_p99_median_abs_err": float(np.median([abs(w["e2e_err"]) for w in windows])) if windows else None,
+        "tpot_p99_median_abs_err": float(np.median([abs(w["tpot_err"]) for w in windows])) if windows else None,
         "attainment_plan": p["attainment"], "attainment_fleet": f["attainment"],
         "attainment_points": None if p["attainment"] is None or f["attainment"] is None
         else 100 * (p["attainment"] - f["attainment"]),
@@ -128,10 +130,14 @@ def compare(out: Path, routers: list[str]) -> dict:
 
 def _print(result: dict) -> None:
     for router, c in result["pairs"].items():
-        print(f"\n{router}: {c['decision_intervals']} decision intervals, same ready count "
-              f"{c['same_ready_share']:.1%}, same count wanted {c['same_wanted_share']:.1%} (target >= 95%)")
+        if c["decision_intervals"]:
+            print(f"\n{router}: {c['decision_intervals']} decision intervals, same ready count "
+                  f"{c['same_ready_share']:.1%}, same count wanted {c['same_wanted_share']:.1%} (target >= 95%)")
+        else:
+            print(f"\n{router}: fixed pools, no autoscaler decisions")
         print(f"  windows >= {MIN_WINDOW_REQUESTS} requests: {c['windows_judged']}; median |error| p99 TTFT "
-              f"{c['ttft_p99_median_abs_err']:.1%}, E2E {c['e2e_p99_median_abs_err']:.1%} (target <= 15%)")
+              f"{c['ttft_p99_median_abs_err']:.1%}, TPOT {c['tpot_p99_median_abs_err']:.1%}, "
+              f"E2E {c['e2e_p99_median_abs_err']:.1%} (target <= 15%)")
         print(f"  attainment plan {c['attainment_plan']:.1%} fleet {c['attainment_fleet']:.1%}: "
               f"{c['attainment_points']:+.1f} points (target within 3)")
         for w in c["windows"]:

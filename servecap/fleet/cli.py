@@ -30,6 +30,7 @@ from servecap.experiment.run_options import add_run_arguments
 from servecap.experiment.targets import add_target_arguments
 from servecap.fleet.router import POLICIES
 from servecap.plan.flags import add_demand_flags, add_replica_flags, add_scaling_flags, add_slo_flags
+from servecap.plan.topology import add_pools_flags
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     add_replica_flags(p)
     add_scaling_flags(p, f"vllm-router's --policy: {', '.join(POLICIES)}")
     add_slo_flags(p)
+    add_pools_flags(p)
     add_run_arguments(p)
     return p
 
@@ -93,6 +95,8 @@ def _plan(args):
         raise ValueError(f"--cold-start-s must be seconds >= 0, got {args.cold_start_s}")
     check_shared_flags(args)
     slo = PlanSlo(slo_from_args(args), attainment=args.attainment)
+    if args.topology is not None:
+        return _disaggregated(args, slo)
     autoscaler = autoscaler_from_flags(args)
     if autoscaler is None and args.replicas is None:
         raise ValueError("give --replicas N (a fixed fleet) or --min-replicas/--max-replicas (autoscaled)")
@@ -119,6 +123,44 @@ def _plan(args):
                      options=RunOptions.from_args(args, observe_server=False))
 
 
+def _disaggregated(args, slo):
+    """`--topology PpDd`: emulated workers `r0`..`r{P-1}` prefill (`--role prefill`), the rest decode, behind
+    `vllm-router --vllm-pd-disaggregation`; fixed pools, as `servecap plan --topology` plans them."""
+    from calculators.plan.topology import Topology
+    from servecap.experiment.run_options import RunOptions
+    from servecap.fleet.run import FleetSpec
+    from servecap.plan.flags import demand_spec_from_flags, demand_workload
+    from servecap.plan.run import build_demand
+
+    topology = Topology.parse(args.topology)
+    if not topology.disaggregated:
+        raise ValueError(f"--topology {args.topology}: an aggregated fleet is --replicas N; --topology takes PpDd")
+    clashing = [flag for flag, given in (("--replicas", args.replicas is not None),
+                                         ("--min-replicas/--max-replicas", args.min_replicas is not None
+                                          or args.max_replicas is not None), ("--kill", bool(args.kill)),
+                                         ("--server-cmd", args.server_cmd is not None),
+                                         (f"--router {args.router}", args.router != "round_robin")) if given]
+    if clashing:
+        raise ValueError(f"--topology runs fixed pools of emulated workers behind a round-robin PD router: "
+                         f"{', '.join(clashing)} not with it")
+    launch, describe = _launch(args)
+    link = [] if args.kv_transfer_gbs is None else ["--kv-transfer-gbs", str(args.kv_transfer_gbs)]
+    link += ["--kv-transfer-latency-us", str(args.kv_transfer_latency_us)] if args.kv_transfer_latency_us else []
+
+    def worker(name: str):
+        role = ["--role", "prefill"] if int(name.removeprefix("r")) < topology.prefill else ["--role", "decode", *link]
+        return launch(name, role)
+
+    demand = build_demand(demand_spec_from_flags(args))
+    if not len(demand):
+        raise ValueError("the demand has no requests (a trace cut to nothing, or a rate curve of zero)")
+    return FleetSpec(demand=demand, launch=worker, describe_replica=f"{topology}: {describe}", model=args.model,
+                     router=args.router, initial_replicas=topology.workers, cold_start_s=args.cold_start_s,
+                     autoscaler=None, faults=(), slo=slo, window_s=args.window_s,
+                     out=Path(out_dir(args, "fleet")), workload=demand_workload(args),
+                     options=RunOptions.from_args(args, observe_server=False), disaggregated=topology)
+
+
 def _launch(args):
     """name -> a launch spec, and the replica in words."""
     if args.server_cmd is not None:
@@ -138,7 +180,7 @@ def _launch(args):
     except SystemExit:
         raise ValueError(f"the replica's flags are not valid `servecap serve` flags: {' '.join(flags)}") from None
     describe = f"emulated {args.emulate} (EMULATED GPU: no forward pass), {args.model} {args.dtype} tp={args.tp}"
-    return (lambda name: ReferenceServerSpec.from_flags([*flags, "--replica-name", name])), describe
+    return (lambda name, more=(): ReferenceServerSpec.from_flags([*flags, *more, "--replica-name", name])), describe
 
 
 if __name__ == "__main__":

@@ -30,12 +30,14 @@ from calculators.plan.demand import Demand
 from calculators.plan.fleet import Fault
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
 from calculators.plan.outcome import PlanSlo, outcome
+from calculators.plan.topology import Topology
 from contract.records import RECORDS_FILE, read_records
 from servecap.fleet.controller import FleetClock, FleetController
 from servecap.fleet.demand_file import write_demand
 from servecap.fleet.replica_metrics import replica_load
 from servecap.fleet.replicas import ReplicaPool
-from servecap.fleet.router import VllmRouter
+from servecap.fleet.router import RouterSpec, VllmRouter, pd_router_argv
+from servecap.launch.process import ServerProcess
 from contract.workload import WorkloadSpec
 from servecap.experiment.run_options import RunOptions
 from servecap.experiment.runner import Runner
@@ -67,6 +69,7 @@ class FleetSpec:
     out: Path
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     options: RunOptions = field(default_factory=lambda: RunOptions(pin_cpus=False, observe_server=False))
+    disaggregated: Topology | None = None   # fixed pools: replicas r0..r{P-1} prefill, the rest decode
 
 
 class ReplayClock:
@@ -143,6 +146,8 @@ def run_fleet(plan: FleetSpec, console) -> Path:
     demand_path = write_demand(plan.demand, out / DEMAND_FILE)
     horizon = float(plan.demand.t_s[-1])
     log = lambda text: console.print(f"[dim]fleet: {text}[/dim]")   # noqa: E731
+    if plan.disaggregated is not None:
+        return _run_disaggregated(plan, console, demand_path, horizon, log)
     with VllmRouter(plan.router, log_path=out / "router.log") as router:
         log(f"vllm-router --policy {plan.router} at {router.url}")
         fleet_clock = FleetClock()
@@ -169,6 +174,38 @@ def run_fleet(plan: FleetSpec, console) -> Path:
     if clock.t0_unix is None:
         raise ValueError("no request was recorded: the replay did not run (see locust.log)")
     _write_outputs(plan, controller, pool, clock.t0_unix, horizon, clock.arm_error_s)
+    return out
+
+
+def _run_disaggregated(plan: FleetSpec, console, demand_path: Path, horizon: float, log) -> Path:
+    """Fixed prefill and decode pools: every worker started and ready, then the router in its PD mode with
+    them, then the replay; no controller (nothing scales, nothing is killed)."""
+    topology, out = plan.disaggregated, plan.out
+    clock = FleetClock()
+    pool = ReplicaPool(plan.launch, out / "replicas", clock=clock.now)
+    replay = None
+    try:
+        workers = [pool.start(plan.cold_start_s) for _ in range(topology.workers)]
+        for thread in pool.threads:
+            thread.join()
+        failed = [r.error for r in workers if r.error]
+        if failed:
+            raise ValueError(f"a worker did not start: {failed[0]}")
+        urls = [r.url for r in workers]
+        argv = pd_router_argv(tuple(urls[:topology.prefill]), tuple(urls[topology.prefill:]))
+        with ServerProcess(RouterSpec(argv, ready_path="/health"), log_path=out / "router.log",
+                           startup_timeout_s=60) as router:
+            log(f"vllm-router --vllm-pd-disaggregation at {router.base_url}: {topology.prefill} prefill, "
+                f"{topology.decode} decode worker(s), {plan.describe_replica}")
+            replay = ReplayClock(out / RECORDS_FILE, plan.demand, pool, clock.rebase)
+            replay.start()
+            Runner(_replay(plan, router.base_url, demand_path), console, command="servecap fleet").run()
+            replay.stop()
+    finally:
+        pool.close()
+    if replay is None or replay.t0_unix is None:
+        raise ValueError("no request was recorded: the replay did not run (see locust.log)")
+    _write_outputs(plan, None, pool, replay.t0_unix, horizon, None)
     return out
 
 
@@ -224,17 +261,20 @@ def _lives(pool: ReplicaPool) -> list[ReplicaLife]:
     return lives
 
 
-def _write_outputs(plan: FleetSpec, controller: FleetController, pool: ReplicaPool, t0_unix: float,
+def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: ReplicaPool, t0_unix: float,
                    horizon: float, arm_error_s: float | None) -> None:
+    """`controller` None: fixed pools, nothing decided or acted on."""
     out = plan.out
+    events = [] if controller is None else controller.events
+    decisions = [] if controller is None else controller.decisions
     with (out / TIMELINE_FILE).open("w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(["t_s", "event", "replica", "detail"])
-        writer.writerows(controller.events)
-        writer.writerows((t, "decision", "", f"wanted={w} ready={r}") for t, w, r in controller.decisions)
+        writer.writerows(events)
+        writer.writerows((t, "decision", "", f"wanted={w} ready={r}") for t, w, r in decisions)
     records = read_records(out / RECORDS_FILE)
     names = {r.name: r.id for r in pool.replicas}
-    run = records_as_run(records, t0_unix, _lives(pool), controller.decisions, horizon, names)
+    run = records_as_run(records, t0_unix, _lives(pool), decisions, horizon, names)
     for life in run.lives:
         life.served = int((run.replica == life.id).sum())
     judged = outcome(run, plan.slo, window_s=plan.window_s)
@@ -249,11 +289,14 @@ def _write_outputs(plan: FleetSpec, controller: FleetController, pool: ReplicaPo
         "replicas": [{"id": r.id, "name": r.name, "requested_s": r.requested_s, "ready_s": r.ready_s,
                       "drain_s": r.drain_s, "stopped_s": r.stopped_s, "killed": r.killed, "url": r.url,
                       "error": r.error, "served": int((run.replica == r.id).sum())} for r in pool.replicas],
-        "decisions": [{"t_s": t, "wanted": w, "ready": r} for t, w, r in controller.decisions],
-        "events": [{"t_s": t, "event": e, "replica": n, "detail": d} for t, e, n, d in controller.events],
-        "prefix_hit_rate": controller.prefix_hit_rate(),
+        "disaggregated": None if plan.disaggregated is None else {
+            "topology": str(plan.disaggregated), "prefill_workers": plan.disaggregated.prefill,
+            "decode_workers": plan.disaggregated.decode},
+        "decisions": [{"t_s": t, "wanted": w, "ready": r} for t, w, r in decisions],
+        "events": [{"t_s": t, "event": e, "replica": n, "detail": d} for t, e, n, d in events],
+        "prefix_hit_rate": None if controller is None else controller.prefix_hit_rate(),
         "unattributed": int(sum(1 for r in records if r["status"] == "ok" and not r.get("replica"))),
-        "controller_errors": controller.errors,
+        "controller_errors": [] if controller is None else controller.errors,
         "outcome": judged.to_dict(),
     }
     (out / FLEET_FILE).write_text(json.dumps(fleet, indent=1, default=_plain) + "\n")

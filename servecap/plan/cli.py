@@ -37,7 +37,7 @@ from servecap.plan.flags import (add_demand_flags, add_replica_flags, add_scalin
                                  autoscaler_from_flags, check_shared_flags, demand_spec_from_flags, demand_workload,
                                  fault_from_flag)
 from servecap.plan.output import write_outputs
-from servecap.plan.topology import add_topology_flags
+from servecap.plan.topology import add_topology_flags, disaggregated_config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -148,6 +148,11 @@ def _inputs(args) -> dict:
     slo = PlanSlo(slo_from_args(args), attainment=args.attainment)
     if not slo.slo.is_set:
         raise ValueError("give at least one SLO: --slo-ttft-ms, --slo-tpot-ms or --slo-e2e-ms")
+    if args.topology is not None:
+        config = disaggregated_config(args, demand_workload(args).seed)
+        return {"demand_spec": demand_spec_from_flags(args), "config": config, "slo": slo, "window_s": args.window_s,
+                "search": "none", "static_max": args.static_max, "replications": args.replications,
+                "n_plus_one": False, "band": replica_band(args)}
     autoscaler = autoscaler_from_flags(args)
     if autoscaler is None and args.replicas is None:
         raise ValueError("give --replicas N (a fixed fleet) or --min-replicas/--max-replicas (autoscaled)")

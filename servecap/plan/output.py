@@ -40,6 +40,11 @@ def _lines(answer: dict) -> list[str]:
                f"({'meets' if plan['meets_target'] else 'misses'} the {slo['attainment']:.0%} target)")
     lines = [f"plan: {verdict}; {plan['gpu_hours']:,.1f} GPU-hours, {_fmt_usd(plan['usd_per_day'])} a day, "
              f"{_fmt_usd(plan['usd_per_million_tokens'])} per 1M output tokens"]
+    pools = plan["config"].get("disaggregated")
+    if pools:
+        lines.append(f"disaggregated: {pools['prefill_workers']} prefill and {pools['decode_workers']} decode workers "
+                     f"behind vLLM's PD router (round robin in each), KV over {pools['kv_transfer_gbs']:g} GB/s, "
+                     f"hop {pools['pd_hop_ms']:g} ms")
     static = answer["static"]
     if static["replicas"] is None:
         lines.append(f"static fleet: {static['why']}")

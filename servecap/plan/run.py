@@ -83,11 +83,16 @@ def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: Pla
         progress("N+1: the busiest replica lost at the peak")
         lost = extra["n_plus_one"] = lose_one_at_peak(demand, config, slo, window_s=window_s)
         answer["n_plus_one"] = {"fault_at_s": lost.config.faults[-1].t_s, **_summary(lost)}
-    progress("the cheapest static fleet that meets the target")
-    static = cheapest_static(demand, config, slo, window_s=window_s, max_replicas=static_max, progress=progress)
-    answer["static"] = ({"replicas": None, "why": f"no fixed fleet of up to {static_max} replicas meets "
-                                                  f"{slo.attainment:.0%} of windows"} if static is None else
-                        {"replicas": static.config.initial_replicas, **_summary(static)})
+    if config.disaggregated is not None:   # fixed pools: sizing them is `--search topology`'s question
+        static = None
+        answer["static"] = {"replicas": None, "why": f"{config.disaggregated} is fixed pools (no static search: "
+                                                     "--search topology sizes them)"}
+    else:
+        progress("the cheapest static fleet that meets the target")
+        static = cheapest_static(demand, config, slo, window_s=window_s, max_replicas=static_max, progress=progress)
+        answer["static"] = ({"replicas": None, "why": f"no fixed fleet of up to {static_max} replicas meets "
+                                                      f"{slo.attainment:.0%} of windows"} if static is None else
+                            {"replicas": static.config.initial_replicas, **_summary(static)})
     if replications > 1:
         progress(f"{replications} seeded replications")
         probability, attainments = breach_probability(lambda r: build_demand(demand_spec, r), config, slo,
@@ -111,7 +116,12 @@ def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: Pla
 
 def _describe_config(config: FleetConfig) -> dict:
     a = config.autoscaler
-    return {"replica": config.replica.describe, "gpus_per_replica": config.replica.gpus,
+    topology = config.disaggregated
+    return {"replica": config.replica.describe,
+            "disaggregated": None if topology is None else {
+                "topology": str(topology), "prefill_workers": topology.prefill, "decode_workers": topology.decode,
+                "kv_bytes_per_token": config.kv.bytes_per_token, "kv_transfer_gbs": config.kv.link_bytes_per_s / 1e9,
+                "kv_transfer_latency_s": config.kv.latency_s, "pd_hop_ms": config.pd_hop_s * 1e3}, "gpus_per_replica": config.replica.gpus,
             "hourly_usd_per_gpu": config.replica.hourly_usd_per_gpu, "router": config.router,
             "initial_replicas": config.initial_replicas, "cold_start_s": config.cold_start_s,
             "autoscaler": None if a is None else {

@@ -12,17 +12,68 @@ import argparse
 import numpy as np
 
 
-def add_topology_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("--search topology (aggregated against disaggregated prefill/decode)")
-    g.add_argument("--gpu-budget", type=int, default=None, metavar="N",
-                   help="the most GPUs a topology may use (each worker holds --tp GPUs)")
+def add_pools_flags(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """--topology and the KV link: what `servecap plan` and `servecap fleet` both take for fixed PD pools."""
+    g = p.add_argument_group("disaggregated prefill/decode: fixed pools (--topology PpDd)")
+    g.add_argument("--topology", default=None, metavar="PpDd",
+                   help="fixed pools of P prefill and D decode workers behind vLLM's PD router (round robin in each), "
+                        "e.g. 2p1d, instead of --replicas / an autoscaler")
     g.add_argument("--kv-transfer-gbs", type=float, default=None, metavar="GB/S",
                    help="the link a decode worker receives KV over (default: the GPU's interconnect)")
     g.add_argument("--kv-transfer-latency-us", type=float, default=0.0, metavar="US",
                    help="a fixed time added to every KV transfer (default 0)")
+    return g
+
+
+def add_topology_flags(p: argparse.ArgumentParser) -> None:
+    """The plan's: the fixed pools' flags, the search's budget and the hop a simulation adds."""
+    g = add_pools_flags(p)
+    g.add_argument("--gpu-budget", type=int, default=None, metavar="N",
+                   help="--search topology: the most GPUs a topology may use (each worker holds --tp GPUs)")
     g.add_argument("--pd-hop-ms", type=float, default=0.0, metavar="MS",
                    help="what the router and its two exchanges add between a prefill answer and the decode "
                         "worker's queue (default 0)")
+
+
+def gpu_worker(args):
+    """(the catalog GPU worker, sized as its engine would size it; the KV link between workers) from the flags."""
+    from calculators.gpu_engine import gpu_engine
+    from calculators.plan.sizing import gpu_replica
+    from calculators.plan.topology import kv_link_for
+    from engine_core.gpus import get_gpu
+    from engine_core.models import resolve_model
+
+    if not (args.pd_hop_ms >= 0):
+        raise ValueError(f"--pd-hop-ms must be >= 0, got {args.pd_hop_ms}")
+    engine_version = getattr(args, "engine_version", None)
+    replica = gpu_replica(args.gpu, args.model, dtype=args.dtype, tp=args.tp, engine=args.engine,
+                          engine_version=engine_version, max_model_len=args.max_model_len)
+    sizing = gpu_engine(resolve_model(args.model), get_gpu(args.gpu), dtype=args.dtype, tp=args.tp,
+                        engine=args.engine, engine_version=engine_version, max_model_len=args.max_model_len)
+    return replica, kv_link_for(get_gpu(args.gpu), sizing, args.kv_transfer_gbs, args.kv_transfer_latency_us)
+
+
+def disaggregated_config(args, slo_seed: int):
+    """`--topology PpDd`: the plan's fixed pools (a FleetConfig), or a ValueError naming what does not go with it."""
+    from calculators.plan.fleet import FleetConfig
+    from calculators.plan.topology import Topology
+
+    topology = Topology.parse(args.topology)
+    if not topology.disaggregated:
+        raise ValueError(f"--topology {args.topology}: an aggregated fleet is --replicas N; --topology takes PpDd")
+    clashing = [flag for flag, given in (("--replicas", args.replicas is not None),
+                                         ("--min-replicas/--max-replicas", args.min_replicas is not None
+                                          or args.max_replicas is not None), ("--kill", bool(args.kill)),
+                                         ("--search", args.search != "none"), ("--calibration", args.calibration))
+                if given]
+    if clashing:
+        raise ValueError(f"--topology plans fixed prefill and decode pools: {', '.join(clashing)} not with it")
+    if args.gpu is None or not args.model:
+        raise ValueError("--topology sizes catalog GPU workers: give --gpu and --model")
+    replica, kv = gpu_worker(args)
+    return FleetConfig(replica=replica, router=args.router, initial_replicas=topology.workers,
+                       cold_start_s=args.cold_start_s or 0.0, seed=slo_seed, disaggregated=topology, kv=kv,
+                       pd_hop_s=args.pd_hop_ms / 1e3)
 
 
 def busiest_window(demand, window_s: float):
@@ -40,40 +91,20 @@ def busiest_window(demand, window_s: float):
 
 def run_topology_search(args, demand, progress) -> dict:
     """The search's answer as plan.json's `topology` (and the lines the terminal shows)."""
-    from calculators.gpu_engine import gpu_engine
-    from calculators.plan.sizing import gpu_replica
-    from calculators.plan.topology import KvLink
     from calculators.plan.topology_search import search_topologies
     from contract.slo import slo_from_args
-    from engine_core.gpus import get_gpu
-    from engine_core.models import resolve_model
 
     if args.gpu is None or not args.model:
         raise ValueError("--search topology sizes catalog GPU workers: give --gpu and --model")
     if args.gpu_budget is None or args.gpu_budget < 1:
         raise ValueError("--search topology needs --gpu-budget N (N >= 1 GPUs)")
-    if args.pd_hop_ms < 0 or args.kv_transfer_latency_us < 0:
-        raise ValueError("--pd-hop-ms and --kv-transfer-latency-us must be >= 0")
-    engine_version = getattr(args, "engine_version", None)
-    replica = gpu_replica(args.gpu, args.model, dtype=args.dtype, tp=args.tp, engine=args.engine,
-                          engine_version=engine_version, max_model_len=args.max_model_len)
-    sizing = gpu_engine(resolve_model(args.model), get_gpu(args.gpu), dtype=args.dtype, tp=args.tp,
-                        engine=args.engine, engine_version=engine_version, max_model_len=args.max_model_len)
-    gpu = get_gpu(args.gpu)
-    if args.kv_transfer_gbs is not None and args.kv_transfer_gbs <= 0:
-        raise ValueError(f"--kv-transfer-gbs must be > 0, got {args.kv_transfer_gbs}")
-    link = args.kv_transfer_gbs * 1e9 if args.kv_transfer_gbs is not None else gpu.interconnect_bytes_per_s
-    kv = None if link is None else KvLink(sizing.fit.kv_block_bytes / sizing.block_size, link,
-                                          args.kv_transfer_latency_us / 1e6)
+    replica, kv = gpu_worker(args)
     window = busiest_window(demand, args.window_s)
     progress(f"the busiest {args.window_s:g} s window: {len(window.t_s):,} requests ({window.rate_rps:.3g} req/s); "
              f"searching topologies within {args.gpu_budget} GPUs")
     result = search_topologies(replica, window, slo_from_args(args), gpu_budget=args.gpu_budget, kv=kv,
                                hop_s=args.pd_hop_ms / 1e3)
     notes = list(result.notes)
-    if kv is None:
-        notes.append(f"{gpu.name} has no interconnect in the catalog: give --kv-transfer-gbs to search "
-                     "disaggregated topologies")
     return {"replica": replica.describe, "gpus_per_worker": replica.gpus, "window_s": args.window_s,
             "requests_in_window": int(len(window.t_s)), "pd_hop_ms": args.pd_hop_ms,
             "kv_transfer_gbs": None if kv is None else kv.link_bytes_per_s / 1e9,

@@ -1,4 +1,5 @@
-"""The real-engine suite (`make test-engines`): vLLM's CPU build and the reference server on one checkpoint.
+"""The real-engine suite (`make test-engines`): vLLM's CPU build and the reference server on one checkpoint, and
+vLLM's router in its disaggregated mode in front of emulated workers.
 
 Tests here are marked `engine` (and `slow`: they start processes). They run only when asked for
 with `-m engine`; any other run deselects them, so `make test` needs no vLLM. vLLM runs from

@@ -179,3 +179,20 @@ def test_plan_search_topology_from_the_command_line(tmp_path, capsys):
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err == "servecap plan: error: --search topology needs --gpu-budget N (N >= 1 GPUs)"
+
+
+def test_a_pool_whose_prefill_alone_breaks_the_ttft_fails_unrun_and_the_run_agrees():
+    from calculators.plan.topology_search import _Searcher
+    from contract.slo import SLO
+
+    window = _window(40.0, 20.0, 3000, 20)   # 40 x 3000 tokens x 20 us = 2.4 s of prefill a second on one replica
+    searcher = _Searcher(_replica(), window, SLO(ttft_ms=400), KV, 0.0)
+    pruned = searcher.evaluate(Topology(replicas=1))
+    assert not pruned.meets and "prefill alone" in pruned.reason and pruned.ttft_p99_s is None
+    workload = SimWorkload(prompt_tokens=L.fixed(3000), output_tokens=L.fixed(20), arrival_times=tuple(window.t_s),
+                           warmup_fraction=0.0)
+    run, _ = simulate_topology(SERVER, workload, MODEL, Topology(replicas=1))
+    bound_ms = float(pruned.reason.split(">= ")[1].split(" ms")[0])
+    assert run.metrics["ttft_s"]["p99"] * 1e3 >= bound_ms > 400   # the bound holds: the run is slower still
+    run_four = searcher.evaluate(Topology(replicas=4))   # 0.6 s of prefill a second each: run, not pruned
+    assert "prefill alone" not in run_four.reason and run_four.ttft_p99_s is not None

@@ -1,0 +1,59 @@
+"""A disaggregated fleet for real: `servecap fleet --topology 1p1d` (an emulated prefill worker and decode worker
+behind `vllm-router --vllm-pd-disaggregation`), and `servecap plan --topology 1p1d` with the same flags.
+
+vLLM's router is a third-party engine component, so this runs in the real-engine suite. What must hold:
+every request of the demand is sent and answered through the router; each names the decode worker that
+answered it (its `x-servecap-replica`, passed through the router); the fleet is judged per window over every
+request, as the plan judges its windows; the plan's windows hold the same requests, and its p99 TTFT per
+window is the same order as the fleet's (the figures are the bench's: lab/servecap/plan_vs_fleet.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from contract.records import read_records
+from loadgen_helpers import _env
+
+pytestmark = [pytest.mark.slow, pytest.mark.engine, pytest.mark.timeout(300)]
+
+
+def test_a_disaggregated_fleet_runs_behind_the_pd_router_and_the_plan_predicts_it(tmp_path):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,2\n20,2\n")
+    shared = ["--rate-curve", str(curve), "--horizon", "20", "--prompt-tokens", "2000", "--output-tokens", "32",
+              "--topology", "1p1d", "--slo-ttft-ms", "2000", "--window-s", "10"]
+    fleet_out, plan_out = tmp_path / "fleet", tmp_path / "plan"
+    result = subprocess.run(
+        [sys.executable, "-m", "servecap", "fleet", "--emulate", "h100-sxm", "--model", "llama-3.1-8b",
+         "--server-args", "--max-model-len 4096", *shared, "--out", str(fleet_out), "--no-report"],
+        capture_output=True, text=True, timeout=280, env=_env())
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    fleet = json.loads((fleet_out / "fleet.json").read_text())
+    assert fleet["disaggregated"] == {"topology": "1p1d", "prefill_workers": 1, "decode_workers": 1}
+    records = read_records(fleet_out / "requests.jsonl")
+    assert len(records) == fleet["demand"]["requests"] > 20
+    assert all(r["status"] == "ok" for r in records)
+    assert {r["replica"] for r in records} == {"r1"}   # the decode worker answers every request
+    served = {r["name"]: r["served"] for r in fleet["replicas"]}
+    assert served == {"r0": 0, "r1": len(records)}
+    assert sum(w["requests"] for w in fleet["outcome"]["windows"]) == len(records)
+    assert all(r["prompt_tokens"] >= 2000 for r in records)
+
+    result = subprocess.run(
+        [sys.executable, "-m", "servecap", "plan", "--gpu", "h100-sxm", "--model", "llama-3.1-8b",
+         "--max-model-len", "4096", *shared, "--out", str(plan_out), "--json"],
+        capture_output=True, text=True, timeout=120, env=_env())
+    assert result.returncode == 0, result.stderr[-2000:]
+    plan = json.loads((plan_out / "plan.json").read_text())
+    assert plan["plan"]["config"]["disaggregated"]["topology"] == "1p1d"
+    assert plan["plan"]["requests"] == len(records)   # the same demand, request for request
+    measured = {w["start_s"]: w for w in fleet["outcome"]["windows"]}
+    for window in plan["windows"]:
+        other = measured[window["start_s"]]
+        assert window["requests"] == other["requests"]
+        assert 0.2 < window["ttft_p99_s"] / other["ttft_p99_s"] < 5   # the same order; the bench gives the error
