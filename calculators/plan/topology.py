@@ -187,7 +187,8 @@ class _Pool:
     """Replicas fed requests in time order, round robin; what they finished, by request index."""
 
     def __init__(self, server: SimServer, step_model: StepTimeModel, size: int, seed: int) -> None:
-        self.replicas = [ReplicaSim(server, step_model, num_kv_blocks=_blocks(server), seed=seed * 1009 + k)
+        self.replicas = [ReplicaSim(server, step_model, num_kv_blocks=_blocks(server), seed=seed * 1009 + k,
+                                    shared_prefixes=False)   # no two prompts share tokens: nothing to hash
                          for k in range(size)]
         self._first: dict[int, float] = {}
         self._end: dict[int, float] = {}

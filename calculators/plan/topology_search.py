@@ -130,7 +130,8 @@ class _Searcher:
     def _run(self, index: np.ndarray, times: np.ndarray, *, prefill: bool = False, received: bool = False):
         """One replica fed requests `index` at `times` (sorted): their first-token and end times."""
         w, spec = self.window, self.replica
-        sim = ReplicaSim(spec.server, spec.step_model, num_kv_blocks=spec.num_kv_blocks, seed=0)
+        sim = ReplicaSim(spec.server, spec.step_model, num_kv_blocks=spec.num_kv_blocks, seed=0,
+                         shared_prefixes=False)   # no two prompts share tokens: nothing to hash
         for k, (i, t) in enumerate(zip(index, times)):
             sim.advance(float(t))
             sim.submit(k, [int(i)] * int(w.prompt[i]), 1 if prefill else int(w.output[i]), float(t),
