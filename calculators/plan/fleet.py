@@ -37,7 +37,8 @@ from calculators.plan.demand import Demand
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
 from calculators.plan.replica import ReplicaSim
 from calculators.plan.router import ReplicaView, make_router
-from calculators.plan.topology import KvLink, Topology, run_pools
+from calculators.plan.disaggregated import check_disaggregated, run_disaggregated
+from calculators.plan.topology import KvLink, Topology
 from calculators.sim.step_model import StepTimeModel
 from calculators.sim.workload import SimServer
 
@@ -82,7 +83,7 @@ class FleetConfig:
 
     def __post_init__(self) -> None:
         if self.disaggregated is not None:
-            _check_disaggregated(self)
+            check_disaggregated(self)
         if isinstance(self.initial_replicas, bool) or not isinstance(self.initial_replicas, int) \
                 or self.initial_replicas < 0:
             raise ValueError(f"initial replicas must be an integer >= 0, got {self.initial_replicas!r}")
@@ -94,41 +95,6 @@ class FleetConfig:
         if not (isinstance(self.cold_start_s, (int, float)) and math.isfinite(self.cold_start_s)
                 and self.cold_start_s >= 0):
             raise ValueError(f"cold start must be seconds >= 0, got {self.cold_start_s!r}")
-
-
-def _check_disaggregated(config: FleetConfig) -> None:
-    """What a disaggregated plan does not model yet is refused, not approximated."""
-    topology = config.disaggregated
-    if not topology.disaggregated:
-        raise ValueError(f"{topology} is not disaggregated: a plan of N replicas is --replicas N")
-    if config.kv is None:
-        raise ValueError("a disaggregated plan needs its KV link (the prompt's KV bytes a token, the link's bytes/s)")
-    refused = [what for what, given in (("an autoscaler", config.autoscaler is not None), ("faults", config.faults),
-                                        ("a model mix", config.model_mix is not None),
-                                        (f"the {config.router} router", config.router != "round_robin"))
-               if given]
-    if refused:
-        raise ValueError(f"a disaggregated plan is fixed pools behind a round-robin PD router: {', '.join(refused)} "
-                         "not modelled with it")
-
-
-def _run_disaggregated(demand: Demand, config: FleetConfig) -> FleetRun:
-    """Fixed prefill and decode pools over the demand (`calculators.plan.topology.run_pools`): every worker
-    ready and billed from 0; a request is answered by its decode worker."""
-    if demand.prefix is not None:
-        raise ValueError("a disaggregated plan does not model shared prefixes (sessions, a trace's hash ids) yet: "
-                         "give a demand without them")
-    topology, spec = config.disaggregated, config.replica
-    pools = run_pools(spec.server, spec.step_model, topology, demand.t_s.astype(float), demand.prompt, demand.output,
-                      kv=config.kv, hop_s=config.pd_hop_s, seed=config.seed)
-    n = len(demand)
-    lives = [ReplicaLife(id=k, requested_s=0.0, ready_s=0.0) for k in range(topology.workers)]
-    for life in lives:   # answered, as a real fleet's records count it (a prefill worker answers the router only)
-        life.served = int((pools.worker == life.id).sum())
-    horizon = float(demand.t_s[-1]) if n else 0.0
-    return FleetRun(demand.t_s.astype(float), pools.first_token, pools.end, demand.output.copy(), pools.worker,
-                    np.zeros(n, dtype=bool), lives, [], max(horizon, float(np.nanmax(pools.end)) if n else 0.0),
-                    lost=np.zeros(n, dtype=bool))
 
 
 class _Fleet:
@@ -399,5 +365,5 @@ def run_fleet(demand: Demand, config: FleetConfig,
     """Simulate `demand` through the fleet `config` describes (module docstring); `on_progress(routed,
     total)` hears of every twentieth of the requests routed."""
     if config.disaggregated is not None:
-        return _run_disaggregated(demand, config)
+        return run_disaggregated(demand, config)
     return _Fleet(demand, config, on_progress).run()

@@ -30,7 +30,7 @@ from servecap.experiment.run_options import add_run_arguments
 from servecap.experiment.targets import add_target_arguments
 from servecap.fleet.router import POLICIES
 from servecap.plan.flags import add_demand_flags, add_replica_flags, add_scaling_flags, add_slo_flags
-from servecap.plan.topology import add_pools_flags
+from servecap.plan.topology import add_pools_flags, pools_topology
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -126,23 +126,13 @@ def _plan(args):
 def _disaggregated(args, slo):
     """`--topology PpDd`: emulated workers `r0`..`r{P-1}` prefill (`--role prefill`), the rest decode, behind
     `vllm-router --vllm-pd-disaggregation`; fixed pools, as `servecap plan --topology` plans them."""
-    from calculators.plan.topology import Topology
     from servecap.experiment.run_options import RunOptions
     from servecap.fleet.run import FleetSpec
     from servecap.plan.flags import demand_spec_from_flags, demand_workload
     from servecap.plan.run import build_demand
 
-    topology = Topology.parse(args.topology)
-    if not topology.disaggregated:
-        raise ValueError(f"--topology {args.topology}: an aggregated fleet is --replicas N; --topology takes PpDd")
-    clashing = [flag for flag, given in (("--replicas", args.replicas is not None),
-                                         ("--min-replicas/--max-replicas", args.min_replicas is not None
-                                          or args.max_replicas is not None), ("--kill", bool(args.kill)),
-                                         ("--server-cmd", args.server_cmd is not None),
-                                         (f"--router {args.router}", args.router != "round_robin")) if given]
-    if clashing:
-        raise ValueError(f"--topology runs fixed pools of emulated workers behind a round-robin PD router: "
-                         f"{', '.join(clashing)} not with it")
+    topology = pools_topology(args, "runs fixed pools of emulated workers behind a round-robin PD router",
+                              (("--server-cmd", args.server_cmd is not None),))
     launch, describe = _launch(args)
     link = [] if args.kv_transfer_gbs is None else ["--kv-transfer-gbs", str(args.kv_transfer_gbs)]
     link += ["--kv-transfer-latency-us", str(args.kv_transfer_latency_us)] if args.kv_transfer_latency_us else []

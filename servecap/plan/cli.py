@@ -83,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         inputs["demand"] = build_demand(inputs["demand_spec"])
         if not len(inputs["demand"]):
             raise ValueError("the demand has no requests (a trace cut to nothing, or a rate curve of zero)")
+        if inputs["config"].disaggregated is not None:
+            from calculators.plan.disaggregated import check_demand
+
+            check_demand(inputs["demand"])
     except (ValueError, OSError) as exc:
         parser.exit(2, f"servecap plan: error: {exc}\n")
 

@@ -53,9 +53,9 @@ def gpu_worker(args):
     return replica, kv_link_for(get_gpu(args.gpu), sizing, args.kv_transfer_gbs, args.kv_transfer_latency_us)
 
 
-def disaggregated_config(args, slo_seed: int):
-    """`--topology PpDd`: the plan's fixed pools (a FleetConfig), or a ValueError naming what does not go with it."""
-    from calculators.plan.fleet import FleetConfig
+def pools_topology(args, what: str, more: tuple[tuple[str, bool], ...] = ()):
+    """--topology PpDd as plan and fleet take it: a disaggregated Topology, or a ValueError naming what
+    does not go with fixed pools (`what`: the command's words for them; `more`: its own (flag, given))."""
     from calculators.plan.topology import Topology
 
     topology = Topology.parse(args.topology)
@@ -64,15 +64,24 @@ def disaggregated_config(args, slo_seed: int):
     clashing = [flag for flag, given in (("--replicas", args.replicas is not None),
                                          ("--min-replicas/--max-replicas", args.min_replicas is not None
                                           or args.max_replicas is not None), ("--kill", bool(args.kill)),
-                                         ("--search", args.search != "none"), ("--calibration", args.calibration))
+                                         (f"--router {args.router}", args.router != "round_robin"), *more)
                 if given]
     if clashing:
-        raise ValueError(f"--topology plans fixed prefill and decode pools: {', '.join(clashing)} not with it")
+        raise ValueError(f"--topology {what}: {', '.join(clashing)} not with it")
+    return topology
+
+
+def disaggregated_config(args, seed: int):
+    """`servecap plan --topology PpDd`: the plan's fixed pools (a FleetConfig)."""
+    from calculators.plan.fleet import FleetConfig
+
+    topology = pools_topology(args, "plans fixed prefill and decode pools behind a round-robin PD router",
+                              (("--search", args.search != "none"), ("--calibration", bool(args.calibration))))
     if args.gpu is None or not args.model:
         raise ValueError("--topology sizes catalog GPU workers: give --gpu and --model")
     replica, kv = gpu_worker(args)
     return FleetConfig(replica=replica, router=args.router, initial_replicas=topology.workers,
-                       cold_start_s=args.cold_start_s or 0.0, seed=slo_seed, disaggregated=topology, kv=kv,
+                       cold_start_s=args.cold_start_s or 0.0, seed=seed, disaggregated=topology, kv=kv,
                        pd_hop_s=args.pd_hop_ms / 1e3)
 
 

@@ -36,3 +36,13 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, capsys):
     assert "--min-replicas must be at least 1" in _error(
         capsys, ["--rate-curve", str(curve), *REPLICA, "--min-replicas", "0", "--max-replicas", "2", "--target", "8"])
     assert "{port}" in _error(capsys, ["--rate-curve", str(curve), "--server-cmd", "vllm serve x", "--replicas", "1"])
+
+
+def test_fixed_pools_refuse_what_they_do_not_run(tmp_path, capsys):
+    curve = tmp_path / "ok.csv"
+    curve.write_text("0,1\n60,2\n")
+    base = ["--rate-curve", str(curve), *REPLICA, "--topology", "1p1d"]
+    assert "--kill not with it" in _error(capsys, [*base, "--kill", "10"])
+    assert "--min-replicas/--max-replicas not with it" in _error(capsys, [*base, "--min-replicas", "1",
+                                                                          "--max-replicas", "2", "--target", "4"])
+    assert "give agg:N" in _error(capsys, [*REPLICA[:-2], "--rate-curve", str(curve), "--topology", "pd"])

@@ -73,3 +73,17 @@ def test_a_small_plan_writes_its_answer(tmp_path, capsys):
     assert (out / "plan.png").stat().st_size > 10_000
     assert (out / "plan.md").read_text().startswith("# Fleet plan\n\n- plan: 100.0% of 60-s windows meet")
     assert "plan:" in capsys.readouterr().err
+
+
+def test_fixed_pools_refuse_what_they_do_not_model(tmp_path, capsys):
+    curve = tmp_path / "ok.csv"
+    curve.write_text("0,1\n60,2\n")
+    base = ["--rate-curve", str(curve), *GPU, *SLO]
+    assert "--replicas not with it" in _error(capsys, [*base, "--topology", "1p1d", "--replicas", "2"])
+    assert "--router cache_aware not with it" in _error(capsys, [*base, "--topology", "1p1d", "--router",
+                                                                 "cache_aware"])
+    assert "an aggregated fleet is --replicas N" in _error(capsys, [*base, "--topology", "agg:2"])
+    assert "give agg:N" in _error(capsys, [*base, "--topology", "2x1"])
+    assert "--kv-transfer-gbs must be > 0" in _error(capsys, [*base, "--topology", "1p1d", "--kv-transfer-gbs", "0"])
+    sessions = ["--sessions", "4", "--session-prefix-tokens", "64"]
+    assert "shared prefixes" in _error(capsys, [*base, "--topology", "1p1d", *sessions])
