@@ -113,9 +113,14 @@ def _answer(best: dict, levels: list[TopologyLevel]) -> str:
         return "No topology meets the SLO at any rate simulated: try lower --rates."
     ranked = sorted(met.values(), key=lambda lv: lv.rate_rps / lv.gpus, reverse=True)
     top = ranked[0]
-    text = (f"{top.topology} serves the most at the SLO: {top.rate_rps:g} req/s on {top.gpus} GPUs "
-            f"({top.rate_rps / top.gpus:.3g} req/s a GPU)")
-    for other in ranked[1:]:
+    tied = [lv.topology for lv in ranked if lv.rate_rps / lv.gpus == top.rate_rps / top.gpus]
+    if len(tied) > 1:
+        text = (f"{' and '.join(tied)} tie at the SLO: {top.rate_rps / top.gpus:.3g} req/s a GPU at the rates "
+                "simulated (finer --rates may tell them apart)")
+    else:
+        text = (f"{top.topology} serves the most at the SLO: {top.rate_rps:g} req/s on {top.gpus} GPUs "
+                f"({top.rate_rps / top.gpus:.3g} req/s a GPU)")
+    for other in ranked[len(tied):]:
         gain = (top.rate_rps / top.gpus) / (other.rate_rps / other.gpus) - 1
         text += f"; {gain:+.0%} over {other.topology} ({other.rate_rps:g} req/s on {other.gpus} GPUs)"
     missing = [name for name, lv in best.items() if lv is None]

@@ -196,3 +196,23 @@ def test_a_pool_whose_prefill_alone_breaks_the_ttft_fails_unrun_and_the_run_agre
     assert run.metrics["ttft_s"]["p99"] * 1e3 >= bound_ms > 400   # the bound holds: the run is slower still
     run_four = searcher.evaluate(Topology(replicas=4))   # 0.6 s of prefill a second each: run, not pruned
     assert "prefill alone" not in run_four.reason and run_four.ttft_p99_s is not None
+
+
+def test_a_tie_at_the_rates_simulated_is_said_to_be_one():
+    from calculators.cli.topology_command import TopologyLevel, _answer, _best
+
+    def level(name, rate, meets):
+        return TopologyLevel(name, 2, rate, None, meets, "")
+
+    levels = [level("agg:2", 1.0, True), level("agg:2", 2.0, True), level("agg:2", 3.0, False),
+              level("1p1d", 1.0, True), level("1p1d", 2.0, True), level("1p1d", 3.0, True)]
+    best = {name: _best(levels, name) for name in ("agg:2", "1p1d")}
+    assert (best["agg:2"].rate_rps, best["1p1d"].rate_rps) == (2.0, 3.0)
+    assert _answer(best, levels).startswith("1p1d serves the most at the SLO: 3 req/s on 2 GPUs")
+    assert "it may hold more" in _answer(best, levels)   # its best is the highest rate simulated
+    tie = [lv for lv in levels if lv.rate_rps < 3.0]
+    best = {name: _best(tie, name) for name in ("agg:2", "1p1d")}
+    assert _answer(best, tie).startswith("agg:2 and 1p1d tie at the SLO: 1 req/s a GPU")
+    # the report's rule: a level that meets the SLO above one that does not is not the best
+    gap = [level("agg:2", 1.0, True), level("agg:2", 2.0, False), level("agg:2", 3.0, True)]
+    assert _best(gap, "agg:2").rate_rps == 1.0
