@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 
+from contract.disaggregation import add_kv_link_arguments
 from contract.options import CommandParser, add_options
 from contract.reasoning_effort import DEFAULT_EFFORT_TOKENS
 from engine_core.options import SPECULATIVE, EngineOptions
@@ -65,10 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="disaggregated prefill and decode behind `vllm-router --vllm-pd-disaggregation`: "
                           "prefill answers the router's one-token calls with the KV's blocks, decode takes a "
                           "prompt's KV from one instead of computing it (default both: either)")
-    emu.add_argument("--kv-transfer-gbs", type=float, default=None, metavar="GB/S",
-                     help="the link a decode worker receives KV over (default: the GPU's interconnect)")
-    emu.add_argument("--kv-transfer-latency-us", type=float, default=None, metavar="US",
-                     help="a fixed time added to every KV transfer (default 0)")
+    add_kv_link_arguments(emu)
     add_options(p, EngineOptions, title="emulated GPU: its replica", only=("tp", "gpu-memory-utilization"),
                 typed=True)
     add_options(p, EngineOptions, title="speculative decoding (continuous strategy)", only=SPECULATIVE, typed=True,

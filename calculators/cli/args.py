@@ -21,6 +21,7 @@ from calculators.queueing import Variability
 from calculators.sim.speculative_step import ProposalShareOption
 from contract.load import add_load_arguments
 from contract.options import CommandParser, add_options, add_output_arguments
+from contract.disaggregation import add_kv_link_arguments, add_pd_hop_argument, add_topology_argument
 from contract.slo import add_slo_arguments
 from contract.workload import add_workload_arguments
 from engine_core.gpus import GpuOptions
@@ -176,17 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "turn finds its answers cached (yes, the default: a real model, mostly); no: a model whose "
                         "text does not (the reference server's random weights), so only what was sent is found")
     topo = p.add_argument_group("topologies (aggregated against disaggregated prefill/decode, open loop)")
-    topo.add_argument("--topology", metavar="LIST",
-                      help="simulate each of these deployments at every --rates level, e.g. agg:2,1p1d: agg:N is N "
-                           "replicas, PpDd P prefill and D decode workers behind a PD router (round robin in each "
-                           "pool); with an SLO, the one that serves the most req/s a GPU under it")
-    topo.add_argument("--kv-transfer-gbs", type=float, default=None, metavar="GB/S",
-                      help="the link a decode worker receives KV over (default: the GPU's interconnect)")
-    topo.add_argument("--kv-transfer-latency-us", type=float, default=0.0, metavar="US",
-                      help="a fixed time added to every KV transfer (default 0)")
-    topo.add_argument("--pd-hop-ms", type=float, default=0.0, metavar="MS",
-                      help="what the router and its two exchanges add between a prefill worker's answer and the "
-                           "decode worker's queue (default 0: a GPU what-if leaves front ends out)")
+    add_topology_argument(topo, "simulate each of these deployments at every --rates level, e.g. agg:2,1p1d: agg:N "
+                                "is N replicas, PpDd P prefill and D decode workers behind a PD router (round robin "
+                                "in each pool); with an SLO, the one that serves the most req/s a GPU under it",
+                          metavar="LIST")
+    add_kv_link_arguments(topo)
+    add_pd_hop_argument(topo)
     add_slo_arguments(p, title="SLO for --topology (p99, milliseconds)")
     p.add_argument("--step-base-ms", type=float, help="measured step model: fixed ms per step")
     p.add_argument("--step-per-seq-ms", type=float, default=0.0, help="measured: ms per running sequence")

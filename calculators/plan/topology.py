@@ -94,9 +94,10 @@ class KvLink:
         return self.latency_s + max(prompt_tokens - 1, 0) * self.bytes_per_token / self.link_bytes_per_s
 
 
-def kv_link_for(gpu, sizing, link_gbs: float | None = None, latency_us: float = 0.0) -> KvLink:
+def kv_link_for(gpu, sizing, link_gbs: float | None = None, latency_us: float | None = None) -> KvLink:
     """The KV link on catalog `gpu` for an engine `sizing` (`calculators.gpu_engine`): its KV bytes a token, over
     `link_gbs` or the GPU's interconnect, the rule `servecap serve --emulate --role decode` follows."""
+    latency_us = 0.0 if latency_us is None else latency_us
     if link_gbs is not None and not link_gbs > 0:
         raise ValueError(f"--kv-transfer-gbs must be > 0, got {link_gbs}")
     if not (latency_us >= 0 and math.isfinite(latency_us)):

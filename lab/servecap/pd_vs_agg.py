@@ -61,12 +61,18 @@ def _measure(args, topology: str, case: dict, out: Path) -> dict:
     finally:
         for worker in reversed(workers):
             worker.__exit__(None, None, None)
-    summary = json.loads((out / "summary.json").read_text())
-    (row,) = [r for r in summary["verdict"]["max_sustainable"] if r["slo"] == "all"]
-    levels = {lv["offered"]["rate_rps"]: {m: lv["metrics"][m]["p99"] for m in ("ttft_s", "tpot_s")}
-              for lv in summary["levels"]}
-    return {"best_rate": None if row["offered"] is None else row["offered"]["rate_rps"],
-            "failing": row["failing_reason"], "levels": levels}
+    return _measured(out)
+
+
+def _measured(out: Path) -> dict:
+    """A sweep's summary.json (`contract.summary`): the most it sustains under every limit, and each level's p99s."""
+    from contract.summary import Summary
+
+    summary = Summary.from_dict(json.loads((out / "summary.json").read_text()))
+    (row,) = [r for r in summary.verdict.max_sustainable if r.slo == "all"]
+    levels = {lv.load: {m: lv.metric(m).at("p99") for m in ("ttft_s", "tpot_s")} for lv in summary.levels}
+    return {"best_rate": None if row.offered is None else row.offered.value, "failing": row.failing_reason,
+            "levels": levels}
 
 
 def _predict(args, case: dict) -> dict:
@@ -79,9 +85,8 @@ def _predict(args, case: dict) -> dict:
     answer = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
     out = {t: {"best_rate": None if answer["best"][t] is None else answer["best"][t]["rate_rps"], "levels": {}}
            for t in TOPOLOGIES}
-    for level in answer["levels"]:
-        out[level["topology"]]["levels"][level["rate_rps"]] = {m: level["metrics"][m]["p99"]
-                                                               for m in ("ttft_s", "tpot_s")}
+    for row in answer["levels"]:   # calc simulate's JSON
+        out[row["topology"]]["levels"][row["rate_rps"]] = {m: row["metrics"][m]["p99"] for m in ("ttft_s", "tpot_s")}
     return out
 
 
@@ -138,13 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.compare_only:
                 measured[topology] = _measure(args, topology, case, out)
             else:
-                summary = json.loads((out / "summary.json").read_text())
-                (row,) = [r for r in summary["verdict"]["max_sustainable"] if r["slo"] == "all"]
-                measured[topology] = {"best_rate": None if row["offered"] is None else row["offered"]["rate_rps"],
-                                      "failing": row["failing_reason"],
-                                      "levels": {lv["offered"]["rate_rps"]: {m: lv["metrics"][m]["p99"]
-                                                                             for m in ("ttft_s", "tpot_s")}
-                                                 for lv in summary["levels"]}}
+                measured[topology] = _measured(out)
         predicted = _predict(args, case)
         m_win, m_gain = _winner({t: measured[t]["best_rate"] for t in TOPOLOGIES})
         p_win, p_gain = _winner({t: predicted[t]["best_rate"] for t in TOPOLOGIES})

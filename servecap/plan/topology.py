@@ -11,17 +11,15 @@ import argparse
 
 import numpy as np
 
+from contract.disaggregation import add_kv_link_arguments, add_pd_hop_argument, add_topology_argument
+
 
 def add_pools_flags(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """--topology and the KV link: what `servecap plan` and `servecap fleet` both take for fixed PD pools."""
     g = p.add_argument_group("disaggregated prefill/decode: fixed pools (--topology PpDd)")
-    g.add_argument("--topology", default=None, metavar="PpDd",
-                   help="fixed pools of P prefill and D decode workers behind vLLM's PD router (round robin in each), "
-                        "e.g. 2p1d, instead of --replicas / an autoscaler")
-    g.add_argument("--kv-transfer-gbs", type=float, default=None, metavar="GB/S",
-                   help="the link a decode worker receives KV over (default: the GPU's interconnect)")
-    g.add_argument("--kv-transfer-latency-us", type=float, default=0.0, metavar="US",
-                   help="a fixed time added to every KV transfer (default 0)")
+    add_topology_argument(g, "fixed pools of P prefill and D decode workers behind vLLM's PD router (round robin in "
+                             "each), e.g. 2p1d, instead of --replicas / an autoscaler")
+    add_kv_link_arguments(g)
     return g
 
 
@@ -30,9 +28,7 @@ def add_topology_flags(p: argparse.ArgumentParser) -> None:
     g = add_pools_flags(p)
     g.add_argument("--gpu-budget", type=int, default=None, metavar="N",
                    help="--search topology: the most GPUs a topology may use (each worker holds --tp GPUs)")
-    g.add_argument("--pd-hop-ms", type=float, default=0.0, metavar="MS",
-                   help="what the router and its two exchanges add between a prefill answer and the decode "
-                        "worker's queue (default 0)")
+    add_pd_hop_argument(g)
 
 
 def gpu_worker(args):
