@@ -141,12 +141,11 @@ def simulate_topology(server: SimServer, workload: SimWorkload, step_model: Step
 class PoolsRun:
     """Per request (in send order): first token and end (s; NaN: never), the worker that answered it
     (aggregated: its replica, 0..N-1; disaggregated: its decode worker, P..P+D-1, after the prefill workers
-    0..P-1) and, disaggregated, its prefill worker (-1 aggregated); and the workers' steps."""
+    0..P-1); and the workers' steps."""
 
     first_token: np.ndarray
     end: np.ndarray
     worker: np.ndarray
-    prefill_worker: np.ndarray
     steps: int
     busy_s: float
     sequences_in_steps: int
@@ -159,19 +158,19 @@ def run_pools(server: SimServer, step_model: StepTimeModel, topology: Topology, 
     """Requests sent at `send_s` (sorted) through `topology`, every one to its end (module docstring)."""
     n = len(send_s)
     if topology.disaggregated:
-        prefill = _Pool(server, step_model, topology.prefill, seed)
+        prefill = RoundRobinPool(server, step_model, topology.prefill, seed)
         prefill.run(send_s, prompt, np.ones(n, dtype=np.int64))
         handed = prefill.end(n) + hop_s   # the decode worker's arrivals: the prefill answer, then the hop
-        decode = _Pool(server, step_model, topology.decode, seed + 1)
+        decode = RoundRobinPool(server, step_model, topology.decode, seed + 1)
         decode.run(handed, prompt, output, order=np.argsort(handed, kind="stable"), kv=kv)
-        pools, last, offset, first_worker = (prefill, decode), decode, topology.prefill, prefill.worker(n)
+        pools, last, offset = (prefill, decode), decode, topology.prefill
     else:
-        pools = (last := _Pool(server, step_model, topology.replicas, seed),)
+        pools = (last := RoundRobinPool(server, step_model, topology.replicas, seed),)
         last.run(send_s, prompt, output)
-        offset, first_worker = 0, np.full(n, -1, dtype=np.int64)
+        offset = 0
     worker = last.worker(n)
     return PoolsRun(first_token=last.first_token(n), end=last.end(n), worker=np.where(worker >= 0, worker + offset, -1),
-                    prefill_worker=first_worker, steps=sum(p.steps for p in pools),
+                    steps=sum(p.steps for p in pools),
                     busy_s=sum(p.busy_s for p in pools), sequences_in_steps=sum(p.sequences_in_steps for p in pools),
                     preemptions=sum(p.preemptions for p in pools))
 
@@ -184,11 +183,14 @@ def measured_requests(trace: Trace, workload: SimWorkload) -> np.ndarray:
     return np.flatnonzero(trace.client_send >= workload.warmup_s)
 
 
-class _Pool:
-    """Replicas fed requests in time order, round robin; what they finished, by request index."""
+class RoundRobinPool:
+    """Replicas fed requests in time order, round robin; what they finished, by request index. `num_kv_blocks`:
+    each replica's cache (default: `server`'s)."""
 
-    def __init__(self, server: SimServer, step_model: StepTimeModel, size: int, seed: int) -> None:
-        self.replicas = [ReplicaSim(server, step_model, num_kv_blocks=_blocks(server), seed=seed * 1009 + k,
+    def __init__(self, server: SimServer, step_model: StepTimeModel, size: int, seed: int,
+                 num_kv_blocks: int | None = None) -> None:
+        blocks = _blocks(server) if num_kv_blocks is None else num_kv_blocks
+        self.replicas = [ReplicaSim(server, step_model, num_kv_blocks=blocks, seed=seed * 1009 + k,
                                     shared_prefixes=False)   # no two prompts share tokens: nothing to hash
                          for k in range(size)]
         self._first: dict[int, float] = {}

@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from calculators.plan.replica import ReplicaSim
-from calculators.plan.topology import KvLink, Topology
+from calculators.plan.topology import KvLink, RoundRobinPool, Topology
 from contract.records import tpot_s
 from contract.slo import PERCENTILE, SLO, SloSample, judge, percentile
 
@@ -128,28 +127,21 @@ class _Searcher:
         self.candidates: dict[Topology, Candidate] = {}
 
     def _run(self, index: np.ndarray, times: np.ndarray, *, prefill: bool = False, received: bool = False):
-        """One replica fed requests `index` at `times` (sorted): their first-token and end times."""
+        """One replica fed requests `index` (in that order) at `times` (by request): their first-token and end
+        times; a prefill worker's requests ask for one token, a decode worker's prompts are received."""
         w, spec = self.window, self.replica
-        sim = ReplicaSim(spec.server, spec.step_model, num_kv_blocks=spec.num_kv_blocks, seed=0,
-                         shared_prefixes=False)   # no two prompts share tokens: nothing to hash
-        for k, (i, t) in enumerate(zip(index, times)):
-            sim.advance(float(t))
-            sim.submit(k, [int(i)] * int(w.prompt[i]), 1 if prefill else int(w.output[i]), float(t),
-                       kv_transfer_s=self.kv.transfer_s(int(w.prompt[i])) if received else None)
-        sim.advance(math.inf)
-        first, end = np.full(len(index), np.nan), np.full(len(index), np.nan)
-        for k, when in sim.first_tokens:
-            first[k] = when
-        for k, when in sim.ended:
-            end[k] = when
-        return first, end
+        pool = RoundRobinPool(spec.server, spec.step_model, 1, 0, num_kv_blocks=spec.num_kv_blocks)
+        pool.run(times, w.prompt, np.ones(len(w.t_s), dtype=np.int64) if prefill else w.output, order=index,
+                 kv=self.kv if received else None)
+        n = len(w.t_s)
+        return pool.first_token(n)[index], pool.end(n)[index]
 
     def prefill_latency(self, p: int) -> np.ndarray:
         """[n] each request's time from its send to its prefill answer, in a pool of `p`."""
         if p not in self._prefill:
             w = self.window
             index = np.arange(0, len(w.t_s), p)
-            _, end = self._run(index, w.t_s[index], prefill=True)
+            _, end = self._run(index, w.t_s, prefill=True)
             own = end - w.t_s[index]
             self._prefill[p] = own[np.minimum(np.arange(len(w.t_s)) // p, len(own) - 1)]
         return self._prefill[p]
@@ -188,12 +180,12 @@ class _Searcher:
         if topology.disaggregated:
             handed = w.t_s + self.prefill_latency(topology.prefill) + self.hop_s
             order = np.argsort(handed, kind="stable")[::topology.decode]
-            first, end = self._run(order, handed[order], received=True)
+            first, end = self._run(order, handed, received=True)
             sent = w.t_s[order]
         else:
             order = np.arange(0, len(w.t_s), topology.replicas)
             sent = w.t_s[order]
-            first, end = self._run(order, sent)
+            first, end = self._run(order, w.t_s)
         ttft, e2e = first - sent, end - sent
         tpot = tpot_s(e2e, ttft, w.output[order])
         finished = np.isfinite(end)
