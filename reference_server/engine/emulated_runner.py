@@ -1,6 +1,6 @@
 """The forward pass of an emulated GPU: no tensors, a wait for the time that GPU would take, seeded tokens.
 
-    EmulatedRunner(step_model, usable_vocab, eos_id, seed, jitter_cv).run(batch, shape, started) -> tokens
+    EmulatedRunner(step_model, EmulatedTokens(seed, ids), seed=, jitter_cv=).run(batch, shape, started) -> tokens
 
 A step lasts the step model's time for its batch shape (sequences, prefill tokens, context tokens:
 `calculators.gpu_engine`), counted from when the engine began the step, so that the scheduling and
@@ -16,9 +16,9 @@ With speculative decoding (emulated acceptance, `calculators.sim.speculative_ste
 lasts the verification's extra tokens and the draft's passes; each proposing sequence keeps as many
 proposals as the seeded draws say, and gets that many tokens plus one from its generator.
 
-Tokens come from a seeded generator per request (the request's own seed when it gave one), never the
-end-of-sequence token: a request runs to its max_tokens or a stop string, as a benchmark with
-ignore_eos does. No weights exist, so none are allocated.
+Tokens come from a seeded generator per request (the request's own seed when it gave one), among the
+ids that read as text on their own (`EmulatedTokens`), never the end-of-sequence token: a request runs
+to its max_tokens or a stop string, as a benchmark with ignore_eos does. No weights exist, so none are allocated.
 """
 
 from __future__ import annotations
@@ -39,12 +39,18 @@ SETTLE_WEIGHT = 0.1   # the moving average's weight of the newest step (about th
 
 
 class EmulatedTokens:
-    """One seeded generator per request: its tokens do not depend on what it was batched with."""
+    """One seeded generator per request (its tokens do not depend on what it was batched with), drawing
+    among `ids`: the tokens that read as text on their own (`ByteTokenizer.text_ids`), never the
+    end-of-sequence token. A real model writes word pieces that are whole characters; uniformly drawn
+    bytes are not: about one in five starts a multi-byte character that the server holds back until
+    the next token (as vLLM's detokenizer does), and a special id has no text, so a stream's first
+    visible token would come one or more steps after the first token, a delay no GPU has."""
 
-    def __init__(self, seed: int, vocab_size: int, eos_id: int | None) -> None:
+    def __init__(self, seed: int, ids: list[int]) -> None:
+        if not ids:
+            raise ValueError("an emulated model needs at least one token id to write")
         self.seed = seed
-        self.vocab_size = vocab_size
-        self.eos_id = eos_id
+        self.ids = list(ids)
         self._generators: dict[str, random.Random] = {}
 
     def next_token(self, seq: Sequence) -> int:
@@ -53,10 +59,7 @@ class EmulatedTokens:
             own = seq.params.seed
             rng = self._generators[seq.request_id] = random.Random(
                 f"{own}" if own is not None else f"{self.seed}/{seq.request_id}")
-        if self.eos_id is None or not 0 <= self.eos_id < self.vocab_size:
-            return rng.randrange(self.vocab_size)
-        token = rng.randrange(self.vocab_size - 1)
-        return token + 1 if token >= self.eos_id else token
+        return self.ids[rng.randrange(len(self.ids))]
 
     def forget(self, request_id: str) -> None:
         self._generators.pop(request_id, None)

@@ -155,7 +155,9 @@ class Engine:
         self.block_manager = BlockManager(self.num_kv_blocks, cfg.block_size)
         self.scheduler = make_scheduler(limits, self.block_manager)
         self.stop_rule = StopRule(eos_id=self.token_space.eos_id, max_model_len=self.max_model_len)
-        self.sampler = EmulatedTokens(cfg.seed, self.token_space.vocab_size, self.token_space.eos_id)
+        space = self.token_space
+        self.sampler = EmulatedTokens(cfg.seed, [i for i in self.tokenizer.text_ids()
+                                                 if i < space.vocab_size and i != space.eos_id])
         self.draft = None
         speculative = None
         if cfg.speculative_method is not None:   # emulated acceptance: the draws decide, the step model times it

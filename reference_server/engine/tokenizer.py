@@ -35,6 +35,12 @@ class ByteTokenizer:
     def is_special(self, token_id: int) -> bool:
         return token_id >= NUM_BYTES
 
+    def text_ids(self) -> list[int]:
+        """The ids that are a printable character on their own (ASCII ' ' to '~', and the newline): a
+        stream of them is text token by token, as a real model's word pieces mostly are. A byte of a
+        multi-byte character or a special id is not: its text is held back or empty."""
+        return [ord("\n"), *range(0x20, 0x7F)]
+
 
 class IncrementalDecoder:
     """Streaming decode: `feed(ids)` returns only complete characters, holding back a partial one."""

@@ -16,6 +16,7 @@ from engine_core.models import get_model
 from reference_server.engine.config import EngineConfig
 from reference_server.engine.emulated_runner import EmulatedRunner, EmulatedTokens
 from reference_server.engine.engine import Engine
+from reference_server.engine.tokenizer import ByteTokenizer, IncrementalDecoder
 from engine_core.scheduling.batch_shape import BatchShape
 from engine_core.scheduling.sampling import SamplingParams
 
@@ -68,7 +69,7 @@ class FakeClock:
 def test_a_steps_wait_follows_its_batch_shape_and_counts_from_the_steps_start():
     model = gpu_engine(get_model("llama-3.1-8b"), get_gpu("h100-sxm")).step_model
     fake = FakeClock()
-    runner = EmulatedRunner(model, EmulatedTokens(0, 264, 2), sleep=fake.sleep, clock=fake.clock)
+    runner = EmulatedRunner(model, EmulatedTokens(0, ByteTokenizer().text_ids()), sleep=fake.sleep, clock=fake.clock)
     decode = BatchShape(sequences=8, prefill_tokens=0, decode_seqs=8, context_tokens=8 * 600)
     prefill = BatchShape(sequences=8, prefill_tokens=4096, decode_seqs=4, context_tokens=8 * 600 + 4096)
     assert runner.modelled_s(prefill) > 2 * runner.modelled_s(decode) > 0   # a prefill-heavy step is longer
@@ -86,7 +87,7 @@ class _Batch:
 def test_step_jitter_is_seeded_with_mean_one():
     model = gpu_engine(get_model("llama-3.1-8b"), get_gpu("h100-sxm")).step_model
     shape = BatchShape(4, 0, 4, 4000)
-    draws = [EmulatedRunner(model, EmulatedTokens(0, 264, 2), seed=3, jitter_cv=0.1) for _ in range(2)]
+    draws = [EmulatedRunner(model, EmulatedTokens(0, ByteTokenizer().text_ids()), seed=3, jitter_cv=0.1) for _ in range(2)]
     first = [draws[0].modelled_s(shape) for _ in range(2000)]
     assert first == [draws[1].modelled_s(shape) for _ in range(2000)]
     ratio = np.array(first) / model.step_s(4, 0, 4000)
@@ -110,6 +111,30 @@ def test_it_serves_requests_to_their_length_and_records_each_step_by_the_model()
     # a deadline, less what the engine's own work after it was learnt to take: never much shorter
     assert sum(s.step_s for s in steps) >= 0.9 * sum(modelled)
     assert steps[0].step_s == max(s.step_s for s in steps)    # the prefill step is the longest
+
+
+def test_every_token_it_writes_is_text_at_once_so_a_stream_shows_its_first_token_on_time():
+    """Drawn among all 263 byte and special ids, about one first token in five was a multi-byte
+    character's lead byte or a special id: the stream's first visible text came a step or more late."""
+    engine = _emulated()
+    for i in range(64):
+        engine.add_request(f"r{i}", [i + 1] * 16, SamplingParams(max_tokens=6, temperature=1.0))
+    tokens: dict[str, list[int]] = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            tokens.setdefault(out.request_id, []).extend(out.new_token_ids)
+    assert len(tokens) == 64 and all(len(ids) == 6 for ids in tokens.values())
+    drawn = sorted({t for ids in tokens.values() for t in ids})
+    assert set(drawn) <= set(ByteTokenizer().text_ids()) and len(drawn) > 60   # spread over the printable set
+    for ids in tokens.values():
+        decoder = IncrementalDecoder()
+        assert all(len(decoder.feed([t])) == 1 for t in ids)   # each token one character, none held back
+    assert engine.sampler.ids == ByteTokenizer().text_ids()   # the byte tokenizer's eos is special: none left out
+
+
+def test_an_emulated_model_with_no_token_to_write_is_refused():
+    with pytest.raises(ValueError, match="at least one token id"):
+        EmulatedTokens(0, [])
 
 
 def test_the_hand_off_between_back_to_back_steps_lies_inside_the_next_step():
@@ -219,7 +244,7 @@ def test_a_speculating_step_lasts_its_verification_and_the_drafts_passes():
     assert with_draft.extra_s(target, verify) == pytest.approx(
         32 * target.per_prefill_token_s + draft.step_s(8, 0, verify.context_tokens)
         + 3 * draft.step_s(8, 0, verify.context_tokens))
-    runner = EmulatedRunner(target, EmulatedTokens(0, 264, 2), speculative=with_draft)
+    runner = EmulatedRunner(target, EmulatedTokens(0, ByteTokenizer().text_ids()), speculative=with_draft)
     assert runner.modelled_s(verify) == pytest.approx(target.step_s(8, 0, verify.context_tokens)
                                                       + with_draft.extra_s(target, verify))
 
