@@ -109,8 +109,6 @@ def _plan(args):
     faults = tuple(fault_from_flag(spec) for spec in args.kill)
     launch, describe = _launch(args)
     demand = build_demand(demand_spec_from_flags(args))
-    if not len(demand):
-        raise ValueError("the demand has no requests (a trace cut to nothing, or a rate curve of zero)")
     from servecap.experiment.run_options import RunOptions
     from servecap.fleet.run import FleetSpec
     from servecap.plan.flags import demand_workload
@@ -142,8 +140,6 @@ def _disaggregated(args, slo):
         return launch(name, role)
 
     demand = build_demand(demand_spec_from_flags(args))
-    if not len(demand):
-        raise ValueError("the demand has no requests (a trace cut to nothing, or a rate curve of zero)")
     return FleetSpec(demand=demand, launch=worker, describe_replica=f"{topology}: {describe}", model=args.model,
                      router=args.router, initial_replicas=topology.workers, cold_start_s=args.cold_start_s,
                      autoscaler=None, faults=(), slo=slo, window_s=args.window_s,

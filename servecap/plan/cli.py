@@ -81,8 +81,6 @@ def main(argv: list[str] | None = None) -> int:
         from servecap.plan.run import build_demand, run_plan   # numpy and the simulator: once the flags are good
 
         inputs["demand"] = build_demand(inputs["demand_spec"])
-        if not len(inputs["demand"]):
-            raise ValueError("the demand has no requests (a trace cut to nothing, or a rate curve of zero)")
         if inputs["config"].disaggregated is not None:
             from calculators.plan.disaggregated import check_demand
 
@@ -116,8 +114,6 @@ def _topology_search(parser, args, console) -> int:
     try:
         check_shared_flags(args)
         demand = build_demand(demand_spec_from_flags(args))
-        if not len(demand):
-            raise ValueError("the demand has no requests (a trace cut to nothing, or a rate curve of zero)")
         answer = run_topology_search(args, demand, lambda text: console.print(f"[dim]{text}[/dim]"))
     except (ValueError, OSError) as exc:
         parser.exit(2, f"servecap plan: error: {exc}\n")

@@ -18,8 +18,19 @@ from calculators.sim.step_model import StepTimeModel
 TARGET_GRID = (0.5, 0.75, 1.0, 1.5, 2.0)   # --search target: these multiples of --target
 
 
+EMPTY_DEMAND = "the demand has no requests (a trace cut to nothing, or a rate curve of zero)"
+
+
 def build_demand(spec: dict, replication: int = 0) -> Demand:
-    """The demand `spec` describes; a synthetic one is redrawn per replication, a trace is itself."""
+    """The demand `spec` describes; a synthetic one is redrawn per replication, a trace is itself. One
+    with no requests is refused (ValueError): there is nothing to plan or to send."""
+    demand = _demand(spec, replication)
+    if not len(demand):
+        raise ValueError(EMPTY_DEMAND)
+    return demand
+
+
+def _demand(spec: dict, replication: int) -> Demand:
     seed = spec["seed"] + replication
     if spec["kind"] == "trace":
         trace = spec["trace"]

@@ -51,6 +51,10 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, capsys):
                                                "llama-3.1-8b", *SLO, "--replicas", "2"])
     assert "--kill 'soon'" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2",
                                               "--kill", "soon"])
+    silent = tmp_path / "silent.csv"
+    silent.write_text("0,0.001\n5,0.001\n")   # a rate so low that the 5 s draw no request
+    for shape in (["--replicas", "2"], ["--topology", "1p1d"], ["--search", "topology", "--gpu-budget", "4"]):
+        assert "the demand has no requests" in _error(capsys, ["--rate-curve", str(silent), *GPU, *SLO, *shape])
     assert "--model-mix and --max-loras need --calibration RUN_DIR of a run that served LoRA" in _error(
         capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2", "--model-mix", "zipf:8"])
 
