@@ -79,9 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 def _plan(args):
     from calculators.plan.outcome import PlanSlo
     from contract.slo import slo_from_args
-    from servecap.plan.flags import (autoscaler_from_flags, check_shared_flags, demand_spec_from_flags,
-                                     fault_from_flag)
-    from servecap.plan.run import build_demand
+    from servecap.plan.flags import autoscaler_from_flags, check_shared_flags, fault_from_flag
 
     if args.router not in POLICIES:
         raise ValueError(f"--router {args.router!r}: unknown policy; vllm-router's are {', '.join(POLICIES)}")
@@ -108,27 +106,27 @@ def _plan(args):
         raise ValueError(f"--replicas must be at least 1, got {initial}")
     faults = tuple(fault_from_flag(spec) for spec in args.kill)
     launch, describe = _launch(args)
-    demand = build_demand(demand_spec_from_flags(args))
-    from servecap.experiment.run_options import RunOptions
-    from servecap.fleet.run import FleetSpec
-    from servecap.plan.flags import demand_workload
-
-    return FleetSpec(demand=demand, launch=launch, describe_replica=describe,
-                     model=args.served_model or (args.model if args.emulate else None),
-                     router=args.router, initial_replicas=initial, cold_start_s=args.cold_start_s,
-                     autoscaler=autoscaler, faults=faults, slo=slo, window_s=args.window_s,
-                     out=Path(out_dir(args, "fleet")), workload=demand_workload(args),
-                     options=RunOptions.from_args(args, observe_server=False))
+    return _spec(args, slo, launch=launch, describe_replica=describe,
+                 model=args.served_model or (args.model if args.emulate else None), initial_replicas=initial,
+                 autoscaler=autoscaler, faults=faults)
 
 
-def _disaggregated(args, slo):
-    """`--topology PpDd`: emulated workers `r0`..`r{P-1}` prefill (`--role prefill`), the rest decode, behind
-    `vllm-router --vllm-pd-disaggregation`; fixed pools, as `servecap plan --topology` plans them."""
+def _spec(args, slo, **fleet):
+    """The FleetSpec of the flags' demand, router, SLO, output and run options, with `fleet`'s replicas."""
     from servecap.experiment.run_options import RunOptions
     from servecap.fleet.run import FleetSpec
     from servecap.plan.flags import demand_spec_from_flags, demand_workload
     from servecap.plan.run import build_demand
 
+    return FleetSpec(demand=build_demand(demand_spec_from_flags(args)), router=args.router,
+                     cold_start_s=args.cold_start_s, slo=slo, window_s=args.window_s,
+                     out=Path(out_dir(args, "fleet")), workload=demand_workload(args),
+                     options=RunOptions.from_args(args, observe_server=False), **fleet)
+
+
+def _disaggregated(args, slo):
+    """`--topology PpDd`: emulated workers `r0`..`r{P-1}` prefill (`--role prefill`), the rest decode, behind
+    `vllm-router --vllm-pd-disaggregation`; fixed pools, as `servecap plan --topology` plans them."""
     topology = pools_topology(args, "runs fixed pools of emulated workers behind a round-robin PD router",
                               (("--server-cmd", args.server_cmd is not None),))
     launch, describe = _launch(args)
@@ -139,12 +137,8 @@ def _disaggregated(args, slo):
         role = ["--role", "prefill"] if int(name.removeprefix("r")) < topology.prefill else ["--role", "decode", *link]
         return launch(name, role)
 
-    demand = build_demand(demand_spec_from_flags(args))
-    return FleetSpec(demand=demand, launch=worker, describe_replica=f"{topology}: {describe}", model=args.model,
-                     router=args.router, initial_replicas=topology.workers, cold_start_s=args.cold_start_s,
-                     autoscaler=None, faults=(), slo=slo, window_s=args.window_s,
-                     out=Path(out_dir(args, "fleet")), workload=demand_workload(args),
-                     options=RunOptions.from_args(args, observe_server=False), disaggregated=topology)
+    return _spec(args, slo, launch=worker, describe_replica=f"{topology}: {describe}", model=args.model,
+                 initial_replicas=topology.workers, autoscaler=None, faults=(), disaggregated=topology)
 
 
 def _launch(args):
