@@ -181,6 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
                                 "is N replicas, PpDd P prefill and D decode workers behind a PD router (round robin "
                                 "in each pool); with an SLO, the one that serves the most req/s a GPU under it",
                           metavar="LIST")
+    topo.add_argument("--crossover", default=None, metavar="PROMPTS/OUTPUTS",
+                      help="when disaggregation pays: for every prompt and output length (e.g. 200,2000,8000/200,2000), "
+                           "search the most req/s a GPU each --topology sustains at the SLO (no --rates: the search "
+                           "finds them) and name the winner, its gain and whether the search settles it")
+    topo.add_argument("--crossover-precision", type=float, default=0.05, metavar="FRACTION",
+                      help="--crossover: stop refining a topology's rate when the bracket's ends are within this "
+                           "fraction (default 0.05)")
     add_kv_link_arguments(topo)
     add_pd_hop_argument(topo)
     add_slo_arguments(p, title="SLO for --topology (p99, milliseconds)")

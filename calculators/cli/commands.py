@@ -11,6 +11,7 @@ from calculators.cli.calibrate_command import cmd_calibrate
 from calculators.cli.level_pool import level_pool
 from calculators.cli.sessions_command import simulate_sessions_command
 from calculators.cli.topology_command import simulate_topologies
+from calculators.cli.crossover_command import check_crossover_flags, crossover_command
 from calculators.cli.inputs import (gpu_from_args, lengths, load_from_args, mean_lengths,
                                     mean_tokens, profile_from_args)
 from calculators.cli.output import GIB, as_dict, emit, print_json, print_rows, print_speculative
@@ -241,7 +242,8 @@ def cmd_simulate(args) -> None:
     from engine_core.scheduling.strategies.flags import limit_values
 
     args.strategy = args.strategy or DEFAULT_STRATEGY
-    load = load_from_args(args)
+    crossing = args.crossover is not None
+    load = check_crossover_flags(args) if crossing else load_from_args(args)
     concurrency, rates = list(load.concurrency) or None, list(load.rates) or None
     limits, kv_blocks, block_size = limit_values(args), args.kv_blocks, args.block_size
     sizing = _gpu_sizing(args, limits)
@@ -250,7 +252,7 @@ def cmd_simulate(args) -> None:
         kv_blocks = sizing.num_kv_blocks if kv_blocks is None else kv_blocks
         block_size = sizing.block_size if block_size is None else block_size
     server = SimServer.from_flags(args.strategy, num_kv_blocks=kv_blocks, block_size=block_size or 16, **limits)
-    levels = concurrency or rates
+    levels = concurrency or rates or [1.0]   # --crossover: each level's rate is the search's
     prompt, output = lengths(args)
     arrival_cv2 = 1.0 if concurrency else load.arrival_process(levels[0]).cv2   # --arrival as the simulator's gaps
     workload = SimWorkload(prompt_tokens=prompt, output_tokens=output,
@@ -260,8 +262,10 @@ def cmd_simulate(args) -> None:
     model = sizing.step_model if sizing is not None and args.efficiency_profile is None else _step_model(args)
     spec = WorkloadSpec.from_args(args)
     if args.topology:
-        return simulate_topologies(args, server, replace(workload, warmup_s=load.warmup_s, duration_s=load.duration_s),
-                                   model, rates, _kv_link(args, sizing), slo_from_args(args))
+        windowed = replace(workload, warmup_s=load.warmup_s, duration_s=load.duration_s)
+        if crossing:
+            return crossover_command(args, server, windowed, model, _kv_link(args, sizing), slo_from_args(args))
+        return simulate_topologies(args, server, windowed, model, rates, _kv_link(args, sizing), slo_from_args(args))
     if spec.agentic:
         return simulate_sessions_command(args, server, replace(workload, warmup_s=load.warmup_s,
                                                                duration_s=load.duration_s), model, spec, concurrency)

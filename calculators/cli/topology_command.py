@@ -8,14 +8,10 @@ serves the most requests a second a GPU at the SLO; its gain is that rate over t
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from calculators.cli.output import print_json, print_rows
-from contract.records import tpot_s
-from contract.slo import SLO, SloSample, judge
+from contract.slo import SLO
 
 
 @dataclass(frozen=True)
@@ -33,7 +29,7 @@ class TopologyLevel:
 
 
 def simulate_topologies(args, server, workload, model, rates: list[float], kv, slo: SLO) -> None:
-    from calculators.plan.topology import Topology, simulate_topology   # numpy: only here
+    from calculators.plan.topology import Topology, judge_window, requests_for_rate, simulate_topology   # numpy: only here
 
     if not rates:
         raise ValueError("--topology: the topologies are simulated open loop: give --rates")
@@ -47,9 +43,9 @@ def simulate_topologies(args, server, workload, model, rates: list[float], kv, s
     for topology in topologies:
         for rate in rates:
             level = replace(workload, rate_rps=rate, concurrency=None,
-                            requests=_requests_for(rate, workload, args.requests))
+                            requests=requests_for_rate(rate, workload, args.requests))
             result, trace = simulate_topology(server, level, model, topology, kv=kv, hop_s=hop_s)
-            meets, reason = _judged(slo, trace, level)
+            meets, reason = judge_window(slo, trace, level)
             levels.append(TopologyLevel(str(topology), topology.workers * args.tp, rate, result, meets, reason))
     best = {str(t): _best(levels, str(t)) for t in topologies} if slo.is_set else {}
     answer = _answer(best, levels) if slo.is_set else None
@@ -71,28 +67,6 @@ def simulate_topologies(args, server, workload, model, rates: list[float], kv, s
                f"{args.pd_hop_ms:g} ms)", rows, list(rows[0]))
     if answer is not None:
         print(answer)
-
-
-def _requests_for(rate: float, workload, floor: int) -> int:
-    """Enough requests to keep the load on to the window's end (the run stops sending there)."""
-    if workload.duration_s is None:
-        return floor
-    return max(floor, math.ceil(rate * workload.horizon_s * 1.5) + 50)
-
-
-def _judged(slo: SLO, trace, workload) -> tuple[bool | None, str]:
-    if not slo.is_set:
-        return None, ""
-    from calculators.plan.topology import measured_requests
-
-    window = measured_requests(trace, workload)
-    finished = np.isfinite(trace.end[window])
-    ttft, e2e = trace.client_ttft()[window], trace.client_e2e()[window]
-    outputs = trace.output[window]
-    tpot = tpot_s(e2e, ttft, outputs)
-    verdict = judge(slo, SloSample.from_arrays(ok=finished, unfinished=~finished, ttft_s=ttft, tpot_s=tpot,
-                                               e2e_s=e2e))
-    return verdict.meets, verdict.reason
 
 
 def _best(levels: list[TopologyLevel], name: str) -> TopologyLevel | None:

@@ -37,6 +37,8 @@ from calculators.sim.simulate import SimResult, measured_window, result_of
 from calculators.sim.state import Trace
 from calculators.sim.step_model import StepTimeModel
 from calculators.sim.workload import SimServer, SimWorkload
+from contract.records import tpot_s
+from contract.slo import SLO, SloSample, judge
 
 _AGG = re.compile(r"agg:(\d+)$")
 _DISAGG = re.compile(r"(\d+)p(\d+)d$")
@@ -135,6 +137,28 @@ def simulate_topology(server: SimServer, workload: SimWorkload, step_model: Step
     if not len(window):
         raise ValueError(f"{topology}: no simulated request falls in the measure window")
     return result_of(server, workload, trace, window), trace
+
+
+def requests_for_rate(rate: float, workload: SimWorkload, floor: int) -> int:
+    """Requests to draw for an open-loop level: enough to keep the load on to the window's end (the run
+    stops sending there), at least `floor` (all of them without a window)."""
+    if workload.duration_s is None:
+        return floor
+    return max(floor, math.ceil(rate * workload.horizon_s * 1.5) + 50)
+
+
+def judge_window(slo: SLO, trace: Trace, workload: SimWorkload) -> tuple[bool | None, str]:
+    """The SLO's verdict on a level's measure window, as `contract.slo.judge` gives it on a run's records
+    ((None, "") when no SLO is set): a request that never finished is unfinished, not fast."""
+    if not slo.is_set:
+        return None, ""
+    window = measured_requests(trace, workload)
+    finished = np.isfinite(trace.end[window])
+    ttft, e2e = trace.client_ttft()[window], trace.client_e2e()[window]
+    tpot = tpot_s(e2e, ttft, trace.output[window])
+    verdict = judge(slo, SloSample.from_arrays(ok=finished, unfinished=~finished, ttft_s=ttft, tpot_s=tpot,
+                                               e2e_s=e2e))
+    return verdict.meets, verdict.reason
 
 
 @dataclass(frozen=True)
