@@ -36,6 +36,7 @@ from calculators.plan.autoscaler import Autoscaler, AutoscalerConfig
 from calculators.plan.demand import Demand
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
 from calculators.plan.replica import ReplicaSim
+from calculators.plan.resilience import NO_WORKER_STATUS, RETRYABLE_STATUSES, Breaker, ReplicaErrors, RouterResilience
 from calculators.plan.router import ReplicaView, make_router
 from calculators.plan.disaggregated import check_disaggregated, run_disaggregated
 from calculators.plan.topology import KvLink, Topology
@@ -80,6 +81,8 @@ class FleetConfig:
     disaggregated: Topology | None = None        # fixed prefill and decode pools behind a PD router (`PpDd`)
     kv: KvLink | None = None                     # with `disaggregated`: the prompt's KV from prefill to decode
     pd_hop_s: float = 0.0                        # with `disaggregated`: the router's two exchanges between them
+    resilience: RouterResilience = field(default_factory=RouterResilience)   # the router's retries and breakers
+    replica_errors: tuple[ReplicaErrors, ...] = ()   # error bursts given to replicas on purpose
 
     def __post_init__(self) -> None:
         if self.disaggregated is not None:
@@ -130,9 +133,16 @@ class _Fleet:
         self.pending: deque[int] = deque()        # requests waiting at the router for a ready replica
         self.decisions: list[tuple[float, int, int]] = []
         self._seq = 0
+        self.breakers: dict[int, Breaker] = {}
+        self.errored = np.zeros(n, dtype=bool)    # answered an error after the router's last attempt
+        self.attempts = np.zeros(n, dtype=np.int64)
+        self.sent_to: dict[int, int] = {}         # replica -> attempts the router sent it
+        self.failed_at: dict[int, int] = {}       # replica -> attempts it answered with an error
+        self._error_draws = np.random.default_rng([config.seed, 5])
+        self._jitter = np.random.default_rng([config.seed, 6])
 
     # -- events -----------------------------------------------------------------------------------
-    READY, FAULT, TICK = 0, 1, 2
+    READY, FAULT, TICK, RETRY = 0, 1, 2, 3
 
     def _push(self, t: float, kind: int, payload: object) -> None:
         self._seq += 1
@@ -153,8 +163,9 @@ class _Fleet:
                                     shared_prefixes=self.demand.prefix is not None)
         self.routable.append(rid)
         self.in_flight[rid] = 0
+        self.breakers[rid] = Breaker(self.config.resilience)
         while self.pending:
-            self._route(self.pending.popleft(), t)
+            self._route(self.pending.popleft(), t=t)
 
     # -- the run ----------------------------------------------------------------------------------
     def run(self) -> FleetRun:
@@ -175,13 +186,16 @@ class _Fleet:
         for i in range(len(demand)):
             t = float(self.send[i])
             self._events_until(t)
-            self._route(i, t)
+            self._route(i, t=t)
             if self.on_progress is not None and (i + 1) % every == 0:
                 self.on_progress(i + 1, len(demand))
         self._events_until(max([horizon, *(fault.t_s for fault in self.config.faults)]))
+        while any(event[1] == self.RETRY for event in self.events):   # the router's retries still to come
+            self._next_event()
         self._finish_all()
         return FleetRun(self.send, self.first, self.end, demand.output.astype(np.int64), self.served_by,
-                        self.retried, self.lives, self.decisions, max(horizon, self._last_end()), self.lost)
+                        self.retried, self.lives, self.decisions, max(horizon, self._last_end()), self.lost,
+                        errored=self.errored, router=self._router_counts())
 
     def _events_until(self, t: float) -> None:
         while self.events and self.events[0][0] <= t:
@@ -193,6 +207,8 @@ class _Fleet:
             self._ready(when, payload)
         elif kind == self.FAULT:
             self._fault(when, payload)
+        elif kind == self.RETRY:
+            self._route(*payload, t=when)
         else:
             self._tick(when)
 
@@ -234,24 +250,59 @@ class _Fleet:
                 return tokens[:prompt]
         return tokens + [i] * (prompt - len(tokens))
 
-    def _route(self, i: int, t: float) -> None:
+    def _route(self, i: int, attempt: int = 0, *, t: float) -> None:
+        """One attempt of request i at t: to a replica whose circuit lets it through, by the policy; an
+        attempt a replica fails (an error burst), or that finds every circuit open, is retried or answered
+        as the router's resilience rule says (`calculators.plan.resilience`)."""
         if not self.routable:
             self.pending.append(i)
             return
-        if self.stateless:
-            views = [ReplicaView(rid, self.in_flight[rid]) for rid in self.routable]
-        else:
-            for rid in self.routable:
+        self.attempts[i] += 1
+        open_ones = {rid for rid in self.routable if not self.breakers[rid].can_execute(t)}
+        routable = [rid for rid in self.routable if rid not in open_ones] if open_ones else self.routable
+        if not routable:
+            self._failed(i, attempt, NO_WORKER_STATUS, t)
+            return
+        if not self.stateless:
+            for rid in routable:
                 self._advance(rid, t)
-            views = [ReplicaView(rid, self.in_flight[rid]) for rid in self.routable]
+        views = [ReplicaView(rid, self.in_flight[rid]) for rid in routable]
         session = int(self.demand.session[i])
         blocks = -(-int(self.demand.prompt[i]) // self.demand.prefix_block_tokens)
         rid = self.router.choose(t, None if session < 0 else session, self._prefix(i), views, blocks)
+        self.sent_to[rid] = self.sent_to.get(rid, 0) + 1
+        status = self._injected(rid, t)
+        self.breakers[rid].record(status is None, t)
+        if status is not None:
+            self.failed_at[rid] = self.failed_at.get(rid, 0) + 1
+            self._failed(i, attempt, status, t)
+            return
         self._advance(rid, t)
         self.sims[rid].submit(i, self._prompt_tokens(i), int(self.demand.output[i]), t,
                               lora=None if self.lora is None else self.lora[i])
         self.in_flight[rid] += 1
         self.holder[i] = rid
+
+    def _injected(self, rid: int, t: float) -> int | None:
+        """The status replica rid answers an attempt at t with, if an error burst catches it (a seeded draw)."""
+        for burst in self.config.replica_errors:
+            if burst.replica == rid and burst.active(t) and self._error_draws.random() < burst.rate:
+                return burst.status
+        return None
+
+    def _failed(self, i: int, attempt: int, status: int, t: float) -> None:
+        policy = self.config.resilience
+        if status in RETRYABLE_STATUSES and attempt + 1 < policy.retry_max_retries:
+            self._push(t + policy.backoff_s(attempt, self._jitter), self.RETRY, (i, attempt + 1))
+        else:
+            self.errored[i] = True
+
+    def _router_counts(self) -> dict:
+        return {"attempts": int(self.attempts.sum()), "retries": int((self.attempts - 1).clip(min=0).sum()),
+                "errored": int(self.errored.sum()),
+                "sent_to": {f"r{rid}": n for rid, n in sorted(self.sent_to.items())},
+                "failed_at": {f"r{rid}": n for rid, n in sorted(self.failed_at.items())},
+                "breaker_opened": {f"r{rid}": b.opened for rid, b in sorted(self.breakers.items()) if b.opened}}
 
     def _tick(self, t: float) -> None:
         for rid in list(self.routable):
@@ -333,7 +384,7 @@ class _Fleet:
         if not self.routable:
             self.pending.append(i)
             return
-        self._route(i, t)
+        self._route(i, t=t)
 
     def _finish_all(self) -> None:
         """No more sends: run every replica (and what still waits at the router) to the end."""

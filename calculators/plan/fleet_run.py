@@ -43,6 +43,8 @@ class FleetRun:
     lost: np.ndarray | None = None  # bool: failed, never to finish: lost with a killed replica (a real fleet: an error)
     first_answer_s: np.ndarray | None = None   # first answer token after any reasoning (None: nothing reasons,
                                                # it is the first token)
+    errored: np.ndarray | None = None   # bool: answered an error after the router's last attempt (an error burst)
+    router: dict | None = None          # the router's attempts, retries, errors, sends and breaker openings
 
     @property
     def ttft_s(self) -> np.ndarray:

@@ -90,9 +90,12 @@ class Outcome:
 
 def requests_sample(run: FleetRun, members: np.ndarray | slice = slice(None)) -> SloSample:
     """Requests of a fleet run (`members`: their indices; all by default) as the SLO's judge reads them:
-    finished ones ok, those `run.lost` marks failed, the rest (never finished) unfinished."""
+    finished ones ok, those `run.lost` or `run.errored` marks failed, the rest (never finished) unfinished."""
     finished = np.isfinite(run.end_s[members])
-    failed = np.zeros(len(finished), dtype=bool) if run.lost is None else run.lost[members] & ~finished
+    failed = np.zeros(len(finished), dtype=bool)
+    for marked in (run.lost, run.errored):
+        if marked is not None:
+            failed |= marked[members] & ~finished
     return SloSample.from_arrays(ok=finished, unfinished=~finished & ~failed,
                                  **{column: getattr(run, column)[members] for column in LATENCY_COLUMNS})
 

@@ -56,7 +56,8 @@ def error_response(request: Request, status: int, message: str, *, param: str | 
     """The error JSON for the surface `request` is on, and the rejection counted."""
     app_metrics = getattr(request.app.state, "metrics", None)
     if app_metrics is not None:
-        app_metrics.reject(_REJECT_REASONS.get(status, metric_names.REJECT_INVALID if status < 500 else "error"))
+        app_metrics.reject(metric_names.REJECT_INJECTED if code == "injected_fault" else
+                           _REJECT_REASONS.get(status, metric_names.REJECT_INVALID if status < 500 else "error"))
     if request.url.path.startswith("/v2"):
         body: dict = {"error": message}
     else:

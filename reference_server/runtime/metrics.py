@@ -53,6 +53,7 @@ REJECT_QUEUE_FULL = "queue_full"      # 429: --max-waiting reached
 REJECT_DRAINING = "draining"          # 503: SIGTERM received, not admitting
 REJECT_INVALID = "invalid"            # 400/404/405/413/422: bad input, unknown model or route
 REJECT_UNAUTHORIZED = "unauthorized"  # 401: missing or wrong API key
+REJECT_INJECTED = "injected_fault"    # any status: a fault set on purpose (--fault, POST /admin/faults)
 
 
 class ServerMetrics:

@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
 def _plan(args):
     from calculators.plan.outcome import PlanSlo
     from contract.slo import slo_from_args
-    from servecap.plan.flags import autoscaler_from_flags, check_shared_flags, fault_from_flag
+    from servecap.plan.flags import (autoscaler_from_flags, check_shared_flags, fault_from_flag,
+                                     replica_faults_from_flags)
 
     if args.router not in POLICIES:
         raise ValueError(f"--router {args.router!r}: unknown policy; vllm-router's are {', '.join(POLICIES)}")
@@ -105,20 +106,26 @@ def _plan(args):
     if initial < 1:
         raise ValueError(f"--replicas must be at least 1, got {initial}")
     faults = tuple(fault_from_flag(spec) for spec in args.kill)
+    replica_faults = replica_faults_from_flags(args)
+    if replica_faults and args.server_cmd is not None:
+        raise ValueError("--replica-fault is set through the reference server's POST /admin/faults: give "
+                         "--emulate GPU replicas, not --server-cmd")
     launch, describe = _launch(args)
     return _spec(args, slo, launch=launch, describe_replica=describe,
                  model=args.served_model or (args.model if args.emulate else None), initial_replicas=initial,
-                 autoscaler=autoscaler, faults=faults)
+                 autoscaler=autoscaler, faults=faults, replica_faults=replica_faults)
 
 
 def _spec(args, slo, **fleet):
-    """The FleetSpec of the flags' demand, router, SLO, output and run options, with `fleet`'s replicas."""
+    """The FleetSpec of the flags' demand, router (its retries and breakers too), SLO, output and run options,
+    with `fleet`'s replicas."""
     from servecap.experiment.run_options import RunOptions
     from servecap.fleet.run import FleetSpec
-    from servecap.plan.flags import demand_spec_from_flags, demand_workload
+    from servecap.plan.flags import demand_spec_from_flags, demand_workload, resilience_from_flags
     from servecap.plan.run import build_demand
 
     return FleetSpec(demand=build_demand(demand_spec_from_flags(args)), router=args.router,
+                     resilience=resilience_from_flags(args),
                      cold_start_s=args.cold_start_s, slo=slo, window_s=args.window_s,
                      out=Path(out_dir(args, "fleet")), workload=demand_workload(args),
                      options=RunOptions.from_args(args, observe_server=False), **fleet)

@@ -54,12 +54,14 @@ class FleetClock:
 class FleetController:
     def __init__(self, pool: ReplicaPool, router: VllmRouter, clock: FleetClock, *,
                  autoscaler: AutoscalerConfig | None, faults: tuple[Fault, ...], cold_start_s: float,
-                 horizon_s: float, log=None) -> None:
+                 horizon_s: float, log=None, replica_faults: tuple = ()) -> None:
         self.pool, self.router, self.clock = pool, router, clock
         self.autoscaler = None if autoscaler is None else Autoscaler(autoscaler)
         self.interval_s = autoscaler.interval_s if autoscaler else None
         self.metric = autoscaler.metric if autoscaler else "in_flight"
         self.faults = sorted(faults, key=lambda f: f.t_s)
+        self.replica_faults = tuple(replica_faults)   # (replica id, contract.faults.Fault), at= on the fleet's clock
+        self.injected: dict[int, float] = {}          # replica id -> attempts it answered with a set fault, last read
         self.cold_start_s, self.horizon_s = cold_start_s, horizon_s
         self.log = log or (lambda text: None)
         self.events: list[tuple[float, str, str, str]] = []
@@ -132,6 +134,7 @@ class FleetController:
                 continue
             loads[replica.id] = load[metric]
             self.prefix[replica.id] = (load["prefix_hits"], load["prefix_queries"])
+            self.injected[replica.id] = load["injected_errors"]
         return loads
 
     def prefix_hit_rate(self) -> float | None:
@@ -147,6 +150,7 @@ class FleetController:
     def _run(self) -> None:
         self._armed.wait()
         pending: list[tuple[float, int, object]] = [(f.t_s, 0, f) for f in self.faults]
+        pending += [(fault.at_s, 2, (rid, fault)) for rid, fault in self.replica_faults]
         if self.autoscaler is not None:
             k = 1
             while k * self.interval_s <= self.horizon_s:
@@ -159,9 +163,25 @@ class FleetController:
             if self._stop.is_set():
                 return
             try:
-                self._fault(payload) if kind == 0 else self._tick(when)
+                if kind == 0:
+                    self._fault(payload)
+                elif kind == 1:
+                    self._tick(when)
+                else:
+                    self._set_fault(payload)
             except Exception as exc:   # a failed action is recorded; the run goes on
                 self.errors.append(f"{self.now():.1f}s: {type(exc).__name__}: {exc}")
+
+    def _set_fault(self, given: tuple) -> None:
+        """A --replica-fault's time has come: the replica is given it (POST /admin/faults, from now)."""
+        rid, fault = given
+        named = [r for r in self.pool.replicas if r.id == rid and r.url and not r.killed]
+        if not named:
+            raise ValueError(f"--replica-fault: no replica r{rid} is up at t={self.now():.0f}s")
+        answer = self.http.post(named[0].url + "/admin/faults", json=fault.spec(at=False))
+        answer.raise_for_status()
+        self.event("fault", named[0], fault.spec(at=False))
+        self.log(f"t={self.now():.0f}s: {named[0].name} given {fault.spec(at=False)}")
 
     def _tick(self, when: float) -> None:
         ready = self.pool.ready()

@@ -6,6 +6,8 @@
 and, for the run's prefix-cache hit rate, its counters since it started:
     prefix_hits     prompt tokens found in its prefix cache
     prefix_queries  prompt tokens it looked up
+and, for the router's resilience, the attempts it answered with a fault set on purpose:
+    injected_errors the reference server's servecap_requests_rejected_total{reason="injected_fault"} (0 elsewhere)
 
 The names are `contract.server_metrics`' for the engine the page shows (the reference server, vLLM,
 SGLang, ...); the reference server's KV share is its used blocks over its total.
@@ -17,14 +19,19 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contract.server_metrics import detect_engine, metric_for
 
+INJECTED_METRIC = "servecap_requests_rejected_total"
+
 
 def replica_load(text: str) -> dict[str, float]:
     """{in_flight, waiting, kv_usage, prefix_hits, prefix_queries} from a /metrics page; a value the page
     lacks is 0."""
     values: dict[str, float] = {}
+    injected = 0.0
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             values[sample.name] = values.get(sample.name, 0.0) + float(sample.value)
+            if sample.name == INJECTED_METRIC and sample.labels.get("reason") == "injected_fault":
+                injected += float(sample.value)
     engine = detect_engine(values)
 
     def read(field: str) -> float | None:
@@ -37,4 +44,5 @@ def replica_load(text: str) -> dict[str, float]:
         used, total = read("kv_blocks_used"), read("kv_blocks_total")
         kv = used / total if used is not None and total else 0.0
     return {"in_flight": running + waiting, "waiting": waiting, "kv_usage": kv,
-            "prefix_hits": read("prefix_cache_hits") or 0.0, "prefix_queries": read("prefix_cache_queries") or 0.0}
+            "prefix_hits": read("prefix_cache_hits") or 0.0, "prefix_queries": read("prefix_cache_queries") or 0.0,
+            "injected_errors": injected}

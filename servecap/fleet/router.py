@@ -37,7 +37,7 @@ class RouterSpec(CommandSpec):
 
 
 def router_argv(policy: str, worker_urls: tuple[str, ...] = (), *, request_timeout_s: float = 600.0,
-                log_level: str = "warning") -> tuple[str, ...]:
+                log_level: str = "warning", flags: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
     if not ROUTER.exists():
         raise ValueError(f"{ROUTER} is missing: install the dev extra (pip install -c constraints.txt -e '.[dev]')")
     argv = [str(ROUTER), "--host", "127.0.0.1", "--port", "{port}", "--policy", policy,
@@ -45,18 +45,20 @@ def router_argv(policy: str, worker_urls: tuple[str, ...] = (), *, request_timeo
             "--log-level", log_level]
     if worker_urls:
         argv += ["--worker-urls", *worker_urls]
-    return tuple(argv)
+    return tuple(argv) + tuple(flags)
 
 
 def pd_router_argv(prefill_urls: tuple[str, ...], decode_urls: tuple[str, ...], policy: str = "round_robin", *,
-                   request_timeout_s: float = 600.0, log_level: str = "warning") -> tuple[str, ...]:
+                   request_timeout_s: float = 600.0, log_level: str = "warning",
+                   flags: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
     """The router in its disaggregated mode (`--vllm-pd-disaggregation`): each request's prefill on one of
     `prefill_urls` (a one-token copy), then its decode on one of `decode_urls`; `policy` in both pools."""
     if not prefill_urls or not decode_urls:
         raise ValueError("a PD router needs at least one prefill and one decode worker")
     if policy not in POLICIES:
         raise ValueError(f"router policy {policy!r}: vllm-router's are {', '.join(POLICIES)}")
-    argv = [*router_argv(policy, request_timeout_s=request_timeout_s, log_level=log_level), "--vllm-pd-disaggregation"]
+    argv = [*router_argv(policy, request_timeout_s=request_timeout_s, log_level=log_level, flags=flags),
+            "--vllm-pd-disaggregation"]
     for url in prefill_urls:
         argv += ["--prefill", url]
     for url in decode_urls:
@@ -67,12 +69,14 @@ def pd_router_argv(prefill_urls: tuple[str, ...], decode_urls: tuple[str, ...], 
 class VllmRouter:
     """A running router with no workers until `add`; a context manager (stops it on exit)."""
 
-    def __init__(self, policy: str, *, log_path: Path | None = None, startup_timeout_s: float = 60.0) -> None:
+    def __init__(self, policy: str, *, log_path: Path | None = None, startup_timeout_s: float = 60.0,
+                 flags: tuple[str, ...] | list[str] = ()) -> None:
+        """`flags`: more of vllm-router's own (its retries and circuit breakers: RouterResilience.router_flags)."""
         if policy not in POLICIES:
             raise ValueError(f"router policy {policy!r}: vllm-router's are {', '.join(POLICIES)}")
         self.policy = policy
-        self.process = ServerProcess(RouterSpec(router_argv(policy), ready_path="/health"), log_path=log_path,
-                                     startup_timeout_s=startup_timeout_s)
+        self.process = ServerProcess(RouterSpec(router_argv(policy, flags=flags), ready_path="/health"),
+                                     log_path=log_path, startup_timeout_s=startup_timeout_s)
         self.http = httpx.Client(timeout=120)
 
     @property

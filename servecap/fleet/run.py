@@ -30,6 +30,7 @@ from calculators.plan.demand import Demand
 from calculators.plan.fleet import Fault
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
 from calculators.plan.outcome import PlanSlo, outcome
+from calculators.plan.resilience import RouterResilience
 from calculators.plan.topology import Topology
 from contract.records import RECORDS_FILE, read_records
 from servecap.fleet.controller import FleetClock, FleetController
@@ -70,6 +71,8 @@ class FleetSpec:
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     options: RunOptions = field(default_factory=lambda: RunOptions(pin_cpus=False, observe_server=False))
     disaggregated: Topology | None = None   # fixed pools: replicas r0..r{P-1} prefill, the rest decode
+    resilience: RouterResilience = field(default_factory=RouterResilience)   # the router's retries and breakers
+    replica_faults: tuple = ()              # (replica id, contract.faults.Fault), at= on the fleet's clock
 
 
 class ReplayClock:
@@ -148,12 +151,13 @@ def run_fleet(plan: FleetSpec, console) -> Path:
     log = lambda text: console.print(f"[dim]fleet: {text}[/dim]")   # noqa: E731
     if plan.disaggregated is not None:
         return _run_disaggregated(plan, console, demand_path, horizon, log)
-    with VllmRouter(plan.router, log_path=out / "router.log") as router:
+    with VllmRouter(plan.router, log_path=out / "router.log", flags=plan.resilience.router_flags()) as router:
         log(f"vllm-router --policy {plan.router} at {router.url}")
         fleet_clock = FleetClock()
         pool = ReplicaPool(plan.launch, out / "replicas", clock=fleet_clock.now)
         controller = FleetController(pool, router, fleet_clock, autoscaler=plan.autoscaler, faults=plan.faults,
-                                     cold_start_s=plan.cold_start_s, horizon_s=horizon, log=log)
+                                     cold_start_s=plan.cold_start_s, horizon_s=horizon, log=log,
+                                     replica_faults=plan.replica_faults)
         controller.start()
         try:
             first = [controller.start_replica() for _ in range(plan.initial_replicas)]
@@ -192,7 +196,8 @@ def _run_disaggregated(plan: FleetSpec, console, demand_path: Path, horizon: flo
         if failed:
             raise ValueError(f"a worker did not start: {failed[0]}")
         urls = [r.url for r in workers]
-        argv = pd_router_argv(tuple(urls[:topology.prefill]), tuple(urls[topology.prefill:]))
+        argv = pd_router_argv(tuple(urls[:topology.prefill]), tuple(urls[topology.prefill:]),
+                              flags=plan.resilience.router_flags())
         with ServerProcess(RouterSpec(argv, ready_path="/health"), log_path=out / "router.log",
                            startup_timeout_s=60) as router:
             log(f"vllm-router --vllm-pd-disaggregation at {router.base_url}: {topology.prefill} prefill, "
@@ -283,6 +288,9 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
         "initial_replicas": plan.initial_replicas,
         "autoscaler": None if plan.autoscaler is None else plan.autoscaler.__dict__,
         "faults": [{"t_s": f.t_s, "replica": f.replica} for f in plan.faults],
+        "replica_faults": [{"replica": rid, "spec": fault.spec()} for rid, fault in plan.replica_faults],
+        "router_resilience": plan.resilience.__dict__,
+        "injected_errors": {} if controller is None else {f"r{rid}": n for rid, n in sorted(controller.injected.items())},
         "demand": {"source": plan.demand.source, "requests": len(plan.demand), "span_s": float(plan.demand.span_s),
                    "file": DEMAND_FILE},
         "t0_unix": t0_unix, "controller_armed_late_s": arm_error_s,

@@ -35,7 +35,7 @@ from engine_core.options import EngineOptions
 from reports.predict.options import CalibrationOptions
 from servecap.plan.flags import (add_demand_flags, add_replica_flags, add_scaling_flags, add_slo_flags,
                                  autoscaler_from_flags, check_shared_flags, demand_spec_from_flags, demand_workload,
-                                 fault_from_flag)
+                                 fault_from_flag, replica_errors_from_flags, resilience_from_flags)
 from servecap.plan.output import write_outputs
 from servecap.plan.topology import add_topology_flags, disaggregated_config
 
@@ -164,7 +164,8 @@ def _inputs(args) -> dict:
     initial = args.replicas if args.replicas is not None else max(autoscaler.min_replicas, 1)
     config = FleetConfig(replica=replica, router=args.router, initial_replicas=initial, cold_start_s=cold_start,
                          autoscaler=autoscaler, faults=faults, retry_lost=args.retry_lost, seed=demand_workload(args).seed,
-                         model_mix=mix)
+                         model_mix=mix, resilience=resilience_from_flags(args),
+                         replica_errors=replica_errors_from_flags(args))
     return {"demand_spec": demand_spec_from_flags(args), "config": config, "slo": slo, "window_s": args.window_s,
             "search": args.search, "static_max": args.static_max, "replications": args.replications,
             "n_plus_one": not args.no_n_plus_one, "band": replica_band(args)}

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from calculators.plan.autoscaler import AutoscalerConfig
 from calculators.plan.fleet import Fault
+from calculators.plan.resilience import ReplicaErrors, RouterResilience
+from contract.faults import parse_replica_fault
 from contract.options import add_options, options_from_args, parse_duration
 from contract.slo import add_slo_arguments
 from contract.workload import WorkloadSpec, add_workload_arguments
@@ -53,7 +55,13 @@ def add_scaling_flags(p: argparse.ArgumentParser, router_help: str) -> None:
     fleet.add_argument("--replicas", type=int, help="a fixed fleet of N (or the autoscaler's starting count)")
     fleet.add_argument("--kill", action="append", default=[], metavar="T[:ID]",
                        help="lose a replica at T seconds (ID, else the busiest); repeatable")
+    fleet.add_argument("--replica-fault", action="append", default=[], metavar="ID:SPEC",
+                       help="give replica ID a fault, its at= counted from the demand's start, e.g. "
+                            "1:errors:status=503,at=60,for=30 (contract.faults; the plan models errors bursts, the "
+                            "fleet any kind); repeatable")
     add_options(p, AutoscalerConfig, title="autoscaler (calculators.plan.autoscaler: HPA's rule)", typed=True)
+    add_options(p, RouterResilience, title="the router's retries and circuit breakers (vllm-router's flags and "
+                                           "defaults; calculators.plan.resilience)", typed=True)
 
 
 def add_slo_flags(p: argparse.ArgumentParser) -> None:
@@ -87,6 +95,34 @@ def check_shared_flags(args) -> None:
             raise ValueError(f"{flag} must be positive, got {value}")
     if args.horizon is not None and not parse_duration(args.horizon, "--horizon") > 0:
         raise ValueError(f"--horizon must be positive, got {args.horizon}")
+
+
+def resilience_from_flags(args) -> RouterResilience:
+    return RouterResilience(**options_from_args(RouterResilience, args))
+
+
+def replica_faults_from_flags(args) -> tuple[tuple[int, object], ...]:
+    """(replica id, contract.faults.Fault) per --replica-fault; a replica id must be one the fleet starts with
+    when it is fixed (`--replicas N`)."""
+    faults = tuple(parse_replica_fault(text) for text in args.replica_fault)
+    if args.replicas is not None and args.min_replicas is None:
+        for text, (rid, _) in zip(args.replica_fault, faults):
+            if rid >= args.replicas:
+                raise ValueError(f"--replica-fault {text!r}: a fleet of {args.replicas} has replicas 0 to "
+                                 f"{args.replicas - 1}")
+    return faults
+
+
+def replica_errors_from_flags(args) -> tuple[ReplicaErrors, ...]:
+    """The plan's error bursts from --replica-fault; another kind is refused (the plan does not model it)."""
+    bursts = []
+    for text, (rid, fault) in zip(args.replica_fault, replica_faults_from_flags(args)):
+        if fault.kind != "errors":
+            raise ValueError(f"--replica-fault {text!r}: the plan models error bursts (errors:status=S,...); a "
+                             f"{fault.kind} replica is rehearsed by `servecap fleet` alone (a crash: --kill T:ID)")
+        end = math.inf if fault.for_s is None else fault.at_s + fault.for_s
+        bursts.append(ReplicaErrors(rid, fault.at_s, end, fault.status, fault.rate))
+    return tuple(bursts)
 
 
 def autoscaler_from_flags(args) -> AutoscalerConfig | None:

@@ -58,6 +58,12 @@ def _lines(answer: dict) -> list[str]:
         lines.append(f"N+1: one replica lost at t={n1['fault_at_s']:,.0f} s: attainment {att}, "
                      f"{n1['lost_requests']} requests lost with it, {n1['retried_requests']} retried, "
                      f"{n1['unfinished']} unfinished")
+    router = plan.get("router") or {}
+    if router.get("retries") or router.get("errored") or router.get("breaker_opened"):
+        opened = ", ".join(f"{r} {n}x" for r, n in router["breaker_opened"].items()) or "none"
+        failing = ", ".join(f"{r} {n} of {router['sent_to'].get(r, 0)}" for r, n in router["failed_at"].items())
+        lines.append(f"router: {router['retries']:,} retries, {router['errored']:,} requests answered an error after "
+                     f"the last attempt; attempts failed at {failing or 'none'}; circuits opened: {opened}")
     if "breach" in answer:
         b = answer["breach"]
         lines.append(f"breach probability: {b['probability']:.0%} of {b['replications']} seeded replications "

@@ -75,7 +75,9 @@ def _summary(judged: Judged) -> dict:
             "usd_per_million_tokens": o.usd_per_million_tokens, "replicas_started": len(run.lives),
             "replicas_killed": sum(life.killed for life in run.lives),
             "retried_requests": int(run.retried.sum()),
-            "lost_requests": 0 if run.lost is None else int(run.lost.sum()), "prefix_hit_rate": run.prefix_hit_rate(),
+            "lost_requests": 0 if run.lost is None else int(run.lost.sum()),
+            "errored_requests": 0 if run.errored is None else int(run.errored.sum()), "router": run.router,
+            "prefix_hit_rate": run.prefix_hit_rate(),
             **{f"{m.removesuffix('_s')}_{q}_s": getattr(o, q)[m] for q in ("p50", "p99") for m in o.p50}}
 
 

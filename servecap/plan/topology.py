@@ -60,6 +60,7 @@ def pools_topology(args, what: str, more: tuple[tuple[str, bool], ...] = ()):
     clashing = [flag for flag, given in (("--replicas", args.replicas is not None),
                                          ("--min-replicas/--max-replicas", args.min_replicas is not None
                                           or args.max_replicas is not None), ("--kill", bool(args.kill)),
+                                         ("--replica-fault", bool(args.replica_fault)),
                                          (f"--router {args.router}", args.router != "round_robin"), *more)
                 if given]
     if clashing:
