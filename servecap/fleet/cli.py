@@ -65,6 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, ServerStartError) as exc:
         print(f"servecap fleet: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
+    import json
+
+    from servecap.fleet.run import FLEET_FILE
+
+    counts = json.loads((out / FLEET_FILE).read_text())["accounting"]
+    statuses = ", ".join(f"{n} {status}" for status, n in counts["by_status"].items())
+    console.print(f"fleet: {counts['sent']} requests sent: {statuses}"
+                  + (f"; {counts['cancelled_copies']} hedge copies cancelled" if counts["cancelled_copies"] else "")
+                  + (f"; {counts['missing']} NOT ACCOUNTED FOR" if counts["missing"] else ""))
     console.print(f"fleet: run directory {out} (fleet.json, fleet_timeline.csv)")
     if args.no_report:
         return 0

@@ -255,6 +255,22 @@ def records_as_run(records: list[dict], t0_unix: float, lives: list[ReplicaLife]
                     first_answer_s=np.where(ok, start + ttfa, np.nan))
 
 
+def request_accounting(records: list[dict], sent: int) -> dict:
+    """Every request of the demand, counted once: by its record's status (a hedge's losing copy, "cancelled",
+    is a second attempt of a request already counted, so it is listed apart), and `missing`, the demand's
+    requests no record accounts for (0 unless the replay lost some)."""
+    by_status: dict[str, int] = {}
+    cancelled = 0
+    for record in records:
+        if record.get("status") == "cancelled":
+            cancelled += 1
+        else:
+            by_status[record.get("status") or "unknown"] = by_status.get(record.get("status") or "unknown", 0) + 1
+    counted = sum(by_status.values())
+    return {"sent": sent, "by_status": dict(sorted(by_status.items())), "cancelled_copies": cancelled,
+            "missing": sent - counted}
+
+
 def _lives(pool: ReplicaPool) -> list[ReplicaLife]:
     """Replicas that were up before the replay count from 0, as the plan's initial ones do."""
     lives = []
@@ -305,6 +321,7 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
         "prefix_hit_rate": None if controller is None else controller.prefix_hit_rate(),
         "unattributed": int(sum(1 for r in records if r["status"] == "ok" and not r.get("replica"))),
         "controller_errors": [] if controller is None else controller.errors,
+        "accounting": request_accounting(records, len(plan.demand)),
         "outcome": judged.to_dict(),
     }
     (out / FLEET_FILE).write_text(json.dumps(fleet, indent=1, default=_plain) + "\n")

@@ -43,3 +43,12 @@ def test_a_demand_is_written_as_the_trace_that_replays_it(tmp_path):
     assert trace.format == "mooncake" and trace.offsets() == [0.0, 0.75, 2.5]
     assert [(r.input_tokens, r.output_tokens, r.hash_ids) for r in trace.rows] == \
         [(600, 10, (1, 2)), (700, 20, (1, 2)), (100, 30, ())]
+
+
+def test_every_request_of_the_demand_is_counted_once_by_its_status():
+    from servecap.fleet.run import request_accounting
+
+    records = [{"status": "ok"}] * 5 + [{"status": "error"}] * 2 + [{"status": "cancelled"}] * 3
+    assert request_accounting(records, 7) == {"sent": 7, "by_status": {"error": 2, "ok": 5}, "cancelled_copies": 3,
+                                              "missing": 0}
+    assert request_accounting(records[:6], 7)["missing"] == 1   # a request the replay lost is said, not hidden
