@@ -14,7 +14,10 @@ OUT/plan-ROUTER (`--gpu GPU --model M --max-model-len N`), then prints and write
 - per window with at least 100 requests (in the fleet), p99 TTFT and E2E: the median |plan / fleet - 1|;
 - SLO attainment: plan minus fleet, in points;
 - cache_aware against round_robin: the prefix-cache hit rate, and the TTFT p50 gain (1 - p50 cache_aware
-  / p50 round_robin) over every request, predicted against measured (relative error).
+  / p50 round_robin) over every request, predicted against measured (relative error);
+- with `--replica-fault` among the shared flags: per faulted replica, the attempts it answered with its
+  fault (the plan's `router.failed_at` against the replica's injected-fault counter, fleet.json
+  `injected_errors`), and the requests that ended in an error.
 `--compare-only` recomputes the comparison from the directories already there; `--plans-only` runs the
 plans again (same flags) beside the fleets already there.
 """
@@ -109,8 +112,23 @@ def compare_pair(out: Path, router: str) -> dict:
         "requests_plan": p["requests"], "requests_fleet": f["requests"], "unfinished_fleet": f["unfinished"],
         "replicas_started_plan": p["replicas_started"], "replicas_started_fleet": len(fleet["replicas"]),
         "controller_armed_late_s": fleet.get("controller_armed_late_s"),
+        "resilience": _resilience(p.get("router") or {}, fleet) if fleet.get("replica_faults") else None,
         "windows": windows,
     }
+
+
+def _resilience(planned: dict, fleet: dict) -> dict:
+    """With --replica-fault: the attempts each faulted replica answered with an error, plan against fleet (the
+    fleet's from the replicas' own injected-fault counters), and the requests that ended in an error."""
+    failing = {f"r{f['replica']}" for f in fleet["replica_faults"]}
+    per_replica = {name: {"plan": planned.get("failed_at", {}).get(name, 0),
+                          "fleet": fleet.get("injected_errors", {}).get(name, 0)} for name in sorted(failing)}
+    for counts in per_replica.values():
+        counts["err"] = _rel(counts["plan"], counts["fleet"])
+    statuses = fleet.get("accounting", {}).get("by_status", {})
+    return {"failed_attempts": per_replica, "breaker_opened_plan": planned.get("breaker_opened", {}),
+            "errored_plan": planned.get("errored"), "errored_fleet": sum(n for s, n in statuses.items() if s != "ok"),
+            "retries_plan": planned.get("retries")}
 
 
 def compare(out: Path, routers: list[str]) -> dict:
@@ -140,6 +158,14 @@ def _print(result: dict) -> None:
               f"E2E {c['e2e_p99_median_abs_err']:.1%} (target <= 15%)")
         print(f"  attainment plan {c['attainment_plan']:.1%} fleet {c['attainment_fleet']:.1%}: "
               f"{c['attainment_points']:+.1f} points (target within 3)")
+        if c.get("resilience"):
+            r = c["resilience"]
+            for name, counts in r["failed_attempts"].items():
+                print(f"  {name}: attempts answered with its fault plan {counts['plan']} fleet {counts['fleet']:g} "
+                      f"({counts['err']:+.1%}; target within 10%); circuit opened (plan) "
+                      f"{r['breaker_opened_plan'].get(name, 0)}x")
+            print(f"  requests answered an error: plan {r['errored_plan']} fleet {r['errored_fleet']}; plan retries "
+                  f"{r['retries_plan']}")
         for w in c["windows"]:
             print(f"    t={w['start_s']:>5.0f}s n={w['requests_fleet']:>4} TTFT p99 {w['ttft_p99_plan']:.3f}/"
                   f"{w['ttft_p99_fleet']:.3f} s ({w['ttft_err']:+.0%})  E2E p99 {w['e2e_p99_plan']:.2f}/"
