@@ -102,14 +102,15 @@ def resilience_from_flags(args) -> RouterResilience:
 
 
 def replica_faults_from_flags(args) -> tuple[tuple[int, object], ...]:
-    """(replica id, contract.faults.Fault) per --replica-fault; a replica id must be one the fleet starts with
-    when it is fixed (`--replicas N`)."""
+    """(replica id, contract.faults.Fault) per --replica-fault. In a fixed fleet (`--replicas N`) an id must be
+    one it can have: 0 to N - 1, or a replacement's (each --kill starts one, numbered on from N)."""
     faults = tuple(parse_replica_fault(text) for text in args.replica_fault)
-    if args.replicas is not None and args.min_replicas is None:
+    if args.replicas is not None and args.min_replicas is None and args.max_replicas is None:
+        ids = args.replicas + len(args.kill)
         for text, (rid, _) in zip(args.replica_fault, faults):
-            if rid >= args.replicas:
-                raise ValueError(f"--replica-fault {text!r}: a fleet of {args.replicas} has replicas 0 to "
-                                 f"{args.replicas - 1}")
+            if rid >= ids:
+                raise ValueError(f"--replica-fault {text!r}: this fleet's replicas are 0 to {ids - 1} "
+                                 f"({args.replicas} and {len(args.kill)} replacement(s))")
     return faults
 
 

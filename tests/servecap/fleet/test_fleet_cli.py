@@ -36,6 +36,10 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, capsys):
     assert "--min-replicas must be at least 1" in _error(
         capsys, ["--rate-curve", str(curve), *REPLICA, "--min-replicas", "0", "--max-replicas", "2", "--target", "8"])
     assert "{port}" in _error(capsys, ["--rate-curve", str(curve), "--server-cmd", "vllm serve x", "--replicas", "1"])
+    assert "this fleet's replicas are 0 to 2" in _error(capsys, ["--rate-curve", str(curve), *REPLICA, "--replicas", "2",
+                                                             "--kill", "5", "--replica-fault", "3:stall"])
+    assert "not --server-cmd" in _error(capsys, ["--rate-curve", str(curve), "--server-cmd", "srv --port {port}",
+                                                 "--replicas", "1", "--replica-fault", "0:stall"])
     silent = tmp_path / "silent.csv"
     silent.write_text("0,0.001\n5,0.001\n")   # a rate so low that the 5 s draw no request
     for pools in (["--replicas", "2"], ["--topology", "1p1d"]):

@@ -51,6 +51,16 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, capsys):
                                                "llama-3.1-8b", *SLO, "--replicas", "2"])
     assert "--kill 'soon'" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2",
                                               "--kill", "soon"])
+    assert "this fleet's replicas are 0 to 2" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "3",
+                                                             "--replica-fault", "3:errors:status=503"])
+    assert "the plan models error bursts" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2",
+                                                             "--replica-fault", "1:slow:factor=3"])
+    assert "give ID:SPEC" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2",
+                                             "--replica-fault", "errors:status=503"])
+    assert "--retry-jitter-factor must be in [0, 1]" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO,
+                                                                        "--replicas", "2", "--retry-jitter-factor", "3"])
+    assert "--replica-fault not with it" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--topology",
+                                                            "1p1d", "--replica-fault", "0:errors:status=500"])
     silent = tmp_path / "silent.csv"
     silent.write_text("0,0.001\n5,0.001\n")   # a rate so low that the 5 s draw no request
     for shape in (["--replicas", "2"], ["--topology", "1p1d"], ["--search", "topology", "--gpu-budget", "4"]):
