@@ -44,6 +44,8 @@ def test_a_replica_in_an_error_burst_is_retried_past_and_its_circuit_opens_as_pl
     records = read_records(fleet_out / "requests.jsonl")
     assert len(records) == fleet["demand"]["requests"] > 60          # every request sent is accounted for
     assert all(r["status"] == "ok" for r in records)                 # each failed attempt retried on r0
+    assert fleet["accounting"] == {"sent": len(records), "by_status": {"ok": len(records)}, "cancelled_copies": 0,
+                                   "missing": 0}
     failed = fleet["injected_errors"]
     assert failed.get("r0", 0) == 0 and 3 <= failed["r1"] <= 8       # the breaker's threshold, then its probes
     t0 = fleet["t0_unix"]
