@@ -36,7 +36,8 @@ from calculators.plan.autoscaler import Autoscaler, AutoscalerConfig
 from calculators.plan.demand import Demand
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
 from calculators.plan.replica import ReplicaSim
-from calculators.plan.resilience import NO_WORKER_STATUS, RETRYABLE_STATUSES, Breaker, ReplicaErrors, RouterResilience
+from calculators.plan.resilience import (CLOSED, NO_WORKER_STATUS, RETRYABLE_STATUSES, Breaker, ReplicaErrors,
+                                         RouterResilience)
 from calculators.plan.router import ReplicaView, make_router
 from calculators.plan.disaggregated import check_disaggregated, run_disaggregated
 from calculators.plan.topology import KvLink, Topology
@@ -134,6 +135,7 @@ class _Fleet:
         self.decisions: list[tuple[float, int, int]] = []
         self._seq = 0
         self.breakers: dict[int, Breaker] = {}
+        self.tripped: set[int] = set()            # replicas whose circuit is open or half-open
         self.errored = np.zeros(n, dtype=bool)    # answered an error after the router's last attempt
         self.attempts = np.zeros(n, dtype=np.int64)
         self.sent_to: dict[int, int] = {}         # replica -> attempts the router sent it
@@ -258,11 +260,12 @@ class _Fleet:
             self.pending.append(i)
             return
         self.attempts[i] += 1
-        open_ones = {rid for rid in self.routable if not self.breakers[rid].can_execute(t)}
-        routable = [rid for rid in self.routable if rid not in open_ones] if open_ones else self.routable
-        if not routable:
-            self._failed(i, attempt, NO_WORKER_STATUS, t)
-            return
+        routable = self.routable
+        if self.tripped:   # a circuit that is not closed (only an error burst opens one): the router skips it
+            routable = [rid for rid in routable if rid not in self.tripped or self.breakers[rid].can_execute(t)]
+            if not routable:
+                self._failed(i, attempt, NO_WORKER_STATUS, t)
+                return
         if not self.stateless:
             for rid in routable:
                 self._advance(rid, t)
@@ -271,12 +274,18 @@ class _Fleet:
         blocks = -(-int(self.demand.prompt[i]) // self.demand.prefix_block_tokens)
         rid = self.router.choose(t, None if session < 0 else session, self._prefix(i), views, blocks)
         self.sent_to[rid] = self.sent_to.get(rid, 0) + 1
-        status = self._injected(rid, t)
-        self.breakers[rid].record(status is None, t)
-        if status is not None:
-            self.failed_at[rid] = self.failed_at.get(rid, 0) + 1
-            self._failed(i, attempt, status, t)
-            return
+        if self.config.replica_errors:   # without error bursts no attempt fails and every circuit stays closed
+            status = self._injected(rid, t)
+            breaker = self.breakers[rid]
+            breaker.record(status is None, t)
+            if breaker.state == CLOSED:
+                self.tripped.discard(rid)
+            else:
+                self.tripped.add(rid)
+            if status is not None:
+                self.failed_at[rid] = self.failed_at.get(rid, 0) + 1
+                self._failed(i, attempt, status, t)
+                return
         self._advance(rid, t)
         self.sims[rid].submit(i, self._prompt_tokens(i), int(self.demand.output[i]), t,
                               lora=None if self.lora is None else self.lora[i])
