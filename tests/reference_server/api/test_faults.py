@@ -100,9 +100,14 @@ def test_a_slow_window_stretches_every_step_by_its_factor(replica):
 
 @pytest.mark.slow
 def test_an_error_burst_answers_its_status_then_ends(replica):
+    from servecap.fleet.replica_metrics import replica_load
+
+    before = replica_load(httpx.get(replica.base_url + "/metrics", timeout=10).text)["injected_errors"]
     window = _set(replica, "errors:status=503,rate=1,for=0.5s")["set"][0]
     answer = _complete(replica)
     assert answer.status_code == 503 and answer.json()["error"]["code"] == "injected_fault"
+    metrics = httpx.get(replica.base_url + "/metrics", timeout=10).text   # counted as injected, not as draining
+    assert replica_load(metrics)["injected_errors"] == before + 1 and 'reason="draining"' not in metrics
     time.sleep(max(0.0, window["end_unix"] - time.time()) + 0.05)
     assert _complete(replica).status_code == 200
     listed = httpx.get(replica.base_url + "/admin/faults", timeout=10).json()["faults"]
