@@ -54,7 +54,7 @@ test-fast: $(STAMP)
 
 # The servecap side runs in .venv; only vLLM (and the checkpoint builder, which needs transformers) in .venv-vllm.
 test-engines: $(STAMP) $(VLLM_STAMP)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -rP -m engine tests/engines
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -rP -m engine tests
 
 demo: $(STAMP)
 	$(PY) -m servecap demo

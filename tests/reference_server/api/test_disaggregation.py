@@ -21,7 +21,7 @@ from servecap.fleet.router import RouterSpec, pd_router_argv
 from servecap.launch.process import ServerProcess
 from servecap.launch.spec import ReferenceServerSpec
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.engine, pytest.mark.timeout(240)]   # vLLM's router: the real-engine suite (make test-engines)
 
 MODEL = "llama-3.1-8b"
 LINK_GBS = 2.0   # slow enough that a 600-token prompt's KV takes tens of ms

@@ -24,7 +24,7 @@ from servecap.launch.command import CommandSpec
 from servecap.launch.process import ServerProcess, free_port
 from servecap.launch.spec import ReferenceServerSpec
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.engine, pytest.mark.timeout(240)]   # vLLM's router: the real-engine suite (make test-engines)
 
 HEADER = "x-servecap-ignored-fields"
 ROUTER = Path(sys.executable).with_name("vllm-router")   # the dev extra installs it beside python

@@ -20,7 +20,7 @@ from servecap.fleet.router import VllmRouter
 from servecap.launch.process import ServerProcess
 from servecap.launch.spec import ReferenceServerSpec
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.engine, pytest.mark.timeout(240)]   # vLLM's router: the real-engine suite (make test-engines)
 
 HEADER = "x-servecap-replica"
 

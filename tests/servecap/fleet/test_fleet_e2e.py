@@ -20,7 +20,7 @@ import pytest
 from contract.records import read_records
 from loadgen_helpers import _env
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.engine, pytest.mark.e2e, pytest.mark.timeout(300)]   # vLLM's router: the real-engine suite (make test-engines)
 
 KILL_S = 22.0
 
