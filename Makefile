@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
 
-.PHONY: demo test test-e2e test-fast test-engines system-tools
+.PHONY: demo test test-loadgen test-e2e test-fast test-engines system-tools
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,12 +38,18 @@ system-tools:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver tcpdump >/dev/null) || \
 	  echo "Chromium/chromedriver/tcpdump not installed: the browser and capture tests will skip"; }
 
-# make test: everything but the heaviest end-to-end checks (-m e2e) and the real-engine suite;
-# .ci/run runs all three. The in-process tests run on both cores (they time nothing); the tests that
-# start processes and time them run one at a time, so no test shares the machine with another.
+# make test: everything but the load generator's process tests, the heaviest end-to-end checks (-m e2e)
+# and the real-engine suite; .ci/run runs all four. The in-process tests run on both cores (they time
+# nothing); the tests that start processes and time them run one at a time, so no test shares the
+# machine with another.
 test: $(STAMP) system-tools
 	$(PY) -m pytest -q -m "not e2e and not slow" -n 2
-	$(PY) -m pytest -q -m "slow and not e2e"
+	$(PY) -m pytest -q -m "slow and not e2e" --ignore=tests/loadgen
+
+# the load generator's own process tests: Locust and its clients against real and scripted servers,
+# one at a time (apart from make test to keep each suite within its time on this 2-core machine)
+test-loadgen: $(STAMP) system-tools
+	$(PY) -m pytest -q -m "slow and not e2e" tests/loadgen
 
 test-e2e: $(STAMP) system-tools
 	$(PY) -m pytest -q -m e2e
