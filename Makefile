@@ -1,4 +1,4 @@
-# Entry points: `make demo`, `make test`, `make test-e2e` (the heaviest end-to-end checks), `make test-fast`
+# Entry points: `make demo`, `make test`, `make test-loadgen`, `make test-e2e` and `make test-e2e-rest` (the heaviest end-to-end checks), `make test-fast`
 # (the tests that start no process) and
 # `make test-engines` (the real-engine suite: vLLM's CPU build; vllm-router's PD mode). All build their venvs from nothing but python3.
 PYTHON ?= python3
@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
 
-.PHONY: demo test test-loadgen test-e2e test-fast test-engines system-tools
+.PHONY: demo test test-loadgen test-e2e test-e2e-rest test-fast test-engines system-tools
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -51,8 +51,14 @@ test: $(STAMP) system-tools
 test-loadgen: $(STAMP) system-tools
 	$(PY) -m pytest -q -m "slow and not e2e" tests/loadgen
 
+# the heaviest end-to-end checks (-m e2e) in two suites, each within its time on this 2-core machine:
+# the sweep's own (tests/servecap/sweep), then the rest (compare, tune, fleet, notebooks, browsers,
+# the gate on real sweeps, the calibration refit, the lab's captures)
 test-e2e: $(STAMP) system-tools
-	$(PY) -m pytest -q -m e2e
+	$(PY) -m pytest -q -m e2e tests/servecap/sweep
+
+test-e2e-rest: $(STAMP) system-tools
+	$(PY) -m pytest -q -m e2e tests --ignore=tests/servecap/sweep
 
 # the in-process tests, on both cores (pytest-xdist); none starts a process, so none times one
 test-fast: $(STAMP)
