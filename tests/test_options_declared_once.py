@@ -68,14 +68,14 @@ def _call_name(node: ast.AST) -> str | None:
 
 
 def _prefixes(trees: dict[str, ast.Module]) -> dict[str, set[str]]:
-    """class name -> the prefixes `add_options(parser, Class, prefix=...)` adds it with ("*": not a literal)."""
-    found: dict[str, set[str]] = defaultdict(set)
+    """class name -> the prefixes `add_options(parser, Class, prefix=...)` adds it with ("*": not a literal;
+    None: added without one too)."""
+    found: dict[str, set[str | None]] = defaultdict(set)
     for tree in trees.values():
         for node in ast.walk(tree):
             if _call_name(node) == "add_options" and len(node.args) >= 2 and isinstance(node.args[1], ast.Name):
-                for keyword in node.keywords:
-                    if keyword.arg == "prefix":
-                        found[node.args[1].id].add(_literal(keyword.value) or "*")
+                prefix = [k.value for k in node.keywords if k.arg == "prefix"]
+                found[node.args[1].id].add((_literal(prefix[0]) or "*") if prefix else None)
     return found
 
 

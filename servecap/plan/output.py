@@ -38,8 +38,11 @@ def _lines(answer: dict) -> list[str]:
     verdict = ("no window had requests" if attainment is None else
                f"{attainment:.1%} of {slo['window_s']:g}-s windows meet {limits} "
                f"({'meets' if plan['meets_target'] else 'misses'} the {slo['attainment']:.0%} target)")
-    lines = [f"plan: {verdict}; {plan['gpu_hours']:,.1f} GPU-hours, {_fmt_usd(plan['usd_per_day'])} a day, "
-             f"{_fmt_usd(plan['usd_per_million_tokens'])} per 1M output tokens"]
+    canary = answer.get("canary")
+    lines = [f"{'primary' if canary else 'plan'}: {verdict}; {plan['gpu_hours']:,.1f} GPU-hours, "
+             f"{_fmt_usd(plan['usd_per_day'])} a day, {_fmt_usd(plan['usd_per_million_tokens'])} per 1M output tokens"]
+    if canary:
+        lines += _canary_lines(canary, slo)
     pools = plan["config"].get("disaggregated")
     if pools:
         lines.append(f"disaggregated: {pools['prefill_workers']} prefill and {pools['decode_workers']} decode workers "
@@ -77,9 +80,32 @@ def _lines(answer: dict) -> list[str]:
         lines.append(f"speed band ±{b['relative']:.0%}: attainment {b['fast']['attainment']:.1%} (fast) to "
                      f"{b['slow']['attainment']:.1%} (slow); {_fmt_usd(b['fast']['usd_per_day'])} to "
                      f"{_fmt_usd(b['slow']['usd_per_day'])} a day")
-    lines.append(f"{plan['requests']:,} requests, {plan['replicas_started']} replicas started, "
+    sent = (f"{plan['requests']:,} requests to the primary and {canary['requests']:,} to the canary" if canary
+            else f"{plan['requests']:,} requests")
+    lines.append(f"{sent}, {plan['replicas_started']} replicas started, "
                  f"{plan['unfinished']} unfinished; simulated in {plan.get('seconds', 0):.1f} s")
     return lines
+
+
+def _attained(part: dict, slo: dict) -> str:
+    if part["attainment"] is None:
+        return "no window had requests"
+    return (f"{part['attainment']:.1%} of windows ({'meets' if part['meets_target'] else 'misses'} the "
+            f"{slo['attainment']:.0%} target)")
+
+
+def _canary_lines(canary: dict, slo: dict) -> list[str]:
+    """The canary's own line and both versions' together (the primary's is the plan's line)."""
+    def p99(part: dict) -> str:
+        return ", ".join(f"{m.upper()} p99 {part[f'{m}_p99_s'] * 1e3:,.0f} ms" for m in ("ttft", "e2e")
+                         if part.get(f"{m}_p99_s") is not None and math.isfinite(part[f"{m}_p99_s"]))
+    both = canary["both"]
+    return [f"canary ({canary['describe']}: {canary['requests']:,} requests, {canary['share']:.1%}; "
+            f"{canary['replicas']} replica{'s' if canary['replicas'] > 1 else ''} of {canary['replica']}): "
+            f"{_attained(canary, slo)}; {p99(canary)}; {canary['gpu_hours']:,.1f} GPU-hours, "
+            f"{_fmt_usd(canary['usd_per_day'])} a day",
+            f"both versions: {_attained(both, slo)}; {p99(both)}; {both['gpu_hours']:,.1f} GPU-hours, "
+            f"{_fmt_usd(both['usd_per_day'])} a day"]
 
 
 def _figure(path: Path, timeline: dict, windows: dict, slo: dict) -> None:
@@ -127,6 +153,10 @@ def _markdown(answer: dict, lines: list[str]) -> str:
            f"- router: {cfg['router']} (a model of vLLM's router's policy); cold start {cfg['cold_start_s']:g} s",
            "- autoscaler: " + ("none (a fixed fleet of %d)" % cfg["initial_replicas"] if cfg["autoscaler"] is None
                                else ", ".join(f"{k} {v}" for k, v in cfg["autoscaler"].items())),
+           *([f"- canary: {answer['canary']['replicas']} replica(s) of {answer['canary']['replica']}, "
+              f"{answer['canary']['describe']} (a seeded draw per request under the weight in force at its send "
+              "time); the primary's autoscaler, faults and searches are the primary pool's, over its share"]
+             if answer.get("canary") else []),
            "", "Simulated, not measured: each replica is the simulator's engine (the strategy's scheduler and "
            "block manager, a step-time model); no front end is modelled.", "",
            "![demand, replicas and p99 per window](plan.png)", ""]

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from calculators.plan.canary import CanaryPlan, CanarySchedule, canary_mask, plan_canary
 from calculators.plan.demand import Demand, diurnal_with_bursts, from_rows, rate_curve_arrivals
 from calculators.plan.fleet import FleetConfig
 from calculators.plan.outcome import PlanSlo
@@ -83,15 +84,28 @@ def _summary(judged: Judged) -> dict:
 
 def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: PlanSlo, window_s: float,
              search: str, static_max: int, replications: int, n_plus_one: bool, band: float | None,
-             progress: Callable[[str], None]) -> dict:
-    """`demand` is `build_demand(demand_spec)`, built by the caller (where its errors are the user's)."""
-    progress(f"{len(demand):,} requests over {demand.span_s:,.0f} s; simulating the plan")
-    plan = judge(demand, config, slo, window_s=window_s,
-                 on_progress=lambda done, total: progress(f"  plan: {done:,} of {total:,} requests routed"))
+             progress: Callable[[str], None], canary: tuple[FleetConfig, CanarySchedule] | None = None) -> dict:
+    """`demand` is `build_demand(demand_spec)`, built by the caller (where its errors are the user's).
+    With `canary` (its pool's config, its weight schedule) the plan is the primary pool on its share of
+    the demand, and every later question (N+1, static, breach, search, band) is the primary's."""
+    extra: dict = {}
+    canary_answer = None
+    if canary is not None:
+        progress(f"{len(demand):,} requests over {demand.span_s:,.0f} s; simulating the primary and the canary")
+        split = plan_canary(demand, config, canary[0], canary[1], slo, window_s=window_s, seed=config.seed,
+                            on_progress=progress)
+        canary_answer = _describe_canary(split, canary[0])
+        demand, plan = demand.select(np.flatnonzero(~split.mask)), split.primary
+        extra["canary"] = split.canary
+    else:
+        progress(f"{len(demand):,} requests over {demand.span_s:,.0f} s; simulating the plan")
+        plan = judge(demand, config, slo, window_s=window_s,
+                     on_progress=lambda done, total: progress(f"  plan: {done:,} of {total:,} requests routed"))
     answer: dict = {"plan": {"config": _describe_config(config), "demand": demand.source, "requests": len(demand),
                              "span_s": float(demand.span_s), "slo": _describe_slo(slo, window_s),
                              **_summary(plan)}}
-    extra: dict = {}
+    if canary_answer is not None:
+        answer["canary"] = canary_answer
     if n_plus_one:
         progress("N+1: the busiest replica lost at the peak")
         lost = extra["n_plus_one"] = lose_one_at_peak(demand, config, slo, window_s=window_s)
@@ -108,7 +122,8 @@ def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: Pla
                             {"replicas": static.config.initial_replicas, **_summary(static)})
     if replications > 1:
         progress(f"{replications} seeded replications")
-        probability, attainments = breach_probability(lambda r: build_demand(demand_spec, r), config, slo,
+        probability, attainments = breach_probability(lambda r: _primary_share(build_demand(demand_spec, r), canary,
+                                                                               config.seed), config, slo,
                                                       replications=replications, window_s=window_s)
         answer["breach"] = {"replications": replications, "probability": probability, "attainments": attainments}
     if search == "target":
@@ -125,6 +140,23 @@ def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: Pla
         answer["band"] = {"relative": band, **ends}
     answer["_runs"] = {"plan": plan, "demand": demand, "static": static, **extra}
     return answer
+
+
+def _primary_share(demand: Demand, canary: tuple[FleetConfig, CanarySchedule] | None, seed: int) -> Demand:
+    """The requests the primary pool gets: all of them, or those the canary's split leaves it."""
+    return demand if canary is None else demand.select(np.flatnonzero(~canary_mask(demand, canary[1], seed)))
+
+
+def _describe_canary(split: CanaryPlan, config: FleetConfig) -> dict:
+    both = split.both
+    return {"schedule": [{"t_s": t, "weight": w} for t, w in split.schedule.steps],
+            "describe": split.schedule.describe(), "replica": config.replica.describe,
+            "replicas": config.initial_replicas, "requests": int(split.mask.sum()),
+            "share": float(split.mask.mean()), **_summary(split.canary),
+            "both": {"attainment": both.attainment, "meets_target": both.meets_target, "requests": both.requests,
+                     "unfinished": both.unfinished, "failed": both.failed, "gpu_hours": split.gpu_hours,
+                     "usd": split.usd, "usd_per_day": split.usd_per_day,
+                     **{f"{m.removesuffix('_s')}_{q}_s": getattr(both, q)[m] for q in ("p50", "p99") for m in both.p50}}}
 
 
 def _describe_config(config: FleetConfig) -> dict:

@@ -101,3 +101,33 @@ def test_fixed_pools_refuse_what_they_do_not_model(tmp_path, capsys):
     assert "--kv-transfer-gbs must be > 0" in _error(capsys, [*base, "--topology", "1p1d", "--kv-transfer-gbs", "0"])
     sessions = ["--sessions", "4", "--session-prefix-tokens", "64"]
     assert "shared prefixes" in _error(capsys, [*base, "--topology", "1p1d", *sessions])
+
+
+def test_a_canary_plan_answers_per_version_and_refuses_what_it_cannot_split(tmp_path, capsys):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,2\n240,2\n")
+    base = ["--rate-curve", str(curve), *GPU, *SLO, "--prompt-tokens", "256", "--output-tokens", "32",
+            "--window-s", "60"]
+    assert "--canary-dtype: a canary needs --canary-weight" in _error(capsys, [*base, "--replicas", "2",
+                                                                             "--canary-dtype", "fp8"])
+    assert "--canary-weight '0:0.1,0:0.2'" in _error(capsys, [*base, "--replicas", "2", "--canary-weight", "0:0.1,0:0.2"])
+    assert "--canary-replicas must be at least 1" in _error(capsys, [*base, "--replicas", "2", "--canary-weight", "0.1",
+                                                                   "--canary-replicas", "0"])
+    assert "a disaggregated canary is not modelled" in _error(capsys, [*base, "--topology", "1p1d",
+                                                                       "--canary-weight", "0.1"])
+    assert "leaves the canary no request" in _error(capsys, [*base, "--replicas", "2", "--canary-weight", "0"])
+    out = tmp_path / "plan"
+    code = main([*base, "--replicas", "2", "--canary-weight", "0:0.1,120:0.5", "--canary-dtype", "fp8",
+                 "--static-max", "4", "--no-n-plus-one", "--out", str(out)])
+    assert code == 0
+    answer = json.loads((out / "plan.json").read_text())
+    canary, plan = answer["canary"], answer["plan"]
+    assert canary["schedule"] == [{"t_s": 0, "weight": 0.1}, {"t_s": 120, "weight": 0.5}]
+    assert "fp8" in canary["replica"] and "fp8" not in plan["config"]["replica"] and canary["replicas"] == 1
+    assert canary["requests"] + plan["requests"] == canary["both"]["requests"] == sum(
+        w["requests"] for w in answer["windows"]) + canary["requests"]
+    assert 0.2 < canary["share"] < 0.4 and canary["both"]["unfinished"] == 0
+    assert canary["both"]["usd_per_day"] == pytest.approx(canary["usd_per_day"] + plan["usd_per_day"])
+    md = (out / "plan.md").read_text()
+    assert md.startswith("# Fleet plan\n\n- primary: ") and "- canary (10% from 0 s, 50% from 120 s: " in md
+    assert "- both versions: 100.0% of windows" in md

@@ -1,0 +1,168 @@
+"""A canary rollout: a second version's pool takes a weighted share of the requests, the weight moving
+on a schedule over the day, and each version is judged and priced on its own share.
+
+    schedule = CanarySchedule.parse("0:0.05,3600:0.1,7200:0.25")
+    canary = plan_canary(demand, primary_config, canary_config, schedule, slo, window_s=300)
+
+The split is what a weighted proxy does (nginx's `split_clients`, a KServe or Gateway API traffic
+split): each request goes to the canary with probability w(t), the weight in force at its send
+time, independently of the others (a seeded draw per request, on a stream of its own so that the
+split does not move when the pools change). The two pools share nothing after the split, so each
+is its own fleet run (its router, its replicas, the primary's autoscaler and faults) over its own
+share, and the whole is the two runs merged back into the demand's order: the attainment a user
+sees over both versions, and the cost of both pools.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from calculators.plan.demand import Demand
+from calculators.plan.fleet import FleetConfig
+from calculators.plan.fleet_run import FleetRun, ReplicaLife
+from calculators.plan.outcome import Outcome, PlanSlo, outcome
+from calculators.plan.planner import Judged, judge
+
+SPLIT_STREAM = 0xCA9A   # the split's own seed stream (beside the demand's and the router's)
+
+
+@dataclass(frozen=True)
+class CanarySchedule:
+    """The canary's weight over time: (t_s, weight) steps, the first at t = 0; each weight holds until
+    the next step's time. A weight is the canary's share in [0, 1]; the primary takes the rest."""
+
+    steps: tuple[tuple[float, float], ...]
+
+    def __post_init__(self) -> None:
+        if not self.steps:
+            raise ValueError("a canary schedule needs at least one weight")
+        if self.steps[0][0] != 0:
+            raise ValueError(f"a canary schedule starts at t = 0 (its first step is at {self.steps[0][0]:g} s)")
+        for (t0, _), (t1, _) in zip(self.steps, self.steps[1:]):
+            if not t1 > t0:
+                raise ValueError(f"a canary schedule's times must rise: {t1:g} s after {t0:g} s")
+        for t, w in self.steps:
+            if not (math.isfinite(t) and 0 <= w <= 1):
+                raise ValueError(f"a canary weight is the canary's share in [0, 1], got {w:g} at {t:g} s")
+
+    @classmethod
+    def parse(cls, text: str, flag: str = "--canary-weight") -> CanarySchedule:
+        """"0.1" (one weight all day) or "T:W,T:W,..." (T seconds from the demand's start, the first 0);
+        a bad value raises ValueError naming `flag`."""
+        steps = []
+        try:
+            for part in str(text).split(","):
+                if ":" in part:
+                    t, w = part.split(":", 1)
+                    steps.append((float(t), float(w)))
+                else:
+                    steps.append((0.0, float(part)))
+            return cls(tuple(steps))
+        except ValueError as exc:
+            detail = str(exc) if "canary" in str(exc) else f"not a weight or T:W steps ({exc})"
+            raise ValueError(f"{flag} {text!r}: {detail}") from None
+
+    def weight_at(self, t_s: np.ndarray) -> np.ndarray:
+        """The canary's weight in force at each of `t_s`."""
+        times = np.array([t for t, _ in self.steps])
+        weights = np.array([w for _, w in self.steps])
+        return weights[np.searchsorted(times, np.asarray(t_s, dtype=np.float64), side="right") - 1]
+
+    def describe(self) -> str:
+        if len(self.steps) == 1:
+            return f"{self.steps[0][1]:.0%} of requests"
+        return ", ".join(f"{w:.0%} from {t:,.0f} s" for t, w in self.steps)
+
+
+def canary_mask(demand: Demand, schedule: CanarySchedule, seed: int) -> np.ndarray:
+    """bool per request: sent to the canary (a draw under the weight in force at its send time)."""
+    draws = np.random.default_rng([seed, SPLIT_STREAM]).random(len(demand))
+    return draws < schedule.weight_at(demand.t_s)
+
+
+def check_split(demand: Demand, schedule: CanarySchedule, seed: int) -> np.ndarray:
+    """The split's mask; ValueError when it leaves a version no request (its attainment would be no
+    figure at all)."""
+    mask = canary_mask(demand, schedule, seed)
+    for name, count in (("primary", int((~mask).sum())), ("canary", int(mask.sum()))):
+        if not count:
+            raise ValueError(f"the canary schedule ({schedule.describe()}) leaves the {name} no request of the "
+                             f"{len(demand):,}")
+    return mask
+
+
+def merge_runs(parts: list[tuple[FleetRun, np.ndarray]], n: int) -> FleetRun:
+    """One run over the whole demand from runs over disjoint parts of it (`indices` into the demand, in
+    order): the requests back in the demand's order, every replica's life (ids renumbered after the
+    first part's), the decisions of the first part (the autoscaled pool's)."""
+    def gather(name: str, fill, dtype) -> np.ndarray | None:
+        if all(getattr(run, name) is None for run, _ in parts):
+            return None
+        out = np.full(n, fill, dtype=dtype)
+        for run, idx in parts:
+            value = getattr(run, name)
+            out[idx] = value if value is not None else (run.first_token_s if name == "first_answer_s" else fill)
+        return out
+
+    lives: list[ReplicaLife] = []
+    replica = np.full(n, -1, dtype=np.int64)
+    for run, idx in parts:
+        offset = len(lives)
+        lives += [ReplicaLife(**{**life.__dict__, "id": life.id + offset}) for life in run.lives]
+        replica[idx] = np.where(run.replica >= 0, run.replica + offset, -1)
+    return FleetRun(send_s=gather("send_s", math.nan, np.float64), first_token_s=gather("first_token_s", math.inf, np.float64),
+                    end_s=gather("end_s", math.inf, np.float64), output=gather("output", 0, np.int64), replica=replica,
+                    retried=gather("retried", False, bool), lives=lives, decisions=list(parts[0][0].decisions),
+                    horizon_s=max(run.horizon_s for run, _ in parts), lost=gather("lost", False, bool),
+                    first_answer_s=gather("first_answer_s", math.inf, np.float64),
+                    errored=gather("errored", False, bool))
+
+
+@dataclass(frozen=True)
+class CanaryPlan:
+    """Each version on its share, and both together (attainment over every request; cost of both pools)."""
+
+    schedule: CanarySchedule
+    mask: np.ndarray            # bool per request of the demand: the canary's
+    primary: Judged
+    canary: Judged
+    both: Outcome
+
+    @property
+    def usd(self) -> float | None:
+        costs = (self.primary.outcome.usd, self.canary.outcome.usd)
+        return None if None in costs else sum(costs)
+
+    @property
+    def usd_per_day(self) -> float | None:
+        """Each pool's cost a day (its cost over its own run's span), added."""
+        days = (self.primary.outcome.usd_per_day, self.canary.outcome.usd_per_day)
+        return None if None in days else sum(days)
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.primary.outcome.gpu_hours + self.canary.outcome.gpu_hours
+
+
+def plan_canary(demand: Demand, primary: FleetConfig, canary: FleetConfig, schedule: CanarySchedule,
+                slo: PlanSlo, *, window_s: float, seed: int,
+                on_progress: Callable[[str], None] | None = None) -> CanaryPlan:
+    """Split `demand` by `schedule` and run each version's pool on its share (`primary` may autoscale
+    and carry faults; `canary` is its own config). A version given no request is refused (`check_split`)."""
+    mask = check_split(demand, schedule, seed)
+    shares = {"primary": np.flatnonzero(~mask), "canary": np.flatnonzero(mask)}
+    judged = {}
+    for name, config in (("primary", primary), ("canary", canary)):
+        if on_progress:
+            on_progress(f"{name}: {len(shares[name]):,} requests")
+        judged[name] = judge(demand.select(shares[name]), config, slo, window_s=window_s)
+    merged = merge_runs([(judged["primary"].run, shares["primary"]), (judged["canary"].run, shares["canary"])],
+                        len(demand))
+    both = outcome(merged, slo, window_s=window_s)
+    return CanaryPlan(schedule, mask, judged["primary"], judged["canary"], both)
