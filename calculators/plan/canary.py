@@ -50,6 +50,10 @@ class CanarySchedule:
         for t, w in self.steps:
             if not (math.isfinite(t) and 0 <= w <= 1):
                 raise ValueError(f"a canary weight is the canary's share in [0, 1], got {w:g} at {t:g} s")
+        weights = {w for _, w in self.steps}
+        if weights <= {0.0} or weights <= {1.0}:
+            raise ValueError(f"a canary schedule of weight {self.steps[0][1]:g} throughout sends every request to "
+                             "one version")
 
     @classmethod
     def parse(cls, text: str, flag: str = "--canary-weight") -> CanarySchedule:

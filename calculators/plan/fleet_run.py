@@ -63,6 +63,16 @@ class FleetRun:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.output > 1, (self.end_s - self.first_token_s) / (self.output - 1), np.nan)
 
+    def take(self, indices: np.ndarray) -> FleetRun:
+        """The requests at `indices` (a share of the demand, in order), with every replica's life."""
+        idx = np.asarray(indices, dtype=np.int64)
+
+        def part(value):
+            return None if value is None else value[idx]
+        return FleetRun(self.send_s[idx], self.first_token_s[idx], self.end_s[idx], self.output[idx], self.replica[idx],
+                        self.retried[idx], self.lives, self.decisions, self.horizon_s, lost=part(self.lost),
+                        first_answer_s=part(self.first_answer_s), errored=part(self.errored), router=self.router)
+
     def prefix_hit_rate(self) -> float | None:
         """Prompt tokens found in a replica's prefix cache, over those looked up, fleet-wide."""
         queried = sum(life.prefix_query_tokens for life in self.lives)

@@ -15,6 +15,8 @@ OUT/plan-ROUTER (`--gpu GPU --model M --max-model-len N`), then prints and write
 - SLO attainment: plan minus fleet, in points;
 - cache_aware against round_robin: the prefix-cache hit rate, and the TTFT p50 gain (1 - p50 cache_aware
   / p50 round_robin) over every request, predicted against measured (relative error);
+- with `--canary-weight` among the shared flags: per version, its share of the requests, its SLO attainment
+  (plan minus fleet, in points), its p50/p99 TTFT and E2E, and the canary's p99 TTFT per window;
 - with `--replica-fault` among the shared flags: per faulted replica, the attempts it answered with its
   fault (the plan's `router.failed_at` against the replica's injected-fault counter, fleet.json
   `injected_errors`), and the requests that ended in an error.
@@ -113,8 +115,34 @@ def compare_pair(out: Path, router: str) -> dict:
         "replicas_started_plan": p["replicas_started"], "replicas_started_fleet": len(fleet["replicas"]),
         "controller_armed_late_s": fleet.get("controller_armed_late_s"),
         "resilience": _resilience(p.get("router") or {}, fleet) if fleet.get("replica_faults") else None,
+        "canary": _canary(plan, fleet) if fleet.get("canary") else None,
         "windows": windows,
     }
+
+
+def _canary(plan: dict, fleet: dict) -> dict:
+    """With --canary-weight: per version (the primary's share and the canary's), the share of requests it got,
+    its SLO attainment (plan minus fleet, in points), p50/p99 TTFT and E2E over its requests, and per window
+    the canary's p99 TTFT."""
+    versions = {}
+    for version, planned in (("primary", plan["plan"]), ("canary", plan["canary"])):
+        measured = fleet["canary"][version]
+        row = {"share_plan": planned["requests"] / plan["canary"]["both"]["requests"], "share_fleet": measured["share"],
+               "requests_plan": planned["requests"], "requests_fleet": measured["requests"],
+               "attainment_plan": planned["attainment"], "attainment_fleet": measured["attainment"],
+               "attainment_points": None if planned["attainment"] is None or measured["attainment"] is None
+               else 100 * (planned["attainment"] - measured["attainment"])}
+        for key in ("ttft_p50_s", "ttft_p99_s", "e2e_p50_s", "e2e_p99_s"):
+            row[f"{key}_plan"], row[f"{key}_fleet"] = planned.get(key), measured.get(key)
+            row[f"{key}_err"] = _rel(planned.get(key), measured.get(key))
+        versions[version] = row
+    measured = {w["start_s"]: w for w in fleet["canary"]["canary"]["windows"]}
+    versions["canary"]["windows"] = [
+        {"start_s": w["start_s"], "requests_plan": w["requests"], "requests_fleet": measured[w["start_s"]]["requests"],
+         "ttft_p99_plan": _p99(w["ttft_p99_s"]), "ttft_p99_fleet": _p99(measured[w["start_s"]]["ttft_p99_s"]),
+         "met_plan": w["met"], "met_fleet": measured[w["start_s"]]["met"]}
+        for w in plan["canary"]["windows"] if w["start_s"] in measured]
+    return versions
 
 
 def _resilience(planned: dict, fleet: dict) -> dict:
@@ -166,6 +194,12 @@ def _print(result: dict) -> None:
                       f"{r['breaker_opened_plan'].get(name, 0)}x")
             print(f"  requests answered an error: plan {r['errored_plan']} fleet {r['errored_fleet']}; plan retries "
                   f"{r['retries_plan']}")
+        for version, v in (c.get("canary") or {}).items():
+            print(f"  {version}: share plan {v['share_plan']:.1%} fleet {v['share_fleet']:.1%}; attainment plan "
+                  f"{_pct(v['attainment_plan'])} fleet {_pct(v['attainment_fleet'])}: {_points(v['attainment_points'])} "
+                  f"(target within 3); TTFT p99 {_ms(v['ttft_p99_s_plan'])}/{_ms(v['ttft_p99_s_fleet'])} "
+                  f"({v['ttft_p99_s_err']:+.0%}), E2E p99 {_ms(v['e2e_p99_s_plan'])}/{_ms(v['e2e_p99_s_fleet'])} "
+                  f"({v['e2e_p99_s_err']:+.0%})")
         for w in c["windows"]:
             print(f"    t={w['start_s']:>5.0f}s n={w['requests_fleet']:>4} TTFT p99 {w['ttft_p99_plan']:.3f}/"
                   f"{w['ttft_p99_fleet']:.3f} s ({w['ttft_err']:+.0%})  E2E p99 {w['e2e_p99_plan']:.2f}/"
@@ -176,6 +210,18 @@ def _print(result: dict) -> None:
               f"{versus['hit_rate_fleet']:.3f} ({versus['hit_rate_err']:+.1%}); TTFT p50 gain plan "
               f"{versus['ttft_p50_gain_plan']:.1%} fleet {versus['ttft_p50_gain_fleet']:.1%} "
               f"({versus['ttft_p50_gain_err']:+.1%}) (target within 20%)")
+
+
+def _pct(value) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def _points(value) -> str:
+    return "n/a" if value is None else f"{value:+.1f} points"
+
+
+def _ms(value) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value * 1e3:,.0f} ms"
 
 
 def main(argv: list[str] | None = None) -> int:

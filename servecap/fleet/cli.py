@@ -29,6 +29,7 @@ from contract.options import CommandParser, add_config_option, add_output_argume
 from servecap.experiment.run_options import add_run_arguments
 from servecap.experiment.targets import add_target_arguments
 from servecap.fleet.router import POLICIES
+from servecap.plan.canary import add_canary_flags
 from servecap.plan.flags import add_demand_flags, add_replica_flags, add_scaling_flags, add_slo_flags
 from servecap.plan.topology import add_pools_flags, pools_topology
 
@@ -45,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     add_scaling_flags(p, f"vllm-router's --policy: {', '.join(POLICIES)}")
     add_slo_flags(p)
     add_pools_flags(p)
+    add_canary_flags(p)
     add_run_arguments(p)
     return p
 
@@ -69,11 +71,18 @@ def main(argv: list[str] | None = None) -> int:
 
     from servecap.fleet.run import FLEET_FILE
 
-    counts = json.loads((out / FLEET_FILE).read_text())["accounting"]
+    fleet = json.loads((out / FLEET_FILE).read_text())
+    counts = fleet["accounting"]
     statuses = ", ".join(f"{n} {status}" for status, n in counts["by_status"].items())
     console.print(f"fleet: {counts['sent']} requests sent: {statuses}"
                   + (f"; {counts['cancelled_copies']} hedge copies cancelled" if counts["cancelled_copies"] else "")
                   + (f"; {counts['missing']} NOT ACCOUNTED FOR" if counts["missing"] else ""))
+    for version, part in (fleet.get("canary") or {}).items():
+        if version in ("primary", "canary"):
+            attained = "no window" if part["attainment"] is None else f"{part['attainment']:.1%} of windows"
+            p99 = part["ttft_p99_s"]
+            console.print(f"fleet: {version}: {part['requests']} requests ({part['share']:.1%}), {attained} meet the "
+                          f"SLO, TTFT p99 {'n/a' if p99 is None else f'{p99 * 1e3:,.0f} ms'}")
     console.print(f"fleet: run directory {out} (fleet.json, fleet_timeline.csv)")
     if args.no_report:
         return 0
@@ -103,6 +112,7 @@ def _plan(args):
         raise ValueError(f"--cold-start-s must be seconds >= 0, got {args.cold_start_s}")
     check_shared_flags(args)
     slo = PlanSlo(slo_from_args(args), attainment=args.attainment)
+    canary = _canary(args)
     if args.topology is not None:
         return _disaggregated(args, slo)
     autoscaler = autoscaler_from_flags(args)
@@ -122,7 +132,33 @@ def _plan(args):
     launch, describe = _launch(args)
     return _spec(args, slo, launch=launch, describe_replica=describe,
                  model=args.served_model or (args.model if args.emulate else None), initial_replicas=initial,
-                 autoscaler=autoscaler, faults=faults, replica_faults=replica_faults)
+                 autoscaler=autoscaler, faults=faults, replica_faults=replica_faults, canary=canary)
+
+
+def _canary(args):
+    """--canary-weight: the canary's emulated replicas (the primary's unless --canary-gpu, --canary-model,
+    --canary-dtype or --canary-tp say what changed) and their weights, behind nginx; None without it."""
+    from servecap.fleet.run import CanaryFleet
+    from servecap.plan.canary import schedule_from_flags
+
+    schedule = schedule_from_flags(args)
+    if schedule is None:
+        return None
+    for flag, given in (("--topology", args.topology is not None), ("--server-cmd", args.server_cmd is not None),
+                        ("--canary-calibration", args.canary_calibration is not None)):
+        if given:
+            raise ValueError(f"--canary-weight with {flag}: a fleet's canary is emulated replicas (--emulate, "
+                             "--canary-gpu/--canary-model/--canary-dtype/--canary-tp) behind one aggregated pool")
+    from servecap.fleet.split_proxy import NGINX
+
+    if not Path(NGINX).exists():
+        raise ValueError("--canary-weight: the canary runs behind Debian's nginx, which is not installed "
+                         "(apt-get install nginx)")
+    launch, describe = _launch(args, emulate=args.canary_gpu or args.emulate, model=args.canary_model or args.model,
+                               dtype=args.canary_dtype or args.dtype, tp=args.canary_tp or args.tp)
+    served = ("--served-model-name", args.served_model or args.model)   # a new version under the model name clients send
+    return CanaryFleet(launch=lambda name: launch(name, served), describe=describe, replicas=args.canary_replicas,
+                       schedule=schedule)
 
 
 def _spec(args, slo, **fleet):
@@ -157,8 +193,9 @@ def _disaggregated(args, slo):
                  initial_replicas=topology.workers, autoscaler=None, faults=(), disaggregated=topology)
 
 
-def _launch(args):
-    """name -> a launch spec, and the replica in words."""
+def _launch(args, **replica):
+    """name -> a launch spec, and the replica in words; `replica`: emulate, model, dtype, tp (default the
+    flags')."""
     if args.server_cmd is not None:
         from servecap.launch.command import CommandSpec
 
@@ -169,13 +206,14 @@ def _launch(args):
     from reference_server.cli import build_parser, configs_from_args
     from servecap.launch.spec import ReferenceServerSpec
 
-    flags = ["--emulate", args.emulate, "--model", args.model, "--dtype", args.dtype, "--tp", str(args.tp),
+    emulate, model, dtype, tp = (replica.get(k) or getattr(args, k) for k in ("emulate", "model", "dtype", "tp"))
+    flags = ["--emulate", emulate, "--model", model, "--dtype", dtype, "--tp", str(tp),
              "--engine-mode", "thread", "--no-classifier", *shlex.split(args.server_args)]
     try:
         configs_from_args(build_parser().parse_args(flags))   # a bad replica fails before anything starts
     except SystemExit:
         raise ValueError(f"the replica's flags are not valid `servecap serve` flags: {' '.join(flags)}") from None
-    describe = f"emulated {args.emulate} (EMULATED GPU: no forward pass), {args.model} {args.dtype} tp={args.tp}"
+    describe = f"emulated {emulate} (EMULATED GPU: no forward pass), {model} {dtype} tp={tp}"
     return (lambda name, more=(): ReferenceServerSpec.from_flags([*flags, *more, "--replica-name", name])), describe
 
 

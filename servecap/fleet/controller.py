@@ -54,13 +54,16 @@ class FleetClock:
 class FleetController:
     def __init__(self, pool: ReplicaPool, router: VllmRouter, clock: FleetClock, *,
                  autoscaler: AutoscalerConfig | None, faults: tuple[Fault, ...], cold_start_s: float,
-                 horizon_s: float, log=None, replica_faults: tuple = ()) -> None:
+                 horizon_s: float, log=None, replica_faults: tuple = (), timed: tuple = ()) -> None:
+        """`timed`: (t_s, what, action) to do at t_s on the fleet's clock besides the faults and the
+        autoscaler's ticks (a canary's next weight), each recorded as an event `what`."""
         self.pool, self.router, self.clock = pool, router, clock
         self.autoscaler = None if autoscaler is None else Autoscaler(autoscaler)
         self.interval_s = autoscaler.interval_s if autoscaler else None
         self.metric = autoscaler.metric if autoscaler else "in_flight"
         self.faults = sorted(faults, key=lambda f: f.t_s)
         self.replica_faults = tuple(replica_faults)   # (replica id, contract.faults.Fault), at= on the fleet's clock
+        self.timed = tuple(timed)
         self.injected: dict[int, float] = {}          # replica id -> attempts it answered with a set fault, last read
         self.cold_start_s, self.horizon_s = cold_start_s, horizon_s
         self.log = log or (lambda text: None)
@@ -151,6 +154,7 @@ class FleetController:
         self._armed.wait()
         pending: list[tuple[float, int, object]] = [(f.t_s, 0, f) for f in self.faults]
         pending += [(fault.at_s, 2, (rid, fault)) for rid, fault in self.replica_faults]
+        pending += [(t, 3, (what, action)) for t, what, action in self.timed]
         if self.autoscaler is not None:
             k = 1
             while k * self.interval_s <= self.horizon_s:
@@ -167,8 +171,13 @@ class FleetController:
                     self._fault(payload)
                 elif kind == 1:
                     self._tick(when)
-                else:
+                elif kind == 2:
                     self._set_fault(payload)
+                else:
+                    what, action = payload
+                    action()
+                    self.event(what)
+                    self.log(f"t={self.now():.0f}s: {what}")
             except Exception as exc:   # a failed action is recorded; the run goes on
                 self.errors.append(f"{self.now():.1f}s: {type(exc).__name__}: {exc}")
 

@@ -7,8 +7,8 @@ fleet's clock.
     pool.drain(replica)      # SIGTERM: the server finishes what it holds, then exits
     pool.kill(replica)       # SIGKILL: what it held is lost
 
-Replica k is named `r{k}`, in the order they were asked for (the plan numbers its replicas the
-same way). A replica's cold start is the later of its process being ready (GET /ready) and
+Replica k is named `r{k}` (a canary pool's `c{k}`), in the order they were asked for (the plan
+numbers its replicas the same way). A replica's cold start is the later of its process being ready (GET /ready) and
 `cold_start_s` after it was asked for: an emulated GPU loads no weights, so a GPU replica's load
 time is given rather than measured. Starting runs on a thread per replica, so a slow start never
 holds up the controller's decisions.
@@ -53,8 +53,9 @@ class Replica:
 
 class ReplicaPool:
     def __init__(self, launch: Callable[[str], object], log_dir: Path, clock: Callable[[], float],
-                 startup_timeout_s: float = 180.0) -> None:
-        self.launch, self.log_dir, self.clock = launch, log_dir, clock
+                 startup_timeout_s: float = 180.0, prefix: str = "r") -> None:
+        """`prefix`: the names' (r0, r1, ...; a canary pool's c0, c1, ...)."""
+        self.launch, self.log_dir, self.clock, self.prefix = launch, log_dir, clock, prefix
         self.startup_timeout_s = startup_timeout_s
         self.replicas: list[Replica] = []
         self.lock = threading.Lock()
@@ -63,7 +64,7 @@ class ReplicaPool:
     def start(self, cold_start_s: float = 0.0, on_ready: Callable[[Replica], None] | None = None,
               wait: bool = False) -> Replica:
         with self.lock:
-            replica = Replica(id=len(self.replicas), name=f"r{len(self.replicas)}", requested_s=self.clock())
+            replica = Replica(id=len(self.replicas), name=f"{self.prefix}{len(self.replicas)}", requested_s=self.clock())
             self.replicas.append(replica)
         thread = threading.Thread(target=self._start, args=(replica, cold_start_s, on_ready),
                                   name=f"start-{replica.name}", daemon=True)

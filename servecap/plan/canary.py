@@ -40,22 +40,32 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
     add_options(p, CalibrationOptions, only=("calibration",), prefix=PREFIX, typed=True)
 
 
-def _changed(args) -> list[str]:
+def changed_flags(args) -> list[str]:
+    """The flags that say how the canary's replica differs from the primary's."""
     return [f"--canary-{name}" for name in ("gpu", "model", "dtype", "tp", "calibration")
             if getattr(args, f"canary_{name}") is not None]
+
+
+def schedule_from_flags(args) -> CanarySchedule | None:
+    """The canary's weights, or None without --canary-weight (then no other canary flag may be given):
+    what `servecap plan` and `servecap fleet` check alike. ValueError names a bad flag."""
+    changed = changed_flags(args)
+    if args.canary_weight is None:
+        if changed or args.canary_replicas != 1:
+            raise ValueError(f"{', '.join(changed) or '--canary-replicas'}: a canary needs --canary-weight")
+        return None
+    if args.canary_replicas < 1:
+        raise ValueError(f"--canary-replicas must be at least 1, got {args.canary_replicas}")
+    return CanarySchedule.parse(args.canary_weight)
 
 
 def canary_from_flags(args, primary: FleetConfig, calibration_replica) -> tuple[FleetConfig, CanarySchedule] | None:
     """(the canary pool's config, its weight schedule), or None without --canary-weight. `calibration_replica`
     is the plan's (run dir, strategy, cold start) -> (replica, cold start, mix). ValueError names a bad flag."""
-    changed = _changed(args)
-    if args.canary_weight is None:
-        if changed or args.canary_replicas != 1:
-            raise ValueError(f"{', '.join(changed) or '--canary-replicas'}: a canary needs --canary-weight")
+    schedule = schedule_from_flags(args)
+    if schedule is None:
         return None
-    schedule = CanarySchedule.parse(args.canary_weight)
-    if args.canary_replicas < 1:
-        raise ValueError(f"--canary-replicas must be at least 1, got {args.canary_replicas}")
+    changed = changed_flags(args)
     if getattr(args, "topology", None) is not None:
         raise ValueError("--canary-weight with --topology: a canary splits an aggregated pool (a disaggregated "
                          "canary is not modelled)")

@@ -153,6 +153,7 @@ def _describe_canary(split: CanaryPlan, config: FleetConfig) -> dict:
             "describe": split.schedule.describe(), "replica": config.replica.describe,
             "replicas": config.initial_replicas, "requests": int(split.mask.sum()),
             "share": float(split.mask.mean()), **_summary(split.canary),
+            "windows": split.canary.outcome.to_dict()["windows"],
             "both": {"attainment": both.attainment, "meets_target": both.meets_target, "requests": both.requests,
                      "unfinished": both.unfinished, "failed": both.failed, "gpu_hours": split.gpu_hours,
                      "usd": split.usd, "usd_per_day": split.usd_per_day,

@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from contract.records import read_records
+from fleet_runs import run_fleet
 from loadgen_helpers import _env
 
 pytestmark = [pytest.mark.slow, pytest.mark.engine, pytest.mark.timeout(300)]
@@ -28,12 +29,8 @@ def test_a_disaggregated_fleet_runs_behind_the_pd_router_and_the_plan_predicts_i
     shared = ["--rate-curve", str(curve), "--horizon", "20", "--prompt-tokens", "2000", "--output-tokens", "32",
               "--topology", "1p1d", "--slo-ttft-ms", "2000", "--window-s", "10"]
     fleet_out, plan_out = tmp_path / "fleet", tmp_path / "plan"
-    result = subprocess.run(
-        [sys.executable, "-m", "servecap", "fleet", "--emulate", "h100-sxm", "--model", "llama-3.1-8b",
-         "--server-args", "--max-model-len 4096", *shared, "--out", str(fleet_out), "--no-report"],
-        capture_output=True, text=True, timeout=280, env=_env())
-    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-    fleet = json.loads((fleet_out / "fleet.json").read_text())
+    fleet, _ = run_fleet(fleet_out, "--emulate", "h100-sxm", "--model", "llama-3.1-8b", "--server-args",
+                         "--max-model-len 4096", *shared)
     assert fleet["disaggregated"] == {"topology": "1p1d", "prefill_workers": 1, "decode_workers": 1}
     records = read_records(fleet_out / "requests.jsonl")
     assert len(records) == fleet["demand"]["requests"] > 20

@@ -19,6 +19,7 @@ import sys
 import pytest
 
 from contract.records import read_records
+from fleet_runs import run_fleet
 from loadgen_helpers import _env
 
 pytestmark = [pytest.mark.slow, pytest.mark.engine, pytest.mark.timeout(300)]
@@ -31,12 +32,8 @@ def test_a_replica_in_an_error_burst_is_retried_past_and_its_circuit_opens_as_pl
               "--replicas", "2", "--replica-fault", "1:errors:status=503,at=3,for=12", "--cb-failure-threshold", "3",
               "--cb-timeout-duration-secs", "5", "--slo-ttft-ms", "2000", "--window-s", "10", "--seed", "3"]
     fleet_out, plan_out = tmp_path / "fleet", tmp_path / "plan"
-    result = subprocess.run(
-        [sys.executable, "-m", "servecap", "fleet", "--emulate", "h100-sxm", "--model", "llama-3.1-8b",
-         "--server-args", "--max-model-len 4096", *shared, "--out", str(fleet_out), "--no-report"],
-        capture_output=True, text=True, timeout=280, env=_env())
-    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-    fleet = json.loads((fleet_out / "fleet.json").read_text())
+    fleet, _ = run_fleet(fleet_out, "--emulate", "h100-sxm", "--model", "llama-3.1-8b", "--server-args",
+                         "--max-model-len 4096", *shared)
     assert fleet["controller_errors"] == []
     assert fleet["replica_faults"] == [{"replica": 1, "spec": "errors:status=503,rate=1,at=3s,for=12s"}]
     assert fleet["router_resilience"]["cb_failure_threshold"] == 3

@@ -34,7 +34,8 @@ def test_a_schedule_is_one_weight_or_rising_steps_from_zero_and_says_what_is_wro
     schedule = CanarySchedule.parse("0:0.05,3600:0.1,7200:1")
     assert schedule.weight_at(np.array([0, 3599.9, 3600, 7199, 7200, 1e6])).tolist() == [0.05, 0.05, 0.1, 0.1, 1, 1]
     for text, says in (("1.5", "share in [0, 1]"), ("-0.1", "share in [0, 1]"), ("60:0.1", "starts at t = 0"),
-                       ("0:0.1,0:0.2", "must rise"), ("0:0.1,60:x", "not a weight"), ("ten", "not a weight")):
+                       ("0:0.1,0:0.2", "must rise"), ("0:0.1,60:x", "not a weight"), ("ten", "not a weight"),
+                       ("0", "every request to one version"), ("0:1,60:1", "every request to one version")):
         with pytest.raises(ValueError, match=r"--canary-weight '.*': .*" + says.replace("[", r"\[").replace("]", r"\]")):
             CanarySchedule.parse(text)
 
@@ -90,6 +91,6 @@ def test_a_canary_plan_judges_each_version_on_its_share_and_counts_every_request
 def test_a_schedule_that_leaves_a_version_no_request_is_refused():
     demand = _demand(50, 10.0)
     primary = FleetConfig(replica=FAST)
-    for weight, name in (("0", "canary"), ("1", "primary")):
+    for weight, name in (("0.001", "canary"), ("0.999", "primary")):
         with pytest.raises(ValueError, match=f"leaves the {name} no request of the 50"):
             plan_canary(demand, primary, primary, CanarySchedule.parse(weight), SLO_TTFT, window_s=5, seed=0)

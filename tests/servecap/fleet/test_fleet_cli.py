@@ -54,3 +54,20 @@ def test_fixed_pools_refuse_what_they_do_not_run(tmp_path, capsys):
     assert "--min-replicas/--max-replicas not with it" in _error(capsys, [*base, "--min-replicas", "1",
                                                                           "--max-replicas", "2", "--target", "4"])
     assert "give agg:N" in _error(capsys, [*REPLICA[:-2], "--rate-curve", str(curve), "--topology", "pd"])
+
+
+def test_a_canary_is_emulated_replicas_behind_one_aggregated_pool(tmp_path, capsys):
+    curve = tmp_path / "ok.csv"
+    curve.write_text("0,1\n60,2\n")
+    base = ["--rate-curve", str(curve), *REPLICA]
+    assert "--canary-gpu: a canary needs --canary-weight" in _error(capsys, [*base, "--replicas", "1",
+                                                                           "--canary-gpu", "h100-sxm"])
+    assert "--canary-weight '0:0.1,0:0.2'" in _error(capsys, [*base, "--replicas", "1", "--canary-weight", "0:0.1,0:0.2"])
+    assert "every request to one version" in _error(capsys, [*base, "--replicas", "1", "--canary-weight", "0"])
+    assert "--canary-replicas must be at least 1" in _error(capsys, [*base, "--replicas", "1", "--canary-weight", "0.1",
+                                                                   "--canary-replicas", "0"])
+    for flag in (["--topology", "1p1d"], ["--canary-calibration", str(tmp_path)]):
+        assert f"--canary-weight with {flag[0]}" in _error(capsys, [*base, *flag, "--canary-weight", "0.1"])
+    assert "--canary-weight with --server-cmd" in _error(capsys, ["--rate-curve", str(curve), "--server-cmd",
+                                                                  "srv --port {port}", "--replicas", "1",
+                                                                  "--canary-weight", "0.1"])

@@ -11,14 +11,11 @@ over every request sent.
 from __future__ import annotations
 
 import csv
-import json
-import subprocess
-import sys
 
 import pytest
 
 from contract.records import read_records
-from loadgen_helpers import _env
+from fleet_runs import run_fleet
 
 pytestmark = [pytest.mark.slow, pytest.mark.engine, pytest.mark.e2e, pytest.mark.timeout(300)]   # vLLM's router: the real-engine suite (make test-engines)
 
@@ -29,15 +26,11 @@ def test_a_small_fleet_scales_up_loses_a_replica_and_says_who_served_what(tmp_pa
     curve = tmp_path / "curve.csv"
     curve.write_text("t_s,rate_rps\n0,1\n8,4\n30,4\n")
     out = tmp_path / "fleet"
-    result = subprocess.run(
-        [sys.executable, "-m", "servecap", "fleet", "--emulate", "l4", "--model", "llama-3.1-8b",
-         "--server-args", "--max-model-len 2048", "--rate-curve", str(curve), "--horizon", "30",
-         "--prompt-tokens", "256", "--output-tokens", "32", "--router", "round_robin",
-         "--min-replicas", "1", "--max-replicas", "2", "--target", "2", "--interval-s", "3",
-         "--down-window-s", "60", "--kill", f"{KILL_S:g}:0", "--slo-ttft-ms", "3000", "--window-s", "10",
-         "--out", str(out), "--no-report"], capture_output=True, text=True, timeout=280, env=_env())
-    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-    fleet = json.loads((out / "fleet.json").read_text())
+    fleet, _ = run_fleet(out, "--emulate", "l4", "--model", "llama-3.1-8b", "--server-args", "--max-model-len 2048",
+                         "--rate-curve", str(curve), "--horizon", "30", "--prompt-tokens", "256", "--output-tokens", "32",
+                         "--router", "round_robin", "--min-replicas", "1", "--max-replicas", "2", "--target", "2",
+                         "--interval-s", "3", "--down-window-s", "60", "--kill", f"{KILL_S:g}:0",
+                         "--slo-ttft-ms", "3000", "--window-s", "10")
     replicas = {r["name"]: r for r in fleet["replicas"]}
 
     # one scale-up (1 -> 2), the kill of r0 at its time, then the autoscaler's replacement

@@ -115,7 +115,8 @@ def test_a_canary_plan_answers_per_version_and_refuses_what_it_cannot_split(tmp_
                                                                    "--canary-replicas", "0"])
     assert "a disaggregated canary is not modelled" in _error(capsys, [*base, "--topology", "1p1d",
                                                                        "--canary-weight", "0.1"])
-    assert "leaves the canary no request" in _error(capsys, [*base, "--replicas", "2", "--canary-weight", "0"])
+    assert "leaves the canary no request" in _error(capsys, [*base, "--replicas", "2", "--canary-weight", "0.0001"])
+    assert "every request to one version" in _error(capsys, [*base, "--replicas", "2", "--canary-weight", "1"])
     out = tmp_path / "plan"
     code = main([*base, "--replicas", "2", "--canary-weight", "0:0.1,120:0.5", "--canary-dtype", "fp8",
                  "--static-max", "4", "--no-n-plus-one", "--out", str(out)])
