@@ -36,8 +36,7 @@ from calculators.plan.autoscaler import Autoscaler, AutoscalerConfig
 from calculators.plan.demand import Demand
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
 from calculators.plan.replica import ReplicaSim
-from calculators.plan.resilience import (CLOSED, NO_WORKER_STATUS, RETRYABLE_STATUSES, Breaker, ReplicaErrors,
-                                         RouterResilience)
+from calculators.plan.resilience import ReplicaErrors, RouterAttempts, RouterResilience
 from calculators.plan.router import ReplicaView, make_router
 from calculators.plan.disaggregated import check_disaggregated, run_disaggregated
 from calculators.plan.topology import KvLink, Topology
@@ -131,17 +130,10 @@ class _Fleet:
         self.in_flight: dict[int, int] = {}
         self.holder: dict[int, int] = {}          # request -> replica holding it
         self.events: list[tuple[float, int, int, object]] = []   # (t, kind order, seq, payload)
-        self.pending: deque[int] = deque()        # requests waiting at the router for a ready replica
+        self.pending: deque[tuple[int, int]] = deque()   # (request, its attempt) waiting for a ready replica
         self.decisions: list[tuple[float, int, int]] = []
         self._seq = 0
-        self.breakers: dict[int, Breaker] = {}
-        self.tripped: set[int] = set()            # replicas whose circuit is open or half-open
-        self.errored = np.zeros(n, dtype=bool)    # answered an error after the router's last attempt
-        self.attempts = np.zeros(n, dtype=np.int64)
-        self.sent_to: dict[int, int] = {}         # replica -> attempts the router sent it
-        self.failed_at: dict[int, int] = {}       # replica -> attempts it answered with an error
-        self._error_draws = np.random.default_rng([config.seed, 5])
-        self._jitter = np.random.default_rng([config.seed, 6])
+        self.attempts = RouterAttempts(n, config.resilience, config.replica_errors or (), config.seed)
 
     # -- events -----------------------------------------------------------------------------------
     READY, FAULT, TICK, RETRY = 0, 1, 2, 3
@@ -165,9 +157,10 @@ class _Fleet:
                                     shared_prefixes=self.demand.prefix is not None)
         self.routable.append(rid)
         self.in_flight[rid] = 0
-        self.breakers[rid] = Breaker(self.config.resilience)
+        self.attempts.add_replica(rid)
         while self.pending:
-            self._route(self.pending.popleft(), t=t)
+            i, attempt = self.pending.popleft()
+            self._route(i, attempt, t=t)
 
     # -- the run ----------------------------------------------------------------------------------
     def run(self) -> FleetRun:
@@ -197,7 +190,7 @@ class _Fleet:
         self._finish_all()
         return FleetRun(self.send, self.first, self.end, demand.output.astype(np.int64), self.served_by,
                         self.retried, self.lives, self.decisions, max(horizon, self._last_end()), self.lost,
-                        errored=self.errored, router=self._router_counts())
+                        errored=self.attempts.errored, router=self.attempts.summary())
 
     def _events_until(self, t: float) -> None:
         while self.events and self.events[0][0] <= t:
@@ -256,16 +249,13 @@ class _Fleet:
         """One attempt of request i at t: to a replica whose circuit lets it through, by the policy; an
         attempt a replica fails (an error burst), or that finds every circuit open, is retried or answered
         as the router's resilience rule says (`calculators.plan.resilience`)."""
-        if not self.routable:
-            self.pending.append(i)
+        if not self.routable:   # no worker at all: it waits at the router (a scale-from-zero activation)
+            self.pending.append((i, attempt))
             return
-        self.attempts[i] += 1
-        routable = self.routable
-        if self.tripped:   # a circuit that is not closed (only an error burst opens one): the router skips it
-            routable = [rid for rid in routable if rid not in self.tripped or self.breakers[rid].can_execute(t)]
-            if not routable:
-                self._failed(i, attempt, NO_WORKER_STATUS, t)
-                return
+        routable = self.attempts.routable(self.routable, t)
+        if not routable:
+            self._failed(i, attempt, self.attempts.no_worker(i), t)
+            return
         if not self.stateless:
             for rid in routable:
                 self._advance(rid, t)
@@ -273,45 +263,20 @@ class _Fleet:
         session = int(self.demand.session[i])
         blocks = -(-int(self.demand.prompt[i]) // self.demand.prefix_block_tokens)
         rid = self.router.choose(t, None if session < 0 else session, self._prefix(i), views, blocks)
-        self.sent_to[rid] = self.sent_to.get(rid, 0) + 1
-        if self.config.replica_errors:   # without error bursts no attempt fails and every circuit stays closed
-            status = self._injected(rid, t)
-            breaker = self.breakers[rid]
-            breaker.record(status is None, t)
-            if breaker.state == CLOSED:
-                self.tripped.discard(rid)
-            else:
-                self.tripped.add(rid)
-            if status is not None:
-                self.failed_at[rid] = self.failed_at.get(rid, 0) + 1
-                self._failed(i, attempt, status, t)
-                return
+        status = self.attempts.attempt(i, rid, t)
+        if status is not None:
+            self._failed(i, attempt, status, t)
+            return
         self._advance(rid, t)
         self.sims[rid].submit(i, self._prompt_tokens(i), int(self.demand.output[i]), t,
                               lora=None if self.lora is None else self.lora[i])
         self.in_flight[rid] += 1
         self.holder[i] = rid
 
-    def _injected(self, rid: int, t: float) -> int | None:
-        """The status replica rid answers an attempt at t with, if an error burst catches it (a seeded draw)."""
-        for burst in self.config.replica_errors:
-            if burst.replica == rid and burst.active(t) and self._error_draws.random() < burst.rate:
-                return burst.status
-        return None
-
     def _failed(self, i: int, attempt: int, status: int, t: float) -> None:
-        policy = self.config.resilience
-        if status in RETRYABLE_STATUSES and attempt + 1 < policy.retry_max_retries:
-            self._push(t + policy.backoff_s(attempt, self._jitter), self.RETRY, (i, attempt + 1))
-        else:
-            self.errored[i] = True
-
-    def _router_counts(self) -> dict:
-        return {"attempts": int(self.attempts.sum()), "retries": int((self.attempts - 1).clip(min=0).sum()),
-                "errored": int(self.errored.sum()),
-                "sent_to": {f"r{rid}": n for rid, n in sorted(self.sent_to.items())},
-                "failed_at": {f"r{rid}": n for rid, n in sorted(self.failed_at.items())},
-                "breaker_opened": {f"r{rid}": b.opened for rid, b in sorted(self.breakers.items()) if b.opened}}
+        retry_at = self.attempts.failed(i, attempt, status, t)
+        if retry_at is not None:
+            self._push(retry_at, self.RETRY, (i, attempt + 1))
 
     def _tick(self, t: float) -> None:
         for rid in list(self.routable):
@@ -386,14 +351,8 @@ class _Fleet:
         if self.autoscaler is None:   # a fixed fleet's Deployment replaces the pod
             self._start_replica(t)
         if self.config.retry_lost:
-            for i in lost:
-                self._route_retry(i, t)
-
-    def _route_retry(self, i: int, t: float) -> None:
-        if not self.routable:
-            self.pending.append(i)
-            return
-        self._route(i, t=t)
+            for i in lost:   # the client sends it again: the router's first attempt of it
+                self._route(i, t=t)
 
     def _finish_all(self) -> None:
         """No more sends: run every replica (and what still waits at the router) to the end."""

@@ -155,3 +155,81 @@ class ReplicaErrors:
 
     def active(self, t: float) -> bool:
         return self.start_s <= t < self.end_s
+
+
+class RouterAttempts:
+    """The router's bookkeeping of attempts over one run of n requests: each replica's breaker, which
+    circuits are not closed, what each attempt met (an error burst's status, a seeded draw), and what the
+    router does after a failed one (a retry after its backoff, or the error as the client's answer).
+
+        attempts = RouterAttempts(n, policy, bursts, seed)
+        routable = attempts.routable(ready, t)               # empty: the router's own 503 (`failed`)
+        status = attempts.attempt(i, rid, t)                  # None: the replica takes it
+        retry_at = attempts.failed(i, attempt, status, t)     # None: request i is answered an error
+    """
+
+    def __init__(self, n: int, policy: RouterResilience, bursts: tuple[ReplicaErrors, ...] = (), seed: int = 0) -> None:
+        self.policy, self.bursts = policy, tuple(bursts)
+        self.breakers: dict[int, Breaker] = {}
+        self.tripped: set[int] = set()            # replicas whose circuit is open or half-open
+        self.errored = np.zeros(n, dtype=bool)    # answered an error after the router's last attempt
+        self.counts = np.zeros(n, dtype=np.int64)  # attempts per request
+        self.sent_to: dict[int, int] = {}         # replica -> attempts the router sent it
+        self.failed_at: dict[int, int] = {}       # replica -> attempts it answered with an error
+        self._error_draws = np.random.default_rng([seed, 5])
+        self._jitter = np.random.default_rng([seed, 6])
+
+    def add_replica(self, rid: int) -> None:
+        self.breakers[rid] = Breaker(self.policy)
+
+    def routable(self, ready: list[int], t: float) -> list[int]:
+        """The ready replicas whose circuit lets a request through at t (all, while every circuit is closed)."""
+        if not self.tripped:   # only an error burst opens a circuit
+            return ready
+        return [rid for rid in ready if rid not in self.tripped or self.breakers[rid].can_execute(t)]
+
+    def attempt(self, i: int, rid: int, t: float) -> int | None:
+        """Request i's attempt on replica rid at t: the status an error burst answers it with (recorded on
+        the replica's breaker), or None when the replica takes it."""
+        self.counts[i] += 1
+        self.sent_to[rid] = self.sent_to.get(rid, 0) + 1
+        if not self.bursts:   # without error bursts no attempt fails and every circuit stays closed
+            return None
+        status = self._injected(rid, t)
+        breaker = self.breakers[rid]
+        breaker.record(status is None, t)
+        if breaker.state == CLOSED:
+            self.tripped.discard(rid)
+        else:
+            self.tripped.add(rid)
+        if status is not None:
+            self.failed_at[rid] = self.failed_at.get(rid, 0) + 1
+        return status
+
+    def no_worker(self, i: int) -> int:
+        """Request i found every circuit open: an attempt that reached no replica; the router's 503."""
+        self.counts[i] += 1
+        return NO_WORKER_STATUS
+
+    def failed(self, i: int, attempt: int, status: int, t: float) -> float | None:
+        """When the router tries request i again after its attempt `attempt` (from 0) failed with `status`;
+        None: it answers the client that error (not retryable, or the last attempt)."""
+        if status in RETRYABLE_STATUSES and attempt + 1 < self.policy.retry_max_retries:
+            return t + self.policy.backoff_s(attempt, self._jitter)
+        self.errored[i] = True
+        return None
+
+    def _injected(self, rid: int, t: float) -> int | None:
+        for burst in self.bursts:
+            if burst.replica == rid and burst.active(t) and self._error_draws.random() < burst.rate:
+                return burst.status
+        return None
+
+    def summary(self) -> dict:
+        """The run's router section: attempts, retries, errors, and per replica the attempts sent, failed and
+        the times its circuit opened."""
+        return {"attempts": int(self.counts.sum()), "retries": int((self.counts - 1).clip(min=0).sum()),
+                "errored": int(self.errored.sum()),
+                "sent_to": {f"r{rid}": n for rid, n in sorted(self.sent_to.items())},
+                "failed_at": {f"r{rid}": n for rid, n in sorted(self.failed_at.items())},
+                "breaker_opened": {f"r{rid}": b.opened for rid, b in sorted(self.breakers.items()) if b.opened}}

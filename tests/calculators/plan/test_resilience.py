@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from calculators.plan.demand import Demand
+from calculators.plan.fleet import Fault as FleetFault
 from calculators.plan.fleet import FleetConfig, ReplicaSpec, run_fleet
 from calculators.plan.outcome import PlanSlo, outcome
 from calculators.plan.resilience import Breaker, ReplicaErrors, RouterResilience
@@ -122,3 +123,15 @@ def test_a_replica_fault_flag_reads_as_a_replica_and_a_fault_spec():
                          ("x:stall", "give ID:SPEC")):
         with pytest.raises(ValueError, match=message):
             parse_replica_fault(bad)
+
+
+def test_a_retry_that_waits_for_a_replica_keeps_its_attempt_count():
+    # replica 0 answers 503; it is killed before the retry is due, so the retry waits at the router for
+    # the replacement (also answering 503) and goes out then as the second attempt: the last one of two
+    policy = RouterResilience(retry_max_retries=2, retry_jitter_factor=0.0)
+    config = FleetConfig(SPEC, "round_robin", initial_replicas=1, cold_start_s=1.0, faults=(FleetFault(0.01, 0),),
+                         resilience=policy, replica_errors=(ReplicaErrors(0, 0.0, math.inf, 503, 1.0),
+                                                            ReplicaErrors(1, 0.0, math.inf, 503, 1.0)))
+    run = run_fleet(_demand([0.0]), config)
+    assert run.errored.tolist() == [True]
+    assert run.router["attempts"] == 2 and run.router["sent_to"] == {"r0": 1, "r1": 1}
