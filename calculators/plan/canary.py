@@ -38,6 +38,7 @@ class CanarySchedule:
     the next step's time. A weight is the canary's share in [0, 1]; the primary takes the rest."""
 
     steps: tuple[tuple[float, float], ...]
+    one_sided: bool = False   # may send every request one way (a shadow's mirror at 100%); a canary may not
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -51,7 +52,7 @@ class CanarySchedule:
             if not (math.isfinite(t) and 0 <= w <= 1):
                 raise ValueError(f"a canary weight is the canary's share in [0, 1], got {w:g} at {t:g} s")
         weights = {w for _, w in self.steps}
-        if weights <= {0.0} or weights <= {1.0}:
+        if not self.one_sided and (weights <= {0.0} or weights <= {1.0}):
             raise ValueError(f"a canary schedule of weight {self.steps[0][1]:g} throughout sends every request to "
                              "one version")
 

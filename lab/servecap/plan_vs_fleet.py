@@ -85,7 +85,9 @@ def compare_pair(out: Path, router: str) -> dict:
     same_ready = sum(d["plan"]["ready"] == d["fleet"]["ready"] for d in both)
     same_wanted = sum(d["plan"]["wanted"] == d["fleet"]["wanted"] for d in both)
     windows = []
-    measured = {w["start_s"]: w for w in fleet["outcome"]["windows"]}
+    # with a canary the plan's windows are the primary's share: the fleet's primary version is their match
+    whole = fleet["canary"]["primary"] if fleet.get("canary") else fleet["outcome"]
+    measured = {w["start_s"]: w for w in whole["windows"]}
     for w in plan["windows"]:
         m = measured.get(w["start_s"])
         if m is None or m["requests"] < MIN_WINDOW_REQUESTS:
@@ -97,7 +99,7 @@ def compare_pair(out: Path, router: str) -> dict:
                         "tpot_err": _rel(_p99(w["tpot_p99_s"]), _p99(m["tpot_p99_s"])),
                         "e2e_err": _rel(_p99(w["e2e_p99_s"]), _p99(m["e2e_p99_s"])),
                         "met_plan": w["met"], "met_fleet": m["met"]})
-    p, f = plan["plan"], fleet["outcome"]
+    p, f = plan["plan"], whole
     return {
         "router": router, "decision_intervals": len(both),
         "same_ready_share": same_ready / len(both) if both else None,

@@ -29,7 +29,7 @@ from contract.options import CommandParser, add_config_option, add_output_argume
 from servecap.experiment.run_options import add_run_arguments
 from servecap.experiment.targets import add_target_arguments
 from servecap.fleet.router import POLICIES
-from servecap.plan.canary import add_canary_flags
+from servecap.plan.second_pool import add_second_pool_flags
 from servecap.plan.flags import add_demand_flags, add_replica_flags, add_scaling_flags, add_slo_flags
 from servecap.plan.topology import add_pools_flags, pools_topology
 
@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     add_scaling_flags(p, f"vllm-router's --policy: {', '.join(POLICIES)}")
     add_slo_flags(p)
     add_pools_flags(p)
-    add_canary_flags(p)
+    add_second_pool_flags(p)
     add_run_arguments(p)
     return p
 
@@ -139,11 +139,15 @@ def _canary(args):
     """--canary-weight: the canary's emulated replicas (the primary's unless --canary-gpu, --canary-model,
     --canary-dtype or --canary-tp say what changed) and their weights, behind nginx; None without it."""
     from servecap.fleet.run import CanaryFleet
-    from servecap.plan.canary import schedule_from_flags
+    from servecap.plan.second_pool import kind_from_flags, schedule_from_flags
 
-    schedule = schedule_from_flags(args)
-    if schedule is None:
+    kind = kind_from_flags(args)
+    if kind is None:
         return None
+    if kind == "shadow":
+        raise ValueError("--shadow-fraction: the fleet does not mirror requests yet (`servecap plan` plans a shadow "
+                         "pool); a canary runs for real (--canary-weight)")
+    schedule = schedule_from_flags(args)
     for flag, given in (("--topology", args.topology is not None), ("--server-cmd", args.server_cmd is not None),
                         ("--canary-calibration", args.canary_calibration is not None)):
         if given:

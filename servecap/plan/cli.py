@@ -36,7 +36,7 @@ from reports.predict.options import CalibrationOptions
 from servecap.plan.flags import (add_demand_flags, add_replica_flags, add_scaling_flags, add_slo_flags,
                                  autoscaler_from_flags, check_shared_flags, demand_spec_from_flags, demand_workload,
                                  fault_from_flag, replica_errors_from_flags, resilience_from_flags)
-from servecap.plan.canary import add_canary_flags, canary_from_flags
+from servecap.plan.second_pool import add_second_pool_flags, second_pool_from_flags
 from servecap.plan.output import write_outputs
 from servecap.plan.topology import add_topology_flags, disaggregated_config
 
@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--static-max", type=int, default=64, help="the most replicas the static-fleet search tries")
     p.add_argument("--no-n-plus-one", action="store_true", help="skip the run with a replica lost at the peak")
     add_topology_flags(p)
-    add_canary_flags(p)
+    add_second_pool_flags(p)
     p.set_defaults(engine="vllm", replications=1)   # plan's: vLLM's sizing and factors, one seeded run
     return p
 
@@ -83,10 +83,11 @@ def main(argv: list[str] | None = None) -> int:
         from servecap.plan.run import build_demand, run_plan   # numpy and the simulator: once the flags are good
 
         inputs["demand"] = build_demand(inputs["demand_spec"])
-        if inputs["canary"] is not None:
+        second = inputs["second"]
+        if second is not None and second.kind == "canary":
             from calculators.plan.canary import check_split
 
-            check_split(inputs["demand"], inputs["canary"][1], inputs["config"].seed)
+            check_split(inputs["demand"], second.schedule, inputs["config"].seed)
         if inputs["config"].disaggregated is not None:
             from calculators.plan.disaggregated import check_demand
 
@@ -119,8 +120,9 @@ def _topology_search(parser, args, console) -> int:
     started = time.perf_counter()
     try:
         check_shared_flags(args)
-        if args.canary_weight is not None:
-            raise ValueError("--canary-weight with --search topology: the search sizes one pool's busiest window")
+        for flag, given in (("--canary-weight", args.canary_weight), ("--shadow-fraction", args.shadow_fraction)):
+            if given is not None:
+                raise ValueError(f"{flag} with --search topology: the search sizes one pool's busiest window")
         demand = build_demand(demand_spec_from_flags(args))
         answer = run_topology_search(args, demand, lambda text: console.print(f"[dim]{text}[/dim]"))
     except (ValueError, OSError) as exc:
@@ -157,11 +159,11 @@ def _inputs(args) -> dict:
     if not slo.slo.is_set:
         raise ValueError("give at least one SLO: --slo-ttft-ms, --slo-tpot-ms or --slo-e2e-ms")
     if args.topology is not None:
-        canary_from_flags(args, None, calibration_replica)   # refuses a canary of fixed PD pools
+        second_pool_from_flags(args, None, calibration_replica)   # refuses a second pool beside fixed PD pools
         config = disaggregated_config(args, demand_workload(args).seed)
         return {"demand_spec": demand_spec_from_flags(args), "config": config, "slo": slo, "window_s": args.window_s,
                 "search": "none", "static_max": args.static_max, "replications": args.replications,
-                "n_plus_one": False, "band": replica_band(args), "canary": None}
+                "n_plus_one": False, "band": replica_band(args), "second": None}
     autoscaler = autoscaler_from_flags(args)
     if autoscaler is None and args.replicas is None:
         raise ValueError("give --replicas N (a fixed fleet) or --min-replicas/--max-replicas (autoscaled)")
@@ -178,7 +180,7 @@ def _inputs(args) -> dict:
     return {"demand_spec": demand_spec_from_flags(args), "config": config, "slo": slo, "window_s": args.window_s,
             "search": args.search, "static_max": args.static_max, "replications": args.replications,
             "n_plus_one": not args.no_n_plus_one, "band": replica_band(args),
-            "canary": canary_from_flags(args, config, calibration_replica)}
+            "second": second_pool_from_flags(args, config, calibration_replica)}
 
 
 def _lora_replica(args, replica: ReplicaSpec, measured_mix):

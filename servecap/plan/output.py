@@ -43,6 +43,8 @@ def _lines(answer: dict) -> list[str]:
              f"{_fmt_usd(plan['usd_per_day'])} a day, {_fmt_usd(plan['usd_per_million_tokens'])} per 1M output tokens"]
     if canary:
         lines += _canary_lines(canary, slo)
+    if answer.get("shadow"):
+        lines += _shadow_lines(answer["shadow"], plan, slo)
     pools = plan["config"].get("disaggregated")
     if pools:
         lines.append(f"disaggregated: {pools['prefill_workers']} prefill and {pools['decode_workers']} decode workers "
@@ -108,6 +110,18 @@ def _canary_lines(canary: dict, slo: dict) -> list[str]:
             f"{_fmt_usd(both['usd_per_day'])} a day"]
 
 
+def _shadow_lines(shadow: dict, plan: dict, slo: dict) -> list[str]:
+    """The shadow's line: its load, latency and cost beside production's (the plan's line)."""
+    p99 = ", ".join(f"{m.upper()} p99 {shadow[f'{m}_p99_s'] * 1e3:,.0f} ms" for m in ("ttft", "e2e")
+                    if shadow.get(f"{m}_p99_s") is not None and math.isfinite(shadow[f"{m}_p99_s"]))
+    extra = (f"; production and shadow {_fmt_usd(plan['usd_per_day'] + shadow['usd_per_day'])} a day"
+             if plan["usd_per_day"] is not None and shadow["usd_per_day"] is not None else "")
+    return [f"shadow ({shadow['fraction']:.0%} of requests mirrored: {shadow['requests']:,} copies, answers never "
+            f"returned; {shadow['replicas']} replica{'s' if shadow['replicas'] > 1 else ''} of {shadow['replica']}): "
+            f"{_attained(shadow, slo)}; {p99}; {shadow['gpu_hours']:,.1f} GPU-hours, "
+            f"{_fmt_usd(shadow['usd_per_day'])} a day{extra}"]
+
+
 def _figure(path: Path, timeline: dict, windows: dict, slo: dict) -> None:
     import matplotlib
 
@@ -157,6 +171,9 @@ def _markdown(answer: dict, lines: list[str]) -> str:
               f"{answer['canary']['describe']} (a seeded draw per request under the weight in force at its send "
               "time); the primary's autoscaler, faults and searches are the primary pool's, over its share"]
              if answer.get("canary") else []),
+           *([f"- shadow: {answer['shadow']['replicas']} replica(s) of {answer['shadow']['replica']}, "
+              f"{answer['shadow']['fraction']:.0%} of requests mirrored (a seeded draw per request); production's "
+              "pool takes every request as without it"] if answer.get("shadow") else []),
            "", "Simulated, not measured: each replica is the simulator's engine (the strategy's scheduler and "
            "block manager, a step-time model); no front end is modelled.", "",
            "![demand, replicas and p99 per window](plan.png)", ""]

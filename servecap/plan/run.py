@@ -5,16 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from calculators.plan.canary import CanaryPlan, CanarySchedule, canary_mask, plan_canary
+from calculators.plan.canary import CanaryPlan, canary_mask, plan_canary
+from calculators.plan.shadow import ShadowPlan, plan_shadow
 from calculators.plan.demand import Demand, diurnal_with_bursts, from_rows, rate_curve_arrivals
 from calculators.plan.fleet import FleetConfig
 from calculators.plan.outcome import PlanSlo
 from calculators.plan.planner import Judged, breach_probability, cheapest_static, judge, search_targets
 from calculators.plan.planner import n_plus_one as lose_one_at_peak
 from calculators.sim.step_model import StepTimeModel
+
+if TYPE_CHECKING:
+    from servecap.plan.second_pool import SecondPool
 
 TARGET_GRID = (0.5, 0.75, 1.0, 1.5, 2.0)   # --search target: these multiples of --target
 
@@ -84,19 +89,26 @@ def _summary(judged: Judged) -> dict:
 
 def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: PlanSlo, window_s: float,
              search: str, static_max: int, replications: int, n_plus_one: bool, band: float | None,
-             progress: Callable[[str], None], canary: tuple[FleetConfig, CanarySchedule] | None = None) -> dict:
+             progress: Callable[[str], None], second: SecondPool | None = None) -> dict:
     """`demand` is `build_demand(demand_spec)`, built by the caller (where its errors are the user's).
-    With `canary` (its pool's config, its weight schedule) the plan is the primary pool on its share of
-    the demand, and every later question (N+1, static, breach, search, band) is the primary's."""
+    With a canary (`second`) the plan is the primary pool on its share of the demand, and every later
+    question (N+1, static, breach, search, band) is the primary's; with a shadow, production's pool
+    takes every request as it would alone, and the shadow is its own section."""
     extra: dict = {}
-    canary_answer = None
-    if canary is not None:
+    second_answer = None
+    if second is not None and second.kind == "canary":
         progress(f"{len(demand):,} requests over {demand.span_s:,.0f} s; simulating the primary and the canary")
-        split = plan_canary(demand, config, canary[0], canary[1], slo, window_s=window_s, seed=config.seed,
+        split = plan_canary(demand, config, second.config, second.schedule, slo, window_s=window_s, seed=config.seed,
                             on_progress=progress)
-        canary_answer = _describe_canary(split, canary[0])
+        second_answer = _describe_canary(split, second.config)
         demand, plan = demand.select(np.flatnonzero(~split.mask)), split.primary
         extra["canary"] = split.canary
+    elif second is not None:
+        progress(f"{len(demand):,} requests over {demand.span_s:,.0f} s; simulating production and its shadow")
+        mirrored = plan_shadow(demand, config, second.config, fraction=second.fraction, slo=slo, window_s=window_s,
+                               seed=config.seed)
+        second_answer, plan = _describe_shadow(mirrored, second.config), mirrored.production
+        extra["shadow"] = mirrored.shadow
     else:
         progress(f"{len(demand):,} requests over {demand.span_s:,.0f} s; simulating the plan")
         plan = judge(demand, config, slo, window_s=window_s,
@@ -104,8 +116,8 @@ def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: Pla
     answer: dict = {"plan": {"config": _describe_config(config), "demand": demand.source, "requests": len(demand),
                              "span_s": float(demand.span_s), "slo": _describe_slo(slo, window_s),
                              **_summary(plan)}}
-    if canary_answer is not None:
-        answer["canary"] = canary_answer
+    if second_answer is not None:
+        answer[second.kind] = second_answer
     if n_plus_one:
         progress("N+1: the busiest replica lost at the peak")
         lost = extra["n_plus_one"] = lose_one_at_peak(demand, config, slo, window_s=window_s)
@@ -122,7 +134,7 @@ def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: Pla
                             {"replicas": static.config.initial_replicas, **_summary(static)})
     if replications > 1:
         progress(f"{replications} seeded replications")
-        probability, attainments = breach_probability(lambda r: _primary_share(build_demand(demand_spec, r), canary,
+        probability, attainments = breach_probability(lambda r: _primary_share(build_demand(demand_spec, r), second,
                                                                                config.seed), config, slo,
                                                       replications=replications, window_s=window_s)
         answer["breach"] = {"replications": replications, "probability": probability, "attainments": attainments}
@@ -142,9 +154,18 @@ def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: Pla
     return answer
 
 
-def _primary_share(demand: Demand, canary: tuple[FleetConfig, CanarySchedule] | None, seed: int) -> Demand:
-    """The requests the primary pool gets: all of them, or those the canary's split leaves it."""
-    return demand if canary is None else demand.select(np.flatnonzero(~canary_mask(demand, canary[1], seed)))
+def _primary_share(demand: Demand, second: SecondPool | None, seed: int) -> Demand:
+    """The requests the primary pool gets: all of them (a shadow's are copies), or those a canary leaves it."""
+    if second is None or second.kind != "canary":
+        return demand
+    return demand.select(np.flatnonzero(~canary_mask(demand, second.schedule, seed)))
+
+
+def _describe_shadow(mirrored: ShadowPlan, config: FleetConfig) -> dict:
+    """The shadow pool on its copies: its load, latency and cost (its answers reach no client)."""
+    return {"fraction": mirrored.fraction, "replica": config.replica.describe, "replicas": config.initial_replicas,
+            "requests": int(mirrored.mask.sum()), **_summary(mirrored.shadow),
+            "windows": mirrored.shadow.outcome.to_dict()["windows"]}
 
 
 def _describe_canary(split: CanaryPlan, config: FleetConfig) -> dict:

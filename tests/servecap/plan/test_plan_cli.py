@@ -132,3 +132,27 @@ def test_a_canary_plan_answers_per_version_and_refuses_what_it_cannot_split(tmp_
     md = (out / "plan.md").read_text()
     assert md.startswith("# Fleet plan\n\n- primary: ") and "- canary (10% from 0 s, 50% from 120 s: " in md
     assert "- both versions: 100.0% of windows" in md
+
+
+def test_a_shadow_plan_mirrors_to_a_second_pool_and_leaves_production_as_it_was(tmp_path, capsys):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,2\n240,2\n")
+    base = ["--rate-curve", str(curve), *GPU, *SLO, "--prompt-tokens", "256", "--output-tokens", "32",
+            "--window-s", "60", "--replicas", "2", "--no-n-plus-one", "--static-max", "4"]
+    assert "--shadow-dtype: a shadow needs --shadow-fraction" in _error(capsys, [*base, "--shadow-dtype", "fp8"])
+    assert "in (0, 1], got 1.5" in _error(capsys, [*base, "--shadow-fraction", "1.5"])
+    assert "one second pool at a time" in _error(capsys, [*base, "--shadow-fraction", "1", "--canary-weight", "0.1"])
+    assert "--shadow-fraction with --search topology" in _error(capsys, [*base, "--shadow-fraction", "1", "--search",
+                                                                         "topology", "--gpu-budget", "4"])
+    alone, mirrored = tmp_path / "alone", tmp_path / "mirrored"
+    assert main([*base, "--out", str(alone)]) == 0
+    assert main([*base, "--shadow-fraction", "1", "--shadow-dtype", "fp8", "--out", str(mirrored)]) == 0
+    before = json.loads((alone / "plan.json").read_text())
+    answer = json.loads((mirrored / "plan.json").read_text())
+    shadow = answer["shadow"]
+    assert answer["plan"]["requests"] == before["plan"]["requests"] == shadow["requests"]
+    assert answer["windows"] == before["windows"]   # production is the plan without the shadow
+    assert "fp8" in shadow["replica"] and shadow["fraction"] == 1 and shadow["replicas"] == 1
+    assert shadow["usd_per_day"] == pytest.approx(answer["plan"]["usd_per_day"] / 2)   # one replica beside two
+    md = (mirrored / "plan.md").read_text()
+    assert "- shadow (100% of requests mirrored: " in md and "answers never returned" in md
