@@ -138,6 +138,15 @@ class CanaryPlan:
     primary: Judged
     canary: Judged
     both: Outcome
+    draws: tuple[tuple[float | None, float | None], ...] = ()   # (primary, canary) attainment per split drawn
+
+    def attainment_over_draws(self, version: str) -> dict | None:
+        """A version's attainment over the split's draws (this plan's first): median, min, max, how many."""
+        values = [row[0 if version == "primary" else 1] for row in self.draws]
+        values = [v for v in values if v is not None]
+        if not values:
+            return None
+        return {"median": float(np.median(values)), "min": min(values), "max": max(values), "draws": len(values)}
 
     @property
     def usd(self) -> float | None:
@@ -156,10 +165,15 @@ class CanaryPlan:
 
 
 def plan_canary(demand: Demand, primary: FleetConfig, canary: FleetConfig, schedule: CanarySchedule,
-                slo: PlanSlo, *, window_s: float, seed: int,
+                slo: PlanSlo, *, window_s: float, seed: int, splits: int = 1,
                 on_progress: Callable[[str], None] | None = None) -> CanaryPlan:
     """Split `demand` by `schedule` and run each version's pool on its share (`primary` may autoscale
-    and carry faults; `canary` is its own config). A version given no request is refused (`check_split`)."""
+    and carry faults; `canary` is its own config). A version given no request is refused (`check_split`).
+
+    `splits` > 1: the split is drawn again splits - 1 times (seeds seed + 1, ...) and each version's
+    attainment kept per draw (`draws`). A proxy draws its split afresh in every run, and a canary's
+    windows hold few requests, so which ones land there moves its attainment as much as the pools do:
+    the draws' median is the figure a run is likeliest near, their range the luck of one run."""
     mask = check_split(demand, schedule, seed)
     shares = {"primary": np.flatnonzero(~mask), "canary": np.flatnonzero(mask)}
     judged = {}
@@ -170,4 +184,16 @@ def plan_canary(demand: Demand, primary: FleetConfig, canary: FleetConfig, sched
     merged = merge_runs([(judged["primary"].run, shares["primary"]), (judged["canary"].run, shares["canary"])],
                         len(demand))
     both = outcome(merged, slo, window_s=window_s)
-    return CanaryPlan(schedule, mask, judged["primary"], judged["canary"], both)
+    draws = [(judged["primary"].outcome.attainment, judged["canary"].outcome.attainment)]
+    for k in range(1, splits):
+        if on_progress:
+            on_progress(f"the split drawn again: {k + 1} of {splits}")
+        draws.append(_attainments(demand, primary, canary, canary_mask(demand, schedule, seed + k), slo, window_s))
+    return CanaryPlan(schedule, mask, judged["primary"], judged["canary"], both, tuple(draws))
+
+
+def _attainments(demand: Demand, primary: FleetConfig, canary: FleetConfig, mask: np.ndarray, slo: PlanSlo,
+                 window_s: float) -> tuple[float | None, float | None]:
+    """Each version's attainment under one draw of the split (None: a version it gave no request)."""
+    return tuple(judge(demand.select(idx), config, slo, window_s=window_s).outcome.attainment if len(idx) else None
+                 for idx, config in ((np.flatnonzero(~mask), primary), (np.flatnonzero(mask), canary)))

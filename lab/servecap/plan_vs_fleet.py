@@ -16,7 +16,7 @@ OUT/plan-ROUTER (`--gpu GPU --model M --max-model-len N`), then prints and write
 - cache_aware against round_robin: the prefix-cache hit rate, and the TTFT p50 gain (1 - p50 cache_aware
   / p50 round_robin) over every request, predicted against measured (relative error);
 - with `--canary-weight` among the shared flags: per version, its share of the requests, its SLO attainment
-  (plan minus fleet, in points), its p50/p99 TTFT and E2E, and the canary's p99 TTFT per window;
+  (plan minus fleet, in points; the plan's is the median over its split's draws, `--canary-splits`), its p50/p99 TTFT and E2E, and the canary's p99 TTFT per window;
 - with `--replica-fault` among the shared flags: per faulted replica, the attempts it answered with its
   fault (the plan's `router.failed_at` against the replica's injected-fault counter, fleet.json
   `injected_errors`), and the requests that ended in an error.
@@ -129,11 +129,15 @@ def _canary(plan: dict, fleet: dict) -> dict:
     versions = {}
     for version, planned in (("primary", plan["plan"]), ("canary", plan["canary"])):
         measured = fleet["canary"][version]
+        # the plan's attainment: the median over its split's draws (plan.json's, when it drew more than one)
+        spread = (plan["canary"].get("attainment_over_splits") or {}).get(version) or {}
+        predicted = spread.get("median", planned["attainment"])
         row = {"share_plan": planned["requests"] / plan["canary"]["both"]["requests"], "share_fleet": measured["share"],
                "requests_plan": planned["requests"], "requests_fleet": measured["requests"],
-               "attainment_plan": planned["attainment"], "attainment_fleet": measured["attainment"],
-               "attainment_points": None if planned["attainment"] is None or measured["attainment"] is None
-               else 100 * (planned["attainment"] - measured["attainment"])}
+               "attainment_plan": predicted, "attainment_fleet": measured["attainment"],
+               "attainment_plan_one_draw": planned["attainment"], "attainment_plan_draws": spread or None,
+               "attainment_points": None if predicted is None or measured["attainment"] is None
+               else 100 * (predicted - measured["attainment"])}
         for key in ("ttft_p50_s", "ttft_p99_s", "e2e_p50_s", "e2e_p99_s"):
             row[f"{key}_plan"], row[f"{key}_fleet"] = planned.get(key), measured.get(key)
             row[f"{key}_err"] = _rel(planned.get(key), measured.get(key))
@@ -197,8 +201,12 @@ def _print(result: dict) -> None:
             print(f"  requests answered an error: plan {r['errored_plan']} fleet {r['errored_fleet']}; plan retries "
                   f"{r['retries_plan']}")
         for version, v in (c.get("canary") or {}).items():
+            draws = v.get("attainment_plan_draws")
+            spread = (f" (median of {draws['draws']} draws, {_pct(draws['min'])} to {_pct(draws['max'])}; first draw "
+                      f"{_pct(v['attainment_plan_one_draw'])})" if draws else "")
             print(f"  {version}: share plan {v['share_plan']:.1%} fleet {v['share_fleet']:.1%}; attainment plan "
-                  f"{_pct(v['attainment_plan'])} fleet {_pct(v['attainment_fleet'])}: {_points(v['attainment_points'])} "
+                  f"{_pct(v['attainment_plan'])}{spread} fleet {_pct(v['attainment_fleet'])}: "
+                  f"{_points(v['attainment_points'])} "
                   f"(target within 3); TTFT p99 {_ms(v['ttft_p99_s_plan'])}/{_ms(v['ttft_p99_s_fleet'])} "
                   f"({v['ttft_p99_s_err']:+.0%}), E2E p99 {_ms(v['e2e_p99_s_plan'])}/{_ms(v['e2e_p99_s_fleet'])} "
                   f"({v['e2e_p99_s_err']:+.0%})")

@@ -101,11 +101,19 @@ def _canary_lines(canary: dict, slo: dict) -> list[str]:
     def p99(part: dict) -> str:
         return ", ".join(f"{m.upper()} p99 {part[f'{m}_p99_s'] * 1e3:,.0f} ms" for m in ("ttft", "e2e")
                          if part.get(f"{m}_p99_s") is not None and math.isfinite(part[f"{m}_p99_s"]))
+    def over_splits(version: str) -> str:
+        spread = (canary.get("attainment_over_splits") or {}).get(version)
+        if not spread or spread["draws"] < 2:
+            return ""
+        return (f"{spread['median']:.1%} over {spread['draws']} draws of the split ({spread['min']:.1%} to "
+                f"{spread['max']:.1%}); this draw: ")
     both = canary["both"]
     return [f"canary ({canary['describe']}: {canary['requests']:,} requests, {canary['share']:.1%}; "
             f"{canary['replicas']} replica{'s' if canary['replicas'] > 1 else ''} of {canary['replica']}): "
-            f"{_attained(canary, slo)}; {p99(canary)}; {canary['gpu_hours']:,.1f} GPU-hours, "
+            f"{over_splits('canary')}{_attained(canary, slo)}; {p99(canary)}; {canary['gpu_hours']:,.1f} GPU-hours, "
             f"{_fmt_usd(canary['usd_per_day'])} a day",
+            *([f"primary over the split's draws: {over_splits('primary').removesuffix('; this draw: ')}"]
+              if over_splits("primary") else []),
             f"both versions: {_attained(both, slo)}; {p99(both)}; {both['gpu_hours']:,.1f} GPU-hours, "
             f"{_fmt_usd(both['usd_per_day'])} a day"]
 

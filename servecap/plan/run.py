@@ -99,7 +99,7 @@ def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: Pla
     if second is not None and second.kind == "canary":
         progress(f"{len(demand):,} requests over {demand.span_s:,.0f} s; simulating the primary and the canary")
         split = plan_canary(demand, config, second.config, second.schedule, slo, window_s=window_s, seed=config.seed,
-                            on_progress=progress)
+                            splits=second.splits, on_progress=progress)
         second_answer = _describe_canary(split, second.config)
         demand, plan = demand.select(np.flatnonzero(~split.mask)), split.primary
         extra["canary"] = split.canary
@@ -175,6 +175,8 @@ def _describe_canary(split: CanaryPlan, config: FleetConfig) -> dict:
             "replicas": config.initial_replicas, "requests": int(split.mask.sum()),
             "share": float(split.mask.mean()), **_summary(split.canary),
             "windows": split.canary.outcome.to_dict()["windows"],
+            "attainment_over_splits": {"primary": split.attainment_over_draws("primary"),
+                                       "canary": split.attainment_over_draws("canary")},
             "both": {"attainment": both.attainment, "meets_target": both.meets_target, "requests": both.requests,
                      "unfinished": both.unfinished, "failed": both.failed, "gpu_hours": split.gpu_hours,
                      "usd": split.usd, "usd_per_day": split.usd_per_day,

@@ -34,6 +34,9 @@ class CanaryOptions:
                                             "of T:W steps (seconds from the demand's start, the first at 0), e.g. "
                                             "0:0.05,3600:0.1,7200:0.25")
     canary_replicas: int = option(1, parse=parse_int, help="the canary pool's replicas (a fixed pool)")
+    canary_splits: int = option(8, parse=parse_int,
+                                help="plan: draws of the split (a proxy draws it afresh each run): each version's "
+                                     "attainment is their median, with their range; 1: one draw")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class SecondPool:
     kind: str                                # "canary" or "shadow"
     config: FleetConfig
     schedule: CanarySchedule | None = None   # the canary's
+    splits: int = 1                          # the canary's: draws of its split
     fraction: float | None = None            # the shadow's
 
 
@@ -106,6 +110,8 @@ def second_pool_from_flags(args, primary: FleetConfig, calibration_replica) -> S
     if kind is None:
         return None
     schedule = schedule_from_flags(args) if kind == "canary" else None
+    if kind == "canary" and args.canary_splits < 1:
+        raise ValueError(f"--canary-splits must be at least 1, got {args.canary_splits}")
     fraction = check_fraction(args.shadow_fraction) if kind == "shadow" else None
     changed = changed_flags(args, kind)
     replica = primary.replica
@@ -129,4 +135,4 @@ def second_pool_from_flags(args, primary: FleetConfig, calibration_replica) -> S
     config = replace(primary, replica=replica, initial_replicas=getattr(args, f"{kind}_replicas"), autoscaler=None,
                      faults=(), replica_errors=None,
                      model_mix=primary.model_mix if replica is primary.replica else None)
-    return SecondPool(kind, config, schedule, fraction)
+    return SecondPool(kind, config, schedule, getattr(args, "canary_splits", 1) if kind == "canary" else 1, fraction)

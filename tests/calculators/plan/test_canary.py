@@ -94,3 +94,18 @@ def test_a_schedule_that_leaves_a_version_no_request_is_refused():
     for weight, name in (("0.001", "canary"), ("0.999", "primary")):
         with pytest.raises(ValueError, match=f"leaves the {name} no request of the 50"):
             plan_canary(demand, primary, primary, CanarySchedule.parse(weight), SLO_TTFT, window_s=5, seed=0)
+
+
+def test_the_split_drawn_again_gives_each_versions_attainment_per_draw_the_first_this_plans():
+    demand = _demand(600, 120.0)
+    primary = FleetConfig(replica=FAST, initial_replicas=1, cold_start_s=10)
+    canary = replace(primary, replica=SLOW)
+    schedule = CanarySchedule.parse("0.3")
+    split = plan_canary(demand, primary, canary, schedule, SLO_TTFT, window_s=30, seed=1, splits=4)
+    assert len(split.draws) == 4
+    assert split.draws[0] == (split.primary.outcome.attainment, split.canary.outcome.attainment)
+    again = plan_canary(demand, primary, canary, schedule, SLO_TTFT, window_s=30, seed=3)   # draw 2 is seed 1 + 2
+    assert split.draws[2] == (again.primary.outcome.attainment, again.canary.outcome.attainment)
+    spread = split.attainment_over_draws("canary")
+    assert spread["draws"] == 4 and spread["min"] <= spread["median"] <= spread["max"]
+    assert plan_canary(demand, primary, canary, schedule, SLO_TTFT, window_s=30, seed=1).draws == split.draws[:1]

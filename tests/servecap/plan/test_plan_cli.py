@@ -113,10 +113,12 @@ def test_a_canary_plan_answers_per_version_and_refuses_what_it_cannot_split(tmp_
     assert "--canary-weight '0:0.1,0:0.2'" in _error(capsys, [*base, "--replicas", "2", "--canary-weight", "0:0.1,0:0.2"])
     assert "--canary-replicas must be at least 1" in _error(capsys, [*base, "--replicas", "2", "--canary-weight", "0.1",
                                                                    "--canary-replicas", "0"])
-    assert "a disaggregated canary is not modelled" in _error(capsys, [*base, "--topology", "1p1d",
+    assert "--canary-weight with --topology: a second pool beside fixed PD pools" in _error(capsys, [*base, "--topology", "1p1d",
                                                                        "--canary-weight", "0.1"])
     assert "leaves the canary no request" in _error(capsys, [*base, "--replicas", "2", "--canary-weight", "0.0001"])
     assert "every request to one version" in _error(capsys, [*base, "--replicas", "2", "--canary-weight", "1"])
+    assert "--canary-splits must be at least 1" in _error(capsys, [*base, "--replicas", "2", "--canary-weight", "0.1",
+                                                                 "--canary-splits", "0"])
     out = tmp_path / "plan"
     code = main([*base, "--replicas", "2", "--canary-weight", "0:0.1,120:0.5", "--canary-dtype", "fp8",
                  "--static-max", "4", "--no-n-plus-one", "--out", str(out)])
@@ -129,6 +131,9 @@ def test_a_canary_plan_answers_per_version_and_refuses_what_it_cannot_split(tmp_
         w["requests"] for w in answer["windows"]) + canary["requests"]
     assert 0.2 < canary["share"] < 0.4 and canary["both"]["unfinished"] == 0
     assert canary["both"]["usd_per_day"] == pytest.approx(canary["usd_per_day"] + plan["usd_per_day"])
+    spread = canary["attainment_over_splits"]
+    assert spread["canary"]["draws"] == spread["primary"]["draws"] == 8   # the split drawn 8 times by default
+    assert spread["canary"]["min"] <= canary["attainment"] <= spread["canary"]["max"]
     md = (out / "plan.md").read_text()
     assert md.startswith("# Fleet plan\n\n- primary: ") and "- canary (10% from 0 s, 50% from 120 s: " in md
     assert "- both versions: 100.0% of windows" in md
