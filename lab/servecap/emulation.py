@@ -14,7 +14,10 @@ Poisson arrivals) the same way. Per level it prints:
 - the same simulation given the front end this replica was measured with (each request's delays between
   the client and the engine, joined from the run's records, as `servecap predict` takes them): `calc
   simulate` has no front end for a GPU, while the emulated replica serves through this host's HTTP stack,
-  so this pair isolates the engine core (scheduler, KV, step times) from the front end.
+  so this pair isolates the engine core (scheduler, KV, step times) from the front end;
+- for an open-loop level, that simulation again on the level's own send times (replayed, measured over the
+  same window), so that the arrival draw is out of the comparison too: a p99 over a minute's requests is
+  close to its slowest one, and a Poisson draw of the same rate bunches them differently.
 Last, the median |error| over the levels per metric and quantile, and over all cells at each quantile.
 """
 
@@ -92,8 +95,18 @@ def _simulated(args, level: tuple[str, str]) -> dict:
     return {m: {q: simulated["metrics"][m][q] for q in ("p50", "p99")} for m in METRICS}   # calc simulate's JSON
 
 
-def _simulated_with_front_end(args, level: tuple[str, str], out: Path) -> dict:
-    """The simulator, sized as calc simulate sizes it, with the front end measured in this level's run."""
+def _measured_send_offsets(out: Path) -> tuple[float, ...]:
+    """The level's scheduled send times (warm-up included), in s from its first."""
+    from contract.records import RECORDS_FILE, read_records
+
+    times = sorted(r["t_sched"] for r in read_records(out / RECORDS_FILE) if r.get("t_sched") is not None)
+    return tuple(t - times[0] for t in times)
+
+
+def _simulated_with_front_end(args, level: tuple[str, str], out: Path, replay: bool = False) -> dict:
+    """The simulator, sized as calc simulate sizes it, with the front end measured in this level's run;
+    `replay` (an open-loop level): on the level's own send times, measured over its own window (the same
+    requests' warm-up and duration), instead of a Poisson draw of its rate."""
     from calculators.sim.simulate import SimServer, SimWorkload, simulate
     from contract.distributions import LengthDistribution
     from reports.predict.evidence import level_samples
@@ -109,10 +122,18 @@ def _simulated_with_front_end(args, level: tuple[str, str], out: Path) -> dict:
     limits = engine_defaults(sizing.engine, get_gpu(args.gpu)).limit_flags()
     server = SimServer.from_flags("continuous", num_kv_blocks=sizing.num_kv_blocks,
                                      block_size=sizing.block_size, **limits)
+    if replay:
+        from contract.options import parse_duration
+
+        arrivals = {"arrival_times": _measured_send_offsets(out), "warmup_s": parse_duration(args.warmup, "--warmup"),
+                    "duration_s": parse_duration(args.duration, "--duration")}
+    elif level[0] == "concurrency":
+        arrivals = {"concurrency": int(level[1])}
+    else:
+        arrivals = {"rate_rps": float(level[1])}
     workload = SimWorkload(prompt_tokens=LengthDistribution.uniform(args.prompt_tokens, args.prompt_tokens),
                         output_tokens=LengthDistribution.uniform(args.output_tokens, args.output_tokens),
-                        requests=_requests(level), seed=0,
-                        **({"concurrency": int(level[1])} if level[0] == "concurrency" else {"rate_rps": float(level[1])}))
+                        requests=_requests(level), seed=0, **arrivals)
     simulated = simulate(server, workload, sizing.step_model, sample.front_end)
     return {m: {q: simulated.metrics[m][q] for q in ("p50", "p99")} for m in METRICS}
 
@@ -148,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     step_model = gpu_engine(get_model(args.model), get_gpu(args.gpu), dtype=args.dtype).step_model
     plain: list[tuple[dict, dict]] = []
     fronted: list[tuple[dict, dict]] = []
+    replays: list[tuple[dict, dict]] = []
     spec = ReferenceServerSpec.from_flags(["--emulate", args.gpu, "--model", args.model, "--dtype", args.dtype,
                                            "--no-classifier", "--stream-interval", args.stream_interval])
     print(f"{'c':>5} {'steps':>6} {'batch':>6} {'step median':>12} {'step p90':>9} {'cores':>6}  "
@@ -170,8 +192,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"{steps['p90']:>+9.2%} {cores:>6.2f}  {_pairs(measured, simulated)}", flush=True)
             print(f"{'':>5} {'':>6} {'':>6} {'':>12} {'':>9} {'':>6}  {_pairs(measured, with_front_end)}"
                   "  (simulator + the measured front end)", flush=True)
+            if level[0] == "rates":   # the same, on this level's own send times: the arrival draw taken out
+                replayed = _simulated_with_front_end(args, level, level_dir, replay=True)
+                replays.append((measured, replayed))
+                print(f"{'':>5} {'':>6} {'':>6} {'':>12} {'':>9} {'':>6}  {_pairs(measured, replayed)}"
+                      "  (simulator + front end, replaying the level's send times)", flush=True)
     _medians("calc simulate", plain)
     _medians("simulator with the measured front end", fronted)
+    if replays:
+        _medians("simulator with the front end on the measured send times (open-loop levels)", replays)
     return 0
 
 
