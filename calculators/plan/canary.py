@@ -60,18 +60,15 @@ class CanarySchedule:
     def parse(cls, text: str, flag: str = "--canary-weight") -> CanarySchedule:
         """"0.1" (one weight all day) or "T:W,T:W,..." (T seconds from the demand's start, the first 0);
         a bad value raises ValueError naming `flag`."""
-        steps = []
         try:
-            for part in str(text).split(","):
-                if ":" in part:
-                    t, w = part.split(":", 1)
-                    steps.append((float(t), float(w)))
-                else:
-                    steps.append((0.0, float(part)))
-            return cls(tuple(steps))
+            steps = tuple((float(t), float(w)) if sep else (0.0, float(t))
+                          for t, sep, w in (part.partition(":") for part in str(text).split(",")))
         except ValueError as exc:
-            detail = str(exc) if "canary" in str(exc) else f"not a weight or T:W steps ({exc})"
-            raise ValueError(f"{flag} {text!r}: {detail}") from None
+            raise ValueError(f"{flag} {text!r}: not a weight or T:W steps ({exc})") from None
+        try:
+            return cls(steps)
+        except ValueError as exc:
+            raise ValueError(f"{flag} {text!r}: {exc}") from None
 
     def weight_at(self, t_s: np.ndarray) -> np.ndarray:
         """The canary's weight in force at each of `t_s`."""
@@ -175,25 +172,24 @@ def plan_canary(demand: Demand, primary: FleetConfig, canary: FleetConfig, sched
     windows hold few requests, so which ones land there moves its attainment as much as the pools do:
     the draws' median is the figure a run is likeliest near, their range the luck of one run."""
     mask = check_split(demand, schedule, seed)
-    shares = {"primary": np.flatnonzero(~mask), "canary": np.flatnonzero(mask)}
-    judged = {}
-    for name, config in (("primary", primary), ("canary", canary)):
-        if on_progress:
-            on_progress(f"{name}: {len(shares[name]):,} requests")
-        judged[name] = judge(demand.select(shares[name]), config, slo, window_s=window_s)
-    merged = merge_runs([(judged["primary"].run, shares["primary"]), (judged["canary"].run, shares["canary"])],
-                        len(demand))
-    both = outcome(merged, slo, window_s=window_s)
-    draws = [(judged["primary"].outcome.attainment, judged["canary"].outcome.attainment)]
+    shares = (np.flatnonzero(~mask), np.flatnonzero(mask))
+    if on_progress:
+        on_progress(f"primary: {len(shares[0]):,} requests; canary: {len(shares[1]):,}")
+    first = _judge_shares(demand, shares, (primary, canary), slo, window_s)
+    both = outcome(merge_runs([(j.run, idx) for j, idx in zip(first, shares)], len(demand)), slo, window_s=window_s)
+    draws = [first]
     for k in range(1, splits):
         if on_progress:
             on_progress(f"the split drawn again: {k + 1} of {splits}")
-        draws.append(_attainments(demand, primary, canary, canary_mask(demand, schedule, seed + k), slo, window_s))
-    return CanaryPlan(schedule, mask, judged["primary"], judged["canary"], both, tuple(draws))
+        redrawn = canary_mask(demand, schedule, seed + k)
+        draws.append(_judge_shares(demand, (np.flatnonzero(~redrawn), np.flatnonzero(redrawn)), (primary, canary),
+                                   slo, window_s))
+    attainments = tuple(tuple(None if j is None else j.outcome.attainment for j in draw) for draw in draws)
+    return CanaryPlan(schedule, mask, first[0], first[1], both, attainments)
 
 
-def _attainments(demand: Demand, primary: FleetConfig, canary: FleetConfig, mask: np.ndarray, slo: PlanSlo,
-                 window_s: float) -> tuple[float | None, float | None]:
-    """Each version's attainment under one draw of the split (None: a version it gave no request)."""
-    return tuple(judge(demand.select(idx), config, slo, window_s=window_s).outcome.attainment if len(idx) else None
-                 for idx, config in ((np.flatnonzero(~mask), primary), (np.flatnonzero(mask), canary)))
+def _judge_shares(demand: Demand, shares: tuple[np.ndarray, np.ndarray], configs: tuple[FleetConfig, FleetConfig],
+                  slo: PlanSlo, window_s: float) -> tuple[Judged | None, Judged | None]:
+    """Each version's pool run on its share (None: a share with no request)."""
+    return tuple(judge(demand.select(idx), config, slo, window_s=window_s) if len(idx) else None
+                 for idx, config in zip(shares, configs))

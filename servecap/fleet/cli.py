@@ -158,8 +158,8 @@ def _canary(args):
     if not Path(NGINX).exists():
         raise ValueError("--canary-weight: the canary runs behind Debian's nginx, which is not installed "
                          "(apt-get install nginx)")
-    launch, describe = _launch(args, emulate=args.canary_gpu or args.emulate, model=args.canary_model or args.model,
-                               dtype=args.canary_dtype or args.dtype, tp=args.canary_tp or args.tp)
+    launch, describe = _launch(args, emulate=args.canary_gpu, model=args.canary_model, dtype=args.canary_dtype,
+                               tp=args.canary_tp)
     served = ("--served-model-name", args.served_model or args.model)   # a new version under the model name clients send
     return CanaryFleet(launch=lambda name: launch(name, served), describe=describe, replicas=args.canary_replicas,
                        schedule=schedule)
@@ -198,8 +198,8 @@ def _disaggregated(args, slo):
 
 
 def _launch(args, **replica):
-    """name -> a launch spec, and the replica in words; `replica`: emulate, model, dtype, tp (default the
-    flags')."""
+    """name -> a launch spec, and the replica in words; `replica`: emulate, model, dtype, tp where they differ
+    from the flags' (None: the flags')."""
     if args.server_cmd is not None:
         from servecap.launch.command import CommandSpec
 

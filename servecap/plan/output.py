@@ -96,11 +96,14 @@ def _attained(part: dict, slo: dict) -> str:
             f"{slo['attainment']:.0%} target)")
 
 
+def _p99s(part: dict) -> str:
+    """TTFT and E2E p99 in ms, those that are finite."""
+    return ", ".join(f"{m.upper()} p99 {part[f'{m}_p99_s'] * 1e3:,.0f} ms" for m in ("ttft", "e2e")
+                     if part.get(f"{m}_p99_s") is not None and math.isfinite(part[f"{m}_p99_s"]))
+
+
 def _canary_lines(canary: dict, slo: dict) -> list[str]:
     """The canary's own line and both versions' together (the primary's is the plan's line)."""
-    def p99(part: dict) -> str:
-        return ", ".join(f"{m.upper()} p99 {part[f'{m}_p99_s'] * 1e3:,.0f} ms" for m in ("ttft", "e2e")
-                         if part.get(f"{m}_p99_s") is not None and math.isfinite(part[f"{m}_p99_s"]))
     def over_splits(version: str) -> str:
         spread = (canary.get("attainment_over_splits") or {}).get(version)
         if not spread or spread["draws"] < 2:
@@ -110,23 +113,21 @@ def _canary_lines(canary: dict, slo: dict) -> list[str]:
     both = canary["both"]
     return [f"canary ({canary['describe']}: {canary['requests']:,} requests, {canary['share']:.1%}; "
             f"{canary['replicas']} replica{'s' if canary['replicas'] > 1 else ''} of {canary['replica']}): "
-            f"{over_splits('canary')}{_attained(canary, slo)}; {p99(canary)}; {canary['gpu_hours']:,.1f} GPU-hours, "
+            f"{over_splits('canary')}{_attained(canary, slo)}; {_p99s(canary)}; {canary['gpu_hours']:,.1f} GPU-hours, "
             f"{_fmt_usd(canary['usd_per_day'])} a day",
             *([f"primary over the split's draws: {over_splits('primary').removesuffix('; this draw: ')}"]
               if over_splits("primary") else []),
-            f"both versions: {_attained(both, slo)}; {p99(both)}; {both['gpu_hours']:,.1f} GPU-hours, "
+            f"both versions: {_attained(both, slo)}; {_p99s(both)}; {both['gpu_hours']:,.1f} GPU-hours, "
             f"{_fmt_usd(both['usd_per_day'])} a day"]
 
 
 def _shadow_lines(shadow: dict, plan: dict, slo: dict) -> list[str]:
     """The shadow's line: its load, latency and cost beside production's (the plan's line)."""
-    p99 = ", ".join(f"{m.upper()} p99 {shadow[f'{m}_p99_s'] * 1e3:,.0f} ms" for m in ("ttft", "e2e")
-                    if shadow.get(f"{m}_p99_s") is not None and math.isfinite(shadow[f"{m}_p99_s"]))
     extra = (f"; production and shadow {_fmt_usd(plan['usd_per_day'] + shadow['usd_per_day'])} a day"
              if plan["usd_per_day"] is not None and shadow["usd_per_day"] is not None else "")
     return [f"shadow ({shadow['fraction']:.0%} of requests mirrored: {shadow['requests']:,} copies, answers never "
             f"returned; {shadow['replicas']} replica{'s' if shadow['replicas'] > 1 else ''} of {shadow['replica']}): "
-            f"{_attained(shadow, slo)}; {p99}; {shadow['gpu_hours']:,.1f} GPU-hours, "
+            f"{_attained(shadow, slo)}; {_p99s(shadow)}; {shadow['gpu_hours']:,.1f} GPU-hours, "
             f"{_fmt_usd(shadow['usd_per_day'])} a day{extra}"]
 
 

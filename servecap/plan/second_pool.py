@@ -94,7 +94,7 @@ def kind_from_flags(args) -> str | None:
         given.append(kind)
     if len(given) > 1:
         raise ValueError("--canary-weight and --shadow-fraction: one second pool at a time")
-    if given and getattr(args, "topology", None) is not None:
+    if given and args.topology is not None:
         raise ValueError(f"{_main_flag(given[0])} with --topology: a second pool beside fixed PD pools is not modelled")
     return given[0] if given else None
 
@@ -135,4 +135,4 @@ def second_pool_from_flags(args, primary: FleetConfig, calibration_replica) -> S
     config = replace(primary, replica=replica, initial_replicas=getattr(args, f"{kind}_replicas"), autoscaler=None,
                      faults=(), replica_errors=None,
                      model_mix=primary.model_mix if replica is primary.replica else None)
-    return SecondPool(kind, config, schedule, getattr(args, "canary_splits", 1) if kind == "canary" else 1, fraction)
+    return SecondPool(kind, config, schedule, args.canary_splits if kind == "canary" else 1, fraction)
