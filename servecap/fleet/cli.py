@@ -138,7 +138,7 @@ def _plan(args):
 def _canary(args):
     """--canary-weight: the canary's emulated replicas (the primary's unless --canary-gpu, --canary-model,
     --canary-dtype or --canary-tp say what changed) and their weights, behind nginx; None without it."""
-    from servecap.fleet.run import CanaryFleet
+    from servecap.fleet.canary import CanaryFleet
     from servecap.plan.second_pool import kind_from_flags, schedule_from_flags
 
     kind = kind_from_flags(args)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import functools
 import json
 import threading
 import time
@@ -28,7 +27,6 @@ import httpx
 import numpy as np
 
 from calculators.plan.autoscaler import AutoscalerConfig
-from calculators.plan.canary import CanarySchedule
 from calculators.plan.demand import Demand
 from calculators.plan.fleet import Fault
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
@@ -39,9 +37,9 @@ from contract.records import RECORDS_FILE, read_records
 from servecap.fleet.controller import FleetClock, FleetController
 from servecap.fleet.demand_file import write_demand
 from servecap.fleet.replica_metrics import replica_load
+from servecap.fleet.canary import CanaryFleet, canary_section, start_canary, version_names
 from servecap.fleet.replicas import ReplicaPool
 from servecap.fleet.router import RouterSpec, VllmRouter, pd_router_argv
-from servecap.fleet.split_proxy import SplitProxy
 from servecap.launch.process import ServerProcess
 from contract.workload import WorkloadSpec
 from servecap.experiment.run_options import RunOptions
@@ -78,16 +76,6 @@ class FleetSpec:
     resilience: RouterResilience = field(default_factory=RouterResilience)   # the router's retries and breakers
     replica_faults: tuple = ()              # (replica id, contract.faults.Fault), at= on the fleet's clock
     canary: CanaryFleet | None = None       # a second version's pool behind nginx's weighted split
-
-
-@dataclass(frozen=True)
-class CanaryFleet:
-    """The canary's pool: its replicas (launch specs by name, c0, c1, ...), how many, its weights over time."""
-
-    launch: object
-    describe: str
-    replicas: int
-    schedule: CanarySchedule
 
 
 class ReplayClock:
@@ -176,7 +164,9 @@ def run_fleet(plan: FleetSpec, console) -> Path:
         if plan.canary is not None:
             canary_pool = ReplicaPool(plan.canary.launch, out / "replicas", clock=fleet_clock.now, prefix="c")
             stack.callback(canary_pool.close)
-            entry, timed = _start_canary(plan, stack, canary_pool, router.url, log)
+            entry, timed = start_canary(plan.canary, stack, canary_pool, router.url, policy=plan.router,
+                                        router_flags=plan.resilience.router_flags(), cold_start_s=plan.cold_start_s,
+                                        out=out, log=log)
         else:
             entry, timed = router.url, ()
         controller = FleetController(pool, router, fleet_clock, autoscaler=plan.autoscaler, faults=plan.faults,
@@ -201,27 +191,6 @@ def run_fleet(plan: FleetSpec, console) -> Path:
         raise ValueError("no request was recorded: the replay did not run (see locust.log)")
     _write_outputs(plan, controller, pool, clock.t0_unix, horizon, clock.arm_error_s, canary_pool)
     return out
-
-
-def _start_canary(plan: FleetSpec, stack: contextlib.ExitStack, pool: ReplicaPool, primary_url: str, log):
-    """The canary's router and replicas (all ready), then nginx splitting between the two routers at the
-    schedule's first weight: (the URL the replay sends to, the later weights as the controller's timed
-    actions)."""
-    canary = plan.canary
-    router = stack.enter_context(VllmRouter(plan.router, log_path=plan.out / "canary_router.log",
-                                            flags=plan.resilience.router_flags()))
-    replicas = [pool.start(plan.cold_start_s, on_ready=lambda r: router.add(r.url)) for _ in range(canary.replicas)]
-    for thread in pool.threads:
-        thread.join()
-    failed = [r.error for r in replicas if r.error]
-    if failed:
-        raise ValueError(f"a canary replica did not start: {failed[0]}")
-    steps = canary.schedule.steps
-    proxy = stack.enter_context(SplitProxy(primary_url, router.url, weight=steps[0][1], workdir=plan.out / "proxy"))
-    log(f"nginx split_clients at {proxy.url}: {canary.schedule.describe()} to {len(replicas)} canary replica(s) "
-        f"({canary.describe}) behind vllm-router at {router.url}")
-    timed = tuple((t, f"canary weight {w:g}", functools.partial(proxy.set_weight, w)) for t, w in steps[1:])
-    return proxy.url, timed
 
 
 def _run_disaggregated(plan: FleetSpec, console, demand_path: Path, horizon: float, log) -> Path:
@@ -343,13 +312,9 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
         writer.writerows(events)
         writer.writerows((t, "decision", "", f"wanted={w} ready={r}") for t, w, r in decisions)
     records = read_records(out / RECORDS_FILE)
-    names = {r.name: r.id for r in pool.replicas}
-    lives = _lives(pool)
+    names, lives = {r.name: r.id for r in pool.replicas}, _lives(pool)
     if canary_pool is not None:
-        offset = len(pool.replicas)
-        names = {**{f"primary/{name}": rid for name, rid in names.items()},
-                 **{f"canary/{r.name}": offset + r.id for r in canary_pool.replicas}}
-        lives += [replace(life, id=offset + life.id) for life in _lives(canary_pool)]
+        names, lives = version_names(pool, canary_pool, lives, _lives(canary_pool))
     run = records_as_run(records, t0_unix, lives, decisions, horizon, names)
     for life in run.lives:
         life.served = int((run.replica == life.id).sum())
@@ -378,28 +343,10 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
         "controller_errors": [] if controller is None else controller.errors,
         "accounting": request_accounting(records, len(plan.demand)),
         "outcome": judged.to_dict(),
-        "canary": None if canary_pool is None else _canary_section(plan, records, run, canary_pool, offset),
+        "canary": None if canary_pool is None else canary_section(plan.canary, replayed_rows(records), run, canary_pool,
+                                                                  len(pool.replicas), plan.slo, plan.window_s),
     }
     (out / FLEET_FILE).write_text(json.dumps(fleet, indent=1, default=_plain) + "\n")
-
-
-def _canary_section(plan: FleetSpec, records: list[dict], run: FleetRun, canary_pool: ReplicaPool,
-                    offset: int) -> dict:
-    """Each version judged on the requests nginx sent it (the version before the `/` in each record's
-    replica; a record without one, which no proxy answered, is counted as unattributed)."""
-    versions = np.array([str(r.get("replica") or "").partition("/")[0] for r in replayed_rows(records)])
-    section = {"schedule": [{"t_s": t, "weight": w} for t, w in plan.canary.schedule.steps],
-               "describe": plan.canary.schedule.describe(), "replica": plan.canary.describe,
-               "replicas": [{"id": offset + r.id, "name": r.name, "ready_s": r.ready_s, "url": r.url,
-                             "served": int((run.replica == offset + r.id).sum())} for r in canary_pool.replicas],
-               "unattributed": int(np.isin(versions, ("primary", "canary"), invert=True).sum())}
-    for version in ("primary", "canary"):
-        idx = np.flatnonzero(versions == version)
-        part = outcome(run.take(idx), plan.slo, window_s=plan.window_s).to_dict()
-        section[version] = {k: v for k, v in part.items() if k not in ("usd", "usd_per_day", "usd_per_million_tokens",
-                                                                         "replica_hours", "gpu_hours")}
-        section[version]["share"] = len(idx) / max(1, len(versions))
-    return section
 
 
 def _plain(value):
