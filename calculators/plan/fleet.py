@@ -17,6 +17,10 @@ do behind vLLM's router: it retries a request that found no worker, but not a re
 streaming, and a replica streams its response's head at once. With `retry_lost` (a client that retries) they are
 sent again at that moment instead, keeping their first send time.
 
+With `hedge_after` (contract.hedging's rule) a request with no first token that long after its send is
+sent again through the router; the first copy to show is kept, the other aborted (calculators.plan.hedge_races;
+while a race is open its replicas run one step at a time, earliest first, so its winner is the true first).
+
 Replicas are billed from the moment they are asked for (a GPU is held through the cold start) until
 they stop. Pure: no I/O; the caller reads traces and writes results.
 """
@@ -27,77 +31,23 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from contract.model_mix import BASE, ModelMix
-from calculators.plan.autoscaler import Autoscaler, AutoscalerConfig
+from contract.hedging import HedgeRule, parse_hedge
+from contract.model_mix import BASE
+from calculators.plan.autoscaler import Autoscaler
 from calculators.plan.demand import Demand
+from calculators.plan.fleet_config import Fault, FleetConfig, ReplicaSpec
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
+from calculators.plan.hedge_races import HedgeRaces
+from calculators.plan.prompt_tokens import prompt_tokens
 from calculators.plan.replica import ReplicaSim
-from calculators.plan.resilience import ReplicaErrors, RouterAttempts, RouterResilience
+from calculators.plan.resilience import RouterAttempts
 from calculators.plan.router import ReplicaView, make_router
-from calculators.plan.disaggregated import check_disaggregated, run_disaggregated
-from calculators.plan.topology import KvLink, Topology
-from calculators.sim.step_model import StepTimeModel
-from calculators.sim.workload import SimServer
+from calculators.plan.disaggregated import run_disaggregated
 
-PREFIX_TOKEN_BASE = 1 << 40   # prefix block tokens live above every request index (unique-prompt tokens)
-
-
-@dataclass(frozen=True)
-class ReplicaSpec:
-    """What one replica is: its engine's limits and KV cache, its step-time model, and what it costs."""
-
-    server: SimServer
-    step_model: StepTimeModel
-    num_kv_blocks: int
-    gpus: int = 1                      # GPUs a replica holds (its TP degree)
-    hourly_usd_per_gpu: float | None = None
-    describe: str = ""
-
-
-@dataclass(frozen=True)
-class Fault:
-    """Lose a replica at `t_s`: `replica` (its id) or, when None, the one holding the most requests."""
-
-    t_s: float
-    replica: int | None = None
-
-
-@dataclass(frozen=True)
-class FleetConfig:
-    replica: ReplicaSpec
-    router: str = "round_robin"
-    initial_replicas: int = 1
-    cold_start_s: float = 60.0
-    autoscaler: AutoscalerConfig | None = None   # None: a fixed fleet of initial_replicas
-    faults: tuple[Fault, ...] = ()
-    retry_lost: bool = False                     # a killed replica's requests are sent again (else they fail)
-    seed: int = 0
-    router_options: dict = field(default_factory=dict)
-    model_mix: ModelMix | None = None            # each request's LoRA adapter (the replica's server.lora prices it)
-    disaggregated: Topology | None = None        # fixed prefill and decode pools behind a PD router (`PpDd`)
-    kv: KvLink | None = None                     # with `disaggregated`: the prompt's KV from prefill to decode
-    pd_hop_s: float = 0.0                        # with `disaggregated`: the router's two exchanges between them
-    resilience: RouterResilience = field(default_factory=RouterResilience)   # the router's retries and breakers
-    replica_errors: tuple[ReplicaErrors, ...] = ()   # error bursts given to replicas on purpose
-
-    def __post_init__(self) -> None:
-        if self.disaggregated is not None:
-            check_disaggregated(self)
-        if isinstance(self.initial_replicas, bool) or not isinstance(self.initial_replicas, int) \
-                or self.initial_replicas < 0:
-            raise ValueError(f"initial replicas must be an integer >= 0, got {self.initial_replicas!r}")
-        if self.autoscaler is None and self.initial_replicas < 1:
-            raise ValueError("a fixed fleet needs at least one replica")
-        if self.model_mix is not None and self.replica.server.lora is None:
-            raise ValueError("a model mix needs replicas that serve LoRA adapters (their slots and step costs: a "
-                             "calibration run that served them)")
-        if not (isinstance(self.cold_start_s, (int, float)) and math.isfinite(self.cold_start_s)
-                and self.cold_start_s >= 0):
-            raise ValueError(f"cold start must be seconds >= 0, got {self.cold_start_s!r}")
+__all__ = ["Fault", "FleetConfig", "ReplicaSpec", "run_fleet"]   # what a fleet is (fleet_config), and its run
 
 
 class _Fleet:
@@ -134,9 +84,11 @@ class _Fleet:
         self.decisions: list[tuple[float, int, int]] = []
         self._seq = 0
         self.attempts = RouterAttempts(n, config.resilience, config.replica_errors or (), config.seed)
+        self.hedge: HedgeRule | None = parse_hedge(config.hedge_after)   # a fresh running percentile per run
+        self.races = HedgeRaces(n) if self.hedge is not None else None
 
     # -- events -----------------------------------------------------------------------------------
-    READY, FAULT, TICK, RETRY = 0, 1, 2, 3
+    READY, FAULT, TICK, RETRY, HEDGE = 0, 1, 2, 3, 4
 
     def _push(self, t: float, kind: int, payload: object) -> None:
         self._seq += 1
@@ -181,19 +133,26 @@ class _Fleet:
         for i in range(len(demand)):
             t = float(self.send[i])
             self._events_until(t)
+            self._settle(t)
             self._route(i, t=t)
+            delay = None if self.hedge is None else self.hedge.delay()
+            if delay is not None:
+                self._push(t + delay, self.HEDGE, i)
             if self.on_progress is not None and (i + 1) % every == 0:
                 self.on_progress(i + 1, len(demand))
         self._events_until(max([horizon, *(fault.t_s for fault in self.config.faults)]))
-        while any(event[1] == self.RETRY for event in self.events):   # the router's retries still to come
+        while any(event[1] in (self.RETRY, self.HEDGE) for event in self.events):   # retries and hedges to come
+            self._settle(self.events[0][0])
             self._next_event()
         self._finish_all()
         return FleetRun(self.send, self.first, self.end, demand.output.astype(np.int64), self.served_by,
                         self.retried, self.lives, self.decisions, max(horizon, self._last_end()), self.lost,
-                        errored=self.attempts.errored, router=self.attempts.summary())
+                        errored=self.attempts.errored, router=self.attempts.summary(),
+                        **({} if self.races is None else self.races.run_fields(self.hedge.spec)))
 
     def _events_until(self, t: float) -> None:
         while self.events and self.events[0][0] <= t:
+            self._settle(self.events[0][0])
             self._next_event()
 
     def _next_event(self) -> None:
@@ -204,46 +163,86 @@ class _Fleet:
             self._fault(when, payload)
         elif kind == self.RETRY:
             self._route(*payload, t=when)
+        elif kind == self.HEDGE:
+            self._hedge(payload, when)
         else:
             self._tick(when)
 
-    def _advance(self, rid: int, t: float) -> None:
+    def _advance(self, rid: int, t: float, one_step: bool = False) -> None:
         sim = self.sims[rid]
-        sim.advance(t)
+        sim.advance(t, one_step=one_step)
+        races = self.races
         if sim.first_tokens:
-            for i, when in sim.first_tokens:
-                self.first[i] = when
+            for j, when in sim.first_tokens:
+                if races is not None and races.racing(j):
+                    races.shown(j, when)
+                else:
+                    self.first[j if races is None else races.request_of(j)] = when
             sim.first_tokens.clear()
         if sim.ended:
-            life = self.lives[rid]
-            for i, when in sim.ended:
-                self.end[i] = when
-                self.served_by[i] = rid
-                self.holder.pop(i, None)
-                self.in_flight[rid] -= 1
-                life.served += 1
-                self.router.finished(rid, self._prefix(i))
-            last = sim.ended[-1][1]
+            for j, when in sim.ended:
+                self._left(rid, j, when)
+                if races is not None and races.racing(j):
+                    races.ended(j, when)
+                else:
+                    self._answered(j if races is None else races.request_of(j), rid, when)
             sim.ended.clear()
-            if rid in self.draining and self.in_flight[rid] == 0:
-                self._stop(rid, last)
+
+    def _left(self, rid: int, j: int, t: float) -> None:
+        """Request (or copy) j leaves replica rid at t: finished, or aborted as a hedge's loser."""
+        self.holder.pop(j, None)
+        self.in_flight[rid] -= 1
+        self.router.finished(rid, self._prefix(j if self.races is None else self.races.request_of(j)))
+        if rid in self.draining and self.in_flight[rid] == 0:
+            self._stop(rid, t)
+
+    def _answered(self, i: int, rid: int, t: float) -> None:
+        self.end[i] = t
+        self.served_by[i] = rid
+        self.lives[rid].served += 1
+        if self.hedge is not None:   # the client's running percentile hears of each answered request
+            self.hedge.note(self.first[i] - self.send[i])
+
+    # -- hedging ----------------------------------------------------------------------------------
+    def _hedge(self, i: int, t: float) -> None:
+        """Request i's hedge delay is up at t: a copy goes out unless its first token has shown."""
+        rid = self.holder.get(i)
+        if rid is None or rid not in self.sims or not self.routable:
+            return   # answered, waiting at the router, or nowhere to send a copy
+        self._advance(rid, t)
+        if self.first[i] <= t or np.isfinite(self.end[i]) or i not in self.holder:
+            return
+        copy_rid = self._choose(i, self.attempts.routable(self.routable, t), t)
+        j = self.races.open(i, rid, copy_rid, shown_s=self.first[i])
+        self.first[i] = np.nan
+        self._submit(j, i, copy_rid, t)
+
+    def _settle(self, t: float) -> None:
+        """Run the replicas that hold an open race to t, one step at a time and earliest clock first, and
+        decide each race as soon as its first token is sure (calculators.plan.hedge_races)."""
+        races = self.races
+        if races is None:
+            return
+        while races.open_races:
+            for verdict in races.decide(lambda rid: self.sims[rid].now if rid in self.sims else math.inf):
+                self._apply(verdict)
+            behind = [rid for rid in races.replicas() if rid in self.sims and self.sims[rid].now < t]
+            if not behind:
+                break
+            self._advance(min(behind, key=lambda r: self.sims[r].now), t, one_step=True)
+
+    def _apply(self, v) -> None:
+        """A race's end (hedge_races.Verdict): the winner's first token (and end) are the request's; the
+        loser, if still on its replica, is aborted there now."""
+        self.first[v.request] = v.first_token_s
+        if not v.loser_ended and self.holder.get(v.loser) == v.loser_replica \
+                and self.sims[v.loser_replica].abort(v.loser):
+            self._left(v.loser_replica, v.loser, self.sims[v.loser_replica].now)
+        if v.winner_end_s is not None:
+            self._answered(v.request, v.winner_replica, v.winner_end_s)
 
     def _prefix(self, i: int) -> tuple[int, ...]:
         return self.demand.prefix[i] if self.demand.prefix is not None else ()
-
-    def _prompt_tokens(self, i: int) -> list[int]:
-        """Request i's prompt: its prefix blocks' shared tokens, then tokens of its own (distinct per request)."""
-        prompt = int(self.demand.prompt[i])
-        prefix = self._prefix(i)
-        if not prefix:
-            return [i] * prompt
-        size = self.demand.prefix_block_tokens
-        tokens: list[int] = []
-        for block in prefix:
-            tokens.extend([PREFIX_TOKEN_BASE + block] * size)
-            if len(tokens) >= prompt:
-                return tokens[:prompt]
-        return tokens + [i] * (prompt - len(tokens))
 
     def _route(self, i: int, attempt: int = 0, *, t: float) -> None:
         """One attempt of request i at t: to a replica whose circuit lets it through, by the policy; an
@@ -256,22 +255,30 @@ class _Fleet:
         if not routable:
             self._failed(i, attempt, self.attempts.no_worker(i), t)
             return
+        rid = self._choose(i, routable, t)
+        status = self.attempts.attempt(i, rid, t)
+        if status is not None:
+            self._failed(i, attempt, status, t)
+            return
+        self._submit(i, i, rid, t)
+
+    def _choose(self, i: int, routable: list[int], t: float) -> int:
+        """The replica the router's policy picks for request i among `routable`, as each looks at t."""
         if not self.stateless:
             for rid in routable:
                 self._advance(rid, t)
         views = [ReplicaView(rid, self.in_flight[rid]) for rid in routable]
         session = int(self.demand.session[i])
         blocks = -(-int(self.demand.prompt[i]) // self.demand.prefix_block_tokens)
-        rid = self.router.choose(t, None if session < 0 else session, self._prefix(i), views, blocks)
-        status = self.attempts.attempt(i, rid, t)
-        if status is not None:
-            self._failed(i, attempt, status, t)
-            return
+        return self.router.choose(t, None if session < 0 else session, self._prefix(i), views, blocks)
+
+    def _submit(self, j: int, i: int, rid: int, t: float) -> None:
+        """Request i's prompt reaches replica rid at t, as member j (i itself, or a hedge's copy)."""
         self._advance(rid, t)
-        self.sims[rid].submit(i, self._prompt_tokens(i), int(self.demand.output[i]), t,
+        self.sims[rid].submit(j, prompt_tokens(self.demand, i), int(self.demand.output[i]), t,
                               lora=None if self.lora is None else self.lora[i])
         self.in_flight[rid] += 1
-        self.holder[i] = rid
+        self.holder[j] = rid
 
     def _failed(self, i: int, attempt: int, status: int, t: float) -> None:
         retry_at = self.attempts.failed(i, attempt, status, t)
@@ -334,16 +341,20 @@ class _Fleet:
         for rid in live:
             self._advance(rid, t)
         rid = fault.replica if fault.replica in live else max(live, key=lambda r: (self.in_flight[r], -r))
-        lost = self.sims[rid].unfinished()
+        lost, races = [], self.races
+        for j in self.sims[rid].unfinished():
+            self.holder.pop(j, None)
+            if races is not None and races.racing(j):
+                self._apply(races.drop(j))   # the other copy goes on alone
+            else:
+                lost.append(j if races is None else races.request_of(j))
         self.routable.remove(rid)
         self.router.removed(rid)
         life = self.lives[rid]
         life.killed, life.drain_s, life.stopped_s = True, t, t
         self._drop(rid)
         self.in_flight[rid] = 0
-        for i in lost:
-            self.holder.pop(i, None)
-            self.first[i] = np.nan
+        self.first[lost] = np.nan
         if self.config.retry_lost:
             self.retried[lost] = True
         else:
@@ -364,6 +375,7 @@ class _Fleet:
                 # it keeps deciding while requests wait
                 self._push(last_tick + self.autoscaler.config.interval_s, self.TICK, None)
             self._next_event()
+        self._settle(math.inf)
         for rid in [rid for rid in self.sims if self.in_flight.get(rid)]:
             self._advance(rid, math.inf)
         end = self._last_end()

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calculators.plan.hedge_races import hedging_summary
+
 
 @dataclass
 class ReplicaLife:
@@ -45,6 +47,9 @@ class FleetRun:
                                                # it is the first token)
     errored: np.ndarray | None = None   # bool: answered an error after the router's last attempt (an error burst)
     router: dict | None = None          # the router's attempts, retries, errors, sends and breaker openings
+    hedged: np.ndarray | None = None     # bool: a hedge's copy was sent (None: no hedging)
+    copy_kept: np.ndarray | None = None  # bool: the copy showed first and answered
+    hedging: dict | None = None          # what the policy sent, over the whole run (hedge_races.hedging_summary)
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -71,7 +76,10 @@ class FleetRun:
             return None if value is None else value[idx]
         return FleetRun(self.send_s[idx], self.first_token_s[idx], self.end_s[idx], self.output[idx], self.replica[idx],
                         self.retried[idx], self.lives, self.decisions, self.horizon_s, lost=part(self.lost),
-                        first_answer_s=part(self.first_answer_s), errored=part(self.errored), router=self.router)
+                        first_answer_s=part(self.first_answer_s), errored=part(self.errored), router=self.router,
+                        hedged=part(self.hedged), copy_kept=part(self.copy_kept),
+                        hedging=None if self.hedged is None else hedging_summary(self.hedging["after"], self.hedged[idx],
+                                                                                 self.copy_kept[idx]))
 
     def prefix_hit_rate(self) -> float | None:
         """Prompt tokens found in a replica's prefix cache, over those looked up, fleet-wide."""

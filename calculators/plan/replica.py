@@ -3,6 +3,8 @@
     replica = ReplicaSim(server, step_model, num_kv_blocks=..., seed=..., ready_at=t)
     replica.submit(i, prompt_token_ids, output_tokens, t)   # the router sent request i at t
     replica.advance(until)                                   # run every step that starts before `until`
+    replica.advance(until, one_step=True)                    # at most the one step that starts now
+    replica.abort(i)                                         # request i leaves now (a hedge's loser)
     replica.ended / replica.first_tokens                     # (i, t) pairs since the caller last drained them
 
 The step loop is `calculators.sim.sim_engine.run_engine`'s (the strategy's real scheduler over a real
@@ -85,8 +87,15 @@ class ReplicaSim:
         if self.now < t:   # idle until now: the clock catches up with the request
             self.now = t
 
-    def advance(self, until: float) -> None:
-        """Run the steps that start before `until`; an idle replica's clock moves to `until`."""
+    def abort(self, i: int) -> bool:
+        """Request `i` leaves at the current step boundary, its blocks freed (a client that closed its
+        connection: the engine aborts it before its next step). False: it is not here."""
+        return self.scheduler.abort(str(i)) is not None
+
+    def advance(self, until: float, one_step: bool = False) -> None:
+        """Run the steps that start before `until`; an idle replica's clock moves to `until`. `one_step`:
+        stop after one step (no steady stretch), so that a caller racing two replicas sees every first token
+        in time order (calculators.plan.hedge_races)."""
         scheduler, clock = self.scheduler, self.clock
         while self.now < until:
             batch = scheduler.schedule(self.now)
@@ -123,6 +132,8 @@ class ReplicaSim:
                 if reason is not None:
                     finished += 1
                     self.ended.append((i, self.now))
+            if one_step:
+                return
             if self.lora is None and is_steady(scheduler, batch, finished):   # LoRA steps are not alike
                 size = shape.sequences - finished
                 context = shape.context_tokens - sum(len(seq.token_ids) - 1 for seq in batch.seqs

@@ -77,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"fleet: {counts['sent']} requests sent: {statuses}"
                   + (f"; {counts['cancelled_copies']} hedge copies cancelled" if counts["cancelled_copies"] else "")
                   + (f"; {counts['missing']} NOT ACCOUNTED FOR" if counts["missing"] else ""))
+    hedge = fleet.get("hedging")
+    if hedge:
+        console.print(f"fleet: hedging after {hedge['after']}: {hedge['hedged']} of {hedge['requests']} requests sent "
+                      f"twice (+{hedge['extra_requests']:.1%}), {hedge['copies_kept']} answered by the copy")
     for version, part in (fleet.get("canary") or {}).items():
         if version in ("primary", "canary"):
             attained = "no window" if part["attainment"] is None else f"{part['attainment']:.1%} of windows"

@@ -30,9 +30,11 @@ from calculators.plan.autoscaler import AutoscalerConfig
 from calculators.plan.demand import Demand
 from calculators.plan.fleet import Fault
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
+from calculators.plan.hedge_races import hedging_summary
 from calculators.plan.outcome import PlanSlo, outcome
 from calculators.plan.resilience import RouterResilience
 from calculators.plan.topology import Topology
+from contract.hedging import parse_hedge
 from contract.records import RECORDS_FILE, read_records
 from servecap.fleet.controller import FleetClock, FleetController
 from servecap.fleet.demand_file import write_demand
@@ -249,11 +251,12 @@ def replayed_rows(records: list[dict]) -> list[dict]:
 
 
 def records_as_run(records: list[dict], t0_unix: float, lives: list[ReplicaLife], decisions, horizon_s: float,
-                   names: dict[str, int]) -> FleetRun:
+                   names: dict[str, int], hedge_rule: str | None = None) -> FleetRun:
     """The measured run in the plan's terms: per request (in send order) its send, first token, first
     answer token and end on the fleet's clock (NaN: it failed or never finished), whether it failed
     (`lost`: any status but ok and `incomplete`), and the replica that answered. A hedge's copy that lost
-    (status "cancelled", `--hedge-after`) is left out: its request is the kept copy's record."""
+    (status "cancelled", `--hedge-after`) is left out: its request is the kept copy's record, whose `hedge`
+    says whether a copy was sent and which one answered (`hedge_rule`: the rule's spec, for the summary)."""
     rows = replayed_rows(records)
     send = np.array([r["t_sched"] - t0_unix for r in rows], dtype=float)
     ok = np.array([r["status"] == "ok" for r in rows])
@@ -267,9 +270,15 @@ def records_as_run(records: list[dict], t0_unix: float, lives: list[ReplicaLife]
     output = np.array([r.get("output_tokens") or 0 for r in rows], dtype=np.int64)
     replica = np.array([names.get(r.get("replica") or "", -1) if r["status"] == "ok" else -1 for r in rows],
                        dtype=np.int64)
+    hedging = {}
+    if hedge_rule is not None:
+        hedged = np.array([r.get("hedge") is not None for r in rows], dtype=bool)
+        copy_kept = np.array([r.get("hedge") == "copy" for r in rows], dtype=bool)
+        hedging = {"hedged": hedged, "copy_kept": copy_kept,
+                   "hedging": hedging_summary(hedge_rule, hedged, copy_kept)}
     return FleetRun(send, first, end, output, replica, np.zeros(len(rows), dtype=bool), lives, list(decisions),
                     max(horizon_s, float(np.nanmax(end)) if ok.any() else horizon_s), lost=failed,
-                    first_answer_s=np.where(ok, start + ttfa, np.nan))
+                    first_answer_s=np.where(ok, start + ttfa, np.nan), **hedging)
 
 
 def request_accounting(records: list[dict], sent: int) -> dict:
@@ -315,7 +324,8 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
     names, lives = {r.name: r.id for r in pool.replicas}, _lives(pool)
     if canary_pool is not None:
         names, lives = version_names(pool, canary_pool, lives, _lives(canary_pool))
-    run = records_as_run(records, t0_unix, lives, decisions, horizon, names)
+    hedge = parse_hedge(plan.options.hedge_after)
+    run = records_as_run(records, t0_unix, lives, decisions, horizon, names, None if hedge is None else hedge.spec)
     for life in run.lives:
         life.served = int((run.replica == life.id).sum())
     judged = outcome(run, plan.slo, window_s=plan.window_s)
@@ -342,6 +352,7 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
         "unattributed": int(sum(1 for r in records if r["status"] == "ok" and not r.get("replica"))),
         "controller_errors": [] if controller is None else controller.errors,
         "accounting": request_accounting(records, len(plan.demand)),
+        "hedging": run.hedging,
         "outcome": judged.to_dict(),
         "canary": None if canary_pool is None else canary_section(plan.canary, replayed_rows(records), run, canary_pool,
                                                                   len(pool.replicas), plan.slo, plan.window_s),

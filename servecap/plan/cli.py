@@ -26,6 +26,7 @@ from rich.console import Console
 from calculators.efficiency_profile import EfficiencyOptions
 from calculators.plan.fleet import FleetConfig, ReplicaSpec
 from calculators.plan.outcome import PlanSlo
+from contract.hedging import add_hedge_arguments
 from contract.slo import slo_from_args
 from calculators.plan.router import ROUTER_POLICIES
 from contract.options import (CommandParser, add_config_option, add_options, add_output_arguments, out_dir,
@@ -68,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-n-plus-one", action="store_true", help="skip the run with a replica lost at the peak")
     add_topology_flags(p)
     add_second_pool_flags(p)
+    add_hedge_arguments(p.add_argument_group("hedging (the load generator's, simulated: contract/hedging.py)"),
+                        only=("hedge-after",))
     p.set_defaults(engine="vllm", replications=1)   # plan's: vLLM's sizing and factors, one seeded run
     return p
 
@@ -120,7 +123,8 @@ def _topology_search(parser, args, console) -> int:
     started = time.perf_counter()
     try:
         check_shared_flags(args)
-        for flag, given in (("--canary-weight", args.canary_weight), ("--shadow-fraction", args.shadow_fraction)):
+        for flag, given in (("--canary-weight", args.canary_weight), ("--shadow-fraction", args.shadow_fraction),
+                            ("--hedge-after", args.hedge_after)):
             if given is not None:
                 raise ValueError(f"{flag} with --search topology: the search sizes one pool's busiest window")
         demand = build_demand(demand_spec_from_flags(args))
@@ -170,13 +174,17 @@ def _inputs(args) -> dict:
     if args.replicas is not None and args.replicas < (0 if autoscaler else 1):
         raise ValueError(f"--replicas must be at least {0 if autoscaler else 1}, got {args.replicas}")
     faults = tuple(fault_from_flag(spec) for spec in args.kill)
+    for flag, given in (("--canary-weight", args.canary_weight), ("--shadow-fraction", args.shadow_fraction)):
+        if args.hedge_after and given is not None:
+            raise ValueError(f"--hedge-after with {flag}: the plan hedges within one pool (a copy behind a split "
+                             "may land in either version)")
     replica, cold_start, measured_mix = _replica(args)
     replica, mix = _lora_replica(args, replica, measured_mix)
     initial = args.replicas if args.replicas is not None else max(autoscaler.min_replicas, 1)
     config = FleetConfig(replica=replica, router=args.router, initial_replicas=initial, cold_start_s=cold_start,
                          autoscaler=autoscaler, faults=faults, retry_lost=args.retry_lost, seed=demand_workload(args).seed,
                          model_mix=mix, resilience=resilience_from_flags(args),
-                         replica_errors=replica_errors_from_flags(args))
+                         replica_errors=replica_errors_from_flags(args), hedge_after=args.hedge_after or None)
     return {"demand_spec": demand_spec_from_flags(args), "config": config, "slo": slo, "window_s": args.window_s,
             "search": args.search, "static_max": args.static_max, "replications": args.replications,
             "n_plus_one": not args.no_n_plus_one, "band": replica_band(args),

@@ -69,6 +69,11 @@ def _lines(answer: dict) -> list[str]:
         failing = ", ".join(f"{r} {n} of {router['sent_to'].get(r, 0)}" for r, n in router["failed_at"].items())
         lines.append(f"router: {router['retries']:,} retries, {router['errored']:,} requests answered an error after "
                      f"the last attempt; attempts failed at {failing or 'none'}; circuits opened: {opened}")
+    hedge = plan.get("hedging")
+    if hedge:
+        kept = "" if hedge["copies_kept_share"] is None else f", {hedge['copies_kept_share']:.0%} of the copies kept"
+        lines.append(f"hedging after {hedge['after']}: {hedge['hedged']:,} of {hedge['requests']:,} requests sent twice "
+                     f"(+{hedge['extra_requests']:.1%} requests){kept}; the loser cancelled at the winner's first token")
     if "breach" in answer:
         b = answer["breach"]
         lines.append(f"breach probability: {b['probability']:.0%} of {b['replications']} seeded replications "

@@ -83,7 +83,7 @@ def _summary(judged: Judged) -> dict:
             "retried_requests": int(run.retried.sum()),
             "lost_requests": 0 if run.lost is None else int(run.lost.sum()),
             "errored_requests": 0 if run.errored is None else int(run.errored.sum()), "router": run.router,
-            "prefix_hit_rate": run.prefix_hit_rate(),
+            "prefix_hit_rate": run.prefix_hit_rate(), "hedging": run.hedging,
             **{f"{m.removesuffix('_s')}_{q}_s": getattr(o, q)[m] for q in ("p50", "p99") for m in o.p50}}
 
 
@@ -198,6 +198,7 @@ def _describe_config(config: FleetConfig) -> dict:
                 "target": a.target, "interval_s": a.interval_s, "up_window_s": a.up_window_s,
                 "down_window_s": a.down_window_s},
             "faults": [{"t_s": f.t_s, "replica": f.replica} for f in config.faults], "seed": config.seed,
+            "hedge_after": config.hedge_after,
             "lora": _describe_lora(config)}
 
 

@@ -35,6 +35,21 @@ def test_records_on_the_fleets_clock_in_send_order():
     hedged = [*records, {**_record(1.0, 1.12, status="cancelled", ttft=None, e2e=0.01), "hedge": "copy"}]
     again = records_as_run(hedged, T0, lives, [(1.5, 2, 1)], 3.0, {"r0": 0, "r1": 1})
     assert again.send_s.tolist() == [1.0, 2.0, 3.0] and again.lost.tolist() == [False, False, True]
+    assert again.hedging is None   # no rule given: not a hedged run
+
+
+def test_a_hedged_runs_kept_records_say_which_copy_answered():
+    records = [{**_record(1.0, 1.0), "hedge": "primary"},
+               {**_record(1.0, 1.3, status="cancelled", ttft=None, e2e=0.01), "hedge": "copy"},
+               {**_record(2.0, 2.0, status="cancelled", ttft=None, e2e=0.3), "hedge": "primary"},
+               {**_record(2.0, 2.3, replica="r1"), "hedge": "copy"},
+               _record(3.0, 3.0)]
+    run = records_as_run(records, T0, [ReplicaLife(0, 0.0, 0.0), ReplicaLife(1, 0.0, 0.0)], [], 4.0,
+                         {"r0": 0, "r1": 1}, hedge_rule="0.3s")
+    assert run.hedged.tolist() == [True, True, False] and run.copy_kept.tolist() == [False, True, False]
+    assert run.replica.tolist() == [0, 1, 0]
+    assert run.hedging == {"after": "0.3s", "requests": 3, "hedged": 2, "hedged_share": pytest.approx(2 / 3),
+                           "copies_kept": 1, "copies_kept_share": 0.5, "extra_requests": pytest.approx(2 / 3)}
 
 
 def test_a_demand_is_written_as_the_trace_that_replays_it(tmp_path):

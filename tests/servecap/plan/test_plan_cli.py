@@ -161,3 +161,28 @@ def test_a_shadow_plan_mirrors_to_a_second_pool_and_leaves_production_as_it_was(
     assert shadow["usd_per_day"] == pytest.approx(answer["plan"]["usd_per_day"] / 2)   # one replica beside two
     md = (mirrored / "plan.md").read_text()
     assert "- shadow (100% of requests mirrored: " in md and "answers never returned" in md
+
+
+def test_a_hedged_plan_counts_the_copies_it_sends_and_refuses_what_it_cannot_race(tmp_path, capsys):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,6\n60,6\n")
+    base = ["--rate-curve", str(curve), "--gpu", "l4", "--model", "llama-3.1-8b", "--max-model-len", "4096",
+            "--cold-start-s", "30", *SLO,
+            "--prompt-tokens", "512", "--output-tokens", "64", "--window-s", "30", "--replicas", "2",
+            "--no-n-plus-one", "--static-max", "2"]
+    assert "--hedge-after must not be negative" in _error(capsys, [*base, "--hedge-after", "-1"])
+    assert "neither a delay" in _error(capsys, [*base, "--hedge-after", "soon"])
+    assert "--hedge-after with --canary-weight" in _error(capsys, [*base, "--hedge-after", "1", "--canary-weight", "0.1"])
+    assert "--hedge-after with --replica-fault" in _error(capsys, [*base, "--hedge-after", "1", "--replica-fault",
+                                                                  "0:errors:status=503,at=10,for=5"])
+    alone, hedged = tmp_path / "alone", tmp_path / "hedged"
+    assert main([*base, "--out", str(alone)]) == 0
+    assert main([*base, "--hedge-after", "0.3", "--out", str(hedged)]) == 0
+    before, answer = (json.loads((d / "plan.json").read_text())["plan"] for d in (alone, hedged))
+    hedge = answer["hedging"]
+    assert before["hedging"] is None and answer["config"]["hedge_after"] == "0.3"
+    assert hedge["after"] == "0.3s" and hedge["requests"] == answer["requests"] == before["requests"]
+    assert 0 < hedge["hedged"] < hedge["requests"] and hedge["extra_requests"] == hedge["hedged"] / hedge["requests"]
+    assert answer["unfinished"] == 0 and answer["ttft_p99_s"] != before["ttft_p99_s"]
+    assert f"- hedging after 0.3s: {hedge['hedged']:,} of {hedge['requests']:,} requests sent twice" in (
+        hedged / "plan.md").read_text()
