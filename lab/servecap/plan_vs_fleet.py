@@ -17,6 +17,8 @@ OUT/plan-ROUTER (`--gpu GPU --model M --max-model-len N`), then prints and write
   / p50 round_robin) over every request, predicted against measured (relative error);
 - with `--canary-weight` among the shared flags: per version, its share of the requests, its SLO attainment
   (plan minus fleet, in points; the plan's is the median over its split's draws, `--canary-splits`), its p50/p99 TTFT and E2E, and the canary's p99 TTFT per window;
+- with `--hedge-after` among the shared flags: the extra requests (copies over requests, target within 10%),
+  the share of copies kept, and TTFT p50/p99 over every request (target: p99 within 15%);
 - with `--replica-fault` among the shared flags: per faulted replica, the attempts it answered with its
   fault (the plan's `router.failed_at` against the replica's injected-fault counter, fleet.json
   `injected_errors`), and the requests that ended in an error.
@@ -118,6 +120,7 @@ def compare_pair(out: Path, router: str) -> dict:
         "controller_armed_late_s": fleet.get("controller_armed_late_s"),
         "resilience": _resilience(p.get("router") or {}, fleet) if fleet.get("replica_faults") else None,
         "canary": _canary(plan, fleet) if fleet.get("canary") else None,
+        "hedging": _hedging(p, fleet) if fleet.get("hedging") else None,
         "windows": windows,
     }
 
@@ -149,6 +152,20 @@ def _canary(plan: dict, fleet: dict) -> dict:
          "met_plan": w["met"], "met_fleet": measured[w["start_s"]]["met"]}
         for w in plan["canary"]["windows"] if w["start_s"] in measured]
     return versions
+
+
+def _hedging(planned: dict, fleet: dict) -> dict:
+    """With --hedge-after: the extra requests the policy sent (copies over requests), the share of copies kept,
+    and the p99 TTFT over every request, plan against fleet."""
+    ph, fh, outcome = planned["hedging"], fleet["hedging"], fleet["outcome"]
+    row = {"after": fh["after"]}
+    for key in ("extra_requests", "copies_kept_share", "hedged"):
+        row[f"{key}_plan"], row[f"{key}_fleet"] = ph[key], fh[key]
+    row["extra_requests_err"] = _rel(ph["extra_requests"], fh["extra_requests"])
+    for key in ("ttft_p50_s", "ttft_p99_s", "e2e_p99_s"):
+        row[f"{key}_plan"], row[f"{key}_fleet"] = planned.get(key), outcome.get(key)
+        row[f"{key}_err"] = _rel(planned.get(key), outcome.get(key))
+    return row
 
 
 def _resilience(planned: dict, fleet: dict) -> dict:
@@ -200,6 +217,13 @@ def _print(result: dict) -> None:
                       f"{r['breaker_opened_plan'].get(name, 0)}x")
             print(f"  requests answered an error: plan {r['errored_plan']} fleet {r['errored_fleet']}; plan retries "
                   f"{r['retries_plan']}")
+        h = c.get("hedging")
+        if h:
+            print(f"  hedging after {h['after']}: extra requests plan {_pct(h['extra_requests_plan'])} fleet "
+                  f"{_pct(h['extra_requests_fleet'])} ({h['extra_requests_err']:+.1%}; target within 10%); copies kept "
+                  f"plan {_pct(h['copies_kept_share_plan'])} fleet {_pct(h['copies_kept_share_fleet'])}; TTFT p99 "
+                  f"{_ms(h['ttft_p99_s_plan'])}/{_ms(h['ttft_p99_s_fleet'])} ({h['ttft_p99_s_err']:+.1%}; target "
+                  f"within 15%), p50 {_ms(h['ttft_p50_s_plan'])}/{_ms(h['ttft_p50_s_fleet'])}")
         for version, v in (c.get("canary") or {}).items():
             draws = v.get("attainment_plan_draws")
             spread = (f" (median of {draws['draws']} draws, {_pct(draws['min'])} to {_pct(draws['max'])}; first draw "
