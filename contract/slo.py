@@ -181,8 +181,9 @@ class SloSample:
         """Records of one set, as the caller picks them (e.g. a level's measure-phase records): status
         ok is ok, `incomplete` unfinished, any other failed; TPOT is `Record.tpot_s`. A compare run's
         records cut off at a slice switch (`switch: "excluded"`) are left out: the load generator
-        stopped them, not the server (reports.paired leaves them out of every statistic too)."""
-        records = [r for r in records if r.switch != CUT_AT_SWITCH]
+        stopped them, not the server (reports.paired leaves them out of every statistic too); so are a hedge's
+        cancelled copies (`--hedge-after`: the pair is judged by its kept copy, as reports.summary does)."""
+        records = [r for r in records if r.switch != CUT_AT_SWITCH and r.status != "cancelled"]
         status = [r.status for r in records]
         return cls.from_arrays(
             ok=[s == "ok" for s in status], unfinished=[s == "incomplete" for s in status],

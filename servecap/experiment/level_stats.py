@@ -33,7 +33,7 @@ class LevelStats:
 
     Attributes:
         requests: finished measure-phase records (any status but `incomplete`).
-        errors: those whose status is not ok.
+        errors: those whose status is not ok (a hedge's cancelled copy is neither: contract.hedging).
         incomplete: still in flight when the level stopped (neither ok nor an error).
         p99_ttft_s, p99_tpot_s, p99_e2e_s, p99_ttfa_s: over ok records (None when there are no values), as
             the report's tables show them.
@@ -251,7 +251,8 @@ def _token_times(records: list[Record]) -> tuple[np.ndarray, np.ndarray]:
 
 def level_stats(records: list[Record], level: str, steps=None) -> LevelStats:
     """`steps`: the engine_steps.csv rows of this level's server (a DataFrame), for the speed index."""
-    mine = [r for r in records if r.level == level and r.phase == "measure"]
+    # a hedge's cancelled copy is neither a request of its own nor an error: its pair is the kept copy's
+    mine = [r for r in records if r.level == level and r.phase == "measure" and r.status != "cancelled"]
     finished = [r for r in mine if r.status != "incomplete"]
     ok = [r for r in finished if r.status == "ok"]
     ttft = [r.ttft_s for r in ok if r.ttft_s is not None]

@@ -120,3 +120,15 @@ def test_a_compare_runs_requests_cut_off_at_a_switch_are_in_no_set(tmp_path):
     report_reason, _ = _report(tmp_path, rows)
     assert direct.meets and report_reason == "" and level_stats(records, LEVEL).check(SLO_UNDER_TEST).meets
     assert SloSample.from_records(records).requests == 100
+
+
+def test_a_hedges_cancelled_copies_are_neither_requests_nor_errors(tmp_path):
+    # --hedge-after: each loser is recorded "cancelled"; the sweep's live figures, the judge and the report
+    # count the users' requests (the kept copies) alone
+    rows = CASES["meets"] + [{**CASES["meets"][i], "status": "cancelled", "hedge": "copy", "ttft_s": None,
+                              "e2e_s": None, "ttfa_s": None, "response_id": f"loser{i}"} for i in range(5)]
+    records = [Record.from_dict(r) for r in rows]
+    stats = level_stats(records, LEVEL)
+    assert (stats.requests, stats.errors, stats.incomplete) == (100, 0, 0)
+    assert stats.check(SLO_UNDER_TEST).meets and SloSample.from_records(records).requests == 100
+    assert _report(tmp_path, rows)[0] == ""
