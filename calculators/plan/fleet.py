@@ -40,6 +40,7 @@ from calculators.plan.autoscaler import Autoscaler
 from calculators.plan.demand import Demand
 from calculators.plan.fleet_config import Fault, FleetConfig, ReplicaSpec
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
+from calculators.plan.fleet_scaling import FleetScaling
 from calculators.plan.hedge_races import HedgeRaces
 from calculators.plan.prompt_tokens import prompt_tokens
 from calculators.plan.replica import ReplicaSim
@@ -50,7 +51,7 @@ from calculators.plan.disaggregated import run_disaggregated
 __all__ = ["Fault", "FleetConfig", "ReplicaSpec", "run_fleet"]   # what a fleet is (fleet_config), and its run
 
 
-class _Fleet:
+class _Fleet(FleetScaling):
     def __init__(self, demand: Demand, config: FleetConfig, on_progress=None) -> None:
         self.demand, self.config = demand, config
         self.on_progress = on_progress
@@ -93,12 +94,6 @@ class _Fleet:
     def _push(self, t: float, kind: int, payload: object) -> None:
         self._seq += 1
         heapq.heappush(self.events, (t, kind, self._seq, payload))
-
-    def _start_replica(self, t: float) -> None:
-        life = ReplicaLife(id=len(self.lives), requested_s=t, ready_s=t + self.config.cold_start_s)
-        self.lives.append(life)
-        self.starting.append(life.id)
-        self._push(life.ready_s, self.READY, life.id)
 
     def _ready(self, t: float, rid: int) -> None:
         if rid not in self.starting:
@@ -284,55 +279,6 @@ class _Fleet:
         retry_at = self.attempts.failed(i, attempt, status, t)
         if retry_at is not None:
             self._push(retry_at, self.RETRY, (i, attempt + 1))
-
-    def _tick(self, t: float) -> None:
-        for rid in list(self.routable):
-            self._advance(rid, t)
-        metric = self.autoscaler.config.metric
-        per_replica = [self._metric(rid, metric) for rid in self.routable]
-        current = len(self.routable) + len(self.starting)
-        wanted = self.autoscaler.decide(t, current, per_replica, pending=len(self.pending))
-        self.decisions.append((t, wanted, len(self.routable)))
-        for _ in range(wanted - current):
-            self._start_replica(t)
-        for _ in range(current - wanted):
-            self._remove_one(t)
-
-    def _metric(self, rid: int, metric: str) -> float:
-        sim = self.sims[rid]
-        if metric == "in_flight":
-            return float(self.in_flight[rid])
-        if metric == "waiting":
-            return float(sim.waiting)
-        return sim.kv_usage
-
-    def _remove_one(self, t: float) -> None:
-        """Scale down by one: a replica still starting first (newest), else the ready one holding the fewest."""
-        if self.starting:
-            rid = self.starting.pop()
-            self.lives[rid].stopped_s = t
-            self.lives[rid].drain_s = t
-            return
-        rid = min(reversed(self.routable), key=lambda r: self.in_flight[r])
-        self.routable.remove(rid)
-        self.router.removed(rid)
-        self.lives[rid].drain_s = t
-        if self.in_flight[rid] == 0:
-            self._stop(rid, t)
-        else:
-            self.draining.add(rid)
-
-    def _stop(self, rid: int, t: float) -> None:
-        self.draining.discard(rid)
-        self.lives[rid].stopped_s = max(t, self.lives[rid].drain_s or t)
-        self._drop(rid)
-
-    def _drop(self, rid: int) -> None:
-        sim = self.sims.pop(rid, None)
-        if sim is not None:
-            life = self.lives[rid]
-            life.prefix_hit_tokens = sim.block_manager.prefix_cache_hit_tokens
-            life.prefix_query_tokens = sim.block_manager.prefix_cache_query_tokens
 
     def _fault(self, t: float, fault: Fault) -> None:
         live = [rid for rid in self.routable]

@@ -1,0 +1,67 @@
+"""The autoscaler's side of the plan's fleet loop (calculators.plan.fleet): replicas asked for, removed
+(a replica still starting first, else the ready one holding the fewest requests, drained), stopped and
+billed. A mixin of `_Fleet`, whose state (lives, sims, routable, starting, draining, in_flight, the event
+queue) it reads and changes. Pure."""
+
+from __future__ import annotations
+
+from calculators.plan.fleet_run import ReplicaLife
+
+
+class FleetScaling:
+    """`_Fleet`'s replica lifecycle: `_start_replica`, `_tick`, `_remove_one`, `_stop`, `_drop`."""
+
+    def _start_replica(self, t: float) -> None:
+        life = ReplicaLife(id=len(self.lives), requested_s=t, ready_s=t + self.config.cold_start_s)
+        self.lives.append(life)
+        self.starting.append(life.id)
+        self._push(life.ready_s, self.READY, life.id)
+
+    def _tick(self, t: float) -> None:
+        for rid in list(self.routable):
+            self._advance(rid, t)
+        metric = self.autoscaler.config.metric
+        per_replica = [self._metric(rid, metric) for rid in self.routable]
+        current = len(self.routable) + len(self.starting)
+        wanted = self.autoscaler.decide(t, current, per_replica, pending=len(self.pending))
+        self.decisions.append((t, wanted, len(self.routable)))
+        for _ in range(wanted - current):
+            self._start_replica(t)
+        for _ in range(current - wanted):
+            self._remove_one(t)
+
+    def _metric(self, rid: int, metric: str) -> float:
+        sim = self.sims[rid]
+        if metric == "in_flight":
+            return float(self.in_flight[rid])
+        if metric == "waiting":
+            return float(sim.waiting)
+        return sim.kv_usage
+
+    def _remove_one(self, t: float) -> None:
+        """Scale down by one: a replica still starting first (newest), else the ready one holding the fewest."""
+        if self.starting:
+            rid = self.starting.pop()
+            self.lives[rid].stopped_s = t
+            self.lives[rid].drain_s = t
+            return
+        rid = min(reversed(self.routable), key=lambda r: self.in_flight[r])
+        self.routable.remove(rid)
+        self.router.removed(rid)
+        self.lives[rid].drain_s = t
+        if self.in_flight[rid] == 0:
+            self._stop(rid, t)
+        else:
+            self.draining.add(rid)
+
+    def _stop(self, rid: int, t: float) -> None:
+        self.draining.discard(rid)
+        self.lives[rid].stopped_s = max(t, self.lives[rid].drain_s or t)
+        self._drop(rid)
+
+    def _drop(self, rid: int) -> None:
+        sim = self.sims.pop(rid, None)
+        if sim is not None:
+            life = self.lives[rid]
+            life.prefix_hit_tokens = sim.block_manager.prefix_cache_hit_tokens
+            life.prefix_query_tokens = sim.block_manager.prefix_cache_query_tokens
