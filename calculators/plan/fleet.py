@@ -17,6 +17,11 @@ do behind vLLM's router: it retries a request that found no worker, but not a re
 streaming, and a replica streams its response's head at once. With `retry_lost` (a client that retries) they are
 sent again at that moment instead, keeping their first send time.
 
+With a replica's measured front end (`ReplicaSpec.front_end`, calculators.sim.front_end) each request
+reaches the engine its draw's `in_s` after the router sent it, and its client sees the first token
+`first_out_s` and the last `last_out_s` after the engine made them (the draw at the streams its
+replica's front end holds, itself included); without one the client is on the engine's clock.
+
 With `hedge_after` (contract.hedging's rule) a request with no first token that long after its send is
 sent again through the router; the first copy to show is kept, the other aborted (calculators.plan.hedge_races;
 while a race is open its replicas run one step at a time, earliest first, so its winner is the true first).
@@ -87,9 +92,13 @@ class _Fleet(FleetScaling):
         self.attempts = RouterAttempts(n, config.resilience, config.replica_errors or (), config.seed)
         self.hedge: HedgeRule | None = parse_hedge(config.hedge_after)   # a fresh running percentile per run
         self.races = HedgeRaces(n) if self.hedge is not None else None
+        self.front = spec.front_end
+        self.front_rng = np.random.default_rng([config.seed, 5])
+        self.front_at: dict[int, object] = {}               # streams -> the front end's delays there
+        self.out_delay: dict[int, tuple[float, float]] = {}   # member -> (first_out_s, last_out_s) drawn
 
     # -- events -----------------------------------------------------------------------------------
-    READY, FAULT, TICK, RETRY, HEDGE = 0, 1, 2, 3, 4
+    READY, FAULT, TICK, RETRY, HEDGE, ARRIVE = 0, 1, 2, 3, 4, 5
 
     def _push(self, t: float, kind: int, payload: object) -> None:
         self._seq += 1
@@ -136,7 +145,7 @@ class _Fleet(FleetScaling):
             if self.on_progress is not None and (i + 1) % every == 0:
                 self.on_progress(i + 1, len(demand))
         self._events_until(max([horizon, *(fault.t_s for fault in self.config.faults)]))
-        while any(event[1] in (self.RETRY, self.HEDGE) for event in self.events):   # retries and hedges to come
+        while any(event[1] in (self.RETRY, self.HEDGE, self.ARRIVE) for event in self.events):   # still to come
             self._settle(self.events[0][0])
             self._next_event()
         self._finish_all()
@@ -160,6 +169,8 @@ class _Fleet(FleetScaling):
             self._route(*payload, t=when)
         elif kind == self.HEDGE:
             self._hedge(payload, when)
+        elif kind == self.ARRIVE:
+            self._arrive(*payload, t=when)
         else:
             self._tick(when)
 
@@ -169,6 +180,7 @@ class _Fleet(FleetScaling):
         races = self.races
         if sim.first_tokens:
             for j, when in sim.first_tokens:
+                when += self._out(j)[0]   # the client's clock
                 if races is not None and races.racing(j):
                     races.shown(j, when)
                 else:
@@ -177,6 +189,7 @@ class _Fleet(FleetScaling):
         if sim.ended:
             for j, when in sim.ended:
                 self._left(rid, j, when)
+                when += self._out(j)[1]
                 if races is not None and races.racing(j):
                     races.ended(j, when)
                 else:
@@ -219,7 +232,8 @@ class _Fleet(FleetScaling):
         if races is None:
             return
         while races.open_races:
-            for verdict in races.decide(lambda rid: self.sims[rid].now if rid in self.sims else math.inf):
+            for verdict in races.decide(lambda j, rid: (self.sims[rid].now if rid in self.sims else math.inf)
+                                        + self._out(j)[0]):
                 self._apply(verdict)
             behind = [rid for rid in races.replicas() if rid in self.sims and self.sims[rid].now < t]
             if not behind:
@@ -230,8 +244,8 @@ class _Fleet(FleetScaling):
         """A race's end (hedge_races.Verdict): the winner's first token (and end) are the request's; the
         loser, if still on its replica, is aborted there now."""
         self.first[v.request] = v.first_token_s
-        if not v.loser_ended and self.holder.get(v.loser) == v.loser_replica \
-                and self.sims[v.loser_replica].abort(v.loser):
+        if not v.loser_ended and self.holder.get(v.loser) == v.loser_replica:   # in the engine, or on its way
+            self.sims[v.loser_replica].abort(v.loser)
             self._left(v.loser_replica, v.loser, self.sims[v.loser_replica].now)
         if v.winner_end_s is not None:
             self._answered(v.request, v.winner_replica, v.winner_end_s)
@@ -268,12 +282,31 @@ class _Fleet(FleetScaling):
         return self.router.choose(t, None if session < 0 else session, self._prefix(i), views, blocks)
 
     def _submit(self, j: int, i: int, rid: int, t: float) -> None:
-        """Request i's prompt reaches replica rid at t, as member j (i itself, or a hedge's copy)."""
+        """The router sends request i to replica rid at t, as member j (i itself, or a hedge's copy); its engine
+        has it after the front end's `in_s` (now, without a front end)."""
+        self.in_flight[rid] += 1
+        self.holder[j] = rid
+        if self.front is not None:
+            fe = self.front_at.get(self.in_flight[rid])
+            if fe is None:
+                fe = self.front_at[self.in_flight[rid]] = self.front.at(float(self.in_flight[rid]))
+            k = int(self.front_rng.integers(len(fe.in_s)))
+            self.out_delay[j] = (fe.first_out_s[k], fe.last_out_s[k])
+            if fe.in_s[k] > 0:
+                self._push(t + fe.in_s[k], self.ARRIVE, (j, i, rid))
+                return
+        self._arrive(j, i, rid, t=t)
+
+    def _arrive(self, j: int, i: int, rid: int, *, t: float) -> None:
+        if self.holder.get(j) != rid:
+            return   # lost with its replica, or a hedge's loser, before its engine had it
         self._advance(rid, t)
         self.sims[rid].submit(j, prompt_tokens(self.demand, i), int(self.demand.output[i]), t,
                               lora=None if self.lora is None else self.lora[i])
-        self.in_flight[rid] += 1
-        self.holder[j] = rid
+
+    def _out(self, j: int) -> tuple[float, float]:
+        """Member j's (first_out_s, last_out_s): from its engine's token to its client."""
+        return self.out_delay.get(j, (0.0, 0.0))
 
     def _failed(self, i: int, attempt: int, status: int, t: float) -> None:
         retry_at = self.attempts.failed(i, attempt, status, t)
@@ -288,7 +321,10 @@ class _Fleet(FleetScaling):
             self._advance(rid, t)
         rid = fault.replica if fault.replica in live else max(live, key=lambda r: (self.in_flight[r], -r))
         lost, races = [], self.races
-        for j in self.sims[rid].unfinished():
+        held = self.sims[rid].unfinished()
+        engine = set(held)
+        held += [j for j, r in self.holder.items() if r == rid and j not in engine]   # still in its front end
+        for j in held:
             self.holder.pop(j, None)
             if races is not None and races.racing(j):
                 self._apply(races.drop(j))   # the other copy goes on alone

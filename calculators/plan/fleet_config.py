@@ -12,6 +12,7 @@ from calculators.plan.autoscaler import AutoscalerConfig
 from calculators.plan.disaggregated import check_disaggregated
 from calculators.plan.resilience import ReplicaErrors, RouterResilience
 from calculators.plan.topology import KvLink, Topology
+from calculators.sim.front_end import FrontEndByLoad
 from calculators.sim.step_model import StepTimeModel
 from calculators.sim.workload import SimServer
 
@@ -26,6 +27,7 @@ class ReplicaSpec:
     gpus: int = 1                      # GPUs a replica holds (its TP degree)
     hourly_usd_per_gpu: float | None = None
     describe: str = ""
+    front_end: FrontEndByLoad | None = None   # delays outside the engine's clock, measured on a host; None: none
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class FleetConfig:
     def __post_init__(self) -> None:
         if self.disaggregated is not None:
             check_disaggregated(self)
+            if self.replica.front_end is not None:
+                raise ValueError("a measured front end with --topology: the PD pools run on the engines' clock")
         if self.hedge_after is not None:
             parse_hedge(self.hedge_after)   # names the flag
             refused = [flag for flag, given in (("--replica-fault", self.replica_errors),

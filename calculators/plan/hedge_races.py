@@ -6,8 +6,8 @@ acts it out): the bookkeeping of each race between a request and its copy.
     races.shown(j, t); races.ended(j, t, replica)                   # what the replicas report of a member
     for verdict in races.decide(clock): ...      # races whose first token is known for sure: winner, loser
 
-A race is decided at its first first token `t`, and only once every member that has not shown is on a
-replica whose clock has reached `t` (it can no longer show before `t`): the caller steps the racing
+A race is decided at its first first token `t` (on the client's clock), and only once every member that
+has not shown can no longer show before `t` (its replica's clock has run that far): the caller steps the racing
 replicas one step at a time, earliest clock first (`ReplicaSim.advance(..., one_step=True)`), so a
 first token is never taken for the first before the other replica has run that far. The loser is
 cancelled then, at its replica's step boundary, as an engine aborts a request whose client left. Ties
@@ -85,14 +85,15 @@ class HedgeRaces:
     def ended(self, j: int, t: float) -> None:
         self.open_races[j].ended[j] = t
 
-    def decide(self, clock: Callable[[int], float]) -> list[Verdict]:
-        """The races decided now: `clock(replica)` is how far that replica has run (+inf once it is gone)."""
+    def decide(self, earliest: Callable[[int, int], float]) -> list[Verdict]:
+        """The races decided now: `earliest(member, replica)` is the soonest that member could still show its
+        first token to the client (its replica's clock, +inf once it is gone, plus its front end's way out)."""
         verdicts = []
         for race in {id(r): r for r in self.open_races.values()}.values():
             if not race.shown:
                 continue
             first = min(race.shown.values())
-            if any(j not in race.shown and clock(rid) < first for j, rid in race.members.items()):
+            if any(j not in race.shown and earliest(j, rid) < first for j, rid in race.members.items()):
                 continue   # that member could still show first
             winner = race.request if race.shown.get(race.request) == first else race.copy
             loser = race.copy if winner == race.request else race.request

@@ -37,6 +37,7 @@ from reports.predict.options import CalibrationOptions
 from servecap.plan.flags import (add_demand_flags, add_replica_flags, add_scaling_flags, add_slo_flags,
                                  autoscaler_from_flags, check_shared_flags, demand_spec_from_flags, demand_workload,
                                  fault_from_flag, replica_errors_from_flags, resilience_from_flags)
+from servecap.plan.front_end import add_front_end_flag, measured_front_end
 from servecap.plan.second_pool import add_second_pool_flags, second_pool_from_flags
 from servecap.plan.output import write_outputs
 from servecap.plan.topology import add_topology_flags, disaggregated_config
@@ -56,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     add_options(p, CalibrationOptions, title="replica calibrated on a measured run (as predict's)",
                 only=("calibration", "replications"), typed=True)
     add_options(p, EngineOptions, only=("strategy", "max-loras"), typed=True)
+    add_front_end_flag(p)
     add_scaling_flags(p, f"one of {', '.join(ROUTER_POLICIES)}")
     add_slo_flags(p)
     p.add_argument("--retry-lost", action="store_true",
@@ -210,7 +212,20 @@ def _lora_replica(args, replica: ReplicaSpec, measured_mix):
 
 
 def _replica(args):
-    """(the replica, its cold start, the mix of models its calibration run's requests asked for, or None)."""
+    """(the replica, its front end as --front-end says, its cold start, the mix of models its calibration
+    run's requests asked for, or None)."""
+    replica, cold_start, mix = _engine_replica(args)
+    if args.front_end == "none":
+        return replace(replica, front_end=None), cold_start, mix
+    if args.front_end is not None:
+        replica = replace(replica, front_end=measured_front_end(args.front_end, args.strategy),
+                          describe=f"{replica.describe}; front end measured by {args.front_end}")
+    elif replica.front_end is not None:
+        replica = replace(replica, describe=f"{replica.describe}; its front end")
+    return replica, cold_start, mix
+
+
+def _engine_replica(args):
     if args.gpu is not None:
         if args.cold_start_s is None:
             raise ValueError("--gpu needs --cold-start-s: a GPU replica's time to ready (model load, warm-up) "
@@ -244,7 +259,7 @@ def calibration_replica(run_dir: str, strategy: str | None, cold_start_s: float 
         raise ValueError(f"{run_dir} did not record its server's time to ready (a sweep before run.json kept "
                          "it, or a --url target): give --cold-start-s")
     return (ReplicaSpec(server, calibration.step_model, server.num_kv_blocks, gpus=1, hourly_usd_per_gpu=None,
-                        describe=f"{name} replica calibrated on {run_dir}"),
+                        describe=f"{name} replica calibrated on {run_dir}", front_end=calibration.front_end),
             cold_start_s if cold_start_s is not None else float(ready), calibration.model_mix)
 
 

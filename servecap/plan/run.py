@@ -17,6 +17,7 @@ from calculators.plan.outcome import PlanSlo
 from calculators.plan.planner import Judged, breach_probability, cheapest_static, judge, search_targets
 from calculators.plan.planner import n_plus_one as lose_one_at_peak
 from calculators.sim.step_model import StepTimeModel
+from servecap.plan.front_end import describe_front_end
 
 if TYPE_CHECKING:
     from servecap.plan.second_pool import SecondPool
@@ -198,7 +199,7 @@ def _describe_config(config: FleetConfig) -> dict:
                 "target": a.target, "interval_s": a.interval_s, "up_window_s": a.up_window_s,
                 "down_window_s": a.down_window_s},
             "faults": [{"t_s": f.t_s, "replica": f.replica} for f in config.faults], "seed": config.seed,
-            "hedge_after": config.hedge_after,
+            "hedge_after": config.hedge_after, "front_end": describe_front_end(config.replica.front_end),
             "lora": _describe_lora(config)}
 
 

@@ -1,8 +1,11 @@
 """Hedged requests in the plan's fleet on small hand-checked cases: a copy goes out at its delay only when
 nothing has shown, the first to show is kept and the other aborted on its replica, a race survives a
-replica's loss, and every request is answered once."""
+replica's loss, and every request is answered once; and a measured front end, which puts the client's
+clock (and a race's first token) where the load generator reads it."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,6 +13,7 @@ import pytest
 from calculators.plan.demand import Demand
 from calculators.plan.fleet import Fault, FleetConfig, ReplicaSpec, run_fleet
 from calculators.plan.resilience import ReplicaErrors
+from calculators.sim.front_end import FrontEnd, FrontEndByLoad
 from calculators.sim.step_model import StepTimeModel
 from calculators.sim.workload import SimServer
 
@@ -89,3 +93,32 @@ def test_a_hedge_the_plan_cannot_race_is_refused_naming_the_flag():
         FleetConfig(SPEC, hedge_after="-1")
     with pytest.raises(ValueError, match="--hedge-after with --replica-fault"):
         FleetConfig(SPEC, hedge_after="0.3", replica_errors=(ReplicaErrors(0, 0.0, 1.0, 503, 1.0),))
+
+
+# -- a measured front end: the client's clock ------------------------------------------------------
+FRONT = FrontEndByLoad((1.0,), (FrontEnd(in_s=(0.005,), first_out_s=(0.002,), last_out_s=(0.003,)),))
+
+
+def test_a_front_end_delays_the_engines_arrival_and_the_clients_tokens():
+    spec = replace(SPEC, front_end=FRONT)
+    run = run_fleet(_demand([0.0, 1.0], [10, 10]), FleetConfig(spec, "round_robin", initial_replicas=1))
+    # in 5 ms, one 10-ms step to the first token, 2 ms back; nine more steps, 3 ms back
+    np.testing.assert_allclose(run.ttft_s, [0.017, 0.017])
+    np.testing.assert_allclose(run.e2e_s, [0.108, 0.108])
+
+
+def test_a_hedge_races_on_the_clients_clock_through_the_front_end():
+    spec = replace(SPEC, front_end=FRONT)
+    run = run_fleet(_demand([0.0, 0.001, 0.002], [200, 10, 10]),
+                    FleetConfig(spec, "round_robin", initial_replicas=2, hedge_after="0.3"))
+    # C's copy leaves at 0.302 s, reaches replica 1 at 0.307, its first token is made at 0.317 and seen at 0.319
+    assert run.hedged.tolist() == [False, False, True] and run.copy_kept.tolist() == [False, False, True]
+    np.testing.assert_allclose(run.ttft_s, [0.017, 0.017, 0.317])
+    np.testing.assert_allclose(run.e2e_s[2], 0.302 + 0.005 + 0.1 + 0.003 - 0.002)
+
+
+def test_a_request_still_in_the_front_end_is_lost_with_its_replica():
+    spec = replace(SPEC, front_end=FRONT)
+    run = run_fleet(_demand([0.0, 0.5], [10, 10]), FleetConfig(spec, "round_robin", initial_replicas=2,
+                                                               cold_start_s=1.0, faults=(Fault(0.003, replica=0),)))
+    assert run.lost.tolist() == [True, False] and np.isfinite(run.end_s[1]) and run.replica[1] == 1

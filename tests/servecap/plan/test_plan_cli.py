@@ -186,3 +186,38 @@ def test_a_hedged_plan_counts_the_copies_it_sends_and_refuses_what_it_cannot_rac
     assert answer["unfinished"] == 0 and answer["ttft_p99_s"] != before["ttft_p99_s"]
     assert f"- hedging after 0.3s: {hedge['hedged']:,} of {hedge['requests']:,} requests sent twice" in (
         hedged / "plan.md").read_text()
+
+
+def test_a_measured_front_end_puts_the_plan_on_the_clients_clock(tmp_path, capsys):
+    import shutil
+
+    from reports.predict.simulated_run import sample_run
+
+    run = sample_run(tmp_path / "run", concurrencies=(1, 2, 4), duration_s=3.0)
+    described = json.loads((run / "run.json").read_text())
+    described["server"]["engines"]["continuous"]["num_kv_blocks"] = 4096   # the KV cache a calibration reads
+    (run / "run.json").write_text(json.dumps(described))
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,20\n30,20\n")
+    base = ["--rate-curve", str(curve), *SLO, "--prompt-tokens", "64", "--output-tokens", "16", "--window-s", "10",
+            "--replicas", "1", "--cold-start-s", "1", "--no-n-plus-one", "--static-max", "1"]
+    plans = {}
+    for name, flags in (("calibrated", ["--calibration", str(run)]),
+                        ("none", ["--calibration", str(run), "--front-end", "none"]),
+                        ("gpu", [*GPU[:4], "--max-model-len", "4096", "--front-end", str(run)])):
+        assert main([*base, *flags, "--out", str(tmp_path / name)]) == 0
+        plans[name] = json.loads((tmp_path / name / "plan.json").read_text())["plan"]
+    front = plans["calibrated"]["config"]["front_end"]
+    assert [level["streams"] for level in front["levels"]] == sorted(level["streams"] for level in front["levels"])
+    # the simulated run's delays: gamma(3, 0.5 ms) in, gamma(3, 0.4 ms) to the first token's client
+    assert 1.0 < front["levels"][0]["in_ms"] < 2.0 and 0.8 < front["levels"][0]["first_out_ms"] < 1.6
+    assert plans["none"]["config"]["front_end"] is None and plans["gpu"]["config"]["front_end"] == front
+    assert "its front end" in plans["calibrated"]["config"]["replica"]
+    gap_ms = (plans["calibrated"]["ttft_p50_s"] - plans["none"]["ttft_p50_s"]) * 1e3
+    assert 1.5 < gap_ms < 5.0   # in + first_out at the replica's streams, beside the engine's own time
+    bare = tmp_path / "bare"
+    shutil.copytree(run, bare)
+    (bare / "engine_requests.csv").unlink()
+    capsys.readouterr()
+    assert "has no engine request record" in _error(capsys, [*base, *GPU[:4], "--max-model-len", "4096",
+                                                             "--front-end", str(bare)])
