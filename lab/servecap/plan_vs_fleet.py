@@ -23,7 +23,8 @@ OUT/plan-ROUTER (`--gpu GPU --model M --max-model-len N`), then prints and write
   fault (the plan's `router.failed_at` against the replica's injected-fault counter, fleet.json
   `injected_errors`), and the requests that ended in an error.
 `--compare-only` recomputes the comparison from the directories already there; `--plans-only` runs the
-plans again (same flags) beside the fleets already there.
+plans again (same flags) beside the fleets already there; `--plan-args` gives the plan flags of its own (a
+measured `--front-end RUN`).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def run_pair(out: Path, router: str, args, shared: list[str], fleet_too: bool = 
         shutil.rmtree(plan)
     _run([sys.executable, "-m", "servecap", "plan", "--gpu", args.gpu, "--model", args.model,
           "--max-model-len", str(args.max_model_len), *shared, "--router", router, "--no-n-plus-one",
-          "--static-max", "8", "--out", str(plan)], out / f"plan-{router}.log")
+          "--static-max", "8", *args.plan_args.split(), "--out", str(plan)], out / f"plan-{router}.log")
 
 
 def _p99(value) -> float:
@@ -271,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--routers", default="round_robin,cache_aware")
     p.add_argument("--compare-only", action="store_true")
     p.add_argument("--plans-only", action="store_true", help="run the plans again beside the fleets already there")
+    p.add_argument("--plan-args", default="", help="more `servecap plan` flags, the plan's alone (e.g. --front-end RUN)")
     args = p.parse_args(own)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
