@@ -19,6 +19,8 @@ OUT/plan-ROUTER (`--gpu GPU --model M --max-model-len N`), then prints and write
   (plan minus fleet, in points; the plan's is the median over its split's draws, `--canary-splits`), its p50/p99 TTFT and E2E, and the canary's p99 TTFT per window;
 - with `--hedge-after` among the shared flags: the extra requests (copies over requests, target within 10%),
   the share of copies kept, and TTFT p50/p99 over every request (target: p99 within 15%);
+- with `--shadow-fraction` among the shared flags: the shadow's copies (target within 5%) and p99 TTFT on its
+  engines' clock (target within 15%), and production's p99 TTFT;
 - with `--replica-fault` among the shared flags: per faulted replica, the attempts it answered with its
   fault (the plan's `router.failed_at` against the replica's injected-fault counter, fleet.json
   `injected_errors`), and the requests that ended in an error.
@@ -122,6 +124,7 @@ def compare_pair(out: Path, router: str) -> dict:
         "resilience": _resilience(p.get("router") or {}, fleet) if fleet.get("replica_faults") else None,
         "canary": _canary(plan, fleet) if fleet.get("canary") else None,
         "hedging": _hedging(p, fleet) if fleet.get("hedging") else None,
+        "shadow": _shadow(plan["shadow"], fleet["shadow"], p, fleet["outcome"]) if fleet.get("shadow") else None,
         "windows": windows,
     }
 
@@ -153,6 +156,20 @@ def _canary(plan: dict, fleet: dict) -> dict:
          "met_plan": w["met"], "met_fleet": measured[w["start_s"]]["met"]}
         for w in plan["canary"]["windows"] if w["start_s"] in measured]
     return versions
+
+
+def _shadow(planned: dict, measured: dict, production_plan: dict, production_fleet: dict) -> dict:
+    """With --shadow-fraction: the shadow's load (the copies it served; the plan's copies against those its
+    engines finished, target within 5%) and p99 (engines' clock, target within 15%), and production's p99
+    TTFT planned and measured (the plan's production is the plan without a shadow)."""
+    row = {"copies_plan": planned["requests"], "copies_fleet": measured["mirrored"],
+           "copies_err": _rel(planned["requests"], measured["mirrored"])}
+    for key in ("ttft_p50_s", "ttft_p99_s", "e2e_p99_s", "tpot_p50_s"):
+        row[f"{key}_plan"], row[f"{key}_fleet"] = planned.get(key), measured.get(key)
+        row[f"{key}_err"] = _rel(planned.get(key), measured.get(key))
+    row["production_ttft_p99_plan"] = production_plan.get("ttft_p99_s")
+    row["production_ttft_p99_fleet"] = production_fleet.get("ttft_p99_s")
+    return row
 
 
 def _hedging(planned: dict, fleet: dict) -> dict:
@@ -218,6 +235,13 @@ def _print(result: dict) -> None:
                       f"{r['breaker_opened_plan'].get(name, 0)}x")
             print(f"  requests answered an error: plan {r['errored_plan']} fleet {r['errored_fleet']}; plan retries "
                   f"{r['retries_plan']}")
+        sh = c.get("shadow")
+        if sh:
+            print(f"  shadow: copies plan {sh['copies_plan']} fleet {sh['copies_fleet']} ({sh['copies_err']:+.1%}; target "
+                  f"within 5%); TTFT p99 {_ms(sh['ttft_p99_s_plan'])}/{_ms(sh['ttft_p99_s_fleet'])} "
+                  f"({sh['ttft_p99_s_err']:+.1%}; target within 15%), E2E p99 {_ms(sh['e2e_p99_s_plan'])}/"
+                  f"{_ms(sh['e2e_p99_s_fleet'])} ({sh['e2e_p99_s_err']:+.1%}); production TTFT p99 plan "
+                  f"{_ms(sh['production_ttft_p99_plan'])} fleet {_ms(sh['production_ttft_p99_fleet'])}")
         h = c.get("hedging")
         if h:
             print(f"  hedging after {h['after']}: extra requests plan {_pct(h['extra_requests_plan'])} fleet "

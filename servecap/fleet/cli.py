@@ -81,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     if hedge:
         console.print(f"fleet: hedging after {hedge['after']}: {hedge['hedged']} of {hedge['requests']} requests sent "
                       f"twice (+{hedge['extra_requests']:.1%}), {hedge['copies_kept']} answered by the copy")
+    shadow = fleet.get("shadow")
+    if shadow:
+        p99 = shadow["ttft_p99_s"]
+        console.print(f"fleet: shadow: {shadow['mirrored']} copies of {shadow['production_requests']} requests finished "
+                      f"by its engines ({shadow['fraction']:.0%} mirrored), TTFT p99 "
+                      f"{'n/a' if p99 is None else f'{p99 * 1e3:,.0f} ms'} on its engines' clock")
     for version, part in (fleet.get("canary") or {}).items():
         if version in ("primary", "canary"):
             attained = "no window" if part["attainment"] is None else f"{part['attainment']:.1%} of windows"
@@ -116,7 +122,7 @@ def _plan(args):
         raise ValueError(f"--cold-start-s must be seconds >= 0, got {args.cold_start_s}")
     check_shared_flags(args)
     slo = PlanSlo(slo_from_args(args), attainment=args.attainment)
-    canary = _canary(args)
+    second = _second_pool(args)
     if args.topology is not None:
         return _disaggregated(args, slo)
     autoscaler = autoscaler_from_flags(args)
@@ -136,37 +142,42 @@ def _plan(args):
     launch, describe = _launch(args)
     return _spec(args, slo, launch=launch, describe_replica=describe,
                  model=args.served_model or (args.model if args.emulate else None), initial_replicas=initial,
-                 autoscaler=autoscaler, faults=faults, replica_faults=replica_faults, canary=canary)
+                 autoscaler=autoscaler, faults=faults, replica_faults=replica_faults, **second)
 
 
-def _canary(args):
-    """--canary-weight: the canary's emulated replicas (the primary's unless --canary-gpu, --canary-model,
-    --canary-dtype or --canary-tp say what changed) and their weights, behind nginx; None without it."""
+def _second_pool(args) -> dict:
+    """--canary-weight or --shadow-fraction: the second pool's emulated replicas (the primary's unless
+    --KIND-gpu, --KIND-model, --KIND-dtype or --KIND-tp say what changed), behind a router of its own and
+    nginx (a weighted split, or a mirror); {} without one."""
     from servecap.fleet.canary import CanaryFleet
+    from servecap.fleet.shadow import ShadowFleet
     from servecap.plan.second_pool import kind_from_flags, schedule_from_flags
+    from calculators.plan.shadow import check_fraction
 
     kind = kind_from_flags(args)
     if kind is None:
-        return None
-    if kind == "shadow":
-        raise ValueError("--shadow-fraction: the fleet does not mirror requests yet (`servecap plan` plans a shadow "
-                         "pool); a canary runs for real (--canary-weight)")
-    schedule = schedule_from_flags(args)
+        return {}
+    main = "--canary-weight" if kind == "canary" else "--shadow-fraction"
+    schedule = schedule_from_flags(args) if kind == "canary" else None
+    fraction = check_fraction(args.shadow_fraction) if kind == "shadow" else None
     for flag, given in (("--topology", args.topology is not None), ("--server-cmd", args.server_cmd is not None),
-                        ("--canary-calibration", args.canary_calibration is not None)):
+                        (f"--{kind}-calibration", getattr(args, f"{kind}_calibration") is not None)):
         if given:
-            raise ValueError(f"--canary-weight with {flag}: a fleet's canary is emulated replicas (--emulate, "
-                             "--canary-gpu/--canary-model/--canary-dtype/--canary-tp) behind one aggregated pool")
+            raise ValueError(f"{main} with {flag}: a fleet's {kind} is emulated replicas (--emulate, --{kind}-gpu/"
+                             f"--{kind}-model/--{kind}-dtype/--{kind}-tp) behind one aggregated pool")
     from servecap.fleet.split_proxy import NGINX
 
     if not Path(NGINX).exists():
-        raise ValueError("--canary-weight: the canary runs behind Debian's nginx, which is not installed "
-                         "(apt-get install nginx)")
-    launch, describe = _launch(args, emulate=args.canary_gpu, model=args.canary_model, dtype=args.canary_dtype,
-                               tp=args.canary_tp)
+        raise ValueError(f"{main}: the {kind} runs behind Debian's nginx, which is not installed (apt-get install nginx)")
+    launch, describe = _launch(args, emulate=getattr(args, f"{kind}_gpu"), model=getattr(args, f"{kind}_model"),
+                               dtype=getattr(args, f"{kind}_dtype"), tp=getattr(args, f"{kind}_tp"))
     served = ("--served-model-name", args.served_model or args.model)   # a new version under the model name clients send
-    return CanaryFleet(launch=lambda name: launch(name, served), describe=describe, replicas=args.canary_replicas,
-                       schedule=schedule)
+    replicas = getattr(args, f"{kind}_replicas")
+    if kind == "canary":
+        return {"canary": CanaryFleet(launch=lambda name: launch(name, served), describe=describe, replicas=replicas,
+                                      schedule=schedule)}
+    return {"shadow": ShadowFleet(launch=lambda name: launch(name, served), describe=describe, replicas=replicas,
+                                  fraction=fraction)}
 
 
 def _spec(args, slo, **fleet):

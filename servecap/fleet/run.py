@@ -40,6 +40,7 @@ from servecap.fleet.controller import FleetClock, FleetController
 from servecap.fleet.demand_file import write_demand
 from servecap.fleet.replica_metrics import replica_load
 from servecap.fleet.canary import CanaryFleet, canary_section, start_canary, version_names
+from servecap.fleet.shadow import ShadowFleet, drain_and_read, shadow_section, start_shadow
 from servecap.fleet.replicas import ReplicaPool
 from servecap.fleet.router import RouterSpec, VllmRouter, pd_router_argv
 from servecap.launch.process import ServerProcess
@@ -78,6 +79,7 @@ class FleetSpec:
     resilience: RouterResilience = field(default_factory=RouterResilience)   # the router's retries and breakers
     replica_faults: tuple = ()              # (replica id, contract.faults.Fault), at= on the fleet's clock
     canary: CanaryFleet | None = None       # a second version's pool behind nginx's weighted split
+    shadow: ShadowFleet | None = None       # a shadow pool that nginx mirrors a share of the requests to
 
 
 class ReplayClock:
@@ -162,13 +164,20 @@ def run_fleet(plan: FleetSpec, console) -> Path:
         log(f"vllm-router --policy {plan.router} at {router.url}")
         fleet_clock = FleetClock()
         pool = ReplicaPool(plan.launch, out / "replicas", clock=fleet_clock.now)
-        canary_pool = None
+        canary_pool = shadow_pool = shadow_rows = None
         if plan.canary is not None:
             canary_pool = ReplicaPool(plan.canary.launch, out / "replicas", clock=fleet_clock.now, prefix="c")
             stack.callback(canary_pool.close)
             entry, timed = start_canary(plan.canary, stack, canary_pool, router.url, policy=plan.router,
                                         router_flags=plan.resilience.router_flags(), cold_start_s=plan.cold_start_s,
                                         out=out, log=log)
+        elif plan.shadow is not None:
+            shadow_pool = ReplicaPool(plan.shadow.launch, out / "replicas", clock=fleet_clock.now, prefix="s")
+            stack.callback(shadow_pool.close)
+            entry = start_shadow(plan.shadow, stack, shadow_pool, router.url, policy=plan.router,
+                                 router_flags=plan.resilience.router_flags(), cold_start_s=plan.cold_start_s,
+                                 out=out, log=log)
+            timed = ()
         else:
             entry, timed = router.url, ()
         controller = FleetController(pool, router, fleet_clock, autoscaler=plan.autoscaler, faults=plan.faults,
@@ -189,9 +198,13 @@ def run_fleet(plan: FleetSpec, console) -> Path:
         Runner(_replay(plan, entry, demand_path), console, command="servecap fleet").run()
         clock.stop()
         controller.read_all()
+        if shadow_pool is not None:   # its engines' own records, once the copies still running are done
+            log("waiting for the shadow's replicas to finish their copies")
+            shadow_rows = drain_and_read(shadow_pool)
     if clock.t0_unix is None:
         raise ValueError("no request was recorded: the replay did not run (see locust.log)")
-    _write_outputs(plan, controller, pool, clock.t0_unix, horizon, clock.arm_error_s, canary_pool)
+    _write_outputs(plan, controller, pool, clock.t0_unix, horizon, clock.arm_error_s, canary_pool,
+                   None if shadow_pool is None else (shadow_pool, shadow_rows))
     return out
 
 
@@ -309,7 +322,8 @@ def _lives(pool: ReplicaPool) -> list[ReplicaLife]:
 
 
 def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: ReplicaPool, t0_unix: float,
-                   horizon: float, arm_error_s: float | None, canary_pool: ReplicaPool | None = None) -> None:
+                   horizon: float, arm_error_s: float | None, canary_pool: ReplicaPool | None = None,
+                   shadow: tuple[ReplicaPool, dict] | None = None) -> None:
     """`controller` None: fixed pools, nothing decided or acted on. With `canary_pool`, every record's
     replica is `VERSION/NAME` (nginx's header) and the canary's replicas number after the primary's."""
     out = plan.out
@@ -353,6 +367,9 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
         "controller_errors": [] if controller is None else controller.errors,
         "accounting": request_accounting(records, len(plan.demand)),
         "hedging": run.hedging,
+        "shadow": None if shadow is None else shadow_section(plan.shadow, shadow[1], t0_unix, shadow[0],
+                                                             len(pool.replicas), plan.slo, plan.window_s,
+                                                             len(plan.demand), horizon),
         "outcome": judged.to_dict(),
         "canary": None if canary_pool is None else canary_section(plan.canary, replayed_rows(records), run, canary_pool,
                                                                   len(pool.replicas), plan.slo, plan.window_s),

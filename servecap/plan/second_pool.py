@@ -132,7 +132,9 @@ def second_pool_from_flags(args, primary: FleetConfig, calibration_replica) -> S
         replica = gpu_replica(gpu, model, dtype=own["dtype"] or args.dtype, tp=own["tp"] or args.tp,
                               engine=args.engine, engine_version=getattr(args, "engine_version", None),
                               max_model_len=args.max_model_len)
+    same = replica is primary.replica
+    if kind == "shadow":   # no client reads its answers: its engines' clock, as the fleet reads a shadow
+        replica = replace(replica, front_end=None)
     config = replace(primary, replica=replica, initial_replicas=getattr(args, f"{kind}_replicas"), autoscaler=None,
-                     faults=(), replica_errors=None,
-                     model_mix=primary.model_mix if replica is primary.replica else None)
+                     faults=(), replica_errors=None, model_mix=primary.model_mix if same else None)
     return SecondPool(kind, config, schedule, args.canary_splits if kind == "canary" else 1, fraction)

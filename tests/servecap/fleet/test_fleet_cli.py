@@ -68,8 +68,11 @@ def test_a_canary_is_emulated_replicas_behind_one_aggregated_pool(tmp_path, caps
                                                                    "--canary-replicas", "0"])
     for flag in (["--topology", "1p1d"], ["--canary-calibration", str(tmp_path)]):
         assert f"--canary-weight with {flag[0]}" in _error(capsys, [*base, *flag, "--canary-weight", "0.1"])
-    assert "the fleet does not mirror requests yet" in _error(capsys, [*base, "--replicas", "1",
-                                                                       "--shadow-fraction", "1"])
+    assert "in (0, 1], got 1.5" in _error(capsys, [*base, "--replicas", "1", "--shadow-fraction", "1.5"])
+    for flag in (["--topology", "1p1d"], ["--shadow-calibration", str(tmp_path)]):
+        assert f"--shadow-fraction with {flag[0]}" in _error(capsys, [*base, *flag, "--shadow-fraction", "1"])
+    assert "one second pool at a time" in _error(capsys, [*base, "--replicas", "1", "--shadow-fraction", "1",
+                                                          "--canary-weight", "0.1"])
     assert "--canary-weight with --server-cmd" in _error(capsys, ["--rate-curve", str(curve), "--server-cmd",
                                                                   "srv --port {port}", "--replicas", "1",
                                                                   "--canary-weight", "0.1"])

@@ -67,3 +67,15 @@ def test_every_request_of_the_demand_is_counted_once_by_its_status():
     assert request_accounting(records, 7) == {"sent": 7, "by_status": {"error": 2, "ok": 5}, "cancelled_copies": 3,
                                               "missing": 0}
     assert request_accounting(records[:6], 7)["missing"] == 1   # a request the replay lost is said, not hidden
+
+
+def test_a_shadows_copies_are_its_engines_records_on_the_fleets_clock_after_the_replay_began():
+    from servecap.fleet.shadow import engine_run
+
+    def row(arrival, first, finish, out=8):
+        return {"t_arrival": T0 + arrival, "t_first_token": T0 + first, "t_finish": T0 + finish, "output_tokens": out}
+
+    rows = {3: [row(-40.0, -39.9, -39.0), row(1.0, 1.2, 2.0)], 4: [row(0.5, 0.6, 1.5, out=4)]}   # -40 s: its warm-up
+    run = engine_run(rows, T0, [], 3.0)
+    assert run.send_s.tolist() == [0.5, 1.0] and run.replica.tolist() == [4, 3] and run.output.tolist() == [4, 8]
+    assert np.allclose(run.ttft_s, [0.1, 0.2]) and np.allclose(run.e2e_s, [1.0, 1.0]) and not run.lost.any()
