@@ -223,10 +223,10 @@ def _print(result: dict) -> None:
         else:
             print(f"\n{router}: fixed pools, no autoscaler decisions")
         print(f"  windows >= {MIN_WINDOW_REQUESTS} requests: {c['windows_judged']}; median |error| p99 TTFT "
-              f"{c['ttft_p99_median_abs_err']:.1%}, TPOT {c['tpot_p99_median_abs_err']:.1%}, "
-              f"E2E {c['e2e_p99_median_abs_err']:.1%} (target <= 15%)")
-        print(f"  attainment plan {c['attainment_plan']:.1%} fleet {c['attainment_fleet']:.1%}: "
-              f"{c['attainment_points']:+.1f} points (target within 3)")
+              f"{_pct(c['ttft_p99_median_abs_err'])}, TPOT {_pct(c['tpot_p99_median_abs_err'])}, "
+              f"E2E {_pct(c['e2e_p99_median_abs_err'])} (target <= 15%)")
+        print(f"  attainment plan {_pct(c['attainment_plan'])} fleet {_pct(c['attainment_fleet'])}: "
+              f"{_points(c['attainment_points'])} (target within 3)")
         if c.get("resilience"):
             r = c["resilience"]
             for name, counts in r["failed_attempts"].items():
