@@ -279,7 +279,7 @@ class WorkloadSpec:
     def locust_argv(self) -> list[str]:
         """This workload as the locustfiles' options (the same declarations parse it back): the options
         that differ from their defaults."""
-        from contract.options import config_argv
+        from contract.config_file import config_argv
 
         parser = argparse.ArgumentParser(add_help=False)
         add_workload_arguments(parser)

@@ -32,7 +32,7 @@ DIFFERENT = {
                            "what each request asks for vs the server's own budget for requests that ask none"),
     "--api-key": ({"loadgen/scenario/chat_config.py", "reference_server/cli.py"},
                   "the key a client sends vs the key a server requires"),
-    "--config": ({"contract/options.py", "reports/gate/cli.py"},
+    "--config": ({"contract/config_file.py", "reports/gate/cli.py"},
                  "a command's options from a file vs the gate's thresholds (gate.toml), which are not options"),
     "--duration": ({"contract/load.py", "loadgen/observe/sample_cli.py"},
                    "a load level's measured window vs how long `servecap sample` samples (default: until stopped)"),

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from contract.options import CommandParser, add_config_option, add_output_arguments, out_dir, parse_command_line
+from contract.options import CommandParser, add_output_arguments, out_dir
+from contract.config_file import add_config_option, parse_command_line
 from servecap.experiment.run_options import add_run_arguments
 from servecap.experiment.targets import add_target_arguments
 from servecap.fleet.router import POLICIES

@@ -29,8 +29,8 @@ from calculators.plan.outcome import PlanSlo
 from contract.hedging import add_hedge_arguments
 from contract.slo import slo_from_args
 from calculators.plan.router import ROUTER_POLICIES
-from contract.options import (CommandParser, add_config_option, add_options, add_output_arguments, out_dir,
-                              parse_command_line)
+from contract.options import CommandParser, add_options, add_output_arguments, out_dir
+from contract.config_file import add_config_option, parse_command_line
 from engine_core.gpus import GpuOptions
 from engine_core.options import EngineOptions
 from reports.predict.options import CalibrationOptions

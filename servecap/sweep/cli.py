@@ -22,8 +22,8 @@ import sys
 from rich.console import Console
 
 from contract.load import LoadSpec, add_load_arguments
-from contract.options import (CommandParser, add_config_option, add_output_arguments, out_dir, parse_command_line,
-                              settings_of)
+from contract.options import CommandParser, add_output_arguments, out_dir
+from contract.config_file import add_config_option, parse_command_line, settings_of
 from contract.slo import add_slo_arguments, slo_from_args
 from contract.workload import WorkloadSpec, add_workload_arguments
 from servecap.experiment.run_options import RunOptions, add_run_arguments

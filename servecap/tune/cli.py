@@ -32,7 +32,8 @@ from pathlib import Path
 from rich.console import Console
 
 from contract.load import LoadSpec, add_load_arguments
-from contract.options import CommandParser, add_config_option, add_output_arguments, out_dir, parse_command_line
+from contract.options import CommandParser, add_output_arguments, out_dir
+from contract.config_file import add_config_option, parse_command_line
 from contract.records import refuse_existing_run
 from contract.slo import SLO_METRICS, add_slo_arguments, slo_from_args
 from contract.workload import WorkloadSpec, add_workload_arguments
@@ -184,7 +185,7 @@ def main(argv: list[str]) -> int:
 
 def _with_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     """argv with a --config file's options in front (tune parses known options and keeps the rest as axes)."""
-    from contract.options import _config_path, config_argv, read_config
+    from contract.config_file import _config_path, config_argv, read_config
 
     argv = list(argv)
     path = _config_path(parser, argv)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from contract.options import parse_command_line, settings_of
+from contract.config_file import parse_command_line, settings_of
 from loadgen_helpers import _env, scripted_server
 from servecap.compare.cli import build_parser as compare_parser
 from servecap.fleet.cli import _parser as fleet_parser

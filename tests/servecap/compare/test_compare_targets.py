@@ -2,7 +2,7 @@
 
 import pytest
 
-from contract.options import parse_command_line
+from contract.config_file import parse_command_line
 from servecap.compare.cli import build_parser, experiment_from_args
 
 
