@@ -126,7 +126,7 @@ def _topology_search(parser, args, console) -> int:
     try:
         check_shared_flags(args)
         for flag, given in (("--canary-weight", args.canary_weight), ("--shadow-fraction", args.shadow_fraction),
-                            ("--hedge-after", args.hedge_after)):
+                            ("--hedge-after", args.hedge_after), ("--front-end", args.front_end)):
             if given is not None:
                 raise ValueError(f"{flag} with --search topology: the search sizes one pool's busiest window")
         demand = build_demand(demand_spec_from_flags(args))

@@ -173,6 +173,7 @@ def _describe_canary(split: CanaryPlan, config: FleetConfig) -> dict:
     both = split.both
     return {"schedule": [{"t_s": t, "weight": w} for t, w in split.schedule.steps],
             "describe": split.schedule.describe(), "replica": config.replica.describe,
+            "front_end": describe_front_end(config.replica.front_end),
             "replicas": config.initial_replicas, "requests": int(split.mask.sum()),
             "share": float(split.mask.mean()), **_summary(split.canary),
             "windows": split.canary.outcome.to_dict()["windows"],

@@ -135,6 +135,8 @@ def second_pool_from_flags(args, primary: FleetConfig, calibration_replica) -> S
     same = replica is primary.replica
     if kind == "shadow":   # no client reads its answers: its engines' clock, as the fleet reads a shadow
         replica = replace(replica, front_end=None)
+    elif calibration is None and replica.front_end is None:   # a catalog what-if on the primary's host
+        replica = replace(replica, front_end=primary.replica.front_end)
     config = replace(primary, replica=replica, initial_replicas=getattr(args, f"{kind}_replicas"), autoscaler=None,
                      faults=(), replica_errors=None, model_mix=primary.model_mix if same else None)
     return SecondPool(kind, config, schedule, args.canary_splits if kind == "canary" else 1, fraction)

@@ -215,6 +215,14 @@ def test_a_measured_front_end_puts_the_plan_on_the_clients_clock(tmp_path, capsy
     assert "its front end" in plans["calibrated"]["config"]["replica"]
     gap_ms = (plans["calibrated"]["ttft_p50_s"] - plans["none"]["ttft_p50_s"]) * 1e3
     assert 1.5 < gap_ms < 5.0   # in + first_out at the replica's streams, beside the engine's own time
+    # a catalog canary runs on the primary's host: the same front end; --search topology sizes engines alone
+    assert main([*base, *GPU[:4], "--max-model-len", "4096", "--front-end", str(run), "--canary-weight", "0.3",
+                 "--canary-dtype", "fp8", "--out", str(tmp_path / "canary")]) == 0
+    assert json.loads((tmp_path / "canary" / "plan.json").read_text())["canary"]["front_end"] == front
+    capsys.readouterr()
+    assert "--front-end with --search topology" in _error(capsys, [*base, *GPU[:4], "--max-model-len", "4096",
+                                                                   "--front-end", str(run), "--search", "topology",
+                                                                   "--gpu-budget", "2"])
     bare = tmp_path / "bare"
     shutil.copytree(run, bare)
     (bare / "engine_requests.csv").unlink()
