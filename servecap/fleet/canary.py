@@ -20,7 +20,7 @@ from calculators.plan.canary import CanarySchedule
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
 from calculators.plan.outcome import PlanSlo, outcome
 from servecap.fleet.replicas import ReplicaPool
-from servecap.fleet.router import VllmRouter
+from servecap.fleet.second_pool import start_second_pool
 from servecap.fleet.split_proxy import SplitProxy
 
 VERSIONS = ("primary", "canary")
@@ -42,13 +42,8 @@ def start_canary(canary: CanaryFleet, stack: contextlib.ExitStack, pool: Replica
     """The canary's router and replicas (all ready), then nginx splitting between the two routers at the
     schedule's first weight: (the URL the replay sends to, the later weights as the controller's timed
     actions). Each is closed by `stack`."""
-    router = stack.enter_context(VllmRouter(policy, log_path=out / "canary_router.log", flags=router_flags))
-    replicas = [pool.start(cold_start_s, on_ready=lambda r: router.add(r.url)) for _ in range(canary.replicas)]
-    for thread in pool.threads:
-        thread.join()
-    failed = [r.error for r in replicas if r.error]
-    if failed:
-        raise ValueError(f"a canary replica did not start: {failed[0]}")
+    router, replicas = start_second_pool("canary", canary.replicas, stack, pool, policy=policy,
+                                         router_flags=router_flags, cold_start_s=cold_start_s, out=out)
     steps = canary.schedule.steps
     proxy = stack.enter_context(SplitProxy(primary_url, router.url, weight=steps[0][1], workdir=out / "proxy"))
     log(f"nginx split_clients at {proxy.url}: {canary.schedule.describe()} to {len(replicas)} canary replica(s) "

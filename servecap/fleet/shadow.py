@@ -31,7 +31,7 @@ from servecap.fleet.canary import COST_FIELDS
 from servecap.fleet.mirror_proxy import MirrorProxy
 from servecap.fleet.replica_metrics import replica_load
 from servecap.fleet.replicas import ReplicaPool
-from servecap.fleet.router import VllmRouter
+from servecap.fleet.second_pool import start_second_pool
 
 DRAIN_TIMEOUT_S = 300.0   # the shadow may lag production: how long to wait for its engines to empty
 BEFORE_S = 1.0            # a copy's engine arrival is after the replay's first send, less this much clock slack
@@ -51,13 +51,8 @@ def start_shadow(shadow: ShadowFleet, stack: contextlib.ExitStack, pool: Replica
                  policy: str, router_flags: list[str], cold_start_s: float, out: Path, log) -> str:
     """The shadow's router and replicas (all ready), then nginx in front of production's router mirroring
     `fraction` of the requests to the shadow's: the URL the replay sends to. Each is closed by `stack`."""
-    router = stack.enter_context(VllmRouter(policy, log_path=out / "shadow_router.log", flags=router_flags))
-    replicas = [pool.start(cold_start_s, on_ready=lambda r: router.add(r.url)) for _ in range(shadow.replicas)]
-    for thread in pool.threads:
-        thread.join()
-    failed = [r.error for r in replicas if r.error]
-    if failed:
-        raise ValueError(f"a shadow replica did not start: {failed[0]}")
+    router, replicas = start_second_pool("shadow", shadow.replicas, stack, pool, policy=policy,
+                                         router_flags=router_flags, cold_start_s=cold_start_s, out=out)
     proxy = stack.enter_context(MirrorProxy(production_url, router.url, fraction=shadow.fraction,
                                             workdir=out / "proxy"))
     log(f"nginx mirror at {proxy.url}: {shadow.fraction:.0%} of requests copied to {len(replicas)} shadow replica(s) "
