@@ -117,10 +117,11 @@ class Demand:
         last = float(self.t_s[-1]) if len(self.t_s) else 0.0
         return last if self.duration_s is None else max(float(self.duration_s), last)
 
-    def select(self, indices: np.ndarray) -> Demand:
-        """The requests at `indices` (rising), at their own times, over the same span (a share of it)."""
+    def select(self, indices: np.ndarray, t_s: np.ndarray | None = None) -> Demand:
+        """The requests at `indices` (rising), at their own times, over the same span (a share of it); with
+        `t_s` (rising), sent at those times instead (requests a proxy passed on later, in that order)."""
         idx = np.asarray(indices, dtype=np.int64)
-        return replace(self, t_s=self.t_s[idx], prompt=self.prompt[idx], output=self.output[idx],
+        return replace(self, t_s=self.t_s[idx] if t_s is None else t_s, prompt=self.prompt[idx], output=self.output[idx],
                        session=self.session[idx],
                        prefix=None if self.prefix is None else tuple(self.prefix[i] for i in idx),
                        duration_s=self.span_s)

@@ -22,6 +22,9 @@ reaches the engine its draw's `in_s` after the router sent it, and its client se
 `first_out_s` and the last `last_out_s` after the engine made them (the draw at the streams its
 replica's front end holds, itself included); without one the client is on the engine's clock.
 
+With `fallback` a proxy in front of the router sends requests on to a fallback tier by its rule
+(calculators.plan.fallback_rule); the run says when each left (`FleetRun.left_s`).
+
 With `hedge_after` (contract.hedging's rule) a request with no first token that long after its send is
 sent again through the router; the first copy to show is kept, the other aborted (calculators.plan.hedge_races;
 while a race is open its replicas run one step at a time, earliest first, so its winner is the true first).
@@ -43,6 +46,7 @@ from contract.hedging import HedgeRule, parse_hedge
 from contract.model_mix import BASE
 from calculators.plan.autoscaler import Autoscaler
 from calculators.plan.demand import Demand
+from calculators.plan.fallback_rule import Gate
 from calculators.plan.fleet_config import Fault, FleetConfig, ReplicaSpec
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
 from calculators.plan.fleet_scaling import FleetScaling
@@ -92,6 +96,8 @@ class _Fleet(FleetScaling):
         self.attempts = RouterAttempts(n, config.resilience, config.replica_errors or (), config.seed)
         self.hedge: HedgeRule | None = parse_hedge(config.hedge_after)   # a fresh running percentile per run
         self.races = HedgeRaces(n) if self.hedge is not None else None
+        self.gate = None if config.fallback is None else Gate(config.fallback, n)
+        self.left_by_errors = np.zeros(n, dtype=bool)
         self.front = spec.front_end
         self.front_rng = np.random.default_rng([config.seed, 5])
         self.front_at: dict[int, object] = {}               # streams -> the front end's delays there
@@ -138,6 +144,8 @@ class _Fleet(FleetScaling):
             t = float(self.send[i])
             self._events_until(t)
             self._settle(t)
+            if self.gate is not None and not self._through_gate(i, t):
+                continue
             self._route(i, t=t)
             delay = None if self.hedge is None else self.hedge.delay()
             if delay is not None:
@@ -152,7 +160,8 @@ class _Fleet(FleetScaling):
         return FleetRun(self.send, self.first, self.end, demand.output.astype(np.int64), self.served_by,
                         self.retried, self.lives, self.decisions, max(horizon, self._last_end()), self.lost,
                         errored=self.attempts.errored, router=self.attempts.summary(),
-                        **({} if self.races is None else self.races.run_fields(self.hedge.spec)))
+                        **({} if self.races is None else self.races.run_fields(self.hedge.spec)),
+                        **({} if self.gate is None else {"left_s": self.gate.left_s, "left_by_errors": self.left_by_errors}))
 
     def _events_until(self, t: float) -> None:
         while self.events and self.events[0][0] <= t:
@@ -312,6 +321,21 @@ class _Fleet(FleetScaling):
         retry_at = self.attempts.failed(i, attempt, status, t)
         if retry_at is not None:
             self._push(retry_at, self.RETRY, (i, attempt + 1))
+        elif self.gate is not None and self.gate.takes(status):   # the proxy passes it on to the fallback
+            self.attempts.passed_on(i)
+            self.gate.leave(i, t)
+            self.left_by_errors[i] = True
+
+    def _through_gate(self, i: int, t: float) -> bool:
+        """Whether request i, arriving at t, goes to this pool (else it leaves for the fallback at once): the
+        proxy counts the requests it holds open to the pool, as each replica stands at t."""
+        for rid in self.routable:
+            self._advance(rid, t)
+        if self.gate.full(t, self.end, self.lost, self.attempts.errored):
+            self.gate.leave(i, t)
+            return False
+        self.gate.admit(i)
+        return True
 
     def _fault(self, t: float, fault: Fault) -> None:
         live = [rid for rid in self.routable]

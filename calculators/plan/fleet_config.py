@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from contract.hedging import parse_hedge
 from contract.model_mix import ModelMix
 from calculators.plan.autoscaler import AutoscalerConfig
+from calculators.plan.fallback_rule import FallbackRule
 from calculators.plan.disaggregated import check_disaggregated
 from calculators.plan.resilience import ReplicaErrors, RouterResilience
 from calculators.plan.topology import KvLink, Topology
@@ -56,6 +57,7 @@ class FleetConfig:
     resilience: RouterResilience = field(default_factory=RouterResilience)   # the router's retries and breakers
     replica_errors: tuple[ReplicaErrors, ...] = ()   # error bursts given to replicas on purpose
     hedge_after: str | None = None               # hedged requests: a delay or a running percentile (contract.hedging)
+    fallback: FallbackRule | None = None         # requests that leave for a fallback tier (calculators.plan.fallback)
 
     def __post_init__(self) -> None:
         if self.disaggregated is not None:
@@ -70,6 +72,9 @@ class FleetConfig:
                 raise ValueError(f"--hedge-after with {', '.join(refused)}: the plan races a request's two copies on "
                                  "one pool of replicas that answer (rehearse hedging under error bursts with "
                                  "`servecap fleet`)")
+        if self.fallback is not None and (self.hedge_after is not None or self.disaggregated is not None):
+            raise ValueError(f"--fallback with {'--hedge-after' if self.hedge_after is not None else '--topology'}: "
+                             "the plan's fallback tier sits in front of one aggregated pool that does not hedge")
         if isinstance(self.initial_replicas, bool) or not isinstance(self.initial_replicas, int) \
                 or self.initial_replicas < 0:
             raise ValueError(f"initial replicas must be an integer >= 0, got {self.initial_replicas!r}")

@@ -50,6 +50,8 @@ class FleetRun:
     hedged: np.ndarray | None = None     # bool: a hedge's copy was sent (None: no hedging)
     copy_kept: np.ndarray | None = None  # bool: the copy showed first and answered
     hedging: dict | None = None          # what the policy sent, over the whole run (hedge_races.hedging_summary)
+    left_s: np.ndarray | None = None     # when it left for a fallback tier (NaN: stayed; None: no fallback)
+    left_by_errors: np.ndarray | None = None   # bool: it left after the primary answered it an error
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -77,7 +79,8 @@ class FleetRun:
         return FleetRun(self.send_s[idx], self.first_token_s[idx], self.end_s[idx], self.output[idx], self.replica[idx],
                         self.retried[idx], self.lives, self.decisions, self.horizon_s, lost=part(self.lost),
                         first_answer_s=part(self.first_answer_s), errored=part(self.errored), router=self.router,
-                        hedged=part(self.hedged), copy_kept=part(self.copy_kept),
+                        hedged=part(self.hedged), copy_kept=part(self.copy_kept), left_s=part(self.left_s),
+                        left_by_errors=part(self.left_by_errors),
                         hedging=None if self.hedged is None else hedging_summary(self.hedging["after"], self.hedged[idx],
                                                                                  self.copy_kept[idx]))
 

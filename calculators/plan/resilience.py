@@ -219,6 +219,10 @@ class RouterAttempts:
         self.errored[i] = True
         return None
 
+    def passed_on(self, i: int) -> None:
+        """Request i's error answer went to a proxy that sent it on to another tier: not the client's error."""
+        self.errored[i] = False
+
     def _injected(self, rid: int, t: float) -> int | None:
         for burst in self.bursts:
             if burst.replica == rid and burst.active(t) and self._error_draws.random() < burst.rate:
