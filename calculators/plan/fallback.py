@@ -25,7 +25,7 @@ starts at the original send. Pure: no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -48,8 +48,8 @@ class FallbackPlan:
     by_errors: int          # of those, passed on after an error (the rest: the primary was full)
     primary: Judged         # the primary's pool over every request, with the fallback's left unanswered there
     fallback: Judged | None  # the fallback pool over the requests it was given (None: none)
-    both: Outcome
-    merged: FleetRun
+    both: Outcome           # every request on its client's clock; the cost of both pools
+    merged: FleetRun        # both pools' runs in the demand's order (the fallback's replicas numbered after)
 
     def tier_outcome(self, name: str, slo: PlanSlo, window_s: float) -> Outcome:
         """One tier's requests judged on their client's clock (from their first send)."""
@@ -81,5 +81,18 @@ def plan_fallback(demand: Demand, primary, fallback, slo: PlanSlo, *, window_s: 
         parts.append((second.run, idx))
     merged = merge_runs(parts, len(demand))
     merged.send_s = demand.t_s.astype(np.float64).copy()   # each client's clock starts at its first send
-    by_errors = int(first.run.left_by_errors.sum()) if first.run.left_by_errors is not None else 0
-    return FallbackPlan(rule, tier, by_errors, first, second, outcome(merged, slo, window_s=window_s), merged)
+    merged.router = first.run.router
+    by_errors = int(first.run.left_by_errors.sum())
+    return FallbackPlan(rule, tier, by_errors, first, second,
+                        _priced(outcome(merged, slo, window_s=window_s), [j.outcome for j in (first, second) if j]),
+                        merged)
+
+
+def _priced(both: Outcome, pools: list[Outcome]) -> Outcome:
+    """`both` with the pools' replica- and GPU-hours and cost added (each pool at its own GPUs and price)."""
+    usd = None if any(o.usd is None for o in pools) else sum(o.usd for o in pools)
+    return replace(both, replica_hours=sum(o.replica_hours for o in pools), gpu_hours=sum(o.gpu_hours for o in pools),
+                   usd=usd, usd_per_day=None if any(o.usd_per_day is None for o in pools) else
+                   sum(o.usd_per_day for o in pools),
+                   usd_per_million_tokens=None if usd is None or not both.output_tokens else
+                   usd / both.output_tokens * 1e6)

@@ -94,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
             p99 = part["ttft_p99_s"]
             console.print(f"fleet: {version}: {part['requests']} requests ({part['share']:.1%}), {attained} meet the "
                           f"SLO, TTFT p99 {'n/a' if p99 is None else f'{p99 * 1e3:,.0f} ms'}")
+    fallback = fleet.get("fallback")
+    for tier, part in ((fallback or {}).get("tiers") or {}).items():
+        p99 = part["ttft_p99_s"]
+        console.print(f"fleet: {tier} answered {part['requests']} requests ({part['share']:.1%}), TTFT p99 "
+                      f"{'n/a' if p99 is None else f'{p99 * 1e3:,.0f} ms'}"
+                      + (f"; {fallback['left_errors']} after the primary's error" if tier == "fallback" else ""))
     console.print(f"fleet: run directory {out} (fleet.json, fleet_timeline.csv)")
     if args.no_report:
         return 0
@@ -147,20 +153,25 @@ def _plan(args):
 
 
 def _second_pool(args) -> dict:
-    """--canary-weight or --shadow-fraction: the second pool's emulated replicas (the primary's unless
+    """--canary-weight, --shadow-fraction or --fallback: the second pool's emulated replicas (the primary's unless
     --KIND-gpu, --KIND-model, --KIND-dtype or --KIND-tp say what changed), behind a router of its own and
     nginx (a weighted split, or a mirror); {} without one."""
+    from calculators.plan.fallback import FallbackRule
     from servecap.fleet.canary import CanaryFleet
+    from servecap.fleet.fallback import FallbackFleet
     from servecap.fleet.shadow import ShadowFleet
-    from servecap.plan.second_pool import kind_from_flags, schedule_from_flags
+    from servecap.plan.second_pool import MAIN_FLAGS, kind_from_flags, schedule_from_flags
     from calculators.plan.shadow import check_fraction
 
     kind = kind_from_flags(args)
     if kind is None:
         return {}
-    main = "--canary-weight" if kind == "canary" else "--shadow-fraction"
+    main = "--" + MAIN_FLAGS[kind].replace("_", "-")
     schedule = schedule_from_flags(args) if kind == "canary" else None
     fraction = check_fraction(args.shadow_fraction) if kind == "shadow" else None
+    rule = FallbackRule.parse(args.fallback) if kind == "fallback" else None
+    if rule is not None and args.hedge_after:
+        raise ValueError("--fallback with --hedge-after: a hedge's copy would go through the fallback's proxy too")
     for flag, given in (("--topology", args.topology is not None), ("--server-cmd", args.server_cmd is not None),
                         (f"--{kind}-calibration", getattr(args, f"{kind}_calibration") is not None)):
         if given:
@@ -174,6 +185,9 @@ def _second_pool(args) -> dict:
                                dtype=getattr(args, f"{kind}_dtype"), tp=getattr(args, f"{kind}_tp"))
     served = ("--served-model-name", args.served_model or args.model)   # a new version under the model name clients send
     replicas = getattr(args, f"{kind}_replicas")
+    if kind == "fallback":
+        return {"fallback": FallbackFleet(launch=lambda name: launch(name, served), describe=describe,
+                                          replicas=replicas, rule=rule)}
     if kind == "canary":
         return {"canary": CanaryFleet(launch=lambda name: launch(name, served), describe=describe, replicas=replicas,
                                       schedule=schedule)}

@@ -40,6 +40,7 @@ from servecap.fleet.controller import FleetClock, FleetController
 from servecap.fleet.demand_file import write_demand
 from servecap.fleet.replica_metrics import replica_load
 from servecap.fleet.canary import CanaryFleet, canary_section, start_canary, version_names
+from servecap.fleet.fallback import FallbackFleet, fallback_section, start_fallback, tier_names
 from servecap.fleet.shadow import ShadowFleet, drain_and_read, shadow_section, start_shadow
 from servecap.fleet.replicas import ReplicaPool
 from servecap.fleet.router import RouterSpec, VllmRouter, pd_router_argv
@@ -80,6 +81,7 @@ class FleetSpec:
     replica_faults: tuple = ()              # (replica id, contract.faults.Fault), at= on the fleet's clock
     canary: CanaryFleet | None = None       # a second version's pool behind nginx's weighted split
     shadow: ShadowFleet | None = None       # a shadow pool that nginx mirrors a share of the requests to
+    fallback: FallbackFleet | None = None   # a fallback pool, nginx's backup upstream behind the primary's router
 
 
 class ReplayClock:
@@ -164,7 +166,7 @@ def run_fleet(plan: FleetSpec, console) -> Path:
         log(f"vllm-router --policy {plan.router} at {router.url}")
         fleet_clock = FleetClock()
         pool = ReplicaPool(plan.launch, out / "replicas", clock=fleet_clock.now)
-        canary_pool = shadow_pool = shadow_rows = None
+        canary_pool = shadow_pool = shadow_rows = fallback_pool = None
         if plan.canary is not None:
             canary_pool = ReplicaPool(plan.canary.launch, out / "replicas", clock=fleet_clock.now, prefix="c")
             stack.callback(canary_pool.close)
@@ -177,6 +179,13 @@ def run_fleet(plan: FleetSpec, console) -> Path:
             entry = start_shadow(plan.shadow, stack, shadow_pool, router.url, policy=plan.router,
                                  router_flags=plan.resilience.router_flags(), cold_start_s=plan.cold_start_s,
                                  out=out, log=log)
+            timed = ()
+        elif plan.fallback is not None:
+            fallback_pool = ReplicaPool(plan.fallback.launch, out / "replicas", clock=fleet_clock.now, prefix="f")
+            stack.callback(fallback_pool.close)
+            entry = start_fallback(plan.fallback, stack, fallback_pool, router.url, policy=plan.router,
+                                   router_flags=plan.resilience.router_flags(), cold_start_s=plan.cold_start_s,
+                                   out=out, log=log)
             timed = ()
         else:
             entry, timed = router.url, ()
@@ -204,7 +213,7 @@ def run_fleet(plan: FleetSpec, console) -> Path:
     if clock.t0_unix is None:
         raise ValueError("no request was recorded: the replay did not run (see locust.log)")
     _write_outputs(plan, controller, pool, clock.t0_unix, horizon, clock.arm_error_s, canary_pool,
-                   None if shadow_pool is None else (shadow_pool, shadow_rows))
+                   None if shadow_pool is None else (shadow_pool, shadow_rows), fallback_pool)
     return out
 
 
@@ -323,9 +332,10 @@ def _lives(pool: ReplicaPool) -> list[ReplicaLife]:
 
 def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: ReplicaPool, t0_unix: float,
                    horizon: float, arm_error_s: float | None, canary_pool: ReplicaPool | None = None,
-                   shadow: tuple[ReplicaPool, dict] | None = None) -> None:
-    """`controller` None: fixed pools, nothing decided or acted on. With `canary_pool`, every record's
-    replica is `VERSION/NAME` (nginx's header) and the canary's replicas number after the primary's."""
+                   shadow: tuple[ReplicaPool, dict] | None = None, fallback_pool: ReplicaPool | None = None) -> None:
+    """`controller` None: fixed pools, nothing decided or acted on. With `canary_pool` (`fallback_pool`),
+    every record's replica is `VERSION/NAME` (`TIER/NAME`, nginx's header) and the second pool's replicas
+    number after the primary's."""
     out = plan.out
     events = [] if controller is None else controller.events
     decisions = [] if controller is None else controller.decisions
@@ -338,6 +348,9 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
     names, lives = {r.name: r.id for r in pool.replicas}, _lives(pool)
     if canary_pool is not None:
         names, lives = version_names(pool, canary_pool, lives, _lives(canary_pool))
+    elif fallback_pool is not None:
+        names = tier_names(pool, fallback_pool)
+        lives += [replace(life, id=len(pool.replicas) + life.id) for life in _lives(fallback_pool)]
     hedge = parse_hedge(plan.options.hedge_after)
     run = records_as_run(records, t0_unix, lives, decisions, horizon, names, None if hedge is None else hedge.spec)
     for life in run.lives:
@@ -371,6 +384,9 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
                                                              len(pool.replicas), plan.slo, plan.window_s,
                                                              len(plan.demand), horizon),
         "outcome": judged.to_dict(),
+        "fallback": None if fallback_pool is None else fallback_section(plan.fallback, replayed_rows(records), run,
+                                                                        fallback_pool, len(pool.replicas), plan.slo,
+                                                                        plan.window_s),
         "canary": None if canary_pool is None else canary_section(plan.canary, replayed_rows(records), run, canary_pool,
                                                                   len(pool.replicas), plan.slo, plan.window_s),
     }

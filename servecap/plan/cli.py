@@ -126,7 +126,8 @@ def _topology_search(parser, args, console) -> int:
     try:
         check_shared_flags(args)
         for flag, given in (("--canary-weight", args.canary_weight), ("--shadow-fraction", args.shadow_fraction),
-                            ("--hedge-after", args.hedge_after), ("--front-end", args.front_end)):
+                            ("--fallback", args.fallback), ("--hedge-after", args.hedge_after),
+                            ("--front-end", args.front_end)):
             if given is not None:
                 raise ValueError(f"{flag} with --search topology: the search sizes one pool's busiest window")
         demand = build_demand(demand_spec_from_flags(args))
@@ -176,10 +177,11 @@ def _inputs(args) -> dict:
     if args.replicas is not None and args.replicas < (0 if autoscaler else 1):
         raise ValueError(f"--replicas must be at least {0 if autoscaler else 1}, got {args.replicas}")
     faults = tuple(fault_from_flag(spec) for spec in args.kill)
-    for flag, given in (("--canary-weight", args.canary_weight), ("--shadow-fraction", args.shadow_fraction)):
+    for flag, given in (("--canary-weight", args.canary_weight), ("--shadow-fraction", args.shadow_fraction),
+                        ("--fallback", args.fallback)):
         if args.hedge_after and given is not None:
             raise ValueError(f"--hedge-after with {flag}: the plan hedges within one pool (a copy behind a split "
-                             "may land in either version)")
+                             "or a fallback may land in either pool)")
     replica, cold_start, measured_mix = _replica(args)
     replica, mix = _lora_replica(args, replica, measured_mix)
     initial = args.replicas if args.replicas is not None else max(autoscaler.min_replicas, 1)
@@ -187,10 +189,12 @@ def _inputs(args) -> dict:
                          autoscaler=autoscaler, faults=faults, retry_lost=args.retry_lost, seed=demand_workload(args).seed,
                          model_mix=mix, resilience=resilience_from_flags(args),
                          replica_errors=replica_errors_from_flags(args), hedge_after=args.hedge_after or None)
+    second = second_pool_from_flags(args, config, calibration_replica)
+    if second is not None and second.kind == "fallback":
+        replace(config, fallback=second.rule)   # what the primary with its fallback refuses, refused here
     return {"demand_spec": demand_spec_from_flags(args), "config": config, "slo": slo, "window_s": args.window_s,
             "search": args.search, "static_max": args.static_max, "replications": args.replications,
-            "n_plus_one": not args.no_n_plus_one, "band": replica_band(args),
-            "second": second_pool_from_flags(args, config, calibration_replica)}
+            "n_plus_one": not args.no_n_plus_one, "band": replica_band(args), "second": second}
 
 
 def _lora_replica(args, replica: ReplicaSpec, measured_mix):

@@ -39,12 +39,15 @@ def _lines(answer: dict) -> list[str]:
                f"{attainment:.1%} of {slo['window_s']:g}-s windows meet {limits} "
                f"({'meets' if plan['meets_target'] else 'misses'} the {slo['attainment']:.0%} target)")
     canary = answer.get("canary")
-    lines = [f"{'primary' if canary else 'plan'}: {verdict}; {plan['gpu_hours']:,.1f} GPU-hours, "
+    label = "primary" if canary else "both tiers" if answer.get("fallback") else "plan"
+    lines = [f"{label}: {verdict}; {plan['gpu_hours']:,.1f} GPU-hours, "
              f"{_fmt_usd(plan['usd_per_day'])} a day, {_fmt_usd(plan['usd_per_million_tokens'])} per 1M output tokens"]
     if canary:
         lines += _canary_lines(canary, slo)
     if answer.get("shadow"):
         lines += _shadow_lines(answer["shadow"], plan, slo)
+    if answer.get("fallback"):
+        lines += _fallback_lines(answer["fallback"])
     pools = plan["config"].get("disaggregated")
     if pools:
         lines.append(f"disaggregated: {pools['prefill_workers']} prefill and {pools['decode_workers']} decode workers "
@@ -136,6 +139,18 @@ def _shadow_lines(shadow: dict, plan: dict, slo: dict) -> list[str]:
             f"{_fmt_usd(shadow['usd_per_day'])} a day{extra}"]
 
 
+def _fallback_lines(fallback: dict) -> list[str]:
+    """Each tier's share and tail, and the fallback pool's cost (the plan's line is both tiers')."""
+    def tier(name: str) -> str:
+        part = fallback["tiers"][name]
+        return f"{name} answered {part['requests']:,} ({part['share']:.1%}; {_p99s(part) or 'no answer'})"
+    pool = fallback["pool"] or {"gpu_hours": 0.0, "usd_per_day": 0.0}
+    return [f"fallback ({fallback['replicas']} replica{'s' if fallback['replicas'] > 1 else ''} of "
+            f"{fallback['replica']}; taken when {fallback['describe']}): {tier('primary')}; {tier('fallback')}: "
+            f"{fallback['left_full']:,} when the primary was full, {fallback['left_errors']:,} after its error; the "
+            f"fallback pool {pool['gpu_hours']:,.1f} GPU-hours, {_fmt_usd(pool['usd_per_day'])} a day"]
+
+
 def _figure(path: Path, timeline: dict, windows: dict, slo: dict) -> None:
     import matplotlib
 
@@ -188,6 +203,10 @@ def _markdown(answer: dict, lines: list[str]) -> str:
            *([f"- shadow: {answer['shadow']['replicas']} replica(s) of {answer['shadow']['replica']}, "
               f"{answer['shadow']['fraction']:.0%} of requests mirrored (a seeded draw per request); production's "
               "pool takes every request as without it"] if answer.get("shadow") else []),
+           *([f"- fallback: {answer['fallback']['replicas']} replica(s) of {answer['fallback']['replica']}, taken "
+              f"when {answer['fallback']['describe']} (nginx's max_conns and backup upstream, proxy_next_upstream); "
+              "the static fleet, N+1, breach, search and band are the primary's alone, without its fallback"]
+             if answer.get("fallback") else []),
            "", "Simulated, not measured: each replica is the simulator's engine (the strategy's scheduler and "
            "block manager, a step-time model); no front end is modelled.", "",
            "![demand, replicas and p99 per window](plan.png)", ""]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from calculators.plan.canary import CanaryPlan, canary_mask, plan_canary
+from calculators.plan.fallback import TIERS, FallbackPlan, plan_fallback
 from calculators.plan.shadow import ShadowPlan, plan_shadow
 from calculators.plan.demand import Demand, diurnal_with_bursts, from_rows, rate_curve_arrivals
 from calculators.plan.fleet import FleetConfig
@@ -94,7 +95,9 @@ def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: Pla
     """`demand` is `build_demand(demand_spec)`, built by the caller (where its errors are the user's).
     With a canary (`second`) the plan is the primary pool on its share of the demand, and every later
     question (N+1, static, breach, search, band) is the primary's; with a shadow, production's pool
-    takes every request as it would alone, and the shadow is its own section."""
+    takes every request as it would alone, and the shadow is its own section; with a fallback, the plan
+    is both tiers (every request, both pools' cost) and every later question is the primary's alone,
+    without its fallback (what it would take to need none)."""
     extra: dict = {}
     second_answer = None
     if second is not None and second.kind == "canary":
@@ -104,6 +107,12 @@ def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: Pla
         second_answer = _describe_canary(split, second.config)
         demand, plan = demand.select(np.flatnonzero(~split.mask)), split.primary
         extra["canary"] = split.canary
+    elif second is not None and second.kind == "fallback":
+        progress(f"{len(demand):,} requests over {demand.span_s:,.0f} s; simulating the primary, then its fallback")
+        tiers = plan_fallback(demand, replace(config, fallback=second.rule), second.config, slo, window_s=window_s)
+        second_answer = _describe_fallback(tiers, second.config, slo, window_s)
+        plan = Judged(tiers.primary.config, tiers.merged, tiers.both)
+        extra["fallback"] = tiers
     elif second is not None:
         progress(f"{len(demand):,} requests over {demand.span_s:,.0f} s; simulating production and its shadow")
         mirrored = plan_shadow(demand, config, second.config, fraction=second.fraction, slo=slo, window_s=window_s,
@@ -167,6 +176,26 @@ def _describe_shadow(mirrored: ShadowPlan, config: FleetConfig) -> dict:
     return {"fraction": mirrored.fraction, "replica": config.replica.describe, "replicas": config.initial_replicas,
             "requests": int(mirrored.mask.sum()), **_summary(mirrored.shadow),
             "windows": mirrored.shadow.outcome.to_dict()["windows"]}
+
+
+def _describe_fallback(tiers: FallbackPlan, config: FleetConfig, slo: PlanSlo, window_s: float) -> dict:
+    """Each tier on the requests it answered (share, attainment, latency) and the fallback pool's cost."""
+    pool = tiers.fallback
+    by_tier = {}
+    for name in TIERS:
+        part = tiers.tier_outcome(name, slo, window_s)
+        by_tier[name] = {"requests": part.requests, "share": part.requests / max(1, tiers.both.requests),
+                         "attainment": part.attainment, "unfinished": part.unfinished, "failed": part.failed,
+                         **{f"{m.removesuffix('_s')}_{q}_s": getattr(part, q)[m] for q in ("p50", "p99")
+                            for m in part.p50}}
+    left = int(tiers.tier.sum())
+    return {"rule": tiers.rule.spec(), "describe": tiers.rule.describe(), "replica": config.replica.describe,
+            "front_end": describe_front_end(config.replica.front_end), "replicas": config.initial_replicas,
+            "left_full": left - tiers.by_errors, "left_errors": tiers.by_errors, "tiers": by_tier,
+            "pool": None if pool is None else {k: v for k, v in _summary(pool).items()
+                                               if k in ("gpu_hours", "usd", "usd_per_day", "replicas_started")},
+            "primary_pool": {k: v for k, v in _summary(tiers.primary).items()
+                             if k in ("gpu_hours", "usd", "usd_per_day", "replicas_started")}}
 
 
 def _describe_canary(split: CanaryPlan, config: FleetConfig) -> dict:

@@ -1,7 +1,8 @@
 """A second version's pool beside the plan's: a canary (`--canary-weight`: a weighted share of the
-requests, calculators.plan.canary) or a shadow (`--shadow-fraction`: a mirrored fraction whose answers
-no client sees, calculators.plan.shadow); its replicas, and what its replica changes. `servecap plan`
-and `servecap fleet` take the same flags.
+requests, calculators.plan.canary), a shadow (`--shadow-fraction`: a mirrored fraction whose answers
+no client sees, calculators.plan.shadow) or a fallback tier (`--fallback`: the requests the primary is
+too full for or answered an error, calculators.plan.fallback); its replicas, and what its replica
+changes. `servecap plan` and `servecap fleet` take the same flags.
 
 The second pool's replica is the primary's unless a flag says what changed: another catalog GPU, model,
 dtype or TP degree (`--canary-gpu`, `--canary-model`, `--canary-dtype`, `--canary-tp`; the shadow's
@@ -16,6 +17,7 @@ import argparse
 from dataclasses import dataclass, replace
 
 from calculators.plan.canary import CanarySchedule
+from calculators.plan.fallback_rule import FallbackRule
 from calculators.plan.fleet import FleetConfig
 from calculators.plan.shadow import check_fraction
 from contract.options import add_options, option, parse_float, parse_int
@@ -23,7 +25,8 @@ from engine_core.gpus import GpuOptions
 from engine_core.options import EngineOptions
 from reports.predict.options import CalibrationOptions
 
-KINDS = ("canary", "shadow")
+KINDS = ("canary", "shadow", "fallback")
+MAIN_FLAGS = {"canary": "canary_weight", "shadow": "shadow_fraction", "fallback": "fallback"}   # the pool's own
 REPLICA_FLAGS = ("gpu", "model", "dtype", "tp", "calibration")
 
 
@@ -48,6 +51,15 @@ class ShadowOptions:
 
 
 @dataclass(frozen=True)
+class FallbackOptions:
+    fallback: str | None = option(None, metavar="depth:N|errors|depth:N,errors",
+                                  help="send a request to a fallback pool (nginx's backup upstream) when the primary "
+                                       "holds N open requests (max_conns), and/or when its router answers "
+                                       "429/500/502/503/504 (proxy_next_upstream); each answer counted by its tier")
+    fallback_replicas: int = option(1, parse=parse_int, help="the fallback pool's replicas (a fixed pool)")
+
+
+@dataclass(frozen=True)
 class SecondPool:
     """The second pool's config and how it takes requests: a canary's weights, or a shadow's fraction."""
 
@@ -56,11 +68,13 @@ class SecondPool:
     schedule: CanarySchedule | None = None   # the canary's
     splits: int = 1                          # the canary's: draws of its split
     fraction: float | None = None            # the shadow's
+    rule: FallbackRule | None = None         # the fallback's: when a request leaves the primary for it
 
 
 def add_second_pool_flags(p: argparse.ArgumentParser) -> None:
     for kind, options, what in (("canary", CanaryOptions, "a weighted share of the requests"),
-                                ("shadow", ShadowOptions, "a mirrored fraction of the requests, answers never returned")):
+                                ("shadow", ShadowOptions, "a mirrored fraction of the requests, answers never returned"),
+                                ("fallback", FallbackOptions, "the requests the primary is full for or failed")):
         add_options(p, options, title=f"{kind} (a second version's pool: {what}; its replica the primary's but what "
                                       "these flags change)", typed=True)
         add_options(p, GpuOptions, only=("gpu",), prefix=kind, typed=True)
@@ -74,7 +88,7 @@ def changed_flags(args, kind: str) -> list[str]:
 
 
 def _main_flag(kind: str) -> str:
-    return "--canary-weight" if kind == "canary" else "--shadow-fraction"
+    return "--" + MAIN_FLAGS[kind].replace("_", "-")
 
 
 def kind_from_flags(args) -> str | None:
@@ -82,7 +96,7 @@ def kind_from_flags(args) -> str | None:
     `servecap fleet` check alike. ValueError names a bad flag."""
     given = []
     for kind in KINDS:
-        main = getattr(args, "canary_weight" if kind == "canary" else "shadow_fraction")
+        main = getattr(args, MAIN_FLAGS[kind])
         replicas = getattr(args, f"{kind}_replicas")
         if main is None:
             changed = changed_flags(args, kind)
@@ -93,7 +107,7 @@ def kind_from_flags(args) -> str | None:
             raise ValueError(f"--{kind}-replicas must be at least 1, got {replicas}")
         given.append(kind)
     if len(given) > 1:
-        raise ValueError("--canary-weight and --shadow-fraction: one second pool at a time")
+        raise ValueError(f"{' and '.join(map(_main_flag, given))}: one second pool at a time")
     if given and args.topology is not None:
         raise ValueError(f"{_main_flag(given[0])} with --topology: a second pool beside fixed PD pools is not modelled")
     return given[0] if given else None
@@ -113,6 +127,7 @@ def second_pool_from_flags(args, primary: FleetConfig, calibration_replica) -> S
     if kind == "canary" and args.canary_splits < 1:
         raise ValueError(f"--canary-splits must be at least 1, got {args.canary_splits}")
     fraction = check_fraction(args.shadow_fraction) if kind == "shadow" else None
+    rule = FallbackRule.parse(args.fallback) if kind == "fallback" else None
     changed = changed_flags(args, kind)
     replica = primary.replica
     calibration = getattr(args, f"{kind}_calibration")
@@ -139,4 +154,4 @@ def second_pool_from_flags(args, primary: FleetConfig, calibration_replica) -> S
         replica = replace(replica, front_end=primary.replica.front_end)
     config = replace(primary, replica=replica, initial_replicas=getattr(args, f"{kind}_replicas"), autoscaler=None,
                      faults=(), replica_errors=None, model_mix=primary.model_mix if same else None)
-    return SecondPool(kind, config, schedule, args.canary_splits if kind == "canary" else 1, fraction)
+    return SecondPool(kind, config, schedule, args.canary_splits if kind == "canary" else 1, fraction, rule)

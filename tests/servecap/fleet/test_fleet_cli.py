@@ -73,6 +73,12 @@ def test_a_canary_is_emulated_replicas_behind_one_aggregated_pool(tmp_path, caps
         assert f"--shadow-fraction with {flag[0]}" in _error(capsys, [*base, *flag, "--shadow-fraction", "1"])
     assert "one second pool at a time" in _error(capsys, [*base, "--replicas", "1", "--shadow-fraction", "1",
                                                           "--canary-weight", "0.1"])
+    assert "--fallback 'depth:two': depth:N takes an integer" in _error(capsys, [*base, "--replicas", "1", "--fallback",
+                                                                              "depth:two"])
+    assert "--fallback with --hedge-after" in _error(capsys, [*base, "--replicas", "1", "--fallback", "errors",
+                                                              "--hedge-after", "0.5"])
+    assert "--fallback-replicas: a fallback needs --fallback" in _error(capsys, [*base, "--replicas", "1",
+                                                                                 "--fallback-replicas", "2"])
     assert "--canary-weight with --server-cmd" in _error(capsys, ["--rate-curve", str(curve), "--server-cmd",
                                                                   "srv --port {port}", "--replicas", "1",
                                                                   "--canary-weight", "0.1"])

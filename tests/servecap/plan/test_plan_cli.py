@@ -229,3 +229,31 @@ def test_a_measured_front_end_puts_the_plan_on_the_clients_clock(tmp_path, capsy
     capsys.readouterr()
     assert "has no engine request record" in _error(capsys, [*base, *GPU[:4], "--max-model-len", "4096",
                                                              "--front-end", str(bare)])
+
+
+def test_a_fallback_plan_answers_by_tier_and_refuses_what_it_cannot_pass_on(tmp_path, capsys):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,6\n60,6\n")
+    base = ["--rate-curve", str(curve), "--gpu", "l4", "--model", "llama-3.1-8b", "--max-model-len", "4096",
+            "--cold-start-s", "30", *SLO, "--prompt-tokens", "512", "--output-tokens", "64", "--window-s", "30",
+            "--replicas", "1", "--no-n-plus-one", "--static-max", "2"]
+    assert "--fallback 'depth:0': depth:N is the primary's open requests" in _error(capsys, [*base, "--fallback",
+                                                                                           "depth:0"])
+    assert "--fallback-model: a fallback needs --fallback" in _error(capsys, [*base, "--fallback-model", "llama-3.2-1b"])
+    assert "--hedge-after with --fallback" in _error(capsys, [*base, "--hedge-after", "1", "--fallback", "errors"])
+    assert "--shadow-fraction and --fallback: one second pool at a time" in _error(
+        capsys, [*base, "--shadow-fraction", "1", "--fallback", "errors"])
+    assert "--fallback with --search topology" in _error(capsys, [*base, "--fallback", "errors", "--search", "topology",
+                                                                  "--gpu-budget", "4"])
+    out = tmp_path / "plan"
+    assert main([*base, "--fallback", "depth:8", "--fallback-model", "llama-3.2-1b", "--out", str(out)]) == 0
+    answer = json.loads((out / "plan.json").read_text())
+    fallback, plan = answer["fallback"], answer["plan"]
+    tiers = fallback["tiers"]
+    assert tiers["primary"]["requests"] + tiers["fallback"]["requests"] == plan["requests"]
+    assert fallback["left_full"] == tiers["fallback"]["requests"] > 0 and fallback["left_errors"] == 0
+    assert plan["unfinished"] == 0 and plan["replicas_started"] == 2 and "llama-3.2-1b" in fallback["replica"]
+    assert plan["usd_per_day"] == pytest.approx(fallback["pool"]["usd_per_day"] + fallback["primary_pool"]["usd_per_day"])
+    assert tiers["fallback"]["ttft_p99_s"] < tiers["primary"]["ttft_p99_s"]   # a 1B model, never queued behind 8
+    md = (out / "plan.md").read_text()
+    assert md.startswith("# Fleet plan\n\n- both tiers: ") and "taken when the primary holds 8 open requests" in md
