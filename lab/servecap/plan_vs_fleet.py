@@ -21,6 +21,9 @@ OUT/plan-ROUTER (`--gpu GPU --model M --max-model-len N`), then prints and write
   the share of copies kept, and TTFT p50/p99 over every request (target: p99 within 15%);
 - with `--shadow-fraction` among the shared flags: the shadow's copies (target within 5%) and p99 TTFT on its
   engines' clock (target within 15%), and production's p99 TTFT;
+- with `--fallback` among the shared flags: each tier's share of the requests (plan minus fleet, in points;
+  target within 5), the requests that left when the primary was full and after its error, and each tier's
+  p99 TTFT;
 - with `--replica-fault` among the shared flags: per faulted replica, the attempts it answered with its
   fault (the plan's `router.failed_at` against the replica's injected-fault counter, fleet.json
   `injected_errors`), and the requests that ended in an error.
@@ -125,6 +128,7 @@ def compare_pair(out: Path, router: str) -> dict:
         "canary": _canary(plan, fleet) if fleet.get("canary") else None,
         "hedging": _hedging(p, fleet) if fleet.get("hedging") else None,
         "shadow": _shadow(plan["shadow"], fleet["shadow"], p, fleet["outcome"]) if fleet.get("shadow") else None,
+        "fallback": _fallback(plan["fallback"], fleet["fallback"]) if fleet.get("fallback") else None,
         "windows": windows,
     }
 
@@ -169,6 +173,22 @@ def _shadow(planned: dict, measured: dict, production_plan: dict, production_fle
         row[f"{key}_err"] = _rel(planned.get(key), measured.get(key))
     row["production_ttft_p99_plan"] = production_plan.get("ttft_p99_s")
     row["production_ttft_p99_fleet"] = production_fleet.get("ttft_p99_s")
+    return row
+
+
+def _fallback(planned: dict, measured: dict) -> dict:
+    """With --fallback: per tier, its share of the requests (plan minus fleet, in points) and its p50/p99 TTFT;
+    the requests that left when the primary was full and after its error."""
+    row = {"rule": measured["rule"]}
+    for key in ("left_full", "left_errors"):
+        row[f"{key}_plan"], row[f"{key}_fleet"] = planned[key], measured[key]
+    for tier in ("primary", "fallback"):
+        p, f = planned["tiers"][tier], measured["tiers"][tier]
+        row[tier] = {"share_plan": p["share"], "share_fleet": f["share"], "share_points": 100 * (p["share"] - f["share"]),
+                     "requests_plan": p["requests"], "requests_fleet": f["requests"]}
+        for key in ("ttft_p50_s", "ttft_p99_s", "e2e_p99_s"):
+            row[tier][f"{key}_plan"], row[tier][f"{key}_fleet"] = p.get(key), f.get(key)
+            row[tier][f"{key}_err"] = _rel(p.get(key), f.get(key))
     return row
 
 
@@ -242,6 +262,16 @@ def _print(result: dict) -> None:
                   f"({sh['ttft_p99_s_err']:+.1%}; target within 15%), E2E p99 {_ms(sh['e2e_p99_s_plan'])}/"
                   f"{_ms(sh['e2e_p99_s_fleet'])} ({sh['e2e_p99_s_err']:+.1%}); production TTFT p99 plan "
                   f"{_ms(sh['production_ttft_p99_plan'])} fleet {_ms(sh['production_ttft_p99_fleet'])}")
+        fb = c.get("fallback")
+        if fb:
+            print(f"  fallback ({fb['rule']}): left when full plan {fb['left_full_plan']} fleet {fb['left_full_fleet']}, "
+                  f"after an error plan {fb['left_errors_plan']} fleet {fb['left_errors_fleet']}")
+            for tier in ("primary", "fallback"):
+                t = fb[tier]
+                print(f"    {tier}: share plan {t['share_plan']:.1%} fleet {t['share_fleet']:.1%} "
+                      f"({_points(t['share_points'])}; target within 5); TTFT p99 {_ms(t['ttft_p99_s_plan'])}/"
+                      f"{_ms(t['ttft_p99_s_fleet'])} ({t['ttft_p99_s_err']:+.1%}), p50 {_ms(t['ttft_p50_s_plan'])}/"
+                      f"{_ms(t['ttft_p50_s_fleet'])}")
         h = c.get("hedging")
         if h:
             print(f"  hedging after {h['after']}: extra requests plan {_pct(h['extra_requests_plan'])} fleet "
