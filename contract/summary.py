@@ -8,7 +8,7 @@ and their nulls.
     {"run": run.json as read, "levels": [LevelResult], "validation": ValidationSummary,
      "verdict": Verdict, "missing": [str], "loadgen_warnings": [str], "unstable_levels": [UnstableLevel],
      "machine_drift_levels": [DriftLevel], "diagnostics": bool, "metrics": [latency names],
-     "quality": quality.json | null}
+     "quality": quality.json | null, "policies": [PolicyRow] (a fleet run's traffic policies; absent otherwise)}
     side by side: {"run": {"side_by_side": [{"label", "name", "setup"}]}, "levels", "verdict", "metrics",
      "speculation_crossover": SpeculationCrossover | null, "configurations": [str], "quality": {label: ...},
      "missing", "loadgen_warnings", "unstable_levels", "machine_drift_levels"}
@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract.fleet_policies import PolicyRow
 from contract.level_result import Interval, LevelResult, Offered
 from contract.sections import FrozenSection, keep_null, note, null_as
 from contract.slo import SLO
@@ -196,7 +197,7 @@ class SpeculationCrossover(FrozenSection):
 
 
 RUN_KEYS = ("run", "levels", "validation", "verdict", "missing", "loadgen_warnings", "unstable_levels",
-            "machine_drift_levels", "diagnostics", "metrics", "quality")
+            "machine_drift_levels", "diagnostics", "metrics", "quality", "policies")
 SIDE_BY_SIDE_KEYS = ("run", "levels", "verdict", "metrics", "speculation_crossover", "configurations", "quality",
                      "missing", "loadgen_warnings", "unstable_levels", "machine_drift_levels")
 
@@ -219,6 +220,7 @@ class Summary(FrozenSection):
     quality: dict[str, Any] | None = keep_null()
     speculation_crossover: SpeculationCrossover | None = keep_null()
     configurations: tuple[str, ...] = ()
+    policies: tuple[PolicyRow, ...] | None = None   # a fleet run's (contract.fleet_policies); None: not a fleet's
 
     @property
     def side_by_side(self) -> bool:

@@ -16,6 +16,7 @@ from reports.cost import cost_per_million, resolve_price
 from reports.figures.common import FigureFile
 from reports.predict.evidence import level_samples
 from reports.notices import machine_drift_levels, unstable_levels
+from reports.policies import read_policies
 from reports.predict.per_level import CALIBRATED_REPLICATIONS, add_predictions
 from reports.page.render import sections, to_html, to_markdown
 from reports.run_data import RunData, load_run
@@ -95,12 +96,13 @@ def build_summary(data: RunData, options: ReportOptions,
     verdict = build_verdict(levels, slo, cost=lambda point: cost_per_million(point, price),
                             samples=slo_samples(data))
     quality, unreadable = read_quality(data.run_dir)
+    policies, fleet_unreadable = read_policies(data.run_dir)
     return Summary(run=data.run_json, levels=tuple(levels), validation=validation.summary, verdict=verdict,
-                   missing=(*data.missing, *([unreadable] if unreadable else [])),
+                   missing=(*data.missing, *(line for line in (unreadable, fleet_unreadable) if line)),
                    loadgen_warnings=tuple(loadgen_warnings(data.run, levels)),
                    unstable_levels=tuple(unstable_levels(data.run)),
                    machine_drift_levels=tuple(machine_drift_levels(data.run)) if options.diagnostics else (),
-                   diagnostics=options.diagnostics, metrics=LATENCY_METRICS, quality=quality)
+                   diagnostics=options.diagnostics, metrics=LATENCY_METRICS, quality=quality, policies=policies)
 
 
 def make_figures(data: RunData, summary: Summary, out_dir: Path) -> list[FigureFile]:

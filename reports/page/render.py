@@ -111,6 +111,11 @@ def levels_section(summary: Summary) -> tuple[str, list[Block]]:
                                "headline percentiles", [tables.levels_table(summary)])])
 
 
+POLICY_NOTE = ("The fleet's policies, from its fleet.json: each part judged on the requests it answered (SLO "
+               "attainment over the fleet's windows; a shadow's copies on its engines' clock), and every request sent "
+               "counted once.")
+
+
 def sections(summary: Summary, figures: list[FigureFile],
              validation_figures: list[FigureFile] = ()) -> list[tuple[str, list[Block]]]:
     """The answer first (words, the throughput-vs-latency figure, one row per strategy), then the
@@ -128,6 +133,9 @@ def sections(summary: Summary, figures: list[FigureFile],
         out.append(("Predicted vs measured", [Details("Every predicted quantity per level (calibrated on all "
                                                        "levels: in-sample)", [predicted])]))
     out.append(levels_section(summary))
+    policies = tables.policy_table(summary)
+    if not policies.empty:
+        out.append(("Traffic policies (servecap fleet)", [POLICY_NOTE, policies]))
     hedged = tables.hedge_table(summary)
     if not hedged.empty:
         out.append(("Hedged requests", [hedged]))

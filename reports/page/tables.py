@@ -136,6 +136,17 @@ def hedge_table(summary: Summary) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def policy_table(summary: Summary) -> pd.DataFrame:
+    """A fleet run's traffic policies (contract.fleet_policies): per policy and part, the requests it took, their
+    share, its attainment and latency, its replicas, and the run's accounting (each request once)."""
+    rows = [{"policy": r.policy, "part": r.part, "requests": r.requests,
+             "share": "" if r.share is None else f"{r.share:.1%}",
+             "windows meeting the SLO": "" if r.attainment is None else f"{r.attainment:.1%}",
+             "TTFT p50 (ms)": _ms(r.ttft_p50_s), "TTFT p99 (ms)": _ms(r.ttft_p99_s), "E2E p99 (ms)": _ms(r.e2e_p99_s),
+             "replicas": "" if r.replicas is None else r.replicas, "note": r.note} for r in summary.policies or ()]
+    return pd.DataFrame(rows)
+
+
 def _p50_p99_s(pair) -> str:
     return "" if pair.p50 is None else f"{pair.p50:.2f} / {pair.p99:.2f}"
 

@@ -47,13 +47,13 @@ from servecap.fleet.router import RouterSpec, VllmRouter, pd_router_argv
 from servecap.launch.process import ServerProcess
 from contract.workload import WorkloadSpec
 from servecap.experiment.run_options import RunOptions
+from contract.fleet_policies import FLEET_FILE   # fleet.json's name: its owner's, as the fleet CLI reads it
 from servecap.experiment.runner import Runner
 from servecap.experiment.spec import Experiment
 from servecap.experiment.targets import TargetSpec
 
 DEMAND_FILE = "demand.jsonl"
 TIMELINE_FILE = "fleet_timeline.csv"
-FLEET_FILE = "fleet.json"
 
 
 @dataclass(frozen=True)

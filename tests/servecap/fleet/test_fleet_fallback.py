@@ -10,12 +10,14 @@ such request on to the fallback, so no client sees an error; fleet.json judges e
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from contract.records import read_records
 from fleet_runs import run_fleet
+from reports.report import ReportOptions, write_report
 from servecap.fleet.split_proxy import NGINX
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(300),
@@ -64,3 +66,11 @@ def test_a_fallback_tier_takes_what_the_full_or_failing_primary_cannot_and_no_re
     served = {r["name"]: r["served"] for r in fleet["replicas"] + section["replicas"]}
     assert served == {"r0": tiers.count("primary"), "f0": len(tiers) - tiers.count("primary")}
     assert "fallback answered" in result.stderr
+
+    # the run's report answers per tier, from fleet.json, beside the replay's own pages
+    write_report(out, ReportOptions(figures=False))
+    summary = json.loads((out / "summary.json").read_text())
+    assert [(row["policy"], row["part"], row["requests"]) for row in summary["policies"]] == [
+        ("fallback", "primary", tiers.count("primary")), ("fallback", "fallback", len(tiers) - tiers.count("primary")),
+        ("accounting", "sent", len(records))]
+    assert "## Traffic policies (servecap fleet)" in (out / "report.md").read_text()
