@@ -49,6 +49,7 @@ from calculators.plan.demand import Demand
 from calculators.plan.fallback_rule import Gate
 from calculators.plan.fleet_config import Fault, FleetConfig, ReplicaSpec
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
+from calculators.plan.fleet_hedging import FleetHedging
 from calculators.plan.fleet_scaling import FleetScaling
 from calculators.plan.hedge_races import HedgeRaces
 from calculators.plan.prompt_tokens import prompt_tokens
@@ -60,7 +61,7 @@ from calculators.plan.disaggregated import run_disaggregated
 __all__ = ["Fault", "FleetConfig", "ReplicaSpec", "run_fleet"]   # what a fleet is (fleet_config), and its run
 
 
-class _Fleet(FleetScaling):
+class _Fleet(FleetScaling, FleetHedging):
     def __init__(self, demand: Demand, config: FleetConfig, on_progress=None) -> None:
         self.demand, self.config = demand, config
         self.on_progress = on_progress
@@ -219,45 +220,6 @@ class _Fleet(FleetScaling):
         self.lives[rid].served += 1
         if self.hedge is not None:   # the client's running percentile hears of each answered request
             self.hedge.note(self.first[i] - self.send[i])
-
-    # -- hedging ----------------------------------------------------------------------------------
-    def _hedge(self, i: int, t: float) -> None:
-        """Request i's hedge delay is up at t: a copy goes out unless its first token has shown."""
-        rid = self.holder.get(i)
-        if rid is None or rid not in self.sims or not self.routable:
-            return   # answered, waiting at the router, or nowhere to send a copy
-        self._advance(rid, t)
-        if self.first[i] <= t or np.isfinite(self.end[i]) or i not in self.holder:
-            return
-        copy_rid = self._choose(i, self.attempts.routable(self.routable, t), t)
-        j = self.races.open(i, rid, copy_rid, shown_s=self.first[i])
-        self.first[i] = np.nan
-        self._submit(j, i, copy_rid, t)
-
-    def _settle(self, t: float) -> None:
-        """Run the replicas that hold an open race to t, one step at a time and earliest clock first, and
-        decide each race as soon as its first token is sure (calculators.plan.hedge_races)."""
-        races = self.races
-        if races is None:
-            return
-        while races.open_races:
-            for verdict in races.decide(lambda j, rid: (self.sims[rid].now if rid in self.sims else math.inf)
-                                        + self._out(j)[0]):
-                self._apply(verdict)
-            behind = [rid for rid in races.replicas() if rid in self.sims and self.sims[rid].now < t]
-            if not behind:
-                break
-            self._advance(min(behind, key=lambda r: self.sims[r].now), t, one_step=True)
-
-    def _apply(self, v) -> None:
-        """A race's end (hedge_races.Verdict): the winner's first token (and end) are the request's; the
-        loser, if still on its replica, is aborted there now."""
-        self.first[v.request] = v.first_token_s
-        if not v.loser_ended and self.holder.get(v.loser) == v.loser_replica:   # in the engine, or on its way
-            self.sims[v.loser_replica].abort(v.loser)
-            self._left(v.loser_replica, v.loser, self.sims[v.loser_replica].now)
-        if v.winner_end_s is not None:
-            self._answered(v.request, v.winner_replica, v.winner_end_s)
 
     def _prefix(self, i: int) -> tuple[int, ...]:
         return self.demand.prefix[i] if self.demand.prefix is not None else ()
