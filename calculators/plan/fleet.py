@@ -291,6 +291,8 @@ class _Fleet(FleetScaling, FleetHedging):
     def _through_gate(self, i: int, t: float) -> bool:
         """Whether request i, arriving at t, goes to this pool (else it leaves for the fallback at once): the
         proxy counts the requests it holds open to the pool, as each replica stands at t."""
+        if self.gate.rule.depth is None:   # errors alone: nothing to count at the door
+            return True
         for rid in self.routable:
             self._advance(rid, t)
         if self.gate.full(t, self.end, self.lost, self.attempts.errored):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +20,7 @@ from calculators.plan.canary import CanarySchedule
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
 from calculators.plan.outcome import PlanSlo, outcome
 from servecap.fleet.replicas import ReplicaPool
-from servecap.fleet.second_pool import start_second_pool
+from servecap.fleet.second_pool import lives_after, start_second_pool
 from servecap.fleet.split_proxy import SplitProxy
 
 VERSIONS = ("primary", "canary")
@@ -59,7 +59,7 @@ def version_names(pool: ReplicaPool, canary_pool: ReplicaPool, lives: list[Repli
     offset = len(pool.replicas)
     names = {**{f"primary/{r.name}": r.id for r in pool.replicas},
              **{f"canary/{r.name}": offset + r.id for r in canary_pool.replicas}}
-    return names, lives + [replace(life, id=offset + life.id) for life in canary_lives]
+    return names, lives_after(pool, lives, canary_lives)
 
 
 def canary_section(canary: CanaryFleet, rows: list[dict], run: FleetRun, canary_pool: ReplicaPool, offset: int,

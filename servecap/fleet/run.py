@@ -43,6 +43,7 @@ from servecap.fleet.canary import CanaryFleet, canary_section, start_canary, ver
 from servecap.fleet.fallback import FallbackFleet, fallback_section, start_fallback, tier_names
 from servecap.fleet.shadow import ShadowFleet, drain_and_read, shadow_section, start_shadow
 from servecap.fleet.replicas import ReplicaPool
+from servecap.fleet.second_pool import lives_after
 from servecap.fleet.router import RouterSpec, VllmRouter, pd_router_argv
 from servecap.launch.process import ServerProcess
 from contract.workload import WorkloadSpec
@@ -167,26 +168,24 @@ def run_fleet(plan: FleetSpec, console) -> Path:
         fleet_clock = FleetClock()
         pool = ReplicaPool(plan.launch, out / "replicas", clock=fleet_clock.now)
         canary_pool = shadow_pool = shadow_rows = fallback_pool = None
+
+        def second_pool(spec, prefix: str) -> ReplicaPool:
+            """A second pool's replicas (named PREFIX0, ...), closed by the stack."""
+            second = ReplicaPool(spec.launch, out / "replicas", clock=fleet_clock.now, prefix=prefix)
+            stack.callback(second.close)
+            return second
+
+        behind = dict(policy=plan.router, router_flags=plan.resilience.router_flags(), cold_start_s=plan.cold_start_s,
+                      out=out, log=log)
         if plan.canary is not None:
-            canary_pool = ReplicaPool(plan.canary.launch, out / "replicas", clock=fleet_clock.now, prefix="c")
-            stack.callback(canary_pool.close)
-            entry, timed = start_canary(plan.canary, stack, canary_pool, router.url, policy=plan.router,
-                                        router_flags=plan.resilience.router_flags(), cold_start_s=plan.cold_start_s,
-                                        out=out, log=log)
+            canary_pool = second_pool(plan.canary, "c")
+            entry, timed = start_canary(plan.canary, stack, canary_pool, router.url, **behind)
         elif plan.shadow is not None:
-            shadow_pool = ReplicaPool(plan.shadow.launch, out / "replicas", clock=fleet_clock.now, prefix="s")
-            stack.callback(shadow_pool.close)
-            entry = start_shadow(plan.shadow, stack, shadow_pool, router.url, policy=plan.router,
-                                 router_flags=plan.resilience.router_flags(), cold_start_s=plan.cold_start_s,
-                                 out=out, log=log)
-            timed = ()
+            shadow_pool = second_pool(plan.shadow, "s")
+            entry, timed = start_shadow(plan.shadow, stack, shadow_pool, router.url, **behind), ()
         elif plan.fallback is not None:
-            fallback_pool = ReplicaPool(plan.fallback.launch, out / "replicas", clock=fleet_clock.now, prefix="f")
-            stack.callback(fallback_pool.close)
-            entry = start_fallback(plan.fallback, stack, fallback_pool, router.url, policy=plan.router,
-                                   router_flags=plan.resilience.router_flags(), cold_start_s=plan.cold_start_s,
-                                   out=out, log=log)
-            timed = ()
+            fallback_pool = second_pool(plan.fallback, "f")
+            entry, timed = start_fallback(plan.fallback, stack, fallback_pool, router.url, **behind), ()
         else:
             entry, timed = router.url, ()
         controller = FleetController(pool, router, fleet_clock, autoscaler=plan.autoscaler, faults=plan.faults,
@@ -349,8 +348,7 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
     if canary_pool is not None:
         names, lives = version_names(pool, canary_pool, lives, _lives(canary_pool))
     elif fallback_pool is not None:
-        names = tier_names(pool, fallback_pool)
-        lives += [replace(life, id=len(pool.replicas) + life.id) for life in _lives(fallback_pool)]
+        names, lives = tier_names(pool, fallback_pool), lives_after(pool, lives, _lives(fallback_pool))
     hedge = parse_hedge(plan.options.hedge_after)
     run = records_as_run(records, t0_unix, lives, decisions, horizon, names, None if hedge is None else hedge.spec)
     for life in run.lives:

@@ -5,7 +5,10 @@ servecap.fleet.shadow)."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from pathlib import Path
+
+from calculators.plan.fleet_run import ReplicaLife
 
 from servecap.fleet.replicas import ReplicaPool
 from servecap.fleet.router import VllmRouter
@@ -23,3 +26,9 @@ def start_second_pool(kind: str, replicas: int, stack: contextlib.ExitStack, poo
     if failed:
         raise ValueError(f"a {kind} replica did not start: {failed[0]}")
     return router, started
+
+
+def lives_after(pool: ReplicaPool, lives: list[ReplicaLife], second_lives: list[ReplicaLife]) -> list[ReplicaLife]:
+    """The primary's lives, then the second pool's numbered after the primary's replicas (its records' ids)."""
+    offset = len(pool.replicas)
+    return lives + [replace(life, id=offset + life.id) for life in second_lives]
