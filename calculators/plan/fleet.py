@@ -48,7 +48,7 @@ from calculators.plan.autoscaler import Autoscaler
 from calculators.plan.demand import Demand
 from calculators.plan.fallback_rule import Gate
 from calculators.plan.fleet_config import Fault, FleetConfig, ReplicaSpec
-from calculators.plan.fleet_run import FleetRun, ReplicaLife
+from calculators.plan.fleet_run import Decision, FleetRun, ReplicaLife
 from calculators.plan.fleet_hedging import FleetHedging
 from calculators.plan.fleet_scaling import FleetScaling
 from calculators.plan.hedge_races import HedgeRaces
@@ -92,7 +92,7 @@ class _Fleet(FleetScaling, FleetHedging):
         self.holder: dict[int, int] = {}          # request -> replica holding it
         self.events: list[tuple[float, int, int, object]] = []   # (t, kind order, seq, payload)
         self.pending: deque[tuple[int, int]] = deque()   # (request, its attempt) waiting for a ready replica
-        self.decisions: list[tuple[float, int, int]] = []
+        self.decisions: list[Decision] = []
         self._seq = 0
         self.attempts = RouterAttempts(n, config.resilience, config.replica_errors or (), config.seed)
         self.hedge: HedgeRule | None = parse_hedge(config.hedge_after)   # a fresh running percentile per run
@@ -341,7 +341,7 @@ class _Fleet(FleetScaling, FleetHedging):
             if not self.events:
                 if self.autoscaler is None or not self.pending:
                     break   # nothing will ever serve them: they stay unfinished
-                last_tick = self.decisions[-1][0] if self.decisions else 0.0
+                last_tick = self.decisions[-1].t_s if self.decisions else 0.0
                 # it keeps deciding while requests wait
                 self._push(last_tick + self.autoscaler.config.interval_s, self.TICK, None)
             self._next_event()

@@ -8,10 +8,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from calculators.plan.hedge_races import hedging_summary
+
+
+class Decision(NamedTuple):
+    """One autoscaler decision: at t_s, the count it wanted, the replicas ready, and the metric it read on
+    each ready one (the plan's simulated replicas or a real fleet's /metrics), the inputs beside the answer
+    so a plan's decision and a fleet's can be told apart by what each saw."""
+
+    t_s: float
+    wanted: int
+    ready: int
+    readings: tuple[float, ...] = ()
+
+    def as_json(self) -> dict:
+        return {"t_s": self.t_s, "wanted": self.wanted, "ready": self.ready, "readings": list(self.readings)}
 
 
 @dataclass
@@ -40,7 +55,7 @@ class FleetRun:
     replica: np.ndarray            # the replica that finished it (-1: not finished)
     retried: np.ndarray            # bool: sent again after its replica was killed
     lives: list[ReplicaLife]
-    decisions: list[tuple[float, int, int]]   # (t, replicas wanted, replicas ready) at each autoscaler decision
+    decisions: list[Decision]      # each autoscaler decision, in order
     horizon_s: float
     lost: np.ndarray | None = None  # bool: failed, never to finish: lost with a killed replica (a real fleet: an error)
     first_answer_s: np.ndarray | None = None   # first answer token after any reasoning (None: nothing reasons,

@@ -5,7 +5,7 @@ queue) it reads and changes. Pure."""
 
 from __future__ import annotations
 
-from calculators.plan.fleet_run import ReplicaLife
+from calculators.plan.fleet_run import Decision, ReplicaLife
 
 
 class FleetScaling:
@@ -24,7 +24,7 @@ class FleetScaling:
         per_replica = [self._metric(rid, metric) for rid in self.routable]
         current = len(self.routable) + len(self.starting)
         wanted = self.autoscaler.decide(t, current, per_replica, pending=len(self.pending))
-        self.decisions.append((t, wanted, len(self.routable)))
+        self.decisions.append(Decision(t, wanted, len(self.routable), tuple(per_replica)))
         for _ in range(wanted - current):
             self._start_replica(t)
         for _ in range(current - wanted):

@@ -18,7 +18,7 @@ fleet then starts a replacement, as a Deployment would. The same choices as the 
 (`calculators.plan.fleet`), so the two can be compared decision by decision.
 
 Every action goes into `events` (t, what, replica, detail) and every decision into `decisions`
-(t, wanted, ready), on the fleet's clock: seconds since the replay's start.
+(calculators.plan.fleet_run.Decision: t, wanted, ready and the metric read on each ready replica), on the fleet's clock: seconds since the replay's start.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import httpx
 
 from calculators.plan.autoscaler import Autoscaler, AutoscalerConfig
 from calculators.plan.fleet import Fault
+from calculators.plan.fleet_run import Decision
 from servecap.fleet.replica_metrics import replica_load
 from servecap.fleet.replicas import Replica, ReplicaPool
 from servecap.fleet.router import VllmRouter
@@ -68,7 +69,7 @@ class FleetController:
         self.cold_start_s, self.horizon_s = cold_start_s, horizon_s
         self.log = log or (lambda text: None)
         self.events: list[tuple[float, str, str, str]] = []
-        self.decisions: list[tuple[float, int, int]] = []
+        self.decisions: list[Decision] = []
         self.http = httpx.Client(timeout=5)
         self._armed = threading.Event()
         self._stop = threading.Event()
@@ -196,8 +197,9 @@ class FleetController:
         ready = self.pool.ready()
         loads = self._loads(ready, self.metric)
         current = len(ready) + len(self.pool.starting())
-        wanted = self.autoscaler.decide(when, current, [loads[r.id] for r in ready if r.id in loads], pending=0)
-        self.decisions.append((when, wanted, len(ready)))
+        readings = tuple(loads[r.id] for r in ready if r.id in loads)
+        wanted = self.autoscaler.decide(when, current, readings, pending=0)
+        self.decisions.append(Decision(when, wanted, len(ready), readings))
         if wanted != current:
             self.log(f"t={when:.0f}s: {current} -> {wanted} replicas ({self.metric} "
                      f"{sum(loads.values()):.1f} over {len(ready)} ready)")

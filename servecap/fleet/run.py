@@ -342,7 +342,8 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
         writer = csv.writer(file)
         writer.writerow(["t_s", "event", "replica", "detail"])
         writer.writerows(events)
-        writer.writerows((t, "decision", "", f"wanted={w} ready={r}") for t, w, r in decisions)
+        writer.writerows((d.t_s, "decision", "", f"wanted={d.wanted} ready={d.ready} readings={' '.join(f'{v:g}' for v in d.readings)}")
+                         for d in decisions)
     records = read_records(out / RECORDS_FILE)
     names, lives = {r.name: r.id for r in pool.replicas}, _lives(pool)
     if canary_pool is not None:
@@ -371,7 +372,7 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
         "disaggregated": None if plan.disaggregated is None else {
             "topology": str(plan.disaggregated), "prefill_workers": plan.disaggregated.prefill,
             "decode_workers": plan.disaggregated.decode},
-        "decisions": [{"t_s": t, "wanted": w, "ready": r} for t, w, r in decisions],
+        "decisions": [d.as_json() for d in decisions],
         "events": [{"t_s": t, "event": e, "replica": n, "detail": d} for t, e, n, d in events],
         "prefix_hit_rate": None if controller is None else controller.prefix_hit_rate(),
         "unattributed": int(sum(1 for r in records if r["status"] == "ok" and not r.get("replica"))),

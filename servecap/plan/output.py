@@ -19,7 +19,7 @@ def _timeline(judged, demand, window_s: float) -> dict:
     mids = (edges[:-1] + edges[1:]) / 2
     return {"t_s": mids.tolist(), "demand_rps": (counts / window_s).tolist(),
             "ready_replicas": run.ready_over_time(mids).tolist(),
-            "decisions": [{"t_s": t, "wanted": w, "ready": r} for t, w, r in run.decisions],
+            "decisions": [d.as_json() for d in run.decisions],
             "replicas": [{"id": life.id, "requested_s": life.requested_s, "ready_s": life.ready_s,
                           "drain_s": life.drain_s, "stopped_s": life.stopped_s, "killed": life.killed,
                           "served": life.served} for life in run.lives]}

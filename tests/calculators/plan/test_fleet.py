@@ -81,9 +81,12 @@ def test_the_autoscaler_adds_replicas_under_load_and_removes_them_after():
     busy = np.linspace(0.0, 30.0, 1500)                    # 50 req/s of 3-second requests: ~150 in flight
     quiet = np.linspace(31.0, 90.0, 30)
     run = run_fleet(_demand(np.concatenate([busy, quiet]), output=300), config)
-    wanted = {t: w for t, w, _ in run.decisions}
+    wanted = {d.t_s: d.wanted for d in run.decisions}
     assert max(wanted.values()) == 6                         # clamped at max
     assert wanted[2.0] > 1                                   # up at the first decision under load
+    first = run.decisions[0]                                 # what it read: replica 0's requests in flight
+    assert first.ready == 1 and len(first.readings) == 1
+    assert first.wanted == min(math.ceil(first.readings[0] / 8.0), 5)
     assert wanted[max(wanted)] == 1                          # and back to min when it is quiet
     # HPA's default rate limit: up by 4 replicas (or 100%) per 15 s, so 1 -> 5 at t=2, then 6
     ready = run.ready_over_time(np.array([1.0, 7.0, 28.0, 85.0]))
