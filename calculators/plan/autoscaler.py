@@ -33,8 +33,9 @@ min_replicas = 0 and no load (the metric's sum 0 and nothing pending) the raw re
 and the down window plays KEDA's cooldownPeriod (300 s by default as well) before the last replica
 goes.
 
-Metrics (AUTOSCALE_METRICS), each per ready replica, as the loop reads them at a decision:
-- "in_flight": requests the router sent it that have not finished (vLLM's num_requests_running +
+Metrics (AUTOSCALE_METRICS), each per ready replica, as its /metrics shows them at a decision (the
+gauges its last finished step set: calculators.plan.replica):
+- "in_flight": requests in its engine, running or waiting (vLLM's num_requests_running +
   num_requests_waiting);
 - "waiting": requests queued in its engine, not yet scheduled (num_requests_waiting);
 - "kv_usage": the share of its KV cache in use, in [0, 1] (kv_cache_usage_perc).

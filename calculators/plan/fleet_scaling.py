@@ -21,7 +21,7 @@ class FleetScaling:
         for rid in list(self.routable):
             self._advance(rid, t)
         metric = self.autoscaler.config.metric
-        per_replica = [self._metric(rid, metric) for rid in self.routable]
+        per_replica = [self._metric(rid, metric, t) for rid in self.routable]
         current = len(self.routable) + len(self.starting)
         wanted = self.autoscaler.decide(t, current, per_replica, pending=len(self.pending))
         self.decisions.append(Decision(t, wanted, len(self.routable), tuple(per_replica)))
@@ -30,13 +30,16 @@ class FleetScaling:
         for _ in range(current - wanted):
             self._remove_one(t)
 
-    def _metric(self, rid: int, metric: str) -> float:
-        sim = self.sims[rid]
+    def _metric(self, rid: int, metric: str, t: float) -> float:
+        """The metric as the replica's /metrics shows it at t: as its last step that ended by then left it
+        (calculators.plan.replica), what a real autoscaler scrapes; not the router's own count, which
+        also holds requests still on their way in or in a step not yet done."""
+        gauges = self.sims[rid].gauges(t)
         if metric == "in_flight":
-            return float(self.in_flight[rid])
+            return float(gauges.running + gauges.waiting)
         if metric == "waiting":
-            return float(sim.waiting)
-        return sim.kv_usage
+            return float(gauges.waiting)
+        return gauges.kv_usage
 
     def _remove_one(self, t: float) -> None:
         """Scale down by one: a replica still starting first (newest), else the ready one holding the fewest."""

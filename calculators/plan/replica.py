@@ -6,12 +6,21 @@
     replica.advance(until, one_step=True)                    # at most the one step that starts now
     replica.abort(i)                                         # request i leaves now (a hedge's loser)
     replica.ended / replica.first_tokens                     # (i, t) pairs since the caller last drained them
+    replica.gauges(t)                                        # what its /metrics shows at t
 
 The step loop is `calculators.sim.sim_engine.run_engine`'s (the strategy's real scheduler over a real
 `BlockManager`, the engine's `postprocess`, `StepClock` for durations, the steady-decode fast path), cut
 so that a fleet can interleave replicas: a replica never looks past `until`, because a request the
 router has not yet placed may still arrive there. Between `advance` calls nothing changes, so a replica
 whose next step starts after the fleet's next event costs nothing until then.
+
+What a replica's /metrics shows (`gauges`) is its state as the last step that ended left it, not its
+state mid-step: an engine sets its running and waiting gauges and its KV share after each step (vLLM's
+scheduler attaches `make_stats()` to a step's outputs in `Scheduler.update_from_output`, and its
+Prometheus logger sets vllm:num_requests_running/waiting from them; the reference server's
+`observe_step` likewise). A request that reaches it during a step is counted when the next step ends,
+so while a long prefill runs, the requests it is prefilling and those that came meanwhile are not yet
+seen, and an autoscaler reading then sees the load of a step ago.
 
 Prompts are token lists, so requests that share leading tokens share KV blocks in the prefix cache,
 as on a real replica behind a prefix-aware router.
@@ -20,6 +29,8 @@ as on a real replica behind a prefix-aware router.
 from __future__ import annotations
 
 import math
+from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +46,15 @@ from engine_core.scheduling.sampling import SamplingParams
 from engine_core.scheduling.sequence import Sequence
 from engine_core.scheduling.steady_decode import advance_decodes, is_steady, plan_steady_run
 from engine_core.scheduling.strategies import make_scheduler
+
+
+class Gauges(NamedTuple):
+    """A replica's /metrics as one step's end left them (module doc)."""
+
+    t_s: float          # when that step ended
+    running: int
+    waiting: int
+    kv_usage: float     # blocks in use over all blocks
 
 
 class ReplicaSim:
@@ -56,6 +76,8 @@ class ReplicaSim:
         self.sequences_in_steps = 0   # sum over steps of the sequences in each (its mean batch)
         self.busy_s = 0.0
         self.preemptions = 0
+        # the gauges as the last few steps left them: a read at t takes the last that ended by t
+        self._published: deque[Gauges] = deque([Gauges(self.now, 0, 0, 0.0)], maxlen=4)
 
     # -- what the router and the autoscaler read ------------------------------------------------
     @property
@@ -69,6 +91,19 @@ class ReplicaSim:
     @property
     def kv_usage(self) -> float:
         return self.block_manager.num_used_blocks / self.block_manager.num_blocks
+
+    def gauges(self, t: float) -> Gauges:
+        """What its /metrics shows at `t` (advanced to `t` first): the gauges of the last step that ended by
+        then (the module doc)."""
+        shown = self._published[0]
+        for gauges in self._published:
+            if gauges.t_s <= t:
+                shown = gauges
+        return shown
+
+    def _publish(self) -> None:
+        scheduler = self.scheduler
+        self._published.append(Gauges(self.now, len(scheduler.running), len(scheduler.waiting), self.kv_usage))
 
     def unfinished(self) -> list[int]:
         """Request indices still here (running, then waiting): what a killed replica loses."""
@@ -132,6 +167,7 @@ class ReplicaSim:
                 if reason is not None:
                     finished += 1
                     self.ended.append((i, self.now))
+            self._publish()
             if one_step:
                 return
             if self.lora is None and is_steady(scheduler, batch, finished):   # LoRA steps are not alike
@@ -167,3 +203,5 @@ class ReplicaSim:
         for seq in advance_decodes(scheduler, run, ran, SIM_TOKEN, NO_STOP):
             i = int(seq.request_id)
             self.ended.append((i, self.now))
+        if ran:
+            self._publish()

@@ -60,3 +60,20 @@ def test_shared_leading_tokens_hit_the_prefix_cache():
     replica.advance(2.0)
     assert replica.block_manager.prefix_cache_hit_tokens >= 64
     assert [i for i, _ in replica.ended] == [0, 1] and replica.running == replica.waiting == 0
+
+
+def test_its_metrics_show_the_last_finished_step_not_a_prefill_still_running():
+    # steps of 10 ms + 1 ms per prompt token: a 100-token prompt prefills in 110 ms, a decode step is 10 ms
+    model = StepTimeModel(base_s=0.01, per_seq_s=0.0, per_prefill_token_s=0.001, per_context_token_s=0.0)
+    server = SimServer.from_flags("continuous", num_kv_blocks=200)
+    replica = ReplicaSim(server, model, num_kv_blocks=200)
+    replica.submit(0, [1] * 100, 50, 0.0)
+    replica.advance(0.2)                          # prefilled by 0.11, a decode step each 10 ms since
+    assert replica.now == pytest.approx(0.2) and replica.gauges(0.2)[1:3] == (1, 0)
+    for i in (1, 2, 3):                           # three more arrive at 0.2: one step prefills their 180
+        replica.submit(i, [10 + i] * 60, 5, 0.2)  # tokens beside request 0's decode, 0.2 to 0.39 s
+    replica.advance(0.25)
+    assert replica.now == pytest.approx(0.39) and replica.running == 4
+    shown = replica.gauges(0.25)                  # mid-prefill: what the decode step before it left
+    assert (shown.running, shown.waiting) == (1, 0) and shown.t_s == pytest.approx(0.2)
+    assert replica.gauges(replica.now)[1:3] == (4, 0)   # once it ends, all four
