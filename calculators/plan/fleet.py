@@ -105,7 +105,10 @@ class _Fleet(FleetScaling, FleetHedging):
         self.out_delay: dict[int, tuple[float, float]] = {}   # member -> (first_out_s, last_out_s) drawn
 
     # -- events -----------------------------------------------------------------------------------
-    READY, FAULT, TICK, RETRY, HEDGE, ARRIVE = 0, 1, 2, 3, 4, 5
+    # at one moment, in this order: a fault, then the autoscaler's decision, then a replica becoming ready
+    # (the controller asks for a replica after it reads, so one asked for a cold start before this tick
+    # is ready just after it, as a real one is), then the router's sends
+    FAULT, TICK, READY, RETRY, HEDGE, ARRIVE = 0, 1, 2, 3, 4, 5
 
     def _push(self, t: float, kind: int, payload: object) -> None:
         self._seq += 1

@@ -87,6 +87,8 @@ def test_the_autoscaler_adds_replicas_under_load_and_removes_them_after():
     first = run.decisions[0]                                 # what it read: replica 0's requests in flight
     assert first.ready == 1 and len(first.readings) == 1
     assert first.wanted == min(math.ceil(first.readings[0] / 8.0), 5)
+    # the four asked for at t=2 are ready at 6, just after that tick (a real controller asks after it reads)
+    assert [(d.t_s, d.ready) for d in run.decisions[:4]] == [(2.0, 1), (4.0, 1), (6.0, 1), (8.0, 5)]
     assert wanted[max(wanted)] == 1                          # and back to min when it is quiet
     # HPA's default rate limit: up by 4 replicas (or 100%) per 15 s, so 1 -> 5 at t=2, then 6
     ready = run.ready_over_time(np.array([1.0, 7.0, 28.0, 85.0]))
