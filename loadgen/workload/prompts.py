@@ -16,22 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-_LETTERS = "etaoinshrdlucmfwypvbgkqjxz"
-_WEIGHTS = [13, 9, 8, 8, 7, 7, 6, 6, 6, 4, 3, 3, 3, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1]
-
-
-def ascii_text(n_bytes: int, rng: random.Random) -> str:
-    """Exactly n_bytes of ASCII: words of 2-9 letters separated by single spaces."""
-    if n_bytes < 0:
-        raise ValueError(f"n_bytes must be >= 0, got {n_bytes}")
-    parts: list[str] = []
-    size = 0
-    while size < n_bytes:
-        word_len = rng.randint(2, 9)
-        word = "".join(rng.choices(_LETTERS, _WEIGHTS, k=word_len))
-        parts.append(word)
-        size += word_len + 1
-    return " ".join(parts)[:n_bytes].rstrip(" ").ljust(n_bytes, "a")
+from contract.prompt_text import ascii_text
 
 
 @dataclass(frozen=True)

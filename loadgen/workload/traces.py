@@ -42,13 +42,12 @@ from __future__ import annotations
 
 import csv
 import math
-import random
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from contract.prompt_text import trace_block_text, trace_tail_text
 from loadgen.workload.input_files import jsonl_objects, read_input_text
-from loadgen.workload.prompts import ascii_text
 
 MOONCAKE_BLOCK_TOKENS = 512
 _AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -243,13 +242,13 @@ class TracePrompts:
     def text(self, index: int, row: TraceRow) -> str:
         """Exactly row.input_tokens ASCII bytes."""
         if not row.hash_ids:
-            return ascii_text(row.input_tokens, random.Random(f"trace/{self.seed}/{index}"))
+            return trace_tail_text(self.seed, index, row.input_tokens)
         text = "".join(self._block(h) for h in row.hash_ids)
         if len(text) < row.input_tokens:   # more tokens than the blocks cover: this request's own tail
-            text += ascii_text(row.input_tokens - len(text), random.Random(f"trace/{self.seed}/{index}"))
+            text += trace_tail_text(self.seed, index, row.input_tokens - len(text))
         return text[:row.input_tokens]
 
     def _block(self, hash_id: int) -> str:
         if hash_id not in self._blocks:
-            self._blocks[hash_id] = ascii_text(self.block_tokens, random.Random(f"block/{self.seed}/{hash_id}"))
+            self._blocks[hash_id] = trace_block_text(self.seed, hash_id, self.block_tokens)
         return self._blocks[hash_id]
