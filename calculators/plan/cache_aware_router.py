@@ -9,12 +9,14 @@ from heapq import heapify, heappop, heappush
 
 from calculators.plan.router_base import RouterBase, first_least_loaded
 
+LEAD_CHARS = 4   # a prompt's own text's first characters that the tree tells apart (see CacheAwareRouter)
+
 
 class _Node:
     """A radix-tree node: the block ids on the edge from its parent, its children by first block, and
     the replicas that were sent a request through it, each with its last access (time, then depth)."""
 
-    __slots__ = ("children", "end", "id", "key", "owners", "parent")
+    __slots__ = ("children", "end", "id", "key", "leads", "owners", "parent")
 
     def __init__(self, id: int, parent: _Node | None, key: tuple, end: int) -> None:
         self.id = id
@@ -23,6 +25,7 @@ class _Node:
         self.end = end            # blocks from the root to this node's last block
         self.children: dict = {}
         self.owners: dict[int, float] = {}   # replica -> last access time, in the order they came
+        self.leads: dict[str, list] | None = None   # texts after this node's end: lead -> [first replica, replicas]
 
 
 class CacheAwareRouter(RouterBase):
@@ -61,9 +64,21 @@ class CacheAwareRouter(RouterBase):
     block_chars`, with `block_chars` the characters a block's text has (the trace replay writes one
     character per token: 512 for a Mooncake block).
 
+    The worker taken at the deepest node: vllm-router's tree (`src/tree.rs`, `prefix_match_with_counts`)
+    walks the text character by character, and where it stops inside a node's edge (a partial match) it
+    still takes that node; the worker is the node's cached `last_tenant`, set by the text that created the
+    node and copied when a node is split. A request's own text starts where its shared prefix ends, so
+    its first characters walk into the leaf of an earlier request whose own text began with the same
+    letters, and it goes where that request went. Here each node that ends a prefix keeps the first
+    `LEAD_CHARS` characters of the own texts sent past it (`lead`: the text the trace replay writes,
+    contract.prompt_text), each with the worker that first sent it: the request goes to the worker of its
+    longest matching lead, else to the node's first worker (the text that made the node). Requests
+    sent elsewhere by the load check mark the leads they create, so a user's later requests follow.
+
     Approximations, each to keep a call cheap:
-    - the worker taken at the deepest node is the first still marked there (the one that first sent a
-      text through it); vllm-router takes the node's cached or first-iterated tenant;
+    - a worker no longer routable at a lead gives way to the next one that sent that lead, then to the
+      node's rule (vllm-router iterates the node's tenants in its hash map's order); leads are not
+      evicted (vllm-router's 2**25-character budget per worker is rarely reached);
     - last access is exact LRU over whole paths (an insert touches every node on its path; a match
       touches nothing); vllm-router stamps the leaf on insert and one match in eight, which orders
       its eviction only approximately.
@@ -72,6 +87,7 @@ class CacheAwareRouter(RouterBase):
 
     policy = "cache_aware"
     reads_load = True
+    reads_text = True
 
     def __init__(self, cache_threshold: float = 0.3, balance_abs_threshold: int = 64,
                  balance_rel_threshold: float = 1.5, eviction_interval_s: float = 120.0,
@@ -147,9 +163,10 @@ class CacheAwareRouter(RouterBase):
         return node
 
     def insert(self, prefix: tuple[int, ...], rid: int, t: float, blocks: int = 0,
-               walked: tuple[int, _Node, list[_Node], int] | None = None) -> None:
+               walked: tuple[int, _Node, list[_Node], int] | None = None, lead: str = "") -> None:
         """Mark `prefix`'s path for replica `rid` at time t, splitting and growing the tree as needed;
-        `blocks` past len(prefix) are the request's own (a leaf of its own, kept as a count)."""
+        `blocks` past len(prefix) are the request's own (a leaf of its own, kept as a count), and `lead`
+        its own text's first characters, kept at the node where the prefix ends."""
         depth, node, path, partial = walked if walked is not None else self.match(prefix)
         if partial:   # the walk stopped inside `node`'s edge: split it where the match ends
             head = self._new_node(node.parent, node.key[:partial], node.end - len(node.key) + partial)
@@ -167,6 +184,16 @@ class CacheAwareRouter(RouterBase):
             leaf = self._new_node(node, tuple(prefix[depth:]), len(prefix))
             node.children[leaf.key[0]] = leaf
             path.append(leaf)
+            node = leaf
+        if lead and prefix:
+            leads = node.leads if node.leads is not None else {}
+            node.leads = leads
+            for k in range(1, len(lead) + 1):
+                entry = leads.get(lead[:k])
+                if entry is None:
+                    leads[lead[:k]] = [rid, {rid: None}]
+                else:
+                    entry[1][rid] = None
         for visited in path:
             self._mark(visited, rid, t)
         self._root.owners[rid] = t
@@ -223,7 +250,22 @@ class CacheAwareRouter(RouterBase):
                 head[0] = 0
 
     # -- the policy -------------------------------------------------------------------------------
-    def choose(self, t, key, prefix, replicas, blocks=0) -> int:
+    def _lead_owner(self, node: _Node, lead: str, routable: set[int]) -> int | None:
+        """The worker of the longest of node's leads that `lead` starts with (None: no lead matches, or
+        none of its workers is routable)."""
+        leads = node.leads
+        if not leads:
+            return None
+        for k in range(len(lead), 0, -1):
+            entry = leads.get(lead[:k])
+            if entry is not None:
+                first, sent = entry
+                if first in routable:
+                    return first
+                return next((rid for rid in sent if rid in routable), None)
+        return None
+
+    def choose(self, t, key, prefix, replicas, blocks=0, lead="") -> int:
         if type(prefix) is not tuple:
             prefix = tuple(prefix)
         while t >= self._next_eviction:
@@ -239,24 +281,31 @@ class CacheAwareRouter(RouterBase):
         if high - low > self.balance_abs_threshold and high > low * self.balance_rel_threshold:
             self.decisions["load_balance"] += 1
             rid = first_least_loaded(replicas)
-            self.insert(prefix, rid, t, blocks)
+            self.insert(prefix, rid, t, blocks, lead=lead)
             return rid
         walked = self.match(prefix)
         depth, node = walked[0], walked[1]
         length = max(blocks, len(prefix))
         if length and depth / length > self.cache_threshold:
+            rid = None
+            if lead and depth == len(prefix) and not walked[3] and node.end == depth:
+                rid = self._lead_owner(node, lead, {view.index for view in replicas})
+            if rid is not None:
+                self.decisions["cache_hit"] += 1
+                self.insert(prefix, rid, t, blocks, walked, lead)
+                return rid
             rid = next(iter(node.owners))
             for view in replicas:
                 if view.index == rid:
                     self.decisions["cache_hit"] += 1
-                    self.insert(prefix, rid, t, blocks, walked)
+                    self.insert(prefix, rid, t, blocks, walked, lead)
                     return rid
             self.decisions["stale"] += 1   # marked by a replica no longer routable: forget it, take the first
             self.remove_replica(rid)
             return replicas[0].index
         self.decisions["low_match"] += 1
         rid = first_least_loaded(replicas)
-        self.insert(prefix, rid, t, blocks, walked)
+        self.insert(prefix, rid, t, blocks, walked, lead)
         return rid
 
     def removed(self, index: int) -> None:

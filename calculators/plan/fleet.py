@@ -43,8 +43,10 @@ from collections.abc import Callable
 import numpy as np
 
 from contract.hedging import HedgeRule, parse_hedge
+from contract.prompt_text import trace_tail_text
 from contract.model_mix import BASE
 from calculators.plan.autoscaler import Autoscaler
+from calculators.plan.cache_aware_router import LEAD_CHARS
 from calculators.plan.demand import Demand
 from calculators.plan.fallback_rule import Gate
 from calculators.plan.fleet_config import Fault, FleetConfig, ReplicaSpec
@@ -253,7 +255,19 @@ class _Fleet(FleetScaling, FleetHedging):
         views = [ReplicaView(rid, self.in_flight[rid]) for rid in routable]
         session = int(self.demand.session[i])
         blocks = -(-int(self.demand.prompt[i]) // self.demand.prefix_block_tokens)
-        return self.router.choose(t, None if session < 0 else session, self._prefix(i), views, blocks)
+        key = None if session < 0 else session
+        if self.router.reads_text and self.demand.prefix is not None:
+            return self.router.choose(t, key, self._prefix(i), views, blocks, lead=self._lead(i))
+        return self.router.choose(t, key, self._prefix(i), views, blocks)
+
+    def _lead(self, i: int) -> str:
+        """Request i's own text's first characters, as the trace replay writes them after its blocks
+        (contract.prompt_text; one character a token): what a text-reading router tells requests apart by."""
+        own = int(self.demand.prompt[i]) - len(self._prefix(i)) * self.demand.prefix_block_tokens
+        if own <= 0:
+            return ""
+        # one character more than the lead: the text's last character may be padded, never an inner one
+        return trace_tail_text(self.config.seed, i, min(own, LEAD_CHARS + 1))[:LEAD_CHARS]
 
     def _submit(self, j: int, i: int, rid: int, t: float) -> None:
         """The router sends request i to replica rid at t, as member j (i itself, or a hedge's copy); its engine

@@ -21,6 +21,7 @@ class ReplicaView:
 class Router(Protocol):
     policy: str
     reads_load: bool   # whether `choose` reads ReplicaView.in_flight (the loop must bring it up to date)
+    reads_text: bool   # whether `choose` takes `lead=`, the request's own text's first characters
 
     def choose(self, t: float, key: int | None, prefix: tuple[int, ...], replicas: Sequence[ReplicaView],
                blocks: int = 0) -> int: ...
@@ -51,6 +52,7 @@ def first_least_loaded(replicas: Sequence[ReplicaView]) -> int:
 class RouterBase:
     policy = ""
     reads_load = False
+    reads_text = False
 
     def finished(self, index: int, prefix: tuple[int, ...]) -> None:
         """vllm-router's `on_request_complete` changes no policy state (the load count is the loop's)."""

@@ -145,6 +145,26 @@ def test_cache_aware_falls_back_to_the_least_loaded_past_both_thresholds():
     assert router.tree_blocks(0) == 0 and router.tree_blocks(1) == 8
 
 
+def test_cache_aware_sends_a_prompt_where_the_first_with_its_leading_text_went():
+    # vllm-router's tree walks characters: past the shared prefix, a prompt's own text walks into the leaf
+    # of an earlier prompt that began with the same letters and takes that leaf's replica (tree.rs)
+    router = make_router("cache_aware", eviction_interval_s=1e9)
+    prefix, blocks = (1, 2, 3, 4), 5                 # four shared blocks and one of its own: 0.8 > 0.3
+    assert router.choose(0, None, prefix, views(0, 0), blocks, lead="ab") == 0          # new: least loaded
+    assert router.choose(1, None, prefix, views(66, 1), blocks, lead="cd") == 1         # the load check
+    assert router.choose(2, None, prefix, views(0, 0), blocks, lead="cx") == 1          # "c" went to 1
+    assert router.choose(3, None, prefix, views(0, 0), blocks, lead="zz") == 0          # no lead: the node's
+    assert router.choose(4, None, prefix, views(0, 0), blocks, lead="abba") == 0        # first replica
+    assert router.choose(5, None, prefix, views(66, 1), blocks, lead="cxy") == 1        # (the load check)
+    assert router.choose(6, None, prefix, views(0, 66), blocks, lead="ab") == 0         # and back
+    assert router.choose(7, None, prefix, views(66, 1), blocks, lead="abq") == 1        # load check: "abq"
+    assert router.choose(8, None, prefix, views(0, 0), blocks, lead="abqr") == 1        # is 1's, "ab" 0's
+    assert router.choose(9, None, prefix, views(0, 0), blocks, lead="abz") == 0
+    assert router.decisions == {"load_balance": 4, "cache_hit": 5, "low_match": 1, "stale": 0}
+    router.removed(1)                                # a lead whose replica left: the next that sent it, else
+    assert router.choose(10, None, prefix, views(0, start=0), blocks, lead="cd") == 0   # the node's rule
+
+
 def test_cache_aware_tree_splits_shares_and_evicts_least_recently_used():
     # a budget of 10 blocks per replica (block_chars 1, max_tree_size 10), checked every 60 s
     router = make_router("cache_aware", max_tree_size=10, block_chars=1, eviction_interval_s=60)
