@@ -26,7 +26,8 @@ class Decision(NamedTuple):
     readings: tuple[float, ...] = ()
 
     def as_json(self) -> dict:
-        return {"t_s": self.t_s, "wanted": self.wanted, "ready": self.ready, "readings": list(self.readings)}
+        return {"t_s": self.t_s, "wanted": self.wanted, "ready": self.ready,
+                "readings": [float(f"{value:.6g}") for value in self.readings]}   # a day's ticks stay small
 
 
 @dataclass
