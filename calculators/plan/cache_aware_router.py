@@ -186,14 +186,10 @@ class CacheAwareRouter(RouterBase):
             path.append(leaf)
             node = leaf
         if lead and prefix:
-            leads = node.leads if node.leads is not None else {}
-            node.leads = leads
-            for k in range(1, len(lead) + 1):
-                entry = leads.get(lead[:k])
-                if entry is None:
-                    leads[lead[:k]] = [rid, {rid: None}]
-                else:
-                    entry[1][rid] = None
+            if node.leads is None:
+                node.leads = {}
+            for k in range(1, len(lead) + 1):   # [the first replica sent it, every replica sent it]
+                node.leads.setdefault(lead[:k], [rid, {}])[1][rid] = None
         for visited in path:
             self._mark(visited, rid, t)
         self._root.owners[rid] = t
@@ -287,19 +283,16 @@ class CacheAwareRouter(RouterBase):
         depth, node = walked[0], walked[1]
         length = max(blocks, len(prefix))
         if length and depth / length > self.cache_threshold:
+            routable = {view.index for view in replicas}
             rid = None
             if lead and depth == len(prefix) and not walked[3] and node.end == depth:
-                rid = self._lead_owner(node, lead, {view.index for view in replicas})
-            if rid is not None:
+                rid = self._lead_owner(node, lead, routable)
+            if rid is None:
+                rid = next(iter(node.owners))
+            if rid in routable:
                 self.decisions["cache_hit"] += 1
                 self.insert(prefix, rid, t, blocks, walked, lead)
                 return rid
-            rid = next(iter(node.owners))
-            for view in replicas:
-                if view.index == rid:
-                    self.decisions["cache_hit"] += 1
-                    self.insert(prefix, rid, t, blocks, walked, lead)
-                    return rid
             self.decisions["stale"] += 1   # marked by a replica no longer routable: forget it, take the first
             self.remove_replica(rid)
             return replicas[0].index

@@ -18,7 +18,8 @@ fleet then starts a replacement, as a Deployment would. The same choices as the 
 (`calculators.plan.fleet`), so the two can be compared decision by decision.
 
 Every action goes into `events` (t, what, replica, detail) and every decision into `decisions`
-(calculators.plan.fleet_run.Decision: t, wanted, ready and the metric read on each ready replica), on the fleet's clock: seconds since the replay's start.
+(calculators.plan.fleet_run.Decision: t, wanted, ready and the metric read on each ready replica), on the
+fleet's clock: seconds since the replay's start.
 """
 
 from __future__ import annotations
