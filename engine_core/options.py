@@ -50,7 +50,9 @@ class EngineOptions:
         "plan: which of the calibration run's, needed when it has several)")
     seed: int = option(0, parse=parse_int, help="the engine's seed: its weights and default sampling (default 0; "
                                                 "bench: its workload too)")
-    num_threads: int | None = option(None, parse=parse_int, help="torch CPU threads (default torch's; training 2)")
+    num_threads: int | None = option(None, parse=parse_int, help="torch CPU threads (default: `servecap serve` all its cores but one, "
+                                                "left to the front end, or one per --engine-cpus core; elsewhere "
+                                                "torch's; training 2)")
     block_size: int | None = option(None, parse=parse_int,
                                     help="tokens per KV block (default 16; an emulated GPU, and calc simulate with "
                                          "--model and --gpu: its engine's)")

@@ -12,7 +12,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from contract.distributions import parse_length_distribution
 from reference_server.api.admission import AdmissionControl
@@ -27,6 +27,7 @@ from reference_server.classifier.batcher import BatchTiming, DynamicBatcher
 from reference_server.engine.config import EngineConfig
 from reference_server.runtime.engine_process import EngineProcess
 from reference_server.runtime.engine_record_log import EngineRecordLog
+from reference_server.runtime.engine_threads import engine_threads
 from reference_server.runtime.metrics import ServerMetrics
 from reference_server.engine.token_space import token_space
 from reference_server.engine.tokenizer import ByteTokenizer
@@ -75,6 +76,8 @@ class ServingRuntime:
     def __init__(self, engine_config: EngineConfig, server_config: ServerConfig,
                  classifier_config: ClassifierConfig, *, build_engine: Callable[[], object] | None = None,
                  embedding_config: EmbeddingConfig | None = None) -> None:
+        if engine_config.num_threads is None:   # the default leaves the front end a core (engine_threads)
+            engine_config = replace(engine_config, num_threads=engine_threads(server_config.engine_cpus))
         self.engine_config = engine_config
         self.embedding_config = embedding_config or EmbeddingConfig(enabled=False)
         self.server_config = server_config

@@ -57,7 +57,8 @@ class EngineConfig:
         inject_step_delay_ms: fault injection: every engine step that runs work busy-waits this
             long first, like extra compute. (A sleep lets the core idle, and the step after an idle
             core can run slower than the sleep's length accounts for: docs/results.md.)
-        num_threads: torch CPU threads; None leaves torch's default.
+        num_threads: torch CPU threads; None leaves torch's default (the server fills it in first:
+            reference_server.runtime.engine_threads).
         emulate: a catalog GPU id (`servecap calc gpus`): no forward pass, each step waits the time that GPU
             would take for its batch, and the KV cache is what the engine would size on it
             (`calculators.gpu_engine`); `dtype` is then the GPU's (bf16, fp16, fp8, int8, int4).

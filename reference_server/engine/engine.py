@@ -433,6 +433,7 @@ class Engine:
             "quantization": cfg.quantization,
             "lora": None if self.lora_slots is None else self.runner.lora.describe(),
             "weight_bytes": self.runner.weight_bytes if self.gpu is None else self.gpu.fit.weight_bytes,
+            "num_threads": self.runner.num_threads if self.gpu is None else None,
             "seed": cfg.seed, "tokenizer": {"kind": "byte", "vocab_size": self.tokenizer.vocab_size},
             "token_space": self.token_space.describe(),
             "disaggregation": None if self.disaggregation is None else self.disaggregation.describe(),

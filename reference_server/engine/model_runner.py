@@ -81,6 +81,11 @@ class ModelRunner:
 
         return weight_bytes(self.model)
 
+    @property
+    def num_threads(self) -> int:
+        """The torch CPU threads this process's steps run on (global to the process)."""
+        return torch.get_num_threads()
+
     # -- one step ------------------------------------------------------------------------
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch) -> list[int | list[int] | None]:

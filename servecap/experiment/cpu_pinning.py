@@ -33,12 +33,8 @@ import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
+from reference_server.runtime.engine_threads import engine_threads
 from servecap.launch.spec import ReferenceServerSpec, taskset_prefix
-
-
-def server_threads() -> int:
-    """Torch threads for a reference server that shares the host with Locust: all cores but one."""
-    return max(1, len(os.sched_getaffinity(0)) - 1)
 
 
 @dataclass(frozen=True)
@@ -56,8 +52,9 @@ class CpuPlan:
         """`spec` with the plan's cores, and a torch thread per engine core, where the user set none."""
         engine_cpus = spec.engine_cpus or (self.engine if spec.engine_process and self.engine else ())
         # Locust shares this machine: a torch thread per core would stall on OpenMP barriers whenever
-        # the load generator takes a core (measured: 144 ms vs 3.6 ms per tiny decode step on 2 cores)
-        threads = spec.num_threads or (len(engine_cpus) if engine_cpus else server_threads())
+        # the load generator takes a core (measured: 144 ms vs 3.6 ms per tiny decode step on 2 cores);
+        # the server's own default (engine_threads), written into the command so the run says it
+        threads = spec.num_threads or engine_threads(engine_cpus)
         return replace(spec, engine_cpus=engine_cpus, num_threads=threads,
                        server_cpus=spec.server_cpus or self.server or ())
 

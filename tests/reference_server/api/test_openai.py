@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 
 import httpx
 import openai
 import pytest
 
+from reference_server.runtime.engine_threads import engine_threads
 
 pytestmark = pytest.mark.slow
 
@@ -157,6 +159,8 @@ def test_models_lists_served_model_and_engine_configuration(client, server):
     assert engine["num_kv_blocks"] > 0
     assert engine["kv_cache_bytes"] == engine["num_kv_blocks"] * engine["kv_block_bytes"]
     assert engine["max_model_len"] == 2048
+    # no --num-threads: every core but one, left to the front end and the load generator (engine_threads)
+    assert engine["num_threads"] == engine_threads() == max(1, len(os.sched_getaffinity(0)) - 1)
     assert server.base_url.endswith(f":{engine['server']['port']}")   # the real port, not --port 0
     assert models[0].model_extra["engine"]["num_kv_blocks"] == engine["num_kv_blocks"]
 

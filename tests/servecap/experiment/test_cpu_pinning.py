@@ -11,6 +11,7 @@ from servecap.experiment.runner import Runner
 from servecap.sweep.cli import build_parser as sweep_parser, experiment_from_args
 from reference_server.cli import build_parser, configs_from_args
 from servecap.launch.spec import ReferenceServerSpec
+from reference_server.runtime.engine_threads import engine_threads
 
 
 def plan(monkeypatch, cores: int, **kwargs) -> cpu_pinning.CpuPlan:
@@ -81,7 +82,7 @@ def test_unpinned_the_server_leaves_one_core_to_locust(monkeypatch):
     s = sweep(monkeypatch, 1)
     spec = s.launch["none"]
     assert (spec.server_cpus, spec.engine_cpus) == ((), ())
-    assert spec.num_threads == cpu_pinning.server_threads() == 1
+    assert spec.num_threads == engine_threads() == 1
 
 
 @pytest.mark.parametrize("server_args, message", [
