@@ -68,6 +68,8 @@ class Demand:
     prefix_block_tokens: int = TRACE_BLOCK_TOKENS
     source: str = ""       # how it was made, for the report
     duration_s: float | None = None   # the time it covers (a curve's length, a cut); None: the last send
+    after: np.ndarray | None = None    # [n] int64 chained sessions: the earlier request this one waits on, -1 none
+    delay_s: np.ndarray | None = None  # [n] float64: its wait after that request's answer (module doc)
 
     def __post_init__(self) -> None:
         arrays = {}
@@ -107,9 +109,33 @@ class Demand:
         _whole("demand: prefix_block_tokens", self.prefix_block_tokens, 1)
         if self.duration_s is not None and not (math.isfinite(self.duration_s) and self.duration_s >= 0):
             raise ValueError(f"demand: duration_s must be >= 0, got {self.duration_s!r}")
+        if (self.after is None) != (self.delay_s is None):
+            raise ValueError("demand: after and delay_s come together (a chained turn and its wait)")
+        if self.after is not None:
+            after = np.asarray(self.after, dtype=np.int64)
+            delay = np.asarray(self.delay_s, dtype=np.float64)
+            if len(after) != n or len(delay) != n:
+                raise ValueError(f"demand: after and delay_s need {n} entries each")
+            if n and (np.any(after >= np.arange(n)) or after.min() < -1):
+                raise ValueError("demand: a chained request waits on an earlier one (after < its index), or -1")
+            if np.any(~np.isfinite(delay[after >= 0])) or np.any(delay[after >= 0] < 0):
+                raise ValueError("demand: a chained turn's delay_s must be seconds >= 0")
+            for name, value in (("after", after), ("delay_s", delay)):
+                value.setflags(write=False)
+                object.__setattr__(self, name, value)
 
     def __len__(self) -> int:
         return len(self.t_s)
+
+    @property
+    def chained(self) -> bool:
+        """Some request is a session's later turn, sent only after the turn before it ends."""
+        return self.after is not None and bool(np.any(self.after >= 0))
+
+    def _unchained(self, what: str) -> None:
+        if self.chained:
+            raise ValueError(f"a demand of chained sessions cannot be {what}: a turn's send waits on the turn "
+                             "before it, which the part may not hold")
 
     @property
     def span_s(self) -> float:
@@ -120,6 +146,7 @@ class Demand:
     def select(self, indices: np.ndarray, t_s: np.ndarray | None = None) -> Demand:
         """The requests at `indices` (rising), at their own times, over the same span (a share of it); with
         `t_s` (rising), sent at those times instead (requests a proxy passed on later, in that order)."""
+        self._unchained("split")
         idx = np.asarray(indices, dtype=np.int64)
         return replace(self, t_s=self.t_s[idx] if t_s is None else t_s, prompt=self.prompt[idx], output=self.output[idx],
                        session=self.session[idx],
@@ -128,6 +155,7 @@ class Demand:
 
     def window(self, start: float, end: float) -> Demand:
         """The requests sent in [start, end), at their own times (not shifted)."""
+        self._unchained("cut into windows")
         lo, hi = np.searchsorted(self.t_s, [start, end], side="left")
         return replace(self, t_s=self.t_s[lo:hi], prompt=self.prompt[lo:hi], output=self.output[lo:hi],
                        session=self.session[lo:hi], prefix=None if self.prefix is None else self.prefix[lo:hi],
@@ -135,12 +163,18 @@ class Demand:
 
 
 def from_rows(offsets_s, prompt, output, hash_ids=None, *, speedup: float = 1.0, duration_s: float | None = None,
-              source: str = "", session=None, prefix_block_tokens: int = TRACE_BLOCK_TOKENS) -> Demand:
+              source: str = "", session=None, prefix_block_tokens: int = TRACE_BLOCK_TOKENS, delay_s=None) -> Demand:
     """A trace's rows as demand. Offsets (s) are divided by `speedup`; `duration_s` keeps the rows sent
     before it (in the sped-up time). `hash_ids` (per row, a sequence of block ids; Mooncake's) become
     `prefix`, None when no row has any. `session` (per row: an int key, or a string such as BurstGPT's
     Session ID, with ""/None/-1 for none) becomes the session key; strings are numbered in order of
-    first appearance. Rows are sorted by time (stable)."""
+    first appearance. Rows are sorted by time (stable).
+
+    `delay_s` (per row: None, or for a session's later turn its wait after the previous turn's answer,
+    AIPerf's mooncake `delay`, loadgen.workload.traces) chains each such row to its session's row before it
+    (in file order): it is sent at its own offset or `delay_s` after that answer, whichever is later (both
+    over `speedup`), as the trace replay sends it. Its send time in the demand is the later of its offset and
+    its predecessor's (the soonest it can go), so a chain's rows stay in order."""
     _positive("speedup", speedup)
     if duration_s is not None:
         _positive("duration_s", duration_s)
@@ -149,6 +183,25 @@ def from_rows(offsets_s, prompt, output, hash_ids=None, *, speedup: float = 1.0,
     for name, values in (("prompt", prompt), ("output", output)):
         if len(values) != n:
             raise ValueError(f"demand: {name} has {len(values)} entries, offsets_s has {n}")
+    keys_all = np.full(n, -1, dtype=np.int64)
+    if session is not None:
+        if len(session) != n:
+            raise ValueError(f"demand: session has {len(session)} entries, offsets_s has {n}")
+        keys_all = _session_keys(session)
+    after_row = None
+    if delay_s is not None and any(d is not None for d in delay_s):
+        if len(delay_s) != n:
+            raise ValueError(f"demand: delay_s has {len(delay_s)} entries, offsets_s has {n}")
+        after_row, delays, last = np.full(n, -1, dtype=np.int64), np.zeros(n), {}
+        for r in range(n):
+            key = int(keys_all[r])
+            if delay_s[r] is not None:
+                if key < 0 or key not in last:
+                    raise ValueError(f"demand: row {r + 1} waits on its session's previous turn, and has none")
+                after_row[r], delays[r] = last[key], float(delay_s[r]) / float(speedup)
+                t[r] = max(t[r], t[last[key]])
+            if key >= 0:
+                last[key] = r
     order = np.argsort(t, kind="stable")
     if duration_s is not None:
         order = order[t[order] < duration_s]
@@ -159,17 +212,20 @@ def from_rows(offsets_s, prompt, output, hash_ids=None, *, speedup: float = 1.0,
             raise ValueError(f"demand: hash_ids has {len(hash_ids)} entries, offsets_s has {n}")
         if any(len(ids) for ids in hash_ids):
             prefix = tuple(tuple(hash_ids[i]) for i in order.tolist())
-    keys = np.full(len(order), -1, dtype=np.int64)
-    if session is not None:
-        if len(session) != n:
-            raise ValueError(f"demand: session has {len(session)} entries, offsets_s has {n}")
-        keys = _session_keys(session)[order]
+    chain = {}
+    if after_row is not None:
+        position = np.full(n, -1, dtype=np.int64)
+        position[order] = np.arange(len(order))
+        before = after_row[order]
+        chain = {"after": np.where(before >= 0, position[np.maximum(before, 0)], -1),
+                 "delay_s": delays[order]}
     details = [source] if source else []
     if speedup != 1:
         details.append(f"speedup {speedup:g}")
     if duration_s is not None:
         details.append(f"first {duration_s:g} s")
-    return Demand(t[order], prompt_a, output_a, keys, prefix, prefix_block_tokens, ", ".join(details), duration_s)
+    return Demand(t[order], prompt_a, output_a, keys_all[order], prefix, prefix_block_tokens, ", ".join(details),
+                  duration_s, **chain)
 
 
 def rate_curve_arrivals(t_s: Sequence[float], rate_rps: Sequence[float], *, prompt: LengthDistribution,

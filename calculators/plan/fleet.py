@@ -25,6 +25,9 @@ replica's front end holds, itself included); without one the client is on the en
 With `fallback` a proxy in front of the router sends requests on to a fallback tier by its rule
 (calculators.plan.fallback_rule); the run says when each left (`FleetRun.left_s`).
 
+A demand of chained sessions (`Demand.after`: a trace's turns that wait on the answer before them) sends
+each later turn when the turn before it ends, as the trace replay does (calculators.plan.fleet_sessions).
+
 With `hedge_after` (contract.hedging's rule) a request with no first token that long after its send is
 sent again through the router; the first copy to show is kept, the other aborted (calculators.plan.hedge_races;
 while a race is open its replicas run one step at a time, earliest first, so its winner is the true first).
@@ -52,6 +55,7 @@ from calculators.plan.fallback_rule import Gate
 from calculators.plan.fleet_config import Fault, FleetConfig, ReplicaSpec
 from calculators.plan.fleet_run import Decision, FleetRun, ReplicaLife
 from calculators.plan.fleet_hedging import FleetHedging
+from calculators.plan.fleet_sessions import FleetSessions
 from calculators.plan.fleet_scaling import FleetScaling
 from calculators.plan.hedge_races import HedgeRaces
 from calculators.plan.prompt_tokens import prompt_tokens
@@ -63,7 +67,7 @@ from calculators.plan.disaggregated import run_disaggregated
 __all__ = ["Fault", "FleetConfig", "ReplicaSpec", "run_fleet"]   # what a fleet is (fleet_config), and its run
 
 
-class _Fleet(FleetScaling, FleetHedging):
+class _Fleet(FleetScaling, FleetHedging, FleetSessions):
     def __init__(self, demand: Demand, config: FleetConfig, on_progress=None) -> None:
         self.demand, self.config = demand, config
         self.on_progress = on_progress
@@ -105,12 +109,14 @@ class _Fleet(FleetScaling, FleetHedging):
         self.front_rng = np.random.default_rng([config.seed, 5])
         self.front_at: dict[int, object] = {}               # streams -> the front end's delays there
         self.out_delay: dict[int, tuple[float, float]] = {}   # member -> (first_out_s, last_out_s) drawn
+        self._init_sessions()
 
     # -- events -----------------------------------------------------------------------------------
     # at one moment, in this order: a fault, then the autoscaler's decision, then a replica becoming ready
     # (the controller asks for a replica after it reads, so one asked for a cold start before this tick
-    # is ready just after it, as a real one is), then the router's sends
-    FAULT, TICK, READY, RETRY, HEDGE, ARRIVE = 0, 1, 2, 3, 4, 5
+    # is ready just after it, as a real one is), then the router's sends, then a session's next turn
+    FAULT, TICK, READY, RETRY, HEDGE, ARRIVE, FOLLOW = 0, 1, 2, 3, 4, 5, 6
+    CLIENT = (RETRY, HEDGE, ARRIVE, FOLLOW)   # what is still to be sent or to reach an engine
 
     def _push(self, t: float, kind: int, payload: object) -> None:
         self._seq += 1
@@ -147,27 +153,29 @@ class _Fleet(FleetScaling, FleetHedging):
             self._push(fault.t_s, self.FAULT, fault)
         every = max(len(demand) // 20, 1)
         for i in range(len(demand)):
-            t = float(self.send[i])
-            self._events_until(t)
-            self._settle(t)
-            if self.gate is not None and not self._through_gate(i, t):
-                continue
-            self._route(i, t=t)
-            delay = None if self.hedge is None else self.hedge.delay()
-            if delay is not None:
-                self._push(t + delay, self.HEDGE, i)
+            if self._opens(i):   # a session's later turn is sent by the end of the turn before it
+                t = float(self.send[i])
+                self._catch_up(t)
+                self._send(i, t)
             if self.on_progress is not None and (i + 1) % every == 0:
                 self.on_progress(i + 1, len(demand))
         self._events_until(max([horizon, *(fault.t_s for fault in self.config.faults)]))
-        while any(event[1] in (self.RETRY, self.HEDGE, self.ARRIVE) for event in self.events):   # still to come
-            self._settle(self.events[0][0])
-            self._next_event()
         self._finish_all()
         return FleetRun(self.send, self.first, self.end, demand.output.astype(np.int64), self.served_by,
                         self.retried, self.lives, self.decisions, max(horizon, self._last_end()), self.lost,
                         errored=self.attempts.errored, router=self.attempts.summary(),
                         **({} if self.races is None else self.races.run_fields(self.hedge.spec)),
                         **({} if self.gate is None else {"left_s": self.gate.left_s, "left_by_errors": self.left_by_errors}))
+
+    def _send(self, i: int, t: float) -> None:
+        """The client sends request i at t: through the fallback proxy's gate if there is one, then the router;
+        its hedge's moment is set."""
+        if self.gate is not None and not self._through_gate(i, t):
+            return
+        self._route(i, t=t)
+        delay = None if self.hedge is None else self.hedge.delay()
+        if delay is not None:
+            self._push(t + delay, self.HEDGE, i)
 
     def _events_until(self, t: float) -> None:
         while self.events and self.events[0][0] <= t:
@@ -186,6 +194,9 @@ class _Fleet(FleetScaling, FleetHedging):
             self._hedge(payload, when)
         elif kind == self.ARRIVE:
             self._arrive(*payload, t=when)
+        elif kind == self.FOLLOW:
+            self.send[payload] = when
+            self._send(payload, when)
         else:
             self._tick(when)
 
@@ -214,6 +225,7 @@ class _Fleet(FleetScaling, FleetHedging):
     def _left(self, rid: int, j: int, t: float) -> None:
         """Request (or copy) j leaves replica rid at t: finished, or aborted as a hedge's loser."""
         self.holder.pop(j, None)
+        self._unwatch(j)
         self.in_flight[rid] -= 1
         self.router.finished(rid, self._prefix(j if self.races is None else self.races.request_of(j)))
         if rid in self.draining and self.in_flight[rid] == 0:
@@ -225,6 +237,7 @@ class _Fleet(FleetScaling, FleetHedging):
         self.lives[rid].served += 1
         if self.hedge is not None:   # the client's running percentile hears of each answered request
             self.hedge.note(self.first[i] - self.send[i])
+        self._turn_over(i, t)
 
     def _prefix(self, i: int) -> tuple[int, ...]:
         return self.demand.prefix[i] if self.demand.prefix is not None else ()
@@ -274,6 +287,7 @@ class _Fleet(FleetScaling, FleetHedging):
         has it after the front end's `in_s` (now, without a front end)."""
         self.in_flight[rid] += 1
         self.holder[j] = rid
+        self._watch(j, i, rid)
         if self.front is not None:
             fe = self.front_at.get(self.in_flight[rid])
             if fe is None:
@@ -304,6 +318,8 @@ class _Fleet(FleetScaling, FleetHedging):
             self.attempts.passed_on(i)
             self.gate.leave(i, t)
             self.left_by_errors[i] = True
+        else:   # the client has its error
+            self._turn_over(i, t)
 
     def _through_gate(self, i: int, t: float) -> bool:
         """Whether request i, arriving at t, goes to this pool (else it leaves for the fallback at once): the
@@ -331,6 +347,7 @@ class _Fleet(FleetScaling, FleetHedging):
         held += [j for j, r in self.holder.items() if r == rid and j not in engine]   # still in its front end
         for j in held:
             self.holder.pop(j, None)
+            self._unwatch(j)
             if races is not None and races.racing(j):
                 self._apply(races.drop(j))   # the other copy goes on alone
             else:
@@ -346,6 +363,8 @@ class _Fleet(FleetScaling, FleetHedging):
             self.retried[lost] = True
         else:
             self.lost[lost] = True
+            for i in lost:   # the client has its error now: its session's next turn may go
+                self._turn_over(i, t)
         if self.autoscaler is None:   # a fixed fleet's Deployment replaces the pod
             self._start_replica(t)
         if self.config.retry_lost:
@@ -353,14 +372,19 @@ class _Fleet(FleetScaling, FleetHedging):
                 self._route(i, t=t)
 
     def _finish_all(self) -> None:
-        """No more sends: run every replica (and what still waits at the router) to the end."""
-        while self.pending or self.starting:
+        """No more sends at their own times: run every replica (and what still waits at the router, and the
+        sessions' turns still to follow) to the end."""
+        while True:
+            self._drain()
+            if not (self.pending or self.starting):
+                break
             if not self.events:
                 if self.autoscaler is None or not self.pending:
                     break   # nothing will ever serve them: they stay unfinished
                 last_tick = self.decisions[-1].t_s if self.decisions else 0.0
                 # it keeps deciding while requests wait
                 self._push(last_tick + self.autoscaler.config.interval_s, self.TICK, None)
+            self._settle(self.events[0][0])
             self._next_event()
         self._settle(math.inf)
         for rid in [rid for rid in self.sims if self.in_flight.get(rid)]:

@@ -1,6 +1,7 @@
 """Hedging's side of the plan's fleet loop (calculators.plan.fleet): a request's copy sent when its delay is
-up and no first token has shown, the open races run one step at a time (earliest clock first) until each
-one's first token is sure, and a race's end applied (calculators.plan.hedge_races). A mixin of `_Fleet`,
+up and no first token has shown, each race decided once its first token is sure (its replicas are run one
+step at a time, earliest clock first, by `_settle`, calculators.plan.fleet_sessions), and a race's end
+applied (calculators.plan.hedge_races). A mixin of `_Fleet`,
 whose state (sims, holder, first, races, routable) it reads and changes. Pure."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 
 
 class FleetHedging:
-    """`_Fleet`'s hedged requests: `_hedge`, `_settle`, `_apply`."""
+    """`_Fleet`'s hedged requests: `_hedge`, `_decide_races`, `_apply`."""
 
     def _hedge(self, i: int, t: float) -> None:
         """Request i's hedge delay is up at t: a copy goes out unless its first token has shown."""
@@ -26,20 +27,15 @@ class FleetHedging:
         self.first[i] = np.nan
         self._submit(j, i, copy_rid, t)
 
-    def _settle(self, t: float) -> None:
-        """Run the replicas that hold an open race to t, one step at a time and earliest clock first, and
-        decide each race as soon as its first token is sure (calculators.plan.hedge_races)."""
+    def _decide_races(self) -> None:
+        """Apply every race whose first token is sure now (calculators.plan.hedge_races); the replicas holding
+        open races are stepped by `_settle` (calculators.plan.fleet_sessions)."""
         races = self.races
-        if races is None:
+        if races is None or not races.open_races:
             return
-        while races.open_races:
-            for verdict in races.decide(lambda j, rid: (self.sims[rid].now if rid in self.sims else math.inf)
-                                        + self._out(j)[0]):
-                self._apply(verdict)
-            behind = [rid for rid in races.replicas() if rid in self.sims and self.sims[rid].now < t]
-            if not behind:
-                break
-            self._advance(min(behind, key=lambda r: self.sims[r].now), t, one_step=True)
+        for verdict in races.decide(lambda j, rid: (self.sims[rid].now if rid in self.sims else math.inf)
+                                    + self._out(j)[0]):
+            self._apply(verdict)
 
     def _apply(self, v) -> None:
         """A race's end (hedge_races.Verdict): the winner's first token (and end) are the request's; the

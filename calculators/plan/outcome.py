@@ -108,7 +108,7 @@ def outcome(run: FleetRun, slo: PlanSlo, *, gpus_per_replica: int = 1, hourly_us
             window_s: float = 300.0, min_requests: int = 1) -> Outcome:
     if not window_s > 0:
         raise ValueError(f"window must be positive seconds, got {window_s!r}")
-    last = float(run.send_s[-1]) if len(run.send_s) else 0.0
+    last = float(run.send_s.max()) if len(run.send_s) else 0.0   # a session's later turns are sent out of order
     edges = np.arange(int(last // window_s) + 2) * window_s     # every send inside one window
     index = (run.send_s // window_s).astype(np.int64)
     order = np.argsort(index, kind="stable")

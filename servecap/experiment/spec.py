@@ -83,10 +83,21 @@ class Experiment:
         return load_trace(self.workload.trace) if self.workload.trace else None
 
     def trace_window(self) -> tuple[float, float]:
-        """(warm-up, measured) seconds of a trace's level: the replay, plus time for its last answers."""
-        replay_s = self.replayed_trace.span_s / self.workload.trace_speedup
+        """(warm-up, measured) seconds of a trace's level: the replay, plus time for its last answers. A trace
+        of chained sessions runs until its longest chain's delays have passed, with that time for each of its
+        turns' answers (the replay quits as soon as every session is done)."""
+        trace, speedup = self.replayed_trace, self.workload.trace_speedup
+        replay_s, tail_s = trace.span_s / speedup, TRACE_TAIL_S
+        if trace.chained:
+            for rows in trace.sessions:
+                t = trace.rows[rows[0]].offset_s
+                for k in rows[1:]:
+                    row = trace.rows[k]
+                    t = max(row.offset_s, t + (row.delay_s or 0.0))
+                replay_s = max(replay_s, t / speedup)
+                tail_s = max(tail_s, TRACE_TAIL_S * len(rows))
         warmup = min(self.load.warmup_s, replay_s)
-        return warmup, replay_s - warmup + TRACE_TAIL_S
+        return warmup, replay_s - warmup + tail_s
 
     def profile(self):
         """The load profile the load options name (servecap.experiment.profiles)."""

@@ -4,7 +4,9 @@ One row per request: `timestamp` (ms), `input_length`, `output_length`, and `has
 prefix's block ids (of `demand.prefix_block_tokens` tokens each; the replay writes the same text for
 the same id, so requests that share ids share a prompt prefix, as the plan's replicas see them).
 Replayed with `--trace-block-tokens demand.prefix_block_tokens`, the prompts have the plan's lengths
-and prefixes.
+and prefixes. A chained session's rows carry its `session_id`, and each later turn its `delay` (ms) after
+the answer before it beside its `timestamp` (the soonest it may go): AIPerf's session form, which the
+replay sends as the plan does (calculators.plan.fleet_sessions).
 """
 
 from __future__ import annotations
@@ -12,15 +14,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from calculators.plan.demand import Demand
 
 
 def write_demand(demand: Demand, path: Path) -> Path:
+    chained = set()
+    if demand.chained:   # every row of a session with a later turn: the first and those that wait
+        later = np.flatnonzero(demand.after >= 0)
+        chained = {int(i) for i in later} | {int(demand.after[i]) for i in later}
     with path.open("w") as out:
         for i in range(len(demand)):
             row = {"timestamp": round(float(demand.t_s[i]) * 1000, 3), "input_length": int(demand.prompt[i]),
                    "output_length": int(demand.output[i])}
             if demand.prefix is not None and demand.prefix[i]:
                 row["hash_ids"] = [int(h) for h in demand.prefix[i]]
+            if i in chained:   # a session's turn: the replay sends a later one its delay after the answer
+                row["session_id"] = str(int(demand.session[i]))
+                if demand.after[i] >= 0:
+                    row["delay"] = round(float(demand.delay_s[i]) * 1000, 3)
             out.write(json.dumps(row, separators=(",", ":")) + "\n")
     return path

@@ -162,9 +162,14 @@ def demand_spec_from_flags(args) -> dict:
 
         trace = load_trace(workload.trace)
         if trace.chained:
-            raise ValueError(f"--trace {workload.trace}: its sessions' turns wait on the previous answer (\"delay\"); "
-                             "a plan replays a trace's rows at their times, so it takes a trace without delays "
-                             "(replay this one with `servecap sweep --trace` or locust)")
+            moved = [flag for flag, given in (("--canary-weight", getattr(args, "canary_weight", None)),
+                                              ("--shadow-fraction", getattr(args, "shadow_fraction", None)),
+                                              ("--fallback", getattr(args, "fallback", None)),
+                                              ("--topology", getattr(args, "topology", None))) if given is not None]
+            if moved:
+                raise ValueError(f"--trace {workload.trace}: its sessions' turns wait on the previous answer "
+                                 f"(\"delay\"), and {moved[0]} splits the demand or moves its requests between "
+                                 "pools: a session's turns are planned on one pool (leave the flag out)")
         spec.update(kind="trace", trace=trace)
         return spec
     lengths = {"prompt": workload.prompt_lengths, "output": workload.output_lengths,

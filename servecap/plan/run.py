@@ -49,6 +49,7 @@ def _demand(spec: dict, replication: int) -> Demand:
         return from_rows([row.offset_s for row in rows], [row.input_tokens for row in rows],
                          [row.output_tokens for row in rows], hash_ids, speedup=spec["speedup"],
                          duration_s=spec["duration_s"], session=sessions,
+                         delay_s=[row.delay_s for row in rows] if trace.chained else None,
                          source=f"{trace.format} trace {trace.path}{skipped}")
     lengths = dict(prompt=spec["prompt"], output=spec["output"], seed=seed, speedup=spec["speedup"],
                    sessions=spec["sessions"], turns_prefix_tokens=spec["prefix_tokens"])

@@ -77,3 +77,29 @@ def test_trace_replay_is_one_level_at_the_traces_own_times():
     asked = []
     drive(TraceReplay(2.5, (1.0, 9.0)).steps(), asked.append)
     assert asked == [Level(2.5, open_loop=True, window=(1.0, 9.0), trace=True)]
+
+
+def test_a_trace_of_sessions_runs_until_its_longest_chain_has_had_its_turns(tmp_path):
+    from contract.load import LoadSpec
+    from contract.workload import WorkloadSpec
+    from servecap.experiment.spec import TRACE_TAIL_S, Experiment
+    from servecap.experiment.targets import TargetSpec
+
+    trace = tmp_path / "sessions.jsonl"
+    # a: 0 s, then 4 s and 6 s after its answers (10 s of delays, three turns); b: one row at 2 s
+    trace.write_text('{"session_id": "a", "timestamp": 0, "input_length": 8, "output_length": 2}\n'
+                     '{"session_id": "b", "timestamp": 2000, "input_length": 8, "output_length": 2}\n'
+                     '{"session_id": "a", "delay": 4000, "input_length": 8, "output_length": 2}\n'
+                     '{"session_id": "a", "delay": 6000, "input_length": 8, "output_length": 2}\n')
+
+    def window(path, speedup=1.0):
+        return Experiment("out", (TargetSpec("url", None, url="http://127.0.0.1:1"),),
+                          workload=WorkloadSpec(trace=str(path), trace_speedup=speedup),
+                          load=LoadSpec(warmup_s=0.0)).trace_window()
+
+    assert window(trace) == (0.0, 10.0 + 3 * TRACE_TAIL_S)
+    assert window(trace, speedup=2.0) == (0.0, 5.0 + 3 * TRACE_TAIL_S)
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"timestamp": 0, "input_length": 8, "output_length": 2}\n'
+                     '{"timestamp": 3000, "input_length": 8, "output_length": 2}\n')
+    assert window(plain) == (0.0, 3.0 + TRACE_TAIL_S)

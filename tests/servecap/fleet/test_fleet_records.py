@@ -60,6 +60,18 @@ def test_a_demand_is_written_as_the_trace_that_replays_it(tmp_path):
         [(600, 10, (1, 2)), (700, 20, (1, 2)), (100, 30, ())]
 
 
+def test_a_demand_of_sessions_is_written_as_sessions_the_replay_chains(tmp_path):
+    demand = from_rows([0.0, 0.0, 1.0, 5.0], [100, 200, 50, 300], [5, 5, 5, 5], session=["a", "a", "", "a"],
+                       delay_s=[None, 0.5, None, 0.25])
+    trace = load_trace(write_demand(demand, tmp_path / "demand.jsonl"))
+    assert trace.chained and [len(rows) for rows in trace.sessions] == [3, 1]
+    turns = [trace.rows[k] for k in trace.sessions[0]]
+    # each later turn: its delay after the answer, and no sooner than its own time (the third's 5 s)
+    assert [(r.input_tokens, r.delay_s, r.offset_s) for r in turns] == [(100, None, 0.0), (200, 0.5, 0.0),
+                                                                        (300, 0.25, 5.0)]
+    assert trace.rows[trace.sessions[1][0]].session == "" and trace.rows[trace.sessions[1][0]].offset_s == 1.0
+
+
 def test_every_request_of_the_demand_is_counted_once_by_its_status():
     from servecap.fleet.run import request_accounting
 

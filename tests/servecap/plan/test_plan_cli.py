@@ -38,8 +38,8 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, capsys):
     sessions = tmp_path / "sessions.jsonl"
     sessions.write_text('{"session_id": "s", "timestamp": 0, "input_length": 5, "output_length": 1}\n'
                         '{"session_id": "s", "delay": 10, "input_length": 9, "output_length": 1}\n')
-    assert "its sessions' turns wait on the previous answer" in _error(
-        capsys, ["--trace", str(sessions), *GPU, *SLO, "--replicas", "2"])
+    assert "its sessions' turns wait on the previous answer (\"delay\"), and --topology splits the demand" in _error(
+        capsys, ["--trace", str(sessions), *GPU, *SLO, "--topology", "1p1d"])
     malformed = tmp_path / "malformed.jsonl"
     malformed.write_text('{"session_id": "s", "delay": 10, "input_length": 5, "output_length": 1}\n')
     assert "line 1: the first row of session 's' needs a" in _error(
@@ -257,3 +257,22 @@ def test_a_fallback_plan_answers_by_tier_and_refuses_what_it_cannot_pass_on(tmp_
     assert tiers["fallback"]["ttft_p99_s"] < tiers["primary"]["ttft_p99_s"]   # a 1B model, never queued behind 8
     md = (out / "plan.md").read_text()
     assert md.startswith("# Fleet plan\n\n- both tiers: ") and "taken when the primary holds 8 open requests" in md
+
+
+def test_a_trace_of_sessions_is_planned_turn_after_answer(tmp_path, capsys):
+    # two sessions of three turns, each later turn 2 s after the answer before it (AIPerf's `delay`)
+    trace = tmp_path / "sessions.jsonl"
+    rows = []
+    for s, start in (("a", 0), ("b", 500)):
+        rows.append({"session_id": s, "timestamp": start, "input_length": 300, "output_length": 20, "hash_ids": [1]})
+        rows += [{"session_id": s, "delay": 2000, "input_length": 600 + 300 * k, "output_length": 20,
+                  "hash_ids": [1, 2 + k]} for k in range(2)]
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "plan"
+    assert main(["--trace", str(trace), *GPU, *SLO, "--replicas", "1", "--window-s", "60", "--no-n-plus-one",
+                 "--out", str(out)]) == 0
+    plan = json.loads((out / "plan.json").read_text())["plan"]
+    assert plan["requests"] == 6 and plan["unfinished"] == 0 and plan["attainment"] == 1.0
+    # the later turns go after the answers: the one replica is billed until the last session's third answer,
+    # two delays and three answers (~0.15 s each on an H100) after its start at 0.5 s
+    assert 0.5 + 2 * 2.0 + 3 * 0.1 < plan["gpu_hours"] * 3600 < 0.5 + 2 * 2.0 + 3 * 0.3
