@@ -334,43 +334,6 @@ class _Fleet(FleetScaling, FleetHedging, FleetSessions):
         self.gate.admit(i)
         return True
 
-    def _fault(self, t: float, fault: Fault) -> None:
-        live = [rid for rid in self.routable]
-        if not live:
-            return
-        for rid in live:
-            self._advance(rid, t)
-        rid = fault.replica if fault.replica in live else max(live, key=lambda r: (self.in_flight[r], -r))
-        lost, races = [], self.races
-        held = self.sims[rid].unfinished()
-        engine = set(held)
-        held += [j for j, r in self.holder.items() if r == rid and j not in engine]   # still in its front end
-        for j in held:
-            self.holder.pop(j, None)
-            self._unwatch(j)
-            if races is not None and races.racing(j):
-                self._apply(races.drop(j))   # the other copy goes on alone
-            else:
-                lost.append(j if races is None else races.request_of(j))
-        self.routable.remove(rid)
-        self.router.removed(rid)
-        life = self.lives[rid]
-        life.killed, life.drain_s, life.stopped_s = True, t, t
-        self._drop(rid)
-        self.in_flight[rid] = 0
-        self.first[lost] = np.nan
-        if self.config.retry_lost:
-            self.retried[lost] = True
-        else:
-            self.lost[lost] = True
-            for i in lost:   # the client has its error now: its session's next turn may go
-                self._turn_over(i, t)
-        if self.autoscaler is None:   # a fixed fleet's Deployment replaces the pod
-            self._start_replica(t)
-        if self.config.retry_lost:
-            for i in lost:   # the client sends it again: the router's first attempt of it
-                self._route(i, t=t)
-
     def _finish_all(self) -> None:
         """No more sends at their own times: run every replica (and what still waits at the router, and the
         sessions' turns still to follow) to the end."""
