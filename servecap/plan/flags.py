@@ -72,15 +72,17 @@ def add_slo_flags(p: argparse.ArgumentParser) -> None:
 
 
 def demand_workload(args) -> WorkloadSpec:
-    """The workload options as the demand takes them (a dataset, multi-turn chats and classic models are
-    a sweep's: a plan's sessions are --sessions)."""
+    """The workload options as the demand takes them (a dataset, multi-turn chats, `--session`'s generated
+    agents and classic models are a sweep's: a plan's users are --sessions, its closed-loop sessions a trace's;
+    a generated agent's sub-agents run at once and join, which one chain of turns cannot say)."""
     workload = WorkloadSpec.from_args(args)
     refused = [flag for flag, given in (("--dataset", workload.dataset), ("--turns", workload.turns != 1),
                                         ("--session", workload.agentic), ("--scenario", workload.classic))
                if given]
     if refused:
         raise ValueError(f"{', '.join(refused)}: a plan's demand is a --trace, a --rate-curve or a --diurnal day of "
-                         "chat requests (multi-turn users: --sessions)")
+                         "chat requests (multi-turn users: --sessions; sessions whose turns wait on the answers: a "
+                         "--trace of them, AIPerf's session_id and delay)")
     return workload
 
 
