@@ -34,17 +34,17 @@ from contract.hedging import parse_hedge
 from loadgen.workload.prompts import request_rng
 from loadgen.client.clock import Clock
 from loadgen.client.exchange import Exchange, Outcome, summarize
-from loadgen.client.hedge_race import HedgeRace
 from loadgen.client.sse import answer_text
 from loadgen.scenario.generator_health import GeneratorHealth
+from loadgen.scenario.hedged_send import HedgedSending
 from loadgen.client.greenlet_time import sleep_until, yield_now
 from loadgen.client.http_stream import ConnectionPool, run_exchange, send_request
 from loadgen.scenario.locust_report import report_to_locust
 from loadgen.client.request_bytes import Target
+from loadgen.scenario.request_record import request_record
 from loadgen.scenario.session_loop import run_session
 from loadgen.scenario.route import Prepared, Route, Scenario
 from loadgen.scenario.run_settings import RunSettings
-from contract.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def process_share(environment, role: str) -> tuple[int, int]:
     return max(getattr(environment.runner, "worker_index", 0), 0) % count, count
 
 
-class LoadRun:
+class LoadRun(HedgedSending):
     def __init__(self, environment, scenario: Scenario | None, settings: RunSettings, sink) -> None:
         self.environment = environment
         self.runner = environment.runner
@@ -324,50 +324,6 @@ class LoadRun:
                 outcome = self._finish(index, prepared, exchange, t_sched, stopped, route, t_ready)
         return outcome
 
-    def _send_hedged(self, index: int, prepared: Prepared, t_sched, conn, exchange: Exchange | None, sent: bool,
-                     t_ready) -> Outcome | None:
-        """One request under --hedge-after (contract.hedging): the race (loadgen.client.hedge_race), then both
-        copies recorded, the loser cancelled."""
-        route, stream = self.route, self.route.scenario.stream
-        if conn is None:
-            try:
-                conn = route.pool.acquire()
-            except OSError as exc:
-                self._record_failure(index, prepared, t_sched, f"connect: {exc}", route, t_ready)
-                gevent.sleep(0.1)
-                return None
-        race = HedgeRace(prepared.request, stream=stream, timeout_s=self.settings.request_timeout_s, primary=exchange)
-        try:
-            winner = race.run(route.pool, conn, sent, self.hedge.delay(), self.hedge_pool)
-        except GreenletExit:
-            race.stop()
-            for ex, i in ((race.primary, index), (race.copy, None)):
-                if ex is not None and ex.t_start is not None:
-                    self._finish(i if i is not None else next(self._seq), prepared, ex, t_sched, True, route, t_ready)
-            raise
-        primary, copy = race.primary, race.copy
-        if copy is None:   # not hedged: a request like any other
-            outcome = self._finish(index, prepared, primary, t_sched, False, route, t_ready)
-            self._note_hedge(outcome, stream)
-            return outcome
-        copy_index = next(self._seq)
-        delay_s = (copy.t_start - primary.t_start) if (copy.t_start is not None and primary.t_start is not None) else None
-        if winner == "copy":
-            self._finish(index, prepared, primary, t_sched, False, route, t_ready, hedge="primary", cancelled=True)
-            copy.t_start = primary.t_start   # the user waited from the first send
-            outcome = self._finish(copy_index, prepared, copy, t_sched, False, route, t_ready, hedge="copy",
-                                   hedge_delay_s=delay_s)
-        else:
-            self._finish(copy_index, prepared, copy, t_sched, False, route, t_ready, hedge="copy",
-                         hedge_delay_s=delay_s, cancelled=True)
-            outcome = self._finish(index, prepared, primary, t_sched, False, route, t_ready, hedge="primary")
-        self._note_hedge(outcome, stream)
-        return outcome
-
-    def _note_hedge(self, outcome: Outcome | None, stream: bool) -> None:
-        if outcome is not None and outcome.status == "ok":
-            self.hedge.note(outcome.ttft_s if stream else outcome.e2e_s)
-
     def _send_by(self, transport, index: int, prepared: Prepared, t_sched, route: Route, t_ready) -> Outcome:
         exchange = Exchange()
         try:
@@ -400,48 +356,15 @@ class LoadRun:
             self.health.note_lateness(t_start - t_sched)
         intended = t_sched if t_sched is not None else t_ready
         self.health.requests_sent += 1
-        record = Record(
+        record = request_record(
+            outcome, prepared, route,
             level=f"{route.arm}/{self.level()}" if route.arm else self.level(),
             phase=route.phase or ("warmup" if t_start - self.test_start_perf < self.settings.warmup_s else "measure"),
-            t_sched=self.clock.unix(t_sched) if t_sched is not None else None,
-            t_start=self.clock.unix(t_start),
+            t_sched_unix=self.clock.unix(t_sched) if t_sched is not None else None,
+            t_start_unix=self.clock.unix(t_start),
             queue_s=max(0.0, t_start - intended) if intended is not None else None,
-            ttft_s=outcome.ttft_s,
-            e2e_s=outcome.e2e_s,
-            itl_s=outcome.itl_s,
-            prompt_tokens=outcome.prompt_tokens,
-            output_tokens=outcome.output_tokens,
-            status=outcome.status,
-            error=outcome.error,
-            worker=self.worker,
-            response_id=outcome.response_id,
-            ttft_any_s=outcome.ttft_any_s,
-            request_id=f"{self.worker}#{index}",
-            api=scenario.api,
-            prompt_tokens_asked=prepared.prompt_tokens_asked,
-            output_tokens_asked=prepared.output_tokens_asked,
-            usage_from=outcome.usage_from,
-            arm=route.arm,
-            slice=route.slice,
-            round=self.settings.round,
-            replica=outcome.replica,
-            switch=route.switch() if route.switch else None,
-            conversation_id=prepared.conversation_id,
-            turn=prepared.turn,
-            step=prepared.session.step if prepared.session else None,
-            agent=prepared.session.agent if prepared.session else None,
-            tool_wait_s=prepared.session.tool_wait_s if prepared.session else None,
-            session_end=prepared.session.session_end if prepared.session else None,
-            tool_calls=len(outcome.tool_calls) if prepared.session else None,
-            model=prepared.model,
-            protocol=getattr(scenario, "protocol", None),
-            ttfa_s=outcome.ttfa_s,
-            reasoning_tokens=outcome.reasoning_tokens,
-            answer_tokens=outcome.answer_tokens,
-            cached_tokens=outcome.cached_tokens,
-            hedge=hedge,
-            hedge_delay_s=hedge_delay_s,
-        )
+            worker=self.worker, request_id=f"{self.worker}#{index}", round=self.settings.round,
+            hedge=hedge, hedge_delay_s=hedge_delay_s)
         self.sink.put(record)
         if not stopped and not cancelled:  # Locust's stats count exactly the requests that finished
             report_to_locust(self.environment.events.request, self.environment.servecap.tokens, scenario.api,
