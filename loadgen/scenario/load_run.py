@@ -26,8 +26,10 @@ from itertools import count
 from pathlib import Path
 
 import gevent
+import gevent.event
 import gevent.pool
 from gevent import GreenletExit
+from locust.exception import StopUser
 
 from contract.arrivals import iter_offsets, my_share
 from contract.hedging import parse_hedge
@@ -91,6 +93,7 @@ class LoadRun(HedgedSending):
         self.trace = getattr(scenario, "trace", None)   # a trace replay: open loop at the trace's times
         self._driver_claimed = False
         self.stopping = False   # the test is ending (its -t, a stop): the open loop sends nothing more
+        self._stop_requested = gevent.event.Event()   # set with `stopping`: what an idle user waits on
         self._warned_cap = False
         self._t0_unix = getattr(options, "servecap_t0", None)
         self._users_at_start = getattr(options, "servecap_users", None)
@@ -119,6 +122,7 @@ class LoadRun(HedgedSending):
         (before this, the sweep's 30 s stop timeout let the driver send for 30 s past the level's
         end, and those requests counted as measured)."""
         self.stopping = True
+        self._stop_requested.set()
 
     def stop(self) -> None:
         self.health.stop()
@@ -148,8 +152,10 @@ class LoadRun(HedgedSending):
                 self.drive_open_loop()
             else:  # extra users have nothing to do in open loop
                 log.info("open loop: one user per process drives the schedule; this extra user idles")
-                gevent.sleep(1e9)
-            return
+            # nothing more to send (the schedule or the trace is done): wait for the stop, then end this user
+            # at once, so Locust's graceful stop does not wait its --stop-timeout for a sleeping task
+            self._stop_requested.wait()
+            raise StopUser()
         if getattr(self.scenario, "agentic", False):
             self.run_agent_session()
             return

@@ -79,7 +79,7 @@ def test_a_trace_of_sessions_sends_each_later_turn_its_delay_after_the_answer(tm
     out = tmp_path / "fleet"
     fleet, _ = run_fleet(out, "--emulate", "l4", "--model", "llama-3.1-8b", "--server-args", "--max-model-len 2048",
                          "--trace", str(trace), "--replicas", "1", "--router", "round_robin", "--slo-ttft-ms", "3000",
-                         "--window-s", "10", "--cold-start-s", "5")
+                         "--window-s", "10", "--cold-start-s", "0")
     assert fleet["accounting"] == {"sent": 4, "by_status": {"ok": 4}, "cancelled_copies": 0, "missing": 0}
     turns = {(r["conversation_id"], r["turn"]): r for r in read_records(out / "requests.jsonl")}
     for session in ("0", "1"):   # the demand file numbers the sessions
