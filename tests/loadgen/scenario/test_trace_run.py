@@ -1,6 +1,7 @@
 """`--trace`: requests go out open loop at the trace's times (sped up), with its lengths, then the test ends."""
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -18,10 +19,15 @@ def test_mooncake_trace_is_replayed_at_its_times_with_its_lengths(tmp_path):
     trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
     records = tmp_path / "r.jsonl"
     with scripted_server(tmp_path, "--ttft", "0.005", "--itl", "0.001") as (url, truth_path):
-        # 1.8 s of trace at 2x: 0.9 s; -t 20s must not be needed, the test ends with the trace
-        proc = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "20s", "--trace", str(trace),
-                          "--trace-speedup", "2", "--trace-block-tokens", "8", "--records", str(records), timeout=60)
+        # 1.8 s of trace at 2x: 0.9 s; -t 20s must not be needed, the test ends with the trace, and the user
+        # that drove it ends itself then: the sweep's --stop-timeout 30 is not waited out
+        started = time.monotonic()
+        proc = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "20s", "--stop-timeout", "30", "--trace",
+                          str(trace), "--trace-speedup", "2", "--trace-block-tokens", "8", "--records", str(records),
+                          timeout=60)
+        took = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert took < 20, f"locust ran {took:.1f} s: past the trace, to its -t or its stop timeout"
     truth = read_truth(truth_path)
     got = sorted(read_records(records), key=lambda r: r["t_sched"])
     assert len(got) == 10 and all(r["status"] == "ok" and r["level"] == "trace" for r in got)
