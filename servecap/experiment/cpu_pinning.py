@@ -53,7 +53,8 @@ class CpuPlan:
         engine_cpus = spec.engine_cpus or (self.engine if spec.engine_process and self.engine else ())
         # Locust shares this machine: a torch thread per core would stall on OpenMP barriers whenever
         # the load generator takes a core (measured: 144 ms vs 3.6 ms per tiny decode step on 2 cores);
-        # the server's own default (engine_threads), written into the command so the run says it
+        # the server's default rule (engine_threads) applied here, where every core is seen, and written into
+        # the command: a server started under taskset would count only the cores it was given
         threads = spec.num_threads or engine_threads(engine_cpus)
         return replace(spec, engine_cpus=engine_cpus, num_threads=threads,
                        server_cpus=spec.server_cpus or self.server or ())
