@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property
 from typing import Any
@@ -52,6 +53,13 @@ TRACE_HELP = ("replay a trace open loop at its times and lengths: Azure CSV (TIM
 REASONING_HELP = ("a reasoning model's budget per request, of its output tokens (same forms as --prompt-tokens): "
                   "sent as `reasoning_tokens`, which the reference server streams as reasoning before the answer "
                   "(capped at the request's max_tokens); a dataset's replies that carry reasoning give their own")
+SESSION_HEADER = "x-session-id"   # the first header vllm-router's consistent_hash and sticky_least_loaded read
+NO_SESSION_HEADER = "none"
+SESSION_HEADER_HELP = ("the HTTP header that carries each request's session (a --turns conversation, a --session "
+                       "agent, a trace's session_id or user): vllm-router's consistent_hash and "
+                       "sticky_least_loaded keep a session on one replica by it (default x-session-id, the first "
+                       "header they read); 'none' sends none")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")   # RFC 9110's token
 LENGTH_FORMS = "N | uniform:LO:HI | normal:MEAN:SD | lognormal:MEAN:SIGMA | file:PATH"
 SESSION_HELP = ("agentic sessions (closed loop, chat): turns:N,tools:LO-HI,tool-latency:S|uniform:LO:HI|"
                 "exponential:MEAN|lognormal:MEAN:SIGMA,tool-result:LENGTH,fanout:LO-HI,schemas:N; each turn sends "
@@ -120,6 +128,7 @@ class WorkloadSpec:
     rows: str = option("1", help="classify: rows per request; embed: inputs per request (N | uniform:LO:HI | ...)")
     protocol: str = option("rest", choices=PROTOCOLS,
                            help="classify: KServe V2 over REST (JSON) or gRPC (raw tensor bytes)")
+    session_header: str = option(SESSION_HEADER, metavar="NAME", help=SESSION_HEADER_HELP)
     stream: bool = option(True, kind="negatable", help="stream Server-Sent Events (TTFT and ITL need it; default on)")
     ignore_eos: bool = option(True, kind="negatable",
                               help="send ignore_eos so every output has the asked length (default on)")
@@ -145,6 +154,9 @@ class WorkloadSpec:
             raise ValueError(f"--trace-block-tokens must be a whole number >= 1, got {self.trace_block_tokens!r}")
         if not (isinstance(self.shared_prefix_tokens, int) and self.shared_prefix_tokens >= 0):
             raise ValueError(f"--shared-prefix-tokens must be a whole number >= 0, got {self.shared_prefix_tokens!r}")
+        if not (isinstance(self.session_header, str) and _HEADER_NAME.fullmatch(self.session_header)):
+            raise ValueError(f"--session-header must be an HTTP header name (letters, digits, '-' and the like) "
+                             f"or 'none', got {self.session_header!r}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"--seed must be a whole number >= 0, got {self.seed!r}")
         self._check_combinations()
@@ -184,6 +196,11 @@ class WorkloadSpec:
     @property
     def classic(self) -> bool:
         return self.scenario in CLASSIC_SCENARIOS
+
+    @property
+    def session_header_name(self) -> str | None:
+        """The header a request's session goes in; None: none is sent."""
+        return None if self.session_header.lower() == NO_SESSION_HEADER else self.session_header
 
     @property
     def multi_turn(self) -> bool:

@@ -38,6 +38,9 @@ Flags (also in the web UI):
   --speedup X                divide the trace's times by X (also spelled --trace-speedup)
   --trace-block-tokens N     tokens per Mooncake hash id (default 512)
   --shared-prefix-tokens N   a common system prompt on top of each prompt (prefix caching)
+  --session-header NAME      the header that carries a request's session (a --turns conversation, a --session
+                             agent, a trace's session_id or user; default x-session-id, which vllm-router's
+                             consistent_hash and sticky_least_loaded read; 'none' sends none)
   --ignore-eos/--no-ignore-eos   send ignore_eos (fixed output lengths; default on)
   --stream/--no-stream       SSE streaming (default on; TTFT/ITL need it)
   --api-key KEY              Authorization: Bearer KEY
@@ -85,7 +88,8 @@ from loadgen.workload.conversations import ConversationHistory, ConversationPlan
 from loadgen.workload.datasets import DatasetSampler, conversation_plan, estimate_tokens, load_dataset
 from loadgen.workload.prompts import Prompt, PromptBuilder, ascii_text
 from loadgen.workload.traces import Trace, TracePrompts, load_trace
-from loadgen.client.request_bytes import Target, chat_body, chat_messages_body, completions_body, http_request
+from loadgen.client.request_bytes import (Target, chat_body, chat_messages_body, completions_body, http_request,
+                                          session_header_value)
 from loadgen.scenario.hooks import LoadUser, install  # noqa: F401 - LoadUser: the user class Locust runs
 
 log = logging.getLogger(__name__)
@@ -173,19 +177,23 @@ class ChatScenario:
 
     def render(self, messages: list[dict], output_tokens: int, model: str | None = None,
                reasoning_tokens: int | None = None, tools: list[dict] | None = None,
-               tool_choice: str | None = None, ignore_eos: bool | None = None) -> bytes:
+               tool_choice: str | None = None, ignore_eos: bool | None = None, session: str | None = None) -> bytes:
+        """The request's bytes; `session`: the key of the session it belongs to, sent as --session-header."""
         options = dict(stream=self.config.stream,
                        ignore_eos=self.config.ignore_eos if ignore_eos is None else ignore_eos)
+        headers = ({self.config.session_header: session_header_value(session)}
+                   if session and self.config.session_header else None)
         model = model or self.model
         if self.api == "chat":
             return self._http(chat_messages_body(model, messages, output_tokens, reasoning_tokens=reasoning_tokens,
-                                                 tools=tools, tool_choice=tool_choice, **options))
+                                                 tools=tools, tool_choice=tool_choice, **options), headers)
         text = "\n".join(message["content"] for message in messages)
-        return self._http(completions_body(model, Prompt(None, text), output_tokens, **options))
+        return self._http(completions_body(model, Prompt(None, text), output_tokens, **options), headers)
 
-    def _http(self, body: dict) -> bytes:
+    def _http(self, body: dict, headers: dict[str, str] | None = None) -> bytes:
         return http_request("POST", self.target, self.config.path, body, api_key=self.config.api_key,
-                            accept="text/event-stream" if self.config.stream else "application/json")
+                            accept="text/event-stream" if self.config.stream else "application/json",
+                            headers=headers)
 
 
 class TraceReplay:
@@ -207,7 +215,7 @@ class TraceReplay:
             {"role": "user", "content": self.prompts.text(index, row)}]
         model = self.scenario.pick_model(rng)
         reasoning = self.scenario.reasoning_budget(rng, output_tokens)
-        return Prepared(self.scenario.render(messages, output_tokens, model, reasoning),
+        return Prepared(self.scenario.render(messages, output_tokens, model, reasoning, session=row.key or None),
                         row.input_tokens + config.shared_prefix_tokens, output_tokens,
                         model=self.scenario.recorded_model(model),
                         conversation_id=row.session or None if turn is not None else None, turn=turn)
@@ -236,7 +244,8 @@ class ChatConversation:
         messages = self.history.messages(turn)
         prompt_tokens = sum(estimate_tokens(m["content"], self.chars_per_token) for m in messages)
         reasoning = self.scenario.reasoning_budget(self.rng, output_tokens, self.history.plan.reasoning_at(turn))
-        return Prepared(self.scenario.render(messages, output_tokens, self.model, reasoning), prompt_tokens, output_tokens,
+        return Prepared(self.scenario.render(messages, output_tokens, self.model, reasoning,
+                                             session=self.conversation_id), prompt_tokens, output_tokens,
                         conversation_id=self.conversation_id, turn=turn + 1 if self.conversation_id else None,
                         model=self.scenario.recorded_model(self.model))
 

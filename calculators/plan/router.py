@@ -120,6 +120,9 @@ class LeastLoadRouter(RouterBase):
         return first_least_loaded(replicas)
 
 
+UNKEYED_POINT = 0x9E3779B97F4A7C15   # where every keyless request hashes under unkeyed="one" (any constant)
+
+
 class ConsistentHashRouter(RouterBase):
     """`consistent_hash` (vllm-router `src/policies/consistent_hash.rs`, `hash_key.rs`).
 
@@ -130,11 +133,16 @@ class ConsistentHashRouter(RouterBase):
 
     The key is the session: vllm-router takes the first of the headers `x-session-id`, `x-user-id`,
     `x-tenant-id`, `x-correlation-id`, `x-request-id`, `x-trace-id`, then the body's
-    `session_params.session_id`, `user`, `session_id`, `user_id`. A request with none is hashed by
-    its text (the text itself up to 100 characters, else a hash of it): requests whose texts differ
-    land on independent points of the ring, identical ones together. `unkeyed` picks how a request
-    without a key is placed here:
-    - "random" (default): a ring point drawn for it, as a distinct text's hash is;
+    `session_params.session_id`, `user`, `session_id`, `user_id` (the load generator sends a session's
+    key as `x-session-id`, contract.workload's --session-header). A request with none is hashed by its
+    text where the router hands the policy the text (`hash_key.rs`: the text itself up to 100
+    characters, else a hash of it). vllm-router 0.1.17, the version this project pins, does not for a
+    chat request: every keyless request got the one key and went to one worker (two workers, 6
+    sessions of 2 turns with distinct texts, all 12 to one worker in 4 of 4 runs;
+    `lab/servecap/router_session_key.py`), while the same requests with the header spread by session.
+    `unkeyed` picks how a request without a key is placed here:
+    - "one" (default): every keyless request at one ring point, as 0.1.17 places them;
+    - "random": a ring point drawn for it, as a distinct text's hash is (a router that hashes texts);
     - "prefix": the ring point of its prefix blocks, for a demand whose keyless requests with equal
       block lists are equal texts.
     Ring points and key hashes are salted with the seed: which replica a key lands on is arbitrary in
@@ -142,7 +150,7 @@ class ConsistentHashRouter(RouterBase):
 
     policy = "consistent_hash"
 
-    def __init__(self, seed: int, virtual_nodes: int = 160, unkeyed: str = "random") -> None:
+    def __init__(self, seed: int, virtual_nodes: int = 160, unkeyed: str = "one") -> None:
         self._salt = mix64(seed & M64)
         self._rng = random.Random(seed)
         self.virtual_nodes = virtual_nodes
@@ -165,6 +173,8 @@ class ConsistentHashRouter(RouterBase):
         """Where a request lands on the ring (64-bit)."""
         if key is not None:
             return mix64(self._salt ^ (key & M64))
+        if self.unkeyed == "one":
+            return mix64(self._salt ^ UNKEYED_POINT)
         if self.unkeyed == "prefix":
             return mix64(self._salt ^ (hash(prefix) & M64))
         return self._rng.getrandbits(64)
@@ -190,14 +200,16 @@ class StickyLeastLoadedRouter(RouterBase):
     `VLLM_ROUTER_SLL_SESSION_EXPIRATION_IN_S`), checked at most every `sweep_interval_s` (60 s).
     A session whose replica left is assigned anew. A request without a key goes to a replica with the
     fewest active sessions and is not recorded; vllm-router breaks that tie by hashing the request's
-    text, so distinct texts spread over the tied replicas, here a seeded draw among them.
+    text, and 0.1.17 hands the policy no text for a chat request, so every keyless request takes the
+    same tied replica (two workers, 6 sessions of 2 turns without the header: all 12 to one worker in 2
+    of 2 runs; `lab/servecap/router_session_key.py --policy sticky_least_loaded`), here the tied
+    replica a fixed rendezvous weight picks.
     Load here is sessions, not in-flight requests: the policy never reads ReplicaView.in_flight."""
 
     policy = "sticky_least_loaded"
 
     def __init__(self, seed: int, session_ttl_s: float = 7200.0, sweep_interval_s: float = 60.0) -> None:
         self._salt = mix64(seed & M64)
-        self._rng = random.Random(seed)
         self.session_ttl_s = session_ttl_s
         self.sweep_interval_s = sweep_interval_s
         self._sessions: OrderedDict[int, list] = OrderedDict()   # key -> [replica, last access], oldest first
@@ -241,10 +253,10 @@ class StickyLeastLoadedRouter(RouterBase):
         active = self._active
         fewest = min(active.get(view.index, 0) for view in replicas)
         tied = [view.index for view in replicas if active.get(view.index, 0) == fewest]
-        if key is None:
-            return tied[int(self._rng.random() * len(tied))] if len(tied) > 1 else tied[0]
-        weight = mix64(self._salt ^ (key & M64))
+        weight = mix64(self._salt ^ (UNKEYED_POINT if key is None else key & M64))
         rid = max(tied, key=lambda index: mix64(weight ^ mix64(index & M64)))
+        if key is None:
+            return rid
         self._sessions[key] = [rid, t]
         active[rid] = active.get(rid, 0) + 1
         return rid
@@ -270,7 +282,7 @@ _OPTIONS: dict[str, dict[str, tuple[type, ...]]] = {
 
 _RANGES: dict[str, tuple] = {   # option -> (whether a value is good, what a good one is)
     "virtual_nodes": (lambda v: v >= 1, ">= 1"),
-    "unkeyed": (lambda v: v in ("random", "prefix"), "'random' or 'prefix'"),
+    "unkeyed": (lambda v: v in ("one", "random", "prefix"), "'one', 'random' or 'prefix'"),
     "cache_threshold": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "balance_abs_threshold": (lambda v: v >= 0, ">= 0"),
     "balance_rel_threshold": (lambda v: v >= 1, ">= 1"),

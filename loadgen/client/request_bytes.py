@@ -6,6 +6,7 @@ request is rendered to its final bytes here first. Pure: no sockets, no gevent.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -93,8 +94,10 @@ def http_request(
     *,
     api_key: str | None = None,
     accept: str = "application/json",
+    headers: dict[str, str] | None = None,
 ) -> bytes:
-    """A complete HTTP/1.1 request (keep-alive, identity encoding) as bytes."""
+    """A complete HTTP/1.1 request (keep-alive, identity encoding) as bytes; `headers`: more of them,
+    names and values as given (the caller keeps them to visible ASCII: no line break can reach the wire)."""
     if isinstance(body, dict):
         payload = json.dumps(body, separators=(",", ":")).encode()
     else:
@@ -109,7 +112,19 @@ def http_request(
     ]
     if api_key:
         lines.append(f"Authorization: Bearer {api_key}")
+    for name, value in (headers or {}).items():
+        if not (name.isascii() and value.isascii() and name.isprintable() and value.isprintable()):
+            raise ValueError(f"header {name!r}: {value!r} is not visible ASCII")
+        lines.append(f"{name}: {value}")
     if payload or method in ("POST", "PUT"):
         lines.append("Content-Type: application/json")
         lines.append(f"Content-Length: {len(payload)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
+
+
+def session_header_value(key: str) -> str:
+    """A session key as a header value: the key itself when it is visible ASCII (a trace's ids, the load
+    generator's own), else a stable hex digest of it, so any key routes by itself and none breaks a line."""
+    if key.isascii() and key.isprintable() and key.strip() == key:
+        return key
+    return "sha1-" + hashlib.sha1(key.encode()).hexdigest()

@@ -46,6 +46,7 @@ class ChatConfig:
     shared_prefix_tokens = property(lambda self: self.workload.shared_prefix_tokens)
     multi_turn = property(lambda self: self.workload.multi_turn)
     session = property(lambda self: self.workload.session_spec)
+    session_header = property(lambda self: self.workload.session_header_name)
 
     @property
     def prompt_tokens(self) -> LengthDistribution:

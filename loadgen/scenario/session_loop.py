@@ -74,7 +74,7 @@ class SessionRequests:
                   ignore_eos: bool | None = None) -> Prepared:
         session = self.session
         request = self.scenario.render(messages, output_tokens, self.model, tools=session.tools,
-                                       tool_choice=tool_choice, ignore_eos=ignore_eos)
+                                       tool_choice=tool_choice, ignore_eos=ignore_eos, session=session.session_id)
         return Prepared(request, prompt_estimate(messages, session.tools), output_tokens,
                         conversation_id=session.session_id, turn=session.turn + 1,
                         model=self.scenario.recorded_model(self.model), session=where)

@@ -7,6 +7,7 @@ Formats (a .csv file by its header, any other file as JSONL):
     BurstGPT trace (CSV)              Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type
                                       (Timestamp in seconds; newer files add Session ID and Elapsed time)
     Mooncake trace (JSONL)            {"timestamp": ms, "input_length": N, "output_length": M, "hash_ids": [...]}
+                                      (and servecap's "user": whose request it is)
       with AIPerf's sessions          ... "session_id": S, and on a session's later rows "delay": ms instead of
                                       "timestamp" (AIPerf's mooncake_trace: the wait after the previous
                                       turn's answer)
@@ -34,6 +35,11 @@ server, as the agent that made the trace did; sessions start open loop. Each row
 `hash_ids` are its whole prompt, as recorded (the shared ids carry the history's reuse); the live answer is
 not threaded in. A later row with neither time, a first row with only a `delay` (a turn with no turn before
 it) and a negative delay are refused, naming the line. `Trace.sessions` lists each session's rows.
+
+A Mooncake row may also name its `user` (servecap's own field, the end user as OpenAI's request `user` means
+it, for traffic whose requests do not wait on each other, as `servecap fleet` writes a plan's --sessions
+users). A row's session, else its user, else BurstGPT's Session ID is its `key`: the replay sends it as
+--session-header (default x-session-id), so vllm-router's consistent_hash keeps it on one replica.
 
 Pure: no locust or gevent; a bad file raises ValueError naming the file and the line.
 """
@@ -63,6 +69,12 @@ class TraceRow:
     session: str = ""                # BurstGPT's Session ID (a conversation), "" = none; Mooncake: session_id
     delay_s: float | None = None     # Mooncake session: the wait after the previous turn's answer (None: at
                                      # offset_s, which for such a row is its session's previous row's)
+    user: str = ""                   # Mooncake "user": whose request it is (no turn waits on another)
+
+    @property
+    def key(self) -> str:
+        """The session a router may keep together (sent as --session-header): the session, else the user."""
+        return self.session or self.user
 
 
 @dataclass(frozen=True)
@@ -181,6 +193,9 @@ def _mooncake_rows(path: Path, text: str) -> list[tuple]:
         hash_ids = row.get("hash_ids") or []
         if not isinstance(hash_ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hash_ids):
             raise ValueError(f"--trace: {where}: \"hash_ids\" must be a list of integers")
+        user = row.get("user")
+        if user is not None and (not isinstance(user, (str, int)) or isinstance(user, bool) or str(user) == ""):
+            raise ValueError(f"--trace: {where}: \"user\" must be a non-empty string, got {user!r}")
         timestamp, delay = row.get("timestamp"), row.get("delay")
         if delay is not None and not _non_negative(delay):
             raise ValueError(f"--trace: {where}: \"delay\" must be milliseconds >= 0, got {delay!r}")
@@ -200,7 +215,8 @@ def _mooncake_rows(path: Path, text: str) -> list[tuple]:
             last_time[session] = seconds
         rows.append((seconds, _count(row["input_length"], "input_length", where),
                      _count(row["output_length"], "output_length", where), tuple(hash_ids), session,
-                     None if (first or not session) else (0.0 if delay is None else delay / 1000.0)))
+                     None if (first or not session) else (0.0 if delay is None else delay / 1000.0),
+                     "" if user is None else str(user)))
     return rows
 
 

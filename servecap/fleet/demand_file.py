@@ -6,7 +6,9 @@ the same id, so requests that share ids share a prompt prefix, as the plan's rep
 Replayed with `--trace-block-tokens demand.prefix_block_tokens`, the prompts have the plan's lengths
 and prefixes. A chained session's rows carry its `session_id`, and each later turn its `delay` (ms) after
 the answer before it beside its `timestamp` (the soonest it may go): AIPerf's session form, which the
-replay sends as the plan does (calculators.plan.fleet_sessions).
+replay sends as the plan does (calculators.plan.fleet_sessions). Any other row with a session key (a
+--sessions user's) carries it as `user`: the replay sends both as its session header, which a
+consistent_hash router keys on as the plan's does.
 """
 
 from __future__ import annotations
@@ -34,5 +36,7 @@ def write_demand(demand: Demand, path: Path) -> Path:
                 row["session_id"] = str(int(demand.session[i]))
                 if demand.after[i] >= 0:
                     row["delay"] = round(float(demand.delay_s[i]) * 1000, 3)
+            elif demand.session[i] >= 0:   # a user's request: keyed for the router, waiting on nothing
+                row["user"] = str(int(demand.session[i]))
             out.write(json.dumps(row, separators=(",", ":")) + "\n")
     return path

@@ -44,7 +44,7 @@ def _demand(spec: dict, replication: int) -> Demand:
         trace = spec["trace"]
         rows = trace.rows
         hash_ids = [row.hash_ids for row in rows] if any(row.hash_ids for row in rows) else None
-        sessions = [row.session for row in rows] if any(row.session for row in rows) else None
+        sessions = [row.key for row in rows] if any(row.key for row in rows) else None   # what the router keys on
         skipped = f" ({trace.skipped} failed rows skipped)" if getattr(trace, "skipped", 0) else ""
         return from_rows([row.offset_s for row in rows], [row.input_tokens for row in rows],
                          [row.output_tokens for row in rows], hash_ids, speedup=spec["speedup"],

@@ -33,7 +33,7 @@ def test_policies_and_bad_input():
         make_router("cache_aware", balance_abs_threshold="64")
     with pytest.raises(ValueError, match="virtual_nodes must be an integer"):
         make_router("consistent_hash", virtual_nodes=1.5)
-    with pytest.raises(ValueError, match="unkeyed must be 'random' or 'prefix'"):
+    with pytest.raises(ValueError, match="unkeyed must be 'one', 'random' or 'prefix'"):
         make_router("consistent_hash", unkeyed="first")
     with pytest.raises(ValueError) as caught:
         make_router("cache_aware", eviction_interval_s=0)
@@ -108,7 +108,10 @@ def test_consistent_hash_one_key_one_replica_and_removal_moves_only_its_keys():
 
 def test_consistent_hash_without_a_key():
     fleet = views(0, 0, 0)
-    spread = make_router("consistent_hash", seed=4)
+    one = make_router("consistent_hash", seed=4)   # vllm-router 0.1.17: every keyless request to one worker
+    assert len({one.choose(t, None, (t,), fleet) for t in range(50)}) == 1
+    assert {make_router("consistent_hash", seed=s).choose(0, None, (), fleet) for s in range(20)} == {0, 1, 2}
+    spread = make_router("consistent_hash", seed=4, unkeyed="random")
     assert len(Counter(spread.choose(t, None, (1, 2), fleet) for t in range(300))) == 3   # distinct texts
     by_prefix = make_router("consistent_hash", seed=4, unkeyed="prefix")
     assert len({by_prefix.choose(t, None, (1, 2), fleet) for t in range(50)}) == 1   # equal texts together
@@ -211,6 +214,18 @@ def test_sticky_least_loaded_keeps_sessions_and_balances_new_ones():
     # 1 and 2 (last at 5) and 0 (last at 6), not 9
     router.choose(114, 10, (), rest)
     assert sum(router.active_sessions(v.index) for v in rest) == 2    # only 9 and 10 are left
+
+
+def test_sticky_least_loaded_sends_every_keyless_request_to_one_tied_replica():
+    # vllm-router 0.1.17 hashes no text for a chat request: every keyless one breaks the tie alike
+    fleet = views(0, 0, 0)
+    router = make_router("sticky_least_loaded", seed=3)
+    assert len({router.choose(t, None, (t,), fleet) for t in range(40)}) == 1
+    assert all(router.active_sessions(i) == 0 for i in range(3))   # not recorded
+    assert {make_router("sticky_least_loaded", seed=s).choose(0, None, (), fleet) for s in range(20)} == {0, 1, 2}
+    keyed = make_router("sticky_least_loaded", seed=3)
+    keyed.choose(0, 1, (), fleet)
+    assert keyed.choose(1, None, (), fleet) != keyed.choose(0, 1, (), fleet)   # among the fewest-session ones
 
 
 def test_removed_replica_is_never_chosen_again():

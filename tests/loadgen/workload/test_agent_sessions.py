@@ -100,9 +100,9 @@ class _Scenario:
     def recorded_model(self, model):
         return None
 
-    def render(self, messages, output_tokens, model, *, tools, tool_choice, ignore_eos=None):
+    def render(self, messages, output_tokens, model, *, tools, tool_choice, ignore_eos=None, session=None):
         return json.dumps({"messages": messages, "max_tokens": output_tokens, "tool_choice": tool_choice,
-                           "ignore_eos": ignore_eos}).encode()
+                           "ignore_eos": ignore_eos, "session": session}).encode()
 
 
 def _answer(call: bool, text: str = "ok") -> tuple[Outcome, bytes]:
@@ -144,6 +144,7 @@ def test_the_loop_asks_calls_waits_for_the_tools_and_ends_with_the_answer():
     assert [m["role"] for m in last] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant",
                                          "user", "assistant", "tool", "assistant", "tool"]
     assert all(len(m["content"]) == 3 for m in last if m["role"] == "tool")
+    assert {body["session"] for _, body in sent} == {"w/s0"}   # every request keyed by its session
 
 
 def test_a_fan_out_runs_its_sub_agents_at_once_and_joins_their_answers():
@@ -157,6 +158,7 @@ def test_a_fan_out_runs_its_sub_agents_at_once_and_joins_their_answers():
     sent = _run("turns:1,tools:1,fanout:3,tool-result:5", answer)
     agents = [p.session.agent for p, _ in sent]
     assert agents == ["main", "sub1", "sub2", "sub3", "main"]
+    assert {body["session"] for _, body in sent} == {"w/s0"}   # its sub-agents too: one session, one replica
     assert 0.1 <= sent[-1][0].session.tool_wait_s < 0.25   # at once: one sub-agent's time, not three
     result = sent[-1][1]["messages"][-1]
     assert result["role"] == "tool" and result["content"] == "sub2\n\nsub3\n\nsub4"

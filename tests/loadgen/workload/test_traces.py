@@ -79,6 +79,20 @@ def test_aiperf_sessions_chain_their_turns_by_delay(tmp_path):
     assert not load_trace(plain).chained and load_trace(plain).sessions == ()
 
 
+def test_a_row_names_its_user_and_the_router_key_is_the_session_else_the_user(tmp_path):
+    path = tmp_path / "users.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1, "user": "u1"}\n'
+                    '{"timestamp": 10, "input_length": 5, "output_length": 1, "user": 7}\n'
+                    '{"session_id": "s", "timestamp": 20, "input_length": 5, "output_length": 1, "user": "u1"}\n'
+                    '{"timestamp": 30, "input_length": 5, "output_length": 1}\n')
+    trace = load_trace(path)
+    assert [(r.user, r.key) for r in trace.rows] == [("u1", "u1"), ("7", "7"), ("u1", "s"), ("", "")]
+    assert not trace.chained   # a user's requests wait on nothing
+    burst = tmp_path / "b.csv"
+    burst.write_text(BURSTGPT_HEADER.replace("Timestamp,", "Timestamp,Session ID,") + "1,abc,ChatGPT,5,3,8,API log\n")
+    assert load_trace(burst).rows[0].key == "abc"
+
+
 def test_shared_hash_ids_give_shared_prefixes():
     prompts = TracePrompts(seed=1, block_tokens=8)
     a = prompts.text(0, TraceRow(0, 20, 1, (5, 6, 7)))
@@ -108,6 +122,7 @@ def test_shared_hash_ids_give_shared_prefixes():
     ("t.jsonl", '{"session_id": "s", "timestamp": 0, "input_length": 5, "output_length": 1}\n'
                 '{"session_id": "s", "input_length": 5, "output_length": 1}\n', r"line 2: needs \"timestamp\" \(ms\), or"),
     ("t.jsonl", '{"session_id": [], "timestamp": 0, "input_length": 5, "output_length": 1}\n', "non-empty string"),
+    ("t.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1, "user": ""}\n', r"\"user\" must be a non-empty"),
     ("t.jsonl", "\n", "holds no request"),
     ("b.csv", "Timestamp,Model,Request tokens\n1,ChatGPT,5\n", r"b.csv: line 1 lacks column\(s\) Response tokens \(Bu"),
     ("b.csv", BURSTGPT_HEADER + "1,ChatGPT,5,3,8,API log\nsoon,ChatGPT,5,3,8,API log\n",

@@ -13,7 +13,7 @@ from loadgen.scenario.chat_config import ChatConfig
 from loadgen.scenario.run_settings import RunSettings
 from contract.distributions import parse_length_distribution
 from loadgen.workload.prompts import PromptBuilder, ascii_text
-from loadgen.client.request_bytes import Target, chat_body, completions_body, http_request
+from loadgen.client.request_bytes import Target, chat_body, completions_body, http_request, session_header_value
 
 
 def _samples(spec, n=4000, seed=1):
@@ -92,6 +92,32 @@ def test_request_bytes_are_a_complete_http_request():
     assert "stream_options" not in plain and "ignore_eos" not in plain and plain["prompt"] == prompt.completion_text
     assert "reasoning_tokens" not in sent
     assert chat_body("m", prompt, 32, stream=True, ignore_eos=True, reasoning_tokens=24)["reasoning_tokens"] == 24
+
+
+def test_a_session_key_goes_in_a_header_of_its_own_and_never_breaks_a_line():
+    target = Target.from_url("http://127.0.0.1:8123")
+    raw = http_request("POST", target, "/v1/chat/completions", {}, headers={"x-session-id": "w0/c3"})
+    assert "x-session-id: w0/c3" in raw.split(b"\r\n\r\n", 1)[0].decode().split("\r\n")
+    with pytest.raises(ValueError, match="not visible ASCII"):
+        http_request("POST", target, "/v1/chat/completions", {}, headers={"x-session-id": "a\r\nx-evil: 1"})
+    assert session_header_value("trace-7") == "trace-7"
+    for key in ("a\r\nb", "sesión", " padded "):   # what cannot go on the wire as it is: a stable digest
+        value = session_header_value(key)
+        assert value.startswith("sha1-") and value == session_header_value(key) and value.isascii()
+    assert session_header_value("a\nb") != session_header_value("a\nc")
+
+
+def test_the_session_header_option():
+    assert WorkloadSpec().session_header_name == "x-session-id"
+    assert WorkloadSpec(session_header="X-User-Id").session_header_name == "X-User-Id"
+    off = WorkloadSpec(session_header="none")
+    assert off.session_header_name is None and off.locust_argv() == ["--session-header", "none"]
+    assert WorkloadSpec().locust_argv() == []   # the default is not spelled out
+    for bad in ("", "x session", "x:y", "sesión"):
+        with pytest.raises(ValueError, match="--session-header must be an HTTP header name"):
+            WorkloadSpec(session_header=bad)
+    assert ChatConfig.from_options(argparse.Namespace(session_header="none")).session_header is None
+    assert ChatConfig.from_options(argparse.Namespace(session_header="")).session_header == "x-session-id"
 
 
 @pytest.mark.parametrize("url", ["", "127.0.0.1:80", "ftp://x", "http://:80", "http://h:notaport"])

@@ -69,21 +69,29 @@ def test_a_small_fleet_scales_up_loses_a_replica_and_says_who_served_what(tmp_pa
     assert fleet["outcome"]["unfinished"] == len(records) - len(ok) - failed
 
 
-def test_a_trace_of_sessions_sends_each_later_turn_its_delay_after_the_answer(tmp_path):
-    # two sessions of two turns (AIPerf's session_id and delay); the second turn shares the first's block
+def test_a_trace_of_sessions_sends_each_later_turn_its_delay_after_the_answer_to_its_sessions_replica(tmp_path):
+    # 16 sessions of two turns (AIPerf's session_id and delay); a later turn shares its first's block. Over two
+    # replicas, consistent_hash keys on the session header the replay sends: each session stays on one replica
+    # and the sessions spread (vllm-router 0.1.17 sends every keyless request to one worker; with the header,
+    # all 16 on one replica is a 2-in-65,536 chance)
+    sessions = 16
     trace = tmp_path / "sessions.jsonl"
-    trace.write_text('{"session_id": "a", "timestamp": 0, "input_length": 600, "output_length": 8, "hash_ids": [1]}\n'
-                     '{"session_id": "b", "timestamp": 200, "input_length": 600, "output_length": 8, "hash_ids": [2]}\n'
-                     '{"session_id": "a", "delay": 400, "input_length": 700, "output_length": 8, "hash_ids": [1]}\n'
-                     '{"session_id": "b", "delay": 400, "input_length": 700, "output_length": 8, "hash_ids": [2]}\n')
+    trace.write_text("".join(
+        f'{{"session_id": "s{k}", "timestamp": {100 * k}, "input_length": 600, "output_length": 8, '
+        f'"hash_ids": [{k + 1}]}}\n' for k in range(sessions)) + "".join(
+        f'{{"session_id": "s{k}", "delay": 400, "input_length": 700, "output_length": 8, "hash_ids": [{k + 1}]}}\n'
+        for k in range(sessions)))
     out = tmp_path / "fleet"
     fleet, _ = run_fleet(out, "--emulate", "l4", "--model", "llama-3.1-8b", "--server-args", "--max-model-len 2048",
-                         "--trace", str(trace), "--replicas", "1", "--router", "round_robin", "--slo-ttft-ms", "3000",
-                         "--window-s", "10", "--cold-start-s", "0")
-    assert fleet["accounting"] == {"sent": 4, "by_status": {"ok": 4}, "cancelled_copies": 0, "missing": 0}
+                         "--trace", str(trace), "--replicas", "2", "--router", "consistent_hash", "--slo-ttft-ms",
+                         "3000", "--window-s", "10", "--cold-start-s", "0")
+    assert fleet["accounting"] == {"sent": 2 * sessions, "by_status": {"ok": 2 * sessions}, "cancelled_copies": 0,
+                                   "missing": 0}
     turns = {(r["conversation_id"], r["turn"]): r for r in read_records(out / "requests.jsonl")}
-    for session in ("0", "1"):   # the demand file numbers the sessions
+    for session in map(str, range(sessions)):   # the demand file numbers the sessions
         first, second = turns[(session, 1)], turns[(session, 2)]
         answered = first["t_start"] + first["e2e_s"]
         assert second["t_sched"] - answered == pytest.approx(0.4, abs=0.05)
-        assert second["cached_tokens"] >= 512   # its session's block, cached by the turn before it on the one replica
+        assert second["replica"] == first["replica"]
+        assert second["cached_tokens"] >= 512   # its session's block, cached by the turn before it on that replica
+    assert {r["replica"] for r in turns.values()} == {"r0", "r1"}

@@ -72,6 +72,18 @@ def test_a_demand_of_sessions_is_written_as_sessions_the_replay_chains(tmp_path)
     assert trace.rows[trace.sessions[1][0]].session == "" and trace.rows[trace.sessions[1][0]].offset_s == 1.0
 
 
+def test_a_demand_of_users_keeps_each_users_key_for_the_router_and_chains_nothing(tmp_path):
+    demand = from_rows([0.0, 0.5, 1.0, 1.5], [100, 200, 50, 300], [5, 5, 5, 5], session=["u1", "u2", "", "u1"])
+    trace = load_trace(write_demand(demand, tmp_path / "demand.jsonl"))
+    assert not trace.chained and trace.sessions == ()   # each request at its own time, waiting on nothing
+    keys = [r.key for r in trace.rows]
+    assert keys[2] == "" and keys[0] == keys[3] != keys[1] and all(r.session == "" for r in trace.rows)
+    # read back as a plan's demand, the same users: the router's keys of the plan and of the replay agree
+    again = from_rows(trace.offsets(), [r.input_tokens for r in trace.rows], [r.output_tokens for r in trace.rows],
+                      session=keys)
+    assert again.session.tolist() == demand.session.tolist()
+
+
 def test_every_request_of_the_demand_is_counted_once_by_its_status():
     from servecap.fleet.run import request_accounting
 
