@@ -13,8 +13,9 @@ OUT/plan-ROUTER (`--gpu GPU --model M --max-model-len N`), then prints and write
   replicas and the count wanted: the share of decision intervals where they are the same;
 - per window with at least 100 requests (in the fleet), p99 TTFT and E2E: the median |plan / fleet - 1|;
 - SLO attainment: plan minus fleet, in points;
-- cache_aware against round_robin: the prefix-cache hit rate, and the TTFT p50 gain (1 - p50 cache_aware
-  / p50 round_robin) over every request, predicted against measured (relative error);
+- each other router against round_robin (cache_aware, consistent_hash, ...): the prefix-cache hit rate, and
+  the TTFT p50 gain (1 - p50 router / p50 round_robin) over every request, predicted against measured
+  (relative error);
 - with `--canary-weight` among the shared flags: per version, its share of the requests, its SLO attainment
   (plan minus fleet, in points; the plan's is the median over its split's draws, `--canary-splits`), its p50/p99 TTFT and E2E, and the canary's p99 TTFT per window;
 - with `--hedge-after` among the shared flags: the extra requests (copies over requests, target within 10%),
@@ -223,10 +224,12 @@ def _resilience(planned: dict, fleet: dict) -> dict:
 def compare(out: Path, routers: list[str]) -> dict:
     pairs = {router: compare_pair(out, router) for router in routers}
     result = {"pairs": pairs}
-    if {"round_robin", "cache_aware"} <= set(pairs):
-        rr, ca = pairs["round_robin"], pairs["cache_aware"]
+    rr = pairs.get("round_robin")
+    for router, ca in pairs.items():   # each routing policy's gain over round robin, planned and measured
+        if rr is None or router == "round_robin":
+            continue
         gain = {side: 1 - ca[f"ttft_p50_{side}"] / rr[f"ttft_p50_{side}"] for side in ("plan", "fleet")}
-        result["cache_aware_vs_round_robin"] = {
+        result[f"{router}_vs_round_robin"] = {
             "hit_rate_plan": ca["prefix_hit_rate_plan"], "hit_rate_fleet": ca["prefix_hit_rate_fleet"],
             "hit_rate_err": _rel(ca["prefix_hit_rate_plan"], ca["prefix_hit_rate_fleet"]),
             "rr_hit_rate_plan": rr["prefix_hit_rate_plan"], "rr_hit_rate_fleet": rr["prefix_hit_rate_fleet"],
@@ -293,9 +296,10 @@ def _print(result: dict) -> None:
             print(f"    t={w['start_s']:>5.0f}s n={w['requests_fleet']:>4} TTFT p99 {w['ttft_p99_plan']:.3f}/"
                   f"{w['ttft_p99_fleet']:.3f} s ({w['ttft_err']:+.0%})  E2E p99 {w['e2e_p99_plan']:.2f}/"
                   f"{w['e2e_p99_fleet']:.2f} s ({w['e2e_err']:+.0%})  met {w['met_plan']}/{w['met_fleet']}")
-    versus = result.get("cache_aware_vs_round_robin")
-    if versus:
-        print(f"\ncache_aware vs round_robin: hit rate plan {versus['hit_rate_plan']:.3f} fleet "
+    for name, versus in result.items():
+        if not name.endswith("_vs_round_robin"):
+            continue
+        print(f"\n{name.replace('_vs_', ' vs ')}: hit rate plan {versus['hit_rate_plan']:.3f} fleet "
               f"{versus['hit_rate_fleet']:.3f} ({versus['hit_rate_err']:+.1%}); TTFT p50 gain plan "
               f"{versus['ttft_p50_gain_plan']:.1%} fleet {versus['ttft_p50_gain_fleet']:.1%} "
               f"({versus['ttft_p50_gain_err']:+.1%}) (target within 20%)")
