@@ -24,11 +24,7 @@ class FleetSessions:
     `_catch_up`, `_drain`, `_settle`."""
 
     def _init_sessions(self) -> None:
-        demand = self.demand
-        self.next_turn: dict[int, int] = {}   # request -> the turn that waits on it, while unsent
-        if demand.chained:
-            for k in map(int, (demand.after >= 0).nonzero()[0]):
-                self.next_turn[int(demand.after[k])] = k
+        self.next_turn: dict[int, int] = self.demand.followers()   # request -> its waiting turn, while unsent
         self.watched: dict[int, int] = {}     # member in flight whose request has a turn to follow -> replica
 
     def _opens(self, i: int) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from calculators.plan.demand import diurnal_with_bursts, rate_curve_arrivals
+from calculators.plan.demand_curves import diurnal_with_bursts, rate_curve_arrivals
 from calculators.plan.fleet import FleetConfig, run_fleet
 from calculators.plan.sizing import gpu_replica
 from contract.distributions import parse_length_distribution

@@ -16,16 +16,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from calculators.plan.demand import Demand
 
 
 def write_demand(demand: Demand, path: Path) -> Path:
-    chained = set()
-    if demand.chained:   # every row of a session with a later turn: the first and those that wait
-        later = np.flatnonzero(demand.after >= 0)
-        chained = {int(i) for i in later} | {int(demand.after[i]) for i in later}
+    followers = demand.followers()
+    chained = set(followers) | set(followers.values())   # every row of a session with a later turn
     with path.open("w") as out:
         for i in range(len(demand)):
             row = {"timestamp": round(float(demand.t_s[i]) * 1000, 3), "input_length": int(demand.prompt[i]),

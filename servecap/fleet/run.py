@@ -253,8 +253,9 @@ def _replay(plan: FleetSpec, router_url: str, demand_path: Path) -> Experiment:
     """The demand as a trace through the router: one url target, no warm-up (the plan counts every request)."""
     from contract.load import LoadSpec
 
-    workload = replace(plan.workload, trace=str(demand_path), trace_speedup=1.0, output_tokens=None,
-                       prompt_tokens=WorkloadSpec().prompt_tokens,
+    # --session's agents are in the demand's chains now (their turns, waits and think time): the replay sends them
+    workload = replace(plan.workload, trace=str(demand_path), trace_speedup=1.0, output_tokens=None, session=None,
+                       think_time_s=0.0, prompt_tokens=WorkloadSpec().prompt_tokens,
                        trace_block_tokens=plan.demand.prefix_block_tokens or WorkloadSpec().trace_block_tokens)
     # the router's own /metrics would mix the replicas and move its round robin: observe_server off
     return Experiment(out_dir=str(plan.out), targets=(TargetSpec("url", None, url=router_url,

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 from calculators.plan.autoscaler import AutoscalerConfig
+from calculators.plan.demand_sessions import check_plannable
 from calculators.plan.fleet import Fault
 from calculators.plan.resilience import ReplicaErrors, RouterResilience
 from contract.faults import parse_replica_fault
@@ -77,13 +78,30 @@ def demand_workload(args) -> WorkloadSpec:
     a generated agent's sub-agents run at once and join, which one chain of turns cannot say)."""
     workload = WorkloadSpec.from_args(args)
     refused = [flag for flag, given in (("--dataset", workload.dataset), ("--turns", workload.turns != 1),
-                                        ("--session", workload.agentic), ("--scenario", workload.classic))
+                                        ("--scenario", workload.classic))
                if given]
     if refused:
         raise ValueError(f"{', '.join(refused)}: a plan's demand is a --trace, a --rate-curve or a --diurnal day of "
                          "chat requests (multi-turn users: --sessions; sessions whose turns wait on the answers: a "
-                         "--trace of them, AIPerf's session_id and delay)")
+                         "--trace of them, AIPerf's session_id and delay, or --session's agents started at the "
+                         "curve's rate)")
+    if workload.agentic and getattr(args, "sessions", 0):
+        raise ValueError("--sessions gives single requests to users; --session's agents are sessions of their own: "
+                         "give one of them")
     return workload
+
+
+def chained_refusals(args, what: str, wait: str = "") -> None:
+    """A demand whose turns wait on answers is planned on one pool: the flags that split it or move its
+    requests between pools are refused, naming the first."""
+    moved = [flag for flag, given in (("--canary-weight", getattr(args, "canary_weight", None)),
+                                      ("--shadow-fraction", getattr(args, "shadow_fraction", None)),
+                                      ("--fallback", getattr(args, "fallback", None)),
+                                      ("--topology", getattr(args, "topology", None))) if given is not None]
+    if moved:
+        raise ValueError(f"{what}: its sessions' turns wait on the previous answer{wait}, and {moved[0]} splits the "
+                         "demand or moves its requests between pools: a session's turns are planned on one pool "
+                         "(leave the flag out)")
 
 
 def check_shared_flags(args) -> None:
@@ -164,16 +182,13 @@ def demand_spec_from_flags(args) -> dict:
 
         trace = load_trace(workload.trace)
         if trace.chained:
-            moved = [flag for flag, given in (("--canary-weight", getattr(args, "canary_weight", None)),
-                                              ("--shadow-fraction", getattr(args, "shadow_fraction", None)),
-                                              ("--fallback", getattr(args, "fallback", None)),
-                                              ("--topology", getattr(args, "topology", None))) if given is not None]
-            if moved:
-                raise ValueError(f"--trace {workload.trace}: its sessions' turns wait on the previous answer "
-                                 f"(\"delay\"), and {moved[0]} splits the demand or moves its requests between "
-                                 "pools: a session's turns are planned on one pool (leave the flag out)")
+            chained_refusals(args, f"--trace {workload.trace}", " (\"delay\")")
         spec.update(kind="trace", trace=trace)
         return spec
+    if workload.agentic:
+        check_plannable(workload.session_spec)
+        chained_refusals(args, f"--session {workload.session}")
+        spec.update(session=workload.session_spec, think_time_s=workload.think_time_s)
     lengths = {"prompt": workload.prompt_lengths, "output": workload.output_lengths,
                "sessions": args.sessions, "prefix_tokens": args.session_prefix_tokens}
     if args.sessions < 0 or args.session_prefix_tokens < 0:

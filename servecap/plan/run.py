@@ -12,7 +12,9 @@ import numpy as np
 from calculators.plan.canary import CanaryPlan, canary_mask, plan_canary
 from calculators.plan.fallback import TIERS, FallbackPlan, plan_fallback
 from calculators.plan.shadow import ShadowPlan, plan_shadow
-from calculators.plan.demand import Demand, diurnal_with_bursts, from_rows, rate_curve_arrivals
+from calculators.plan.demand import Demand, from_rows
+from calculators.plan.demand_curves import diurnal_with_bursts, rate_curve_arrivals
+from calculators.plan.demand_sessions import agent_session_demand
 from calculators.plan.fleet import FleetConfig
 from calculators.plan.outcome import PlanSlo
 from calculators.plan.planner import Judged, breach_probability, cheapest_static, judge, search_targets
@@ -55,8 +57,8 @@ def _demand(spec: dict, replication: int) -> Demand:
                    sessions=spec["sessions"], turns_prefix_tokens=spec["prefix_tokens"])
     if spec["kind"] == "rate_curve":
         times, rates = spec["curve"]
-        return rate_curve_arrivals(times, rates, duration_s=spec["duration_s"], **lengths,
-                                   source=f"rate curve {spec['source']}")
+        return _agents(rate_curve_arrivals(times, rates, duration_s=spec["duration_s"], **lengths,
+                                           source=f"rate curve {spec['source']}"), spec, seed)
     # --duration is planned (sped-up) time, as for a trace; the day's curve spans that much of real time
     day = spec["duration_s"] * spec["speedup"] if spec["duration_s"] else spec["period_s"]
     times, rates = diurnal_with_bursts(peak_rps=spec["peak_rps"], trough_rps=spec["trough_rps"],
@@ -64,9 +66,18 @@ def _demand(spec: dict, replication: int) -> Demand:
                                        bursts_per_day=spec["bursts_per_day"],
                                        burst_multiplier=spec["burst_multiplier"],
                                        burst_duration_s=spec["burst_duration_s"], seed=seed)
-    return rate_curve_arrivals(times, rates, duration_s=day / spec["speedup"], **lengths,
-                               source=f"a synthetic day: {spec['peak_rps']:g} req/s peak, {spec['trough_rps']:g} "
-                                      f"trough, {spec['bursts_per_day']:g} bursts of x{spec['burst_multiplier']:g}")
+    return _agents(rate_curve_arrivals(times, rates, duration_s=day / spec["speedup"], **lengths,
+                                       source=f"a synthetic day: {spec['peak_rps']:g} req/s peak, "
+                                              f"{spec['trough_rps']:g} trough, {spec['bursts_per_day']:g} bursts "
+                                              f"of x{spec['burst_multiplier']:g}"), spec, seed)
+
+
+def _agents(arrivals: Demand, spec: dict, seed: int) -> Demand:
+    """With --session, each arrival starts an agent session (calculators.plan.demand_sessions)."""
+    if spec.get("session") is None:
+        return arrivals
+    return agent_session_demand(arrivals, spec["session"], prompt=spec["prompt"], output=spec["output"], seed=seed,
+                                think_time_s=spec["think_time_s"] / spec["speedup"])
 
 
 def scaled(model: StepTimeModel, factor: float) -> StepTimeModel:

@@ -7,7 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from calculators.plan.demand import Demand, diurnal_with_bursts, from_rows, rate_curve_arrivals, with_sessions
+from calculators.plan.demand import Demand, from_rows
+from calculators.plan.demand_curves import diurnal_with_bursts, rate_curve_arrivals, with_sessions
 from contract.distributions import LengthDistribution
 
 FIXED = dict(prompt=LengthDistribution.fixed(100), output=LengthDistribution.fixed(20))

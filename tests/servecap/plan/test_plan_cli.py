@@ -46,6 +46,13 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, capsys):
         capsys, ["--trace", str(malformed), *GPU, *SLO, "--replicas", "2"])
     assert "--session tool-latency" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2",
                                                        "--session", "turns:2,tool-latency:-1"])
+    assert "fanout: sub-agents run at once and their answers join" in _error(
+        capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2", "--session", "tools:1,fanout:2"])
+    assert "--sessions gives single requests to users" in _error(
+        capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2", "--session", "turns:2", "--sessions", "9"])
+    assert "--session turns:2: its sessions' turns wait on the previous answer, and --canary-weight" in _error(
+        capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2", "--session", "turns:2",
+                 "--canary-weight", "0.1"])
     assert "at least one SLO" in _error(capsys, ["--rate-curve", str(curve), *GPU, "--replicas", "2"])
     assert "--cold-start-s" in _error(capsys, ["--rate-curve", str(curve), "--gpu", "h100-sxm", "--model",
                                                "llama-3.1-8b", *SLO, "--replicas", "2"])
@@ -276,3 +283,17 @@ def test_a_trace_of_sessions_is_planned_turn_after_answer(tmp_path, capsys):
     # the later turns go after the answers: the one replica is billed until the last session's third answer,
     # two delays and three answers (~0.15 s each on an H100) after its start at 0.5 s
     assert 0.5 + 2 * 2.0 + 3 * 0.1 < plan["gpu_hours"] * 3600 < 0.5 + 2 * 2.0 + 3 * 0.3
+
+
+def test_agent_sessions_started_at_the_curves_rate_are_planned_turn_after_answer(tmp_path):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,0.2\n30,0.2\n")   # about 6 sessions in 30 s
+    out = tmp_path / "plan"
+    assert main(["--rate-curve", str(curve), "--session", "turns:2,tools:1,tool-latency:2,tool-result:32,schemas:1",
+                 "--prompt-tokens", "64", "--output-tokens", "16", *GPU, *SLO, "--replicas", "1", "--window-s", "60",
+                 "--no-n-plus-one", "--seed", "3", "--out", str(out)]) == 0
+    answer = json.loads((out / "plan.json").read_text())
+    plan = answer["plan"]
+    assert plan["requests"] % 4 == 0 and plan["requests"] >= 8   # 4 requests a session: 2 turns of a call and an answer
+    assert plan["unfinished"] == 0 and plan["attainment"] == 1.0
+    assert "agent sessions (turns:2,tools:1" in plan["demand"]

@@ -1,0 +1,56 @@
+"""Agent sessions as a plan's demand: each start a chain of requests whose prompts carry the whole history."""
+
+from __future__ import annotations
+
+import pytest
+
+from calculators.plan.demand import from_rows
+from calculators.plan.demand_sessions import SHARED_PREFIX_IDS, agent_session_demand
+from contract.agent_session import parse_session
+from contract.distributions import LengthDistribution
+
+FIXED = dict(prompt=LengthDistribution.fixed(20), output=LengthDistribution.fixed(7))
+
+
+def _starts(*times):
+    return from_rows(list(times), [1] * len(times), [1] * len(times), duration_s=60.0)
+
+
+def test_a_session_is_its_turns_tool_rounds_and_answers_each_after_the_one_before():
+    spec = parse_session("turns:2,tools:1,tool-latency:0.5,tool-result:10,schemas:1,call-tokens:5")
+    demand = agent_session_demand(_starts(3.0), spec, seed=1, think_time_s=2.0, block_tokens=16, **FIXED)
+    shared = -(-spec.prefix_tokens // 16) * 16
+    # history: 20 (user) -> +5 call +10 result -> +7 answer +20 user -> +5 call +10 result
+    assert (demand.prompt - shared).tolist() == [20, 35, 62, 77]
+    assert demand.output.tolist() == [5, 7, 5, 7]
+    assert demand.after.tolist() == [-1, 0, 1, 2] and demand.delay_s.tolist() == [0.0, 0.5, 2.0, 0.5]
+    assert demand.t_s.tolist() == [3.0] * 4 and demand.chained and demand.duration_s == 60.0
+    assert demand.followers() == {0: 1, 1: 2, 2: 3}
+    prefixes = demand.prefix
+    assert all(p[: shared // 16] == tuple(range(SHARED_PREFIX_IDS, SHARED_PREFIX_IDS + shared // 16)) for p in prefixes)
+    for before, after in zip(prefixes, prefixes[1:]):   # each request's blocks begin with the last one's
+        assert after[: len(before)] == before
+    assert [len(p) - shared // 16 for p in prefixes] == [2, 3, 4, 5]   # ceil(history / 16)
+
+
+def test_sessions_share_the_system_prompt_and_nothing_else_and_keep_their_draws():
+    spec = parse_session("turns:3,tools:0-2,tool-latency:lognormal:1:0.5,tool-result:uniform:8:64,schemas:2")
+    lengths = dict(prompt=LengthDistribution.uniform(10, 90), output=LengthDistribution.uniform(5, 50))
+    two = agent_session_demand(_starts(0.0, 1.0), spec, seed=4, **lengths)
+    three = agent_session_demand(_starts(0.0, 1.0, 2.0), spec, seed=4, **lengths)
+    own = {key: set() for key in (0, 1)}
+    for key, prefix in zip(two.session.tolist(), two.prefix):
+        own[key] |= {block for block in prefix if block < SHARED_PREFIX_IDS}
+    assert own[0] and own[1] and not own[0] & own[1]
+    assert set(two.session.tolist()) == {0, 1} and int((two.after < 0).sum()) == 2   # one opening request each
+    # a third session leaves the first two as they were (each is seeded by its own number)
+    first_two = three.session < 2
+    assert three.prompt[first_two].tolist() == two.prompt.tolist()
+    assert three.output[first_two].tolist() == two.output.tolist()
+
+
+def test_a_fan_out_cannot_be_one_chain():
+    spec = parse_session("turns:1,tools:1,fanout:2")
+    with pytest.raises(ValueError, match="fanout: sub-agents run at once and their answers join") as caught:
+        agent_session_demand(_starts(0.0), spec, seed=0, **FIXED)
+    assert "\n" not in str(caught.value)
