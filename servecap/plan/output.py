@@ -77,6 +77,13 @@ def _lines(answer: dict) -> list[str]:
         kept = "" if hedge["copies_kept_share"] is None else f", {hedge['copies_kept_share']:.0%} of the copies kept"
         lines.append(f"hedging after {hedge['after']}: {hedge['hedged']:,} of {hedge['requests']:,} requests sent twice "
                      f"(+{hedge['extra_requests']:.1%} requests){kept}; the loser cancelled at the winner's first token")
+    sessions = plan.get("sessions")
+    if sessions:
+        took = sessions["completion_s"]
+        whole = ("none completed" if took["p50"] is None else
+                 f"a whole session took {took['p50']:,.1f} s at p50, {took['p90']:,.1f} s at p90")
+        lines.append(f"sessions: {sessions['sessions']:,} ({sessions['completed']:,} completed); {whole}; "
+                     f"{sessions['peak_open']:,} open at once at the peak, {sessions['mean_open']:,.1f} on average")
     if "breach" in answer:
         b = answer["breach"]
         lines.append(f"breach probability: {b['probability']:.0%} of {b['replications']} seeded replications "

@@ -17,6 +17,7 @@ from calculators.plan.demand_curves import diurnal_with_bursts, rate_curve_arriv
 from calculators.plan.demand_sessions import agent_session_demand
 from calculators.plan.fleet import FleetConfig
 from calculators.plan.outcome import PlanSlo
+from calculators.plan.session_outcome import session_summary
 from calculators.plan.planner import Judged, breach_probability, cheapest_static, judge, search_targets
 from calculators.plan.planner import n_plus_one as lose_one_at_peak
 from calculators.sim.step_model import StepTimeModel
@@ -138,6 +139,9 @@ def run_plan(*, demand: Demand, demand_spec: dict, config: FleetConfig, slo: Pla
     answer: dict = {"plan": {"config": _describe_config(config), "demand": demand.source, "requests": len(demand),
                              "span_s": float(demand.span_s), "slo": _describe_slo(slo, window_s),
                              **_summary(plan)}}
+    sessions = session_summary(demand, plan.run)
+    if sessions is not None:
+        answer["plan"]["sessions"] = sessions
     if second_answer is not None:
         answer[second.kind] = second_answer
     if n_plus_one:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from calculators.plan.demand import from_rows
@@ -54,3 +55,23 @@ def test_a_fan_out_cannot_be_one_chain():
     with pytest.raises(ValueError, match="fanout: sub-agents run at once and their answers join") as caught:
         agent_session_demand(_starts(0.0), spec, seed=0, **FIXED)
     assert "\n" not in str(caught.value)
+
+
+def test_a_session_summary_counts_whole_sessions_and_how_many_were_open_at_once():
+    from calculators.plan.fleet_run import FleetRun
+    from calculators.plan.session_outcome import session_summary
+
+    # in send order: session a (rows 0, 1), b (2, 3, 4) and a lone request (5); b's last request never ends
+    demand = from_rows([0.0, 1.0, 0.0, 1.0, 1.0, 2.0], [9] * 6, [1] * 6, session=["a", "b", "a", "b", "b", ""],
+                       delay_s=[None, None, 0.5, 0.5, 0.5, None])
+    assert demand.t_s.tolist() == [0.0, 0.0, 1.0, 1.0, 1.0, 2.0] and demand.after.tolist() == [-1, 0, -1, 2, 3, -1]
+    send = np.array([0.0, 1.5, 1.0, 2.0, 3.0, 2.0])
+    end = np.array([1.0, 4.0, 1.8, 2.6, np.nan, 2.5])
+    run = FleetRun(send, send + 0.1, end, np.ones(6), np.zeros(6, int), np.zeros(6, bool), [], [], 10.0)
+    summary = session_summary(demand, run)
+    assert summary["sessions"] == 2 and summary["completed"] == 1
+    assert summary["completion_s"]["p50"] == pytest.approx(4.0)   # a: sent at 0, its last answer at 4
+    assert summary["peak_open"] == 2                               # a (0-4) and b (1-10: unfinished) overlap
+    assert summary["mean_open"] == pytest.approx((4 + 9) / 10)
+    plain = from_rows([0.0, 1.0], [9, 9], [1, 1])
+    assert session_summary(plain, run) is None

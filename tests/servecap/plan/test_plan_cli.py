@@ -297,3 +297,7 @@ def test_agent_sessions_started_at_the_curves_rate_are_planned_turn_after_answer
     assert plan["requests"] % 4 == 0 and plan["requests"] >= 8   # 4 requests a session: 2 turns of a call and an answer
     assert plan["unfinished"] == 0 and plan["attainment"] == 1.0
     assert "agent sessions (turns:2,tools:1" in plan["demand"]
+    sessions = plan["sessions"]
+    assert sessions["sessions"] == plan["requests"] // 4 == sessions["completed"]
+    assert sessions["completion_s"]["p50"] > 2 * 2.0   # two tool waits of 2 s, then the answers
+    assert 1 <= sessions["peak_open"] <= sessions["sessions"]
