@@ -25,6 +25,10 @@ replica's front end holds, itself included); without one the client is on the en
 With `fallback` a proxy in front of the router sends requests on to a fallback tier by its rule
 (calculators.plan.fallback_rule); the run says when each left (`FleetRun.left_s`).
 
+A request whose prompt and max_tokens exceed the replica's context (`ReplicaSpec.max_model_len`) is answered
+400 by the replica it was routed to, before its engine sees it, as vLLM's server and the reference server
+answer it: an error the client has at once (`FleetRun.errored`), never retried.
+
 A demand of chained sessions (`Demand.after`: a trace's turns that wait on the answer before them) sends
 each later turn when the turn before it ends, as the trace replay does (calculators.plan.fleet_sessions).
 
@@ -60,7 +64,7 @@ from calculators.plan.fleet_scaling import FleetScaling
 from calculators.plan.hedge_races import HedgeRaces
 from calculators.plan.prompt_tokens import prompt_tokens
 from calculators.plan.replica import ReplicaSim
-from calculators.plan.resilience import RouterAttempts
+from calculators.plan.resilience import CONTEXT_TOO_LONG, RouterAttempts
 from calculators.plan.router import ReplicaView, make_router
 from calculators.plan.disaggregated import run_disaggregated
 
@@ -255,10 +259,17 @@ class _Fleet(FleetScaling, FleetHedging, FleetSessions):
             return
         rid = self._choose(i, routable, t)
         status = self.attempts.attempt(i, rid, t)
+        if status is None and self._too_long(i):
+            status = CONTEXT_TOO_LONG   # the replica's front end refuses it before its engine sees it
         if status is not None:
             self._failed(i, attempt, status, t)
             return
         self._submit(i, i, rid, t)
+
+    def _too_long(self, i: int) -> bool:
+        """Request i's prompt and max_tokens exceed the replica's context (vLLM's and the reference server's 400)."""
+        limit = self.config.replica.max_model_len
+        return limit is not None and int(self.demand.prompt[i]) + int(self.demand.output[i]) > limit
 
     def _choose(self, i: int, routable: list[int], t: float) -> int:
         """The replica the router's policy picks for request i among `routable`, as each looks at t."""

@@ -29,6 +29,7 @@ class ReplicaSpec:
     hourly_usd_per_gpu: float | None = None
     describe: str = ""
     front_end: FrontEndByLoad | None = None   # delays outside the engine's clock, measured on a host; None: none
+    max_model_len: int | None = None   # a request whose prompt and max_tokens exceed it is answered 400 (None: any)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ import numpy as np
 from contract.options import option, parse_float, parse_int
 
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+CONTEXT_TOO_LONG = 400   # a replica's answer to a prompt and max_tokens past its context: the client's error
 NO_WORKER_STATUS = 503   # every circuit open: the router's own answer
 
 

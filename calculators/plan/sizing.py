@@ -21,4 +21,4 @@ def gpu_replica(gpu_name: str, model: str, *, dtype: str = "bf16", tp: int = 1, 
     server = SimServer.from_flags("continuous", num_kv_blocks=sizing.num_kv_blocks, block_size=sizing.block_size,
                                   **sizing.defaults.limit_flags())
     return ReplicaSpec(server, sizing.step_model, sizing.num_kv_blocks, gpus=tp, hourly_usd_per_gpu=gpu.hourly_usd,
-                       describe=sizing.describe().removeprefix("emulated "))
+                       describe=sizing.describe().removeprefix("emulated "), max_model_len=sizing.max_model_len)

@@ -22,6 +22,8 @@ from servecap.experiment.run_options import RunOptions
 from servecap.experiment.targets import TargetSpec
 
 TRACE_TAIL_S = 5.0   # a trace level's -t beyond the replay: its last answers (Locust quits when they are in)
+TRACE_TURN_TAIL_S = 60.0   # a chained turn's answer under load: its session's next turn waits on it (the replay
+                           # quits when every session is done, so the bound costs nothing when they finish)
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,9 @@ class Experiment:
 
     def trace_window(self) -> tuple[float, float]:
         """(warm-up, measured) seconds of a trace's level: the replay, plus time for its last answers. A trace
-        of chained sessions runs until its longest chain's delays have passed, with that time for each of its
-        turns' answers (the replay quits as soon as every session is done)."""
+        of chained sessions runs until its longest chain's delays have passed, with a minute for each of its
+        turns' answers (TRACE_TURN_TAIL_S: a session's turn waits on the answer before it, which a loaded fleet
+        can take seconds to give; the replay quits as soon as every session is done)."""
         trace, speedup = self.replayed_trace, self.workload.trace_speedup
         replay_s, tail_s = trace.span_s / speedup, TRACE_TAIL_S
         if trace.chained:
@@ -95,7 +98,7 @@ class Experiment:
                     row = trace.rows[k]
                     t = max(row.offset_s, t + (row.delay_s or 0.0))
                 replay_s = max(replay_s, t / speedup)
-                tail_s = max(tail_s, TRACE_TAIL_S * len(rows))
+                tail_s = max(tail_s, TRACE_TURN_TAIL_S * len(rows))
         warmup = min(self.load.warmup_s, replay_s)
         return warmup, replay_s - warmup + tail_s
 

@@ -40,6 +40,24 @@ def test_round_robin_alternates_and_each_request_takes_its_steps():
     assert not run.retried.any()
 
 
+def test_a_request_past_the_replicas_context_is_answered_400_at_once_and_its_session_goes_on():
+    from dataclasses import replace
+
+    from calculators.plan.demand import from_rows
+
+    # a session of three turns whose second asks 90 + 20 tokens of a 100-token context; a lone request fits
+    demand = from_rows([0.0, 0.0, 0.0, 0.5], [50, 90, 60, 80], [10, 20, 10, 20], session=["s", "s", "s", ""],
+                       delay_s=[None, 0.2, 0.2, None])
+    run = run_fleet(demand, FleetConfig(replace(SPEC, max_model_len=100), "round_robin", initial_replicas=1))
+    assert run.errored.tolist() == [False, True, False, False] and run.router["errored"] == 1
+    assert math.isnan(run.end_s[1]) and run.router["retries"] == 0   # a client's error: never tried again
+    first_end = run.end_s[0]
+    # the refused turn is the client's error at once (its send), so the third goes 0.2 s after it
+    assert run.send_s[1] == pytest.approx(first_end + 0.2) and run.send_s[2] == pytest.approx(run.send_s[1] + 0.2)
+    assert np.isfinite(run.end_s[[0, 2, 3]]).all()
+    assert not run_fleet(demand, FleetConfig(SPEC, "round_robin", initial_replicas=1)).errored.any()   # no limit
+
+
 def test_a_killed_replicas_requests_fail_and_its_replacement_starts():
     # ten long requests at t=0 on replica 0 and 1 alternately; replica "the busiest" dies at 0.5 s
     config = FleetConfig(SPEC, "round_robin", initial_replicas=2, cold_start_s=5.0, faults=(Fault(0.5),))

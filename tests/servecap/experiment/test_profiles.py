@@ -82,7 +82,7 @@ def test_trace_replay_is_one_level_at_the_traces_own_times():
 def test_a_trace_of_sessions_runs_until_its_longest_chain_has_had_its_turns(tmp_path):
     from contract.load import LoadSpec
     from contract.workload import WorkloadSpec
-    from servecap.experiment.spec import TRACE_TAIL_S, Experiment
+    from servecap.experiment.spec import TRACE_TAIL_S, TRACE_TURN_TAIL_S, Experiment
     from servecap.experiment.targets import TargetSpec
 
     trace = tmp_path / "sessions.jsonl"
@@ -97,8 +97,8 @@ def test_a_trace_of_sessions_runs_until_its_longest_chain_has_had_its_turns(tmp_
                           workload=WorkloadSpec(trace=str(path), trace_speedup=speedup),
                           load=LoadSpec(warmup_s=0.0)).trace_window()
 
-    assert window(trace) == (0.0, 10.0 + 3 * TRACE_TAIL_S)
-    assert window(trace, speedup=2.0) == (0.0, 5.0 + 3 * TRACE_TAIL_S)
+    assert window(trace) == (0.0, 10.0 + 3 * TRACE_TURN_TAIL_S)
+    assert window(trace, speedup=2.0) == (0.0, 5.0 + 3 * TRACE_TURN_TAIL_S)
     plain = tmp_path / "plain.jsonl"
     plain.write_text('{"timestamp": 0, "input_length": 8, "output_length": 2}\n'
                      '{"timestamp": 3000, "input_length": 8, "output_length": 2}\n')

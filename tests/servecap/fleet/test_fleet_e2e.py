@@ -95,3 +95,29 @@ def test_a_trace_of_sessions_sends_each_later_turn_its_delay_after_the_answer_to
         assert second["replica"] == first["replica"]
         assert second["cached_tokens"] >= 512   # its session's block, cached by the turn before it on that replica
     assert {r["replica"] for r in turns.values()} == {"r0", "r1"}
+
+
+def test_agent_sessions_from_a_rate_curve_are_replayed_as_their_chains(tmp_path):
+    # --session's agents started at 1/s for 6 s: each a chain of 2 turns of a tool round and an answer; the fleet
+    # replays the plan's chains (each later request its wait after the answer before it) through consistent_hash
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,1\n6,1\n")
+    out = tmp_path / "fleet"
+    fleet, _ = run_fleet(out, "--emulate", "l4", "--model", "llama-3.1-8b", "--server-args", "--max-model-len 2048",
+                         "--rate-curve", str(curve), "--session", "turns:2,tools:1,tool-latency:0.3,tool-result:32,"
+                         "schemas:1,call-tokens:8", "--prompt-tokens", "64", "--output-tokens", "16", "--replicas", "2",
+                         "--router", "consistent_hash", "--slo-ttft-ms", "3000", "--window-s", "10",
+                         "--cold-start-s", "0", "--seed", "2")
+    sent = fleet["accounting"]["sent"]
+    assert sent >= 8 and sent % 4 == 0 and fleet["accounting"]["by_status"] == {"ok": sent}
+    sessions: dict[str, list[dict]] = {}
+    for record in read_records(out / "requests.jsonl"):
+        sessions.setdefault(record["conversation_id"], []).append(record)
+    assert len(sessions) == sent // 4
+    for turns in sessions.values():
+        turns.sort(key=lambda r: r["turn"])
+        assert [r["turn"] for r in turns] == [1, 2, 3, 4] and len({r["replica"] for r in turns}) == 1
+        for before, after in zip(turns, turns[1:]):   # a tool's 0.3 s after a call, at once after an answer
+            waited = after["t_sched"] - (before["t_start"] + before["e2e_s"])
+            assert waited == pytest.approx(0.3 if after["turn"] % 2 == 0 else 0.0, abs=0.05)
+        assert turns[-1]["cached_tokens"] >= turns[0]["prompt_tokens"] // 2   # the system prompt and the history
