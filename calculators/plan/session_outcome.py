@@ -21,9 +21,8 @@ def session_summary(demand: Demand, run: FleetRun) -> dict | None:
     followers = demand.followers()
     if not followers:
         return None
-    openers = [int(i) for i in np.flatnonzero(demand.after < 0)]
     opened, closed = [], []
-    for first in openers:
+    for first in np.flatnonzero(demand.after < 0).tolist():
         last = first
         while last in followers:
             last = followers[last]
@@ -31,16 +30,21 @@ def session_summary(demand: Demand, run: FleetRun) -> dict | None:
             continue   # a request waiting on nothing and waited on by nothing: not a session
         opened.append(float(run.send_s[first]))
         closed.append(float(run.end_s[last]))
-    opened_a, closed_a = np.asarray(opened), np.asarray(closed)
-    done = np.isfinite(closed_a)
-    took = closed_a[done] - opened_a[done]
-    open_until = np.where(done, closed_a, run.horizon_s)
-    times = np.concatenate([opened_a, open_until])
-    steps = np.concatenate([np.ones(len(opened_a)), -np.ones(len(open_until))])
+    return summarize_sessions(np.asarray(opened), np.asarray(closed), run.horizon_s)
+
+
+def summarize_sessions(opened: np.ndarray, closed: np.ndarray, horizon_s: float) -> dict:
+    """The module doc's figures from each session's opening send and its close (NaN: it never closed), on one
+    clock: the plan's sessions and a fleet's measured ones are summarized alike."""
+    done = np.isfinite(closed)
+    took = closed[done] - opened[done]
+    open_until = np.where(done, closed, max(horizon_s, float(np.nanmax(closed, initial=0.0))))
+    times = np.concatenate([opened, open_until])
+    steps = np.concatenate([np.ones(len(opened)), -np.ones(len(open_until))])
     order = np.lexsort((steps, times))   # at one instant a close before an open
     level = np.cumsum(steps[order])
-    span = float(open_until.max() - opened_a.min()) if len(opened_a) else 0.0
-    mean_open = float((open_until - opened_a).sum() / span) if span > 0 else 0.0
+    span = float(open_until.max() - opened.min()) if len(opened) else 0.0
+    mean_open = float((open_until - opened).sum() / span) if span > 0 else 0.0
     quantiles = {f"p{q}": float(np.percentile(took, q)) if len(took) else None for q in (50, 90, 99)}
-    return {"sessions": len(opened_a), "completed": int(done.sum()), "completion_s": quantiles,
+    return {"sessions": len(opened), "completed": int(done.sum()), "completion_s": quantiles,
             "peak_open": int(level.max()) if len(level) else 0, "mean_open": mean_open}

@@ -127,6 +127,7 @@ def compare_pair(out: Path, router: str) -> dict:
         "controller_armed_late_s": fleet.get("controller_armed_late_s"),
         "resilience": _resilience(p.get("router") or {}, fleet) if fleet.get("replica_faults") else None,
         "canary": _canary(plan, fleet) if fleet.get("canary") else None,
+        "sessions": _sessions(p.get("sessions"), fleet.get("sessions")),
         "hedging": _hedging(p, fleet) if fleet.get("hedging") else None,
         "shadow": _shadow(plan["shadow"], fleet["shadow"], p, fleet["outcome"]) if fleet.get("shadow") else None,
         "fallback": _fallback(plan["fallback"], fleet["fallback"]) if fleet.get("fallback") else None,
@@ -221,6 +222,22 @@ def _resilience(planned: dict, fleet: dict) -> dict:
             "retries_plan": planned.get("retries")}
 
 
+def _sessions(planned: dict | None, measured: dict | None) -> dict | None:
+    """Chained sessions: how many completed, a whole session's time at p50 and p90, and the sessions open at
+    once (peak, mean), plan against fleet."""
+    if not planned or not measured:
+        return None
+    out = {"sessions_plan": planned["sessions"], "sessions_fleet": measured["sessions"],
+           "completed_plan": planned["completed"], "completed_fleet": measured["completed"]}
+    for q in ("p50", "p90"):
+        a, b = planned["completion_s"][q], measured["completion_s"][q]
+        out.update({f"completion_{q}_s_plan": a, f"completion_{q}_s_fleet": b, f"completion_{q}_err": _rel(a, b)})
+    for key in ("peak_open", "mean_open"):
+        out.update({f"{key}_plan": planned[key], f"{key}_fleet": measured[key],
+                    f"{key}_err": _rel(planned[key], measured[key])})
+    return out
+
+
 def compare(out: Path, routers: list[str]) -> dict:
     pairs = {router: compare_pair(out, router) for router in routers}
     result = {"pairs": pairs}
@@ -296,6 +313,15 @@ def _print(result: dict) -> None:
             print(f"    t={w['start_s']:>5.0f}s n={w['requests_fleet']:>4} TTFT p99 {w['ttft_p99_plan']:.3f}/"
                   f"{w['ttft_p99_fleet']:.3f} s ({w['ttft_err']:+.0%})  E2E p99 {w['e2e_p99_plan']:.2f}/"
                   f"{w['e2e_p99_fleet']:.2f} s ({w['e2e_err']:+.0%})  met {w['met_plan']}/{w['met_fleet']}")
+    for router, c in result["pairs"].items():
+        s = c.get("sessions")
+        if s:
+            print(f"\n{router} sessions: completed plan {s['completed_plan']}/{s['sessions_plan']} fleet "
+                  f"{s['completed_fleet']}/{s['sessions_fleet']}; completion p50 {s['completion_p50_s_plan']:.1f}/"
+                  f"{s['completion_p50_s_fleet']:.1f} s ({s['completion_p50_err']:+.1%}), p90 "
+                  f"{s['completion_p90_s_plan']:.1f}/{s['completion_p90_s_fleet']:.1f} s ({s['completion_p90_err']:+.1%}); "
+                  f"open at once: peak {s['peak_open_plan']}/{s['peak_open_fleet']}, mean {s['mean_open_plan']:.1f}/"
+                  f"{s['mean_open_fleet']:.1f}")
     for name, versus in result.items():
         if not name.endswith("_vs_round_robin"):
             continue

@@ -28,6 +28,7 @@ import numpy as np
 
 from calculators.plan.autoscaler import AutoscalerConfig
 from calculators.plan.demand import Demand
+from calculators.plan.session_outcome import summarize_sessions
 from calculators.plan.fleet import Fault
 from calculators.plan.fleet_run import FleetRun, ReplicaLife
 from calculators.plan.hedge_races import hedging_summary
@@ -272,6 +273,20 @@ def replayed_rows(records: list[dict]) -> list[dict]:
                   key=lambda r: r["t_sched"])
 
 
+def measured_sessions(records: list[dict], t0_unix: float, horizon_s: float) -> dict:
+    """fleet.json's `sessions`, as plan.json's (calculators.plan.session_outcome): each replayed session opens
+    at its first turn's send and closes when its last turn answered (never, if that turn failed)."""
+    turns: dict[str, list[dict]] = {}
+    for r in replayed_rows(records):
+        if r.get("conversation_id") is not None and r.get("turn") is not None:
+            turns.setdefault(r["conversation_id"], []).append(r)
+    chains = [sorted(rows, key=lambda r: r["turn"]) for rows in turns.values() if len(rows) > 1]
+    opened = np.array([rows[0]["t_sched"] - t0_unix for rows in chains], dtype=float)
+    closed = np.array([rows[-1]["t_start"] + rows[-1]["e2e_s"] - t0_unix if rows[-1]["status"] == "ok" else np.nan
+                       for rows in chains], dtype=float)
+    return summarize_sessions(opened, closed, horizon_s)
+
+
 def records_as_run(records: list[dict], t0_unix: float, lives: list[ReplicaLife], decisions, horizon_s: float,
                    names: dict[str, int], hedge_rule: str | None = None) -> FleetRun:
     """The measured run in the plan's terms: per request (in send order) its send, first token, first
@@ -384,6 +399,7 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
                                                              len(pool.replicas), plan.slo, plan.window_s,
                                                              len(plan.demand), horizon),
         "outcome": judged.to_dict(),
+        "sessions": measured_sessions(records, t0_unix, horizon) if plan.demand.chained else None,
         "fallback": None if fallback_pool is None else fallback_section(plan.fallback, replayed_rows(records), run,
                                                                         fallback_pool, len(pool.replicas), plan.slo,
                                                                         plan.window_s),

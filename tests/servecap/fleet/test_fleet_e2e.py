@@ -114,6 +114,8 @@ def test_agent_sessions_from_a_rate_curve_are_replayed_as_their_chains(tmp_path)
     for record in read_records(out / "requests.jsonl"):
         sessions.setdefault(record["conversation_id"], []).append(record)
     assert len(sessions) == sent // 4
+    measured = fleet["sessions"]   # fleet.json says what plan.json says of them, from the records
+    assert measured["sessions"] == measured["completed"] == sent // 4 and measured["completion_s"]["p50"] > 2 * 0.3
     for turns in sessions.values():
         turns.sort(key=lambda r: r["turn"])
         assert [r["turn"] for r in turns] == [1, 2, 3, 4] and len({r["replica"] for r in turns}) == 1
