@@ -127,7 +127,8 @@ def compare_pair(out: Path, router: str) -> dict:
         "controller_armed_late_s": fleet.get("controller_armed_late_s"),
         "resilience": _resilience(p.get("router") or {}, fleet) if fleet.get("replica_faults") else None,
         "canary": _canary(plan, fleet) if fleet.get("canary") else None,
-        "sessions": _sessions(p.get("sessions"), fleet.get("sessions")),
+        "sessions": _sessions(p.get("sessions"), fleet.get("sessions") or _sessions_from_records(out, router, fleet)
+                              if p.get("sessions") else None),
         "hedging": _hedging(p, fleet) if fleet.get("hedging") else None,
         "shadow": _shadow(plan["shadow"], fleet["shadow"], p, fleet["outcome"]) if fleet.get("shadow") else None,
         "fallback": _fallback(plan["fallback"], fleet["fallback"]) if fleet.get("fallback") else None,
@@ -220,6 +221,18 @@ def _resilience(planned: dict, fleet: dict) -> dict:
     return {"failed_attempts": per_replica, "breaker_opened_plan": planned.get("breaker_opened", {}),
             "errored_plan": planned.get("errored"), "errored_fleet": sum(n for s, n in statuses.items() if s != "ok"),
             "retries_plan": planned.get("retries")}
+
+
+def _sessions_from_records(out: Path, router: str, fleet: dict) -> dict:
+    """A fleet.json written before fleet.json had `sessions`: the same summary from its records, open to the
+    last answer (the fleet's horizon is not in its file)."""
+    from contract.records import read_records
+    from servecap.fleet.run import measured_sessions
+
+    records = read_records(out / f"fleet-{router}" / "requests.jsonl")
+    t0 = fleet["t0_unix"]
+    last = max(r["t_start"] + r["e2e_s"] - t0 for r in records if r.get("e2e_s") is not None)
+    return measured_sessions(records, t0, last)
 
 
 def _sessions(planned: dict | None, measured: dict | None) -> dict | None:
