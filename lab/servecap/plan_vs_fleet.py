@@ -227,7 +227,7 @@ def _sessions_from_records(out: Path, router: str, fleet: dict) -> dict:
     """A fleet.json written before fleet.json had `sessions`: the same summary from its records, open to the
     last answer (the fleet's horizon is not in its file)."""
     from contract.records import read_records
-    from servecap.fleet.run import measured_sessions
+    from servecap.fleet.replay_records import measured_sessions
 
     records = read_records(out / f"fleet-{router}" / "requests.jsonl")
     t0 = fleet["t0_unix"]

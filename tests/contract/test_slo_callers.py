@@ -20,7 +20,7 @@ from contract.slo import SLO, SloSample, judge
 from reports.run_data import load_run
 from reports.summary import slo_samples
 from reports.verdict import max_sustainable
-from servecap.fleet.run import records_as_run
+from servecap.fleet.replay_records import records_as_run
 from servecap.experiment.level_stats import level_stats
 from servecap.tune.measure import measure_level
 from sweep_helpers import experiment

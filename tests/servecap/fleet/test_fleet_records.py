@@ -11,7 +11,7 @@ from calculators.plan.demand import from_rows
 from calculators.plan.fleet_run import ReplicaLife
 from loadgen.workload.traces import load_trace
 from servecap.fleet.demand_file import write_demand
-from servecap.fleet.run import records_as_run
+from servecap.fleet.replay_records import records_as_run
 
 T0 = 1_000_000.0
 
@@ -85,7 +85,7 @@ def test_a_demand_of_users_keeps_each_users_key_for_the_router_and_chains_nothin
 
 
 def test_every_request_of_the_demand_is_counted_once_by_its_status():
-    from servecap.fleet.run import request_accounting
+    from servecap.fleet.replay_records import request_accounting
 
     records = [{"status": "ok"}] * 5 + [{"status": "error"}] * 2 + [{"status": "cancelled"}] * 3
     assert request_accounting(records, 7) == {"sent": 7, "by_status": {"error": 2, "ok": 5}, "cancelled_copies": 3,
