@@ -78,6 +78,6 @@ def agent_session_demand(starts: Demand, spec: SessionSpec, *, prompt: LengthDis
                     new = spec.tool_result.sample(rng)
     demand = from_rows(offsets, prompts, outputs, prefixes, session=keys, delay_s=delays,
                        duration_s=None, prefix_block_tokens=block_tokens)
-    source = (f"{len(starts)} agent sessions ({spec.spec or 'the default spec'}) started by {starts.source or 'arrivals'}"
-              f"; {len(demand)} requests")
+    source = (f"{len(starts)} agent sessions ({spec.spec or 'the default spec'}) started by "
+              f"{starts.source or 'arrivals'}; {len(demand)} requests")
     return replace(demand, source=source, duration_s=starts.duration_s)

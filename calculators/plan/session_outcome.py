@@ -1,11 +1,12 @@
 """What a plan of chained sessions means for their users: how long a whole session took, and how many were
 open at once.
 
-A session is the chain of requests one opening request starts (`Demand.after`): it opens when that request is
-sent and closes when its last request ends. Completion is measured over the sessions whose every request
-finished (a lost or unfinished one has no end; they are counted apart). Sessions open at once are counted
-on the client's clock, from each opening send to its close (an unfinished one stays open to the run's
-horizon): the peak is what a deployment must hold at one time, the mean its load over the run.
+A session is the chain of requests one opening request starts (`Demand.after`): it opens when that request
+is sent and closes when its last request ends. Completion is measured over the sessions whose last request
+answered (one whose last request failed or never finished has no end; they are counted apart). Sessions open
+at once are counted on the client's clock, from each opening send to its close (one without an end stays
+open to the run's horizon: an upper bound): the peak is what a deployment must hold at one time, the mean its
+load over the run.
 """
 
 from __future__ import annotations

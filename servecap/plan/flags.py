@@ -73,9 +73,9 @@ def add_slo_flags(p: argparse.ArgumentParser) -> None:
 
 
 def demand_workload(args) -> WorkloadSpec:
-    """The workload options as the demand takes them (a dataset, multi-turn chats, `--session`'s generated
-    agents and classic models are a sweep's: a plan's users are --sessions, its closed-loop sessions a trace's;
-    a generated agent's sub-agents run at once and join, which one chain of turns cannot say)."""
+    """The workload options as the demand takes them (a dataset, multi-turn chats and classic models are a
+    sweep's: a plan's users are --sessions, its closed-loop sessions a trace's or `--session`'s agents, whose
+    fan-out `demand_spec_from_flags` refuses: sub-agents that join cannot be one chain of turns)."""
     workload = WorkloadSpec.from_args(args)
     refused = [flag for flag, given in (("--dataset", workload.dataset), ("--turns", workload.turns != 1),
                                         ("--scenario", workload.classic))
