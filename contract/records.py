@@ -72,8 +72,8 @@ class Record:
                                                                  # (1, 2, ...; a sub-agent's: its round's)
     agent: str | None = field(default=None, metadata=SOMETIMES)  # --session: "main" or "sub<k>" (a fan-out's)
     tool_calls: int | None = field(default=None, metadata=SOMETIMES)     # --session: calls in the answer
-    tool_wait_s: float | None = field(default=None, metadata=SOMETIMES)  # --session: the tools' (or sub-agents')
-                                                                 # time just before this request was ready
+    tool_wait_s: float | None = field(default=None, metadata=SOMETIMES)  # --session: from the round's answer
+                                                                 # to this request being ready (tools or sub-agents)
     session_end: bool | None = field(default=None, metadata=SOMETIMES)   # --session: its session's last request
     round: int | None = field(default=None, metadata=SOMETIMES)   # sweep --rounds: its level's round (0, 1, ...;
                                                                    # see contract.level_windows)

@@ -118,7 +118,9 @@ def run_session(requests: SessionRequests, send: Send, *, stopped: Callable[[], 
                 session.answered_without_call(text)
                 tool_wait, t_ready = None, time.perf_counter()
                 continue
-            t_tools = time.perf_counter()
+            # the wait counts from the answer's last byte, not from here: the record and the events
+            # fired since are the generator's time, and the session waited through them too
+            t_tools = exchange.t_last if exchange.t_last is not None else time.perf_counter()
             calls = list(outcome.tool_calls)
             results = (_fan_out(requests, send, len(calls)) if fans_out else _run_tools(session, len(calls)))
             if results is None:
