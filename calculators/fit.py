@@ -62,6 +62,7 @@ class Fit:
     kv_dtype: str
     gpus: int
     tp: int
+    dp: int                                # data-parallel attention ranks a replica (MoE; 1: none)
     replicas: int
     gpu_memory_utilization: float
     usable_bytes: int
@@ -96,14 +97,17 @@ def fit(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", kv_dtype:
         block_size: int = 16, max_model_len: int | None = None,
         prompt_tokens: int | None = None, output_tokens: int | None = None,
         keep_embeddings_16bit: bool = False, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
-        max_loras: int = 0, max_lora_rank: int = 16) -> Fit:
-    """Apply the budget rule of the module docstring; ``fits`` is False (with ``reason``) when nothing is left."""
+        max_loras: int = 0, max_lora_rank: int = 16, dp: int = 1) -> Fit:
+    """Apply the budget rule of the module docstring; ``fits`` is False (with ``reason``) when nothing is left.
+    ``dp``: data-parallel attention ranks of an MoE replica (calculators.moe_layout): a GPU holds its rank's
+    share of the rest and 1 / (tp x dp) of the routed experts; the replica's requests are dp ranks' worth."""
     dt = parse_dtype(dtype)
     kv_dt = parse_kv_dtype(kv_dtype if kv_dtype is not None else default_kv_dtype(dt))
     _check(gpus, "gpus")
     _check(tp, "tp")
-    if not isinstance(gpus, int) or not isinstance(tp, int) or gpus % tp:
-        raise ValueError(f"gpus ({gpus}) must be a whole multiple of tp ({tp})")
+    _check(dp, "dp")
+    if not isinstance(gpus, int) or not isinstance(tp, int) or gpus % (tp * dp):
+        raise ValueError(f"gpus ({gpus}) must be a whole multiple of tp ({tp})" + (f" x dp ({dp})" if dp > 1 else ""))
     if not 0 < gpu_memory_utilization <= 1:
         raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}")
     kv_heads_per_gpu(arch, tp)  # validates tp against the heads
@@ -125,7 +129,7 @@ def fit(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", kv_dtype:
 
     usable = gpu.usable_bytes
     budget = int(usable * gpu_memory_utilization)
-    weight = weights(arch, dt, keep_embeddings_16bit=keep_embeddings_16bit).bytes_per_gpu(tp)
+    weight = weights(arch, dt, keep_embeddings_16bit=keep_embeddings_16bit).bytes_per_gpu(tp, dp)
     activation = (int(activation_gib * GIB) if activation_gib is not None
                   else default_activation_bytes(arch, dt, tp, max_num_batched_tokens, max_num_seqs))
     non_torch = int(non_torch_gib * GIB) if non_torch_gib is not None else default_non_torch_bytes(tp)
@@ -135,9 +139,10 @@ def fit(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", kv_dtype:
     num_blocks = max(0, kv_cache // block)
     kv_cache = max(0, kv_cache)
     per_max_request = kv_bytes_for_tokens(arch, max_model_len, kv_dt, block_size, tp)
-    max_concurrency = kv_cache / per_max_request
+    max_concurrency = dp * kv_cache / per_max_request
     mean_tokens = None if prompt_tokens is None else prompt_tokens + output_tokens
-    at_mean = None if mean_tokens is None else int(kv_cache // kv_bytes_for_tokens(arch, mean_tokens, kv_dt, block_size, tp))
+    at_mean = None if mean_tokens is None else dp * int(kv_cache // kv_bytes_for_tokens(arch, mean_tokens, kv_dt,
+                                                                                         block_size, tp))
 
     if num_blocks == 0:
         need = (weight + activation + non_torch + lora) / GIB
@@ -145,14 +150,14 @@ def fit(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", kv_dtype:
         fits, reason = False, (f"does not fit: weights {weight / GIB:.2f} GiB + activations {activation / GIB:.2f} GiB "
                                f"+ non-torch {non_torch / GIB:.2f} GiB{adapters} = {need:.2f} GiB per GPU, but only "
                                f"{budget / GIB:.2f} GiB is budgeted ({gpu_memory_utilization:g} x {usable / GIB:.2f} GiB)")
-    elif max_concurrency < 1:
+    elif max_concurrency / dp < 1:   # a request lives on one rank
         fits, reason = False, (f"does not fit: the KV cache holds {num_blocks * block_size} tokens, fewer than one "
                                f"request of max_model_len {max_model_len}; lower max_model_len or add GPUs")
     else:
         fits, reason = True, f"fits: {num_blocks} blocks, {max_concurrency:.2f} requests of {max_model_len} tokens"
-    replicas = gpus // tp
+    replicas = gpus // (tp * dp)
     return Fit(
-        model=arch.name, gpu=gpu.name, dtype=dt.name, kv_dtype=kv_dt.name, gpus=gpus, tp=tp, replicas=replicas,
+        model=arch.name, gpu=gpu.name, dtype=dt.name, kv_dtype=kv_dt.name, gpus=gpus, tp=tp, dp=dp, replicas=replicas,
         gpu_memory_utilization=gpu_memory_utilization, usable_bytes=usable, budget_bytes=budget,
         weight_bytes=weight, activation_bytes=activation, non_torch_bytes=non_torch, lora_bytes=lora,
         kv_cache_bytes=kv_cache,

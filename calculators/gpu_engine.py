@@ -21,6 +21,7 @@ from engine_core.architecture import ModelArchitecture
 from engine_core.dtypes import parse_dtype
 from calculators.engine_profiles import EngineDefaults, engine_defaults
 from calculators.fit import Fit, fit
+from calculators.moe_layout import PLAIN, MoeLayout
 from engine_core.gpus import GpuSpec
 from calculators.sim.step_model import StepTimeModel, step_model_from_roofline
 
@@ -34,6 +35,8 @@ class GpuEngine:
     dtype: str
     kv_dtype: str
     tp: int
+    dp: int                   # data-parallel attention ranks (an MoE layout; 1: none)
+    expert_parallel: bool
     block_size: int
     num_kv_blocks: int
     max_model_len: int
@@ -44,8 +47,11 @@ class GpuEngine:
     defaults: EngineDefaults
 
     def describe(self) -> str:
-        """'emulated h100-sxm, llama-3.1-8b bf16 (vllm sizing)' and the TP degree when above 1."""
+        """'emulated h100-sxm, llama-3.1-8b bf16 (vllm sizing)' and the TP degree when above 1 (the dp ranks
+        and expert parallelism when laid out so)."""
         tp = f", tp {self.tp}" if self.tp > 1 else ""
+        tp += f", dp {self.dp}" if self.dp > 1 else ""
+        tp += ", expert parallel" if self.expert_parallel else ""
         return f"emulated {self.gpu}{tp}, {self.model} {self.dtype} ({self.engine} sizing)"
 
 
@@ -53,20 +59,22 @@ def gpu_engine(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", tp
                gpu_memory_utilization: float | None = None, engine: str = "vllm", engine_version: str | None = None,
                kv_dtype: str | None = None, checkpoint_kv_dtype: str | None = None,
                max_model_len: int | None = None, max_num_seqs: int | None = None,
-               max_num_batched_tokens: int | None = None) -> GpuEngine:
+               max_num_batched_tokens: int | None = None, layout: MoeLayout = PLAIN) -> GpuEngine:
     """The engine's sizing on `gpu`; a limit given here replaces the engine's default, and `kv_dtype` its
     "auto" KV format (`checkpoint_kv_dtype`: the format the checkpoint declares, which that rule may
     follow; calculators.engine_profiles). ValueError when the model does not fit (the budget's reason)
-    or a value is out of range."""
+    or a value is out of range. With an MoE ``layout`` (calculators.moe_layout) each of its dp ranks is an engine
+    core with these limits and its own KV cache: the replica's are dp times one rank's."""
+    layout.check(arch, tp)
     defaults = engine_defaults(engine, gpu, engine_version)
     seqs = defaults.max_num_seqs if max_num_seqs is None else max_num_seqs
     tokens = defaults.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens
     utilization = defaults.gpu_memory_utilization if gpu_memory_utilization is None else gpu_memory_utilization
     dt = parse_dtype(dtype)
     kv_dtype = kv_dtype or defaults.kv_dtype(dt, checkpoint_kv_dtype)   # given: the engine's --kv-cache-dtype
-    budget = fit(arch, gpu, dtype=dt.name, kv_dtype=kv_dtype, gpus=tp, tp=tp,
+    budget = fit(arch, gpu, dtype=dt.name, kv_dtype=kv_dtype, gpus=layout.gpus(tp), tp=tp,
                  gpu_memory_utilization=utilization, block_size=defaults.block_size,
-                 max_model_len=max_model_len, max_num_batched_tokens=tokens, max_num_seqs=seqs)
+                 max_model_len=max_model_len, max_num_batched_tokens=tokens, max_num_seqs=seqs, dp=layout.dp)
     if defaults.kv_of_free_memory and budget.num_blocks:
         free = budget.usable_bytes - budget.weight_bytes - budget.activation_bytes - budget.non_torch_bytes
         blocks = int(free * utilization) // budget.kv_block_bytes
@@ -74,8 +82,11 @@ def gpu_engine(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", tp
         blocks = budget.num_blocks
     if not budget.fits or blocks < 1:
         raise ValueError(budget.reason)
-    step = step_model_from_roofline(arch, gpu, dtype=dt.name, kv_dtype=kv_dtype, tp=tp, engine=engine)
+    ranks = layout.dp
+    step = step_model_from_roofline(arch, gpu, dtype=dt.name, kv_dtype=kv_dtype, tp=tp, engine=engine,
+                                    layout=layout, max_batch=seqs * ranks)
     return GpuEngine(engine=engine, gpu=gpu.name, model=arch.name, dtype=dt.name, kv_dtype=budget.kv_dtype, tp=tp,
-                     block_size=defaults.block_size, num_kv_blocks=blocks, max_model_len=budget.max_model_len,
-                     max_num_seqs=seqs, max_num_batched_tokens=tokens, step_model=step, fit=budget,
+                     dp=ranks, expert_parallel=layout.expert_parallel, block_size=defaults.block_size,
+                     num_kv_blocks=blocks * ranks, max_model_len=budget.max_model_len,
+                     max_num_seqs=seqs * ranks, max_num_batched_tokens=tokens * ranks, step_model=step, fit=budget,
                      defaults=defaults)

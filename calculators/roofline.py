@@ -18,6 +18,7 @@ from calculators.efficiency import Efficiencies, ErrorBand
 from calculators.efficiency_profile import EfficiencyProfile, efficiencies_for
 from engine_core.gpus import GpuSpec
 from calculators.kv import kv_heads_per_gpu
+from calculators.moe_layout import PLAIN, MoeLayout
 from calculators.step_cost import decode_cost, prefill_cost
 
 
@@ -30,7 +31,9 @@ class Roofline:
     dtype: str
     kv_dtype: str
     tp: int
-    batch: int
+    dp: int                          # data-parallel attention ranks (an MoE layout; 1: none)
+    expert_parallel: bool
+    batch: int                       # the replica's sequences (with dp ranks: spread over them)
     context: int
     decode_step: str                 # the step time with its band, as text
     prefill: str
@@ -82,8 +85,11 @@ def roofline(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", kv_d
              batch: int = 1, context: int = 1024, prompt_tokens: int = 0, tp: int = 1,
              profile: EfficiencyProfile | None = None, engine: str | None = None,
              efficiency: Efficiencies | None = None, bandwidth_efficiency: float | None = None,
-             compute_efficiency: float | None = None, overhead_s: float | None = None) -> Roofline:
-    """Decode step time at ``batch`` x ``context`` and prefill time of one ``prompt_tokens`` prompt.
+             compute_efficiency: float | None = None, overhead_s: float | None = None,
+             layout: MoeLayout = PLAIN) -> Roofline:
+    """Decode step time at ``batch`` x ``context`` and prefill time of one ``prompt_tokens`` prompt
+    (with an MoE ``layout``: ``batch`` is the replica's, the prefill one prompt on each rank at once, the times
+    one GPU's; calculators.moe_layout).
 
     Efficiencies: ``efficiency`` as given, else ``profile`` (default: fitted on published points) for this
     GPU, dtype class, TP and ``engine``; ``bandwidth_efficiency``/``compute_efficiency``/``overhead_s``
@@ -93,21 +99,24 @@ def roofline(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", kv_d
     kv_dt = parse_kv_dtype(kv_dtype if kv_dtype is not None else default_kv_dtype(dt))
     _check_counts(batch, tp, context, prompt_tokens)
     kv_heads_per_gpu(arch, tp)
-    eff = efficiencies_for(gpu, dt, tp, profile=profile, engine=engine, efficiency=efficiency,
+    layout.check(arch, tp)
+    eff = efficiencies_for(gpu, dt, layout.gpus(tp), profile=profile, engine=engine, efficiency=efficiency,
                            bandwidth=bandwidth_efficiency, compute=compute_efficiency, overhead_s=overhead_s)
-    step = decode_cost(arch, gpu, dt, kv_dt, batch=batch, context=context, tp=tp, eff=eff)
-    pre = prefill_cost(arch, gpu, dt, kv_dt, prompt_tokens=prompt_tokens, tp=tp, eff=eff)
+    step = decode_cost(arch, gpu, dt, kv_dt, batch=batch, context=context, tp=tp, eff=eff, layout=layout)
+    pre = prefill_cost(arch, gpu, dt, kv_dt, prompt_tokens=prompt_tokens, tp=tp, eff=eff, prompts=layout.dp,
+                       layout=layout)
     total_bytes = step.weight_bytes + step.kv_bytes
     ridge = gpu.peak_flops(dt) * eff.decode_compute / (gpu.bandwidth_bytes_per_s * eff.weight_bandwidth)
     return Roofline(
-        model=arch.name, gpu=gpu.name, dtype=dt.name, kv_dtype=kv_dt.name, tp=tp, batch=batch, context=context,
-        decode_step=with_band(step.total_s, eff.decode_band_for(tp)),
+        model=arch.name, gpu=gpu.name, dtype=dt.name, kv_dtype=kv_dt.name, tp=tp, dp=layout.dp,
+        expert_parallel=layout.expert_parallel, batch=batch, context=context,
+        decode_step=with_band(step.total_s, eff.decode_band_for(layout.gpus(tp))),
         prefill=with_band(pre.total_s, eff.prefill_band_for(prompt_tokens)) if prompt_tokens else "no prompt given",
         weight_bytes_read=step.weight_bytes, kv_bytes_read=step.kv_bytes, bytes_per_step=total_bytes,
         flops_per_step=step.flops, arithmetic_intensity=step.flops / total_bytes, ridge_point=ridge,
         memory_time_s=step.memory_s, compute_time_s=step.compute_s, tp_comm_s=step.comm_s,
         decode_overhead_s=step.overhead_s, decode_step_s=step.total_s, decode_tokens_per_s=batch / step.total_s,
-        bound=step.bound, decode_step_band=eff.decode_band_for(tp), prompt_tokens=prompt_tokens, prefill_s=pre.total_s,
+        bound=step.bound, decode_step_band=eff.decode_band_for(layout.gpus(tp)), prompt_tokens=prompt_tokens, prefill_s=pre.total_s,
         prefill_bound=pre.bound, prefill_tp_comm_s=pre.comm_s, prefill_band=eff.prefill_band_for(prompt_tokens),
         bandwidth_efficiency=eff.weight_bandwidth, kv_bandwidth_efficiency=eff.kv_bandwidth,
         compute_efficiency=eff.prefill_compute, decode_compute_efficiency=eff.decode_compute,

@@ -127,9 +127,14 @@ class Weights:
     lm_head_bytes: int       # the output projection (the embedding matrix itself when tied): read every step
     keep_embeddings_16bit: bool
 
-    def bytes_per_gpu(self, tp: int) -> int:
-        """Tensor parallel splits linear layers and (vocab-parallel) embeddings; norms are replicated."""
-        return (self.linear_bytes + self.embedding_bytes) // tp + self.small_bytes
+    def bytes_per_gpu(self, tp: int, dp: int = 1) -> int:
+        """Tensor parallel splits linear layers and (vocab-parallel) embeddings; norms are replicated. With
+        dp data-parallel attention ranks (an MoE replica, calculators.moe_layout) the routed experts spread
+        over all tp x dp GPUs, sharded or whole, and the rest is copied on each rank."""
+        if dp == 1:
+            return (self.linear_bytes + self.embedding_bytes) // tp + self.small_bytes
+        rest = self.linear_bytes - self.routed_expert_bytes + self.embedding_bytes
+        return rest // tp + self.routed_expert_bytes // (tp * dp) + self.small_bytes
 
 
 @lru_cache(maxsize=1024)

@@ -24,6 +24,7 @@ from calculators.efficiency import Efficiencies, ErrorBand
 from calculators.efficiency_profile import EfficiencyProfile, efficiencies_for
 from engine_core.gpus import GpuSpec
 from calculators.kv import kv_heads_per_gpu
+from calculators.moe_layout import PLAIN, MoeLayout
 from calculators.step_cost import decode_cost, prefill_cost
 
 
@@ -88,9 +89,11 @@ class WhatIf:
 
 def what_if(arch: ModelArchitecture, gpu: GpuSpec, *, prompt_tokens: int, output_tokens: int, concurrency: int = 1,
             dtype: str = "bf16", kv_dtype: str | None = None, tp: int = 1, profile: EfficiencyProfile | None = None,
-            engine: str | None = None, efficiency: Efficiencies | None = None) -> WhatIf:
+            engine: str | None = None, efficiency: Efficiencies | None = None, layout: MoeLayout = PLAIN) -> WhatIf:
     """Predicted latencies and throughput with bands (module docstring); ``profile`` defaults to the fit on
-    published points, ``efficiency`` (already resolved numbers) replaces it."""
+    published points, ``efficiency`` (already resolved numbers) replaces it. With an MoE ``layout``
+    (calculators.moe_layout) the replacements come a rank's share at a time, one prompt on each rank at once
+    (the ranks step together: a prefill on one stalls them all)."""
     for value, name in ((prompt_tokens, "prompt_tokens"), (output_tokens, "output_tokens"),
                         (concurrency, "concurrency")):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -98,11 +101,13 @@ def what_if(arch: ModelArchitecture, gpu: GpuSpec, *, prompt_tokens: int, output
     dt = parse_dtype(dtype)
     kv_dt = parse_kv_dtype(kv_dtype if kv_dtype is not None else default_kv_dtype(dt))
     kv_heads_per_gpu(arch, tp)
-    eff = efficiencies_for(gpu, dt, tp, profile=profile, engine=engine, efficiency=efficiency)
-    prefill = prefill_cost(arch, gpu, dt, kv_dt, prompt_tokens=prompt_tokens, tp=tp, eff=eff).total_s
+    layout.check(arch, tp)
+    eff = efficiencies_for(gpu, dt, layout.gpus(tp), profile=profile, engine=engine, efficiency=efficiency)
+    prefill = prefill_cost(arch, gpu, dt, kv_dt, prompt_tokens=prompt_tokens, tp=tp, eff=eff, prompts=layout.dp,
+                           layout=layout).total_s
     step = decode_cost(arch, gpu, dt, kv_dt, batch=concurrency, context=prompt_tokens + output_tokens / 2,
-                       tp=tp, eff=eff).total_s
-    tpot = steady_state_tpot(step, prefill, concurrency, output_tokens)
+                       tp=tp, eff=eff, layout=layout).total_s
+    tpot = steady_state_tpot(step, prefill, -(-concurrency // layout.dp), output_tokens)
     prefill_band, decode_band = eff.prefill_band_for(prompt_tokens), eff.decode_band_for(tp)
     stall = tpot - step
     tpot_band = mixed_band([(step, decode_band), (stall, prefill_band)])

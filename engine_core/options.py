@@ -45,6 +45,15 @@ class EngineOptions:
                                              "bf16 for quantized weights)")
     tp: int | None = option(None, parse=parse_int,
                             help="tensor-parallel GPUs per replica (default 1; `servecap serve`: an emulated GPU's)")
+    dp: int | None = option(None, parse=parse_int,
+                            help="data-parallel attention ranks in one replica of an MoE model, each with its own "
+                                 "sequences, KV cache and batching limits, the routed experts spread over all "
+                                 "tp x dp GPUs (vLLM's --data-parallel-size, TensorRT-LLM's enable_attention_dp; "
+                                 "calculators.moe_layout; default 1)")
+    expert_parallel: bool = option(False, kind="switch",
+                                   help="whole routed experts on each of the tp x dp GPUs, exchanged by all-to-all, "
+                                        "instead of every expert cut tp x dp ways (vLLM's --enable-expert-parallel, "
+                                        "TensorRT-LLM's --ep; its DEP N is --dp N --expert-parallel)")
     strategy: str | None = option(None, help="the batching strategy: " + "; ".join(
         f"{spec.name}: {spec.summary}" for spec in STRATEGIES.values()) + f" (default {DEFAULT_STRATEGY}; predict and "
         "plan: which of the calibration run's, needed when it has several)")

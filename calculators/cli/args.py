@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     _keep_embeddings(p)
 
     p = command("fit", "vLLM memory budget: KV cache, blocks, max concurrency")
-    _model(p, "kv-dtype", "tp", "block-size", "max-model-len", "gpu-memory-utilization", "max-loras",
+    _model(p, "kv-dtype", "tp", "dp", "block-size", "max-model-len", "gpu-memory-utilization", "max-loras",
            "max-lora-rank")
     _gpu(p), _gpus(p), _keep_embeddings(p)
     p.add_argument("--activation-gib", type=float, help="activation memory per GPU (default: vLLM's profile run)")
@@ -118,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     _efficiency(p)
 
     p = command("roofline", "decode step time, tokens/s and bound; prefill time")
-    _model(p, "kv-dtype", "tp")
+    _model(p, "kv-dtype", "tp", "dp", "expert-parallel")
     _gpu(p)
     p.add_argument("--batch", type=int, default=1, help="sequences in a decode step (default 1)")
     p.add_argument("--context", type=int, default=1024, help="tokens each sequence holds in its cache (default 1024)")
@@ -164,7 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("simulate", "discrete-event simulation of a batching strategy over load levels")
     _engine(p, "engine (as `servecap serve` takes it; with --model and --gpu sized as its engine would there)",
-            "strategy", "model", "dtype", "kv-dtype", "tp", "kv-blocks", "block-size", "max-model-len")
+            "strategy", "model", "dtype", "kv-dtype", "tp", "dp", "expert-parallel", "kv-blocks", "block-size",
+            "max-model-len")
     add_load_arguments(p, only=("concurrency", "rates", "arrival", "warmup", "duration"), title="load (choose one)")
     p.add_argument("--requests", type=int, default=2000,
                    help="simulated requests per level (default 2000); --session levels measure the load test's "

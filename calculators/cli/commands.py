@@ -12,7 +12,7 @@ from calculators.cli.level_pool import level_pool
 from calculators.cli.sessions_command import simulate_sessions_command
 from calculators.cli.topology_command import simulate_topologies
 from calculators.cli.crossover_command import check_crossover_flags, crossover_command
-from calculators.cli.inputs import (gpu_from_args, lengths, load_from_args, mean_lengths,
+from calculators.cli.inputs import (gpu_from_args, layout_from_args, lengths, load_from_args, mean_lengths,
                                     mean_tokens, profile_from_args)
 from calculators.cli.output import GIB, as_dict, emit, print_json, print_rows, print_speculative
 from engine_core.dtypes import default_kv_dtype
@@ -62,7 +62,9 @@ def cmd_fit(args) -> None:
     tokens = getattr(args, "max_num_batched_tokens", vllm.max_num_batched_tokens)
     prompt_tokens = mean_tokens(args.prompt_tokens, "--prompt-tokens")   # None: sized by --max-model-len
     output_tokens = mean_tokens(args.output_tokens, "--output-tokens")
-    result = fit(_model(args), gpu, dtype=args.dtype, kv_dtype=args.kv_dtype,
+    layout = layout_from_args(args)
+    layout.check(_model(args), args.tp)
+    result = fit(_model(args), gpu, dtype=args.dtype, kv_dtype=args.kv_dtype, dp=layout.dp,
                  gpus=args.gpus,
                  tp=args.tp, gpu_memory_utilization=_or(args.gpu_memory_utilization, vllm.gpu_memory_utilization),
                  activation_gib=args.activation_gib, non_torch_gib=args.non_torch_gib,
@@ -76,8 +78,8 @@ def cmd_fit(args) -> None:
         speed = what_if(_model(args), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
                         tp=args.tp,
                         prompt_tokens=prompt_tokens or 1, output_tokens=output_tokens or 1,
-                        concurrency=min(max_num_seqs, result.max_concurrency_at_mean),
-                        profile=profile_from_args(args), engine=args.engine)
+                        concurrency=min(max_num_seqs * layout.dp, result.max_concurrency_at_mean),
+                        profile=profile_from_args(args), engine=args.engine, layout=layout)
     if args.json:
         return print_json({**asdict(result), "predicted": None if speed is None else asdict(speed)})
     emit(args, "Fit (per GPU)", result)
@@ -89,12 +91,16 @@ def cmd_fit(args) -> None:
 
 
 def cmd_roofline(args) -> None:
+    layout = layout_from_args(args)
+    if not layout.plain and speculation_from_args(args) is not None:
+        raise ValueError("--speculative-* with --dp or --expert-parallel: speculative decoding is timed for tensor "
+                         "parallelism alone")
     result = roofline(_model(args), gpu_from_args(args), dtype=args.dtype, kv_dtype=args.kv_dtype,
                       batch=args.batch, context=args.context,
                       prompt_tokens=_or(mean_tokens(args.prompt_tokens, "--prompt-tokens"), 0), tp=args.tp,
                       profile=profile_from_args(args), engine=args.engine,
                       bandwidth_efficiency=args.bandwidth_efficiency, compute_efficiency=args.compute_efficiency,
-                      overhead_s=None if args.overhead_ms is None else args.overhead_ms / 1e3)
+                      overhead_s=None if args.overhead_ms is None else args.overhead_ms / 1e3, layout=layout)
     speculation = speculation_from_args(args)
     if speculation is None:
         emit(args, "Roofline (per GPU)", result)
@@ -210,7 +216,7 @@ def _step_model(args) -> StepTimeModel:
     if args.model is None or args.gpu is None:
         raise ValueError("give a measured step model (--step-base-ms ...) or --model and --gpu for a roofline one")
     return step_model_from_roofline(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, tp=args.tp,
-                                    profile=profile_from_args(args), engine=args.engine)
+                                    profile=profile_from_args(args), engine=args.engine, layout=layout_from_args(args))
 
 
 def _gpu_sizing(args, limits: dict):
@@ -223,7 +229,7 @@ def _gpu_sizing(args, limits: dict):
                       kv_dtype=getattr(args, "kv_dtype", None),
                       max_model_len=args.max_model_len,
                       max_num_seqs=limits.get("max_num_seqs"),
-                      max_num_batched_tokens=limits.get("max_num_batched_tokens"))
+                      max_num_batched_tokens=limits.get("max_num_batched_tokens"), layout=layout_from_args(args))
 
 
 def _kv_link(args, sizing):
@@ -249,6 +255,8 @@ def cmd_simulate(args) -> None:
     sizing = _gpu_sizing(args, limits)
     if sizing is not None:   # the engine as it would size itself on that GPU; a flag given here wins
         limits = {**sizing.defaults.limit_flags(), **limits}
+        for name in ("max_num_seqs", "max_num_batched_tokens"):   # each of --dp's ranks has its own
+            limits[name] = limits[name] * sizing.dp
         kv_blocks = sizing.num_kv_blocks if kv_blocks is None else kv_blocks
         block_size = sizing.block_size if block_size is None else block_size
     server = SimServer.from_flags(args.strategy, num_kv_blocks=kv_blocks, block_size=block_size or 16, **limits)
@@ -270,6 +278,9 @@ def cmd_simulate(args) -> None:
         return simulate_sessions_command(args, server, replace(workload, warmup_s=load.warmup_s,
                                                                duration_s=load.duration_s), model, spec, concurrency)
     speculative = _speculative_step(args, "vllm" if sizing is not None else args.engine)
+    if speculative is not None and not layout_from_args(args).plain:
+        raise ValueError("--speculative-* with --dp or --expert-parallel: speculative decoding is simulated for "
+                         "tensor parallelism alone")
     speculating = None if speculative is None else replace(server, speculative=speculative)   # checked before running
     with level_pool(args.jobs, len(levels) * (1 if speculating is None else 2)) as mapper:
         results = simulate_levels(server, workload, model, concurrencies=concurrency, rates=rates, mapper=mapper)

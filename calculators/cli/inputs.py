@@ -7,9 +7,15 @@ from contract.distributions import LengthDistribution, parse_length_distribution
 from contract.load import LoadSpec
 from contract.workload import WorkloadSpec
 from calculators.efficiency_profile import EfficiencyOptions, EfficiencyProfile
+from calculators.moe_layout import MoeLayout
 from engine_core.gpus import GpuOptions, GpuSpec
 
-CALC_DEFAULTS = {"dtype": "bf16", "tp": 1}   # the engine options a calculator fills in when left out
+CALC_DEFAULTS = {"dtype": "bf16", "tp": 1, "dp": 1}   # the engine options a calculator fills in when left out
+
+
+def layout_from_args(args) -> MoeLayout:
+    """--dp and --expert-parallel, where the command takes them (calculators.moe_layout)."""
+    return MoeLayout(dp=getattr(args, "dp", None) or 1, expert_parallel=bool(getattr(args, "expert_parallel", False)))
 
 
 def gpu_from_args(args) -> GpuSpec:

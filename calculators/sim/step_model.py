@@ -39,9 +39,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from engine_core.architecture import ModelArchitecture
+from engine_core.dtypes import default_kv_dtype, parse_dtype, parse_kv_dtype
 from calculators.efficiency import Efficiencies
 from calculators.efficiency_profile import EfficiencyProfile
 from engine_core.gpus import GpuSpec
+from calculators.moe_layout import PLAIN, MoeLayout
+
+MOE_TABLE_BATCH = 1024   # an MoE step's batch table, when the engine's limit is not given
 
 
 def _positive_floats(values, error: str) -> tuple[float, ...]:
@@ -128,24 +132,46 @@ class StepTimeModel:
 
 def step_model_from_roofline(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", tp: int = 1,
                              profile: EfficiencyProfile | None = None, engine: str | None = None,
-                             efficiency: Efficiencies | None = None, kv_dtype: str | None = None) -> StepTimeModel:
+                             efficiency: Efficiencies | None = None, kv_dtype: str | None = None,
+                             layout: MoeLayout = PLAIN, max_batch: int = MOE_TABLE_BATCH) -> StepTimeModel:
     """A ``StepTimeModel`` from the roofline terms (see ``calculators.roofline``), under the efficiency
     profile (default: fitted on published points) or ``efficiency`` as given.
 
     base_s = decode step at batch 1, no context (weights read, overhead, all-reduces), less the per-sequence cost;
     per_seq_s = the profile's per-sequence cost;
     per_context_token_s = KV bytes of one token in `kv_dtype` (default: the weights' rule) / (bandwidth x KV
-    efficiency);
+    efficiency), or the attention's FLOPs on it / (the KV format's peak x decode compute efficiency) where
+    those take longer (MLA: its queries score and sum the latent of every token, about 17 MFLOP a token for
+    DeepSeek-V3 against 35 KB read);
     per_prefill_token_s = prefill of 4096 tokens / 4096 (prefill is compute bound).
+    An MoE model's step is not linear in its batch: each sequence more touches more experts (their weights
+    read), and an expert-parallel layout's all-to-alls grow with the tokens. Its batch_table holds the
+    decode step at each batch of 1..`max_batch` (no context), per_seq_s the last one's slope beyond it. With a
+    ``layout`` (calculators.moe_layout) the batch is the replica's, spread over its dp ranks: a context
+    token and a prefill token cost one rank's share.
     """
     from calculators.efficiency_profile import efficiencies_for  # local: roofline imports nothing from here
     from calculators.roofline import roofline
+    from calculators.step_cost import attention_flops_per_context_token, decode_cost
 
-    eff = efficiencies_for(gpu, dtype, tp, profile=profile, engine=engine, efficiency=efficiency)
+    layout.check(arch, tp)
+    eff = efficiencies_for(gpu, dtype, layout.gpus(tp), profile=profile, engine=engine, efficiency=efficiency)
     one = roofline(arch, gpu, dtype=dtype, kv_dtype=kv_dtype, batch=1, context=0, prompt_tokens=0, tp=tp,
-                   efficiency=eff)
+                   efficiency=eff, layout=layout)
     long = roofline(arch, gpu, dtype=dtype, kv_dtype=kv_dtype, batch=1, context=4096, prompt_tokens=4096, tp=tp,
-                    efficiency=eff)
+                    efficiency=eff, layout=layout)
     per_token_kv = long.kv_bytes_read / 4096 / (gpu.bandwidth_bytes_per_s * eff.kv_bandwidth)
-    return StepTimeModel(base_s=one.decode_step_s - eff.per_sequence_s, per_seq_s=eff.per_sequence_s,
-                         per_prefill_token_s=long.prefill_s / 4096, per_context_token_s=per_token_kv)
+    kv_dt = parse_kv_dtype(kv_dtype if kv_dtype is not None else default_kv_dtype(parse_dtype(dtype)))
+    per_token_attention = (attention_flops_per_context_token(arch, tp) / layout.dp
+                           / (gpu.peak_flops(kv_dt) * eff.decode_compute))
+    per_token_kv = max(per_token_kv, per_token_attention)
+    per_seq = eff.per_sequence_s / layout.dp
+    model = StepTimeModel(base_s=one.decode_step_s - per_seq, per_seq_s=per_seq,
+                          per_prefill_token_s=long.prefill_s / (4096 * layout.dp), per_context_token_s=per_token_kv)
+    if not arch.is_moe:
+        return model
+    dt = parse_dtype(dtype)
+    table = [decode_cost(arch, gpu, dt, kv_dt, batch=b, context=0, tp=tp, eff=eff, layout=layout).total_s
+             for b in range(1, max_batch + 1)]
+    return replace(model, batch_table=tuple(table), per_seq_s=max(table[-1] - table[-2], 0.0) if max_batch > 1
+                   else per_seq)
