@@ -47,6 +47,11 @@ class MoeLayout:
     def __post_init__(self) -> None:
         positive_int("dp", self.dp)
 
+    @classmethod
+    def from_args(cls, args) -> "MoeLayout":
+        """--dp and --expert-parallel (engine_core.options), where the command takes them."""
+        return cls(dp=getattr(args, "dp", None) or 1, expert_parallel=bool(getattr(args, "expert_parallel", False)))
+
     @property
     def plain(self) -> bool:
         """Tensor parallelism alone: every formula as without a layout."""

@@ -67,8 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "prefill answers the router's one-token calls with the KV's blocks, decode takes a "
                           "prompt's KV from one instead of computing it (default both: either)")
     add_kv_link_arguments(emu)
-    add_options(p, EngineOptions, title="emulated GPU: its replica", only=("tp", "gpu-memory-utilization"),
-                typed=True)
+    add_options(p, EngineOptions, title="emulated GPU: its replica",
+                only=("tp", "dp", "expert-parallel", "gpu-memory-utilization"), typed=True)
     add_options(p, EngineOptions, title="speculative decoding (continuous strategy)", only=SPECULATIVE, typed=True,
                 description="proposals verified in one pass per step: greedy requests keep what the target agrees "
                             "with, sampled ones by rejection sampling; --speculative-acceptance emulates acceptance "
@@ -168,7 +168,8 @@ def configs_from_args(args: argparse.Namespace):
     if args.emulate is not None:
         emulation, limits, block_size = _emulation(args, limits)
     else:
-        for flag, value in (("--tp", args.tp), ("--gpu-memory-utilization", args.gpu_memory_utilization),
+        for flag, value in (("--tp", args.tp), ("--dp", args.dp), ("--expert-parallel", args.expert_parallel or None),
+                            ("--gpu-memory-utilization", args.gpu_memory_utilization),
                             ("--step-jitter", args.step_jitter), ("--role", args.role),
                             ("--kv-transfer-gbs", args.kv_transfer_gbs),
                             ("--kv-transfer-latency-us", args.kv_transfer_latency_us)):
@@ -247,10 +248,15 @@ def _emulation(args: argparse.Namespace, limits: dict) -> tuple[dict, dict, int]
         raise ValueError(f"--block-size {args.block_size}: {args.emulate_engine} uses {defaults.block_size}-token "
                          "blocks (leave it out with --emulate)")
     emulation = {"emulate": args.emulate, "emulate_engine": args.emulate_engine, "tp": args.tp or 1,
+                 "dp": args.dp or 1, "expert_parallel": args.expert_parallel,
                  "gpu_memory_utilization": args.gpu_memory_utilization, "step_jitter_cv": args.step_jitter or 0.0,
                  "role": args.role or "both", "kv_transfer_gbs": args.kv_transfer_gbs,
                  "kv_transfer_latency_s": (args.kv_transfer_latency_us or 0.0) / 1e6}
-    return emulation, {**defaults.limit_flags(), **limits}, defaults.block_size
+    limits = {**defaults.limit_flags(), **limits}
+    for name in ("max_num_seqs", "max_num_batched_tokens"):   # each of --dp's ranks has its own
+        if limits.get(name) is not None:
+            limits[name] *= emulation["dp"]
+    return emulation, limits, defaults.block_size
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,9 +13,7 @@ from engine_core.gpus import GpuOptions, GpuSpec
 CALC_DEFAULTS = {"dtype": "bf16", "tp": 1, "dp": 1}   # the engine options a calculator fills in when left out
 
 
-def layout_from_args(args) -> MoeLayout:
-    """--dp and --expert-parallel, where the command takes them (calculators.moe_layout)."""
-    return MoeLayout(dp=getattr(args, "dp", None) or 1, expert_parallel=bool(getattr(args, "expert_parallel", False)))
+layout_from_args = MoeLayout.from_args   # --dp and --expert-parallel (calculators.moe_layout)
 
 
 def gpu_from_args(args) -> GpuSpec:

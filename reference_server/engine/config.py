@@ -64,6 +64,8 @@ class EngineConfig:
             (`calculators.gpu_engine`); `dtype` is then the GPU's (bf16, fp16, fp8, int8, int4).
         emulate_engine: whose sizing and defaults the emulation takes (vllm | tensorrt-llm).
         tp: tensor-parallel GPUs of the emulated replica.
+        dp, expert_parallel: an emulated MoE replica's data-parallel attention ranks and whether its experts are
+            whole on each GPU (calculators.moe_layout); the limits are then the replica's, dp ranks' worth.
         gpu_memory_utilization: the emulated engine's memory share (None: the engine's default).
         step_jitter_cv: emulation: a seeded per-step variation with this coefficient of variation.
         stream_interval: tokens per stream chunk after the first (vLLM's --stream-interval;
@@ -106,6 +108,8 @@ class EngineConfig:
     emulate: str | None = None
     emulate_engine: str = "vllm"
     tp: int = 1
+    dp: int = 1
+    expert_parallel: bool = False
     gpu_memory_utilization: float | None = None
     step_jitter_cv: float = 0.0
     stream_interval: int = 1
@@ -134,9 +138,10 @@ class EngineConfig:
         object.__setattr__(self, "device", device)
         if self.emulate is None:
             object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
-            if self.tp != 1 or self.gpu_memory_utilization is not None or self.step_jitter_cv:
-                raise ValueError("tp, gpu_memory_utilization and step_jitter_cv describe an emulated GPU: "
-                                 "give emulate too")
+            if (self.tp != 1 or self.dp != 1 or self.expert_parallel or self.gpu_memory_utilization is not None
+                    or self.step_jitter_cv):
+                raise ValueError("tp, dp, expert_parallel, gpu_memory_utilization and step_jitter_cv describe an "
+                                 "emulated GPU: give emulate too")
         else:
             self._check_emulation()
         strategy, limits = resolve(self.strategy, self.limits)
@@ -256,6 +261,15 @@ class EngineConfig:
             if getattr(self, name) is not None:
                 raise ValueError(f"{name}: an emulated GPU sizes its KV cache as its engine would on that GPU")
         positive_int("tp", self.tp)
+        positive_int("dp", self.dp)
+        if self.dp != 1 or self.expert_parallel:
+            from calculators.moe_layout import MoeLayout
+            from engine_core.models import resolve_model
+
+            MoeLayout(self.dp, self.expert_parallel).check(resolve_model(self.model), self.tp)
+        if (self.dp != 1 or self.expert_parallel) and (self.speculative_method is not None or self.role != "both"):
+            raise ValueError("dp and expert_parallel: an MoE layout is emulated for an aggregated replica without "
+                             "speculative decoding")
         if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
         check_non_negative_number("step_jitter_cv", self.step_jitter_cv)

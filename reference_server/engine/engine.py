@@ -131,6 +131,7 @@ class Engine:
         """An emulated GPU (`config.emulate`): the architecture only (no weights), the KV cache and limits its
         engine would size on that GPU (calculators.gpu_engine), and the step model's wait for a forward pass."""
         from calculators.gpu_engine import gpu_engine
+        from calculators.moe_layout import MoeLayout
         from engine_core.gpus import get_gpu
         from engine_core.models import resolve_model as resolve_architecture
         from reference_server.engine.emulated_runner import EmulatedRunner, EmulatedTokens
@@ -141,10 +142,12 @@ class Engine:
             raise ValueError(f"model: vocab_size {arch.vocab_size} is smaller than the {self.token_space.source}'s "
                              f"{self.token_space.vocab_size}")
         limits = cfg.limits
+        step_tokens = getattr(limits, "max_num_batched_tokens", None)
         self.gpu = gpu_engine(arch, get_gpu(cfg.emulate), dtype=cfg.dtype, tp=cfg.tp,
                               gpu_memory_utilization=cfg.gpu_memory_utilization, engine=cfg.emulate_engine,
-                              max_model_len=cfg.max_model_len, max_num_seqs=limits.max_running,
-                              max_num_batched_tokens=getattr(limits, "max_num_batched_tokens", None))
+                              max_model_len=cfg.max_model_len, max_num_seqs=limits.max_running // cfg.dp,
+                              max_num_batched_tokens=None if step_tokens is None else step_tokens // cfg.dp,
+                              layout=MoeLayout(cfg.dp, cfg.expert_parallel))   # the limits are a rank's there
         if self.gpu.block_size != cfg.block_size:
             raise ValueError(f"block_size {cfg.block_size}: {cfg.emulate_engine} on {cfg.emulate} uses "
                              f"{self.gpu.block_size}-token blocks")
@@ -201,7 +204,7 @@ class Engine:
         """What an emulated engine stands in for (the /v1/engine `emulation` block)."""
         gpu = self.gpu
         return {"emulated": True, "description": gpu.describe(), "gpu": gpu.gpu, "engine": gpu.engine,
-                "tp": gpu.tp, "kv_dtype": gpu.kv_dtype, "gpu_memory_utilization": gpu.fit.gpu_memory_utilization,
+                "tp": gpu.tp, "dp": gpu.dp, "expert_parallel": gpu.expert_parallel, "kv_dtype": gpu.kv_dtype, "gpu_memory_utilization": gpu.fit.gpu_memory_utilization,
                 "step_jitter_cv": self.config.step_jitter_cv, "step_model": asdict(gpu.step_model),
                 "note": "no forward pass runs: each step waits the time this GPU would take for its batch "
                         "(roofline under the efficiency profile fitted on published measurements)"}

@@ -241,13 +241,16 @@ def _launch(args, **replica):
     from servecap.launch.spec import ReferenceServerSpec
 
     emulate, model, dtype, tp = (replica.get(k) or getattr(args, k) for k in ("emulate", "model", "dtype", "tp"))
-    flags = ["--emulate", emulate, "--model", model, "--dtype", dtype, "--tp", str(tp),
+    layout = ["--dp", str(args.dp)] if (args.dp or 1) > 1 else []
+    layout += ["--expert-parallel"] if args.expert_parallel else []
+    flags = ["--emulate", emulate, "--model", model, "--dtype", dtype, "--tp", str(tp), *layout,
              "--engine-mode", "thread", "--no-classifier", *shlex.split(args.server_args)]
     try:
         configs_from_args(build_parser().parse_args(flags))   # a bad replica fails before anything starts
     except SystemExit:
         raise ValueError(f"the replica's flags are not valid `servecap serve` flags: {' '.join(flags)}") from None
-    describe = f"emulated {emulate} (EMULATED GPU: no forward pass), {model} {dtype} tp={tp}"
+    describe = f"emulated {emulate} (EMULATED GPU: no forward pass), {model} {dtype} tp={tp}" + (
+        f" dp={args.dp}" if (args.dp or 1) > 1 else "") + (" expert-parallel" if args.expert_parallel else "")
     return (lambda name, more=(): ReferenceServerSpec.from_flags([*flags, *more, "--replica-name", name])), describe
 
 

@@ -236,8 +236,11 @@ def _engine_replica(args):
                              "is not in the catalog")
         from calculators.plan.sizing import gpu_replica
 
+        from calculators.moe_layout import MoeLayout
+
         return (gpu_replica(args.gpu, args.model, dtype=args.dtype, tp=args.tp, engine=args.engine,
-                            engine_version=getattr(args, "engine_version", None), max_model_len=args.max_model_len),
+                            engine_version=getattr(args, "engine_version", None), max_model_len=args.max_model_len,
+                            layout=MoeLayout.from_args(args)),
                 args.cold_start_s, None)
     return calibration_replica(args.calibration, args.strategy, args.cold_start_s)
 

@@ -39,8 +39,10 @@ def add_demand_flags(p: argparse.ArgumentParser) -> None:
 
 def add_replica_flags(p: argparse.ArgumentParser, title: str = "replica"):
     """What a replica is beyond its server (plan and fleet alike): the engine's --dtype and --tp (a catalog
-    GPU's defaults, bf16 and 1) and its cold start; the group, for the command's own options."""
-    add_options(p, EngineOptions, title=f"{title}: its engine", only=("dtype", "tp"), typed=True)
+    GPU's defaults, bf16 and 1), an MoE model's --dp and --expert-parallel, and its cold start; the group, for
+    the command's own options."""
+    add_options(p, EngineOptions, title=f"{title}: its engine", only=("dtype", "tp", "dp", "expert-parallel"),
+                typed=True)
     p.set_defaults(dtype="bf16", tp=1)
     replica = p.add_argument_group(title)
     replica.add_argument("--cold-start-s", type=float,

@@ -108,6 +108,9 @@ def kind_from_flags(args) -> str | None:
         given.append(kind)
     if len(given) > 1:
         raise ValueError(f"{' and '.join(map(_main_flag, given))}: one second pool at a time")
+    if given and ((args.dp or 1) > 1 or args.expert_parallel):
+        raise ValueError(f"{_main_flag(given[0])} with --dp/--expert-parallel: a second pool beside an MoE layout is "
+                         "not modelled")
     if given and args.topology is not None:
         raise ValueError(f"{_main_flag(given[0])} with --topology: a second pool beside fixed PD pools is not modelled")
     return given[0] if given else None

@@ -39,6 +39,8 @@ def gpu_worker(args):
     from engine_core.gpus import get_gpu
     from engine_core.models import resolve_model
 
+    if (args.dp or 1) > 1 or args.expert_parallel:
+        raise ValueError("--dp/--expert-parallel with --search topology: the search sizes tensor-parallel workers")
     if not (args.pd_hop_ms >= 0):
         raise ValueError(f"--pd-hop-ms must be >= 0, got {args.pd_hop_ms}")
     engine_version = getattr(args, "engine_version", None)
@@ -61,7 +63,8 @@ def pools_topology(args, what: str, more: tuple[tuple[str, bool], ...] = ()):
                                          ("--min-replicas/--max-replicas", args.min_replicas is not None
                                           or args.max_replicas is not None), ("--kill", bool(args.kill)),
                                          ("--replica-fault", bool(args.replica_fault)),
-                                         (f"--router {args.router}", args.router != "round_robin"), *more)
+                                         (f"--router {args.router}", args.router != "round_robin"),
+                                         ("--dp/--expert-parallel", (args.dp or 1) > 1 or args.expert_parallel), *more)
                 if given]
     if clashing:
         raise ValueError(f"--topology {what}: {', '.join(clashing)} not with it")

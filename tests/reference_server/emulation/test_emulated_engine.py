@@ -11,6 +11,7 @@ import pytest
 
 from calculators.engine_profiles import engine_defaults
 from calculators.gpu_engine import gpu_engine
+from calculators.moe_layout import MoeLayout
 from engine_core.gpus import get_gpu
 from engine_core.models import get_model
 from reference_server.engine.config import EngineConfig
@@ -188,6 +189,30 @@ def test_flags_it_cannot_honour_are_named():
     engine, _, _ = configs("--max-num-seqs", "64")
     assert engine.limits.max_num_seqs == 64 and engine.limits.max_num_batched_tokens == 8192
     assert engine.dtype == "bf16" and engine.block_size == 16
+    with pytest.raises(ValueError, match="--dp describes an emulated GPU"):
+        configs_from_args(build_parser().parse_args(["--dp", "2"]))
+    with pytest.raises(ValueError, match="llama-3.1-8b is dense"):
+        Engine(configs("--dp", "2")[0])
+
+
+def test_an_moe_replica_laid_out_dep_has_each_ranks_limits_and_kv_cache():
+    from reference_server.cli import build_parser, configs_from_args
+
+    flags = ["--emulate", "h100-sxm", "--model", "qwen3-30b-a3b", "--dtype", "fp8"]
+    config, _, _ = configs_from_args(build_parser().parse_args([*flags, "--dp", "2", "--expert-parallel",
+                                                                "--max-num-seqs", "64"]))
+    assert (config.dp, config.expert_parallel) == (2, True)
+    assert (config.limits.max_num_seqs, config.limits.max_num_batched_tokens) == (128, 2 * 8192)   # a rank's, twice
+    engine = Engine(config)
+    sizing = gpu_engine(get_model("qwen3-30b-a3b"), get_gpu("h100-sxm"), dtype="fp8", max_num_seqs=64,
+                        layout=MoeLayout(2, True))
+    assert engine.num_kv_blocks == sizing.num_kv_blocks == 2 * (sizing.num_kv_blocks // 2)
+    assert engine.gpu.step_model == sizing.step_model and len(engine.gpu.step_model.batch_table) == 128
+    emulation = engine.emulation()
+    assert (emulation["dp"], emulation["expert_parallel"]) == (2, True)
+    assert emulation["description"] == "emulated h100-sxm, dp 2, expert parallel, qwen3-30b-a3b fp8 (vllm sizing)"
+    with pytest.raises(ValueError, match="an MoE layout is emulated for an aggregated replica"):
+        configs_from_args(build_parser().parse_args([*flags, "--dp", "2", "--role", "prefill"]))
 
 
 @pytest.mark.slow   # a real server subprocess, the official client

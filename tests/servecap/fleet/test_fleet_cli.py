@@ -82,3 +82,23 @@ def test_a_canary_is_emulated_replicas_behind_one_aggregated_pool(tmp_path, caps
     assert "--canary-weight with --server-cmd" in _error(capsys, ["--rate-curve", str(curve), "--server-cmd",
                                                                   "srv --port {port}", "--replicas", "1",
                                                                   "--canary-weight", "0.1"])
+
+
+def test_an_moe_layout_reaches_every_emulated_replica_or_is_refused_by_name(tmp_path, capsys):
+    from servecap.fleet.cli import _launch, _parser
+    from contract.config_file import parse_command_line
+
+    curve = tmp_path / "ok.csv"
+    curve.write_text("0,1\n60,2\n")
+    moe = ["--rate-curve", str(curve), "--emulate", "h100-sxm", "--model", "qwen3-30b-a3b", "--dtype", "fp8"]
+    args = parse_command_line(_parser(), [*moe, "--replicas", "1", "--dp", "2", "--expert-parallel"])
+    launch, describe = _launch(args)
+    argv = launch("r0").command()
+    assert argv[argv.index("--dp") + 1] == "2" and "--expert-parallel" in argv
+    assert describe.endswith("qwen3-30b-a3b fp8 tp=1 dp=2 expert-parallel")
+    assert "llama-3.1-8b is dense" in _error(capsys, ["--rate-curve", str(curve), *REPLICA, "--replicas", "1",
+                                                       "--dp", "2"])
+    assert "--topology runs fixed pools of emulated workers behind a round-robin PD router: --dp/--expert-parallel" \
+        in _error(capsys, [*moe, "--topology", "1p1d", "--expert-parallel"])
+    assert "--canary-weight with --dp/--expert-parallel" in _error(capsys, [*moe, "--replicas", "1", "--dp", "2",
+                                                                            "--canary-weight", "0.1"])

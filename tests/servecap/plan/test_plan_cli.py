@@ -301,3 +301,23 @@ def test_agent_sessions_started_at_the_curves_rate_are_planned_turn_after_answer
     assert sessions["sessions"] == plan["requests"] // 4 == sessions["completed"]
     assert sessions["completion_s"]["p50"] > 2 * 2.0   # two tool waits of 2 s, then the answers
     assert 1 <= sessions["peak_open"] <= sessions["sessions"]
+
+
+def test_an_moe_replica_laid_out_dep_is_planned_on_all_its_gpus(tmp_path, capsys):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,2\n120,2\n")
+    moe = ["--gpu", "h200", "--model", "qwen3-30b-a3b", "--dtype", "fp8", "--cold-start-s", "30"]
+    out = tmp_path / "plan"
+    code = main(["--rate-curve", str(curve), *moe, "--dp", "2", "--expert-parallel", "--prompt-tokens", "256",
+                 "--output-tokens", "32", "--replicas", "1", "--slo-ttft-ms", "500", "--window-s", "60",
+                 "--static-max", "2", "--no-n-plus-one", "--out", str(out)])
+    assert code == 0
+    answer = json.loads((out / "plan.json").read_text())
+    assert answer["plan"]["config"]["gpus_per_replica"] == 2
+    assert "h200, dp 2, expert parallel, qwen3-30b-a3b fp8" in answer["plan"]["config"]["replica"]
+    assert answer["plan"]["unfinished"] == 0
+    capsys.readouterr()
+    assert "with --dp/--expert-parallel: a second pool beside an MoE layout is not modelled" in _error(
+        capsys, ["--rate-curve", str(curve), *moe, *SLO, "--dp", "2", "--replicas", "1", "--canary-weight", "0.1"])
+    assert "llama-3.1-8b is dense" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--dp", "2",
+                                                        "--replicas", "1"])
