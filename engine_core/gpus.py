@@ -33,7 +33,8 @@ class GpuSpec:
         marketed_bytes: the datasheet capacity (GB are binary for HBM parts).
         usable_bytes: total memory the driver reports.
         bandwidth_bytes_per_s: peak memory bandwidth.
-        flops_fp32, flops_16bit, flops_fp8, ops_int8: dense peaks per second; None = no hardware support.
+        flops_fp32, flops_16bit, flops_fp8, ops_int8, flops_fp4: dense peaks per second; None = no hardware
+            support (or, for flops_fp4, none in the catalog).
         hourly_usd: assumed price per GPU-hour, None when unknown.
         family: architecture generation whose kernels reach similar efficiencies (``hopper``), None if unknown.
         interconnect: ``nvlink``, ``pcie`` or ``infinity-fabric``; None for a lone device.
@@ -48,6 +49,7 @@ class GpuSpec:
     flops_16bit: float
     flops_fp8: float | None = None
     ops_int8: float | None = None
+    flops_fp4: float | None = None
     hourly_usd: float | None = None
     description: str = ""
     family: str | None = None
@@ -59,7 +61,7 @@ class GpuSpec:
             value = getattr(self, field_name)
             if value is None or not value > 0:
                 raise ValueError(f"gpu {self.name!r}: {field_name} must be positive, got {value!r}")
-        for field_name in ("flops_fp8", "ops_int8"):
+        for field_name in ("flops_fp8", "ops_int8", "flops_fp4"):
             value = getattr(self, field_name)
             if value is not None and not value > 0:
                 raise ValueError(f"gpu {self.name!r}: {field_name} must be positive or None, got {value!r}")
@@ -74,7 +76,9 @@ class GpuSpec:
 
         fp8/int8 use their own tensor-core peak where the hardware has one, else
         fall back to 16-bit (weights are upcast, as Marlin-style kernels do);
-        4-bit group quantization is weight-only, so it computes in 16 bits.
+        4-bit group quantization is weight-only, so it computes in 16 bits. NVFP4 checkpoints quantize the
+        activations too (NVIDIA's NVFP4 format, ModelOpt's W4A4): Blackwell's FP4 tensor cores where the
+        GPU has them; MXFP4 (gpt-oss: the experts' weights) computes in 16 bits, as a weight-only format.
         """
         if dtype.name == "fp32":
             return self.flops_fp32
@@ -82,6 +86,8 @@ class GpuSpec:
             return self.flops_fp8
         if dtype.name == "int8" and self.ops_int8:
             return self.ops_int8
+        if dtype.name == "nvfp4" and self.flops_fp4:
+            return self.flops_fp4
         return self.flops_16bit
 
 
@@ -99,6 +105,7 @@ def _from_json(name: str, raw: dict) -> dict:
         "flops_16bit": scaled("tflops_16bit", 1e12),
         "flops_fp8": scaled("tflops_fp8", 1e12),
         "ops_int8": scaled("tops_int8", 1e12),
+        "flops_fp4": scaled("tflops_fp4", 1e12),
         "hourly_usd": raw.get("hourly_usd"),
         "description": raw.get("description", ""),
         "family": raw.get("family"),

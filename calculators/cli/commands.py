@@ -348,6 +348,7 @@ def cmd_gpus(args) -> None:
                      "tflops_16bit": raw["flops_16bit"] and raw["flops_16bit"] / 1e12,
                      "tflops_fp8": raw["flops_fp8"] and raw["flops_fp8"] / 1e12,
                      "ops_int8_t": raw["ops_int8"] and raw["ops_int8"] / 1e12,
+                     "tflops_fp4": raw["flops_fp4"] and raw["flops_fp4"] / 1e12,
                      "interconnect": raw["interconnect"],
                      "interconnect_gbs": raw["interconnect_bytes_per_s"] and raw["interconnect_bytes_per_s"] / 1e9,
                      "hourly_usd": raw["hourly_usd"],

@@ -43,6 +43,11 @@ def test_gpu_figures_and_prices():
     assert h100.hourly_usd > 0
     assert get_gpu("a100-80gb").peak_flops(parse_dtype("fp8")) == 312e12   # no FP8 units: 16-bit peak
     assert get_gpu("h100-sxm", hourly_usd=1.5).hourly_usd == 1.5
+    # NVFP4 multiplies in FP4 where the datasheet gives the peak (Blackwell); MXFP4 (weights only) in 16 bits
+    assert get_gpu("b200").peak_flops(parse_dtype("nvfp4")) == 9000e12
+    assert get_gpu("gb200").peak_flops(parse_dtype("nvfp4")) == 10000e12
+    assert get_gpu("b200").peak_flops(parse_dtype("mxfp4")) == 2250e12
+    assert h100.peak_flops(parse_dtype("nvfp4")) == 989e12 and h100.flops_fp4 is None
 
 
 @pytest.mark.parametrize("name, family, usable_mib, bandwidth_gbs, tflops_16bit, interconnect_gbs", [
