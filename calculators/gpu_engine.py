@@ -54,6 +54,12 @@ class GpuEngine:
         tp += ", expert parallel" if self.expert_parallel else ""
         return f"emulated {self.gpu}{tp}, {self.model} {self.dtype} ({self.engine} sizing)"
 
+    def limit_flags(self) -> dict:
+        """The replica's limits as the strategy flags take them: the engine's defaults, with the sequences and
+        step tokens this sizing holds (a limit given to `gpu_engine`, dp ranks' worth)."""
+        return {**self.defaults.limit_flags(), "max_num_seqs": self.max_num_seqs,
+                "max_num_batched_tokens": self.max_num_batched_tokens}
+
 
 def gpu_engine(arch: ModelArchitecture, gpu: GpuSpec, *, dtype: str = "bf16", tp: int = 1,
                gpu_memory_utilization: float | None = None, engine: str = "vllm", engine_version: str | None = None,

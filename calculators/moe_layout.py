@@ -78,7 +78,7 @@ class MoeLayout:
         group = self.gpus(tp)
         if group == 1 or eff.tp_comm_measured:
             return 0.0
-        if group > 1 and not gpu.interconnect_bytes_per_s:
+        if not gpu.interconnect_bytes_per_s:
             raise ValueError(f"gpu {gpu.name!r} has no interconnect bandwidth: {group} GPUs a replica need one "
                              "(--gpu-interconnect-gbs)")
         hidden = arch.hidden_size * ACTIVATION_BYTES

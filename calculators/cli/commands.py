@@ -12,13 +12,14 @@ from calculators.cli.level_pool import level_pool
 from calculators.cli.sessions_command import simulate_sessions_command
 from calculators.cli.topology_command import simulate_topologies
 from calculators.cli.crossover_command import check_crossover_flags, crossover_command
-from calculators.cli.inputs import (gpu_from_args, layout_from_args, lengths, load_from_args, mean_lengths,
+from calculators.cli.inputs import (gpu_from_args, lengths, load_from_args, mean_lengths,
                                     mean_tokens, profile_from_args)
 from calculators.cli.output import GIB, as_dict, emit, print_json, print_rows, print_speculative
 from engine_core.dtypes import default_kv_dtype
 from calculators.fit import fit
 from calculators.engine_profiles import engine_defaults
 from calculators.gpu_engine import gpu_engine
+from calculators.moe_layout import MoeLayout
 from engine_core.gpus import _catalog as gpu_catalog, gpu_names
 from calculators.kv import kv
 from engine_core.models import get_model, model_names, resolve_model
@@ -62,7 +63,7 @@ def cmd_fit(args) -> None:
     tokens = getattr(args, "max_num_batched_tokens", vllm.max_num_batched_tokens)
     prompt_tokens = mean_tokens(args.prompt_tokens, "--prompt-tokens")   # None: sized by --max-model-len
     output_tokens = mean_tokens(args.output_tokens, "--output-tokens")
-    layout = layout_from_args(args)
+    layout = MoeLayout.from_args(args)
     layout.check(_model(args), args.tp)
     result = fit(_model(args), gpu, dtype=args.dtype, kv_dtype=args.kv_dtype, dp=layout.dp,
                  gpus=args.gpus,
@@ -91,7 +92,7 @@ def cmd_fit(args) -> None:
 
 
 def cmd_roofline(args) -> None:
-    layout = layout_from_args(args)
+    layout = MoeLayout.from_args(args)
     if not layout.plain and speculation_from_args(args) is not None:
         raise ValueError("--speculative-* with --dp or --expert-parallel: speculative decoding is timed for tensor "
                          "parallelism alone")
@@ -216,7 +217,8 @@ def _step_model(args) -> StepTimeModel:
     if args.model is None or args.gpu is None:
         raise ValueError("give a measured step model (--step-base-ms ...) or --model and --gpu for a roofline one")
     return step_model_from_roofline(resolve_model(args.model), gpu_from_args(args), dtype=args.dtype, tp=args.tp,
-                                    profile=profile_from_args(args), engine=args.engine, layout=layout_from_args(args))
+                                    profile=profile_from_args(args), engine=args.engine,
+                                    layout=MoeLayout.from_args(args))
 
 
 def _gpu_sizing(args, limits: dict):
@@ -229,7 +231,7 @@ def _gpu_sizing(args, limits: dict):
                       kv_dtype=getattr(args, "kv_dtype", None),
                       max_model_len=args.max_model_len,
                       max_num_seqs=limits.get("max_num_seqs"),
-                      max_num_batched_tokens=limits.get("max_num_batched_tokens"), layout=layout_from_args(args))
+                      max_num_batched_tokens=limits.get("max_num_batched_tokens"), layout=MoeLayout.from_args(args))
 
 
 def _kv_link(args, sizing):
@@ -254,9 +256,9 @@ def cmd_simulate(args) -> None:
     limits, kv_blocks, block_size = limit_values(args), args.kv_blocks, args.block_size
     sizing = _gpu_sizing(args, limits)
     if sizing is not None:   # the engine as it would size itself on that GPU; a flag given here wins
-        limits = {**sizing.defaults.limit_flags(), **limits}
-        for name in ("max_num_seqs", "max_num_batched_tokens"):   # each of --dp's ranks has its own
-            limits[name] = limits[name] * sizing.dp
+        sized = sizing.limit_flags()   # the sequences and step tokens given went into the sizing, a rank's each
+        limits = {**sized, **{name: value for name, value in limits.items()
+                              if name not in ("max_num_seqs", "max_num_batched_tokens")}}
         kv_blocks = sizing.num_kv_blocks if kv_blocks is None else kv_blocks
         block_size = sizing.block_size if block_size is None else block_size
     server = SimServer.from_flags(args.strategy, num_kv_blocks=kv_blocks, block_size=block_size or 16, **limits)
@@ -278,7 +280,7 @@ def cmd_simulate(args) -> None:
         return simulate_sessions_command(args, server, replace(workload, warmup_s=load.warmup_s,
                                                                duration_s=load.duration_s), model, spec, concurrency)
     speculative = _speculative_step(args, "vllm" if sizing is not None else args.engine)
-    if speculative is not None and not layout_from_args(args).plain:
+    if speculative is not None and not MoeLayout.from_args(args).plain:
         raise ValueError("--speculative-* with --dp or --expert-parallel: speculative decoding is simulated for "
                          "tensor parallelism alone")
     speculating = None if speculative is None else replace(server, speculative=speculative)   # checked before running

@@ -7,13 +7,9 @@ from contract.distributions import LengthDistribution, parse_length_distribution
 from contract.load import LoadSpec
 from contract.workload import WorkloadSpec
 from calculators.efficiency_profile import EfficiencyOptions, EfficiencyProfile
-from calculators.moe_layout import MoeLayout
 from engine_core.gpus import GpuOptions, GpuSpec
 
 CALC_DEFAULTS = {"dtype": "bf16", "tp": 1, "dp": 1}   # the engine options a calculator fills in when left out
-
-
-layout_from_args = MoeLayout.from_args   # --dp and --expert-parallel (calculators.moe_layout)
 
 
 def gpu_from_args(args) -> GpuSpec:

@@ -21,10 +21,8 @@ def gpu_replica(gpu_name: str, model: str, *, dtype: str = "bf16", tp: int = 1, 
     gpu = get_gpu(gpu_name)
     sizing = gpu_engine(resolve_model(model), gpu, dtype=dtype, tp=tp, engine=engine, engine_version=engine_version,
                         max_model_len=max_model_len, layout=layout)
-    limits = {**sizing.defaults.limit_flags(), "max_num_seqs": sizing.max_num_seqs,
-              "max_num_batched_tokens": sizing.max_num_batched_tokens}
     server = SimServer.from_flags("continuous", num_kv_blocks=sizing.num_kv_blocks, block_size=sizing.block_size,
-                                  **limits)
+                                  **sizing.limit_flags())
     return ReplicaSpec(server, sizing.step_model, sizing.num_kv_blocks, gpus=layout.gpus(tp),
                        hourly_usd_per_gpu=gpu.hourly_usd,
                        describe=sizing.describe().removeprefix("emulated "), max_model_len=sizing.max_model_len)

@@ -107,8 +107,7 @@ def predict(point: Point, engine: str, limits_from: str = "bench") -> tuple[floa
     sizing = gpu_engine(get_model(point.model), get_gpu(point.gpu), dtype=point.dtype, tp=point.tp, engine=engine,
                         kv_dtype=point.kv_dtype, max_model_len=point.input_tokens + point.output_tokens,
                         layout=layout, **given)
-    limits = {**sizing.defaults.limit_flags(), "max_num_seqs": sizing.max_num_seqs,
-              "max_num_batched_tokens": sizing.max_num_batched_tokens}
+    limits = sizing.limit_flags()
     if limits_from == "bench":
         limits["chunked_prefill"] = True
     server = SimServer.from_flags("continuous", num_kv_blocks=sizing.num_kv_blocks, block_size=sizing.block_size,
