@@ -12,16 +12,12 @@ decodes the whole output (`engine_core`'s continuous scheduler, `Sequence.kv_tra
     TTFT = prefill worker's queue + prompt + hop + decode worker's queue + transfer + its first step,
 and the decode worker's steps carry no prompt, which is what disaggregation buys its inter-token time.
 
-Each pool is a set of replicas (`calculators.plan.replica.ReplicaSim`: the strategy's real scheduler and
-block manager on a step-time clock) fed in time order, round robin as the router's `round_robin` policy
-picks (the only policy modelled here). Prefill workers never depend on decode workers, so the prefill
-pool runs over the whole arrival schedule first and its answers, `hop_s` later, are the decode pool's
-arrivals: exact, with no shared clock. `hop_s` is what the router and the two HTTP exchanges add between
-the prefill worker's last step and the decode worker's queue: a host's front end, 0 by default (a GPU
-what-if leaves front ends out). Open loop and traces only: a closed loop's next send depends on the
-decode pool, which this two-pass order does not follow. What is not modelled: a prefill worker holds a
-sent prompt's blocks until the decode worker has read them (here they are free at its answer), and the
-link is not shared between transfers.
+The pools run as `calculators.plan.pools.run_pools` runs them: round robin in each (the only policy modelled
+here), the prefill pool over the whole arrival schedule first, its answers `hop_s` later the decode pool's
+arrivals. `hop_s` is what the router and the two HTTP exchanges add between the prefill worker's last step
+and the decode worker's queue: a host's front end, 0 by default (a GPU what-if leaves front ends out). Open
+loop and traces only: a closed loop's next send depends on the decode pool, which this two-pass order does
+not follow.
 """
 
 from __future__ import annotations
@@ -32,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calculators.plan.replica import ReplicaSim
+from calculators.plan.pools import run_pools
 from calculators.sim.simulate import SimResult, measured_window, result_of
 from calculators.sim.state import Trace
 from calculators.sim.step_model import StepTimeModel
@@ -161,44 +157,6 @@ def judge_window(slo: SLO, trace: Trace, workload: SimWorkload) -> tuple[bool | 
     return verdict.meets, verdict.reason
 
 
-@dataclass(frozen=True)
-class PoolsRun:
-    """Per request (in send order): first token and end (s; NaN: never), the worker that answered it
-    (aggregated: its replica, 0..N-1; disaggregated: its decode worker, P..P+D-1, after the prefill workers
-    0..P-1); and the workers' steps."""
-
-    first_token: np.ndarray
-    end: np.ndarray
-    worker: np.ndarray
-    steps: int
-    busy_s: float
-    sequences_in_steps: int
-    preemptions: int
-
-
-def run_pools(server: SimServer, step_model: StepTimeModel, topology: Topology, send_s: np.ndarray,
-              prompt: np.ndarray, output: np.ndarray, *, kv: KvLink | None = None, hop_s: float = 0.0,
-              seed: int = 0) -> PoolsRun:
-    """Requests sent at `send_s` (sorted) through `topology`, every one to its end (module docstring)."""
-    n = len(send_s)
-    if topology.disaggregated:
-        prefill = RoundRobinPool(server, step_model, topology.prefill, seed)
-        prefill.run(send_s, prompt, np.ones(n, dtype=np.int64))
-        handed = prefill.end(n) + hop_s   # the decode worker's arrivals: the prefill answer, then the hop
-        decode = RoundRobinPool(server, step_model, topology.decode, seed + 1)
-        decode.run(handed, prompt, output, order=np.argsort(handed, kind="stable"), kv=kv)
-        pools, last, offset = (prefill, decode), decode, topology.prefill
-    else:
-        pools = (last := RoundRobinPool(server, step_model, topology.replicas, seed),)
-        last.run(send_s, prompt, output)
-        offset = 0
-    worker = last.worker(n)
-    return PoolsRun(first_token=last.first_token(n), end=last.end(n), worker=np.where(worker >= 0, worker + offset, -1),
-                    steps=sum(p.steps for p in pools),
-                    busy_s=sum(p.busy_s for p in pools), sequences_in_steps=sum(p.sequences_in_steps for p in pools),
-                    preemptions=sum(p.preemptions for p in pools))
-
-
 def measured_requests(trace: Trace, workload: SimWorkload) -> np.ndarray:
     """The requests a load test measures: with a time window, those sent in it (each runs to its end, as a
     load test waits for the requests in flight at its stop); else the simulator's count rule."""
@@ -207,82 +165,3 @@ def measured_requests(trace: Trace, workload: SimWorkload) -> np.ndarray:
     return np.flatnonzero(trace.client_send >= workload.warmup_s)
 
 
-class RoundRobinPool:
-    """Replicas fed requests in time order, round robin; what they finished, by request index. `num_kv_blocks`:
-    each replica's cache (default: `server`'s)."""
-
-    def __init__(self, server: SimServer, step_model: StepTimeModel, size: int, seed: int,
-                 num_kv_blocks: int | None = None) -> None:
-        blocks = _blocks(server) if num_kv_blocks is None else num_kv_blocks
-        self.replicas = [ReplicaSim(server, step_model, num_kv_blocks=blocks, seed=seed * 1009 + k,
-                                    shared_prefixes=False)   # no two prompts share tokens: nothing to hash
-                         for k in range(size)]
-        self._first: dict[int, float] = {}
-        self._end: dict[int, float] = {}
-        self._worker: dict[int, int] = {}
-
-    def run(self, times: np.ndarray, prompt: np.ndarray, output: np.ndarray, *,
-            order: np.ndarray | None = None, kv: KvLink | None = None) -> None:
-        """Send request i at times[i] (in `order`, default index order) to the next replica in turn; run
-        every replica to the end of its work."""
-        order = np.arange(len(times)) if order is None else order
-        for turn, i in enumerate(order):
-            t = float(times[i])
-            replica = self.replicas[turn % len(self.replicas)]
-            self._worker[int(i)] = turn % len(self.replicas)
-            replica.advance(t)
-            replica.submit(int(i), [int(i)] * int(prompt[i]), int(output[i]), t,
-                           kv_transfer_s=None if kv is None else kv.transfer_s(int(prompt[i])))
-            self._drain(replica)
-        for replica in self.replicas:
-            replica.advance(math.inf)
-            self._drain(replica)
-
-    def _drain(self, replica: ReplicaSim) -> None:
-        self._first.update(replica.first_tokens)
-        self._end.update(replica.ended)
-        replica.first_tokens.clear()
-        replica.ended.clear()
-
-    def first_token(self, n: int) -> np.ndarray:
-        return _times(self._first, n)
-
-    def end(self, n: int) -> np.ndarray:
-        return _times(self._end, n)
-
-    def worker(self, n: int) -> np.ndarray:
-        """[n] the replica each request was sent to (-1: none)."""
-        out = np.full(n, -1, dtype=np.int64)
-        if self._worker:
-            out[np.fromiter(self._worker.keys(), dtype=np.int64)] = np.fromiter(self._worker.values(), dtype=np.int64)
-        return out
-
-    @property
-    def steps(self) -> int:
-        return sum(r.steps for r in self.replicas)
-
-    @property
-    def busy_s(self) -> float:
-        return sum(r.busy_s for r in self.replicas)
-
-    @property
-    def sequences_in_steps(self) -> int:
-        return sum(r.sequences_in_steps for r in self.replicas)
-
-    @property
-    def preemptions(self) -> int:
-        return sum(r.preemptions for r in self.replicas)
-
-
-def _blocks(server: SimServer) -> int:
-    if server.num_kv_blocks is None:
-        raise ValueError("a topology's replicas need their KV cache's size (num_kv_blocks)")
-    return server.num_kv_blocks
-
-
-def _times(found: dict[int, float], n: int) -> np.ndarray:
-    times = np.full(n, np.nan)
-    if found:
-        index = np.fromiter(found.keys(), dtype=np.int64, count=len(found))
-        times[index] = np.fromiter(found.values(), dtype=float, count=len(found))
-    return times

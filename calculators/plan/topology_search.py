@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from calculators.plan.topology import KvLink, RoundRobinPool, Topology
+from calculators.plan.pools import RoundRobinPool
+from calculators.plan.topology import KvLink, Topology
 from contract.records import tpot_s
 from contract.slo import PERCENTILE, SLO, SloSample, judge, percentile
 

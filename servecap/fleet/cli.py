@@ -212,9 +212,15 @@ def _spec(args, slo, **fleet):
 
 def _disaggregated(args, slo):
     """`--topology PpDd`: emulated workers `r0`..`r{P-1}` prefill (`--role prefill`), the rest decode, behind
-    `vllm-router --vllm-pd-disaggregation`; fixed pools, as `servecap plan --topology` plans them."""
+    `vllm-router --vllm-pd-disaggregation`; fixed pools, as `servecap plan --topology` plans them, each
+    `--kill T:ID` killing the worker it names (not replaced)."""
+    from calculators.plan.disaggregated import kills
+    from servecap.plan.flags import fault_from_flag
+
     topology = pools_topology(args, "runs fixed pools of emulated workers behind a round-robin PD router",
                               (("--server-cmd", args.server_cmd is not None),))
+    faults = tuple(fault_from_flag(spec) for spec in args.kill)
+    kills(topology, faults)   # each names its worker, once
     launch, describe = _launch(args)
     link = [] if args.kv_transfer_gbs is None else ["--kv-transfer-gbs", str(args.kv_transfer_gbs)]
     link += ["--kv-transfer-latency-us", str(args.kv_transfer_latency_us)] if args.kv_transfer_latency_us else []
@@ -224,7 +230,7 @@ def _disaggregated(args, slo):
         return launch(name, role)
 
     return _spec(args, slo, launch=worker, describe_replica=f"{topology}: {describe}", model=args.model,
-                 initial_replicas=topology.workers, autoscaler=None, faults=(), disaggregated=topology)
+                 initial_replicas=topology.workers, autoscaler=None, faults=faults, disaggregated=topology)
 
 
 def _launch(args, **replica):

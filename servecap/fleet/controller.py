@@ -14,7 +14,8 @@ and rate limits included) for a count. Up: new replicas start and join the route
 a replica still starting goes first (the newest), else the ready one holding the fewest requests;
 it leaves the router, then drains (SIGTERM: it finishes what it holds). A fault kills its replica
 (SIGKILL; the one named, else the one holding the most) and takes it out of the router; a fixed
-fleet then starts a replacement, as a Deployment would. The same choices as the plan's fleet loop
+fleet then starts a replacement, as a Deployment would, unless its router cannot take one while it runs
+(vLLM's router in its PD mode: the worker stays lost). The same choices as the plan's fleet loop
 (`calculators.plan.fleet`), so the two can be compared decision by decision.
 
 Every action goes into `events` (t, what, replica, detail) and every decision into `decisions`
@@ -56,9 +57,11 @@ class FleetClock:
 class FleetController:
     def __init__(self, pool: ReplicaPool, router: VllmRouter, clock: FleetClock, *,
                  autoscaler: AutoscalerConfig | None, faults: tuple[Fault, ...], cold_start_s: float,
-                 horizon_s: float, log=None, replica_faults: tuple = (), timed: tuple = ()) -> None:
+                 horizon_s: float, log=None, replica_faults: tuple = (), timed: tuple = (),
+                 replace_killed: bool = True) -> None:
         """`timed`: (t_s, what, action) to do at t_s on the fleet's clock besides the faults and the
-        autoscaler's ticks (a canary's next weight), each recorded as an event `what`."""
+        autoscaler's ticks (a canary's next weight), each recorded as an event `what`. `replace_killed`
+        False: a killed replica stays lost (a router that cannot add one while it runs: the PD mode's)."""
         self.pool, self.router, self.clock = pool, router, clock
         self.autoscaler = None if autoscaler is None else Autoscaler(autoscaler)
         self.interval_s = autoscaler.interval_s if autoscaler else None
@@ -66,6 +69,7 @@ class FleetController:
         self.faults = sorted(faults, key=lambda f: f.t_s)
         self.replica_faults = tuple(replica_faults)   # (replica id, contract.faults.Fault), at= on the fleet's clock
         self.timed = tuple(timed)
+        self.replace_killed = replace_killed
         self.injected: dict[int, float] = {}          # replica id -> attempts it answered with a set fault, last read
         self.cold_start_s, self.horizon_s = cold_start_s, horizon_s
         self.log = log or (lambda text: None)
@@ -225,5 +229,7 @@ class FleetController:
         self.pool.kill(victim)
         self.event("killed", victim)
         self.log(f"t={self.now():.0f}s: killed {victim.name}")
-        if self.autoscaler is None:   # a fixed fleet's Deployment replaces the pod
+        if self.autoscaler is None and self.replace_killed:   # a fixed fleet's Deployment replaces the pod
             self.start_replica()
+        elif self.autoscaler is None:
+            self.event("not replaced", victim, "the router adds no worker while it runs")

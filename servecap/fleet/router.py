@@ -67,16 +67,20 @@ def pd_router_argv(prefill_urls: tuple[str, ...], decode_urls: tuple[str, ...], 
 
 
 class VllmRouter:
-    """A running router with no workers until `add`; a context manager (stops it on exit)."""
+    """A running router with no workers until `add`; a context manager (stops it on exit). With `pd`
+    (prefill URLs, decode URLs) the router runs in its disaggregated mode with those workers from the start:
+    that mode removes a worker while it runs but adds none (`add` says so)."""
 
     def __init__(self, policy: str, *, log_path: Path | None = None, startup_timeout_s: float = 60.0,
-                 flags: tuple[str, ...] | list[str] = ()) -> None:
+                 flags: tuple[str, ...] | list[str] = (),
+                 pd: tuple[tuple[str, ...], tuple[str, ...]] | None = None) -> None:
         """`flags`: more of vllm-router's own (its retries and circuit breakers: RouterResilience.router_flags)."""
         if policy not in POLICIES:
             raise ValueError(f"router policy {policy!r}: vllm-router's are {', '.join(POLICIES)}")
-        self.policy = policy
-        self.process = ServerProcess(RouterSpec(router_argv(policy, flags=flags), ready_path="/health"),
-                                     log_path=log_path, startup_timeout_s=startup_timeout_s)
+        self.policy, self.pd = policy, pd
+        argv = router_argv(policy, flags=flags) if pd is None else pd_router_argv(*pd, policy, flags=flags)
+        self.process = ServerProcess(RouterSpec(argv, ready_path="/health"), log_path=log_path,
+                                     startup_timeout_s=startup_timeout_s)
         self.http = httpx.Client(timeout=120)
 
     @property
@@ -93,6 +97,10 @@ class VllmRouter:
 
     def add(self, worker_url: str) -> None:
         """The router checks the worker's health, then routes to it (it answers once it does)."""
+        if self.pd is not None:
+            raise RuntimeError(f"vllm-router's PD mode adds no worker while it runs ({worker_url}): its /add_worker "
+                               "answers 400 'PD router requires specific add_prefill_server or add_decode_server "
+                               "methods', which its HTTP API does not offer")
         answer = self.http.post(self.url + "/add_worker", params={"url": worker_url})
         if answer.status_code >= 300:
             raise RuntimeError(f"vllm-router would not add {worker_url}: HTTP {answer.status_code} {answer.text[:200]}")

@@ -44,8 +44,7 @@ from servecap.fleet.fallback import FallbackFleet, fallback_section, start_fallb
 from servecap.fleet.shadow import ShadowFleet, drain_and_read, shadow_section, start_shadow
 from servecap.fleet.replicas import ReplicaPool
 from servecap.fleet.second_pool import lives_after
-from servecap.fleet.router import RouterSpec, VllmRouter, pd_router_argv
-from servecap.launch.process import ServerProcess
+from servecap.fleet.router import VllmRouter
 from contract.workload import WorkloadSpec
 from servecap.experiment.run_options import RunOptions
 from contract.fleet_policies import FLEET_FILE   # fleet.json's name: its owner's, as the fleet CLI reads it
@@ -218,11 +217,12 @@ def run_fleet(plan: FleetSpec, console) -> Path:
 
 def _run_disaggregated(plan: FleetSpec, console, demand_path: Path, horizon: float, log) -> Path:
     """Fixed prefill and decode pools: every worker started and ready, then the router in its PD mode with
-    them, then the replay; no controller (nothing scales, nothing is killed)."""
+    them, then the replay; nothing scales. The controller acts out the faults (`--kill T:ID`): the worker
+    leaves the router and is killed, and is not replaced (the PD router adds no worker while it runs)."""
     topology, out = plan.disaggregated, plan.out
     clock = FleetClock()
     pool = ReplicaPool(plan.launch, out / "replicas", clock=clock.now)
-    replay = None
+    replay = controller = None
     try:
         workers = [pool.start(plan.cold_start_s) for _ in range(topology.workers)]
         for thread in pool.threads:
@@ -230,22 +230,28 @@ def _run_disaggregated(plan: FleetSpec, console, demand_path: Path, horizon: flo
         failed = [r.error for r in workers if r.error]
         if failed:
             raise ValueError(f"a worker did not start: {failed[0]}")
-        urls = [r.url for r in workers]
-        argv = pd_router_argv(tuple(urls[:topology.prefill]), tuple(urls[topology.prefill:]),
-                              flags=plan.resilience.router_flags())
-        with ServerProcess(RouterSpec(argv, ready_path="/health"), log_path=out / "router.log",
-                           startup_timeout_s=60) as router:
-            log(f"vllm-router --vllm-pd-disaggregation at {router.base_url}: {topology.prefill} prefill, "
+        urls = tuple(r.url for r in workers)
+        with VllmRouter(plan.router, log_path=out / "router.log", flags=plan.resilience.router_flags(),
+                        pd=(urls[:topology.prefill], urls[topology.prefill:])) as router:
+            log(f"vllm-router --vllm-pd-disaggregation at {router.url}: {topology.prefill} prefill, "
                 f"{topology.decode} decode worker(s), {plan.describe_replica}")
-            replay = ReplayClock(out / RECORDS_FILE, plan.demand, pool, clock.rebase)
-            replay.start()
-            Runner(_replay(plan, router.base_url, demand_path), console, command="servecap fleet").run()
-            replay.stop()
+            controller = FleetController(pool, router, clock, autoscaler=None, faults=plan.faults,
+                                         cold_start_s=plan.cold_start_s, horizon_s=horizon, log=log,
+                                         replace_killed=False)
+            controller.start()
+            try:
+                replay = ReplayClock(out / RECORDS_FILE, plan.demand, pool, controller.arm)
+                replay.start()
+                Runner(_replay(plan, router.url, demand_path), console, command="servecap fleet").run()
+                replay.stop()
+                controller.read_all()
+            finally:
+                controller.stop()
     finally:
         pool.close()
     if replay is None or replay.t0_unix is None:
         raise ValueError("no request was recorded: the replay did not run (see locust.log)")
-    _write_outputs(plan, None, pool, replay.t0_unix, horizon, None)
+    _write_outputs(plan, controller, pool, replay.t0_unix, horizon, replay.arm_error_s)
     return out
 
 

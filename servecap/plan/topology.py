@@ -61,7 +61,7 @@ def pools_topology(args, what: str, more: tuple[tuple[str, bool], ...] = ()):
         raise ValueError(f"--topology {args.topology}: an aggregated fleet is --replicas N; --topology takes PpDd")
     clashing = [flag for flag, given in (("--replicas", args.replicas is not None),
                                          ("--min-replicas/--max-replicas", args.min_replicas is not None
-                                          or args.max_replicas is not None), ("--kill", bool(args.kill)),
+                                          or args.max_replicas is not None),
                                          ("--replica-fault", bool(args.replica_fault)),
                                          (f"--router {args.router}", args.router != "round_robin"),
                                          ("--dp/--expert-parallel", (args.dp or 1) > 1 or args.expert_parallel), *more)
@@ -74,6 +74,7 @@ def pools_topology(args, what: str, more: tuple[tuple[str, bool], ...] = ()):
 def disaggregated_config(args, seed: int):
     """`servecap plan --topology PpDd`: the plan's fixed pools (a FleetConfig)."""
     from calculators.plan.fleet import FleetConfig
+    from servecap.plan.flags import fault_from_flag
 
     topology = pools_topology(args, "plans fixed prefill and decode pools behind a round-robin PD router",
                               (("--search", args.search != "none"), ("--calibration", bool(args.calibration))))
@@ -82,7 +83,8 @@ def disaggregated_config(args, seed: int):
     replica, kv = gpu_worker(args)
     return FleetConfig(replica=replica, router=args.router, initial_replicas=topology.workers,
                        cold_start_s=args.cold_start_s or 0.0, seed=seed, disaggregated=topology, kv=kv,
-                       pd_hop_s=args.pd_hop_ms / 1e3)
+                       pd_hop_s=args.pd_hop_ms / 1e3, faults=tuple(fault_from_flag(spec) for spec in args.kill),
+                       retry_lost=args.retry_lost)   # FleetConfig refuses a kill that names no worker
 
 
 def busiest_window(demand, window_s: float):

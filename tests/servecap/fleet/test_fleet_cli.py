@@ -50,7 +50,9 @@ def test_fixed_pools_refuse_what_they_do_not_run(tmp_path, capsys):
     curve = tmp_path / "ok.csv"
     curve.write_text("0,1\n60,2\n")
     base = ["--rate-curve", str(curve), *REPLICA, "--topology", "1p1d"]
-    assert "--kill not with it" in _error(capsys, [*base, "--kill", "10"])
+    assert "--kill 10: with --topology 1p1d name the worker, T:ID, ID 0 to 0 a prefill worker, 1 to 1 a decode" in \
+        _error(capsys, [*base, "--kill", "10"])
+    assert "worker 1 is killed twice" in _error(capsys, [*base, "--kill", "10:1", "--kill", "20:1"])
     assert "--min-replicas/--max-replicas not with it" in _error(capsys, [*base, "--min-replicas", "1",
                                                                           "--max-replicas", "2", "--target", "4"])
     assert "give agg:N" in _error(capsys, [*REPLICA[:-2], "--rate-curve", str(curve), "--topology", "pd"])

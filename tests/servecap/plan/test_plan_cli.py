@@ -108,6 +108,31 @@ def test_fixed_pools_refuse_what_they_do_not_model(tmp_path, capsys):
     assert "--kv-transfer-gbs must be > 0" in _error(capsys, [*base, "--topology", "1p1d", "--kv-transfer-gbs", "0"])
     sessions = ["--sessions", "4", "--session-prefix-tokens", "64"]
     assert "shared prefixes" in _error(capsys, [*base, "--topology", "1p1d", *sessions])
+    assert "name the worker, T:ID" in _error(capsys, [*base, "--topology", "2p1d", "--kill", "30"])
+    assert "ID 0 to 1 a prefill worker, 2 to 2 a decode worker" in _error(capsys, [*base, "--topology", "2p1d",
+                                                                             "--kill", "30:3"])
+    assert "--retry-lost not modelled with it" in _error(capsys, [*base, "--topology", "1p1d", "--kill", "30:1",
+                                                                 "--retry-lost"])
+
+
+def test_a_pd_plan_kills_the_worker_named_and_does_not_replace_it(tmp_path):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,4\n60,4\n")   # each decode worker holds about two streams at once
+    base = ["--rate-curve", str(curve), *GPU, *SLO, "--prompt-tokens", "2000", "--output-tokens", "256",
+            "--topology", "1p2d", "--window-s", "20", "--json"]
+    plans = {}
+    for name, kill in (("whole", []), ("decode", ["--kill", "30:2"]), ("prefill", ["--kill", "30:0"])):
+        assert main([*base, *kill, "--out", str(tmp_path / name)]) == 0
+        plans[name] = json.loads((tmp_path / name / "plan.json").read_text())
+    whole, decode, prefill = (plans[k]["plan"] for k in ("whole", "decode", "prefill"))
+    assert whole["lost_requests"] == 0 and whole["replicas_killed"] == 0
+    # decode worker 2 gone at 30 s: what it held then fails, and the later requests all go to worker 1
+    assert decode["replicas_killed"] == 1 and decode["replicas_started"] == 3   # not replaced
+    assert 0 < decode["lost_requests"] < decode["requests"] / 4
+    # the only prefill worker gone: every request from 30 s on fails as it comes (the router has none left)
+    late = [w for w in plans["prefill"]["windows"] if w["start_s"] >= 40]
+    assert prefill["lost_requests"] >= sum(w["requests"] for w in late) > 0
+    assert [w["failed"] for w in late] == [w["requests"] for w in late]
 
 
 def test_a_canary_plan_answers_per_version_and_refuses_what_it_cannot_split(tmp_path, capsys):
