@@ -125,6 +125,7 @@ def compare_pair(out: Path, router: str) -> dict:
         "requests_plan": p["requests"], "requests_fleet": f["requests"], "unfinished_fleet": f["unfinished"],
         "replicas_started_plan": p["replicas_started"], "replicas_started_fleet": len(fleet["replicas"]),
         "controller_armed_late_s": fleet.get("controller_armed_late_s"),
+        "controller_rearmed_by_s": fleet.get("controller_rearmed_by_s"),
         "resilience": _resilience(p.get("router") or {}, fleet) if fleet.get("replica_faults") else None,
         "canary": _canary(plan, fleet) if fleet.get("canary") else None,
         "sessions": _sessions(p.get("sessions"), fleet.get("sessions") or _sessions_from_records(out, router, fleet)

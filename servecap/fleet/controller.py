@@ -88,12 +88,14 @@ class FleetController:
 
     def arm(self, t0_monotonic: float) -> None:
         """The replay began at `t0_monotonic`: what happened before it (the initial replicas' starts) moves
-        onto the new clock, at negative times."""
+        onto the new clock, at negative times. Armed again (the exact start, once known: ReplayClock), what
+        was timed on the first clock moves by the correction."""
         shift = self.clock.rebase(t0_monotonic)
         for replica in self.pool.replicas:
             replica.requested_s -= shift
-            if replica.ready_s is not None:
-                replica.ready_s -= shift
+            for name in ("ready_s", "drain_s", "stopped_s"):
+                if getattr(replica, name) is not None:
+                    setattr(replica, name, getattr(replica, name) - shift)
         self.events = [(round(t - shift, 3), *rest) for t, *rest in self.events]
         self._armed.set()
 

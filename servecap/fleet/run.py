@@ -84,6 +84,9 @@ class FleetSpec:
     fallback: FallbackFleet | None = None   # a fallback pool, nginx's backup upstream behind the primary's router
 
 
+REARM_S = 0.005   # an arming this far off the replay's exact start is corrected
+
+
 class ReplayClock:
     """When the replay began: the fleet's t = 0, on which the controller's decisions and faults are timed.
 
@@ -92,13 +95,20 @@ class ReplayClock:
       50 ms): the replay began then, less the first request's time in the demand;
     - the first record the load generator writes: its scheduled send time minus its request's time in
       the demand (Locust sends row i at its time). Exact: `t0_unix` keeps it, and the records are
-      placed on the fleet's clock by it; `arm_error_s` says how far the controller's arming was from it.
+      placed on the fleet's clock by it.
+    A replica sets its gauges after a step ends, so the first signal comes a whole step late (a long
+    prompt's prefill: a third of a second), and the first record only when its request has finished. So
+    when the record comes and the arming was more than REARM_S off it, the controller is armed again on
+    the exact time (its clock, events and replicas' times move with it; a fault or decision in the
+    seconds before would already have been acted on the first clock): `rearmed_by_s` is that correction,
+    `arm_error_s` what is left of the error (0 once re-armed).
     """
 
     def __init__(self, records: Path, demand: Demand, pool, on_start) -> None:
         self.records, self.demand, self.pool, self.on_start = records, demand, pool, on_start
         self.t0_unix: float | None = None
         self.armed_unix: float | None = None
+        self.rearmed_by_s: float | None = None
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._watch, name="replay-clock", daemon=True)
         self.http = httpx.Client(timeout=2)
@@ -125,7 +135,10 @@ class ReplayClock:
             if first is not None:
                 index = int(str(first["request_id"]).rsplit("#", 1)[1])
                 self.t0_unix = float(first["t_sched"]) - float(self.demand.t_s[index])
-                if self.armed_unix is None:
+                if self.armed_unix is not None and abs(self.armed_unix - self.t0_unix) > REARM_S:
+                    self.rearmed_by_s = self.armed_unix - self.t0_unix
+                    self._arm(self.t0_unix)
+                elif self.armed_unix is None:
                     self._arm(self.t0_unix)
                 return
             if self.armed_unix is None and self._arrived():
@@ -210,7 +223,7 @@ def run_fleet(plan: FleetSpec, console) -> Path:
             shadow_rows = drain_and_read(shadow_pool)
     if clock.t0_unix is None:
         raise ValueError("no request was recorded: the replay did not run (see locust.log)")
-    _write_outputs(plan, controller, pool, clock.t0_unix, horizon, clock.arm_error_s, canary_pool,
+    _write_outputs(plan, controller, pool, clock, horizon, canary_pool,
                    None if shadow_pool is None else (shadow_pool, shadow_rows), fallback_pool)
     return out
 
@@ -251,7 +264,7 @@ def _run_disaggregated(plan: FleetSpec, console, demand_path: Path, horizon: flo
         pool.close()
     if replay is None or replay.t0_unix is None:
         raise ValueError("no request was recorded: the replay did not run (see locust.log)")
-    _write_outputs(plan, controller, pool, replay.t0_unix, horizon, replay.arm_error_s)
+    _write_outputs(plan, controller, pool, replay, horizon)
     return out
 
 
@@ -283,13 +296,13 @@ def _lives(pool: ReplicaPool) -> list[ReplicaLife]:
     return lives
 
 
-def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: ReplicaPool, t0_unix: float,
-                   horizon: float, arm_error_s: float | None, canary_pool: ReplicaPool | None = None,
+def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: ReplicaPool, replay: ReplayClock,
+                   horizon: float, canary_pool: ReplicaPool | None = None,
                    shadow: tuple[ReplicaPool, dict] | None = None, fallback_pool: ReplicaPool | None = None) -> None:
     """`controller` None: fixed pools, nothing decided or acted on. With `canary_pool` (`fallback_pool`),
     every record's replica is `VERSION/NAME` (`TIER/NAME`, nginx's header) and the second pool's replicas
     number after the primary's."""
-    out = plan.out
+    out, t0_unix = plan.out, replay.t0_unix
     events = [] if controller is None else controller.events
     decisions = [] if controller is None else controller.decisions
     with (out / TIMELINE_FILE).open("w", newline="") as file:
@@ -319,7 +332,8 @@ def _write_outputs(plan: FleetSpec, controller: FleetController | None, pool: Re
         "injected_errors": {} if controller is None else {f"r{rid}": n for rid, n in sorted(controller.injected.items())},
         "demand": {"source": plan.demand.source, "requests": len(plan.demand), "span_s": float(plan.demand.span_s),
                    "file": DEMAND_FILE},
-        "t0_unix": t0_unix, "controller_armed_late_s": arm_error_s,
+        "t0_unix": t0_unix, "controller_armed_late_s": replay.arm_error_s,
+        "controller_rearmed_by_s": replay.rearmed_by_s,
         "replicas": [{"id": r.id, "name": r.name, "requested_s": r.requested_s, "ready_s": r.ready_s,
                       "drain_s": r.drain_s, "stopped_s": r.stopped_s, "killed": r.killed, "url": r.url,
                       "error": r.error, "served": int((run.replica == r.id).sum())} for r in pool.replicas],

@@ -104,3 +104,17 @@ def test_an_moe_layout_reaches_every_emulated_replica_or_is_refused_by_name(tmp_
         in _error(capsys, [*moe, "--topology", "1p1d", "--expert-parallel"])
     assert "--canary-weight with --dp/--expert-parallel" in _error(capsys, [*moe, "--replicas", "1", "--dp", "2",
                                                                             "--canary-weight", "0.1"])
+
+
+def test_the_pd_router_is_started_with_its_workers_and_refuses_to_add_one():
+    """vllm-router's PD mode takes its workers on its command line and adds none while it runs (its
+    /add_worker answers 400): a fleet's controller is told so in words, and a killed worker stays lost."""
+    from servecap.fleet.router import VllmRouter
+
+    router = VllmRouter("round_robin", pd=(("http://127.0.0.1:1",), ("http://127.0.0.1:2",)))
+    argv = router.process.spec.argv
+    assert "--vllm-pd-disaggregation" in argv
+    assert argv[argv.index("--prefill") + 1] == "http://127.0.0.1:1" and argv[argv.index("--decode") + 1] == \
+        "http://127.0.0.1:2"
+    with pytest.raises(RuntimeError, match="PD mode adds no worker while it runs"):
+        router.add("http://127.0.0.1:3")
