@@ -14,7 +14,9 @@ prompt / block ids per request (60 million ids for a day of a million 1000-token
 say nothing more. Mooncake rows' `hash_ids` are such ids, of 512 tokens.
 
 Sessions: `session` is a request's session or user key (-1: none), the key consistent_hash routes on;
-a chained demand's later turns wait on the turn before them (`after`, `delay_s`; `followers()`).
+a chained demand's later turns wait on the turn before them (`after`, `delay_s`; `followers()`), and a
+request that joins several (an agent's turn after its sub-agents, calculators.plan.demand_sessions) waits
+on the others too (`joins`: (request, another it waits on) pairs; `waits()`).
 
 Pure: numpy, no I/O; bad rows raise ValueError with one line naming the problem.
 """
@@ -45,6 +47,7 @@ class Demand:
     duration_s: float | None = None   # the time it covers (a curve's length, a cut); None: the last send
     after: np.ndarray | None = None    # [n] int64 chained sessions: the earlier request this one waits on, -1 none
     delay_s: np.ndarray | None = None  # [n] float64: its wait after that request's answer (module doc)
+    joins: tuple[tuple[int, int], ...] = ()   # (request, another earlier request it also waits on)
 
     def __post_init__(self) -> None:
         arrays = {}
@@ -98,6 +101,14 @@ class Demand:
             for name, value in (("after", after), ("delay_s", delay)):
                 value.setflags(write=False)
                 object.__setattr__(self, name, value)
+        if self.joins:
+            if self.after is None:
+                raise ValueError("demand: joins need after (a join is a chained request that waits on more)")
+            object.__setattr__(self, "joins", tuple((int(i), int(j)) for i, j in self.joins))
+            for i, j in self.joins:
+                if not (0 <= j < i < n) or self.after[i] < 0 or j == self.after[i]:
+                    raise ValueError(f"demand: join ({i}, {j}): a chained request waits on an earlier one "
+                                     "besides the one it follows")
 
     def __len__(self) -> int:
         return len(self.t_s)
@@ -107,13 +118,26 @@ class Demand:
         """Some request is a session's later turn, sent only after the turn before it ends."""
         return self.after is not None and bool(np.any(self.after >= 0))
 
-    def followers(self) -> dict[int, int]:
-        """{request: the later turn that waits on it} (empty when nothing is chained): one owner for who
-        follows whom, for the plan's sends and the replay's demand file."""
+    def followers(self) -> dict[int, list[int]]:
+        """{request: the later requests that wait on it, in order} (empty when nothing is chained): one owner
+        for who follows whom, for the plan's sends, its sessions and the replay's demand file."""
         if not self.chained:
             return {}
-        later = np.flatnonzero(self.after >= 0)
-        return dict(zip(self.after[later].tolist(), later.tolist()))
+        out: dict[int, list[int]] = {}
+        for later in np.flatnonzero(self.after >= 0).tolist():
+            out.setdefault(int(self.after[later]), []).append(later)
+        for i, j in self.joins:
+            out.setdefault(j, []).append(i)
+        return {k: sorted(v) for k, v in out.items()}
+
+    def waits(self) -> dict[int, int]:
+        """{chained request: how many earlier requests it waits on} (1, or more for a join)."""
+        if not self.chained:
+            return {}
+        out = {int(k): 1 for k in np.flatnonzero(self.after >= 0).tolist()}
+        for i, _ in self.joins:
+            out[i] += 1
+        return out
 
     def _unchained(self, what: str) -> None:
         if self.chained:
@@ -146,7 +170,8 @@ class Demand:
 
 
 def from_rows(offsets_s, prompt, output, hash_ids=None, *, speedup: float = 1.0, duration_s: float | None = None,
-              source: str = "", session=None, prefix_block_tokens: int = TRACE_BLOCK_TOKENS, delay_s=None) -> Demand:
+              source: str = "", session=None, prefix_block_tokens: int = TRACE_BLOCK_TOKENS, delay_s=None,
+              parents=None, joins=()) -> Demand:
     """A trace's rows as demand. Offsets (s) are divided by `speedup`; `duration_s` keeps the rows sent
     before it (in the sped-up time). `hash_ids` (per row, a sequence of block ids; Mooncake's) become
     `prefix`, None when no row has any. `session` (per row: an int key, or a string such as BurstGPT's
@@ -157,7 +182,10 @@ def from_rows(offsets_s, prompt, output, hash_ids=None, *, speedup: float = 1.0,
     AIPerf's mooncake `delay`, loadgen.workload.traces) chains each such row to its session's row before it
     (in file order): it is sent at its own offset or `delay_s` after that answer, whichever is later (both
     over `speedup`), as the trace replay sends it. Its send time in the demand is the later of its offset and
-    its predecessor's (the soonest it can go), so a chain's rows stay in order."""
+    its predecessor's (the soonest it can go), so a chain's rows stay in order. `parents` (per row: None, or
+    the earlier row it waits on) names each chained row's predecessor instead of its session's row before it
+    (sub-agents that all wait on one row), and `joins` ((row, earlier row) pairs) the further rows a row waits
+    on (a join of sub-agents)."""
     check_positive("speedup", speedup)
     if duration_s is not None:
         check_positive("duration_s", duration_s)
@@ -176,13 +204,17 @@ def from_rows(offsets_s, prompt, output, hash_ids=None, *, speedup: float = 1.0,
         if len(delay_s) != n:
             raise ValueError(f"demand: delay_s has {len(delay_s)} entries, offsets_s has {n}")
         after_row, delays, last = np.full(n, -1, dtype=np.int64), np.zeros(n), {}
+        joined: dict[int, list[int]] = {}
+        for i, j in joins:
+            joined.setdefault(int(i), []).append(int(j))
         for r in range(n):
             key = int(keys_all[r])
             if delay_s[r] is not None:
-                if key < 0 or key not in last:
+                parent = last.get(key) if parents is None or parents[r] is None else int(parents[r])
+                if (key < 0 and parents is None) or parent is None or not 0 <= parent < r:
                     raise ValueError(f"demand: row {r + 1} waits on its session's previous turn, and has none")
-                after_row[r], delays[r] = last[key], float(delay_s[r]) / float(speedup)
-                t[r] = max(t[r], t[last[key]])
+                after_row[r], delays[r] = parent, float(delay_s[r]) / float(speedup)
+                t[r] = max(t[r], t[parent], *(t[j] for j in joined.get(r, ())))
             if key >= 0:
                 last[key] = r
     order = np.argsort(t, kind="stable")
@@ -201,7 +233,9 @@ def from_rows(offsets_s, prompt, output, hash_ids=None, *, speedup: float = 1.0,
         position[order] = np.arange(len(order))
         before = after_row[order]
         chain = {"after": np.where(before >= 0, position[np.maximum(before, 0)], -1),
-                 "delay_s": delays[order]}
+                 "delay_s": delays[order],
+                 "joins": tuple((int(position[i]), int(position[j])) for i, j in joins
+                                if position[i] >= 0 and position[j] >= 0)}
     details = [source] if source else []
     if speedup != 1:
         details.append(f"speedup {speedup:g}")

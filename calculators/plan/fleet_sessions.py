@@ -2,7 +2,9 @@
 
 A session's later turn (`Demand.after`, `Demand.delay_s`: a trace's rows with AIPerf's `delay`) is sent when
 the turn before it has ended on the client's clock and its delay is up, or at its own time if that is later:
-the trace replay's rule (loadgen.scenario.load_run `_replay_sessions`). A turn that failed (lost with a
+the trace replay's rule (loadgen.scenario.load_run `_replay_sessions`). A request that joins several (an
+agent's turn after its sub-agents, `Demand.joins`) goes when the last of them has ended, and sub-agents that
+all follow one request go together at its end. A turn that failed (lost with a
 killed replica, or answered an error after the router's last attempt) lets the next one go at its failure,
 as the replay's does: each row is its own recorded prompt. A turn that never ends (it waits at a router
 that never gets a replica) holds the rest of its session back; they stay unsent and count as unfinished.
@@ -24,7 +26,9 @@ class FleetSessions:
     `_catch_up`, `_drain`, `_settle`."""
 
     def _init_sessions(self) -> None:
-        self.next_turn: dict[int, int] = self.demand.followers()   # request -> its waiting turn, while unsent
+        self.next_turn: dict[int, list[int]] = self.demand.followers()   # request -> the turns waiting on it
+        self.waiting_on: dict[int, int] = self.demand.waits()   # unsent turn -> the requests it still waits on
+        self.ready_at: dict[int, float] = {}  # a join's turn -> the latest end among those it waited on so far
         self.watched: dict[int, int] = {}     # member in flight whose request has a turn to follow -> replica
 
     def _opens(self, i: int) -> bool:
@@ -39,11 +43,16 @@ class FleetSessions:
         self.watched.pop(j, None)
 
     def _turn_over(self, i: int, t: float) -> None:
-        """Request i ended at t on the client's clock (answered or failed): its session's next turn is sent
-        at its own time or its delay after t, whichever is later."""
-        k = self.next_turn.pop(i, None)
-        if k is not None:
-            self._push(max(float(self.demand.t_s[k]), t + float(self.demand.delay_s[k])), self.FOLLOW, k)
+        """Request i ended at t on the client's clock (answered or failed): each turn waiting on it, once
+        nothing else holds it back, is sent at its own time or its delay after the last end, whichever is later."""
+        for k in self.next_turn.pop(i, ()):
+            ready = max(self.ready_at.pop(k, t), t)
+            self.waiting_on[k] -= 1
+            if self.waiting_on[k]:
+                self.ready_at[k] = ready
+                continue
+            del self.waiting_on[k]
+            self._push(max(float(self.demand.t_s[k]), ready + float(self.demand.delay_s[k])), self.FOLLOW, k)
 
     def _catch_up(self, t: float) -> None:
         """Every event up to t, and the stepped replicas run to t (whose turns' ends may push more before t)."""

@@ -1,8 +1,9 @@
 """What a plan of chained sessions means for their users: how long a whole session took, and how many were
 open at once.
 
-A session is the chain of requests one opening request starts (`Demand.after`): it opens when that request
-is sent and closes when its last request ends. Completion is measured over the sessions whose last request
+A session is the chain of requests one opening request starts (`Demand.after`, with any sub-agents it fans
+out to and the turns that join them): it opens when that request is sent and closes when its last request
+(the latest in the demand) ends. Completion is measured over the sessions whose last request
 answered (one whose last request failed or never finished has no end; they are counted apart). Sessions open
 at once are counted on the client's clock, from each opening send to its close (one without an end stays
 open to the run's horizon: an upper bound): the peak is what a deployment must hold at one time, the mean its
@@ -24,11 +25,15 @@ def session_summary(demand: Demand, run: FleetRun) -> dict | None:
         return None
     opened, closed = [], []
     for first in np.flatnonzero(demand.after < 0).tolist():
-        last = first
-        while last in followers:
-            last = followers[last]
-        if first == last:
+        if first not in followers:
             continue   # a request waiting on nothing and waited on by nothing: not a session
+        last, todo, seen = first, [first], {first}
+        while todo:
+            for k in followers.get(todo.pop(), ()):
+                if k not in seen:   # a join is reached from each sub-agent it waits on
+                    seen.add(k)
+                    last = max(last, k)
+                    todo.append(k)
         opened.append(float(run.send_s[first]))
         closed.append(float(run.end_s[last]))
     return summarize_sessions(np.asarray(opened), np.asarray(closed), run.horizon_s)

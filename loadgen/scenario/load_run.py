@@ -34,6 +34,7 @@ from locust.exception import StopUser
 from contract.arrivals import iter_offsets, my_share
 from contract.hedging import parse_hedge
 from loadgen.workload.prompts import request_rng
+from loadgen.workload.traces import parallel_groups
 from loadgen.client.clock import Clock
 from loadgen.client.exchange import Exchange, Outcome, summarize
 from loadgen.client.sse import answer_text
@@ -234,25 +235,43 @@ class LoadRun(HedgedSending):
     def _replay_sessions(self, t0: float, inflight: gevent.pool.Pool) -> None:
         """A trace of sessions (loadgen.workload.traces): each of this process's sessions in a greenlet of
         `inflight`, from its first row's time; each later turn at its time or its delay after the previous
-        answer, whichever is later (both over --speedup). A failed turn does not end its session: each row
-        is its own recorded prompt. Records carry the session as conversation_id and the turn."""
+        answer, whichever is later (both over --speedup); a group of `parallel` rows at once, the step after it
+        on the last of their answers (loadgen.workload.traces). A failed turn does not end its session: each
+        row is its own recorded prompt. Records carry the session as conversation_id and the turn."""
         trace, speedup = self.trace, self.scenario.config.trace_speedup
 
+        def turn(index: int, number: int, answered: float | None) -> float | None:
+            """Send row `index` as turn `number` when its time comes; when it ended (None: the run stopped)."""
+            row = trace.trace.rows[index]
+            t_sched = t0 + row.offset_s / speedup
+            if answered is not None and row.delay_s is not None:
+                t_sched = max(t_sched, answered + row.delay_s / speedup)
+            sleep_until(t_sched - PREPARE_LEAD_S)
+            if self.stopping:
+                return None
+            rng = request_rng(self.settings.seed, self.settings.level, "open", index)
+            prepared = trace.prepare(index, rng, turn=number)
+            sleep_until(t_sched, spin_s=SPIN_S)
+            self.send(index, prepared, t_sched=t_sched)
+            return time.perf_counter()
+
         def session(rows: tuple[int, ...]) -> None:
-            answered = None
-            for turn, index in enumerate(rows):
-                row = trace.trace.rows[index]
-                t_sched = t0 + row.offset_s / speedup
-                if answered is not None and row.delay_s is not None:
-                    t_sched = max(t_sched, answered + row.delay_s / speedup)
-                sleep_until(t_sched - PREPARE_LEAD_S)
-                if self.stopping:
+            answered, number = None, 0
+            for step in parallel_groups(rows, trace.trace.rows):
+                if len(step) == 1:
+                    number += 1
+                    answered = turn(step[0], number, answered)
+                else:   # a group sent at once; the next step waits on the last of them
+                    jobs = [gevent.spawn(turn, index, number + k + 1, answered) for k, index in enumerate(step)]
+                    number += len(step)
+                    try:
+                        gevent.joinall(jobs, raise_error=True)
+                    finally:
+                        gevent.killall([job for job in jobs if not job.dead], block=True)
+                    ends = [job.value for job in jobs]
+                    answered = None if None in ends else max(ends)
+                if answered is None:
                     return
-                rng = request_rng(self.settings.seed, self.settings.level, "open", index)
-                prepared = trace.prepare(index, rng, turn=turn + 1)
-                sleep_until(t_sched, spin_s=SPIN_S)
-                self.send(index, prepared, t_sched=t_sched)
-                answered = time.perf_counter()
 
         try:
             for number, rows in enumerate(trace.trace.sessions):

@@ -36,6 +36,12 @@ server, as the agent that made the trace did; sessions start open loop. Each row
 not threaded in. A later row with neither time, a first row with only a `delay` (a turn with no turn before
 it) and a negative delay are refused, naming the line. `Trace.sessions` lists each session's rows.
 
+A session's rows may also carry `parallel` (servecap's own field, an integer): consecutive rows of a session
+with the same `parallel` run at once, each its `delay` after the answer of the row before them (sub-agents an
+agent fans out to), and the row after them waits on every one of them, its `delay` after the last of their
+answers (the agent's turn that joins them). `parallel_groups` gives a session's steps; `Trace.links` who waits
+on whom. A session's first row cannot be one of them (they wait on a row before them).
+
 A Mooncake row may also name its `user` (servecap's own field, the end user as OpenAI's request `user` means
 it, for traffic whose requests do not wait on each other, as `servecap fleet` writes a plan's --sessions
 users). A row's session, else its user, else BurstGPT's Session ID is its `key`: the replay sends it as
@@ -70,6 +76,7 @@ class TraceRow:
     delay_s: float | None = None     # Mooncake session: the wait after the previous turn's answer (None: at
                                      # offset_s, which for such a row is its session's previous row's)
     user: str = ""                   # Mooncake "user": whose request it is (no turn waits on another)
+    parallel: int | None = None      # servecap's "parallel": its group of rows that run at once (module doc)
 
     @property
     def key(self) -> str:
@@ -97,6 +104,35 @@ class Trace:
 
     def offsets(self, speedup: float = 1.0) -> list[float]:
         return [row.offset_s / speedup for row in self.rows]
+
+    def links(self) -> tuple[list[int | None], list[tuple[int, int]]]:
+        """Who waits on whom, by row index: each row's predecessor (None: none; sessions' rows in turn order,
+        a group of `parallel` rows each on the row before the group) and the (row, another row) pairs of a
+        row that also waits on the rest of a group before it."""
+        parents: list[int | None] = [None] * len(self.rows)
+        joins: list[tuple[int, int]] = []
+        for rows in self.sessions:
+            before: tuple[int, ...] = ()
+            for step in parallel_groups(rows, self.rows):
+                for index in step:
+                    if before:
+                        parents[index] = before[-1]
+                        joins.extend((index, other) for other in before[:-1])
+                before = step
+        return parents, joins
+
+
+def parallel_groups(rows: tuple[int, ...], trace_rows: tuple[TraceRow, ...]) -> list[tuple[int, ...]]:
+    """A session's rows (indices, in turn order) as its steps: one row, or a run of consecutive rows with the
+    same `parallel` (sent at once)."""
+    steps: list[list[int]] = []
+    for index in rows:
+        group = trace_rows[index].parallel
+        if group is not None and steps and trace_rows[steps[-1][-1]].parallel == group:
+            steps[-1].append(index)
+        else:
+            steps.append([index])
+    return [tuple(step) for step in steps]
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -196,6 +232,13 @@ def _mooncake_rows(path: Path, text: str) -> list[tuple]:
         user = row.get("user")
         if user is not None and (not isinstance(user, (str, int)) or isinstance(user, bool) or str(user) == ""):
             raise ValueError(f"--trace: {where}: \"user\" must be a non-empty string, got {user!r}")
+        parallel = row.get("parallel")
+        if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 0):
+            raise ValueError(f"--trace: {where}: \"parallel\" must be an integer >= 0 (a group of a session's rows "
+                             f"sent at once), got {parallel!r}")
+        if parallel is not None and (not session or session not in last_time):
+            raise ValueError(f"--trace: {where}: \"parallel\" rows run at once after a row of their session before "
+                             "them: it needs a \"session_id\" whose earlier row they follow")
         timestamp, delay = row.get("timestamp"), row.get("delay")
         if delay is not None and not _non_negative(delay):
             raise ValueError(f"--trace: {where}: \"delay\" must be milliseconds >= 0, got {delay!r}")
@@ -216,7 +259,7 @@ def _mooncake_rows(path: Path, text: str) -> list[tuple]:
         rows.append((seconds, _count(row["input_length"], "input_length", where),
                      _count(row["output_length"], "output_length", where), tuple(hash_ids), session,
                      None if (first or not session) else (0.0 if delay is None else delay / 1000.0),
-                     "" if user is None else str(user)))
+                     "" if user is None else str(user), parallel))
     return rows
 
 

@@ -6,7 +6,9 @@ the same id, so requests that share ids share a prompt prefix, as the plan's rep
 Replayed with `--trace-block-tokens demand.prefix_block_tokens`, the prompts have the plan's lengths
 and prefixes. A chained session's rows carry its `session_id`, and each later turn its `delay` (ms) after
 the answer before it beside its `timestamp` (the soonest it may go): AIPerf's session form, which the
-replay sends as the plan does (calculators.plan.fleet_sessions). Any other row with a session key (a
+replay sends as the plan does (calculators.plan.fleet_sessions). Sub-agents sent at once after one request
+(a fan-out) carry a `parallel` group number, and the row after them waits on them all (the join): the
+replay's reading of servecap's `parallel` (loadgen.workload.traces). Any other row with a session key (a
 --sessions user's) carries it as `user`: the replay sends both as its session header, which a
 consistent_hash router keys on as the plan's does.
 """
@@ -21,7 +23,14 @@ from calculators.plan.demand import Demand
 
 def write_demand(demand: Demand, path: Path) -> Path:
     followers = demand.followers()
-    chained = set(followers) | set(followers.values())   # every row of a session with a later turn
+    chained = set(followers) | {k for turns in followers.values() for k in turns}   # a session's every row
+    group, groups = {}, {}   # sub-agents that follow one request: a `parallel` group, numbered in their session
+    for parent, turns in followers.items():
+        together = [k for k in turns if demand.after[k] == parent]
+        if len(together) > 1:
+            key = int(demand.session[parent])
+            groups[key] = groups.get(key, -1) + 1
+            group.update(dict.fromkeys(together, groups[key]))
     with path.open("w") as out:
         for i in range(len(demand)):
             row = {"timestamp": round(float(demand.t_s[i]) * 1000, 3), "input_length": int(demand.prompt[i]),
@@ -32,6 +41,8 @@ def write_demand(demand: Demand, path: Path) -> Path:
                 row["session_id"] = str(int(demand.session[i]))
                 if demand.after[i] >= 0:
                     row["delay"] = round(float(demand.delay_s[i]) * 1000, 3)
+                if i in group:   # sent at once with the rest of its group; the row after waits on them all
+                    row["parallel"] = group[i]
             elif demand.session[i] >= 0:   # a user's request: keyed for the router, waiting on nothing
                 row["user"] = str(int(demand.session[i]))
             out.write(json.dumps(row, separators=(",", ":")) + "\n")

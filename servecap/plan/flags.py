@@ -11,7 +11,6 @@ import math
 from pathlib import Path
 
 from calculators.plan.autoscaler import AutoscalerConfig
-from calculators.plan.demand_sessions import check_plannable
 from calculators.plan.fleet import Fault
 from calculators.plan.resilience import ReplicaErrors, RouterResilience
 from contract.faults import parse_replica_fault
@@ -76,8 +75,7 @@ def add_slo_flags(p: argparse.ArgumentParser) -> None:
 
 def demand_workload(args) -> WorkloadSpec:
     """The workload options as the demand takes them (a dataset, multi-turn chats and classic models are a
-    sweep's: a plan's users are --sessions, its closed-loop sessions a trace's or `--session`'s agents, whose
-    fan-out `demand_spec_from_flags` refuses: sub-agents that join cannot be one chain of turns)."""
+    sweep's: a plan's users are --sessions, its closed-loop sessions a trace's or `--session`'s agents)."""
     workload = WorkloadSpec.from_args(args)
     refused = [flag for flag, given in (("--dataset", workload.dataset), ("--turns", workload.turns != 1),
                                         ("--scenario", workload.classic))
@@ -188,7 +186,6 @@ def demand_spec_from_flags(args) -> dict:
         spec.update(kind="trace", trace=trace)
         return spec
     if workload.agentic:
-        check_plannable(workload.session_spec)
         chained_refusals(args, f"--session {workload.session}")
         spec.update(session=workload.session_spec, think_time_s=workload.think_time_s)
     lengths = {"prompt": workload.prompt_lengths, "output": workload.output_lengths,

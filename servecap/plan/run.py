@@ -49,11 +49,13 @@ def _demand(spec: dict, replication: int) -> Demand:
         hash_ids = [row.hash_ids for row in rows] if any(row.hash_ids for row in rows) else None
         sessions = [row.key for row in rows] if any(row.key for row in rows) else None   # what the router keys on
         skipped = f" ({trace.skipped} failed rows skipped)" if getattr(trace, "skipped", 0) else ""
+        parents, joins = (trace.links() if any(row.parallel is not None for row in rows)
+                          else (None, ()))   # sub-agents sent at once and joined (the trace's `parallel`)
         return from_rows([row.offset_s for row in rows], [row.input_tokens for row in rows],
                          [row.output_tokens for row in rows], hash_ids, speedup=spec["speedup"],
                          duration_s=spec["duration_s"], session=sessions,
                          delay_s=[row.delay_s for row in rows] if trace.chained else None,
-                         source=f"{trace.format} trace {trace.path}{skipped}")
+                         parents=parents, joins=joins, source=f"{trace.format} trace {trace.path}{skipped}")
     lengths = dict(prompt=spec["prompt"], output=spec["output"], seed=seed, speedup=spec["speedup"],
                    sessions=spec["sessions"], turns_prefix_tokens=spec["prefix_tokens"])
     if spec["kind"] == "rate_curve":

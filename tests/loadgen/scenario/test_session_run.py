@@ -90,3 +90,27 @@ def test_a_trace_of_sessions_waits_on_each_answer_then_the_delay(reference_serve
         assert row["t_sched"] - answered == pytest.approx(delay, abs=0.01)   # the delay after the answer
         assert 0 <= row["t_start"] - row["t_sched"] < 0.02
     assert rows[("b", 1)]["t_sched"] - rows[("a", 1)]["t_sched"] == pytest.approx(0.1, abs=0.002)
+
+
+def test_a_trace_of_sub_agents_sends_them_at_once_and_the_join_after_the_last(reference_server_tiny, tmp_path):
+    trace = tmp_path / "fanout.jsonl"
+    trace.write_text('{"session_id": "a", "timestamp": 0, "input_length": 40, "output_length": 8}\n'
+                     '{"session_id": "a", "delay": 0, "parallel": 0, "input_length": 30, "output_length": 4}\n'
+                     '{"session_id": "a", "delay": 0, "parallel": 0, "input_length": 30, "output_length": 24}\n'
+                     '{"session_id": "a", "delay": 100, "input_length": 90, "output_length": 8}\n')
+    records = tmp_path / "r.jsonl"
+    proc = run_locust("--host", reference_server_tiny.base_url, "-u", "1", "-r", "1", "-t", "20s", "--trace",
+                      str(trace), "--trace-block-tokens", "16", "--records", str(records))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "trace replayed: 1 sessions, 4 requests" in proc.stderr
+    rows = {r["turn"]: r for r in read_records(records)}
+    assert sorted(rows) == [1, 2, 3, 4] and all(r["status"] == "ok" for r in rows.values())
+
+    def answered(r):
+        return r["t_start"] + r["e2e_s"]
+
+    for turn in (2, 3):   # both sub-agents at the call's answer
+        assert rows[turn]["t_sched"] - answered(rows[1]) == pytest.approx(0.0, abs=0.01)
+    last = max(answered(rows[2]), answered(rows[3]))
+    assert answered(rows[3]) > answered(rows[2])   # the longer answer ends last
+    assert rows[4]["t_sched"] - last == pytest.approx(0.1, abs=0.01)   # the join: its delay after the last

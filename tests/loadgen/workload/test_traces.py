@@ -3,7 +3,7 @@ the line."""
 
 import pytest
 
-from loadgen.workload.traces import TracePrompts, TraceRow, load_trace
+from loadgen.workload.traces import TracePrompts, TraceRow, load_trace, parallel_groups
 
 
 def test_azure_csv_rows_sorted_with_offsets_from_the_first(tmp_path):
@@ -138,3 +138,36 @@ def test_bad_traces_name_the_line(tmp_path, name, content, message):
     with pytest.raises(ValueError, match=message) as err:
         load_trace(path)
     assert str(err.value).startswith("--trace:")
+
+
+def test_parallel_rows_of_a_session_run_at_once_and_the_next_row_waits_on_them_all(tmp_path):
+    path = tmp_path / "fanout.jsonl"
+    path.write_text('{"session_id": "a", "timestamp": 0, "input_length": 40, "output_length": 8}\n'
+                    '{"session_id": "a", "delay": 0, "parallel": 0, "input_length": 30, "output_length": 16}\n'
+                    '{"session_id": "a", "delay": 0, "parallel": 0, "input_length": 35, "output_length": 16}\n'
+                    '{"session_id": "a", "delay": 0, "input_length": 90, "output_length": 8}\n'
+                    '{"session_id": "a", "delay": 500, "parallel": 1, "input_length": 20, "output_length": 4}\n'
+                    '{"session_id": "a", "delay": 500, "parallel": 1, "input_length": 20, "output_length": 4}\n'
+                    '{"session_id": "a", "delay": 0, "parallel": 2, "input_length": 20, "output_length": 4}\n')
+    trace = load_trace(path)
+    assert [r.parallel for r in trace.rows] == [None, 0, 0, None, 1, 1, 2]
+    assert parallel_groups(trace.sessions[0], trace.rows) == [(0,), (1, 2), (3,), (4, 5), (6,)]
+    parents, joins = trace.links()
+    # the group on the row before it; the row after a group on its last and, joined, on the rest
+    assert parents == [None, 0, 0, 2, 3, 3, 5] and joins == [(3, 1), (6, 4)]
+
+
+@pytest.mark.parametrize("row, message", [
+    ('{"session_id": "a", "timestamp": 0, "parallel": 0, "input_length": 4, "output_length": 1}', "whose earlier row they follow"),
+    ('{"timestamp": 0, "parallel": 0, "input_length": 4, "output_length": 1}', "it needs a .session_id."),
+    ('{"session_id": "b", "timestamp": 0, "input_length": 4, "output_length": 1}\n'
+     '{"session_id": "b", "delay": 0, "parallel": -1, "input_length": 4, "output_length": 1}', "integer >= 0"),
+    ('{"session_id": "b", "timestamp": 0, "input_length": 4, "output_length": 1}\n'
+     '{"session_id": "b", "delay": 0, "parallel": true, "input_length": 4, "output_length": 1}', "integer >= 0"),
+])
+def test_a_parallel_row_that_follows_nothing_is_refused_naming_its_line(tmp_path, row, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(row + "\n")
+    with pytest.raises(ValueError, match=message) as caught:
+        load_trace(path)
+    assert "line" in str(caught.value) and "\n" not in str(caught.value)

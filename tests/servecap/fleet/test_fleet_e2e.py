@@ -123,3 +123,29 @@ def test_agent_sessions_from_a_rate_curve_are_replayed_as_their_chains(tmp_path)
             waited = after["t_sched"] - (before["t_start"] + before["e2e_s"])
             assert waited == pytest.approx(0.3 if after["turn"] % 2 == 0 else 0.0, abs=0.05)
         assert turns[-1]["cached_tokens"] >= turns[0]["prompt_tokens"] // 2   # the system prompt and the history
+
+
+def test_agents_that_fan_out_are_replayed_with_their_sub_agents_at_once(tmp_path):
+    # one turn a session: a call, two sub-agents sent at once at its answer, then the answer that joins them;
+    # the plan of the same flags has the same requests and sessions
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,1\n5,1\n")
+    shared = ["--rate-curve", str(curve), "--session", "turns:1,tools:1,fanout:2,tool-result:16,schemas:1,"
+              "call-tokens:8", "--prompt-tokens", "64", "--output-tokens", "16", "--replicas", "2", "--router",
+              "consistent_hash", "--slo-ttft-ms", "3000", "--window-s", "10", "--cold-start-s", "0", "--seed", "2"]
+    out = tmp_path / "fleet"
+    fleet, _ = run_fleet(out, "--emulate", "l4", "--model", "llama-3.1-8b", "--server-args", "--max-model-len 2048",
+                         *shared)
+    sent = fleet["accounting"]["sent"]
+    assert sent >= 8 and sent % 4 == 0 and fleet["accounting"]["by_status"] == {"ok": sent}
+    sessions: dict[str, list[dict]] = {}
+    for record in read_records(out / "requests.jsonl"):
+        sessions.setdefault(record["conversation_id"], []).append(record)
+    for turns in sessions.values():
+        turns.sort(key=lambda r: r["turn"])
+        call, subs, join = turns[0], turns[1:3], turns[3]
+        ends = [r["t_start"] + r["e2e_s"] for r in turns]
+        for sub in subs:
+            assert sub["t_sched"] == pytest.approx(ends[0], abs=0.05)   # at the call's answer, together
+        assert join["t_sched"] == pytest.approx(max(ends[1:3]), abs=0.05)   # after the last sub-agent
+    assert fleet["sessions"]["sessions"] == fleet["sessions"]["completed"] == sent // 4

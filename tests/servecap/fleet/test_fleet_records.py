@@ -72,6 +72,28 @@ def test_a_demand_of_sessions_is_written_as_sessions_the_replay_chains(tmp_path)
     assert trace.rows[trace.sessions[1][0]].session == "" and trace.rows[trace.sessions[1][0]].offset_s == 1.0
 
 
+def test_a_fan_out_is_written_as_parallel_rows_that_read_back_as_the_same_joins(tmp_path):
+    from calculators.plan.demand_sessions import agent_session_demand
+    from contract.agent_session import parse_session
+    from contract.distributions import LengthDistribution
+
+    starts = from_rows([0.0, 0.4], [1, 1], [1, 1], duration_s=10.0)
+    spec = parse_session("turns:2,tools:1-2,fanout:2-3,tool-result:uniform:8:32,schemas:1")
+    demand = agent_session_demand(starts, spec, seed=5, block_tokens=16, prompt=LengthDistribution.fixed(20),
+                                  output=LengthDistribution.fixed(7))
+    assert demand.joins
+    trace = load_trace(write_demand(demand, tmp_path / "demand.jsonl"))
+    groups = [row.parallel for row in trace.rows]
+    assert sum(g is not None for g in groups) == sum(len(v) for k, v in demand.followers().items()
+                                                     if len([c for c in v if demand.after[c] == k]) > 1)
+    parents, joins = trace.links()
+    again = from_rows(trace.offsets(), [r.input_tokens for r in trace.rows], [r.output_tokens for r in trace.rows],
+                      session=[r.key for r in trace.rows], delay_s=[r.delay_s for r in trace.rows],
+                      parents=parents, joins=joins)
+    assert again.after.tolist() == demand.after.tolist() and sorted(again.joins) == sorted(demand.joins)
+    assert again.prompt.tolist() == demand.prompt.tolist()
+
+
 def test_a_demand_of_users_keeps_each_users_key_for_the_router_and_chains_nothing(tmp_path):
     demand = from_rows([0.0, 0.5, 1.0, 1.5], [100, 200, 50, 300], [5, 5, 5, 5], session=["u1", "u2", "", "u1"])
     trace = load_trace(write_demand(demand, tmp_path / "demand.jsonl"))

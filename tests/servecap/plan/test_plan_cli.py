@@ -46,8 +46,6 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, capsys):
         capsys, ["--trace", str(malformed), *GPU, *SLO, "--replicas", "2"])
     assert "--session tool-latency" in _error(capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2",
                                                        "--session", "turns:2,tool-latency:-1"])
-    assert "fanout: sub-agents run at once and their answers join" in _error(
-        capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2", "--session", "tools:1,fanout:2"])
     assert "--sessions gives single requests to users" in _error(
         capsys, ["--rate-curve", str(curve), *GPU, *SLO, "--replicas", "2", "--session", "turns:2", "--sessions", "9"])
     assert "--session turns:2: its sessions' turns wait on the previous answer, and --canary-weight" in _error(
@@ -326,6 +324,19 @@ def test_agent_sessions_started_at_the_curves_rate_are_planned_turn_after_answer
     assert sessions["sessions"] == plan["requests"] // 4 == sessions["completed"]
     assert sessions["completion_s"]["p50"] > 2 * 2.0   # two tool waits of 2 s, then the answers
     assert 1 <= sessions["peak_open"] <= sessions["sessions"]
+
+
+def test_agents_that_fan_out_are_planned_with_their_sub_agents(tmp_path):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("t_s,rate_rps\n0,0.2\n30,0.2\n")
+    out = tmp_path / "plan"
+    assert main(["--rate-curve", str(curve), "--session", "turns:2,tools:1,fanout:2,tool-result:32,schemas:1",
+                 "--prompt-tokens", "64", "--output-tokens", "16", *GPU, *SLO, "--replicas", "1", "--window-s", "60",
+                 "--no-n-plus-one", "--seed", "3", "--out", str(out)]) == 0
+    plan = json.loads((out / "plan.json").read_text())["plan"]
+    # 8 requests a session: per turn a call, its two sub-agents, and the answer that joins them
+    assert plan["requests"] % 8 == 0 and plan["requests"] >= 16 and plan["unfinished"] == 0
+    assert plan["sessions"]["sessions"] == plan["requests"] // 8 == plan["sessions"]["completed"]
 
 
 def test_an_moe_replica_laid_out_dep_is_planned_on_all_its_gpus(tmp_path, capsys):
