@@ -21,8 +21,7 @@ A turn that fans out (`fanout`) runs its first tool round as sub-agents, as the 
 the round's call, its sub-agents are sent at once, each one request of its own (the system prompt and the
 tools, then a task of `prompt` tokens with its own blocks; an answer of `tool_result` tokens), and the
 turn's next request goes when the last of them has answered (`Demand.joins`), their answers its new
-content. The fleet's replay sends a session's turns one after another, so `servecap fleet` refuses such a
-demand (servecap.fleet.cli).
+content (the fleet's demand file marks them a `parallel` group, which its replay sends at once).
 
 Pure: draws only (seeded per session, so adding sessions leaves the earlier ones as they were).
 """
