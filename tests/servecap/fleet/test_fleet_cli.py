@@ -46,13 +46,6 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, capsys):
         assert "the demand has no requests" in _error(capsys, ["--rate-curve", str(silent), *REPLICA, *pools])
 
 
-def test_a_fan_out_is_planned_but_not_replayed(tmp_path, capsys):
-    curve = tmp_path / "ok.csv"
-    curve.write_text("0,0.2\n60,0.2\n")
-    assert "--session fanout: the fleet's replay sends a session's turns one after another" in _error(
-        capsys, ["--rate-curve", str(curve), *REPLICA, "--replicas", "1", "--session", "turns:2,tools:1,fanout:2"])
-
-
 def test_fixed_pools_refuse_what_they_do_not_run(tmp_path, capsys):
     curve = tmp_path / "ok.csv"
     curve.write_text("0,1\n60,2\n")
